@@ -1,0 +1,357 @@
+"""Mutations through the engine: the patch, applied to the original, gives the right object."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests import builders as b
+from webhook import admission, review
+from webhook.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.patches import apply
+from webhook.state import Store
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+DEFAULTS = Defaults()
+
+
+def run(obj: dict[str, Any], store: Store, **kw: Any) -> tuple[review.Outcome, dict[str, Any]]:
+    """Send ``obj`` through /mutate; return the outcome and the patched object."""
+    request = review.from_dict(b.review(obj, **kw))
+    outcome = admission.mutate(request, store=store, defaults=DEFAULTS)
+    return outcome, apply(obj, outcome.patch)
+
+
+def reinvoke(obj: dict[str, Any], store: Store) -> list[dict[str, Any]]:
+    """The patch a second invocation over the already-mutated object produces."""
+    return run(obj, store)[0].patch
+
+
+def node_terms(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    aff = pod["spec"]["affinity"]["nodeAffinity"]
+    terms: list[dict[str, Any]] = aff["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    return terms
+
+
+ZONES_ABC = store_from_objects([], zones=("zone-a", "zone-b", "zone-c"))
+
+
+@pytest.mark.parametrize(
+    ("ordinal", "zone"),
+    [(0, "zone-a"), (1, "zone-b"), (2, "zone-c"), (3, "zone-a"), (13, "zone-b")],
+)
+def test_affinity_mode_pins_ordinal_to_its_zone(ordinal: int, zone: str) -> None:
+    """No existing affinity: one new term with the zone requirement, and the zone annotation."""
+    pod = b.sts_pod(ordinal=ordinal)
+    outcome, mutated = run(pod, ZONES_ABC)
+    assert outcome.allowed
+    assert node_terms(mutated) == [
+        {"matchExpressions": [{"key": ZONE_KEY, "operator": "In", "values": [zone]}]}
+    ]
+    assert mutated["metadata"]["annotations"]["stszone.io/zone"] == zone
+    assert reinvoke(mutated, ZONES_ABC) == []
+
+
+def test_requirement_is_anded_into_every_term_and_the_rest_is_untouched() -> None:
+    """nodeSelectorTerms are ORed: the zone goes into each of them; preferred/tolerations stay."""
+    aff = b.zone_affinity([("disk", "In", ["ssd"])], [("gpu", "Exists", [])])
+    aff["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = [
+        {
+            "weight": 5,
+            "preference": {
+                "matchExpressions": [{"key": ZONE_KEY, "operator": "In", "values": ["zone-c"]}]
+            },
+        }
+    ]
+    pod = b.sts_pod(ordinal=1, affinity=aff)
+    pod["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE_KEY,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {},
+        }
+    ]
+    original = copy.deepcopy(pod)
+    _, mutated = run(pod, ZONES_ABC)
+    want = {"key": ZONE_KEY, "operator": "In", "values": ["zone-b"]}
+    terms = node_terms(mutated)
+    assert len(terms) == 2 and all(t["matchExpressions"][-1] == want for t in terms)
+    assert terms[0]["matchExpressions"][0] == {"key": "disk", "operator": "In", "values": ["ssd"]}
+    assert (
+        mutated["spec"]["affinity"]["nodeAffinity"][
+            "preferredDuringSchedulingIgnoredDuringExecution"
+        ]
+        == aff["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    )
+    for field in ("tolerations", "topologySpreadConstraints", "containers", "volumes"):
+        assert mutated["spec"][field] == original["spec"][field]
+    assert pod == original, "the engine must not modify the request object"
+    assert reinvoke(mutated, ZONES_ABC) == []
+
+
+def test_match_fields_only_term_gets_the_requirement() -> None:
+    """A term with only matchFields (node name) is ANDed with the zone too."""
+    aff = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    _, mutated = run(b.sts_pod(ordinal=2, affinity=aff), ZONES_ABC)
+    term = node_terms(mutated)[0]
+    assert (
+        term["matchFields"]
+        == aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ][0]["matchFields"]
+    )
+    assert term["matchExpressions"] == [{"key": ZONE_KEY, "operator": "In", "values": ["zone-c"]}]
+
+
+def test_existing_compatible_zone_requirement_is_kept() -> None:
+    """A pod already allowing zone-a or zone-b keeps that and gains the exact zone."""
+    pod = b.sts_pod(ordinal=0, affinity=b.zone_affinity([(ZONE_KEY, "In", ["zone-a", "zone-b"])]))
+    outcome, mutated = run(pod, ZONES_ABC)
+    assert outcome.allowed
+    assert node_terms(mutated)[0]["matchExpressions"] == [
+        {"key": ZONE_KEY, "operator": "In", "values": ["zone-a", "zone-b"]},
+        {"key": ZONE_KEY, "operator": "In", "values": ["zone-a"]},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("affinity", "node_selector", "named"),
+    [
+        (b.zone_affinity([(ZONE_KEY, "In", ["zone-b"])]), None, "zone-b"),
+        (b.zone_affinity([(ZONE_KEY, "NotIn", ["zone-a"])]), None, "NotIn [zone-a]"),
+        (
+            b.zone_affinity([(ZONE_KEY, "In", ["zone-b"])], [(ZONE_KEY, "DoesNotExist", [])]),
+            None,
+            "DoesNotExist",
+        ),
+        (None, {ZONE_KEY: "zone-c"}, "nodeSelector topology.kubernetes.io/zone=zone-c"),
+    ],
+)
+def test_own_constraint_excluding_the_zone_is_denied_naming_both(
+    affinity: dict[str, Any] | None, node_selector: dict[str, str] | None, named: str
+) -> None:
+    """Ordinal 0 belongs in zone-a; a pod that rules zone-a out is denied, naming both."""
+    outcome, _ = run(
+        b.sts_pod(ordinal=0, affinity=affinity, node_selector=node_selector), ZONES_ABC
+    )
+    assert not outcome.allowed and outcome.code == 403
+    assert named in outcome.message and "zone-a" in outcome.message
+
+
+def test_one_term_still_allowing_the_zone_is_enough() -> None:
+    """Terms are ORed: if one term allows the zone the pod is schedulable, so it is allowed."""
+    pod = b.sts_pod(
+        ordinal=0,
+        affinity=b.zone_affinity([(ZONE_KEY, "In", ["zone-b"])], [("disk", "In", ["ssd"])]),
+    )
+    outcome, _ = run(pod, ZONES_ABC)
+    assert outcome.allowed
+
+
+def test_name_with_dashes_and_no_index_label() -> None:
+    """`my-db-cluster-12` without the pod-index label is ordinal 12 of StatefulSet my-db-cluster."""
+    pod = b.sts_pod("my-db-cluster", 12, index_label=False)
+    _, mutated = run(pod, ZONES_ABC)
+    assert mutated["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
+
+
+def test_pod_index_label_wins_over_the_name() -> None:
+    """The label is what the StatefulSet controller sets; the name is only a fallback."""
+    pod = b.sts_pod("db", 4)
+    pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = "5"
+    _, mutated = run(pod, ZONES_ABC)
+    assert mutated["metadata"]["annotations"]["stszone.io/zone"] == "zone-c"
+
+
+def test_ordinals_start_from_the_statefulset() -> None:
+    """spec.ordinals.start = 10: ordinal 10 goes to the first zone."""
+    store = store_from_objects([b.statefulset(start=10, annotations={"stszone.io/zones": "x,y,z"})])
+    _, mutated = run(b.sts_pod(ordinal=11), store)
+    assert mutated["metadata"]["annotations"]["stszone.io/zone"] == "y"
+
+
+def test_data_gravity_overrides_the_rule_with_a_warning() -> None:
+    """Ordinal 0's claim is bound to a PV in zone-c: affinity goes to zone-c, and a warning says why."""
+    store = store_from_objects(
+        [b.pvc("data-db-0", volume="pv-c"), b.pv("pv-c", "zone-c")],
+        zones=("zone-a", "zone-b", "zone-c"),
+    )
+    outcome, mutated = run(b.sts_pod(ordinal=0), store)
+    assert node_terms(mutated)[0]["matchExpressions"][0]["values"] == ["zone-c"]
+    assert any("pv-c" in w and "zone-c" in w for w in outcome.warnings)
+    assert reinvoke(mutated, store) == []
+
+
+def test_scheduler_mode_sets_scheduler_and_zone() -> None:
+    """Scheduler mode: schedulerName from the annotation, zone recorded, no affinity added."""
+    store = store_from_objects(
+        [
+            b.statefulset(
+                annotations={
+                    "stszone.io/zones": "a,b",
+                    "stszone.io/mode": "scheduler",
+                    "stszone.io/scheduler-name": "zoned",
+                }
+            )
+        ]
+    )
+    _, mutated = run(b.sts_pod(ordinal=1), store)
+    assert mutated["spec"]["schedulerName"] == "zoned"
+    assert mutated["metadata"]["annotations"]["stszone.io/zone"] == "b"
+    assert "affinity" not in mutated["spec"]
+    assert reinvoke(mutated, store) == []
+
+
+def test_scheduler_mode_uses_server_default_and_keeps_custom_scheduler() -> None:
+    """No scheduler-name annotation: the server's --scheduler-name; a custom scheduler is left alone."""
+    store = store_from_objects(
+        [b.statefulset(annotations={"stszone.io/zones": "a,b", "stszone.io/mode": "scheduler"})]
+    )
+    _, mutated = run(b.sts_pod(ordinal=0), store)
+    assert mutated["spec"]["schedulerName"] == DEFAULTS.scheduler_name
+    outcome, custom = run(b.sts_pod(ordinal=0, scheduler="volcano"), store)
+    assert custom["spec"]["schedulerName"] == "volcano" and outcome.warnings
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        b.plain_pod(),
+        b.sts_pod(labels={"stszone.io/skip": "true"}),
+    ],
+    ids=["not-owned", "skip-label"],
+)
+def test_pods_left_alone(pod: dict[str, Any]) -> None:
+    """Pods not controlled by a StatefulSet and pods labelled stszone.io/skip=true pass unchanged."""
+    outcome, _ = run(pod, ZONES_ABC)
+    assert outcome.allowed and outcome.patch == [] and not outcome.warnings
+
+
+def test_non_create_operations_are_not_mutated() -> None:
+    """UPDATE of a pod is allowed unchanged (scheduling constraints are immutable anyway)."""
+    pod = b.sts_pod()
+    outcome, _ = run(pod, ZONES_ABC, operation="UPDATE", old=pod)
+    assert outcome.allowed and outcome.patch == []
+
+
+def test_statefulset_create_fills_zones_from_server() -> None:
+    """A new StatefulSet without stszone.io/zones gets the server's list, in its order."""
+    sts = b.statefulset()
+    _, mutated = run(sts, store_from_objects([], zones=("c", "a", "b")))
+    assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "c,a,b"
+    discovered = store_from_objects([b.node("n1", "zone-b"), b.node("n2", "zone-a")])
+    _, mutated = run(b.statefulset(), discovered)
+    assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "zone-a,zone-b"
+    assert reinvoke(mutated, discovered) == []
+
+
+def test_statefulset_with_zones_is_left_alone() -> None:
+    """An explicit list is the user's choice."""
+    outcome, _ = run(b.statefulset(annotations={"stszone.io/zones": "q"}), ZONES_ABC)
+    assert outcome.patch == []
+
+
+def test_claim_gets_zone_and_storage_class() -> None:
+    """A claim of a StatefulSet with a storage-class template gets the zone and the class."""
+    store = store_from_objects(
+        [
+            b.statefulset(
+                annotations={
+                    "stszone.io/zones": "a,b,c",
+                    "stszone.io/storage-class-template": "ssd-{zone}",
+                }
+            )
+        ]
+    )
+    claim = b.pvc("data-db-2")
+    claim["spec"]["storageClassName"] = "standard"
+    outcome, mutated = run(claim, store)
+    assert mutated["metadata"]["annotations"]["stszone.io/zone"] == "c"
+    assert mutated["spec"]["storageClassName"] == "ssd-c"
+    assert any("standard" in w for w in outcome.warnings)
+    assert reinvoke(mutated, store) == []
+
+
+def test_claims_of_other_owners_are_untouched() -> None:
+    """A claim whose name matches no StatefulSet template is left alone."""
+    store = store_from_objects([b.statefulset(annotations={"stszone.io/zones": "a,b,c"})])
+    for name in ("data-other-0", "data-db-x", "scratch"):
+        outcome, _ = run(b.pvc(name), store)
+        assert outcome.patch == [], name
+
+
+def test_malformed_object_is_denied_with_reason_not_crash() -> None:
+    """A pod whose affinity is a string is refused with the field named (code 400)."""
+    pod = b.sts_pod()
+    pod["spec"]["affinity"] = "zone-a"
+    outcome, _ = run(pod, ZONES_ABC)
+    assert not outcome.allowed and outcome.code == 400 and "spec.affinity" in outcome.message
+
+
+def test_malformed_statefulset_annotations_deny_its_pods() -> None:
+    """A pod of a set with a broken zone list is refused, naming the annotation."""
+    store = store_from_objects([b.statefulset(annotations={"stszone.io/zones": "a,,a"})])
+    outcome, _ = run(b.sts_pod(), store)
+    assert not outcome.allowed and "stszone.io/zones" in outcome.message
+
+
+expr = st.fixed_dictionaries(
+    {
+        "key": st.sampled_from([ZONE_KEY, "disk", "example.io/rack"]),
+        "operator": st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]),
+        "values": st.lists(st.sampled_from(["zone-a", "zone-b", "zone-c", "ssd"]), max_size=3),
+    }
+)
+terms = st.lists(
+    st.fixed_dictionaries({"matchExpressions": st.lists(expr, max_size=3)}), max_size=3
+)
+
+
+@settings(max_examples=200)
+@given(
+    terms=terms,
+    ordinal=st.integers(0, 20),
+    annotations=st.dictionaries(
+        st.sampled_from(["x/y", "stszone.io/zone"]), st.sampled_from(["1", "zone-q"]), max_size=2
+    ),
+)
+def test_patch_property(
+    terms: list[dict[str, Any]], ordinal: int, annotations: dict[str, str]
+) -> None:
+    """For any affinity: the patch applies to the original; the result pins the zone exactly
+    when allowed; a second pass produces no patch."""
+    aff = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }
+    }
+    pod = b.sts_pod(ordinal=ordinal, affinity=aff, annotations=annotations or None)
+    outcome, mutated = run(pod, ZONES_ABC)
+    if not outcome.allowed:
+        return
+    zone = ("zone-a", "zone-b", "zone-c")[ordinal % 3]
+    want = {"key": ZONE_KEY, "operator": "In", "values": [zone]}
+    assert all(want in t["matchExpressions"] for t in node_terms(mutated))
+    assert len(node_terms(mutated)) == max(1, len(terms))
+    assert mutated["metadata"]["annotations"]["stszone.io/zone"] == zone
+    assert reinvoke(mutated, ZONES_ABC) == []

@@ -1,0 +1,164 @@
+"""The placement rule: ordinals, zones, data gravity (pure, no server)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests import builders as b
+from webhook.clusterfile import store_from_objects
+from webhook.errors import Denied
+from webhook.placement import ordinal_of, place, resolve_policy, rule_zone
+from webhook.state import Store
+
+zone_names = st.lists(
+    st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True),
+    min_size=1,
+    max_size=6,
+    unique=True,
+)
+
+
+@pytest.mark.parametrize(
+    ("meta", "expected"),
+    [
+        ({"name": "db-3"}, 3),
+        ({"name": "my-db-cluster-12"}, 12),
+        ({"name": "db-3", "labels": {"apps.kubernetes.io/pod-index": "7"}}, 7),
+        ({"name": "web", "labels": {"apps.kubernetes.io/pod-index": "0"}}, 0),
+        ({"name": "db-x"}, None),
+        ({"name": "db-3", "labels": {"apps.kubernetes.io/pod-index": "x"}}, 3),
+        ({"name": "db-٣"}, None),
+    ],
+)
+def test_ordinal_of(meta: dict[str, object], expected: int | None) -> None:
+    """The pod-index label wins; else the name's numeric suffix; non-ASCII digits are not ordinals."""
+    assert ordinal_of(meta) == expected
+
+
+@given(zones=zone_names, start=st.integers(-5, 50), length=st.integers(0, 60))
+def test_every_prefix_of_k_covers_all_zones(zones: list[str], start: int, length: int) -> None:
+    """Any run of >= k consecutive ordinals from ``start`` covers every zone (scale-down safety)."""
+    k = len(zones)
+    covered = {rule_zone(i, zones=tuple(zones), start=start) for i in range(start, start + length)}
+    if length >= k:
+        assert covered == set(zones)
+    else:
+        assert len(covered) == length
+
+
+@given(zones=zone_names, ordinal=st.integers(0, 1000), seed=st.integers(0, 2**32))
+def test_mapping_stable_under_reordering_of_inputs(
+    zones: list[str], ordinal: int, seed: int
+) -> None:
+    """The zone of an ordinal does not depend on the order objects reach the view."""
+    objs = [b.node(f"n{i}", z) for i, z in enumerate(zones)] + [
+        b.statefulset("db", start=2),
+        b.pv("pv-other", zones[0], claim=("ns", "data-db-999999")),
+    ]
+    shuffled = list(objs)
+    random.Random(seed).shuffle(shuffled)
+    answers = []
+    for items in (objs, shuffled):
+        store = store_from_objects(items)
+        policy = resolve_policy("ns", "db", store=store)
+        answers.append(place(ordinal, namespace="ns", policy=policy, store=store).zone)
+    assert answers[0] == answers[1] == sorted(zones)[(ordinal - 2) % len(zones)]
+
+
+def test_zone_sources_in_order_of_precedence() -> None:
+    """StatefulSet annotation, then the pod's own annotation, then --zones, then node discovery."""
+    nodes = [b.node("n1", "zone-b"), b.node("n2", "zone-a")]
+    discovered = store_from_objects(nodes)
+    assert resolve_policy("ns", "db", store=discovered).zones == ("zone-a", "zone-b")
+    override = store_from_objects(nodes, zones=("z3", "z1"))
+    assert resolve_policy("ns", "db", store=override).zones == ("z3", "z1")
+    from_pod = resolve_policy(
+        "ns", "db", store=override, pod_annotations={"stszone.io/zones": "p,q"}
+    )
+    assert from_pod.zones == ("p", "q")
+    with_sts = store_from_objects(
+        [*nodes, b.statefulset(annotations={"stszone.io/zones": "s,t,u"})]
+    )
+    policy = resolve_policy("ns", "db", store=with_sts, pod_annotations={"stszone.io/zones": "p,q"})
+    assert policy.zones == ("s", "t", "u")
+
+
+def test_ordinals_start_offsets_the_rule() -> None:
+    """With ordinals.start = 5, ordinal 5 goes to the first zone."""
+    store = store_from_objects([b.statefulset(start=5, annotations={"stszone.io/zones": "a,b,c"})])
+    policy = resolve_policy("ns", "db", store=store)
+    assert [place(i, namespace="ns", policy=policy, store=store).zone for i in range(5, 10)] == [
+        "a",
+        "b",
+        "c",
+        "a",
+        "b",
+    ]
+
+
+def test_data_gravity_bound_volume_wins_with_warning() -> None:
+    """Ordinal 0 belongs in a, but its claim is bound to a PV in c: the pod follows its data."""
+    store = store_from_objects(
+        [
+            b.statefulset(annotations={"stszone.io/zones": "a,b,c"}),
+            b.pvc("data-db-0", volume="pv-c"),
+            b.pv("pv-c", "c", claim=("ns", "data-db-0")),
+        ]
+    )
+    placement = place(
+        0, namespace="ns", policy=resolve_policy("ns", "db", store=store), store=store
+    )
+    assert (placement.zone, placement.rule_zone, placement.volume) == ("c", "a", "pv-c")
+    assert "pv-c" in placement.warnings[0] and "data-db-0" in placement.warnings[0]
+
+
+def test_prebound_volume_claim_ref_counts_before_binding() -> None:
+    """A PV whose claimRef names the claim pins it even while the claim is still Pending."""
+    store = store_from_objects(
+        [
+            b.statefulset(annotations={"stszone.io/zones": "a,b,c"}),
+            b.pv("pv-b", "b", claim=("ns", "data-db-0")),
+        ]
+    )
+    policy = resolve_policy("ns", "db", store=store)
+    assert place(0, namespace="ns", policy=policy, store=store).zone == "b"
+
+
+def test_volume_in_the_rule_zone_gives_no_warning() -> None:
+    """Data already where the rule wants it: no override, no warning."""
+    store = store_from_objects(
+        [b.pvc("data-db-1", volume="pv-b"), b.pv("pv-b", "b")], zones=("a", "b")
+    )
+    placement = place(
+        1,
+        namespace="ns",
+        policy=resolve_policy("ns", "db", store=store, pod_claims=("data-db-1",)),
+        store=store,
+    )
+    assert (placement.zone, placement.warnings) == ("b", ())
+
+
+def test_two_claims_in_disjoint_zones_are_denied() -> None:
+    """A pod whose two volumes live in different zones can never run: say so."""
+    store = store_from_objects(
+        [
+            b.statefulset(templates=("data", "logs"), annotations={"stszone.io/zones": "a,b"}),
+            b.pvc("data-db-0", volume="pv-a"),
+            b.pv("pv-a", "a"),
+            b.pvc("logs-db-0", volume="pv-b"),
+            b.pv("pv-b", "b"),
+        ]
+    )
+    with pytest.raises(Denied, match="different zones"):
+        place(0, namespace="ns", policy=resolve_policy("ns", "db", store=store), store=store)
+
+
+def test_no_zones_known_is_denied_with_what_to_do() -> None:
+    """No annotation, no --zones, no labelled nodes: the denial says how to fix it."""
+    store = Store()
+    with pytest.raises(Denied, match="--zones"):
+        place(0, namespace="ns", policy=resolve_policy("ns", "db", store=store), store=store)

@@ -1,0 +1,7 @@
+"""``python -m webhook`` does what the ``stszone`` console script does."""
+
+import sys
+
+from webhook.cli import main
+
+sys.exit(main())

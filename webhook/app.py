@@ -1,0 +1,51 @@
+"""``stszone serve``: assemble the view, certificates and app, then serve until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from webhook import logs
+from webhook.config import Settings
+from webhook.errors import ConfigError
+from webhook.server import Runtime, make_app, serve
+from webhook.tls import CertReloader
+from webhook.view import offline_store, wants_live, zone_source
+
+log = logging.getLogger("stszone")
+
+
+def _certificate(settings: Settings) -> tuple[str, str]:
+    if settings.cert is not None and settings.key is not None:
+        return str(settings.cert), str(settings.key)
+    from webhook.certs import ensure_dev_certs
+
+    dev = ensure_dev_certs(settings.certs_dir)
+    verb = "created" if dev.created else "reusing"
+    log.info(
+        "%s development certificates in %s (CA %s; serving cert for localhost, 127.0.0.1)",
+        verb,
+        settings.certs_dir,
+        dev.ca,
+    )
+    return str(dev.cert), str(dev.key)
+
+
+async def _main(settings: Settings) -> None:
+    cert, key = _certificate(settings)
+    reloader = CertReloader(cert, key, interval=settings.cert_reload_interval)
+    runtime = Runtime(
+        store=offline_store(settings), defaults=settings.defaults(), settings=settings
+    )
+    runtime.jobs.append(reloader.run)
+    if wants_live(settings):
+        raise ConfigError("live view not available yet; use --offline with --zones or --cluster")
+    log.info("offline view; zone source: %s", zone_source(settings, runtime.store))
+    await serve(make_app(runtime), ssl_context=reloader.context, settings=settings)
+
+
+def run_serve(settings: Settings) -> int:
+    """Run the webhook until SIGTERM/SIGINT; exit status 0 after a graceful stop."""
+    logs.setup(fmt=settings.log_format, level=settings.log_level)
+    asyncio.run(_main(settings))
+    return 0

@@ -1,0 +1,340 @@
+"""Command line: flags and environment -> settings, then hand over. No logic lives here.
+
+Each subcommand's work is in its own module: ``serve`` in :mod:`webhook.app`, ``review`` in
+:mod:`webhook.reviewcmd`, ``certs`` in :mod:`webhook.certs`, ``manifests`` in
+:mod:`webhook.manifests`, ``audit`` in :mod:`webhook.audit`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SCHEDULER_NAME, Settings
+from webhook.errors import ConfigError
+from webhook.spec import split_zones, zone_list_problems
+
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+def _zones(text: str) -> tuple[str, ...]:
+    zones = split_zones(text)
+    problems = zone_list_problems(zones, source="--zones")
+    if problems:
+        raise argparse.ArgumentTypeError("; ".join(problems))
+    return zones
+
+
+def _add_view_flags(parser: argparse.ArgumentParser) -> None:
+    """Where the cluster view comes from: shared by serve, review and audit."""
+    group = parser.add_argument_group("cluster view")
+    group.add_argument(
+        "--zones",
+        type=_zones,
+        metavar="A,B,C",
+        default=os.environ.get("STSZONE_ZONES") and _zones(os.environ["STSZONE_ZONES"]),
+        help="zone list new StatefulSets get, in this order (default: zones on nodes, sorted; "
+        "env STSZONE_ZONES)",
+    )
+    group.add_argument(
+        "--cluster",
+        type=Path,
+        metavar="FILE",
+        help="offline view from a saved `kubectl get nodes,pv,pvc,sts,pods -A -o yaml` list",
+    )
+    group.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig for the live view (default: in-cluster service account, else $KUBECONFIG)",
+    )
+    group.add_argument(
+        "--offline",
+        action="store_true",
+        help="never contact a cluster, even when a kubeconfig is found",
+    )
+    group.add_argument(
+        "--scheduler-name",
+        default=DEFAULT_SCHEDULER_NAME,
+        help="scheduler set on pods in scheduler mode when the StatefulSet names none "
+        f"(default: {DEFAULT_SCHEDULER_NAME})",
+    )
+    group.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
+        help="stszone's own namespace, never intercepted (default: $POD_NAMESPACE or "
+        f"{DEFAULT_NAMESPACE})",
+    )
+
+
+SERVE_EXAMPLES = """\
+examples:
+  stszone serve --zones a,b,c                      offline, dev certificates under certs/
+  stszone serve --cluster cluster.yaml             offline view from a saved cluster
+  stszone serve --kubeconfig ~/.kube/config        live view (list+watch) of a cluster
+  stszone serve --cert /tls/tls.crt --key /tls/tls.key --port 8443   in a pod
+"""
+
+REVIEW_EXAMPLES = """\
+examples:
+  stszone review --zones a,b,c tests/fixtures/admission/003-Pod-CREATE.json
+  stszone review --cluster cluster.yaml --endpoint validate review.json
+  kubectl create --dry-run=client -o json ... | stszone review --zones a,b,c -
+exit status: 0 answered (allowed or denied), 2 the file is not an AdmissionReview
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``stszone`` argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="stszone",
+        description="Admission webhook that keeps every StatefulSet in every availability zone.",
+        formatter_class=_FORMATTER,
+        epilog="run `stszone COMMAND --help` for each command's flags and examples",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the HTTPS admission webhook",
+        description="Run the admission webhook (mutate, validate, healthz, readyz) over HTTPS.",
+        epilog=SERVE_EXAMPLES,
+        formatter_class=_FORMATTER,
+    )
+    serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default: 0.0.0.0)")
+    serve.add_argument("--port", type=int, default=8443, help="port (default: 8443)")
+    serve.add_argument("--cert", type=Path, help="serving certificate (PEM); with --key")
+    serve.add_argument("--key", type=Path, help="serving key (PEM); with --cert")
+    serve.add_argument(
+        "--certs-dir",
+        type=Path,
+        default=Path("certs"),
+        help="where development certificates are created when --cert/--key are not given "
+        "(default: certs/)",
+    )
+    serve.add_argument("--log-format", choices=("text", "json"), default="text")
+    serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    serve.add_argument(
+        "--metrics-port", type=int, help="serve /metrics on this port too (default: same port)"
+    )
+    serve.add_argument(
+        "--max-unsynced",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="readiness fails when a cache cannot re-sync for this long (default: 120)",
+    )
+    serve.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="time to finish in-flight requests after SIGTERM (default: 20)",
+    )
+    serve.add_argument(
+        "--storage-unhealthy-condition",
+        metavar="TYPE",
+        help="node condition type that marks its storage unhealthy (extender filter)",
+    )
+    serve.add_argument(
+        "--storage-unhealthy-label",
+        metavar="KEY[=VALUE]",
+        help="node label that marks its storage unhealthy (extender filter)",
+    )
+    _add_view_flags(serve)
+
+    rev = sub.add_parser(
+        "review",
+        help="answer one AdmissionReview from a file, no server",
+        description="Answer one AdmissionReview as the API server would experience it: the "
+        "mutating webhook, then the validating webhook on the mutated object. Prints the "
+        "response AdmissionReview as JSON.",
+        epilog=REVIEW_EXAMPLES,
+        formatter_class=_FORMATTER,
+    )
+    rev.add_argument("file", help="AdmissionReview JSON file, or - for stdin")
+    rev.add_argument(
+        "--endpoint",
+        choices=("chain", "mutate", "validate"),
+        default="chain",
+        help="answer as one endpoint alone (default: chain = mutate then validate)",
+    )
+    _add_view_flags(rev)
+
+    from webhook.certs import KEY_TYPES
+
+    certs = sub.add_parser(
+        "certs",
+        help="write a CA and a serving certificate for the webhook Service",
+        description="""\
+Write ca.crt, ca.key, tls.crt and tls.key into --out. The serving certificate names the
+Service as the API server dials it (NAME, NAME.NS, NAME.NS.svc, NAME.NS.svc.cluster.local)
+plus any --dns/--ip. A ca.crt/ca.key already in --out is reused: re-issuing with --force
+replaces only the serving pair, and clients that trust the CA keep trusting it.
+Keys are written 0600, every file atomically (a watching server never reads half a file).""",
+        epilog="""\
+examples:
+  stszone certs                                    certs/ for stszone.stszone-system
+  stszone certs --out /tmp/wh --dns wh.example.com --ip 10.0.0.5   extra names (URL webhooks)
+  stszone certs --force                            re-issue tls.crt/tls.key from the same CA
+  stszone certs --key-type rsa-3072 --days 90      RSA key, 90-day serving certificate
+exit status: 0 written, 2 refused (files exist without --force, unusable CA or flag)
+""",
+        formatter_class=_FORMATTER,
+    )
+    certs.add_argument(
+        "--out", type=Path, default=Path("certs"), metavar="DIR", help="directory (default: certs/)"
+    )
+    certs.add_argument("--service", default="stszone", help="Service name (default: stszone)")
+    certs.add_argument(
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        help=f"Service namespace (default: {DEFAULT_NAMESPACE})",
+    )
+    certs.add_argument(
+        "--dns", action="append", default=[], metavar="NAME", help="extra DNS name (repeatable)"
+    )
+    certs.add_argument(
+        "--ip", action="append", default=[], metavar="ADDR", help="IP address (repeatable)"
+    )
+    certs.add_argument(
+        "--days", type=int, default=365, help="serving certificate validity (default: 365)"
+    )
+    certs.add_argument(
+        "--ca-days", type=int, default=3650, help="validity of a new CA (default: 3650)"
+    )
+    certs.add_argument(
+        "--key-type",
+        choices=KEY_TYPES,
+        default="ecdsa-p256",
+        help="key of new certificates (default: ecdsa-p256)",
+    )
+    certs.add_argument(
+        "--force", action="store_true", help="replace an existing tls.crt/tls.key (the CA is kept)"
+    )
+    manifests = sub.add_parser(
+        "manifests",
+        help="print the installation YAML with the caBundle and the TLS Secret",
+        description="""\
+Print the kustomize base of deploy/ as one YAML stream, with the caBundle of both webhook
+configurations set to --ca and a kubernetes.io/tls Secret holding the serving pair, ready for
+`kubectl apply -f -`. The pair is checked first: it must chain to the CA, the key must match,
+and it must name stszone.NS.svc (with failurePolicy Fail a wrong certificate refuses every pod
+create in opted-in namespaces). --namespace changes every reference to the namespace.""",
+        epilog="""\
+examples:
+  stszone certs --out certs && stszone manifests --ca certs/ca.crt | kubectl apply -f -
+  stszone manifests --ca certs/ca.crt --image registry.example.com/stszone:0.1.0
+  stszone manifests --ca ca.crt --cert tls.crt --key tls.key --namespace webhooks
+  stszone manifests --ca certs/ca.crt --no-secret    the Secret is managed elsewhere
+  stszone manifests --kustomize-dir base/            the base as kustomize files (no certs)
+exit status: 0 printed, 2 refused (unreadable or mismatched certificates, bad flag)
+""",
+        formatter_class=_FORMATTER,
+    )
+    manifests.add_argument(
+        "--ca", type=Path, metavar="FILE", help="CA bundle (PEM) the API server trusts"
+    )
+    manifests.add_argument(
+        "--cert",
+        type=Path,
+        metavar="FILE",
+        help="serving certificate (PEM) for the Secret (default: tls.crt beside --ca)",
+    )
+    manifests.add_argument(
+        "--key",
+        type=Path,
+        metavar="FILE",
+        help="serving key (PEM) for the Secret (default: tls.key beside --ca)",
+    )
+    manifests.add_argument(
+        "--no-secret",
+        action="store_true",
+        help="leave the TLS Secret out (it is created another way)",
+    )
+    manifests.add_argument(
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        help=f"namespace to install into (default: {DEFAULT_NAMESPACE})",
+    )
+    manifests.add_argument(
+        "--image", help="container image (default: stszone:VERSION, as `kind load` names it)"
+    )
+    manifests.add_argument(
+        "--kustomize-dir",
+        type=Path,
+        metavar="DIR",
+        help="write the base as kustomize files into DIR instead of printing (how deploy/ is made)",
+    )
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Build :class:`Settings` from parsed flags (shared by every subcommand that reads a view)."""
+    if (getattr(args, "cert", None) is None) != (getattr(args, "key", None) is None):
+        raise ConfigError(
+            "--cert and --key go together: give both, or neither for dev certificates"
+        )
+    return Settings(
+        host=getattr(args, "host", "0.0.0.0"),
+        port=getattr(args, "port", 8443),
+        cert=getattr(args, "cert", None),
+        key=getattr(args, "key", None),
+        certs_dir=getattr(args, "certs_dir", Path("certs")),
+        zones=args.zones or None,
+        cluster_file=args.cluster,
+        kubeconfig=args.kubeconfig,
+        offline=args.offline,
+        namespace=args.namespace,
+        scheduler_name=args.scheduler_name,
+        log_format=getattr(args, "log_format", "text"),
+        log_level=getattr(args, "log_level", "info"),
+        metrics_port=getattr(args, "metrics_port", None),
+        max_unsynced=getattr(args, "max_unsynced", 120.0),
+        shutdown_grace=getattr(args, "shutdown_grace", 20.0),
+        storage_unhealthy_condition=getattr(args, "storage_unhealthy_condition", None),
+        storage_unhealthy_label=getattr(args, "storage_unhealthy_label", None),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``stszone`` console script and ``python -m webhook``."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            from webhook.app import run_serve
+
+            return run_serve(settings_from(args))
+        if args.command == "review":
+            from webhook.reviewcmd import run_review
+
+            return run_review(settings_from(args), path=args.file, endpoint=args.endpoint)
+        if args.command == "certs":
+            from webhook.certscmd import run_certs
+
+            return run_certs(args)
+        if args.command == "manifests":
+            from webhook.deploybase import IMAGE
+            from webhook.manifests import run_manifests
+
+            return run_manifests(
+                namespace=args.namespace,
+                image=args.image or IMAGE,
+                ca=args.ca,
+                cert=args.cert,
+                key=args.key,
+                secret=not args.no_secret,
+                kustomize_dir=args.kustomize_dir,
+            )
+    except ConfigError as err:
+        print(f"stszone {args.command}: {err.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    raise AssertionError(f"unhandled command {args.command}")  # argparse restricts the choices
+
+
+if __name__ == "__main__":
+    sys.exit(main())

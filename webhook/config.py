@@ -1,0 +1,79 @@
+"""Frozen settings: :class:`Settings` for the server, :class:`Defaults` for the pure engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+#: Largest request body accepted: objects can be large (controller-runtime uses the same cap).
+MAX_BODY: Final = 7 * 1024 * 1024
+DEFAULT_NAMESPACE: Final = "stszone-system"
+DEFAULT_SCHEDULER_NAME: Final = "stszone-scheduler"
+
+
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    """Server-wide values the pure admission code needs."""
+
+    #: Set on pods in scheduler mode when the StatefulSet names no scheduler.
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    #: Never intercepted, whatever the webhook configuration says.
+    excluded_namespaces: frozenset[str] = frozenset({"kube-system", DEFAULT_NAMESPACE})
+    #: Extender: a node condition of this type with status True marks its storage unhealthy.
+    storage_unhealthy_condition: str | None = None
+    #: Extender: a node label (key, value; None = any value) that marks its storage unhealthy.
+    storage_unhealthy_label: tuple[str, str | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything ``stszone serve`` is told on its command line."""
+
+    host: str = "0.0.0.0"
+    port: int = 8443
+    cert: Path | None = None
+    key: Path | None = None
+    certs_dir: Path = Path("certs")
+    zones: tuple[str, ...] | None = None
+    cluster_file: Path | None = None
+    kubeconfig: str | None = None
+    offline: bool = False
+    namespace: str = DEFAULT_NAMESPACE
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    max_body: int = MAX_BODY
+    log_format: Literal["text", "json"] = "text"
+    log_level: str = "info"
+    metrics_port: int | None = None
+    #: /readyz fails when a cache has not re-synced for this long (seconds).
+    max_unsynced: float = 120.0
+    #: Seconds to finish in-flight requests after SIGTERM.
+    shutdown_grace: float = 20.0
+    #: Seconds /readyz reports not-ready before the listener closes on SIGTERM.
+    shutdown_delay: float = 2.0
+    #: Seconds between certificate file checks.
+    cert_reload_interval: float = 2.0
+    storage_unhealthy_condition: str | None = None
+    storage_unhealthy_label: str | None = None
+    extra_excluded_namespaces: tuple[str, ...] = field(default_factory=tuple)
+
+    def defaults(self) -> Defaults:
+        """The pure engine's view of these settings."""
+        return Defaults(
+            scheduler_name=self.scheduler_name,
+            excluded_namespaces=frozenset(
+                {"kube-system", self.namespace, *self.extra_excluded_namespaces}
+            ),
+            storage_unhealthy_condition=self.storage_unhealthy_condition or None,
+            storage_unhealthy_label=(
+                split_label_rule(self.storage_unhealthy_label)
+                if self.storage_unhealthy_label
+                else None
+            ),
+        )
+
+
+def split_label_rule(text: str) -> tuple[str, str | None]:
+    """``"KEY=VALUE"`` -> ``(KEY, VALUE)``; ``"KEY"`` -> ``(KEY, None)`` (any value matches)."""
+    key, sep, value = text.partition("=")
+    return key.strip(), value.strip() if sep else None

@@ -1,0 +1,233 @@
+"""Mutations: (object, view) -> Outcome with the patch to the mutated copy. Pure.
+
+Every function copies on write and returns :func:`~webhook.review.patched` of the original
+and the copy, so the patch comes from ``jsonpatch`` and a second invocation (reinvocation
+policy ``IfNeeded``) over the mutated object yields an empty patch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from webhook import affinity, objects, review
+from webhook.config import Defaults
+from webhook.errors import Denied
+from webhook.placement import Placement, Policy, ordinal_of, place, resolve_policy
+from webhook.review import Outcome
+from webhook.spec import (
+    DEFAULT_SCHEDULER,
+    DEFAULT_TOPOLOGY_KEY,
+    SKIP,
+    STORAGE_CLASS_TEMPLATE,
+    TOPOLOGY_KEY,
+    ZONE,
+    ZONES,
+    is_label_key,
+    storage_class_for,
+)
+from webhook.state import Store, statefulset_owner
+
+JSON = dict[str, Any]
+
+
+def _with_annotation(obj: JSON, key: str, value: str) -> JSON:
+    """Copy of ``obj`` with one annotation set (metadata and annotations copied, rest shared)."""
+    meta = dict(objects.mapping(obj, "metadata"))
+    meta["annotations"] = {**objects.str_map(meta, "annotations", path="metadata"), key: value}
+    return {**obj, "metadata": meta}
+
+
+def _skipped(meta: JSON) -> bool:
+    return objects.str_map(meta, "labels", path="metadata").get(SKIP) == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlan:
+    """What a StatefulSet pod must look like: the policy, its ordinal and its placement."""
+
+    policy: Policy
+    ordinal: int
+    placement: Placement
+
+
+def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
+    """The plan for a pod stszone manages, or None for pods it leaves alone.
+
+    Shared by the mutating and the validating webhook so both compute the same zone.
+    """
+    meta = objects.mapping(pod, "metadata")
+    owner = statefulset_owner(meta)
+    if owner is None or _skipped(meta):
+        return None
+    ordinal = ordinal_of(meta)
+    if ordinal is None:
+        raise Denied(
+            f"pod {objects.string(meta, 'name') or '(unnamed)'} of StatefulSet {owner} has no "
+            "ordinal (no apps.kubernetes.io/pod-index label, no -N name suffix)",
+            reason="NoOrdinal",
+        )
+    spec = objects.mapping(pod, "spec")
+    claims = tuple(
+        objects.string(objects.mapping(v, "persistentVolumeClaim"), "claimName")
+        for v in objects.dicts(spec, "volumes", path="spec")
+        if v.get("persistentVolumeClaim")
+    )
+    policy = resolve_policy(
+        namespace,
+        owner,
+        store=store,
+        pod_annotations=objects.str_map(meta, "annotations", path="metadata"),
+        pod_claims=claims,
+    )
+    return PodPlan(policy, ordinal, place(ordinal, namespace=namespace, policy=policy, store=store))
+
+
+def mutate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Outcome:
+    """Pin a StatefulSet pod to its ordinal's zone, by its StatefulSet's mode."""
+    plan = plan_pod(pod, namespace=namespace, store=store)
+    if plan is None:
+        return review.allowed()
+    mode = plan.policy.spec.mode
+    if mode == "scheduler":
+        return _scheduler_mode(pod, plan, defaults=defaults)
+    if mode == "node-ordinal":
+        return _node_ordinal_mode(pod, plan, store=store)
+    return _affinity_mode(pod, plan)
+
+
+def _pod_name(pod: JSON, plan: PodPlan) -> str:
+    return objects.string(objects.mapping(pod, "metadata"), "name") or (
+        f"{plan.policy.statefulset}-{plan.ordinal}"
+    )
+
+
+def _pin(pod: JSON, plan: PodPlan, *, key: str, value: str, what: str) -> JSON:
+    """Copy of the pod with ``key In [value]`` in every term; Denied if the pod excludes it."""
+    spec = objects.mapping(pod, "spec")
+    conflict = affinity.exclusion(spec, key, value)
+    if conflict is not None:
+        raise Denied(
+            f"pod {_pod_name(pod, plan)} has {conflict}, which excludes {key}={value}, "
+            f"{what}; remove that constraint from the StatefulSet's pod template or change "
+            "its stszone.io/zones",
+            reason="ZoneConflict",
+        )
+    return {**pod, "spec": affinity.with_requirement(spec, key, value)}
+
+
+def _affinity_mode(pod: JSON, plan: PodPlan) -> Outcome:
+    zone = plan.placement.zone
+    key = plan.policy.spec.topology_key
+    why = f"the zone stszone chose for ordinal {plan.ordinal}"
+    if plan.placement.volume:
+        why = f"the zone of its volume {plan.placement.volume}"
+    mutated = _pin(pod, plan, key=key, value=zone, what=why)
+    mutated = _with_annotation(mutated, ZONE, zone)
+    return review.patched(pod, mutated, warnings=plan.placement.warnings)
+
+
+def _scheduler_mode(pod: JSON, plan: PodPlan, *, defaults: Defaults) -> Outcome:
+    spec = objects.mapping(pod, "spec")
+    current = objects.string(spec, "schedulerName", path="spec")
+    wanted = plan.policy.spec.scheduler_name or defaults.scheduler_name
+    warnings = plan.placement.warnings
+    mutated = _with_annotation(pod, ZONE, plan.placement.zone)
+    if current in ("", DEFAULT_SCHEDULER):
+        mutated["spec"] = {**spec, "schedulerName": wanted}
+    elif current != wanted:
+        warnings += (
+            f"pod {_pod_name(pod, plan)} asks for scheduler {current!r}; stszone leaves it "
+            f"and only records {ZONE}={plan.placement.zone} for it",
+        )
+    return review.patched(pod, mutated, warnings=warnings)
+
+
+def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, store: Store) -> Outcome:
+    label = plan.policy.spec.node_label or ""
+    value = str(plan.ordinal)
+    mutated = _pin(pod, plan, key=label, value=value, what=f"the node label of ordinal {value}")
+    name = _pod_name(pod, plan)
+    nodes = store.nodes_with_label(label, value)
+    warnings = plan.placement.warnings
+    if not nodes:
+        warnings += (
+            f"no node carries {label}={value}; {name} will stay Pending until one does "
+            f"(kubectl label node NODE {label}={value})",
+        )
+    elif len(nodes) > 1:
+        warnings += (
+            f"nodes {', '.join(nodes)} all carry {label}={value}; {name} may land on any of them "
+            "and move between them; keep each value on one node",
+        )
+    zones = {store.node_zone(n, plan.policy.spec.topology_key) for n in nodes} - {None}
+    if len(zones) == 1:
+        mutated = _with_annotation(mutated, ZONE, str(zones.pop()))
+    return review.patched(pod, mutated, warnings=warnings)
+
+
+def mutate_statefulset(sts: JSON, *, store: Store) -> Outcome:
+    """On CREATE, fill ``stszone.io/zones`` from the server's zone source when it is missing."""
+    meta = objects.mapping(sts, "metadata")
+    annotations = objects.str_map(meta, "annotations", path="metadata")
+    if ZONES in annotations:
+        return review.allowed()
+    key = annotations.get(TOPOLOGY_KEY, DEFAULT_TOPOLOGY_KEY)
+    zones = store.server_zones(key if is_label_key(key) else DEFAULT_TOPOLOGY_KEY)
+    if not zones:
+        return review.allowed(
+            warnings=(
+                f"stszone knows no zones yet (no --zones, no node labelled {key}); "
+                f'set {ZONES} on this StatefulSet, e.g. {ZONES}: "zone-a,zone-b,zone-c"',
+            )
+        )
+    return review.patched(sts, _with_annotation(sts, ZONES, ",".join(zones)))
+
+
+def claim_owner(name: str, *, namespace: str, store: Store) -> tuple[str, int] | None:
+    """(StatefulSet, ordinal) whose volumeClaimTemplate produces a claim of this name."""
+    best: tuple[str, int] | None = None
+    best_len = -1
+    for sts in store.statefulsets_in(namespace):
+        for template in sts.templates:
+            prefix = f"{template}-{sts.name}-"
+            rest = name[len(prefix) :]
+            if (
+                name.startswith(prefix)
+                and rest.isascii()
+                and rest.isdigit()
+                and len(prefix) > best_len
+            ):
+                best, best_len = (sts.name, int(rest)), len(prefix)
+    return best
+
+
+def mutate_claim(claim: JSON, *, namespace: str, store: Store) -> Outcome:
+    """Record the zone on a StatefulSet's claim; set its StorageClass from the template, if any."""
+    meta = objects.mapping(claim, "metadata")
+    if _skipped(meta):
+        return review.allowed()
+    owner = claim_owner(objects.string(meta, "name"), namespace=namespace, store=store)
+    if owner is None:
+        return review.allowed()
+    statefulset, ordinal = owner
+    policy = resolve_policy(namespace, statefulset, store=store)
+    placement = place(ordinal, namespace=namespace, policy=policy, store=store)
+    mutated = _with_annotation(claim, ZONE, placement.zone)
+    template = policy.spec.storage_class_template
+    if template:
+        spec = objects.mapping(claim, "spec")
+        wanted = storage_class_for(template, placement.zone)
+        mutated["spec"] = {**spec, "storageClassName": wanted}
+        current = objects.string(spec, "storageClassName", path="spec")
+        if current and current != wanted:
+            return review.patched(
+                claim,
+                mutated,
+                warnings=(
+                    f"claim storageClassName {current} replaced by {wanted} "
+                    f"({STORAGE_CLASS_TEMPLATE} of StatefulSet {statefulset})",
+                    *placement.warnings,
+                ),
+            )
+    return review.patched(claim, mutated, warnings=placement.warnings)

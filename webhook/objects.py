@@ -1,0 +1,89 @@
+"""Typed, defensive access to Kubernetes objects held as plain JSON.
+
+The API server only sends well-formed objects, but ``stszone review`` reads files written by
+hand and a fuzzer sends anything. Every accessor either returns the expected type (missing and
+``null`` become the empty value) or raises :class:`BadObject` naming the field path, so a wrong
+shape becomes a denial with a reason instead of a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.errors import BadObject
+
+JSON = dict[str, Any]
+
+
+def _where(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def mapping(obj: Mapping[str, Any], key: str, *, path: str = "") -> JSON:
+    """``obj[key]`` as a dict; ``{}`` when missing or null."""
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadObject(f"{_where(path, key)} must be an object, got {type(value).__name__}")
+    return value
+
+
+def sequence(obj: Mapping[str, Any], key: str, *, path: str = "") -> list[Any]:
+    """``obj[key]`` as a list; ``[]`` when missing or null."""
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadObject(f"{_where(path, key)} must be a list, got {type(value).__name__}")
+    return value
+
+
+def string(obj: Mapping[str, Any], key: str, *, path: str = "") -> str:
+    """``obj[key]`` as a str; ``""`` when missing or null."""
+    value = obj.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadObject(f"{_where(path, key)} must be a string, got {type(value).__name__}")
+    return value
+
+
+def integer(obj: Mapping[str, Any], key: str, *, default: int, path: str = "") -> int:
+    """``obj[key]`` as an int (bool refused); ``default`` when missing or null."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadObject(f"{_where(path, key)} must be an integer, got {type(value).__name__}")
+    return value
+
+
+def str_map(obj: Mapping[str, Any], key: str, *, path: str = "") -> dict[str, str]:
+    """A labels/annotations style ``map[string]string``; ``{}`` when missing."""
+    value = mapping(obj, key, path=path)
+    for k, v in value.items():
+        if not isinstance(v, str):
+            where = _where(_where(path, key), k)
+            raise BadObject(f"{where} must be a string, got {type(v).__name__}")
+    return value
+
+
+def dicts(obj: Mapping[str, Any], key: str, *, path: str = "") -> list[JSON]:
+    """A list whose items must all be objects."""
+    items = sequence(obj, key, path=path)
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise BadObject(f"{_where(path, key)}[{i}] must be an object")
+    return items
+
+
+def controller_of(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(kind, name) of the ownerReference marked ``controller: true``, if any."""
+    for ref in dicts(meta, "ownerReferences", path="metadata"):
+        if ref.get("controller") is True:
+            kind, name = ref.get("kind"), ref.get("name")
+            if isinstance(kind, str) and isinstance(name, str):
+                return kind, name
+    return None

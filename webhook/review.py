@@ -1,0 +1,196 @@
+"""AdmissionReview on the wire: parse a request body, build the response. Pure.
+
+``admission.k8s.io/v1`` reviews are answered in v1 and ``v1beta1`` in v1beta1 (the response
+shape is the same; only ``apiVersion`` differs). The response echoes the request ``uid``; a
+mutation is a base64 JSON Patch with ``patchType: JSONPatch``; a denial carries a ``Status``
+with the code, reason and a message the user will read in ``kubectl``'s output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, NotRequired, TypedDict
+
+from webhook import objects
+from webhook.errors import BadObject, BadRequest
+from webhook.patches import Patch, diff, encode
+
+API_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+
+class GroupVersionKind(TypedDict):
+    group: str
+    version: str
+    kind: str
+
+
+class StatusWire(TypedDict, total=False):
+    code: int
+    message: str
+    reason: str
+    status: str
+
+
+class ResponseWire(TypedDict):
+    uid: str
+    allowed: bool
+    patchType: NotRequired[Literal["JSONPatch"]]
+    patch: NotRequired[str]
+    warnings: NotRequired[list[str]]
+    status: NotRequired[StatusWire]
+
+
+class ReviewWire(TypedDict):
+    apiVersion: str
+    kind: Literal["AdmissionReview"]
+    response: ResponseWire
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """The parts of ``AdmissionReview.request`` the engine reads."""
+
+    api_version: str
+    uid: str
+    kind: str
+    group: str
+    resource: str
+    sub_resource: str
+    operation: str
+    namespace: str
+    name: str
+    object: dict[str, Any]
+    old_object: dict[str, Any]
+    dry_run: bool
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+
+def parse(body: bytes | str) -> Request:
+    """Parse a request body into a :class:`Request`; :class:`BadRequest` says what is wrong."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise BadRequest(
+            f"request body is not valid JSON ({err}); send an AdmissionReview"
+        ) from None
+    return from_dict(data)
+
+
+def from_dict(data: Any) -> Request:
+    """Validate the envelope of a decoded AdmissionReview."""
+    if not isinstance(data, dict):
+        raise BadRequest("request body must be a JSON object (an AdmissionReview)")
+    if data.get("kind") != "AdmissionReview":
+        raise BadRequest(f"kind must be AdmissionReview, got {data.get('kind')!r}")
+    api_version = data.get("apiVersion")
+    if api_version not in API_VERSIONS:
+        raise BadRequest(
+            f"apiVersion must be one of {', '.join(API_VERSIONS)}, got {api_version!r}"
+        )
+    request = data.get("request")
+    if not isinstance(request, dict):
+        raise BadRequest("AdmissionReview.request is missing or not an object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadRequest("AdmissionReview.request.uid is missing or not a string")
+    try:
+        kind = objects.mapping(request, "kind", path="request")
+        resource = objects.mapping(request, "resource", path="request")
+        operation = objects.string(request, "operation", path="request")
+        if operation not in OPERATIONS:
+            raise BadRequest(
+                f"request.operation must be one of {sorted(OPERATIONS)}, got {operation!r}"
+            )
+        obj = objects.mapping(request, "object", path="request")
+        old = objects.mapping(request, "oldObject", path="request")
+        dry_run = request.get("dryRun", False)
+        if not isinstance(dry_run, bool | None):
+            raise BadRequest("request.dryRun must be a boolean")
+        return Request(
+            api_version=api_version,
+            uid=uid,
+            kind=objects.string(kind, "kind", path="request.kind"),
+            group=objects.string(kind, "group", path="request.kind"),
+            resource=objects.string(resource, "resource", path="request.resource"),
+            sub_resource=objects.string(request, "subResource", path="request"),
+            operation=operation,
+            namespace=objects.string(request, "namespace", path="request"),
+            name=objects.string(request, "name", path="request"),
+            object=obj,
+            old_object=old,
+            dry_run=bool(dry_run),
+            raw=request,
+        )
+    except BadObject as err:  # a field of the envelope has the wrong type
+        raise BadRequest(f"malformed AdmissionReview: {err}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The decision on one request; build it with the constructors below."""
+
+    allowed: bool = True
+    patch: Patch = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
+    code: int = 200
+    reason: str = ""
+    message: str = ""
+    #: The mutated object (only for patched outcomes), so a chain can validate it.
+    mutated: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    def with_warnings(self, warnings: tuple[str, ...]) -> Outcome:
+        """The same outcome with more warnings appended."""
+        if not warnings:
+            return self
+        return Outcome(
+            allowed=self.allowed,
+            patch=self.patch,
+            warnings=self.warnings + warnings,
+            code=self.code,
+            reason=self.reason,
+            message=self.message,
+            mutated=self.mutated,
+        )
+
+
+def allowed(*, warnings: tuple[str, ...] = (), message: str = "") -> Outcome:
+    """Allow unchanged."""
+    return Outcome(warnings=warnings, message=message)
+
+
+def denied(
+    message: str, *, code: int = 403, reason: str = "Forbidden", warnings: tuple[str, ...] = ()
+) -> Outcome:
+    """Refuse, with a message the user will see in kubectl's output."""
+    return Outcome(allowed=False, code=code, reason=reason, message=message, warnings=warnings)
+
+
+def patched(
+    original: dict[str, Any], mutated: dict[str, Any], *, warnings: tuple[str, ...] = ()
+) -> Outcome:
+    """Allow with the JSON Patch from ``original`` to ``mutated`` (empty when nothing changed)."""
+    return Outcome(patch=diff(original, mutated), warnings=warnings, mutated=mutated)
+
+
+def response(request: Request, outcome: Outcome) -> ReviewWire:
+    """The AdmissionReview answering ``request``, in the request's apiVersion."""
+    body: ResponseWire = {"uid": request.uid, "allowed": outcome.allowed}
+    if outcome.allowed and outcome.patch:
+        body["patchType"] = "JSONPatch"
+        body["patch"] = encode(outcome.patch)
+    if outcome.warnings:
+        body["warnings"] = list(dict.fromkeys(outcome.warnings))
+    if not outcome.allowed:
+        status: StatusWire = {"code": outcome.code, "message": outcome.message, "status": "Failure"}
+        if outcome.reason:
+            status["reason"] = outcome.reason
+        body["status"] = status
+    return {"apiVersion": request.api_version, "kind": "AdmissionReview", "response": body}
+
+
+def dumps(review: ReviewWire) -> bytes:
+    """Compact JSON bytes of a response review."""
+    return json.dumps(review, separators=(",", ":"), ensure_ascii=False).encode()

@@ -1,0 +1,202 @@
+"""The HTTPS transport: ``make_app()``, the routes, and the one place errors become HTTP.
+
+aiohttp appears here (and in the I/O modules ``watch.py``/``tls.py``), never in the pure
+engine. Admission handlers read the body under a 7 MiB cap, parse it, ask the engine, and
+write the review back; a :class:`~webhook.errors.BadRequest` becomes a 4xx with a one-line
+message, anything unexpected becomes a logged ``allowed: false`` answer with code 500 in an
+HTTP 200 (so the API server shows the reason instead of a connection error), never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from webhook import admission, review
+from webhook.config import Defaults, Settings
+from webhook.errors import BadRequest, PayloadTooLarge
+from webhook.state import Store
+
+log = logging.getLogger("stszone.server")
+
+#: A readiness check: returns (ready, detail).
+Check = Callable[[], tuple[bool, str]]
+#: A background job run for the app's lifetime (cancelled on shutdown).
+Job = Callable[[], Coroutine[Any, Any, None]]
+#: Called with (endpoint, request or None, outcome or None, seconds, http status) after each review.
+Observer = Callable[[str, "review.Request | None", "review.Outcome | None", float, int], None]
+
+
+@dataclass(slots=True)
+class Runtime:
+    """Everything the app serves from: the view, the engine's defaults, checks and jobs."""
+
+    store: Store
+    defaults: Defaults
+    settings: Settings = field(default_factory=Settings)
+    checks: list[Check] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
+    observers: list[Observer] = field(default_factory=list)
+    extra_routes: list[web.RouteDef] = field(default_factory=list)
+    #: Set when SIGTERM arrives: /readyz fails so the Service stops routing here.
+    shutting_down: bool = False
+
+
+RUNTIME: web.AppKey[Runtime] = web.AppKey("runtime", Runtime)
+
+_JSON = "application/json"
+
+
+def _plain(status: int, text: str) -> web.Response:
+    return web.Response(status=status, text=text + "\n", content_type="text/plain")
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    if request.content_type != _JSON:
+        raise BadRequest(
+            f"Content-Type must be {_JSON}, got {request.content_type or 'none'}; "
+            "send the AdmissionReview as JSON"
+        )
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(
+            f"request body of {request.content_length} bytes is over the {limit} byte cap"
+        )
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise PayloadTooLarge(f"request body is over the {limit} byte cap") from None
+
+
+def admission_handler(
+    endpoint: admission.Endpoint,
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The handler answering AdmissionReviews on ``/mutate`` or ``/validate``."""
+    answer = admission.ANSWER[endpoint]
+
+    async def handle(request: web.Request) -> web.Response:
+        runtime = request.app[RUNTIME]
+        started = time.perf_counter()
+        parsed: review.Request | None = None
+        outcome: review.Outcome | None = None
+        status = 200
+        try:
+            parsed = review.parse(await _read_body(request, runtime.settings.max_body))
+            try:
+                outcome = answer(parsed, store=runtime.store, defaults=runtime.defaults)
+            except Exception:
+                log.exception(
+                    "internal error answering %s %s/%s", endpoint, parsed.kind, parsed.name
+                )
+                outcome = review.denied(
+                    "stszone hit an internal error on this request; see the webhook's logs",
+                    code=500,
+                    reason="InternalError",
+                )
+            body = review.dumps(review.response(parsed, outcome))
+            return web.Response(body=body, content_type=_JSON)
+        except BadRequest as err:
+            status = err.status
+            return _plain(status, err.message)
+        finally:
+            elapsed = time.perf_counter() - started
+            for observe in runtime.observers:
+                observe(endpoint, parsed, outcome, elapsed, status)
+
+    return handle
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness: the event loop answers. Deliberately cheap."""
+    return _plain(200, "ok")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness: every check passes and the server is not shutting down."""
+    runtime = request.app[RUNTIME]
+    if runtime.shutting_down:
+        return _plain(503, "shutting down")
+    failures = [detail for ok, detail in (check() for check in runtime.checks) if not ok]
+    if failures:
+        return _plain(503, "not ready: " + "; ".join(failures))
+    return _plain(200, "ok")
+
+
+def _job_context(job: Job) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def context(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(job())
+        yield
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("background job failed while stopping")
+
+    return context
+
+
+async def _hide_version(request: web.Request, response: web.StreamResponse) -> None:
+    # aiohttp announces "Python/3.x aiohttp/3.y" by default; do not hand scanners versions.
+    response.headers["Server"] = "stszone"
+
+
+def make_app(runtime: Runtime) -> web.Application:
+    """The aiohttp application; background jobs run as ``cleanup_ctx`` contexts."""
+    app = web.Application(client_max_size=runtime.settings.max_body)
+    app[RUNTIME] = runtime
+    app.on_response_prepare.append(_hide_version)
+    app.add_routes(
+        [
+            web.post("/mutate", admission_handler("mutate")),
+            web.post("/validate", admission_handler("validate")),
+            web.get("/healthz", healthz),
+            web.get("/readyz", readyz),
+            *runtime.extra_routes,
+        ]
+    )
+    for job in runtime.jobs:
+        app.cleanup_ctx.append(_job_context(job))
+    return app
+
+
+async def serve(app: web.Application, *, ssl_context: Any, settings: Settings) -> None:
+    """Serve until SIGTERM/SIGINT; then fail readiness, stop accepting, finish in-flight work."""
+    runtime = app[RUNTIME]
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=settings.shutdown_grace,
+    )
+    await runner.setup()
+    site = web.TCPSite(
+        runner,
+        host=settings.host,
+        port=settings.port,
+        ssl_context=ssl_context,
+        reuse_address=True,
+    )
+    await site.start()
+    log.info(
+        "serving https://%s:%d (mutate, validate, healthz, readyz)", settings.host, settings.port
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+        runtime.shutting_down = True
+        log.info("shutting down: readiness off, closing in %.1fs", settings.shutdown_delay)
+        await asyncio.sleep(settings.shutdown_delay)
+    finally:
+        await runner.cleanup()
+        log.info("stopped")
