@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from webhook import admission, review
+from webhook import admission, extender, review
 from webhook.config import Defaults, Settings
 from webhook.errors import BadRequest, PayloadTooLarge
 from webhook.state import Store
@@ -58,11 +58,13 @@ def _plain(status: int, text: str) -> web.Response:
     return web.Response(status=status, text=text + "\n", content_type="text/plain")
 
 
-async def _read_body(request: web.Request, limit: int) -> bytes:
+async def _read_body(
+    request: web.Request, limit: int, *, what: str = "the AdmissionReview"
+) -> bytes:
     if request.content_type != _JSON:
         raise BadRequest(
             f"Content-Type must be {_JSON}, got {request.content_type or 'none'}; "
-            "send the AdmissionReview as JSON"
+            f"send {what} as JSON"
         )
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(
@@ -112,6 +114,53 @@ def admission_handler(
     return handle
 
 
+def extender_handler(verb: extender.Verb) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The handler answering kube-scheduler's extender ``filter`` or ``prioritize`` verb.
+
+    Bad input is a 4xx with a one-line reason. An internal error in ``filter`` is answered in
+    ``ExtenderFilterResult.Error`` (kube-scheduler then reports it on the pod); in
+    ``prioritize`` it is a 500, which kube-scheduler ignores, scoring with the other plugins.
+    """
+    endpoint = f"extender/{verb}"
+
+    async def handle(request: web.Request) -> web.Response:
+        runtime = request.app[RUNTIME]
+        started = time.perf_counter()
+        status = 200
+        try:
+            body = await _read_body(request, runtime.settings.max_body, what="ExtenderArgs")
+            args = extender.parse_args(body, store=runtime.store)
+            store, defaults = runtime.store, runtime.defaults
+            try:
+                if verb == "filter":
+                    answer = extender.dumps(
+                        extender.filter_nodes(args, store=store, defaults=defaults)
+                    )
+                else:
+                    answer = extender.dumps(
+                        extender.prioritize(args, store=store, defaults=defaults)
+                    )
+            except BadRequest:
+                raise
+            except Exception:
+                log.exception("internal error answering %s", endpoint)
+                message = "stszone hit an internal error on this pod; see the webhook's logs"
+                if verb != "filter":
+                    status = 500
+                    return _plain(status, message)
+                answer = extender.dumps(extender.filter_error(args, message))
+            return web.Response(body=answer, content_type=_JSON)
+        except BadRequest as err:
+            status = err.status
+            return _plain(status, err.message)
+        finally:
+            elapsed = time.perf_counter() - started
+            for observe in runtime.observers:
+                observe(endpoint, None, None, elapsed, status)
+
+    return handle
+
+
 async def healthz(request: web.Request) -> web.Response:
     """Liveness: the event loop answers. Deliberately cheap."""
     return _plain(200, "ok")
@@ -157,6 +206,8 @@ def make_app(runtime: Runtime) -> web.Application:
         [
             web.post("/mutate", admission_handler("mutate")),
             web.post("/validate", admission_handler("validate")),
+            web.post("/extender/filter", extender_handler("filter")),
+            web.post("/extender/prioritize", extender_handler("prioritize")),
             web.get("/healthz", healthz),
             web.get("/readyz", readyz),
             *runtime.extra_routes,
@@ -170,11 +221,33 @@ def make_app(runtime: Runtime) -> web.Application:
 async def serve(app: web.Application, *, ssl_context: Any, settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT; then fail readiness, stop accepting, finish in-flight work."""
     runtime = app[RUNTIME]
+    # aiohttp's cleanup closes every connection, then drops bytes arriving on them (aiohttp
+    # #2298): a request whose body is still uploading would never finish. So count requests
+    # in handlers, stop the listener, wait for them (bounded), and only then clean up.
+    in_flight, idle = 0, asyncio.Event()
+    idle.set()
+
+    @web.middleware
+    async def count(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        nonlocal in_flight
+        in_flight += 1
+        idle.clear()
+        try:
+            return await handler(request)
+        finally:
+            in_flight -= 1
+            if not in_flight:
+                idle.set()
+
+    app.middlewares.append(count)
     runner = web.AppRunner(
         app,
         access_log=None,
         handle_signals=False,
-        shutdown_timeout=settings.shutdown_grace,
+        # Only responses being written remain at cleanup; the grace is spent waiting below.
+        shutdown_timeout=min(settings.shutdown_grace, 1.0),
     )
     await runner.setup()
     site = web.TCPSite(
@@ -186,7 +259,9 @@ async def serve(app: web.Application, *, ssl_context: Any, settings: Settings) -
     )
     await site.start()
     log.info(
-        "serving https://%s:%d (mutate, validate, healthz, readyz)", settings.host, settings.port
+        "serving https://%s:%d (mutate, validate, extender, healthz, readyz)",
+        settings.host,
+        settings.port,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -197,6 +272,12 @@ async def serve(app: web.Application, *, ssl_context: Any, settings: Settings) -
         runtime.shutting_down = True
         log.info("shutting down: readiness off, closing in %.1fs", settings.shutdown_delay)
         await asyncio.sleep(settings.shutdown_delay)
+        await site.stop()  # refuse new connections; open ones keep being served
+        try:
+            async with asyncio.timeout(settings.shutdown_grace):
+                await idle.wait()
+        except TimeoutError:
+            log.warning("%d requests still in flight after the grace period; cut", in_flight)
     finally:
         await runner.cleanup()
         log.info("stopped")

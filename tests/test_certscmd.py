@@ -1,0 +1,142 @@
+"""``stszone certs``: what it prints, exit statuses, refusals, and --force keeping the CA."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from webhook.cli import main
+
+
+def files(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+def test_first_run_creates_everything(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 0; the output names each file, the SANs and the next step."""
+    out = tmp_path / "certs"
+    status = main(
+        [
+            "certs",
+            "--out",
+            str(out),
+            "--service",
+            "wh",
+            "--namespace",
+            "ns",
+            "--dns",
+            "a.example",
+            "--dns",
+            "b.example",
+            "--ip",
+            "10.0.0.5",
+        ]
+    )
+    assert status == 0
+    text = capsys.readouterr().out
+    for name in ("ca.crt", "ca.key", "tls.crt", "tls.key"):
+        assert str(out / name) in text
+    assert text.count("created") == 2
+    assert (
+        "names:  wh, wh.ns, wh.ns.svc, wh.ns.svc.cluster.local, a.example, b.example, 10.0.0.5"
+        in text
+    )
+    assert f"stszone manifests --ca {out / 'ca.crt'} --namespace ns" in text
+    leaf = x509.load_pem_x509_certificate((out / "tls.crt").read_bytes())
+    assert f"serial {leaf.serial_number:x}" in text
+    assert f"valid until {leaf.not_valid_after_utc:%Y-%m-%d}" in text
+
+
+def test_second_run_refused_then_forced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --force: exit 2 and nothing changes; with it: new serving pair, same CA."""
+    assert main(["certs", "--out", str(tmp_path)]) == 0
+    before = files(tmp_path)
+    capsys.readouterr()
+    assert main(["certs", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stszone certs: ") and "pass --force" in err
+    assert files(tmp_path) == before
+    assert main(["certs", "--out", str(tmp_path), "--force"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("reused") == 2
+    after = files(tmp_path)
+    assert after["ca.crt"] == before["ca.crt"] and after["ca.key"] == before["ca.key"]
+    assert after["tls.crt"] != before["tls.crt"] and after["tls.key"] != before["tls.key"]
+
+
+def test_key_type_and_days(tmp_path: Path) -> None:
+    """--key-type and --days shape the serving certificate."""
+    assert main(["certs", "--out", str(tmp_path), "--key-type", "rsa-3072", "--days", "30"]) == 0
+    key = serialization.load_pem_private_key((tmp_path / "tls.key").read_bytes(), password=None)
+    assert isinstance(key, rsa.RSAPrivateKey) and key.key_size == 3072
+    leaf = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes())
+    assert (
+        30 * 86400
+        <= (leaf.not_valid_after_utc - leaf.not_valid_before_utc).total_seconds()
+        <= 30 * 86400 + 600
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--ip", "10.0.0.300"], "'10.0.0.300' is not an IP address"),
+        (["--days", "0"], "at least 1 day"),
+        (["--ca-days", "-1"], "at least 1 day"),
+    ],
+)
+def test_bad_flags_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    """A bad value is a one-line error and exit status 2."""
+    assert main(["certs", "--out", str(tmp_path / "o"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_unknown_key_type_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse lists the key types when an unknown one is given."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["certs", "--key-type", "dsa"])
+    assert exit_info.value.code == 2
+    assert "ecdsa-p256" in capsys.readouterr().err
+
+
+def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    """--help describes CA reuse and shows examples."""
+    with pytest.raises(SystemExit):
+        main(["certs", "--help"])
+    text = capsys.readouterr().out
+    for needle in (
+        "--out DIR",
+        "--force",
+        "--key-type",
+        "examples:",
+        "stszone certs --force",
+        "reused",
+    ):
+        assert needle in text
+
+
+def test_python_dash_m_webhook_certs(tmp_path: Path) -> None:
+    """The command works through ``python -m webhook`` (the console script's entry point)."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "webhook", "certs", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]

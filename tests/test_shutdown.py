@@ -1,0 +1,222 @@
+"""Graceful shutdown of the real process: ``python -m webhook serve`` and SIGTERM.
+
+The order users rely on (issue 5): readiness fails at once so the Service stops routing here;
+the listener stays open for ``shutdown_delay`` (2 s) while endpoints propagate, then closes;
+requests already in flight -- even one whose body is still being uploaded -- finish; the
+process exits 0 within ``shutdown_delay + --shutdown-grace``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+FIXTURE = Path(__file__).parent / "fixtures" / "admission" / "003-Pod-CREATE.json"
+SHUTDOWN_DELAY = 2.0  # Settings.shutdown_delay: readiness off, listener still open
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Webhook:
+    """A ``stszone serve`` subprocess on 127.0.0.1 with development certificates."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    ctx: ssl.SSLContext
+    log: Path
+    terminated_at: float = field(default=0.0)
+
+    def get(self, path: str) -> int:
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=5)
+        try:
+            conn.request("GET", path)
+            return conn.getresponse().status
+        finally:
+            conn.close()
+
+    def terminate(self) -> None:
+        self.terminated_at = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+
+
+def start(tmp_path: Path, *extra: str) -> Webhook:
+    port = free_port()
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
+    }
+    log = tmp_path / "serve.log"
+    cmd = [sys.executable, "-m", "webhook", "serve", "--zones", "a,b,c", "--offline"]
+    cmd += [
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--certs-dir",
+        str(tmp_path / "certs"),
+        *extra,
+    ]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 30
+    while True:
+        assert proc.poll() is None, log.read_text()
+        ca = tmp_path / "certs" / "ca.crt"
+        if ca.exists():
+            server = Webhook(proc, port, ssl.create_default_context(cafile=str(ca)), log)
+            try:
+                if server.get("/healthz") == 200:
+                    return server
+            except (OSError, ssl.SSLError):
+                pass
+        assert time.monotonic() < deadline, "server did not answer /healthz in 30 s"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def stopper() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Kills (by pid) any server a failing test left running."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def big_review() -> bytes:
+    """The recorded Pod CREATE with a 3 MB annotation: a large but valid object."""
+    review = json.loads(FIXTURE.read_bytes())
+    review["request"]["object"]["metadata"].setdefault("annotations", {})["example.com/blob"] = (
+        "x" * 3_000_000
+    )
+    return json.dumps(review).encode()
+
+
+class SlowUpload(threading.Thread):
+    """POST /mutate with the body sent in chunks over ``seconds``; keeps the answer."""
+
+    def __init__(self, server: Webhook, body: bytes, *, seconds: float) -> None:
+        super().__init__(daemon=True)
+        self.server, self.body, self.seconds = server, body, seconds
+        self.started = threading.Event()
+        self.finished_sending = 0.0
+        self.status = 0
+        self.answer: dict[str, object] = {}
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            raw = socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
+            with self.server.ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                head = f"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len(self.body)}\r\n\r\n"
+                tls.sendall(head.encode())
+                chunks = [self.body[i : i + 64 * 1024] for i in range(0, len(self.body), 64 * 1024)]
+                for chunk in chunks:
+                    tls.sendall(chunk)
+                    self.started.set()
+                    time.sleep(self.seconds / len(chunks))
+                self.finished_sending = time.monotonic()
+                response = http.client.HTTPResponse(tls)
+                response.begin()
+                self.status = response.status
+                self.answer = json.loads(response.read())
+        except BaseException as err:
+            self.error = err
+            self.started.set()
+
+
+def test_sigterm_drains_in_flight_and_exits_0(
+    tmp_path: Path, stopper: list[subprocess.Popen[bytes]]
+) -> None:
+    """readyz 503 at once; listener closes after the delay; a slow 3 MB upload still gets its
+    AdmissionReview; the process exits 0."""
+    server = start(tmp_path, "--shutdown-grace", "10")
+    stopper.append(server.proc)
+    assert server.get("/readyz") == 200
+    body = big_review()
+    upload = SlowUpload(server, body, seconds=SHUTDOWN_DELAY + 2.0)
+    upload.start()
+    assert upload.started.wait(10)
+    time.sleep(0.3)
+    server.terminate()
+
+    # Readiness fails first, while the listener still accepts (the Service needs to see it).
+    status = 0
+    while status != 503:
+        status = server.get("/readyz")
+        assert time.monotonic() - server.terminated_at < 1.0, "readyz did not fail within 1 s"
+    not_ready_after = time.monotonic() - server.terminated_at
+    assert server.get("/healthz") == 200
+
+    # Then the listener closes: new connections are refused.
+    while not refused(server.port):
+        assert time.monotonic() - server.terminated_at < SHUTDOWN_DELAY + 2, "listener still open"
+        time.sleep(0.05)
+    closed_after = time.monotonic() - server.terminated_at
+    assert closed_after >= SHUTDOWN_DELAY - 0.5
+
+    # The upload was still going when the listener closed, and it completes.
+    upload.join(30)
+    assert upload.error is None, repr(upload.error)
+    assert upload.finished_sending - server.terminated_at > closed_after
+    assert upload.status == 200
+    response = upload.answer["response"]
+    assert isinstance(response, dict)
+    assert response["uid"] == json.loads(body)["request"]["uid"] and response["allowed"] is True
+
+    code = server.proc.wait(timeout=15)
+    exited_after = time.monotonic() - server.terminated_at
+    text = server.log.read_text()
+    assert code == 0, text
+    assert "Traceback" not in text and "stopped" in text
+    print(
+        f"readyz 503 after {not_ready_after:.2f}s, refused after {closed_after:.2f}s, "
+        f"upload done {upload.finished_sending - server.terminated_at:.2f}s, exit 0 after {exited_after:.2f}s"
+    )
+
+
+def test_stuck_request_does_not_hold_shutdown(
+    tmp_path: Path, stopper: list[subprocess.Popen[bytes]]
+) -> None:
+    """A client that stops sending mid-body is cut off after --shutdown-grace; exit is 0."""
+    server = start(tmp_path, "--shutdown-grace", "1")
+    stopper.append(server.proc)
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    with server.ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(
+            b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        )
+        time.sleep(0.3)
+        server.terminate()
+        code = server.proc.wait(timeout=SHUTDOWN_DELAY + 1 + 5)
+        exited_after = time.monotonic() - server.terminated_at
+    assert code == 0, server.log.read_text()
+    assert exited_after < SHUTDOWN_DELAY + 1 + 2
+    print(f"stuck upload: exit 0 after {exited_after:.2f}s (delay 2 s + grace 1 s)")

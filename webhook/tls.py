@@ -1,0 +1,236 @@
+"""The server's TLS context, hardened, and a certificate watcher that hot-reloads it.
+
+:class:`CertReloader` owns the listening :class:`ssl.SSLContext`. Every handshake goes
+through its ``sni_callback`` (OpenSSL calls it for every ClientHello, with ``server_name=None``
+when the client sends no SNI, as the API server does when it dials an IP), which points the
+connection at the *current* context. Reloading builds a fresh context from the new files and
+swaps it in: new handshakes use the new certificate, established connections keep theirs, the
+listener is never closed. A pair that does not load (unreadable, half-written, key not matching
+the certificate) is logged and the old one kept; it is retried when the files change again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hashlib
+import logging
+import os
+import ssl
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+
+from webhook.errors import ConfigError
+
+log = logging.getLogger("stszone.tls")
+
+#: TLS 1.2 suites: forward secrecy (ECDHE) and AEAD only. TLS 1.3 suites are all AEAD already.
+CIPHERS_TLS12: Final = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL"
+#: After a change is seen, wait this long for the writer to finish (cert and key are two renames).
+_SETTLE: Final = 0.1
+_SETTLE_TRIES: Final = 10
+
+
+def hardened_context() -> ssl.SSLContext:
+    """A server context: TLS >= 1.2, AEAD ciphers, no compression, no renegotiation."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(CIPHERS_TLS12)
+    ctx.options |= (
+        ssl.OP_NO_COMPRESSION  # CRIME
+        | ssl.OP_NO_RENEGOTIATION  # client-initiated renegotiation is a CPU-exhaustion lever
+        | ssl.OP_CIPHER_SERVER_PREFERENCE
+        | ssl.OP_SINGLE_ECDH_USE
+    )
+    return ctx
+
+
+@dataclass(frozen=True, slots=True)
+class _Pair:
+    """A certificate/key pair as read from disk, with what it loaded into."""
+
+    digest: str
+    context: ssl.SSLContext
+    serial: int
+    not_after: dt.datetime
+
+
+@contextlib.contextmanager
+def _as_file(data: bytes) -> Iterator[str]:
+    """A path holding ``data``: ``load_cert_chain`` reads paths, not bytes.
+
+    Loading from a private copy means the bytes hashed are the bytes loaded, even when the
+    files change in between. memfd needs no writable directory (read-only root filesystem).
+    """
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("stszone-tls", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, data)
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    with tempfile.NamedTemporaryFile(prefix="stszone-tls-") as tmp:  # pragma: no cover
+        tmp.write(data)
+        tmp.flush()
+        yield tmp.name
+
+
+def _no_password() -> bytes:
+    # Without a callback, OpenSSL prompts on the terminal for an encrypted key.
+    raise ConfigError("the key is encrypted; give an unencrypted PEM key")
+
+
+class CertReloader:
+    """The listening TLS context for ``cert``/``key``, reloaded when the files change."""
+
+    def __init__(self, cert: str | Path, key: str | Path, *, interval: float = 2.0) -> None:
+        self.cert_path = Path(cert)
+        self.key_path = Path(key)
+        self.interval = interval
+        cert_pem, key_pem = self._read()
+        try:
+            self._pair = self._load(cert_pem, key_pem)
+        except (OSError, ValueError, ConfigError) as err:
+            raise ConfigError(
+                f"cannot serve TLS with {self.cert_path} and {self.key_path}: {_reason(err)}"
+            ) from None
+        self._rejected: str | None = None
+        #: The context handed to the listening site; it only routes handshakes to the current one.
+        self.context = hardened_context()
+        with _as_file(cert_pem) as cert_file, _as_file(key_pem) as key_file:
+            self.context.load_cert_chain(cert_file, key_file, password=_no_password)
+        self.context.sni_callback = self._route
+        log.info("serving certificate serial %x, expires %s", self.serial, self.not_after)
+
+    @property
+    def serial(self) -> int:
+        """Serial number of the certificate new handshakes get."""
+        return self._pair.serial
+
+    @property
+    def not_after(self) -> dt.datetime:
+        """Expiry (UTC) of the certificate new handshakes get."""
+        return self._pair.not_after
+
+    def _route(self, conn: ssl.SSLObject, server_name: str | None, ctx: ssl.SSLContext) -> None:
+        # Swapping the context per connection changes its certificate; the protocol and cipher
+        # limits stay those of the listening context, which is hardened the same way.
+        conn.context = self._pair.context
+
+    def _read(self) -> tuple[bytes, bytes]:
+        try:
+            return self.cert_path.read_bytes(), self.key_path.read_bytes()
+        except OSError as err:
+            raise ConfigError(f"cannot read {err.filename}: {err.strerror}") from None
+
+    @staticmethod
+    def _load(cert_pem: bytes, key_pem: bytes) -> _Pair:
+        # cryptography first, for messages a user can act on; then OpenSSL, which must agree.
+        try:
+            leaf = x509.load_pem_x509_certificate(cert_pem)
+        except ValueError:
+            raise ConfigError(
+                "the certificate is not PEM (empty, truncated, half-written?)"
+            ) from None
+        try:
+            key = serialization.load_pem_private_key(key_pem, password=None)
+        except TypeError:
+            raise ConfigError("the key is encrypted; give an unencrypted PEM key") from None
+        except (ValueError, UnsupportedAlgorithm):
+            raise ConfigError("the key is not a PEM private key (empty, truncated?)") from None
+        if key.public_key() != leaf.public_key():
+            raise ConfigError("the key does not match the certificate")
+        ctx = hardened_context()
+        with _as_file(cert_pem) as cert_file, _as_file(key_pem) as key_file:
+            ctx.load_cert_chain(cert_file, key_file, password=_no_password)
+        return _Pair(_digest(cert_pem, key_pem), ctx, leaf.serial_number, leaf.not_valid_after_utc)
+
+    def reload(self) -> bool:
+        """Load the files now; True when a new certificate was installed.
+
+        False when they are unchanged, or broken (logged once per content; the old pair stays).
+        """
+        try:
+            cert_pem, key_pem = self._read()
+        except ConfigError as err:
+            # Same message, same "content": logged once, not every poll, until it changes.
+            return self._reject(err.message, digest=f"unreadable: {err.message}")
+        digest = _digest(cert_pem, key_pem)
+        if digest in (self._pair.digest, self._rejected):
+            return False
+        try:
+            pair = self._load(cert_pem, key_pem)
+        except (OSError, ValueError, ConfigError) as err:  # OSError covers ssl.SSLError
+            return self._reject(_reason(err), digest=digest)
+        old, self._pair, self._rejected = self._pair, pair, None
+        log.info(
+            "serving certificate reloaded: serial %x, expires %s (was %x)",
+            pair.serial,
+            pair.not_after,
+            old.serial,
+        )
+        if pair.not_after <= dt.datetime.now(dt.UTC):
+            log.warning(
+                "the new serving certificate expired on %s; clients will refuse it", pair.not_after
+            )
+        return True
+
+    def _reject(self, reason: str, *, digest: str) -> bool:
+        if digest != self._rejected:
+            log.error(
+                "new certificate in %s / %s not used, still serving serial %x: %s",
+                self.cert_path,
+                self.key_path,
+                self.serial,
+                reason,
+            )
+        self._rejected = digest
+        return False
+
+    def _fingerprint(self) -> tuple[tuple[int, int, int, int], ...] | None:
+        try:
+            stats = [os.stat(path) for path in (self.cert_path, self.key_path)]
+        except OSError:
+            return None
+        return tuple((st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns) for st in stats)
+
+    async def run(self) -> None:
+        """Poll the files every ``interval`` seconds and reload on change (an app job)."""
+        seen = self._fingerprint()
+        while True:
+            await asyncio.sleep(self.interval)
+            # A writer replaces cert and key one after the other: when the files moved, wait
+            # (a little, a bounded number of times) until they hold still before loading.
+            for _ in range(_SETTLE_TRIES):
+                now = self._fingerprint()
+                if now == seen:
+                    break
+                seen = now
+                await asyncio.sleep(_SETTLE)
+            # The content hash decides, read every tick: it also catches in-place rewrites
+            # that keep the size and land within the filesystem's timestamp granularity.
+            try:
+                self.reload()
+            except Exception:  # the watcher must outlive any one bad poll
+                log.exception("certificate reload check failed; retrying in %.1fs", self.interval)
+
+
+def _digest(cert_pem: bytes, key_pem: bytes) -> str:
+    return hashlib.sha256(hashlib.sha256(cert_pem).digest() + key_pem).hexdigest()
+
+
+def _reason(err: Exception) -> str:
+    if isinstance(err, ConfigError):
+        return err.message
+    if isinstance(err, ssl.SSLError) and err.reason:  # e.g. KEY_VALUES_MISMATCH
+        return f"{err.reason.lower().replace('_', ' ')} ({err.library or 'ssl'})"
+    return str(err) or type(err).__name__
