@@ -13,11 +13,12 @@ from typing import Any
 from webhook import affinity, objects, review
 from webhook.config import Defaults
 from webhook.errors import Denied
-from webhook.placement import Placement, Policy, ordinal_of, place, resolve_policy
+from webhook.placement import Placement, Policy, claim_name, ordinal_of, place, resolve_policy
 from webhook.review import Outcome
 from webhook.spec import (
     DEFAULT_SCHEDULER,
     DEFAULT_TOPOLOGY_KEY,
+    NODE_LABEL,
     SKIP,
     STORAGE_CLASS_TEMPLATE,
     TOPOLOGY_KEY,
@@ -80,6 +81,9 @@ def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
         pod_annotations=objects.str_map(meta, "annotations", path="metadata"),
         pod_claims=claims,
     )
+    if policy.spec.mode == "node-ordinal" and not policy.zones:
+        # node-ordinal pins a node, not a zone: a cluster without zone labels is fine there.
+        return PodPlan(policy, ordinal, Placement(zone="", rule_zone=""))
     return PodPlan(policy, ordinal, place(ordinal, namespace=namespace, policy=policy, store=store))
 
 
@@ -92,7 +96,7 @@ def mutate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -
     if mode == "scheduler":
         return _scheduler_mode(pod, plan, defaults=defaults)
     if mode == "node-ordinal":
-        return _node_ordinal_mode(pod, plan, store=store)
+        return _node_ordinal_mode(pod, plan, namespace=namespace, store=store)
     return _affinity_mode(pod, plan)
 
 
@@ -102,16 +106,24 @@ def _pod_name(pod: JSON, plan: PodPlan) -> str:
     )
 
 
-def _pin(pod: JSON, plan: PodPlan, *, key: str, value: str, what: str) -> JSON:
+def _pin(
+    pod: JSON,
+    plan: PodPlan,
+    *,
+    key: str,
+    value: str,
+    what: str,
+    fix: str = f"change its {ZONES}",
+    reason: str = "ZoneConflict",
+) -> JSON:
     """Copy of the pod with ``key In [value]`` in every term; Denied if the pod excludes it."""
     spec = objects.mapping(pod, "spec")
     conflict = affinity.exclusion(spec, key, value)
     if conflict is not None:
         raise Denied(
             f"pod {_pod_name(pod, plan)} has {conflict}, which excludes {key}={value}, "
-            f"{what}; remove that constraint from the StatefulSet's pod template or change "
-            "its stszone.io/zones",
-            reason="ZoneConflict",
+            f"{what}; remove that constraint from the StatefulSet's pod template or {fix}",
+            reason=reason,
         )
     return {**pod, "spec": affinity.with_requirement(spec, key, value)}
 
@@ -143,14 +155,29 @@ def _scheduler_mode(pod: JSON, plan: PodPlan, *, defaults: Defaults) -> Outcome:
     return review.patched(pod, mutated, warnings=warnings)
 
 
-def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, store: Store) -> Outcome:
+def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, namespace: str, store: Store) -> Outcome:
+    """Pin ordinal N to the node labelled ``<stszone.io/node-label>=N`` (one broker per machine).
+
+    The requirement goes into every nodeSelectorTerm, like the zone in affinity mode. The rule's
+    zone plays no part: the node decides the zone, recorded when its node(s) agree on one. The
+    scheduler's failure modes become admission warnings: no such node (Pending forever),
+    several (the pod may flap between them), a node in a zone the pod or its volume rules out.
+    """
     label = plan.policy.spec.node_label or ""
-    value = str(plan.ordinal)
-    mutated = _pin(pod, plan, key=label, value=value, what=f"the node label of ordinal {value}")
-    name = _pod_name(pod, plan)
+    key = plan.policy.spec.topology_key
+    value, name = str(plan.ordinal), _pod_name(pod, plan)
+    mutated = _pin(
+        pod,
+        plan,
+        key=label,
+        value=value,
+        what=f"the node label of ordinal {value}",
+        fix=f"change its {NODE_LABEL}",
+        reason="NodeConflict",
+    )
     nodes = store.nodes_with_label(label, value)
-    warnings = plan.placement.warnings
-    if not nodes:
+    warnings: tuple[str, ...] = ()
+    if not nodes and "nodes" in store.loaded:  # no node view at all (--zones only): unknown
         warnings += (
             f"no node carries {label}={value}; {name} will stay Pending until one does "
             f"(kubectl label node NODE {label}={value})",
@@ -160,9 +187,24 @@ def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, store: Store) -> Outcome:
             f"nodes {', '.join(nodes)} all carry {label}={value}; {name} may land on any of them "
             "and move between them; keep each value on one node",
         )
-    zones = {store.node_zone(n, plan.policy.spec.topology_key) for n in nodes} - {None}
+    zones = sorted({z for n in nodes if (z := store.node_zone(n, key))})
     if len(zones) == 1:
-        mutated = _with_annotation(mutated, ZONE, str(zones.pop()))
+        mutated = _with_annotation(mutated, ZONE, zones[0])
+        conflict = affinity.exclusion(objects.mapping(pod, "spec"), key, zones[0])
+        if conflict is not None:
+            warnings += (
+                f"{name}: the node with {label}={value} is in zone {zones[0]}, which the pod's "
+                f"{conflict} excludes; it will stay Pending",
+            )
+    for template in plan.policy.templates if zones else ():
+        claim = claim_name(template, plan.policy.statefulset, plan.ordinal)
+        volume, at = store.claim_zones(namespace, claim, key)
+        if at and not at & set(zones):
+            warnings += (
+                f"{name}: volume {volume} (claim {claim}) is in zone {', '.join(sorted(at))} but "
+                f"the node(s) with {label}={value} are in {', '.join(zones)}; the pod cannot "
+                "mount it there and will stay Pending",
+            )
     return review.patched(pod, mutated, warnings=warnings)
 
 

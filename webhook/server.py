@@ -148,8 +148,11 @@ def extender_handler(verb: extender.Verb) -> Callable[[web.Request], Awaitable[w
                 if verb != "filter":
                     status = 500
                     return _plain(status, message)
-                answer = extender.dumps(extender.filter_error(args, message))
+                answer = extender.dumps(extender.filter_error(args, message=message))
             return web.Response(body=answer, content_type=_JSON)
+        except PayloadTooLarge as err:  # full Node objects of a large cluster add up
+            status = err.status
+            return _plain(status, f"{err.message}; set nodeCacheCapable: true to send node names")
         except BadRequest as err:
             status = err.status
             return _plain(status, err.message)

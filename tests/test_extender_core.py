@@ -1,0 +1,139 @@
+"""The extender's pure core: properties over random clusters, and the storage-health rules."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests import builders as b
+from webhook import extender
+from webhook.cli import build_parser, settings_from
+from webhook.clusterfile import store_from_objects
+from webhook.config import Defaults, Settings
+from webhook.state import Store
+
+LABEL = "storage.example.io/unhealthy"
+ZONES = ("zone-a", "zone-b", "zone-c")
+DEFAULTS = Defaults(
+    storage_unhealthy_condition="DiskFailing", storage_unhealthy_label=(LABEL, "true")
+)
+
+
+def node(name: str, zone: str | None, label: str | None, failing: bool) -> dict[str, Any]:
+    """A full Node (as in ExtenderArgs.Nodes) with an optional zone, label and condition."""
+    obj = b.node(name, zone, labels={LABEL: label} if label is not None else {})
+    obj["status"] = {"conditions": [{"type": "DiskFailing", "status": str(failing)}]}
+    return obj
+
+
+nodes_st = st.lists(
+    st.tuples(
+        st.sampled_from((*ZONES, None)), st.sampled_from((None, "true", "false")), st.booleans()
+    ),
+    max_size=8,
+).map(lambda specs: [node(f"n{i}", *spec) for i, spec in enumerate(specs)])
+
+
+def parse(pod: dict[str, Any], nodes: list[dict[str, Any]], *, cache: bool, store: Store) -> Any:
+    if cache:
+        body = {"Pod": pod, "Nodes": None, "NodeNames": [n["metadata"]["name"] for n in nodes]}
+    else:
+        body = {"Pod": pod, "Nodes": {"items": nodes}, "NodeNames": None}
+    return extender.parse_args(json.dumps(body), store=store)
+
+
+@given(nodes=nodes_st, zone=st.sampled_from(ZONES), cache=st.booleans())
+def test_filter_partitions_and_agrees_with_prioritize(
+    nodes: list[dict[str, Any]], zone: str, cache: bool
+) -> None:
+    """Kept and failed split the candidates; kept = in zone and healthy = the top score."""
+    # Conditions reach the view only as full nodes (a cluster file), so give it full nodes.
+    store = store_from_objects(nodes)
+    args = parse(b.sts_pod(annotations={"stszone.io/zone": zone}), nodes, cache=cache, store=store)
+    result = extender.filter_nodes(args, store=store, defaults=DEFAULTS)
+    names = [n["metadata"]["name"] for n in nodes]
+    kept = (
+        result["NodeNames"] if cache else [n["metadata"]["name"] for n in result["Nodes"]["items"]]
+    )
+    failed = result["FailedAndUnresolvableNodes"]
+    assert kept == [n for n in names if n not in failed], "kept keeps the request's order"
+    assert set(kept) | set(failed) == set(names) and result["FailedNodes"] == {}
+    for n in nodes:
+        labels, conditions = n["metadata"]["labels"], n["status"]["conditions"]
+        fine = (
+            labels.get("topology.kubernetes.io/zone") == zone
+            and labels.get(LABEL) != "true"
+            and conditions[0]["status"] != "True"
+        )
+        assert (n["metadata"]["name"] in kept) == fine
+        assert failed.get(n["metadata"]["name"], "node(s)").startswith("node(s)")
+    scores = extender.prioritize(args, store=store, defaults=DEFAULTS)
+    assert [s["Host"] for s in scores] == names
+    assert all(0 <= s["Score"] <= extender.MAX_SCORE for s in scores)
+    assert {s["Host"] for s in scores if s["Score"] == extender.MAX_SCORE} == set(kept)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "unhealthy"),
+    [
+        (LABEL, "true", True),
+        (LABEL, "false", True),  # KEY alone: any value marks it
+        (LABEL, "", True),
+        (f"{LABEL}=true", "true", True),
+        (f"{LABEL}=true", "false", False),
+        (f"{LABEL}=", "", True),
+        (f"{LABEL}=true", None, False),
+    ],
+)
+def test_label_rule_from_the_command_line(flag: str, value: str | None, unhealthy: bool) -> None:
+    """--storage-unhealthy-label KEY matches any value, KEY=VALUE only that value."""
+    defaults = Settings(storage_unhealthy_label=flag).defaults()
+    labels = {LABEL: value} if value is not None else {}
+    candidate = extender.Candidate(name="n", labels=labels, true_conditions=frozenset())
+    assert (extender.storage_problem(candidate, defaults=defaults) is not None) == unhealthy
+
+
+def test_nothing_configured_means_every_node_is_healthy() -> None:
+    """No flags: storage is never the reason, whatever the node says."""
+    candidate = extender.Candidate(
+        name="n", labels={LABEL: "true"}, true_conditions=frozenset({"DiskFailing"})
+    )
+    assert extender.storage_problem(candidate, defaults=Defaults()) is None
+
+
+def test_serve_flags_reach_the_engine() -> None:
+    """`stszone serve --storage-unhealthy-*` ends up in the Defaults the extender reads."""
+    argv = [
+        "serve",
+        "--storage-unhealthy-condition",
+        "DiskFailing",
+        "--storage-unhealthy-label",
+        f"{LABEL}=true",
+    ]
+    defaults = settings_from(build_parser().parse_args(argv)).defaults()
+    assert defaults.storage_unhealthy_condition == "DiskFailing"
+    assert defaults.storage_unhealthy_label == (LABEL, "true")
+    plain = settings_from(build_parser().parse_args(["serve"])).defaults()
+    assert plain.storage_unhealthy_condition is None and plain.storage_unhealthy_label is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--storage-unhealthy-label", "not a key"],
+        ["--storage-unhealthy-label", f"{LABEL}=not a value"],
+        ["--storage-unhealthy-condition", "Disk Failing"],
+    ],
+)
+def test_malformed_storage_flags_are_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo is a usage error (exit 2) with an example, not a rule that never matches."""
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", *argv])
+    assert exited.value.code == 2
+    assert "e.g. --storage-unhealthy-" in capsys.readouterr().err

@@ -1,0 +1,182 @@
+"""Mode ``node-ordinal``: ordinal N pinned to the node labelled N, the way sts-scheduler does it.
+
+The scheduler plugin's pitfalls (a missing label leaves the pod Pending, a duplicate label
+lets it flap) surface as admission warnings; a pod that rules its own node out is denied.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from webhook import admission, review
+from webhook.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.patches import apply
+from webhook.state import Store
+
+NODE_LABEL = "example.io/node"
+ZONE_KEY = "topology.kubernetes.io/zone"
+ANNOTATIONS = {
+    "stszone.io/zones": "zone-a,zone-b,zone-c",
+    "stszone.io/mode": "node-ordinal",
+    "stszone.io/node-label": NODE_LABEL,
+}
+
+
+def kafka(
+    *nodes: dict[str, Any], annotations: dict[str, str] | None = None, extra: Any = ()
+) -> Store:
+    """A store with the ``db`` StatefulSet in node-ordinal mode and the given nodes."""
+    sts = b.statefulset(annotations=annotations or ANNOTATIONS)
+    return store_from_objects([sts, *nodes, *extra])
+
+
+def broker(name: str, zone: str | None, ordinal: str) -> dict[str, Any]:
+    return b.node(name, zone, labels={NODE_LABEL: ordinal})
+
+
+def mutate(pod: dict[str, Any], store: Store) -> tuple[review.Outcome, dict[str, Any]]:
+    outcome = admission.mutate(review.from_dict(b.review(pod)), store=store, defaults=Defaults())
+    return outcome, apply(pod, outcome.patch) if outcome.allowed else pod
+
+
+def terms(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    node_affinity = pod["spec"]["affinity"]["nodeAffinity"]
+    found: list[dict[str, Any]] = node_affinity["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    return found
+
+
+PIN_2 = {"key": NODE_LABEL, "operator": "In", "values": ["2"]}
+
+
+def test_one_labelled_node_pins_the_pod_and_records_its_zone() -> None:
+    """Ordinal 2 -> `example.io/node In [2]`; the node's zone (not the rule's) is recorded."""
+    store = kafka(broker("n0", "zone-c", "0"), broker("n2", "zone-a", "2"))
+    outcome, pod = mutate(b.sts_pod(ordinal=2), store)
+    assert outcome.allowed and not outcome.warnings
+    assert terms(pod) == [{"matchExpressions": [PIN_2]}]
+    # The rule would say zone-c for ordinal 2; the pinned node is in zone-a, and that wins.
+    assert pod["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
+
+
+def test_requirement_is_anded_into_every_term() -> None:
+    """nodeSelectorTerms are ORed, so the node requirement goes into each of them."""
+    store = kafka(broker("n2", "zone-a", "2"))
+    own = b.zone_affinity([("disk", "In", ["ssd"])], [("gpu", "Exists", [])])
+    _, pod = mutate(b.sts_pod(ordinal=2, affinity=own), store)
+    assert [t["matchExpressions"][-1] for t in terms(pod)] == [PIN_2, PIN_2]
+    assert terms(pod)[0]["matchExpressions"][0] == {
+        "key": "disk",
+        "operator": "In",
+        "values": ["ssd"],
+    }
+
+
+def test_second_invocation_gives_an_empty_patch() -> None:
+    """reinvocationPolicy IfNeeded: the mutated pod comes back and nothing changes."""
+    store = kafka(broker("n2", "zone-a", "2"), broker("n2b", "zone-b", "2"))
+    first, pod = mutate(b.sts_pod(ordinal=2), store)
+    assert first.patch
+    again, _ = mutate(pod, store)
+    assert again.allowed and again.patch == []
+
+
+def test_missing_label_warns_that_the_pod_will_stay_pending() -> None:
+    """No node carries example.io/node=1: allowed (a node may be labelled later), with a warning."""
+    store = kafka(broker("n0", "zone-a", "0"), broker("n2", "zone-c", "2"))
+    outcome, pod = mutate(b.sts_pod(ordinal=1), store)
+    assert outcome.allowed
+    assert terms(pod) == [{"matchExpressions": [{**PIN_2, "values": ["1"]}]}]
+    (warning,) = outcome.warnings
+    assert "no node carries example.io/node=1" in warning and "Pending" in warning
+    assert "stszone.io/zone" not in pod["metadata"].get("annotations", {})
+
+
+def test_without_a_node_view_there_is_no_false_missing_warning() -> None:
+    """--zones only (no node list loaded): stszone cannot know, so it does not claim a node is missing."""
+    store = Store(zones=("zone-a", "zone-b"))
+    store.replace(
+        "statefulsets", []
+    )  # the set is unknown too; the pod's annotations carry the mode
+    pod = b.sts_pod(ordinal=1, annotations=ANNOTATIONS)
+    outcome, mutated = mutate(pod, store)
+    assert outcome.allowed and not outcome.warnings
+    assert terms(mutated)[0]["matchExpressions"] == [{**PIN_2, "values": ["1"]}]
+
+
+@pytest.mark.parametrize(
+    ("zones", "annotated"),
+    [(("zone-a", "zone-b"), None), (("zone-b", "zone-b"), "zone-b")],
+    ids=["different-zones", "same-zone"],
+)
+def test_duplicate_label_warns_naming_both_nodes(
+    zones: tuple[str, str], annotated: str | None
+) -> None:
+    """Two nodes with example.io/node=2: the pod may flap; the zone is recorded only if they agree."""
+    store = kafka(broker("left", zones[0], "2"), broker("right", zones[1], "2"))
+    outcome, pod = mutate(b.sts_pod(ordinal=2), store)
+    assert outcome.allowed
+    (warning,) = outcome.warnings
+    assert "left, right" in warning and "example.io/node=2" in warning
+    assert pod["metadata"].get("annotations", {}).get("stszone.io/zone") == annotated
+
+
+@pytest.mark.parametrize(
+    ("affinity", "node_selector", "named"),
+    [
+        (None, {NODE_LABEL: "5"}, "nodeSelector example.io/node=5"),
+        (b.zone_affinity([(NODE_LABEL, "NotIn", ["2"])]), None, "NotIn [2]"),
+        (b.zone_affinity([(NODE_LABEL, "Gt", ["4"])]), None, "Gt [4]"),
+        (
+            b.zone_affinity([(NODE_LABEL, "In", ["7"])], [(NODE_LABEL, "DoesNotExist", [])]),
+            None,
+            "DoesNotExist",
+        ),
+    ],
+    ids=["nodeSelector", "NotIn", "Gt", "every-term"],
+)
+def test_own_constraint_excluding_the_node_is_denied(
+    affinity: dict[str, Any] | None, node_selector: dict[str, str] | None, named: str
+) -> None:
+    """The pod's own affinity/nodeSelector rules out example.io/node=2: denied, naming both."""
+    store = kafka(broker("n2", "zone-a", "2"))
+    outcome, _ = mutate(b.sts_pod(ordinal=2, affinity=affinity, node_selector=node_selector), store)
+    assert not outcome.allowed and outcome.code == 403 and outcome.reason == "NodeConflict"
+    assert named in outcome.message and "example.io/node=2" in outcome.message
+    assert "stszone.io/node-label" in outcome.message  # the fix names the right annotation
+
+
+def test_node_in_a_zone_the_pod_excludes_is_a_warning() -> None:
+    """The node is reachable by label but the template requires another zone: Pending, say so."""
+    store = kafka(broker("n2", "zone-a", "2"))
+    own = b.zone_affinity([(ZONE_KEY, "In", ["zone-b"])])
+    outcome, _ = mutate(b.sts_pod(ordinal=2, affinity=own), store)
+    assert outcome.allowed
+    assert any("zone zone-a" in w and "zone-b" in w for w in outcome.warnings)
+
+
+def test_volume_in_another_zone_than_the_node_is_a_warning() -> None:
+    """Claim data-db-2 is bound to a PV in zone-b, the labelled node is in zone-a."""
+    store = kafka(
+        broker("n2", "zone-a", "2"),
+        extra=[b.pvc("data-db-2", volume="pv-b"), b.pv("pv-b", "zone-b")],
+    )
+    outcome, _ = mutate(b.sts_pod(ordinal=2), store)
+    assert outcome.allowed
+    assert any("pv-b" in w and "cannot mount" in w for w in outcome.warnings)
+
+
+def test_cluster_without_zones_still_pins() -> None:
+    """On-prem nodes with no zone label and no --zones: node-ordinal does not need a zone."""
+    annotations = {k: v for k, v in ANNOTATIONS.items() if k != "stszone.io/zones"}
+    store = kafka(broker("n0", None, "0"), annotations=annotations)
+    outcome, pod = mutate(b.sts_pod(ordinal=0), store)
+    assert outcome.allowed, outcome.message
+    assert terms(pod)[0]["matchExpressions"] == [{**PIN_2, "values": ["0"]}]
+    checked = admission.validate(review.from_dict(b.review(pod)), store=store, defaults=Defaults())
+    assert checked.allowed, checked.message
