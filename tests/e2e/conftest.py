@@ -1,0 +1,219 @@
+"""End-to-end fixtures: a real cluster, the webhook running here, and URL-based registrations.
+
+Run with ``STSZONE_E2E_KUBECONFIG=~/.kube/config python -m pytest tests/e2e`` (skipped when
+the variable is unset). Other knobs, all optional:
+
+- ``STSZONE_E2E_HOST``: the address the API server reaches this machine at (default
+  127.0.0.1, right when the API server runs on this host; for kind use the Docker network
+  gateway, e.g. 172.18.0.1). The serving certificate is issued for it.
+- ``STSZONE_E2E_BIND``: where the webhook listens (default: the host when it is an IP, else
+  0.0.0.0).
+- ``STSZONE_E2E_ZONES``: the zone list (default: the zones of the schedulable nodes; with fewer
+  than two, three made-up zones, and the scheduling test is skipped).
+- ``STSZONE_E2E_TIMEOUT``: seconds to wait for pods to be created and scheduled (default 180).
+- ``STSZONE_E2E_IMAGE``: the test pods' image (default registry.k8s.io/pause:3.10).
+
+Set up in this order and torn down in reverse, whether the tests pass, fail or are
+interrupted: (1) namespace ``stszone-e2e-<run>`` labelled ``stszone.io/enabled=true``;
+(2) the webhook process; (3) Mutating/ValidatingWebhookConfigurations ``stszone-e2e-<run>``
+that match only that namespace. So the configurations go first, the namespace last. Everything
+carries the label ``stszone.io/e2e=<run>``; after a run killed with SIGKILL, clean up with
+``kubectl delete mutatingwebhookconfigurations,validatingwebhookconfigurations,namespaces
+-l stszone.io/e2e``.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import shutil
+import signal
+import warnings
+from collections.abc import Generator, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from tests.e2e.kube import RUN_LABEL, ZONE_KEY, Cluster, Kubectl, Obj, wait_for
+from tests.e2e.server import is_ip, serving, tail
+from webhook import registration
+from webhook.certs import issue
+from webhook.config import DEFAULT_NAMESPACE
+
+MADE_UP_ZONES = ("e2e-zone-a", "e2e-zone-b", "e2e-zone-c")
+LOG_KEY = pytest.StashKey[Path]()
+
+
+def schedulable_zones(kubectl: Kubectl) -> set[str]:
+    """Zones of nodes that are Ready, not cordoned and not tainted against new pods."""
+    zones = set()
+    for node in kubectl.get("nodes")["items"]:
+        spec, labels = node.get("spec", {}), node["metadata"].get("labels", {})
+        conditions = node.get("status", {}).get("conditions", [])
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        tainted = any(
+            taint.get("effect") in ("NoSchedule", "NoExecute") for taint in spec.get("taints", [])
+        )
+        if ready and not tainted and not spec.get("unschedulable") and ZONE_KEY in labels:
+            zones.add(labels[ZONE_KEY])
+    return zones
+
+
+def _choose_zones(kubectl: Kubectl) -> tuple[tuple[str, ...], bool]:
+    available = schedulable_zones(kubectl)
+    wanted = os.environ.get("STSZONE_E2E_ZONES", "")
+    if wanted:
+        zones = tuple(zone.strip() for zone in wanted.split(",") if zone.strip())
+        return zones, set(zones) <= available
+    if len(available) >= 2:
+        return tuple(sorted(available)), True
+    return MADE_UP_ZONES, False
+
+
+def _registrations(*, name: str, url: str, ca_bundle: str, namespace: str, run: str) -> list[Obj]:
+    def client(path: str) -> Obj:
+        return {"url": f"{url}{path}", "caBundle": ca_bundle}
+
+    # The production rules and selectors, narrowed to the test namespace: a run can never
+    # touch any other namespace of the cluster, whatever its labels.
+    namespaces = registration.namespace_selector(DEFAULT_NAMESPACE, only=namespace)
+    labels = {RUN_LABEL: run}
+    return [
+        registration.mutating(name, client=client("/mutate"), namespaces=namespaces, labels=labels),
+        registration.validating(
+            name, client=client("/validate"), namespaces=namespaces, labels=labels
+        ),
+    ]
+
+
+def _probe_statefulset(run: str) -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "probe", "labels": {RUN_LABEL: run}},
+        "spec": {
+            "serviceName": "probe",
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "probe"}},
+            "template": {
+                "metadata": {"labels": {"app": "probe"}},
+                "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+            },
+        },
+    }
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # A CI timeout sends SIGTERM; turning it into KeyboardInterrupt runs the teardown.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.fixture(scope="session")
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[Cluster]:
+    """The namespace, the running webhook and its registrations; all removed afterwards."""
+    kubeconfig = os.path.expanduser(os.environ["STSZONE_E2E_KUBECONFIG"])
+    if not Path(kubeconfig).is_file():
+        pytest.fail(f"STSZONE_E2E_KUBECONFIG={kubeconfig} is not a file")
+    binary = shutil.which("kubectl")
+    if binary is None:
+        pytest.fail("the end-to-end tests need kubectl on PATH")
+    host = os.environ.get("STSZONE_E2E_HOST", "127.0.0.1")
+    bind = os.environ.get("STSZONE_E2E_BIND", host if is_ip(host) else "0.0.0.0")
+    kubectl = Kubectl(binary, kubeconfig)
+    zones, schedulable = _choose_zones(kubectl)
+    run = secrets.token_hex(3)
+    name = f"stszone-e2e-{run}"
+    work = tmp_path_factory.mktemp("e2e")
+    certs = work / "certs"
+    issue(certs, service="stszone-e2e", namespace=name, **_san(host))
+    log = work / "webhook.log"
+    pytestconfig.stash[LOG_KEY] = log
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with ExitStack() as stack:
+            # Each deletion is registered before its creation: a create that times out
+            # client-side may still have happened.
+            stack.callback(_delete_namespace, kubectl, name)
+            kubectl.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {
+                        "name": name,
+                        "labels": {"stszone.io/enabled": "true", RUN_LABEL: run},
+                    },
+                }
+            )
+            url = stack.enter_context(
+                serving(
+                    host=host, bind=bind, kubeconfig=kubeconfig, certs=certs, zones=zones, log=log
+                )
+            )
+            ca_bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
+            for config in _registrations(
+                name=name, url=url, ca_bundle=ca_bundle, namespace=name, run=run
+            ):
+                stack.callback(kubectl.delete, config["kind"].lower(), name)
+                kubectl.create(config)
+            scoped = kubectl.within(name)
+            _wait_until_called(scoped, run=run, url=url, log=log)
+            yield Cluster(
+                kubectl=scoped,
+                namespace=name,
+                run=run,
+                zones=zones,
+                schedulable=schedulable,
+                image=os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10"),
+                timeout=float(os.environ.get("STSZONE_E2E_TIMEOUT", "180")),
+            )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _delete_namespace(kubectl: Kubectl, name: str) -> None:
+    """Delete the test namespace and wait (bounded) until it is gone; a stuck one is reported."""
+    kubectl.delete("namespace", name)
+    try:
+        wait_for(
+            f"namespace {name} to be deleted", lambda: kubectl.gone("namespace", name), timeout=180
+        )
+    except AssertionError as err:
+        warnings.warn(f"{err}; check `kubectl get namespace {name} -o yaml`", stacklevel=1)
+
+
+def _san(host: str) -> dict[str, list[str]]:
+    return {"ips": [host]} if is_ip(host) else {"dns": [host]}
+
+
+def _wait_until_called(kubectl: Kubectl, *, run: str, url: str, log: Path) -> None:
+    """Registrations take effect within moments; prove it with a dry run the webhook mutates."""
+
+    def mutated() -> bool:
+        created = kubectl.create(_probe_statefulset(run), dry_run=True)
+        return "stszone.io/zones" in created["metadata"].get("annotations", {})
+
+    try:
+        wait_for("the API server to call the webhook", mutated, timeout=60)
+    except AssertionError as err:
+        raise AssertionError(
+            f"{err}\nIs {url} reachable from the API server? Set STSZONE_E2E_HOST to this "
+            f"machine's address as the API server sees it.\nwebhook log:\n{tail(log)}"
+        ) from None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[Any]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Attach the webhook's log to every failing end-to-end test."""
+    report = yield
+    log = item.config.stash.get(LOG_KEY, None)
+    if report.failed and log is not None:
+        report.sections.append(("stszone webhook log (last lines)", tail(log)))
+    return report

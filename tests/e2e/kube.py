@@ -1,0 +1,120 @@
+"""A small, bounded kubectl driver for the end-to-end tests.
+
+Every call has a timeout, every wait has a deadline, and failures carry kubectl's own words:
+these tests run against someone's real control plane, so nothing may hang or fail silently.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+Obj = dict[str, Any]
+T = TypeVar("T")
+ZONE_KEY = "topology.kubernetes.io/zone"
+#: On everything a run creates, valued with the run's id.
+RUN_LABEL = "stszone.io/e2e"
+
+
+class KubectlError(AssertionError):
+    """kubectl exited non-zero; ``stderr`` holds its message (e.g. a webhook's denial)."""
+
+    def __init__(self, args: Sequence[str], returncode: int, stderr: str) -> None:
+        super().__init__(f"kubectl {' '.join(args)} exited {returncode}: {stderr.strip()}")
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+@dataclass(frozen=True, slots=True)
+class Kubectl:
+    """kubectl bound to one kubeconfig (and, optionally, one namespace)."""
+
+    binary: str
+    kubeconfig: str
+    namespace: str | None = None
+    timeout: float = 60.0
+
+    def within(self, namespace: str) -> Kubectl:
+        """The same kubectl, scoped to ``namespace``."""
+        return Kubectl(self.binary, self.kubeconfig, namespace, self.timeout)
+
+    def run(self, *args: str, stdin: str | None = None) -> str:
+        """Run kubectl; return stdout, or raise KubectlError with its stderr."""
+        command = [self.binary, "--kubeconfig", self.kubeconfig, "--request-timeout", "30s"]
+        if self.namespace is not None:
+            command += ["--namespace", self.namespace]
+        done = subprocess.run(
+            [*command, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=self.timeout,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise KubectlError(args, done.returncode, done.stderr)
+        return done.stdout
+
+    def get(self, *args: str) -> Obj:
+        """``kubectl get ARGS -o json``, decoded."""
+        result: Obj = json.loads(self.run("get", *args, "-o", "json"))
+        return result
+
+    def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
+        """Create ``obj`` (server-side dry run when asked) and return what the server made of it."""
+        extra = ["--dry-run=server"] if dry_run else []
+        result: Obj = json.loads(
+            self.run("create", *extra, "-o", "json", "-f", "-", stdin=json.dumps(obj))
+        )
+        return result
+
+    def delete(self, kind: str, name: str) -> None:
+        """Ask for one object's deletion without waiting for it; absent is fine."""
+        self.run("delete", kind, name, "--ignore-not-found", "--wait=false")
+
+    def gone(self, kind: str, name: str) -> bool:
+        """True once ``kind/name`` no longer exists."""
+        try:
+            self.run("get", kind, name, "-o", "name")
+        except KubectlError as err:
+            if "NotFound" in err.stderr or "not found" in err.stderr:
+                return True
+            raise
+        return False
+
+
+def wait_for(
+    what: str, probe: Callable[[], T | None], *, timeout: float, interval: float = 1.0
+) -> T:
+    """Call ``probe`` until it returns something truthy, at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error = ""
+    while True:
+        try:
+            value = probe()
+        except KubectlError as err:
+            value, last_error = None, str(err)
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error})" if last_error else ""
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """What the tests get: kubectl scoped to the test namespace, and the zones in force."""
+
+    kubectl: Kubectl
+    namespace: str
+    run: str
+    zones: tuple[str, ...]
+    #: True when every zone has a schedulable node, so the scheduler can place pods.
+    schedulable: bool
+    image: str
+    timeout: float

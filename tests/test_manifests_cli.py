@@ -1,0 +1,238 @@
+"""`stszone manifests` on the command line: the caBundle, the Secret, and the refusals."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import webhook
+from tests.rendered import DEPLOY, Obj, only, validate, webhooks
+from webhook import deploybase, manifests
+from webhook.certs import issue
+from webhook.cli import main
+from webhook.errors import ConfigError
+from webhook.pemcheck import check_serving_pair
+
+
+def _issue(root: Path, name: str, namespace: str) -> Path:
+    out = root / name
+    issue(out, service="stszone", namespace=namespace)
+    return out
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Pairs under one root: ``system`` and ``prod`` (two namespaces), ``other`` (another CA)."""
+    root = tmp_path_factory.mktemp("pairs")
+    _issue(root, "system", "stszone-system")
+    _issue(root, "prod", "webhooks-prod")
+    _issue(root, "other", "stszone-system")
+    return root
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[Obj], str]:
+    """Run `stszone manifests ARGS`; return (exit status, printed objects, stderr)."""
+    status = main(["manifests", *args])
+    captured = capsys.readouterr()
+    objects = [doc for doc in yaml.safe_load_all(captured.out) if doc] if status == 0 else []
+    return status, objects, captured.err
+
+
+def test_ca_bundle_is_the_ca_file_and_the_secret_holds_the_pair(
+    capsys: pytest.CaptureFixture[str], certs: Path
+) -> None:
+    """Both webhooks trust exactly --ca; the Secret the Deployment mounts holds the pair."""
+    pair = certs / "system"
+    status, objects, _ = run(capsys, "--ca", str(pair / "ca.crt"))
+    assert status == 0
+    validate(objects)
+    expected = base64.b64encode((pair / "ca.crt").read_bytes()).decode()
+    assert [hook["clientConfig"]["caBundle"] for _, hook in webhooks(objects)] == [expected] * 2
+    secret = only(objects, "Secret")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert secret["metadata"] == {
+        "name": deploybase.SECRET_NAME,
+        "namespace": "stszone-system",
+        "labels": deploybase.SELECTOR,
+    }
+    for name in ("tls.crt", "tls.key"):
+        assert base64.b64decode(secret["data"][name]) == (pair / name).read_bytes()
+    kinds = [obj["kind"] for obj in objects]
+    assert kinds.index("Secret") < kinds.index("Deployment")
+    assert kinds[-2:] == ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+
+
+def test_namespace_flag_moves_every_reference(
+    capsys: pytest.CaptureFixture[str], certs: Path
+) -> None:
+    """--namespace with a pair issued for it: nothing still names stszone-system."""
+    pair = certs / "prod"
+    status, objects, _ = run(capsys, "--ca", str(pair / "ca.crt"), "--namespace", "webhooks-prod")
+    assert status == 0
+    assert "stszone-system" not in manifests.dump(objects)
+    assert only(objects, "Secret")["metadata"]["namespace"] == "webhooks-prod"
+    for _, hook in webhooks(objects):
+        assert hook["clientConfig"]["service"]["namespace"] == "webhooks-prod"
+        assert "webhooks-prod" in hook["namespaceSelector"]["matchExpressions"][0]["values"]
+
+
+def test_image_and_no_secret(capsys: pytest.CaptureFixture[str], certs: Path) -> None:
+    """--image sets the container image; --no-secret leaves the Secret out."""
+    ca = str(certs / "system" / "ca.crt")
+    status, objects, _ = run(
+        capsys, "--ca", ca, "--image", "registry.example/stszone:9", "--no-secret"
+    )
+    assert status == 0
+    assert "Secret" not in {obj["kind"] for obj in objects}
+    containers = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert containers[0]["image"] == "registry.example/stszone:9"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "--ca is required"),
+        (("--ca", "{system}/missing.crt"), "cannot read the CA certificate"),
+        (("--ca", "{system}/tls.key"), "holds no PEM certificate"),
+        (("--ca", "{system}/tls.key", "--no-secret"), "holds no PEM certificate"),
+        (("--ca", "{system}/ca.crt", "--namespace", "webhooks-prod"), "stszone.webhooks-prod.svc"),
+        (
+            ("--ca", "{other}/ca.crt", "--cert", "{system}/tls.crt", "--key", "{system}/tls.key"),
+            "not signed by the CA",
+        ),
+        (
+            ("--ca", "{system}/ca.crt", "--cert", "{system}/tls.crt", "--key", "{other}/tls.key"),
+            "does not belong",
+        ),
+        (("--ca", "{system}/ca.crt", "--namespace", "Bad_NS"), "is not a namespace name"),
+        (("--ca", "{system}/ca.crt", "--image", ""), "is not an image reference"),
+        (
+            ("--kustomize-dir", "{system}/base", "--ca", "{system}/ca.crt"),
+            "without certificate material",
+        ),
+    ],
+)
+def test_refusals(
+    capsys: pytest.CaptureFixture[str], certs: Path, args: tuple[str, ...], message: str
+) -> None:
+    """A pair the API server would refuse, or a bad flag, exits 2 with a message; prints nothing."""
+    filled = [arg.format(system=certs / "system", other=certs / "other") for arg in args]
+    status = main(["manifests", *filled])
+    captured = capsys.readouterr()
+    assert status == 2
+    assert message in captured.err
+    assert captured.out == ""
+
+
+def test_base_file_gets_the_bundle_and_keeps_its_patches(
+    capsys: pytest.CaptureFixture[str], certs: Path, tmp_path: Path
+) -> None:
+    """--base fills a rendered overlay (here: failurePolicy Ignore) instead of the built-in base."""
+    objects = manifests.base_objects(deploybase.Install())
+    for _, hook in webhooks(objects):
+        hook["failurePolicy"] = "Ignore"
+    base = tmp_path / "dev.yaml"
+    base.write_text(manifests.dump(objects))
+    status, printed, _ = run(capsys, "--ca", str(certs / "system" / "ca.crt"), "--base", str(base))
+    assert status == 0
+    assert [hook["failurePolicy"] for _, hook in webhooks(printed)] == ["Ignore", "Ignore"]
+    assert all("caBundle" in hook["clientConfig"] for _, hook in webhooks(printed))
+    assert only(printed, "Secret")["metadata"]["namespace"] == "stszone-system"
+
+
+def test_kustomize_dir_writes_the_base_and_protects_foreign_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The directory gets the generated files; a file it did not write is never overwritten."""
+    out = tmp_path / "base"
+    assert main(["manifests", "--kustomize-dir", str(out)]) == 0
+    expected = manifests.kustomize_files(deploybase.Install())
+    assert {path.name: path.read_text() for path in out.iterdir()} == expected
+    assert main(["manifests", "--kustomize-dir", str(out)]) == 0  # regenerating is fine
+    (out / "rbac.yaml").write_text("# mine\n")
+    assert main(["manifests", "--kustomize-dir", str(out)]) == 2
+    assert "was not written by `stszone manifests`" in capsys.readouterr().err
+    assert (out / "rbac.yaml").read_text() == "# mine\n"
+
+
+def test_expiry_is_an_error_and_a_near_expiry_a_warning(certs: Path) -> None:
+    """An expired serving certificate is refused; one about to expire is printed with a warning."""
+    pair = {
+        name: (certs / "system" / name).read_bytes() for name in ("ca.crt", "tls.crt", "tls.key")
+    }
+    host = "stszone.stszone-system.svc"
+
+    def check(days: int) -> list[str]:
+        now = dt.datetime.now(dt.UTC) + dt.timedelta(days=days)
+        return check_serving_pair(
+            ca_pem=pair["ca.crt"],
+            cert_pem=pair["tls.crt"],
+            key_pem=pair["tls.key"],
+            host=host,
+            now=now,
+        )
+
+    assert check(0) == []
+    assert any("expires on" in warning for warning in check(350))
+    with pytest.raises(ConfigError, match="expired on"):
+        check(400)
+
+
+@pytest.mark.parametrize(
+    ("host", "accepted"),
+    [
+        ("stszone.webhooks-prod.svc", True),
+        ("STSZONE.webhooks-prod.svc", True),
+        ("a.stszone.webhooks-prod.svc", False),
+        ("webhooks-prod.svc", False),
+    ],
+)
+def test_wildcard_names_cover_one_label(tmp_path: Path, host: str, accepted: bool) -> None:
+    """`*.NS.svc` covers `stszone.NS.svc` and nothing deeper, as the API server's TLS client."""
+    issue(tmp_path, service="unrelated", namespace="elsewhere", dns=["*.webhooks-prod.svc"])
+    pems = {name: (tmp_path / name).read_bytes() for name in ("ca.crt", "tls.crt", "tls.key")}
+    try:
+        check_serving_pair(
+            ca_pem=pems["ca.crt"], cert_pem=pems["tls.crt"], key_pem=pems["tls.key"], host=host
+        )
+    except ConfigError:
+        assert not accepted
+    else:
+        assert accepted
+
+
+def test_renders_from_the_package_alone_without_the_repository(tmp_path: Path) -> None:
+    """A pip-installed stszone has only the package: rendering must not read deploy/ or any file."""
+    site, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    shutil.copytree(
+        Path(webhook.__file__).parent,
+        site / "webhook",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    elsewhere.mkdir()
+
+    def python(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, *args],
+            cwd=elsewhere,
+            env={**os.environ, "PYTHONPATH": str(site)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert python("-c", "import webhook; print(webhook.__file__)").startswith(str(site))
+    python("-m", "webhook", "manifests", "--kustomize-dir", "out")
+    written = {path.name: path.read_text() for path in (elsewhere / "out").iterdir()}
+    assert written == {path.name: path.read_text() for path in (DEPLOY / "base").iterdir()}

@@ -1,0 +1,239 @@
+"""The installation as Kubernetes objects: the one source of ``deploy/`` and ``stszone manifests``.
+
+The objects are built here, in Python, rather than read from YAML files, so that a pip-installed
+``stszone`` (no repository checkout) renders exactly what ``deploy/`` holds, and so that changing
+the namespace changes every place that names it: metadata, the RoleBinding subject, the Service
+DNS name in each webhook's clientConfig, and the namespaceSelector that keeps the webhook away
+from its own namespace. ``deploy/*.yaml`` is this module's output, written by
+``stszone manifests --kustomize-dir deploy``; a test fails when the two disagree.
+
+Every value below that an operator would ask "why this number?" about carries the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from webhook import __version__
+from webhook.config import DEFAULT_NAMESPACE, Settings
+
+Obj = dict[str, Any]
+
+NAME: Final = "stszone"
+#: The Secret holding the serving pair (kubernetes.io/tls); cert-manager writes the same name.
+SECRET_NAME: Final = "stszone-tls"
+TLS_DIR: Final = "/etc/stszone/tls"
+#: Numeric, so ``runAsNonRoot`` can be checked by the kubelet without an /etc/passwd entry.
+RUN_AS: Final = 65532
+PORT: Final = 8443
+#: Default image; ``imagePullPolicy: IfNotPresent`` lets ``kind load docker-image`` supply it.
+IMAGE: Final = f"stszone:{__version__}"
+#: Seconds the preStop hook holds SIGTERM back so Service endpoints drop this pod first.
+PRESTOP_SLEEP: Final = 5
+SELECTOR: Final = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component": "webhook"}
+#: What the live view lists and watches, and nothing more (get/list/watch only).
+READ_RESOURCES: Final = (
+    ("", ("namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes", "pods")),
+    ("apps", ("statefulsets",)),
+)
+WEBHOOK_TIMEOUT: Final = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Install:
+    """What varies between installations: where, which image, and the CA the API server trusts."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    image: str = IMAGE
+    #: base64 of the PEM CA bundle; None leaves caBundle out (cert-manager injects it).
+    ca_bundle: str | None = None
+
+
+def _meta(name: str, install: Install, *, namespaced: bool = True) -> Obj:
+    meta: Obj = {"name": name}
+    if namespaced:
+        meta["namespace"] = install.namespace
+    meta["labels"] = dict(SELECTOR)
+    return meta
+
+
+def namespace(install: Install) -> Obj:
+    """The webhook's own namespace; its pods meet the ``restricted`` Pod Security profile."""
+    meta = _meta(install.namespace, install, namespaced=False)
+    meta["labels"]["pod-security.kubernetes.io/enforce"] = "restricted"
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def rbac(install: Install) -> list[Obj]:
+    """ServiceAccount, a read-only ClusterRole over exactly what the view watches, the binding."""
+    rules = [
+        {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
+        for group, resources in READ_RESOURCES
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, install)},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _meta(NAME, install, namespaced=False),
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _meta(NAME, install, namespaced=False),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": NAME,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": install.namespace}],
+        },
+    ]
+
+
+def termination_grace() -> int:
+    """Seconds Kubernetes grants a deleted pod: preStop, readiness-off delay, drain, margin."""
+    settings = Settings()
+    return int(PRESTOP_SLEEP + settings.shutdown_delay + settings.shutdown_grace) + 8
+
+
+def _probe(path: str, *, period: int, failures: int) -> Obj:
+    # The kubelet does not verify the serving certificate, so HTTPS probes need no CA.
+    return {
+        "httpGet": {"path": path, "port": "https", "scheme": "HTTPS"},
+        "periodSeconds": period,
+        "timeoutSeconds": 2,
+        "failureThreshold": failures,
+    }
+
+
+def _spread(key: str, when: str) -> Obj:
+    return {
+        "maxSkew": 1,
+        "topologyKey": key,
+        "whenUnsatisfiable": when,
+        "labelSelector": {"matchLabels": dict(SELECTOR)},
+        # Count only this revision's pods, so a rolling update is not blocked by the old ones.
+        "matchLabelKeys": ["pod-template-hash"],
+        # Cordoned and NotReady nodes are not domains: a drain must not strand the new replica.
+        "nodeTaintsPolicy": "Honor",
+    }
+
+
+def _container(install: Install) -> Obj:
+    return {
+        "name": "webhook",
+        "image": install.image,
+        "imagePullPolicy": "IfNotPresent",
+        # The image's ENTRYPOINT is `stszone serve`; these are its flags.
+        "args": [
+            *("--cert", f"{TLS_DIR}/tls.crt"),
+            *("--key", f"{TLS_DIR}/tls.key"),
+            *("--port", str(PORT)),
+            *("--log-format", "json"),
+        ],
+        "env": [
+            {
+                "name": "POD_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            }
+        ],
+        "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
+        "startupProbe": _probe("/healthz", period=2, failures=30),
+        "livenessProbe": _probe("/healthz", period=10, failures=3),
+        "readinessProbe": _probe("/readyz", period=5, failures=2),
+        # Endpoint removal races SIGTERM; holding SIGTERM back lets the Service forget us first.
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRESTOP_SLEEP)]}}},
+        # One asyncio thread uses at most one core, so a 1-CPU limit never throttles it;
+        # memory grows with the cluster (the view keeps a few fields per object).
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "128Mi"},
+            "limits": {"cpu": "1", "memory": "512Mi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "tls", "mountPath": TLS_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def deployment(install: Install) -> Obj:
+    """Two replicas on different nodes (and zones when there are), never both down at once."""
+    pod_spec: Obj = {
+        "serviceAccountName": NAME,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": termination_grace(),
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        # A node failure must not take both replicas: hard on hostname. Zones are a preference,
+        # so that a zone outage (or a one-zone cluster) never leaves a replica Pending.
+        "topologySpreadConstraints": [
+            _spread("kubernetes.io/hostname", "DoNotSchedule"),
+            _spread("topology.kubernetes.io/zone", "ScheduleAnyway"),
+        ],
+        "containers": [_container(install)],
+        "volumes": [
+            # 0440 + fsGroup: readable by the non-root user, by nobody else.
+            {"name": "tls", "secret": {"secretName": SECRET_NAME, "defaultMode": 0o440}},
+            # Scratch for libraries that insist on a temp file; the root filesystem is read-only.
+            {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(NAME, install),
+        "spec": {
+            "replicas": 2,
+            "revisionHistoryLimit": 5,
+            "selector": {"matchLabels": dict(SELECTOR)},
+            # Surge before removing: with failurePolicy Fail, capacity must never dip to zero.
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "template": {"metadata": {"labels": dict(SELECTOR)}, "spec": pod_spec},
+        },
+    }
+
+
+def disruption_budget(install: Install) -> Obj:
+    """Drains evict one replica at a time; a crash-looping replica may still be evicted."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(NAME, install),
+        "spec": {
+            "minAvailable": 1,
+            "selector": {"matchLabels": dict(SELECTOR)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def service(install: Install) -> Obj:
+    """The name the API server dials: ``stszone.<namespace>.svc:443``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(NAME, install),
+        "spec": {
+            "selector": dict(SELECTOR),
+            "ports": [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}],
+        },
+    }
