@@ -65,8 +65,29 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
             request,
             lambda: validations.validate_pod(obj, namespace=ns, store=store, defaults=defaults),
         )
-    if _is(request, "apps", "StatefulSet") and request.operation in ("CREATE", "UPDATE"):
-        return _guarded(request, lambda: validations.validate_statefulset_annotations(obj))
+    if request.resource == "statefulsets" and request.sub_resource == "scale":
+        # kubectl scale and the HPA: kind autoscaling/v1 Scale, no annotations of its own. The
+        # resource group tells apps/v1 StatefulSets from look-alikes (OpenKruise's, say).
+        resource = request.raw.get("resource")
+        group = resource.get("group") if isinstance(resource, dict) else None
+        if request.kind != "Scale" or request.operation != "UPDATE" or group != "apps":
+            return review.allowed()
+        old, name = request.old_object, request.name
+        return _guarded(
+            request,
+            lambda: validations.validate_scale(obj, old=old, name=name, namespace=ns, store=store),
+        )
+    # Other subresources (status) cannot change spec or annotations: nothing to check.
+    if (
+        _is(request, "apps", "StatefulSet")
+        and not request.sub_resource
+        and request.operation in ("CREATE", "UPDATE")
+    ):
+        before = request.old_object if request.operation == "UPDATE" else None
+        return _guarded(
+            request,
+            lambda: validations.validate_statefulset(obj, old=before, namespace=ns, store=store),
+        )
     return review.allowed()
 
 

@@ -1,20 +1,30 @@
-"""Validation: StatefulSet annotations and the final state of pods. Pure.
+"""Validation: StatefulSet checks, the scale-down guard's entry points, and final pod state. Pure.
 
 The validating webhook runs after every mutating webhook, so it checks what will really be
 stored: a pod that lost its zone requirement to a later webhook (or never met stszone's
 mutating webhook) is refused here, not discovered later in the wrong zone.
+
+A StatefulSet UPDATE is judged as written: its policy (zones, mode, ``allow-zone-loss``) comes
+from the new object, so ``kubectl apply`` of a manifest that both lowers ``replicas`` and sets
+``stszone.io/allow-zone-loss: "true"`` is one deliberate act and is allowed with a warning, the
+way one GitOps commit is one update. A ``statefulsets/scale`` request carries no annotations
+(an ``autoscaling/v1`` Scale is only name, replicas and selector), so its policy comes from the
+StatefulSet in the view.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from webhook import affinity, objects, review
+from webhook import affinity, guard, objects, review
 from webhook.config import Defaults
+from webhook.errors import Denied
 from webhook.mutate import plan_pod
+from webhook.placement import Policy, place, resolve_policy
 from webhook.review import Outcome
-from webhook.spec import DEFAULT_SCHEDULER, ZONE, InvalidSpec, parse_spec
-from webhook.state import Store
+from webhook.spec import DEFAULT_SCHEDULER, ZONE, ZONES, InvalidSpec, Spec, parse_spec
+from webhook.state import StatefulSetInfo, Store, statefulset_info
 
 JSON = dict[str, Any]
 
@@ -24,15 +34,161 @@ _WHY_MISSING = (
 )
 
 
-def validate_statefulset_annotations(sts: JSON) -> Outcome:
-    """Deny malformed ``stszone.io/*`` annotations, listing each problem with an example."""
+def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: Store) -> Outcome:
+    """Check a StatefulSet CREATE (``old`` None) or UPDATE.
+
+    Denied: malformed ``stszone.io/*`` annotations; a pod template whose own nodeSelector or
+    required node affinity excludes listed zones (or, in node-ordinal mode, ordinal labels);
+    a scale-down that drops a zone. Warned: fewer replicas than zones; a changed zone list.
+    """
     meta = objects.mapping(sts, "metadata")
+    name = objects.string(meta, "name") or "(unnamed)"
     try:
-        parse_spec(objects.str_map(meta, "annotations", path="metadata"))
+        spec = parse_spec(objects.str_map(meta, "annotations", path="metadata"))
     except InvalidSpec as err:
-        name = objects.string(meta, "name") or "(unnamed)"
         return review.denied(f"StatefulSet {name}: {err}", code=422, reason="Invalid")
-    return review.allowed()
+    # A generateName'd set may reach validation unnamed; the checks below only print the name.
+    info = statefulset_info({**sts, "metadata": {**meta, "name": name}})
+    policy = Policy(
+        statefulset=info.name,
+        spec=spec,
+        zones=spec.zones or store.server_zones(spec.topology_key),
+        start=info.start,
+        templates=info.templates,
+        known=True,
+    )
+    excluded = _template_exclusion(info, policy)
+    if excluded is not None:
+        return review.denied(excluded, reason="ZoneConflict")
+    warnings: tuple[str, ...] = ()
+    if spec.mode != "node-ordinal" and policy.zones and info.replicas < len(policy.zones):
+        warnings += (
+            f"StatefulSet {name} has {info.replicas} replica(s) for {len(policy.zones)} zones "
+            f"({','.join(policy.zones)}): some zone holds none of its pods; set replicas to "
+            f"{len(policy.zones)} or more to survive the loss of any zone",
+        )
+    if old is None:
+        return review.allowed(warnings=warnings)
+    warnings += _zone_list_change(info, policy, old=old, namespace=namespace, store=store)
+    before = statefulset_info(old)
+    if info.replicas >= before.replicas:
+        return review.allowed(warnings=warnings)  # not a scale-down: no lookups
+    result = guard.scale_down(
+        name,
+        old=range(before.start, before.start + before.replicas),
+        new=range(info.start, info.start + info.replicas),
+        namespace=namespace,
+        policy=policy,
+        store=store,
+    )
+    return guard.verdict(result, allow_zone_loss=spec.allow_zone_loss).with_warnings(warnings)
+
+
+def _template_exclusion(info: StatefulSetInfo, policy: Policy) -> str | None:
+    """Why the pod template itself rules out some zones (or pinned ordinals), or None."""
+    spec = policy.spec
+    if spec.mode == "node-ordinal":
+        key = spec.node_label or ""
+        values = [str(o) for o in range(info.start, info.start + info.replicas)]
+    else:
+        key, values = spec.topology_key, list(policy.zones)
+    allowed = affinity.allowed_values(info.node_terms, info.node_selector, key, values)
+    excluded = [v for v in values if v not in allowed]
+    if not excluded:
+        return None
+    selector = {"nodeSelector": dict(info.node_selector)}
+    why = affinity.exclusion(selector, key, excluded[0], terms=info.node_terms)
+    if spec.mode == "node-ordinal":
+        return (
+            f"StatefulSet {info.name}: its pod template's {why} excludes {key} value(s) "
+            f"{', '.join(excluded)}, so those ordinals could never run on the nodes pinned to "
+            "them; remove that constraint from spec.template"
+        )
+    fix = f"remove that constraint from spec.template or list only the zones it allows in {ZONES}"
+    if allowed:
+        fix += f', e.g. {ZONES}: "{",".join(allowed)}"'
+    return (
+        f"StatefulSet {info.name}: its pod template's {why} excludes zone(s) "
+        f"{', '.join(excluded)} of {ZONES} ({','.join(policy.zones)}), so the ordinals stszone "
+        f"places there could never be scheduled; {fix}"
+    )
+
+
+def _zone_list_change(
+    info: StatefulSetInfo, policy: Policy, *, old: JSON, namespace: str, store: Store
+) -> tuple[str, ...]:
+    """A warning listing the ordinals whose zone a changed ``stszone.io/zones`` moves."""
+    old_annotations = objects.str_map(objects.mapping(old, "metadata"), "annotations")
+    try:
+        old_spec: Spec = parse_spec(old_annotations)
+    except InvalidSpec:
+        return ()  # the old list was unusable: nothing was placed by it
+    old_zones = old_spec.zones or store.server_zones(old_spec.topology_key)
+    if policy.spec.mode == "node-ordinal" or not (policy.zones and old_zones):
+        return ()  # zones pin nothing in node-ordinal mode; with no list, nothing was placed
+    if old_zones == policy.zones:
+        return ()
+    before_policy = replace(policy, spec=old_spec, zones=old_zones)
+    moved: list[str] = []
+    stay: list[str] = []
+    for ordinal in range(info.start, info.start + info.replicas):
+        try:
+            after = place(ordinal, namespace=namespace, policy=policy, store=store)
+            before = place(ordinal, namespace=namespace, policy=before_policy, store=store)
+        except Denied:
+            continue  # no zones before, or conflicting volumes: reported where it matters
+        if before.zone != after.zone:
+            moved.append(f"{ordinal} ({before.zone} -> {after.zone})")
+        elif after.volume and before.rule_zone != after.rule_zone:
+            stay.append(f"{ordinal} stays in {after.zone} with its volume {after.volume}")
+    change = f"{ZONES} of {info.name} changes from {','.join(old_zones) or '(none)'} to " + (
+        ",".join(policy.zones)
+    )
+    if not moved:
+        text = f"{change}: no current ordinal changes zone"
+    else:
+        text = (
+            f"{change}: ordinal(s) {', '.join(moved)} move when their pods are re-created "
+            "(a rolling update re-creates them all), never away from their volumes"
+        )
+    return (text + (f"; ordinal(s) {'; '.join(stay)}" if stay else ""),)
+
+
+def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Outcome:
+    """Guard the ``statefulsets/scale`` subresource (``kubectl scale``, the HPA)."""
+    new_count = _scale_replicas(scale)
+    if old:
+        old_count = _scale_replicas(old)
+    else:  # an UPDATE always carries oldObject; a hand-written review may not
+        known = store.statefulset(namespace, name)
+        old_count = known.replicas if known is not None else new_count
+    if new_count >= old_count:
+        return review.allowed()  # not a scale-down: no lookups
+    sts = store.statefulset(namespace, name)
+    policy = resolve_policy(namespace, name, store=store)
+    result = guard.scale_down(
+        name,
+        old=range(policy.start, policy.start + old_count),
+        new=range(policy.start, policy.start + new_count),
+        namespace=namespace,
+        policy=policy,
+        store=store,
+    )
+    outcome = guard.verdict(result, allow_zone_loss=policy.spec.allow_zone_loss)
+    if sts is None:
+        outcome = outcome.with_warnings(
+            (
+                f"StatefulSet {namespace}/{name} is not in stszone's view yet: the guard used its "
+                "pods and the server's zones, without its annotations, ordinals.start or volumes",
+            )
+        )
+    return outcome
+
+
+def _scale_replicas(scale: JSON) -> int:
+    # autoscaling/v1 ScaleSpec.replicas is `int32 json:"replicas,omitempty"`: a scale to 0
+    # arrives with no replicas field at all, so missing means 0 here (not the StatefulSet's 1).
+    return objects.integer(objects.mapping(scale, "spec"), "replicas", default=0, path="spec")
 
 
 def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Outcome:

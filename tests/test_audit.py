@@ -1,0 +1,345 @@
+"""`stszone audit` on a saved cluster file, checked against a table worked out by hand."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from tests.fakeapi import FakeApi
+from tests.kubeconfig import write_kubeconfig
+from webhook.audit import audit
+from webhook.cli import main
+from webhook.clusterfile import load_store, store_from_objects
+
+# Nodes: zone-a a1 a2 | zone-b b1 k2 | zone-c c1 c2 k1 k3.  Brokers: k1 has example.io/broker=0,
+# k2 and k3 both =1 (duplicate), nobody =2 (missing).
+#
+# shop/db (affinity, zones zone-a,zone-b,zone-c, 4 replicas, claim template "data"):
+#   0  expected zone-a (rule)            runs on a1 (zone-a)  ok
+#   1  expected zone-b (rule)            runs on c1 (zone-c)  MISPLACED
+#   2  expected zone-b (volume pv-db-2; the rule says zone-c) pod without a node: pending
+#   3  expected zone-a (rule)            no pod
+#   held now (pod, else volume, else rule): a, c, b, a -> zone-a, zone-b, zone-c; lowest 3
+# shop/kafka (node-ordinal on example.io/broker, 3 replicas, no volumes):
+#   0  expected k1 -> zone-c             runs on k1            ok
+#   1  expected k2 or k3 (zone-b/zone-c: no single zone)  runs on k2 (a pinned node)  ok
+#   2  no node labelled 2                no pod; label missing
+#   held now: zone-c, zone-b (ordinal 2 unknown); lowest 2
+# lab/cache: namespace not opted in, not audited (its pod on a2 does not count).
+#
+# Homes (where an ordinal may be re-created): db 0,3 -> {a1,a2}; db 1,2 -> {b1,k2};
+# kafka 0 -> {k1}; kafka 1 -> {k2,k3}; kafka 2 -> {}.
+# One node at a time:
+#   a1  db-0 moves to a2, zones kept                          removable
+#   a2  db-0/db-3 keep a1                                     removable
+#   b1  db-1/db-2 keep k2                                     removable
+#   c1  db-1 is re-created in zone-b: db loses zone-c         NOT
+#   c2  nothing runs or belongs there                         removable
+#   k1  kafka-0 has no other node labelled 0                  NOT
+#   k2  kafka-1 moves to k3 (zone-c): kafka loses zone-b      NOT
+#   k3  kafka-1 keeps k2                                      removable
+# Together, from the emptiest (a2, b1, c2, k3 hold no audited pod; then a1, c1, k1, k2):
+#   a2, b1, c2, k3 fit; then a1 would leave db-0 no node in zone-a; c1, k1 as above;
+#   k2 would leave db-1/db-2 no node in zone-b.            -> a2, b1, c2, k3
+
+CLUSTER = """\
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Namespace, metadata: {name: shop, labels: {stszone.io/enabled: "true"}}}
+- {apiVersion: v1, kind: Namespace, metadata: {name: lab}}
+- {apiVersion: v1, kind: Node, metadata: {name: a1, labels: {topology.kubernetes.io/zone: zone-a}}}
+- {apiVersion: v1, kind: Node, metadata: {name: a2, labels: {topology.kubernetes.io/zone: zone-a}}}
+- {apiVersion: v1, kind: Node, metadata: {name: b1, labels: {topology.kubernetes.io/zone: zone-b}}}
+- {apiVersion: v1, kind: Node, metadata: {name: c1, labels: {topology.kubernetes.io/zone: zone-c}}}
+- {apiVersion: v1, kind: Node, metadata: {name: c2, labels: {topology.kubernetes.io/zone: zone-c}}}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: k1, labels: {topology.kubernetes.io/zone: zone-c, example.io/broker: "0"}}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: k2, labels: {topology.kubernetes.io/zone: zone-b, example.io/broker: "1"}}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: k3, labels: {topology.kubernetes.io/zone: zone-c, example.io/broker: "1"}}
+- apiVersion: apps/v1
+  kind: StatefulSet
+  metadata:
+    name: db
+    namespace: shop
+    annotations: {stszone.io/zones: "zone-a,zone-b,zone-c"}
+  spec:
+    replicas: 4
+    selector: {matchLabels: {app: db}}
+    template: {metadata: {labels: {app: db}}, spec: {containers: [{name: db, image: db}]}}
+    volumeClaimTemplates: [{metadata: {name: data}}]
+- apiVersion: apps/v1
+  kind: StatefulSet
+  metadata:
+    name: kafka
+    namespace: shop
+    annotations: {stszone.io/mode: node-ordinal, stszone.io/node-label: example.io/broker}
+  spec:
+    replicas: 3
+    selector: {matchLabels: {app: kafka}}
+    template: {metadata: {labels: {app: kafka}}, spec: {containers: [{name: k, image: k}]}}
+- apiVersion: apps/v1
+  kind: StatefulSet
+  metadata: {name: cache, namespace: lab}
+  spec:
+    replicas: 1
+    selector: {matchLabels: {app: cache}}
+    template: {metadata: {labels: {app: cache}}, spec: {containers: [{name: c, image: c}]}}
+- apiVersion: v1
+  kind: PersistentVolume
+  metadata: {name: pv-db-2}
+  spec:
+    claimRef: {namespace: shop, name: data-db-2}
+    nodeAffinity:
+      required:
+        nodeSelectorTerms:
+        - matchExpressions:
+          - {key: topology.kubernetes.io/zone, operator: In, values: [zone-b]}
+- apiVersion: v1
+  kind: PersistentVolumeClaim
+  metadata: {name: data-db-2, namespace: shop}
+  spec: {volumeName: pv-db-2}
+  status: {phase: Bound}
+"""
+
+OWNER = "ownerReferences: [{apiVersion: apps/v1, kind: StatefulSet, name: {sts}, controller: true, uid: u}]"
+PODS = [("shop", "db", 0, "a1"), ("shop", "db", 1, "c1"), ("shop", "db", 2, ""),
+        ("shop", "kafka", 0, "k1"), ("shop", "kafka", 1, "k2"), ("lab", "cache", 0, "a2")]  # fmt: skip
+
+
+def pod_yaml(namespace: str, sts: str, ordinal: int, node: str) -> str:
+    """One StatefulSet pod as `kubectl get -o yaml` lists it."""
+    spec = f"{{nodeName: {node}}}" if node else "{}"
+    return (
+        f"- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: {sts}-{ordinal}\n"
+        f"    namespace: {namespace}\n    labels: {{apps.kubernetes.io/pod-index: '{ordinal}'}}\n"
+        f"    {OWNER.replace('{sts}', sts)}\n  spec: {spec}\n"
+    )
+
+
+@pytest.fixture
+def cluster_file(tmp_path: Path) -> Path:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(CLUSTER + "".join(pod_yaml(*p) for p in PODS))
+    return path
+
+
+def row(
+    ordinal: int, zone: str | None, by: str, node: str | None, at: str | None, status: str
+) -> dict[str, Any]:
+    return {
+        "ordinal": ordinal,
+        "expectedZone": zone,
+        "expectedBy": by,
+        "node": node,
+        "zone": at,
+        "status": status,
+    }
+
+
+EXPECTED = {
+    "allNamespaces": False,
+    "statefulsets": [
+        {
+            "namespace": "shop",
+            "name": "db",
+            "mode": "affinity",
+            "zones": ["zone-a", "zone-b", "zone-c"],
+            "replicas": 4,
+            "start": 0,
+            "ordinals": [
+                row(0, "zone-a", "rule", "a1", "zone-a", "ok"),
+                row(1, "zone-b", "rule", "c1", "zone-c", "MISPLACED"),
+                row(2, "zone-b", "volume pv-db-2", None, None, "pending"),
+                row(3, "zone-a", "rule", None, None, "no pod"),
+            ],
+            "zonesHeld": ["zone-a", "zone-b", "zone-c"],
+            "lowestSafeReplicas": 3,
+            "missingNodeLabels": [],
+            "duplicateNodeLabels": {},
+            "problem": None,
+            "misplaced": 1,
+        },
+        {
+            "namespace": "shop",
+            "name": "kafka",
+            "mode": "node-ordinal",
+            "zones": ["zone-a", "zone-b", "zone-c"],
+            "replicas": 3,
+            "start": 0,
+            "ordinals": [
+                row(0, "zone-c", "nodes k1", "k1", "zone-c", "ok"),
+                row(1, None, "nodes k2, k3", "k2", "zone-b", "ok"),
+                row(2, None, "no node labelled", None, None, "no pod"),
+            ],
+            "zonesHeld": ["zone-b", "zone-c"],
+            "lowestSafeReplicas": 2,
+            "missingNodeLabels": [2],
+            "duplicateNodeLabels": {"1": ["k2", "k3"]},
+            "problem": None,
+            "misplaced": 0,
+        },
+    ],
+    "removableNodes": ["a1", "a2", "b1", "c2", "k3"],
+    "removableTogether": ["a2", "b1", "c2", "k3"],
+    "problems": True,
+}
+
+
+def test_audit_json_matches_the_hand_worked_table(
+    cluster_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every cell of the JSON report, and exit 1 because db-1 is misplaced."""
+    assert main(["audit", "--cluster", str(cluster_file), "--output", "json"]) == 1
+    assert json.loads(capsys.readouterr().out) == EXPECTED
+
+
+def test_audit_table_for_people(cluster_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same facts as a table, with the misplaced pod and label problems marked."""
+    assert main(["audit", "--cluster", str(cluster_file)]) == 1
+    out = capsys.readouterr().out
+    lines = [line.rstrip() for line in out.splitlines()]
+    head = (
+        "StatefulSet shop/db: mode affinity, zones zone-a,zone-b,zone-c, replicas 4 (ordinals 0-3)"
+    )
+    assert lines[lines.index(head) + 1 :][:6] == [
+        "  ORDINAL  EXPECTED  SET BY          NODE  ZONE    STATUS",
+        "  0        zone-a    rule            a1    zone-a  ok",
+        "  1        zone-b    rule            c1    zone-c  MISPLACED",
+        "  2        zone-b    volume pv-db-2  -     -       pending",
+        "  3        zone-a    rule            -     -       no pod",
+        "  zones held now: zone-a, zone-b, zone-c; lowest replica count that keeps every zone: 3",
+    ]
+    assert "  PROBLEM: no node carries the ordinal label of ordinal(s) 2" in lines
+    assert "  PROBLEM: ordinal 1's label is on several nodes: k2, k3" in lines
+    assert "Nodes that can be removed one at a time: a1, a2, b1, c2, k3" in lines
+    assert "Nodes that can be removed together: a2, b1, c2, k3" in lines
+    assert "cache" not in out and "Audited every StatefulSet" not in out
+
+
+def test_without_namespace_objects_every_set_is_audited(tmp_path: Path) -> None:
+    """A file without Namespace objects: opt-in is unknown, so lab/cache is audited too."""
+    path = tmp_path / "cluster.yaml"
+    text = CLUSTER + "".join(pod_yaml(*p) for p in PODS)
+    path.write_text("\n".join(line for line in text.splitlines() if "kind: Namespace" not in line))
+    report = audit(load_store(path))
+    assert report.all_namespaces
+    assert [(s.namespace, s.name) for s in report.sets] == [
+        ("lab", "cache"),
+        ("shop", "db"),
+        ("shop", "kafka"),
+    ]
+    # cache-0 (expected zone-a: the server's sorted zones) on a2 makes a2 hold an audited pod,
+    # so the greedy order is b1, c2, k3, then a1 before a2 (by name): a1 goes, a2 must stay.
+    assert report.removable == ("a1", "a2", "b1", "c2", "k3")
+    assert report.removable_together == ("a1", "b1", "c2", "k3")
+
+
+def test_a_well_placed_cluster_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every pod where expected: exit 0 and a plain statement saying so."""
+    path = tmp_path / "ok.yaml"
+    pods = [("shop", "db", 0, "a1"), ("shop", "db", 1, "b1"), ("shop", "db", 2, "c1")]
+    text = CLUSTER.replace("replicas: 4", "replicas: 3").replace("zone-b]}", "zone-c]}")
+    kept = text.split("- apiVersion: apps/v1\n  kind: StatefulSet\n  metadata:\n    name: kafka")[0]
+    path.write_text(kept + "".join(pod_yaml(*p) for p in pods))
+    assert main(["audit", "--cluster", str(path)]) == 0
+    assert (
+        capsys.readouterr().out.rstrip().endswith("Every audited pod is where stszone expects it.")
+    )
+
+
+def test_audit_without_a_view_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --cluster and no cluster to reach: exit 2 with what to give."""
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["audit"]) == 2
+    assert "audit needs a view of the cluster: --cluster FILE" in capsys.readouterr().err
+
+
+def test_unreadable_cluster_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing file: exit 2, not a traceback."""
+    assert main(["audit", "--cluster", str(tmp_path / "nope.yaml")]) == 2
+    assert "cannot read cluster file" in capsys.readouterr().err
+
+
+def _small(*extra: dict[str, Any], annotations: dict[str, str] | None = None) -> Any:
+    """Nodes a1, a2 (zone a) and b1 (zone b); db with 2 replicas and zones a,b."""
+    sts = b.statefulset(replicas=2, annotations=annotations or {"stszone.io/zones": "a,b"})
+    nodes = [b.node("a1", "a"), b.node("a2", "a"), b.node("b1", "b")]
+    return audit(store_from_objects([*nodes, sts, *extra]))
+
+
+def test_last_node_a_pending_pod_can_go_to_is_not_removable() -> None:
+    """db-1 waits for zone b; b1 holds nothing, yet removing it strands db-1 for good."""
+    report = _small(b.sts_pod(ordinal=0, node="a1"), b.sts_pod(ordinal=1))
+    assert report.sets[0].rows[1].status == "pending"
+    assert report.removable == ("a1", "a2")
+    assert report.removable_together == ("a2",)
+
+
+def test_node_holding_a_local_volume_is_not_removable() -> None:
+    """db-0's volume is local to a1 (hostname affinity): its data dies with a1, a2 or not."""
+    local = b.pv("pv-local", "a", claim=("ns", "data-db-0"))
+    term = local["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]
+    term["matchExpressions"] = [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["a1"]}
+    ]
+    pods = [b.sts_pod(ordinal=0, node="a1"), b.sts_pod(ordinal=1, node="b1")]
+    report = _small(*pods, b.pvc("data-db-0", volume="pv-local"), local)
+    assert "a1" not in report.removable and "a2" in report.removable
+
+
+def test_node_ordinal_pod_on_an_unlabelled_node_is_misplaced() -> None:
+    """node-ordinal: db-1 runs on a2, which does not carry example.io/node=1."""
+    spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+    labelled = b.node("k1", "b", labels={"example.io/node": "1"})
+    pods = [b.sts_pod(ordinal=1, node="a2")]
+    report = _small(labelled, *pods, annotations=spec)
+    rows = report.sets[0].rows
+    assert [(r.ordinal, r.status, r.expected_zone) for r in rows] == [
+        (0, "no pod", None),
+        (1, "MISPLACED", "b"),
+    ]
+    assert report.sets[0].missing_labels == (0,) and report.has_problems
+
+
+async def test_live_audit_lists_the_cluster_and_honours_opt_in(tmp_path: Path) -> None:
+    """`stszone audit --kubeconfig` against the fake API server (the recorded cluster): only
+    namespaces labelled stszone.io/enabled=true are audited, and nothing is watched."""
+    async with FakeApi(token="t0k3n") as api:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t0k3n")
+        argv = ["audit", "--kubeconfig", str(kubeconfig), "--output", "json"]
+        out = tmp_path / "out.json"
+
+        def run() -> int:
+            with out.open("w") as handle, contextlib.redirect_stdout(handle):
+                return main(argv)
+
+        assert await asyncio.to_thread(run) == 0  # the recorded cluster opts nothing in
+        assert json.loads(out.read_text())["statefulsets"] == []
+        labels = {"stszone.io/enabled": "true"}
+        api.put("namespaces", {"metadata": {"name": "cap", "labels": labels}})
+        assert await asyncio.to_thread(run) == 0
+        report = json.loads(out.read_text())
+        assert not [s for s in api.requests if s.verb == "watch"]
+    (db,) = report["statefulsets"]
+    assert (db["namespace"], db["name"], report["allNamespaces"]) == ("cap", "db", False)
+    assert [(o["ordinal"], o["expectedZone"], o["node"], o["status"]) for o in db["ordinals"]] == [
+        (0, "zone-c", "lab-node-6", "ok"),  # claim data-db-0 is bound to a PV in zone-c
+        (1, "zone-a", "lab-node-1", "ok"),
+    ]

@@ -1,0 +1,330 @@
+"""The scale-down guard: StatefulSet UPDATE and the statefulsets/scale subresource."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests import builders as b
+from tests.conftest import ServeFactory
+from webhook import admission, review
+from webhook.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.state import Store
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+ABC = {"stszone.io/zones": "a,b,c"}
+ALLOW = {**ABC, "stszone.io/allow-zone-loss": "true"}
+NODES = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
+
+
+def cluster(
+    zones: list[str | None],
+    *,
+    annotations: dict[str, str] | None = None,
+    start: int = 0,
+    extra: list[dict[str, Any]] | None = None,
+) -> Store:
+    """A ``db`` set whose ordinal ``start + i`` runs in ``zones[i]`` (None: pod not scheduled)."""
+    pods = [b.sts_pod(ordinal=start + i, node=f"n{z}" if z else None) for i, z in enumerate(zones)]
+    sts = b.statefulset(annotations=annotations or ABC, replicas=len(zones), start=start)
+    return store_from_objects([*NODES, sts, *pods, *(extra or [])])
+
+
+def scale(store: Store, old: int, new: int, **kw: Any) -> review.Outcome:
+    """Send a statefulsets/scale UPDATE from ``old`` to ``new`` replicas through /validate."""
+    body = b.review(b.scale(replicas=new), operation="UPDATE", old=b.scale(replicas=old), **kw)
+    return admission.validate(review.from_dict(body), store=store, defaults=Defaults())
+
+
+def update(
+    store: Store, old: int, new: int, *, annotations: dict[str, str] | None = None, **kw: Any
+) -> review.Outcome:
+    """Send a StatefulSet UPDATE whose new object carries ``annotations`` (default a,b,c)."""
+    before = b.statefulset(replicas=old, annotations=ABC, **kw)
+    after = b.statefulset(replicas=new, annotations=annotations or ABC, **kw)
+    body = b.review(after, operation="UPDATE", old=before)
+    return admission.validate(review.from_dict(body), store=store, defaults=Defaults())
+
+
+MISPLACED = ["a", "a", "b", "c", "b", "a"]  # where the default scheduler put ordinals 0-5
+
+
+def test_the_misplaced_case_the_product_exists_for() -> None:
+    """Ordinals 0-2 in a, a, b and 3-5 in c, b, a: 6 -> 3 drops c, and the message says so."""
+    outcome = scale(cluster(MISPLACED), 6, 3)
+    assert not outcome.allowed
+    assert outcome.message == (
+        "scale-down of db from 6 to 3 would drop zone c (ordinal 3 is its only pod); the "
+        "smallest replica count that keeps every zone is 4; set stszone.io/allow-zone-loss: "
+        '"true" on the StatefulSet to force it'
+    )
+    assert (outcome.code, outcome.reason) == (403, "ZoneLoss")
+    assert update(cluster(MISPLACED), 6, 3).message == outcome.message
+    assert scale(cluster(MISPLACED), 6, 4).allowed
+
+
+@pytest.mark.parametrize(
+    ("zones", "old", "new", "says"),
+    [
+        (["a", "b", "c", "a", "b", "c"], 6, 3, None),  # placed by the rule: any 3 keep all
+        (["a", "b", "c", "a", "b", "c"], 6, 2, "zone c (ordinals 2 and 5 are its only pods)"),
+        (MISPLACED, 6, 5, None),
+        (MISPLACED, 6, 2, "zones b (ordinals 2 and 4 are its only pods) and c (ordinal 3 is"),
+        (["a", "a", "a", "b"], 4, 3, "zone b (ordinal 3 is its only pod); the smallest "),
+        (["c", "c", "c"], 3, 1, None),  # never spread: nothing to lose
+        (["a", "b", "c"], 3, 0, "zones a (ordinal 0 is its only pod), b (ordinal 1"),
+    ],
+)
+def test_guard_table(zones: list[str], old: int, new: int, says: str | None) -> None:
+    """Deny exactly when a zone of the old ordinals is missing among the kept ones."""
+    outcome = scale(cluster(zones[:old]), old, new)
+    assert outcome.allowed == (says is None), outcome.message
+    if says is not None:
+        assert says in outcome.message
+
+
+def test_ordinals_start_keeps_the_lowest_ordinals_from_start() -> None:
+    """With ordinals.start = 10, 6 -> 3 keeps 10-12 and removes 13-15 (13 holds c alone)."""
+    store = cluster(MISPLACED, start=10)
+    outcome = scale(store, 6, 3)
+    assert "zone c (ordinal 13 is its only pod)" in outcome.message
+    assert "smallest replica count that keeps every zone is 4" in outcome.message
+    assert update(store, 6, 3, start=10).message == outcome.message
+
+
+def test_pending_pod_falls_back_to_its_volume_then_to_the_rule() -> None:
+    """Ordinal 3 is not scheduled: its bound PV says c. Without the PV the rule says a."""
+    with_pv = cluster(
+        ["a", "a", "b", None],
+        extra=[b.pvc("data-db-3", volume="pv-3"), b.pv("pv-3", "c", claim=("ns", "data-db-3"))],
+    )
+    outcome = scale(with_pv, 4, 3)
+    assert outcome.message.startswith(
+        "scale-down of db from 4 to 3 would drop zone c (ordinal 3 is the only one there; "
+        "ordinal 3 is not running but its volume pv-3 is there)"
+    )
+    # No volume: the rule puts ordinal 3 in a, which ordinals 0-1 hold already.
+    assert scale(cluster(["a", "a", "b", None]), 4, 3).allowed
+    # No pod at all for ordinal 4: the rule puts it in b (4 mod 3 = 1), held by ordinal 2.
+    assert scale(cluster(["a", "a", "b", "c"]), 5, 4).allowed
+    # But with zones a,b,c,d,e the rule puts the pod-less ordinal 4 in zone e, alone.
+    five = cluster(["a", "a", "b", "c"], annotations={"stszone.io/zones": "a,b,c,d,e"})
+    denied = scale(five, 5, 4)
+    assert "zone e (ordinal 4 is the only one there; ordinal 4 is not running but the " in (
+        denied.message
+    )
+
+
+def test_pod_on_a_node_without_zone_label_falls_back() -> None:
+    """A node unknown to the view (or unlabelled) gives no zone: the volume or rule decides."""
+    pods = [b.sts_pod(ordinal=i, node=n) for i, n in enumerate(["na", "na", "ghost"])]
+    store = store_from_objects([*NODES, b.statefulset(annotations=ABC), *pods])
+    outcome = scale(store, 3, 2)  # ghost node: rule zone c for ordinal 2
+    assert "zone c (ordinal 2 is the only one there; ordinal 2 is not running but the " in (
+        outcome.message
+    )
+
+
+def test_local_volume_pinned_by_hostname_counts_as_its_nodes_zone() -> None:
+    """A local PV (nodeAffinity kubernetes.io/hostname In [nc]) puts a pod-less ordinal in c."""
+    local = b.pv("pv-local", "c", claim=("ns", "data-db-1"))
+    expr = local["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"]
+    expr[0] = {"key": "kubernetes.io/hostname", "operator": "In", "values": ["nc"]}
+    store = cluster(["a", None], extra=[b.pvc("data-db-1", volume="pv-local"), local])
+    assert "its volume pv-local is there" in scale(store, 2, 1).message
+
+
+def test_override_allows_with_a_warning_naming_the_loss() -> None:
+    """allow-zone-loss on the StatefulSet: allowed, and the warning says what is lost."""
+    outcome = scale(cluster(MISPLACED, annotations=ALLOW), 6, 3)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "scale-down of db from 6 to 3 drops zone c (ordinal 3 is its only pod); allowed by "
+        'stszone.io/allow-zone-loss: "true" (the smallest replica count that keeps every zone '
+        "is 4); remove the annotation so the guard protects the next scale-down",
+    )
+
+
+def test_override_set_in_the_same_update_counts_and_removing_it_rearms() -> None:
+    """The update is judged as written: setting the override with the scale-down allows it;
+    an update that drops the override and scales down is refused."""
+    store = cluster(MISPLACED)
+    same = update(store, 6, 3, annotations=ALLOW)
+    assert same.allowed and "drops zone c" in same.warnings[0]
+    guarded = cluster(MISPLACED, annotations=ALLOW)  # the view says allowed, the update removes it
+    assert not update(guarded, 6, 3, annotations=ABC).allowed
+
+
+def test_scale_to_zero_arrives_without_replicas() -> None:
+    """ScaleSpec.replicas is omitempty: `kubectl scale --replicas=0` sends spec: {}."""
+    body = b.review(b.scale(replicas=0), operation="UPDATE", old=b.scale(replicas=3))
+    del body["request"]["object"]["spec"]["replicas"]
+    outcome = admission.validate(
+        review.from_dict(body), store=cluster(["a", "b", "c"]), defaults=Defaults()
+    )
+    assert "from 3 to 0 would drop zones a" in outcome.message
+
+
+class NoLookups(Store):
+    """A view that fails the test on any query: increases must be answered without one."""
+
+    def _fail(self, *args: object, **kwargs: object) -> Any:
+        raise AssertionError(f"lookup during an increase: {args}")
+
+    pod = statefulset = node_zone = claim_zones = volume = nodes_with_label = _fail
+    server_zones = discovered_zones = namespace_enabled = _fail
+
+
+@pytest.mark.parametrize(("old", "new"), [(3, 5), (3, 3), (0, 1)])
+def test_increases_and_unchanged_counts_need_no_lookups(old: int, new: int) -> None:
+    """Scale and StatefulSet UPDATE that do not lower replicas touch nothing in the view."""
+    assert scale(NoLookups(), old, new).allowed
+    assert update(NoLookups(), old, new).allowed
+
+
+def test_status_subresource_is_not_checked() -> None:
+    """The controller's status writes must never be blocked, even for a malformed set."""
+    sts = b.statefulset(annotations={"stszone.io/mode": "bogus"}, replicas=1)
+    body = b.review(sts, operation="UPDATE", old=sts, sub_resource="status")
+    request = review.from_dict(body)
+    assert admission.validate(request, store=NoLookups(), defaults=Defaults()).allowed
+
+
+def test_scale_of_a_look_alike_resource_is_not_ours() -> None:
+    """A `statefulsets/scale` of another API group (OpenKruise's) is not looked up."""
+    body = b.review(b.scale(replicas=0), operation="UPDATE", old=b.scale(replicas=6))
+    body["request"]["resource"]["group"] = "apps.kruise.io"
+    request = review.from_dict(body)
+    assert admission.validate(request, store=NoLookups(), defaults=Defaults()).allowed
+
+
+def test_scale_of_a_set_missing_from_the_view_warns() -> None:
+    """Not in the view yet: the guard still uses the pods it knows, and says what it lacked."""
+    pods = [b.sts_pod(ordinal=i, node=f"n{z}") for i, z in enumerate(MISPLACED)]
+    outcome = scale(store_from_objects([*NODES, *pods]), 6, 3)
+    assert "zone c (ordinal 3 is its only pod)" in outcome.message
+    assert any("not in stszone's view yet" in w for w in outcome.warnings)
+
+
+def test_node_ordinal_mode_uses_the_zone_of_the_pinned_node() -> None:
+    """No pod running: ordinal N is where the node labelled N is; duplicates across zones are
+    unknown and counted in no zone (the warning names them)."""
+    spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node", **ABC}
+    nodes = [
+        b.node("k0", "a", labels={"example.io/node": "0"}),
+        b.node("k1", "a", labels={"example.io/node": "1"}),
+        b.node("k2", "b", labels={"example.io/node": "2"}),
+        b.node("k3", "c", labels={"example.io/node": "3"}),
+        b.node("k3bis", "a", labels={"example.io/node": "3"}),
+    ]
+    sts = b.statefulset(annotations=spec, replicas=4)
+    running = [b.sts_pod(ordinal=0, node="k0"), b.sts_pod(ordinal=2, node="k2")]
+    store = store_from_objects([*nodes, sts, *running])
+    outcome = scale(store, 3, 2)
+    assert "zone b (ordinal 2 is its only pod)" in outcome.message
+    # Ordinal 1 has no pod: node k1 (zone a) pinned to it gives its zone.
+    assert scale(store, 3, 1).message.startswith(
+        "scale-down of db from 3 to 1 would drop zone b (ordinal 2 is its only pod)"
+    )
+    unknown = scale(store, 4, 3)  # ordinal 3's label is on nodes in zones c and a
+    assert unknown.allowed
+    assert "the zone of ordinal(s) 3 of db is unknown" in unknown.warnings[0]
+    pinned = store_from_objects([*nodes[:4], sts])  # nothing runs: zones come from the pins
+    assert "zone c (ordinal 3 is the only one there; ordinal 3 is not running but node k3" in (
+        scale(pinned, 4, 3).message
+    )
+
+
+@given(
+    placed=st.lists(st.sampled_from(["a", "b", "c", None]), min_size=1, max_size=9),
+    data=st.data(),
+)
+def test_property_denies_iff_kept_ordinals_miss_a_zone(placed: list[str | None], data: Any) -> None:
+    """For any placement (None: not scheduled, the rule decides) the guard denies iff the kept
+    ordinals miss a zone the old ones held, and names the lowest count that keeps them all."""
+    old = len(placed)
+    new = data.draw(st.integers(0, old - 1), label="new")
+    rule = ["a", "b", "c"]
+    zone = [z if z is not None else rule[i % 3] for i, z in enumerate(placed)]
+    outcome = scale(cluster(placed), old, new)
+    lost = set(zone) - set(zone[:new])
+    assert outcome.allowed == (not lost)
+    if lost:
+        lowest = min(n for n in range(old + 1) if set(zone[:n]) == set(zone))
+        assert f"keeps every zone is {lowest};" in outcome.message
+        assert all(f" {z} (" in outcome.message for z in lost)
+
+
+# --- the recorded reviews, over the real TLS server ------------------------------------------
+
+
+def recorded() -> Store:
+    """The cluster the reviews were recorded in: db-0 on zone-c, db-1 on zone-a, and the
+    claims of ordinals 2, 3, 4 bound to PVs in zone-b, zone-c, zone-b."""
+    lists = ("nodes-metadata-list", "pv-list", "pvc-list", "statefulsets-list", "sts-pods-list")
+    return store_from_objects([b.fixture_api(name) for name in lists])
+
+
+async def test_recorded_kubectl_scale_up_is_allowed(serve: ServeFactory) -> None:
+    """014: `kubectl scale sts db --replicas=5` from 3 through statefulsets/scale."""
+    served = await serve(store=recorded())
+    sent = b.fixture_review("014-Scale-UPDATE")
+    _, body = await served.post_json("/validate", sent)
+    assert body["response"] == {"uid": sent["request"]["uid"], "allowed": True}
+
+
+async def test_recorded_patch_scale_down_is_refused(serve: ServeFactory) -> None:
+    """024: `kubectl patch sts db -p {spec:{replicas:2}}` from 5: ordinals 2 and 4 hold zone-b
+    (by their volumes), so 2 replicas would lose it; 3 keep every zone."""
+    served = await serve(store=recorded())
+    sent = b.fixture_review("024-StatefulSet-UPDATE")
+    _, body = await served.post_json("/validate", sent)
+    response = body["response"]
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 403 and response["status"]["reason"] == "ZoneLoss"
+    assert response["status"]["message"] == (
+        "scale-down of db from 5 to 2 would drop zone zone-b (ordinals 2 and 4 are the only ones "
+        "there; ordinal 2 is not running but its volume pv-cap-zone-b-1 is there; ordinal 4 is "
+        "not running but its volume pv-cap-zone-b-2 is there); the smallest replica count that "
+        'keeps every zone is 3; set stszone.io/allow-zone-loss: "true" on the StatefulSet to '
+        "force it"
+    )
+    assert response["warnings"] == [
+        "StatefulSet db has 2 replica(s) for 3 zones (zone-a,zone-b,zone-c): some zone holds none "
+        "of its pods; set replicas to 3 or more to survive the loss of any zone"
+    ]
+    # The same scale-down as kubectl scale sends it (the Scale carries no annotations).
+    scale_body = copy.deepcopy(b.fixture_review("014-Scale-UPDATE"))
+    scale_body["request"]["object"]["spec"]["replicas"] = 2
+    scale_body["request"]["oldObject"]["spec"]["replicas"] = 5
+    _, by_scale = await served.post_json("/validate", scale_body)
+    assert by_scale["response"]["status"]["message"] == response["status"]["message"]
+
+
+@pytest.mark.parametrize("name", ["024-StatefulSet-UPDATE", "034-StatefulSet-UPDATE"])
+async def test_dry_run_gets_the_same_answer(serve: ServeFactory, name: str) -> None:
+    """034 is a recorded `kubectl apply --dry-run=server` (2 -> 4); 024 a real 5 -> 2. Flipping
+    dryRun changes nothing in the answer."""
+    served = await serve(store=recorded())
+    sent = b.fixture_review(name)
+    flipped = copy.deepcopy(sent)
+    flipped["request"]["dryRun"] = not sent["request"]["dryRun"]
+    _, real = await served.post_json("/validate", sent)
+    _, dry = await served.post_json("/validate", flipped)
+    assert real == dry
+    assert real["response"]["allowed"] is (name == "034-StatefulSet-UPDATE")
+
+
+async def test_recorded_template_update_is_allowed(serve: ServeFactory) -> None:
+    """026: a pod-template patch keeps replicas at 2: allowed, only the replicas warning."""
+    served = await serve(store=recorded())
+    _, body = await served.post_json("/validate", b.fixture_review("026-StatefulSet-UPDATE"))
+    assert body["response"]["allowed"] is True
+    assert [w[:40] for w in body["response"]["warnings"]] == [
+        "StatefulSet db has 2 replica(s) for 3 zo"
+    ]

@@ -1,0 +1,276 @@
+"""/validate for StatefulSet CREATE/UPDATE checks and the final state of pods."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from webhook import admission, review
+from webhook.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.patches import apply
+from webhook.state import Store
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+DEFAULTS = Defaults()
+ABC = store_from_objects([], zones=("a", "b", "c"))
+
+
+def validate(obj: dict[str, Any], store: Store = ABC, **kw: Any) -> review.Outcome:
+    """Send ``obj`` through /validate alone."""
+    return admission.validate(review.from_dict(b.review(obj, **kw)), store=store, defaults=DEFAULTS)
+
+
+def chain(obj: dict[str, Any], store: Store = ABC) -> review.Outcome:
+    """What the API server makes of both webhooks for a CREATE of ``obj``."""
+    return admission.chain(review.from_dict(b.review(obj)), store=store, defaults=DEFAULTS)
+
+
+# --- StatefulSet CREATE / UPDATE -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("annotations", "says"),
+    [
+        (
+            {"stszone.io/zones": ""},
+            'stszone.io/zones is empty; list the zones in order, e.g. stszone.io/zones: "zone-a,zone-b,zone-c"',
+        ),
+        ({"stszone.io/zones": "a,b,a"}, "stszone.io/zones lists a more than once; each zone once"),
+        (
+            {"stszone.io/mode": "pinned"},
+            "stszone.io/mode 'pinned' is not a mode; use one of affinity, scheduler, node-ordinal",
+        ),
+        (
+            {"stszone.io/storage-class-template": "ssd"},
+            'has no {zone} placeholder; e.g. stszone.io/storage-class-template: "ssd-{zone}"',
+        ),
+        (
+            {"stszone.io/allow-zone-loss": "yes"},
+            'stszone.io/allow-zone-loss must be "true" or "false", got \'yes\'; e.g. stszone.io/allow-zone-loss: "true"',
+        ),
+        ({"stszone.io/mode": "node-ordinal"}, "needs stszone.io/node-label"),
+        ({"stszone.io/zone": "a"}, "unknown annotation(s) stszone.io/zone"),
+    ],
+)
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_malformed_annotations_are_denied_with_an_example(
+    annotations: dict[str, str], says: str, operation: str
+) -> None:
+    """Each malformed annotation is refused with what is wrong and an example of right."""
+    sts = b.statefulset(annotations=annotations)
+    old = b.statefulset() if operation == "UPDATE" else None
+    outcome = validate(sts, operation=operation, old=old)
+    assert not outcome.allowed
+    assert (outcome.code, outcome.reason) == (422, "Invalid")
+    assert outcome.message.startswith("StatefulSet db: ") and says in outcome.message
+
+
+@pytest.mark.parametrize(
+    ("replicas", "warned"), [(0, True), (1, True), (2, True), (3, False), (7, False)]
+)
+def test_fewer_replicas_than_zones_is_warned(replicas: int, warned: bool) -> None:
+    """Below one pod per zone, some zone holds none: a warning, not a denial."""
+    outcome = validate(b.statefulset(replicas=replicas, annotations={"stszone.io/zones": "a,b,c"}))
+    assert outcome.allowed
+    assert bool(outcome.warnings) == warned
+    if warned:
+        assert outcome.warnings[0].startswith(
+            f"StatefulSet db has {replicas} replica(s) for 3 zones"
+        )
+
+
+@pytest.mark.parametrize(
+    ("affinity", "selector", "excluded", "constraint"),
+    [
+        (None, {ZONE_KEY: "b"}, "a, c", f"nodeSelector {ZONE_KEY}=b"),
+        (
+            b.zone_affinity([(ZONE_KEY, "NotIn", ["c"])]),
+            None,
+            "c",
+            f"required nodeAffinity {ZONE_KEY} NotIn [c]",
+        ),
+        (
+            b.zone_affinity([(ZONE_KEY, "In", ["a"])], [(ZONE_KEY, "In", ["b"])]),
+            None,
+            "c",
+            "In [a] / ",
+        ),
+        (
+            b.zone_affinity([("disk", "In", ["ssd"]), (ZONE_KEY, "DoesNotExist", [])]),
+            None,
+            "a, b, c",
+            "DoesNotExist",
+        ),
+    ],
+)
+def test_template_that_excludes_listed_zones_is_denied(
+    affinity: dict[str, Any] | None, selector: dict[str, str] | None, excluded: str, constraint: str
+) -> None:
+    """The template's own constraints rule out some zones: those ordinals could never run."""
+    sts = b.statefulset(
+        annotations={"stszone.io/zones": "a,b,c"}, affinity=affinity, node_selector=selector
+    )
+    outcome = validate(sts)
+    assert not outcome.allowed and outcome.reason == "ZoneConflict"
+    assert f"excludes zone(s) {excluded} of stszone.io/zones (a,b,c)" in outcome.message
+    assert constraint in outcome.message
+
+
+@pytest.mark.parametrize(
+    "affinity",
+    [
+        b.zone_affinity([(ZONE_KEY, "In", ["a", "b", "c"])]),
+        b.zone_affinity([("disk", "In", ["ssd"])], [(ZONE_KEY, "In", ["c"])]),
+        b.zone_affinity([(ZONE_KEY, "Exists", [])]),
+    ],
+)
+def test_template_constraints_that_allow_every_zone_pass(affinity: dict[str, Any]) -> None:
+    """ORed terms that together reach every listed zone are fine."""
+    assert validate(
+        b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, affinity=affinity)
+    ).allowed
+
+
+def test_node_ordinal_template_excluding_an_ordinal_label_is_denied() -> None:
+    """In node-ordinal mode the template must not rule out the node labels of its ordinals."""
+    spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+    aff = b.zone_affinity([("example.io/node", "NotIn", ["2"])])
+    outcome = validate(b.statefulset(annotations=spec, affinity=aff, replicas=3))
+    assert not outcome.allowed
+    assert "excludes example.io/node value(s) 2" in outcome.message
+
+
+def test_zone_list_change_warns_with_the_ordinals_that_move() -> None:
+    """a,b,c -> c,b,a moves ordinals 0 and 2 (swap); ordinal 3's volume keeps it in a."""
+    store = store_from_objects(
+        [b.pvc("data-db-3", volume="pv-3"), b.pv("pv-3", "a")], zones=("a", "b", "c")
+    )
+    old = b.statefulset(replicas=4, annotations={"stszone.io/zones": "a,b,c"})
+    new = b.statefulset(replicas=4, annotations={"stszone.io/zones": "c,b,a"})
+    outcome = validate(new, store, operation="UPDATE", old=old)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "stszone.io/zones of db changes from a,b,c to c,b,a: ordinal(s) 0 (a -> c), 2 (c -> a) "
+        "move when their pods are re-created (a rolling update re-creates them all), never away "
+        "from their volumes; ordinal(s) 3 stays in a with its volume pv-3",
+    )
+
+
+def test_unchanged_or_equivalent_zone_list_gives_no_warning() -> None:
+    """Writing down the server's list on a set that had none changes no ordinal's zone."""
+    old = b.statefulset(annotations={})
+    new = b.statefulset(annotations={"stszone.io/zones": "a,b,c"})
+    assert validate(new, operation="UPDATE", old=old).warnings == ()
+    assert validate(new, operation="UPDATE", old=new).warnings == ()
+
+
+# --- the final state of pods ------------------------------------------------------------------
+
+
+def test_pod_mutated_by_stszone_passes_validation() -> None:
+    """The chain on a fresh pod: mutation pins it, validation accepts the result."""
+    outcome = chain(b.sts_pod(ordinal=4))
+    assert outcome.allowed and outcome.patch
+
+
+def _mutated(pod: dict[str, Any], store: Store = ABC) -> dict[str, Any]:
+    request = review.from_dict(b.review(pod))
+    return apply(pod, admission.mutate(request, store=store, defaults=DEFAULTS).patch)
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda p: p["spec"].pop("affinity"), "ZoneRequirementMissing"),
+        (  # a later webhook ORs in a term of its own: the pod could land anywhere
+            lambda p: p["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"].append(
+                {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}
+            ),
+            "ZoneRequirementMissing",
+        ),
+        (  # a later webhook widens the requirement
+            lambda p: p["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"].append("a"),
+            "ZoneRequirementMissing",
+        ),
+    ],
+)
+def test_pod_that_lost_its_zone_requirement_is_denied(damage: Any, reason: str) -> None:
+    """What a later mutating webhook did to the pod is refused at validation, saying why."""
+    pod = _mutated(b.sts_pod(ordinal=1))
+    damage(pod)
+    outcome = validate(pod)
+    assert not outcome.allowed and outcome.reason == reason
+    assert "without the required nodeAffinity topology.kubernetes.io/zone In [b]" in outcome.message
+    assert "a mutating webhook that ran after stszone removed it" in outcome.message
+
+
+def test_pod_pinned_by_node_selector_passes() -> None:
+    """nodeSelector zone=b is as good as the affinity (nodeSelector is ANDed with everything)."""
+    assert validate(b.sts_pod(ordinal=1, node_selector={ZONE_KEY: "b"})).allowed
+
+
+def test_pod_that_never_met_the_mutating_webhook_is_denied() -> None:
+    """A bare StatefulSet pod straight to /validate: refused."""
+    outcome = validate(b.sts_pod(ordinal=0))
+    assert not outcome.allowed and "stszone's mutating webhook was not called" in outcome.message
+
+
+def test_scheduler_mode_needs_scheduler_name_and_zone_annotation() -> None:
+    """Scheduler mode: schedulerName and stszone.io/zone must both be there after mutation."""
+    store = store_from_objects(
+        [b.statefulset(annotations={"stszone.io/zones": "a,b,c", "stszone.io/mode": "scheduler"})]
+    )
+    good = _mutated(b.sts_pod(ordinal=2), store)
+    assert good["spec"]["schedulerName"] == "stszone-scheduler"
+    assert validate(good, store).allowed
+    reset = copy.deepcopy(good)
+    reset["spec"]["schedulerName"] = "default-scheduler"
+    outcome = validate(reset, store)
+    assert not outcome.allowed and outcome.reason == "SchedulerRequirementMissing"
+    wrong_zone = copy.deepcopy(good)
+    wrong_zone["metadata"]["annotations"]["stszone.io/zone"] = "a"
+    assert not validate(wrong_zone, store).allowed
+
+
+def test_node_ordinal_mode_needs_the_node_pin() -> None:
+    """node-ordinal: the pod must be pinned to its ordinal's node label."""
+    spec = {
+        "stszone.io/mode": "node-ordinal",
+        "stszone.io/node-label": "example.io/node",
+        "stszone.io/zones": "a,b",
+    }
+    store = store_from_objects(
+        [b.statefulset(annotations=spec), b.node("k3", "a", labels={"example.io/node": "3"})]
+    )
+    pinned = _mutated(b.sts_pod(ordinal=3), store)
+    assert validate(pinned, store).allowed
+    pinned["spec"].pop("affinity")
+    outcome = validate(pinned, store)
+    assert not outcome.allowed and outcome.reason == "NodeRequirementMissing"
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        b.plain_pod(),
+        b.sts_pod(ordinal=0, labels={"stszone.io/skip": "true"}),
+    ],
+)
+def test_exempt_pods_pass_untouched(pod: dict[str, Any]) -> None:
+    """Pods no StatefulSet controls and pods labelled stszone.io/skip=true are not checked."""
+    outcome = validate(pod)
+    assert outcome.allowed and outcome.warnings == ()
+
+
+def test_excluded_namespaces_are_never_checked() -> None:
+    """kube-system is never intercepted, even with a malformed set."""
+    sts = b.statefulset(namespace="kube-system", annotations={"stszone.io/mode": "x"})
+    assert validate(sts).allowed
