@@ -265,6 +265,19 @@ def test_statefulset_create_fills_zones_from_server() -> None:
     assert reinvoke(mutated, discovered) == []
 
 
+def test_statefulset_create_fills_only_zones_its_template_allows() -> None:
+    """A template pinned to zone-b/zone-c by its own affinity gets only those, in server order."""
+    aff = b.zone_affinity([(ZONE_KEY, "In", ["zone-c", "zone-b"])])
+    outcome, mutated = run(b.statefulset(affinity=aff), ZONES_ABC)
+    assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "zone-b,zone-c"
+    assert outcome.warnings
+    request = review.from_dict(b.review(mutated))
+    assert admission.validate(request, store=ZONES_ABC, defaults=DEFAULTS).allowed
+    pinned = b.statefulset(node_selector={ZONE_KEY: "elsewhere"})
+    outcome, mutated = run(pinned, ZONES_ABC)
+    assert "stszone.io/zones" not in mutated["metadata"]["annotations"] and outcome.warnings
+
+
 def test_statefulset_with_zones_is_left_alone() -> None:
     """An explicit list is the user's choice."""
     outcome, _ = run(b.statefulset(annotations={"stszone.io/zones": "q"}), ZONES_ABC)

@@ -69,6 +69,32 @@ def test_malformed_annotations_are_denied_with_an_example(
     assert outcome.message.startswith("StatefulSet db: ") and says in outcome.message
 
 
+def test_update_leaving_broken_annotations_as_they_were_is_allowed_with_a_warning() -> None:
+    """Ratcheting: an image bump on a set whose annotations were already broken is not blocked."""
+    old = b.statefulset(annotations={"stszone.io/zones": "a,,b"})
+    new = copy.deepcopy(old)
+    new["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    outcome = validate(new, operation="UPDATE", old=old)
+    assert outcome.allowed
+    assert any("empty entry" in w and "unchanged by this update" in w for w in outcome.warnings)
+    changed = b.statefulset(annotations={"stszone.io/zones": "a,,c"})
+    assert not validate(changed, operation="UPDATE", old=old).allowed
+
+
+def test_update_keeping_an_excluding_template_is_allowed_with_a_warning() -> None:
+    """Ratcheting for the template check: only a change to zones or constraints is refused."""
+    selector = {ZONE_KEY: "a"}
+    old = b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, node_selector=selector)
+    new = copy.deepcopy(old)
+    new["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    outcome = validate(new, operation="UPDATE", old=old)
+    assert outcome.allowed and any("excludes zone(s) b, c" in w for w in outcome.warnings)
+    widened = b.statefulset(
+        annotations={"stszone.io/zones": "a,b,c"}, node_selector={ZONE_KEY: "b"}
+    )
+    assert not validate(widened, operation="UPDATE", old=old).allowed
+
+
 @pytest.mark.parametrize(
     ("replicas", "warned"), [(0, True), (1, True), (2, True), (3, False), (7, False)]
 )

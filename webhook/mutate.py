@@ -27,7 +27,7 @@ from webhook.spec import (
     is_label_key,
     storage_class_for,
 )
-from webhook.state import Store, statefulset_owner
+from webhook.state import Store, statefulset_info, statefulset_owner
 
 JSON = dict[str, Any]
 
@@ -209,13 +209,18 @@ def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, namespace: str, store: Store
 
 
 def mutate_statefulset(sts: JSON, *, store: Store) -> Outcome:
-    """On CREATE, fill ``stszone.io/zones`` from the server's zone source when it is missing."""
+    """On CREATE, fill ``stszone.io/zones`` from the server's zone source when it is missing.
+
+    Only the zones the pod template's own nodeSelector / required affinity allow are written:
+    a set pinned to two zones by its template gets those two, in the server's order.
+    """
     meta = objects.mapping(sts, "metadata")
     annotations = objects.str_map(meta, "annotations", path="metadata")
     if ZONES in annotations:
         return review.allowed()
     key = annotations.get(TOPOLOGY_KEY, DEFAULT_TOPOLOGY_KEY)
-    zones = store.server_zones(key if is_label_key(key) else DEFAULT_TOPOLOGY_KEY)
+    key = key if is_label_key(key) else DEFAULT_TOPOLOGY_KEY
+    zones = store.server_zones(key)
     if not zones:
         return review.allowed(
             warnings=(
@@ -223,7 +228,23 @@ def mutate_statefulset(sts: JSON, *, store: Store) -> Outcome:
                 f'set {ZONES} on this StatefulSet, e.g. {ZONES}: "zone-a,zone-b,zone-c"',
             )
         )
-    return review.patched(sts, _with_annotation(sts, ZONES, ",".join(zones)))
+    # generateName'd sets arrive unnamed; only the template matters here.
+    info = statefulset_info({**sts, "metadata": {**meta, "name": meta.get("name") or "unnamed"}})
+    allowed = tuple(affinity.allowed_values(info.node_terms, info.node_selector, key, zones))
+    if not allowed:
+        return review.allowed(
+            warnings=(
+                f"the pod template's own node constraints exclude every known zone "
+                f"({','.join(zones)}); {ZONES} left unset",
+            )
+        )
+    warnings: tuple[str, ...] = ()
+    if allowed != zones:
+        warnings = (
+            f"{ZONES} set to {','.join(allowed)}: the zones of {','.join(zones)} that the pod "
+            "template's own node constraints allow",
+        )
+    return review.patched(sts, _with_annotation(sts, ZONES, ",".join(allowed)), warnings=warnings)
 
 
 def claim_owner(name: str, *, namespace: str, store: Store) -> tuple[str, int] | None:

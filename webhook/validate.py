@@ -23,7 +23,7 @@ from webhook.errors import Denied
 from webhook.mutate import plan_pod
 from webhook.placement import Policy, place, resolve_policy
 from webhook.review import Outcome
-from webhook.spec import DEFAULT_SCHEDULER, ZONE, ZONES, InvalidSpec, Spec, parse_spec
+from webhook.spec import DEFAULT_SCHEDULER, PREFIX, ZONE, ZONES, InvalidSpec, Spec, parse_spec
 from webhook.state import StatefulSetInfo, Store, statefulset_info
 
 JSON = dict[str, Any]
@@ -43,10 +43,18 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
     """
     meta = objects.mapping(sts, "metadata")
     name = objects.string(meta, "name") or "(unnamed)"
+    warnings: tuple[str, ...] = ()
+    annotations = objects.str_map(meta, "annotations", path="metadata")
     try:
-        spec = parse_spec(objects.str_map(meta, "annotations", path="metadata"))
+        spec = parse_spec(annotations)
     except InvalidSpec as err:
-        return review.denied(f"StatefulSet {name}: {err}", code=422, reason="Invalid")
+        if not _unchanged(old, annotations=annotations):
+            return review.denied(f"StatefulSet {name}: {err}", code=422, reason="Invalid")
+        # Ratchet, like the API server's own validation: an update that leaves broken
+        # annotations as they were (a status write, an image bump) is not blocked by them;
+        # the set's new pods are refused until they are fixed, and the guard runs on defaults.
+        warnings += (f"StatefulSet {name}: {err} (unchanged by this update; fix them)",)
+        spec = Spec()
     # A generateName'd set may reach validation unnamed; the checks below only print the name.
     info = statefulset_info({**sts, "metadata": {**meta, "name": name}})
     policy = Policy(
@@ -59,8 +67,9 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
     )
     excluded = _template_exclusion(info, policy)
     if excluded is not None:
-        return review.denied(excluded, reason="ZoneConflict")
-    warnings: tuple[str, ...] = ()
+        if not _unchanged(old, annotations=annotations, template=info):
+            return review.denied(excluded, reason="ZoneConflict")
+        warnings += (f"{excluded} (unchanged by this update)",)
     if spec.mode != "node-ordinal" and policy.zones and info.replicas < len(policy.zones):
         warnings += (
             f"StatefulSet {name} has {info.replicas} replica(s) for {len(policy.zones)} zones "
@@ -82,6 +91,29 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
         store=store,
     )
     return guard.verdict(result, allow_zone_loss=spec.allow_zone_loss).with_warnings(warnings)
+
+
+def _unchanged(
+    old: JSON | None, *, annotations: dict[str, str], template: StatefulSetInfo | None = None
+) -> bool:
+    """Whether an UPDATE keeps the stszone annotations (and the template's node constraints)."""
+    if not old:
+        return False
+    old_meta = objects.mapping(old, "metadata")
+    old_annotations = objects.str_map(old_meta, "annotations", path="oldObject.metadata")
+    if _policy_keys(old_annotations) != _policy_keys(annotations):
+        return False
+    if template is None:
+        return True
+    before = statefulset_info(old)
+    return (before.node_terms, before.node_selector) == (
+        template.node_terms,
+        template.node_selector,
+    )
+
+
+def _policy_keys(annotations: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
 
 
 def _template_exclusion(info: StatefulSetInfo, policy: Policy) -> str | None:
