@@ -7,7 +7,7 @@ import logging
 
 from webhook import logs
 from webhook.config import Settings
-from webhook.errors import ConfigError
+from webhook.live import start_live
 from webhook.server import Runtime, make_app, serve
 from webhook.tls import CertReloader
 from webhook.view import offline_store, wants_live, zone_source
@@ -34,13 +34,15 @@ def _certificate(settings: Settings) -> tuple[str, str]:
 async def _main(settings: Settings) -> None:
     cert, key = _certificate(settings)
     reloader = CertReloader(cert, key, interval=settings.cert_reload_interval)
-    runtime = Runtime(
-        store=offline_store(settings), defaults=settings.defaults(), settings=settings
-    )
+    # Live: the listener opens at once and /readyz fails until every cache is listed.
+    live = await start_live(settings) if wants_live(settings) else None
+    store = live.store if live is not None else offline_store(settings)
+    runtime = Runtime(store=store, defaults=settings.defaults(), settings=settings)
     runtime.jobs.append(reloader.run)
-    if wants_live(settings):
-        raise ConfigError("live view not available yet; use --offline with --zones or --cluster")
-    log.info("offline view; zone source: %s", zone_source(settings, runtime.store))
+    if live is not None:
+        live.attach(runtime)  # logs the zone source once the caches are synced
+    else:
+        log.info("offline view; zone source: %s", zone_source(settings, runtime.store))
     await serve(make_app(runtime), ssl_context=reloader.context, settings=settings)
 
 

@@ -1,0 +1,356 @@
+"""A small fake kube-apiserver (aiohttp): list and watch of the six resources stszone mirrors.
+
+Bound to 127.0.0.1 on a free port (HTTP, or HTTPS with a given context), it serves the shapes
+recorded from a real API server in ``fixtures/api/`` and honours what reflectors rely on:
+``limit``/``continue`` over a snapshot, ``labelSelector`` (on watches too, with the DELETED a
+real server sends when an object stops matching), ``resourceVersion``, ``allowWatchBookmarks``,
+``timeoutSeconds``, the metadata-only Accept header, and bearer tokens. Tests write objects while
+watches are open and inject faults into the next request of a resource and verb::
+
+    api.inject("pods", "watch", Fault.expired())      HTTP 200 whose stream is one ERROR 410
+    api.inject("pods", "watch", Fault.error_event(500))  HTTP 200, one ERROR event code 500
+    api.inject("pods", "list", Fault.status(410))     HTTP 410 (the recorded Status body)
+    api.inject("pods", "list", Fault.status(500))     HTTP 500 with a Status body
+    api.inject("pods", "list", Fault.drop())          connection cut half-way through the body
+    api.inject("pods", "watch", Fault.slow(0.5))      answer delayed
+    api.cut("pods")                                   open pods watches cut mid-event
+    api.bookmark("pods")                              BOOKMARK on open pods watches
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import ssl
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from aiohttp import web
+
+from tests.fakestate import (
+    RESOURCES,
+    Objects,
+    Stored,
+    bookmark_line,
+    error_line,
+    event_line,
+    expired_line,
+    http_fixture,
+    matches,
+    representation,
+)
+
+JSON = dict[str, Any]
+Verb = Literal["list", "watch"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """What goes wrong with one request."""
+
+    what: Literal["status", "expired", "error-event", "drop", "slow"]
+    code: int = 0
+    seconds: float = 0.0
+    retry_after: int | None = None
+
+    @classmethod
+    def status(cls, code: int, *, retry_after: int | None = None) -> Fault:
+        return cls("status", code=code, retry_after=retry_after)
+
+    @classmethod
+    def expired(cls) -> Fault:
+        return cls("expired")
+
+    @classmethod
+    def error_event(cls, code: int) -> Fault:
+        return cls("error-event", code=code)
+
+    @classmethod
+    def drop(cls) -> Fault:
+        return cls("drop")
+
+    @classmethod
+    def slow(cls, seconds: float) -> Fault:
+        return cls("slow", seconds=seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One request as the fake received it."""
+
+    verb: Verb
+    resource: str
+    query: dict[str, str]
+    accept: str
+    metadata: bool
+    #: Event-loop time the request arrived.
+    at: float
+
+
+class FakeApi:
+    """The fake API server; ``async with FakeApi() as api:`` serves on ``api.url``."""
+
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        fixtures: bool = True,
+    ) -> None:
+        self.objects = Objects()
+        if fixtures:
+            self.objects.load_fixtures()
+        self.token = token
+        self.url = ""
+        self.requests: list[Seen] = []
+        self.watching: dict[str, int] = defaultdict(int)
+        self._ssl = ssl_context
+        self._faults: dict[tuple[str, Verb], list[Fault]] = defaultdict(list)
+        self._snapshots: dict[str, tuple[int, list[Stored]]] = {}
+        self._signals: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # bookmarks, cuts
+        self._changed = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._by_path = {path: name for name, (path, *_) in RESOURCES.items()}
+
+    async def __aenter__(self) -> FakeApi:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._ssl)
+        await site.start()
+        scheme = "https" if self._ssl else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._runner.addresses[0][1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # --- what tests do ------------------------------------------------------------------------
+
+    def put(self, resource: str, obj: JSON) -> None:
+        """Create or update an object (ADDED or MODIFIED on open watches)."""
+        self.objects.write(resource, obj)
+        self._notify()
+
+    def delete(self, resource: str, name: str, *, namespace: str = "") -> None:
+        """Delete an object (DELETED on open watches)."""
+        self.objects.write(resource, None, key=(namespace, name))
+        self._notify()
+
+    def compact(self) -> None:
+        """etcd compaction: older resourceVersions and continue tokens now answer 410."""
+        self.objects.compact()
+        self._snapshots.clear()
+
+    def inject(self, resource: str, verb: Verb, *faults: Fault) -> None:
+        """Queue faults for the next requests of ``resource``/``verb``, one per request."""
+        self._faults[(resource, verb)].extend(faults)
+
+    def clear(self, resource: str, verb: Verb) -> None:
+        """Drop the faults still queued for ``resource``/``verb``."""
+        self._faults[(resource, verb)].clear()
+
+    def bookmark(self, resource: str) -> None:
+        """Send a BOOKMARK at the current resourceVersion on open watches that asked for them."""
+        self._signals[resource][0] += 1
+        self._notify()
+
+    def cut(self, resource: str) -> None:
+        """Drop the open watches of ``resource`` in the middle of an event."""
+        self._signals[resource][1] += 1
+        self._notify()
+
+    def seen(self, resource: str, verb: Verb) -> list[Seen]:
+        """Requests received for ``resource``/``verb``, oldest first."""
+        return [s for s in self.requests if s.resource == resource and s.verb == verb]
+
+    async def wait_watching(self, resource: str, *, count: int = 1) -> None:
+        """Wait until ``count`` watches of ``resource`` are open."""
+        await eventually(lambda: self.watching[resource] >= count)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    # --- HTTP ---------------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        resource = self._by_path.get(request.path)
+        if resource is None:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        auth = request.headers.get("Authorization", "")
+        if self.token is not None and auth.partition(" ")[::2] not in {
+            ("Bearer", self.token),
+            ("bearer", self.token),
+        }:
+            return _status(401, "Unauthorized", "Unauthorized")
+        query = dict(request.query)
+        verb: Verb = "watch" if query.get("watch") in ("1", "true") else "list"
+        form = representation(request.headers.get("Accept", ""), watch=verb == "watch")
+        if form is None:
+            return _status(406, "NotAcceptable", "only JSON representations are served here")
+        accept, now = request.headers.get("Accept", ""), asyncio.get_running_loop().time()
+        self.requests.append(Seen(verb, resource, query, accept, form, now))
+        queued = self._faults[(resource, verb)]
+        fault = queued.pop(0) if queued else None
+        if fault is not None and fault.what == "slow":
+            await asyncio.sleep(fault.seconds)
+        if fault is not None and fault.what == "status":
+            return _failure(fault, verb)
+        if verb == "watch":
+            return await self._watch(request, resource, query, metadata=form, fault=fault)
+        return await self._list(request, resource, query, metadata=form, fault=fault)
+
+    async def _list(
+        self,
+        request: web.Request,
+        resource: str,
+        query: dict[str, str],
+        *,
+        metadata: bool,
+        fault: Fault | None,
+    ) -> web.StreamResponse:
+        _, kind, api_version, _ = RESOURCES[resource]
+        limit = int(query.get("limit") or 0)
+        token = query.get("continue")
+        if token:
+            sid, _, offset_text = base64.urlsafe_b64decode(token).decode().partition(":")
+            offset = int(offset_text)
+            if sid not in self._snapshots:
+                _, body = http_fixture("sts-pods-list-expired")
+                return web.Response(status=410, body=body, content_type="application/json")
+        else:
+            selector = query.get("labelSelector", "")
+            table = self.objects.tables[resource].values()
+            snapshot = sorted(
+                (s for s in table if matches(selector, s.labels)), key=lambda s: s.key
+            )
+            sid, offset = f"{self.objects.rv}-{len(self._snapshots)}-{id(snapshot)}", 0
+            self._snapshots[sid] = (self.objects.rv, snapshot)
+        rv, snapshot = self._snapshots[sid]
+        page = snapshot[offset : offset + limit] if limit else snapshot[offset:]
+        meta: JSON = {"resourceVersion": str(rv)}
+        rest = len(snapshot) - offset - len(page)
+        if rest:
+            next_token = f"{sid}:{offset + len(page)}".encode()
+            meta["continue"] = base64.urlsafe_b64encode(next_token).decode()
+            meta["remainingItemCount"] = rest
+        else:
+            del self._snapshots[sid]
+        head = {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta}
+        if metadata:
+            head.update(kind="PartialObjectMetadataList", apiVersion="meta.k8s.io/v1")
+        items = b",".join(s.metadata_only() if metadata else s.body for s in page)
+        body = json.dumps(head)[:-1].encode() + b',"items":[' + items + b"]}"
+        if fault is not None and fault.what == "drop":
+            response = web.StreamResponse(headers={"Content-Type": "application/json"})
+            response.content_length = len(body)
+            await response.prepare(request)
+            await response.write(body[: len(body) // 2])
+            return _abort(request, response)
+        return web.Response(body=body, content_type="application/json")
+
+    async def _watch(
+        self,
+        request: web.Request,
+        resource: str,
+        query: dict[str, str],
+        *,
+        metadata: bool,
+        fault: Fault | None,
+    ) -> web.StreamResponse:
+        _, kind, api_version, _ = RESOURCES[resource]
+        text = query.get("resourceVersion", "")
+        rv = int(text) if text.isdigit() and text != "0" else self.objects.rv
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        if (fault is not None and fault.what == "expired") or rv < self.objects.compacted:
+            # What a real server does: HTTP 200, then one ERROR event with a 410 Status, then EOF.
+            await response.write(expired_line(rv, self.objects.compacted or self.objects.rv))
+            return response
+        if fault is not None and fault.what == "error-event":
+            await response.write(error_line(fault.code))
+            return response
+        if fault is not None and fault.what == "drop":
+            return _abort(request, response)
+        selector = query.get("labelSelector", "")
+        bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + float(query.get("timeoutSeconds") or 1800)
+        signals = self._signals[resource]
+        seen_bookmarks, seen_cuts = signals
+        self.watching[resource] += 1
+        try:
+            while True:
+                if (
+                    signals[1] != seen_cuts
+                ):  # before sending changes: they must wait for the reconnect
+                    await response.write(b'{"type":"MODIFIED","object":{"kind":"' + kind.encode())
+                    return _abort(request, response)
+                for change in self.objects.since(resource, rv):
+                    rv = change.rv
+                    line = event_line(kind, api_version, change, selector, metadata=metadata)
+                    if line is not None:
+                        await response.write(line)
+                if signals[0] != seen_bookmarks:
+                    seen_bookmarks = signals[0]
+                    if bookmarks:
+                        await response.write(
+                            bookmark_line(kind, api_version, self.objects.rv, metadata)
+                        )
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return response  # timeoutSeconds reached: the server ends the stream cleanly
+                changed = self._changed
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), remaining)
+        finally:
+            self.watching[resource] -= 1
+
+
+async def eventually(check: Callable[[], bool], *, within: float = 5.0) -> None:
+    """Wait until ``check()`` holds: caches and watches change asynchronously."""
+    async with asyncio.timeout(within):
+        while True:
+            if check():
+                return
+            await asyncio.sleep(0.01)
+
+
+def _status(
+    code: int, reason: str, message: str, *, retry_after: int | None = None
+) -> web.Response:
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return web.json_response(body, status=code, headers=headers)
+
+
+def _failure(fault: Fault, verb: Verb) -> web.Response:
+    if fault.code == 410 and verb == "list":
+        _, body = http_fixture("sts-pods-list-expired")
+        return web.Response(status=410, body=body, content_type="application/json")
+    reason = {500: "InternalError", 429: "TooManyRequests", 503: "ServiceUnavailable"}
+    message = f"injected failure {fault.code}"
+    return _status(
+        fault.code, reason.get(fault.code, "Failure"), message, retry_after=fault.retry_after
+    )
+
+
+def _abort(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    if request.transport is not None:
+        request.transport.abort()
+    return response

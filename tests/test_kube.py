@@ -1,0 +1,120 @@
+"""Connecting to the API: kubeconfig (token + CA, exec plugin), in-cluster service account, 401s.
+
+The fake API server runs over real TLS with the development CA, so every test goes through the
+``kubernetes`` package's loaders and a verified TLS handshake, as against a real cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakeapi import FakeApi, eventually
+from tests.kubeconfig import write_kubeconfig, write_service_account
+from webhook.certs import DevCerts
+from webhook.config import Settings
+from webhook.errors import ConfigError
+from webhook.kube import load_credentials
+from webhook.live import LiveView, live_store
+from webhook.watch import Tuning
+
+TUNING = Tuning(page_size=50, backoff_initial=0.02, backoff_cap=0.1, healthy_after=0.2)
+
+
+@pytest.fixture
+async def api(dev_certs: DevCerts) -> AsyncIterator[FakeApi]:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(dev_certs.cert, dev_certs.key)
+    async with FakeApi(token="t-1", ssl_context=context) as fake:
+        yield fake
+
+
+async def listed(kubeconfig: Path) -> int:
+    store = await live_store(Settings(), credentials=load_credentials(str(kubeconfig)))
+    return len(store.pods)
+
+
+async def test_kubeconfig_token_and_ca(api: FakeApi, dev_certs: DevCerts, tmp_path: Path) -> None:
+    """A kubeconfig's server, CA file and bearer token are used (TLS verified against the CA)."""
+    path = write_kubeconfig(tmp_path / "config", server=api.url, token="t-1", ca=dev_certs.ca)
+    assert await listed(path) == 12
+    assert api.requests and all(s.resource for s in api.requests)
+
+
+async def test_kubeconfig_exec_plugin(api: FakeApi, dev_certs: DevCerts, tmp_path: Path) -> None:
+    """An exec plugin's ExecCredential token is used (the plugin runs off the event loop)."""
+    path = write_kubeconfig(tmp_path / "config", server=api.url, exec_token="t-1", ca=dev_certs.ca)
+    assert await listed(path) == 12
+
+
+async def test_unknown_ca_is_refused(api: FakeApi, tmp_path: Path) -> None:
+    """Without the cluster's CA the handshake fails: no silent fallback to an unverified one."""
+    path = write_kubeconfig(tmp_path / "config", server=api.url, token="t-1")
+    with pytest.raises(ConfigError, match=r"cannot list the cluster via kubeconfig .*certificate"):
+        await listed(path)
+
+
+async def test_wrong_token_is_a_clear_error(
+    api: FakeApi, dev_certs: DevCerts, tmp_path: Path
+) -> None:
+    """A 401 is reported with the credentials' origin, not as a bare traceback."""
+    path = write_kubeconfig(tmp_path / "config", server=api.url, token="nope", ca=dev_certs.ca)
+    with pytest.raises(ConfigError, match=r"kubeconfig .*HTTP 401 Unauthorized"):
+        await listed(path)
+
+
+def test_no_cluster_and_broken_kubeconfig(tmp_path: Path) -> None:
+    """No cluster at all, or an unreadable kubeconfig, stops start-up with a message."""
+    with pytest.raises(ConfigError, match="no cluster to talk to"):
+        load_credentials(None, environ={})
+    with pytest.raises(ConfigError, match="cannot load credentials from kubeconfig"):
+        load_credentials(str(tmp_path / "missing"))
+
+
+async def test_in_cluster_token_is_reread_after_rotation(
+    api: FakeApi, dev_certs: DevCerts, tmp_path: Path
+) -> None:
+    """In a pod: service-account token and CA; after a rotation, a 401 reloads the new token."""
+    account = write_service_account(tmp_path / "sa", token="t-1", ca=dev_certs.ca)
+    port = api.url.rsplit(":", 1)[1]
+    environ = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": port}
+    credentials = load_credentials(None, environ=environ, service_account=account)
+    assert credentials.source == "in-cluster service account"
+    view = LiveView(Settings(), credentials=credentials, tuning=TUNING)
+    job = asyncio.create_task(view.run())
+    try:
+        await eventually(lambda: view.ready()[0])
+        # The kubelet writes a new token; the API server stops accepting the old one.
+        (account / "token").write_text("t-2")
+        api.token = "t-2"
+        api.cut("pods")
+        api.put(
+            "pods",
+            {
+                "metadata": {
+                    "name": "x-0",
+                    "namespace": "cap",
+                    "labels": {"statefulset.kubernetes.io/pod-name": "x-0"},
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "StatefulSet",
+                            "name": "x",
+                            "controller": True,
+                        }
+                    ],
+                }
+            },
+        )
+        await eventually(lambda: view.store.pod("cap", "x-0") is not None)
+        pods = next(s for s in view.statuses() if s.kind == "pods")
+        assert "401" in pods.last_error and view.ready()[0]
+    finally:
+        job.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await job

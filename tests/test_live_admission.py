@@ -1,0 +1,269 @@
+"""The real app over TLS, its view fed live from the fake API server: answers follow the cluster.
+
+Data gravity and the claim mutation read only the caches; the tests change the cluster through
+the fake API and watch the admission answers change. The last test runs ``stszone serve`` itself
+as a process with ``--kubeconfig``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import socket
+import ssl
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests import builders as b
+from tests.conftest import Served, ServeFactory
+from tests.fakeapi import FakeApi, Fault, eventually
+from tests.kubeconfig import write_kubeconfig
+from webhook.certs import ensure_dev_certs
+from webhook.config import Settings
+from webhook.kube import load_credentials
+from webhook.live import LiveView
+from webhook.patches import apply
+from webhook.server import Runtime
+from webhook.watch import Tuning
+
+TOKEN = "fake-token"
+TUNING = Tuning(page_size=50, backoff_initial=0.02, backoff_cap=0.1, healthy_after=0.2)
+ZONE_KEY = "topology.kubernetes.io/zone"
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeApi]:
+    async with FakeApi(token=TOKEN) as fake:
+        yield fake
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path, api: FakeApi) -> Path:
+    return write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token=TOKEN)
+
+
+async def live_app(serve: ServeFactory, kubeconfig: Path) -> tuple[Served, LiveView]:
+    """The app as ``stszone serve`` assembles it in live mode, on a free port over TLS."""
+    settings = Settings(host="127.0.0.1", port=0)
+    view = LiveView(settings, credentials=load_credentials(str(kubeconfig)), tuning=TUNING)
+    runtime = Runtime(store=view.store, defaults=settings.defaults(), settings=settings)
+    view.attach(runtime)
+    return await serve(runtime=runtime), view
+
+
+async def mutate(served: Served, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Send ``obj`` for CREATE to /mutate; return the patched object and the warnings."""
+    status, body = await served.post_json("/mutate", b.review(obj))
+    assert status == 200, body
+    response = body["response"]
+    assert response["allowed"], response
+    patch = json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
+    return apply(obj, patch), response.get("warnings", [])
+
+
+def pinned_zone(pod: dict[str, Any]) -> str:
+    """The zone the pod's required node affinity and stszone.io/zone annotation agree on."""
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    zones = {
+        value
+        for term in terms["nodeSelectorTerms"]
+        for expr in term["matchExpressions"]
+        if expr["key"] == ZONE_KEY
+        for value in expr["values"]
+    }
+    annotation = pod["metadata"]["annotations"]["stszone.io/zone"]
+    assert zones == {annotation}
+    return annotation
+
+
+def pv(name: str, zone: str, *, claim: str | None = None) -> dict[str, Any]:
+    return b.pv(name, zone, claim=("cap", claim) if claim else None)
+
+
+async def test_readyz_follows_the_caches(
+    serve: ServeFactory, api: FakeApi, kubeconfig: Path
+) -> None:
+    """The listener answers at once; /readyz is 503 until the last cache is listed, then 200."""
+    api.inject("persistentvolumeclaims", "list", *[Fault.status(500)] * 1000)
+    served, view = await live_app(serve, kubeconfig)
+    assert await served.get("/healthz") == (200, "ok\n")
+    await eventually(lambda: len(api.seen("persistentvolumeclaims", "list")) >= 2)
+    status, text = await served.get("/readyz")
+    assert status == 503 and "claims cache not listed yet" in text and "HTTP 500" in text
+    api.clear("persistentvolumeclaims", "list")
+    await eventually(lambda: view.ready()[0])
+    assert await served.get("/readyz") == (200, "ok\n")
+
+
+async def test_a_volume_appearing_moves_the_pod(
+    serve: ServeFactory, api: FakeApi, kubeconfig: Path
+) -> None:
+    """db-0's claim is bound to pv-cap-zone-c-1: missing, the rule (zone-a); present, zone-c."""
+    recorded_pv = json.loads(api.objects.tables["persistentvolumes"][("", "pv-cap-zone-c-1")].body)
+    api.delete("persistentvolumes", "pv-cap-zone-c-1")
+    served, view = await live_app(serve, kubeconfig)
+    await eventually(lambda: view.ready()[0])
+    pod = b.sts_pod("db", 0, namespace="cap")
+    placed, warnings = await mutate(served, pod)
+    assert pinned_zone(placed) == "zone-a" and warnings == []
+    api.put("persistentvolumes", recorded_pv)
+    await eventually(lambda: view.store.volume("pv-cap-zone-c-1") is not None)
+    placed, warnings = await mutate(served, pod)
+    assert pinned_zone(placed) == "zone-c"
+    assert warnings and "pv-cap-zone-c-1" in warnings[0] and "not zone-a" in warnings[0]
+
+
+async def test_a_claim_binding_moves_the_pod(
+    serve: ServeFactory, api: FakeApi, kubeconfig: Path
+) -> None:
+    """Ordinal 5 goes to zone-c by rule until its claim binds to a zone-a volume."""
+    api.put("persistentvolumeclaims", b.pvc("data-db-5", namespace="cap"))
+    api.put("persistentvolumes", pv("pv-db-5", "zone-a"))
+    served, view = await live_app(serve, kubeconfig)
+    await eventually(lambda: view.ready()[0])
+    pod = b.sts_pod("db", 5, namespace="cap")
+    assert pinned_zone((await mutate(served, pod))[0]) == "zone-c"
+    api.put("persistentvolumes", pv("pv-db-5", "zone-a", claim="data-db-5"))
+    api.put("persistentvolumeclaims", b.pvc("data-db-5", namespace="cap", volume="pv-db-5"))
+    await eventually(lambda: view.store.claim_zones("cap", "data-db-5", ZONE_KEY)[0] != "")
+    assert pinned_zone((await mutate(served, pod))[0]) == "zone-a"
+    api.delete("persistentvolumes", "pv-db-5")  # volume gone (reclaimed): back to the rule
+    await eventually(lambda: view.store.volume("pv-db-5") is None)
+    assert pinned_zone((await mutate(served, pod))[0]) == "zone-c"
+
+
+def recorded_claim(name: str, *, namespace: str = "cap") -> dict[str, Any]:
+    """The claim the StatefulSet controller created (recorded review 001), renamed."""
+    claim: dict[str, Any] = b.fixture_review("001-PersistentVolumeClaim-CREATE")["request"][
+        "object"
+    ]
+    claim["metadata"].update(name=name, namespace=namespace)
+    return claim
+
+
+async def with_template(api: FakeApi, view: LiveView) -> None:
+    """Give StatefulSet cap/db a zone list and a storage-class template, through the API."""
+    sts = json.loads(api.objects.tables["statefulsets"][("cap", "db")].body)
+    sts["metadata"]["annotations"] = {
+        "stszone.io/zones": "zone-a,zone-b,zone-c",
+        "stszone.io/storage-class-template": "ssd-{zone}",
+    }
+    api.put("statefulsets", sts)
+    await eventually(
+        lambda: (
+            "stszone.io/storage-class-template"
+            in view.store.statefulsets[("cap", "db")].annotations
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("claim", "zone"),
+    [
+        ("data-db-5", "zone-c"),  # no volume: ordinal 5 -> zones[5 mod 3]
+        ("data-db-0", "zone-c"),  # pv-cap-zone-c-1 already names it in claimRef (pre-bound)
+    ],
+)
+async def test_claim_gets_zone_and_storage_class(
+    serve: ServeFactory, api: FakeApi, kubeconfig: Path, claim: str, zone: str
+) -> None:
+    """A StatefulSet's new claim gets stszone.io/zone and the template's StorageClass."""
+    served, view = await live_app(serve, kubeconfig)
+    await eventually(lambda: view.ready()[0])
+    await with_template(api, view)
+    mutated, warnings = await mutate(served, recorded_claim(claim))
+    assert mutated["metadata"]["annotations"]["stszone.io/zone"] == zone
+    assert mutated["spec"]["storageClassName"] == f"ssd-{zone}"
+    assert any("manual replaced by ssd-" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("claim", "namespace"),
+    [
+        ("scratch", "cap"),  # no StatefulSet naming scheme
+        ("log-db-0", "cap"),  # db has no "log" template
+        ("data-dbx-0", "cap"),  # no StatefulSet dbx
+        ("data-db-0", "other"),  # db lives in cap, not here
+        ("data-web-0", "verify"),  # web has no volumeClaimTemplates
+        ("data-db-x", "cap"),  # not an ordinal
+    ],
+)
+async def test_claims_of_other_owners_are_untouched(
+    serve: ServeFactory, api: FakeApi, kubeconfig: Path, claim: str, namespace: str
+) -> None:
+    """Claims no watched StatefulSet template produces are allowed without a patch."""
+    served, view = await live_app(serve, kubeconfig)
+    await eventually(lambda: view.ready()[0])
+    await with_template(api, view)
+    status, body = await served.post_json(
+        "/mutate", b.review(recorded_claim(claim, namespace=namespace))
+    )
+    assert status == 200 and body["response"]["allowed"]
+    assert "patch" not in body["response"]
+
+
+async def _ready(session: aiohttp.ClientSession, url: str, context: ssl.SSLContext) -> bool:
+    try:
+        async with session.get(url, ssl=context) as resp:
+            return resp.status == 200
+    except aiohttp.ClientConnectionError:
+        return False  # not listening yet
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def test_stszone_serve_runs_live_from_a_kubeconfig(
+    api: FakeApi, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """``stszone serve --kubeconfig`` goes ready, logs its zone source, answers, stops on SIGTERM."""
+    certs = ensure_dev_certs(tmp_path / "certs")
+    port = free_port()
+    args = ["serve", "--kubeconfig", str(kubeconfig), "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--certs-dir", str(tmp_path / "certs"), "--zones", "zone-b,zone-c,zone-a"]
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
+    }
+    log = tmp_path / "serve.log"
+    with log.open("w") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "webhook", *args, stderr=stderr, env=env
+        )
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    url = f"https://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with asyncio.timeout(20):  # imports, dev certificates, then the caches
+                while True:
+                    if await _ready(session, url + "/readyz", context):
+                        break
+                    await asyncio.sleep(0.1)
+            pod = b.sts_pod("db", 7, namespace="cap")
+            async with session.post(url + "/mutate", json=b.review(pod), ssl=context) as resp:
+                response = (await resp.json())["response"]
+        patched = apply(pod, json.loads(base64.b64decode(response["patch"])))
+        assert pinned_zone(patched) == "zone-c"  # --zones order: ordinal 7 -> zones[1]
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(15):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    text = log.read_text()
+    assert "live view from kubeconfig" in text
+    assert "zone source: --zones zone-b,zone-c,zone-a (discovery ignored)" in text, text

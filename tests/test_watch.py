@@ -1,0 +1,373 @@
+"""The live view's reflectors against the fake API server: sync, faults, readiness, bad data.
+
+Every test runs the real :class:`~webhook.live.LiveView` (credentials from a kubeconfig file,
+aiohttp streams, the state extractors) against :mod:`tests.fakeapi`, and judges it by what ends
+up in the store compared with what the fake API holds, and by the requests the fake received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakeapi import FakeApi, Fault, eventually
+from tests.fakestate import API_FIXTURES, matches
+from tests.kubeconfig import write_kubeconfig
+from webhook.backoff import Backoff
+from webhook.config import Settings
+from webhook.kube import load_credentials
+from webhook.live import LiveView, live_store
+from webhook.resources import METADATA_LIST, STATEFULSET_POD_LABEL
+from webhook.state import Kind
+from webhook.watch import CacheStatus, Tuning
+
+TOKEN = "fake-token"
+TUNING = Tuning(
+    page_size=5,
+    watch_timeout=(30, 30),
+    idle_timeout=5,
+    request_timeout=5,
+    backoff_initial=0.02,
+    backoff_cap=0.1,
+    healthy_after=0.2,
+)
+#: fake API resource -> store table
+TABLES: dict[str, Kind] = {
+    "nodes": "nodes",
+    "persistentvolumes": "volumes",
+    "persistentvolumeclaims": "claims",
+    "statefulsets": "statefulsets",
+    "pods": "pods",
+}
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeApi]:
+    async with FakeApi(token=TOKEN) as fake:
+        yield fake
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path, api: FakeApi) -> Path:
+    return write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token=TOKEN)
+
+
+@contextlib.asynccontextmanager
+async def running(
+    kubeconfig: Path, *, settings: Settings | None = None, tuning: Tuning = TUNING
+) -> AsyncIterator[LiveView]:
+    """The live view running as ``stszone serve`` runs it (a job), stopped after the block."""
+    credentials = load_credentials(str(kubeconfig))
+    view = LiveView(settings or Settings(), credentials=credentials, tuning=tuning)
+    job = asyncio.create_task(view.run())
+    try:
+        yield view
+    finally:
+        job.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await job
+
+
+def status(view: LiveView, kind: Kind) -> CacheStatus:
+    return next(s for s in view.statuses() if s.kind == kind)
+
+
+def truth(api: FakeApi, resource: str) -> set[object]:
+    """Store keys the API's objects should produce (only StatefulSet pods for pods)."""
+    table = api.objects.tables[resource]
+    if resource == "pods":
+        return {k for k, s in table.items() if matches(STATEFULSET_POD_LABEL, s.labels)}
+    return {k if k[0] else k[1] for k in table}
+
+
+def converged(view: LiveView, api: FakeApi) -> bool:
+    return all(set(view.store.table(t)) == truth(api, r) for r, t in TABLES.items())
+
+
+def pod(name: str, *, namespace: str = "cap", owner: str = "db") -> dict[str, object]:
+    ordinal = name.rsplit("-", 1)[1]
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {STATEFULSET_POD_LABEL: name, "apps.kubernetes.io/pod-index": ordinal},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": owner, "controller": True}
+            ],
+        },
+        "spec": {"nodeName": "lab-node-1"},
+    }
+
+
+async def test_first_list_mirrors_the_recorded_cluster(api: FakeApi, kubeconfig: Path) -> None:
+    """Paged lists (metadata-only nodes, selected pods) fill every table; watches start at 666."""
+    async with running(kubeconfig) as view:
+        await eventually(lambda: view.ready()[0])
+        assert converged(view, api)
+        assert view.store.discovered_zones() == ("zone-a", "zone-b", "zone-c")
+        assert view.store.claim_zones("cap", "data-db-0", "topology.kubernetes.io/zone") == (
+            "pv-cap-zone-c-1",
+            frozenset({"zone-c"}),
+        )
+        assert view.store.namespace_enabled("cap") is False  # namespaces known: none opted in
+        for resource in TABLES:
+            await api.wait_watching(resource)
+    nodes = api.seen("nodes", "list")
+    assert len(nodes) == 2 and nodes[1].query["continue"]  # 6 nodes in pages of 5
+    assert all(s.metadata for s in api.seen("nodes", "list") + api.seen("nodes", "watch"))
+    assert not any(s.metadata for s in api.seen("pods", "list") + api.seen("pods", "watch"))
+    watch = api.seen("pods", "watch")[0].query
+    assert watch["resourceVersion"] == "666" and watch["allowWatchBookmarks"] == "true"
+    assert watch["labelSelector"] == STATEFULSET_POD_LABEL and int(watch["timeoutSeconds"]) == 30
+    assert api.seen("namespaces", "list")[0].query["labelSelector"] == "stszone.io/enabled=true"
+
+
+async def test_full_nodes_when_a_node_condition_is_needed(api: FakeApi, kubeconfig: Path) -> None:
+    """--storage-unhealthy-condition needs ``status.conditions``: nodes are listed in full."""
+    settings = Settings(storage_unhealthy_condition="StorageUnhealthy")
+    async with running(kubeconfig, settings=settings) as view:
+        await eventually(lambda: view.ready()[0])
+        assert "Ready" in view.store.nodes["lab-node-1"].true_conditions
+    assert not any(s.metadata for s in api.seen("nodes", "list"))
+
+
+async def test_fake_serves_the_recorded_metadata_list(api: FakeApi) -> None:
+    """The fake's metadata-only node list is the recorded one (so the tests above mean something)."""
+    import aiohttp
+
+    headers = {"Accept": METADATA_LIST, "Authorization": f"Bearer {TOKEN}"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(api.url + "/api/v1/nodes", headers=headers) as resp,
+    ):
+        served = await resp.json()
+    recorded = json.loads((API_FIXTURES / "nodes-metadata-list.json").read_text())
+    assert served == recorded
+
+
+async def test_recorded_watch_events_are_applied(api: FakeApi, kubeconfig: Path) -> None:
+    """The recorded pod and node watch streams, replayed, leave the store as the cluster was."""
+    async with running(kubeconfig) as view:
+        await eventually(lambda: view.ready()[0])
+        for line in (API_FIXTURES / "sts-pods-watch.jsonl").read_text().splitlines():
+            event = json.loads(line)
+            meta = event["object"]["metadata"]
+            if event["type"] == "BOOKMARK":
+                api.bookmark("pods")
+            elif event["type"] == "DELETED":
+                api.delete("pods", meta["name"], namespace=meta["namespace"])
+            else:
+                api.put("pods", event["object"])
+        full = json.loads(api.objects.tables["nodes"][("", "lab-node-6")].body)
+        for line in (API_FIXTURES / "nodes-metadata-watch.jsonl").read_text().splitlines():
+            event = json.loads(line)
+            if event["type"] == "MODIFIED":
+                api.put("nodes", {**full, "metadata": event["object"]["metadata"]})
+        await eventually(lambda: view.store.nodes_with_label("example.io/node", "6") != ())
+        await eventually(lambda: converged(view, api))
+        rec2 = view.store.pod("rec", "rec-2")
+        assert rec2 is not None and rec2.ordinal == 2 and rec2.owner == "rec"
+        assert view.store.nodes_with_label("example.io/node", "6") == ("lab-node-6",)
+
+
+#: (verb, fault, re-lists expected): the fault hits the first request after the watch is cut.
+FAULTS = [
+    pytest.param("watch", None, 0, id="connection-dropped-mid-event"),
+    pytest.param("watch", Fault.expired(), 1, id="watch-200-ERROR-410"),
+    pytest.param("watch", Fault.error_event(500), 0, id="watch-200-ERROR-500"),
+    pytest.param("watch", Fault.status(500), 0, id="watch-HTTP-500"),
+    pytest.param("watch", Fault.status(429, retry_after=1), 0, id="watch-HTTP-429"),
+    pytest.param("watch", Fault.drop(), 0, id="watch-dropped-at-once"),
+    pytest.param("watch", Fault.slow(0.3), 0, id="watch-slow"),
+    pytest.param("list", Fault.status(410), 1, id="list-HTTP-410"),
+    pytest.param("list", Fault.status(500), 1, id="list-HTTP-500"),
+    pytest.param("list", Fault.drop(), 1, id="list-dropped-mid-body"),
+    pytest.param("list", Fault.slow(0.3), 1, id="list-slow"),
+]
+
+
+@pytest.mark.parametrize(("verb", "fault", "relists"), FAULTS)
+async def test_cache_converges_after_fault(
+    api: FakeApi, kubeconfig: Path, verb: str, fault: Fault | None, relists: int
+) -> None:
+    """Whatever goes wrong, the pods cache ends equal to the API's pods; re-lists only on 410."""
+    async with running(kubeconfig) as view:
+        await eventually(lambda: view.ready()[0])
+        await api.wait_watching("pods")
+        if verb == "list":
+            api.inject("pods", "watch", Fault.expired())  # the way to a re-list
+        if fault is not None:
+            api.inject("pods", "watch" if verb == "watch" else "list", fault)
+        api.cut("pods")
+        api.put("pods", pod("db-7"))  # changes made while the reflector is reconnecting
+        api.delete("pods", "db-1", namespace="cap")
+        await eventually(lambda: converged(view, api))
+        assert view.store.pod("cap", "db-7") is not None and view.store.pod("cap", "db-1") is None
+        pods = status(view, "pods")
+        assert pods.restarts >= 1 and pods.relists == relists
+        assert view.ready()[0]
+
+
+async def test_expired_continue_token_restarts_the_list(api: FakeApi, kubeconfig: Path) -> None:
+    """Compaction between two pages (HTTP 410 on ``continue``) restarts the list from page one."""
+    async with running(kubeconfig) as view:
+        await eventually(lambda: view.ready()[0])
+        before = len(api.seen("pods", "list"))
+        api.inject("pods", "watch", Fault.expired())
+        api.inject("pods", "list", Fault.slow(0), Fault.slow(0.3))
+        api.cut("pods")
+        await eventually(lambda: len(api.seen("pods", "list")) == before + 2)
+        api.compact()  # while page two is on its way: its continue token is now too old
+        api.put("pods", pod("db-8"))
+        await eventually(lambda: converged(view, api))
+        lists = api.seen("pods", "list")[before:]
+        assert [("continue" in s.query) for s in lists[:3]] == [False, True, False]
+        assert status(view, "pods").relists == 1
+
+
+@pytest.mark.parametrize("bookmark", [True, False], ids=["bookmark", "no-bookmark"])
+async def test_bookmark_moves_the_resource_version_only(
+    api: FakeApi, kubeconfig: Path, bookmark: bool
+) -> None:
+    """A BOOKMARK lets the reconnect resume after a compaction; without one it must re-list."""
+    async with running(kubeconfig) as view:
+        await eventually(lambda: view.ready()[0])
+        await api.wait_watching("pods")
+        pods = dict(view.store.pods)
+        api.put("persistentvolumes", {"metadata": {"name": "pv-elsewhere"}, "spec": {}})
+        if bookmark:
+            api.bookmark("pods")
+            await asyncio.sleep(0.1)
+            assert view.store.pods == pods  # a bookmark changes no object
+        api.compact()
+        api.cut("pods")
+        await eventually(lambda: len(api.seen("pods", "watch")) >= 2 and view.ready()[0])
+        await api.wait_watching("pods")
+        resumed_from = api.seen("pods", "watch")[1].query["resourceVersion"]
+        assert resumed_from == ("667" if bookmark else "666")
+        assert status(view, "pods").relists == (0 if bookmark else 1)
+
+
+async def test_readiness_waits_for_every_first_list(api: FakeApi, kubeconfig: Path) -> None:
+    """Not ready while one cache has not listed (saying why), ready once it has."""
+    api.inject("persistentvolumeclaims", "list", *[Fault.status(500)] * 1000)
+    async with running(kubeconfig) as view:
+        await eventually(
+            lambda: status(view, "pods").synced and status(view, "claims").restarts > 2
+        )
+        ready, detail = view.ready()
+        assert not ready
+        assert detail == "claims cache not listed yet (last error: HTTP 500 InternalError: " + (
+            "injected failure 500)"
+        )
+        api.clear("persistentvolumeclaims", "list")
+        await eventually(lambda: view.ready()[0])
+
+
+async def test_readiness_fails_when_a_cache_cannot_resync(api: FakeApi, kubeconfig: Path) -> None:
+    """Ready, then not ready once a re-list has failed for over --max-unsynced, then ready again."""
+    settings = Settings(max_unsynced=0.5)
+    async with running(kubeconfig, settings=settings) as view:
+        await eventually(lambda: view.ready()[0])
+        api.inject("pods", "watch", Fault.expired())
+        api.inject("pods", "list", *[Fault.status(500)] * 1000)
+        api.cut("pods")
+        await eventually(lambda: status(view, "pods").restarts >= 2)
+        assert view.ready()[0]  # out of sync, but not for long yet
+        await eventually(lambda: not view.ready()[0])
+        assert "pods cache unable to re-sync for" in view.ready()[1]
+        assert "over --max-unsynced 0.5s" in view.ready()[1]
+        api.clear("pods", "list")
+        await eventually(lambda: view.ready()[0])
+        assert status(view, "pods").relists == 1
+
+
+async def test_bad_objects_are_skipped_and_logged_once(
+    api: FakeApi, kubeconfig: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Unreadable objects never enter the store nor stop the watch; each is logged once."""
+    caplog.set_level(logging.WARNING, logger="stszone.watch")
+    bad_pv = {"metadata": {"name": "pv-bad", "uid": "u-1"}, "spec": {"nodeAffinity": ["zone-a"]}}
+    api.put("persistentvolumes", bad_pv)
+    async with running(kubeconfig) as view:
+        await eventually(lambda: view.ready()[0])
+        bad_pod = pod("db-9")
+        bad_pod["metadata"]["annotations"] = {"stszone.io/zone": 3}  # type: ignore[index]
+        api.put("pods", bad_pod)
+        api.put("persistentvolumes", {**bad_pv, "metadata": {**bad_pv["metadata"], "labels": {}}})
+        api.put("nodes", {"metadata": {"name": "node-without-zone"}})
+        api.put(
+            "nodes",
+            {"metadata": {"name": "node-odd", "labels": {"topology.kubernetes.io/zone": "mars"}}},
+        )
+        api.put("pods", pod("db-10", owner="db"))
+        api.put(
+            "pods",
+            {**pod("orphan-0"), "metadata": {**pod("orphan-0")["metadata"], "ownerReferences": []}},
+        )  # type: ignore[dict-item]
+        await eventually(lambda: view.store.pod("cap", "db-10") is not None)
+        await eventually(lambda: "node-odd" in view.store.nodes)
+        api.inject("persistentvolumes", "watch", Fault.expired())  # a re-list meets pv-bad again
+        api.cut("persistentvolumes")
+        await eventually(lambda: status(view, "volumes").relists == 1)
+        assert "pv-bad" not in view.store.volumes and view.store.pod("cap", "db-9") is None
+        assert view.store.pod("cap", "orphan-0") is None  # labelled, but no StatefulSet owns it
+        assert view.store.node_zone("node-without-zone") is None
+        assert "mars" in view.store.discovered_zones()
+        assert status(view, "volumes").bad_objects == 1 and view.ready()[0]
+    logged = [r.getMessage() for r in caplog.records if "skipping" in r.getMessage()]
+    assert len([m for m in logged if "pv-bad" in m]) == 1, logged
+    assert len([m for m in logged if "db-9" in m]) == 1, logged
+
+
+async def test_silent_watch_is_abandoned_after_idle_timeout(api: FakeApi, kubeconfig: Path) -> None:
+    """A watch that stays silent (half-open connection, no bookmarks) is re-opened, not trusted."""
+    tuning = Tuning(idle_timeout=0.3, backoff_initial=0.02, backoff_cap=0.1)
+    async with running(kubeconfig, tuning=tuning) as view:
+        await eventually(lambda: len(api.seen("namespaces", "watch")) >= 3, within=3)
+        namespaces = status(view, "namespaces")
+        assert namespaces.restarts >= 2 and "Timeout" in namespaces.last_error
+        assert namespaces.relists == 0 and view.ready()[0]
+
+
+def test_backoff_is_capped_exponential_with_jitter() -> None:
+    """Delays double up to the cap, stay within [bound/2, bound], and restart after reset()."""
+    high, low = (
+        Backoff(initial=1, cap=8, rand=lambda: 0.999999),
+        Backoff(initial=1, cap=8, rand=lambda: 0.0),
+    )
+    assert [round(high.next(), 3) for _ in range(6)] == [1, 2, 4, 8, 8, 8]
+    assert [low.next() for _ in range(6)] == [0.5, 1, 2, 4, 4, 4]
+    low.reset()
+    assert low.next() == 0.5
+    assert low.next(at_least=5) == 5 and low.next(at_least=3600) == 8  # Retry-After, capped
+    assert Backoff(initial=1, cap=30, attempts=10_000).bound() == 30  # no float overflow
+
+
+async def test_failing_api_is_retried_at_a_bounded_pace(api: FakeApi, kubeconfig: Path) -> None:
+    """Against an API answering 500 forever, retries come no faster than the backoff allows."""
+    api.inject("pods", "list", *[Fault.status(500)] * 1000)
+    async with running(kubeconfig) as view:
+        await asyncio.sleep(1.0)
+        assert not view.ready()[0]
+    times = [s.at for s in api.seen("pods", "list")]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert 5 <= len(times) <= 30, len(times)  # 0.02 s doubling to a 0.1 s cap: ~15 in a second
+    assert all(gap <= 0.1 + 0.05 for gap in gaps)
+    assert all(gap >= 0.05 - 0.01 for gap in gaps[4:])  # at the cap: never under cap/2
+
+
+async def test_live_store_lists_once_without_watching(api: FakeApi, kubeconfig: Path) -> None:
+    """``live_store`` (for one-shot commands) lists every resource and opens no watch."""
+    credentials = load_credentials(str(kubeconfig))
+    store = await live_store(Settings(zones=("zone-c", "zone-a")), credentials=credentials)
+    assert store.server_zones() == ("zone-c", "zone-a")
+    assert {len(store.table(t)) for t in TABLES.values()} == {6, 12, 4}
+    assert not [s for s in api.requests if s.verb == "watch"]
