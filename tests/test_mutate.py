@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import builders as b
-from webhook import admission, review
+from webhook import admission, mutate, review
 from webhook.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.patches import apply
@@ -368,3 +368,31 @@ def test_patch_property(
     assert len(node_terms(mutated)) == max(1, len(terms))
     assert mutated["metadata"]["annotations"]["stszone.io/zone"] == zone
     assert reinvoke(mutated, ZONES_ABC) == []
+
+
+def live_store_without_sets() -> Store:
+    """A live view whose StatefulSet watch has synced but not delivered the new set yet."""
+    store = Store(zones=("zone-a", "zone-b", "zone-c"), live=True)
+    store.replace("statefulsets", [])
+    return store
+
+
+def test_pod_of_a_set_the_live_view_has_not_seen_is_refused_for_retry() -> None:
+    """Creation races the watch: refusing beats pinning by a possibly wrong policy."""
+    outcome, _ = run(b.sts_pod(ordinal=1), live_store_without_sets())
+    assert not outcome.allowed and outcome.reason == "StatefulSetNotYetSeen"
+    assert "retries" in outcome.message
+    offline = store_from_objects([], zones=("zone-a", "zone-b", "zone-c"))
+    assert run(b.sts_pod(ordinal=1), offline)[0].allowed, "offline views keep the fallback"
+
+
+def test_controller_claim_of_an_unseen_set_is_refused_for_retry() -> None:
+    """Only the StatefulSet controller's claims: a user's claim of no set is left alone."""
+    store = live_store_without_sets()
+    claim = b.pvc("data-db-0")
+    body = b.review(claim)
+    body["request"]["userInfo"]["username"] = mutate.STATEFULSET_CONTROLLER
+    outcome = admission.mutate(review.from_dict(body), store=store, defaults=DEFAULTS)
+    assert not outcome.allowed and outcome.reason == "StatefulSetNotYetSeen"
+    outcome, _ = run(claim, store)  # requested by "tester"
+    assert outcome.allowed and outcome.patch == []

@@ -49,7 +49,12 @@ def mutate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
             request, lambda: mutations.mutate_pod(obj, namespace=ns, store=store, defaults=defaults)
         )
     if _is(request, "", "PersistentVolumeClaim"):
-        return _guarded(request, lambda: mutations.mutate_claim(obj, namespace=ns, store=store))
+        return _guarded(
+            request,
+            lambda: mutations.mutate_claim(
+                obj, namespace=ns, store=store, requester=request.username
+            ),
+        )
     if _is(request, "apps", "StatefulSet") and not request.sub_resource:
         return _guarded(request, lambda: mutations.mutate_statefulset(obj, store=store))
     return review.allowed()

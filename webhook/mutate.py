@@ -265,13 +265,27 @@ def claim_owner(name: str, *, namespace: str, store: Store) -> tuple[str, int] |
     return best
 
 
-def mutate_claim(claim: JSON, *, namespace: str, store: Store) -> Outcome:
+#: Who creates StatefulSet pods and claims (``request.userInfo.username``).
+STATEFULSET_CONTROLLER = "system:serviceaccount:kube-system:statefulset-controller"
+
+
+def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = "") -> Outcome:
     """Record the zone on a StatefulSet's claim; set its StorageClass from the template, if any."""
     meta = objects.mapping(claim, "metadata")
     if _skipped(meta):
         return review.allowed()
-    owner = claim_owner(objects.string(meta, "name"), namespace=namespace, store=store)
+    name = objects.string(meta, "name")
+    owner = claim_owner(name, namespace=namespace, store=store)
     if owner is None:
+        if requester == STATEFULSET_CONTROLLER and store.lagging():
+            # The controller creates claims right after the set; an Immediate-binding class
+            # would provision this one before we know its zone. Refuse; the controller retries.
+            raise Denied(
+                f"claim {namespace}/{name} comes from the StatefulSet controller, but no "
+                "StatefulSet in stszone's view produces it yet (its watch event is usually "
+                "milliseconds behind); the controller retries this create",
+                reason="StatefulSetNotYetSeen",
+            )
         return review.allowed()
     statefulset, ordinal = owner
     policy = resolve_policy(namespace, statefulset, store=store)

@@ -69,6 +69,15 @@ def resolve_policy(
     annotations are malformed.
     """
     sts = store.statefulset(namespace, statefulset)
+    if sts is None and store.lagging():
+        # Placing by defaults would pin the pod for good with a possibly wrong zone list,
+        # mode or ordinals.start; the StatefulSet controller retries a refused create.
+        raise Denied(
+            f"StatefulSet {namespace}/{statefulset} has not reached stszone's view yet (its "
+            "watch event is usually milliseconds behind its creation); retry in a moment "
+            "(the StatefulSet controller retries its creates by itself)",
+            reason="StatefulSetNotYetSeen",
+        )
     merged: dict[str, str] = stszone_annotations(pod_annotations or {})
     if sts is not None:
         merged.update(sts.annotations)

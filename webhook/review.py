@@ -66,6 +66,8 @@ class Request:
     old_object: dict[str, Any]
     dry_run: bool
     raw: Mapping[str, Any] = field(repr=False, compare=False)
+    #: ``request.userInfo.username``: who asked (the StatefulSet controller, a user, the HPA).
+    username: str = ""
 
 
 def parse(body: bytes | str) -> Request:
@@ -123,6 +125,7 @@ def from_dict(data: Any) -> Request:
             old_object=old,
             dry_run=bool(dry_run),
             raw=request,
+            username=objects.string(objects.mapping(request, "userInfo"), "username"),
         )
     except BadObject as err:  # a field of the envelope has the wrong type
         raise BadRequest(f"malformed AdmissionReview: {err}") from None

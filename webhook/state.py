@@ -312,9 +312,12 @@ class Store:
     whole table at once so readers never see a half-filled re-list.
     """
 
-    def __init__(self, *, zones: tuple[str, ...] | None = None) -> None:
+    def __init__(self, *, zones: tuple[str, ...] | None = None, live: bool = False) -> None:
         #: ``--zones``: the zone list new StatefulSets get, overriding discovery.
         self.zones_override = zones
+        #: Fed by watches: a StatefulSet missing from a synced table is one the watch has not
+        #: delivered yet (creation races its first pod), not one that does not exist.
+        self.live = live
         self.nodes: dict[str, NodeInfo] = {}
         self.volumes: dict[str, VolumeInfo] = {}
         self.claims: dict[tuple[str, str], ClaimInfo] = {}
@@ -415,6 +418,10 @@ class Store:
 
     def statefulset(self, namespace: str, name: str) -> StatefulSetInfo | None:
         return self.statefulsets.get((namespace, name))
+
+    def lagging(self) -> bool:
+        """Whether a StatefulSet absent from this view may simply not have arrived yet."""
+        return self.live and "statefulsets" in self.loaded
 
     def statefulsets_in(self, namespace: str) -> Iterator[StatefulSetInfo]:
         return (s for s in self.statefulsets.values() if s.namespace == namespace)
