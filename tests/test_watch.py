@@ -24,8 +24,8 @@ from webhook.backoff import Backoff
 from webhook.config import Settings
 from webhook.kube import load_credentials
 from webhook.live import LiveView, live_store
+from webhook.records import Kind
 from webhook.resources import METADATA_LIST, STATEFULSET_POD_LABEL
-from webhook.state import Kind
 from webhook.watch import CacheStatus, Tuning
 
 TOKEN = "fake-token"

@@ -23,7 +23,8 @@ from typing import Literal
 from webhook import guard, removal
 from webhook.errors import Denied
 from webhook.placement import Policy, place, resolve_policy
-from webhook.state import StatefulSetInfo, Store
+from webhook.records import StatefulSetInfo
+from webhook.state import Store
 
 Status = Literal["ok", "MISPLACED", "pending", "no pod", "unknown"]
 

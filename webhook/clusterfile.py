@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from webhook.errors import BadObject, ConfigError
-from webhook.state import API_KINDS, EXTRACTORS, KINDS, Info, Kind, PodInfo, Store
+from webhook.records import API_KINDS, EXTRACTORS, KINDS, Info, Kind, PodInfo
+from webhook.state import Store
 
 
 def _items(doc: Any, *, item_kind: str = "") -> Iterator[Mapping[str, Any]]:

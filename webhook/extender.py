@@ -35,8 +35,9 @@ from webhook import objects
 from webhook.config import Defaults
 from webhook.errors import BadObject, BadRequest, Denied
 from webhook.placement import ordinal_of, place, resolve_policy
+from webhook.records import statefulset_owner
 from webhook.spec import SKIP, ZONE, InvalidSpec, parse_spec, stszone_annotations
-from webhook.state import Store, statefulset_owner
+from webhook.state import Store
 
 JSON = dict[str, Any]
 Verb = Literal["filter", "prioritize"]

@@ -14,6 +14,7 @@ from webhook import affinity, objects, review
 from webhook.config import Defaults
 from webhook.errors import Denied
 from webhook.placement import Placement, Policy, claim_name, ordinal_of, place, resolve_policy
+from webhook.records import statefulset_info, statefulset_owner
 from webhook.review import Outcome
 from webhook.spec import (
     DEFAULT_SCHEDULER,
@@ -27,7 +28,7 @@ from webhook.spec import (
     is_label_key,
     storage_class_for,
 )
-from webhook.state import Store, statefulset_info, statefulset_owner
+from webhook.state import Store
 
 JSON = dict[str, Any]
 

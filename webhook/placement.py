@@ -15,8 +15,9 @@ from typing import Any
 
 from webhook import objects
 from webhook.errors import Denied
+from webhook.records import StatefulSetInfo
 from webhook.spec import POD_INDEX_LABEL, ZONES, InvalidSpec, Spec, parse_spec, stszone_annotations
-from webhook.state import StatefulSetInfo, Store
+from webhook.state import Store
 
 _SUFFIX = re.compile(r"-([0-9]+)$")
 

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from webhook import guard
 from webhook.errors import Denied
 from webhook.placement import Policy, claim_name, place, resolve_policy
+from webhook.records import StatefulSetInfo
 from webhook.spec import DEFAULT_TOPOLOGY_KEY
-from webhook.state import StatefulSetInfo, Store
+from webhook.state import Store
 
 
 @dataclass(frozen=True, slots=True)

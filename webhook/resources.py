@@ -20,8 +20,8 @@ from typing import Any, Final
 
 from webhook.apiclient import JSON
 from webhook.config import Settings
+from webhook.records import Key, Kind
 from webhook.spec import ENABLED
-from webhook.state import Key, Kind
 
 #: Metadata-only representation, with plain JSON as the fallback for servers that cannot convert
 #: (client-go's metadata informer asks the same way); the list and the watch name different types.

@@ -22,9 +22,10 @@ from webhook.config import Defaults
 from webhook.errors import Denied
 from webhook.mutate import plan_pod
 from webhook.placement import Policy, place, resolve_policy
+from webhook.records import StatefulSetInfo, statefulset_info
 from webhook.review import Outcome
 from webhook.spec import DEFAULT_SCHEDULER, PREFIX, ZONE, ZONES, InvalidSpec, Spec, parse_spec
-from webhook.state import StatefulSetInfo, Store, statefulset_info
+from webhook.state import Store
 
 JSON = dict[str, Any]
 

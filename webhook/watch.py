@@ -35,8 +35,9 @@ from typing import Any
 from webhook.apiclient import Api, ApiError, api_error, paused_gc
 from webhook.backoff import Backoff
 from webhook.errors import BadObject
+from webhook.records import EXTRACTORS, Info, Kind, PodInfo
 from webhook.resources import Resource, describe, object_key
-from webhook.state import EXTRACTORS, Info, Kind, PodInfo, Store
+from webhook.state import Store
 
 log = logging.getLogger("stszone.watch")
 
