@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from hypothesis import settings
 
-from webhook.certs import DevCerts, ensure_dev_certs
+from webhook.certfiles import DevCerts, ensure_dev_certs
 from webhook.config import Settings
 from webhook.server import Runtime, make_app
 from webhook.state import Store

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from webhook import certs
+from webhook import certfiles, certs
 from webhook.errors import ConfigError
 
 NAMES = certs.service_dns_names("stszone", "stszone-system")
@@ -187,7 +187,7 @@ def test_issue_writes_four_files_with_modes(tmp_path: Path) -> None:
     """Keys 0600 and certificates 0644 even under a permissive umask; no temp file left."""
     old = os.umask(0)
     try:
-        issued = certs.issue(
+        issued = certfiles.issue(
             tmp_path / "out", service="wh", namespace="ns", dns=["wh.example.com"], ips=["10.1.2.3"]
         )
     finally:
@@ -208,22 +208,24 @@ def test_issue_writes_four_files_with_modes(tmp_path: Path) -> None:
 
 def test_issue_refuses_to_overwrite(tmp_path: Path) -> None:
     """Without force an existing serving pair is kept and the error says what to do."""
-    certs.issue(tmp_path, service="wh", namespace="ns")
+    certfiles.issue(tmp_path, service="wh", namespace="ns")
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     with pytest.raises(ConfigError, match=r"tls\.crt and .*tls\.key already exist; pass --force"):
-        certs.issue(tmp_path, service="wh", namespace="ns")
+        certfiles.issue(tmp_path, service="wh", namespace="ns")
     (tmp_path / "tls.crt").unlink()
     with pytest.raises(ConfigError, match=r"tls\.key already exist"):
-        certs.issue(tmp_path, service="wh", namespace="ns")
+        certfiles.issue(tmp_path, service="wh", namespace="ns")
     assert (tmp_path / "tls.key").read_bytes() == before["tls.key"]
 
 
 def test_force_reissues_from_the_same_ca(tmp_path: Path) -> None:
     """--force replaces only the serving pair; the new leaf verifies against the old ca.crt."""
-    first = certs.issue(tmp_path, service="wh", namespace="ns")
+    first = certfiles.issue(tmp_path, service="wh", namespace="ns")
     ca_before = (tmp_path / "ca.crt").read_bytes(), (tmp_path / "ca.key").read_bytes()
     leaf_before = (tmp_path / "tls.crt").read_bytes(), (tmp_path / "tls.key").read_bytes()
-    second = certs.issue(tmp_path, service="wh", namespace="ns", force=True, key_type="rsa-2048")
+    second = certfiles.issue(
+        tmp_path, service="wh", namespace="ns", force=True, key_type="rsa-2048"
+    )
     assert not second.ca_created
     assert ((tmp_path / "ca.crt").read_bytes(), (tmp_path / "ca.key").read_bytes()) == ca_before
     assert (tmp_path / "tls.crt").read_bytes() != leaf_before[0]
@@ -237,7 +239,7 @@ def test_force_reissues_from_the_same_ca(tmp_path: Path) -> None:
 def test_bad_ip_writes_nothing(tmp_path: Path) -> None:
     """A typo in --ip is refused before a CA is created."""
     with pytest.raises(ConfigError, match="not an IP address"):
-        certs.issue(tmp_path / "out", service="wh", namespace="ns", ips=["10.0.0.300"])
+        certfiles.issue(tmp_path / "out", service="wh", namespace="ns", ips=["10.0.0.300"])
     assert not (tmp_path / "out").exists()
 
 
@@ -253,7 +255,7 @@ def test_bad_ip_writes_nothing(tmp_path: Path) -> None:
 )
 def test_unusable_ca_is_refused(tmp_path: Path, damage: str, message: str) -> None:
     """A CA pair that cannot sign is an error, never silently replaced (clients trust it)."""
-    certs.issue(tmp_path, service="wh", namespace="ns")
+    certfiles.issue(tmp_path, service="wh", namespace="ns")
     ca_crt, ca_key = tmp_path / "ca.crt", tmp_path / "ca.key"
     if damage == "drop-ca-key":
         ca_key.unlink()
@@ -267,14 +269,14 @@ def test_unusable_ca_is_refused(tmp_path: Path, damage: str, message: str) -> No
     else:
         ca_crt.write_bytes(b"-----BEGIN CERTIFICATE-----\nnope\n")
     with pytest.raises(ConfigError, match=message):
-        certs.issue(tmp_path, service="wh", namespace="ns", force=True)
+        certfiles.issue(tmp_path, service="wh", namespace="ns", force=True)
 
 
 def test_readers_never_see_half_a_file(tmp_path: Path) -> None:
     """While files are rewritten over and over, a reader only ever sees complete contents."""
     target = tmp_path / "tls.crt"
     versions = [bytes([65 + i]) * 1_000_000 for i in range(4)]
-    certs.write_atomic([(target, versions[0], 0o644)])
+    certfiles.write_atomic([(target, versions[0], 0o644)])
     torn: list[int] = []
     done = threading.Event()
 
@@ -287,7 +289,7 @@ def test_readers_never_see_half_a_file(tmp_path: Path) -> None:
     thread = threading.Thread(target=reader)
     thread.start()
     for i in range(40):
-        certs.write_atomic([(target, versions[i % 4], 0o644)])
+        certfiles.write_atomic([(target, versions[i % 4], 0o644)])
     done.set()
     thread.join()
     assert torn == []
@@ -296,7 +298,7 @@ def test_readers_never_see_half_a_file(tmp_path: Path) -> None:
 
 def test_dev_certs_created_then_reused(tmp_path: Path) -> None:
     """First call creates a localhost pair; the second reuses the same files untouched."""
-    first = certs.ensure_dev_certs(tmp_path / "certs")
+    first = certfiles.ensure_dev_certs(tmp_path / "certs")
     assert first.created
     assert (first.ca, first.cert, first.key) == tuple(
         tmp_path / "certs" / n for n in ("ca.crt", "tls.crt", "tls.key")
@@ -310,7 +312,7 @@ def test_dev_certs_created_then_reused(tmp_path: Path) -> None:
     }
     assert first.key.stat().st_mode & 0o777 == 0o600
     verify(pem, first.ca.read_bytes(), x509.IPAddress(ipaddress.ip_address("::1")))
-    second = certs.ensure_dev_certs(tmp_path / "certs")
+    second = certfiles.ensure_dev_certs(tmp_path / "certs")
     assert not second.created
     assert second.cert.read_bytes() == pem
 
@@ -318,13 +320,13 @@ def test_dev_certs_created_then_reused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("damage", ["expiring", "other-key", "other-ca", "missing-key"])
 def test_dev_certs_replaced_when_unusable(tmp_path: Path, damage: str) -> None:
     """A serving pair that expires within a day, mismatches or has another issuer is re-issued."""
-    dev = certs.ensure_dev_certs(tmp_path)
+    dev = certfiles.ensure_dev_certs(tmp_path)
     ca_pem, ca_key = dev.ca.read_bytes(), (tmp_path / "ca.key").read_bytes()
     if damage == "expiring":
         pem, key = certs.new_serving(
             ca_cert_pem=ca_pem, ca_key_pem=ca_key, dns_names=["localhost"], days=1
         )
-        certs.write_atomic([(dev.cert, pem, 0o644), (dev.key, key, 0o600)])
+        certfiles.write_atomic([(dev.cert, pem, 0o644), (dev.key, key, 0o600)])
     elif damage == "other-key":
         dev.key.write_bytes(certs.new_ca()[1])
     elif damage == "other-ca":
@@ -332,10 +334,10 @@ def test_dev_certs_replaced_when_unusable(tmp_path: Path, damage: str) -> None:
         pem, key = certs.new_serving(
             ca_cert_pem=other[0], ca_key_pem=other[1], dns_names=["localhost"]
         )
-        certs.write_atomic([(dev.cert, pem, 0o644), (dev.key, key, 0o600)])
+        certfiles.write_atomic([(dev.cert, pem, 0o644), (dev.key, key, 0o600)])
     else:
         dev.key.unlink()
-    again = certs.ensure_dev_certs(tmp_path)
+    again = certfiles.ensure_dev_certs(tmp_path)
     assert again.created
     assert dev.ca.read_bytes() == ca_pem  # the CA clients trust is kept
     verify(again.cert.read_bytes(), ca_pem, x509.DNSName("localhost"))
@@ -346,10 +348,10 @@ def test_dev_certs_replaced_when_unusable(tmp_path: Path, damage: str) -> None:
 
 def test_dev_certs_replace_a_broken_ca(tmp_path: Path) -> None:
     """In the development directory only, an unusable CA is replaced rather than refused."""
-    dev = certs.ensure_dev_certs(tmp_path)
+    dev = certfiles.ensure_dev_certs(tmp_path)
     (tmp_path / "ca.key").unlink()
     dev.key.unlink()
-    again = certs.ensure_dev_certs(tmp_path)
+    again = certfiles.ensure_dev_certs(tmp_path)
     assert again.created
     verify(again.cert.read_bytes(), again.ca.read_bytes(), x509.DNSName("localhost"))
 
@@ -360,6 +362,6 @@ def test_unwritable_directory_is_a_config_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     with pytest.raises(ConfigError, match=r"cannot write .*file/certs.*choose another --out"):
-        certs.issue(blocker / "certs", service="wh", namespace="ns")
+        certfiles.issue(blocker / "certs", service="wh", namespace="ns")
     with pytest.raises(ConfigError, match=r"cannot write .*--certs-dir"):
-        certs.ensure_dev_certs(blocker / "certs")
+        certfiles.ensure_dev_certs(blocker / "certs")

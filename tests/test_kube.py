@@ -16,7 +16,7 @@ import pytest
 
 from tests.fakeapi import FakeApi, eventually
 from tests.kubeconfig import write_kubeconfig, write_service_account
-from webhook.certs import DevCerts
+from webhook.certfiles import DevCerts
 from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.kube import load_credentials

@@ -26,7 +26,7 @@ from tests import builders as b
 from tests.conftest import Served, ServeFactory
 from tests.fakeapi import FakeApi, Fault, eventually
 from tests.kubeconfig import write_kubeconfig
-from webhook.certs import ensure_dev_certs
+from webhook.certfiles import ensure_dev_certs
 from webhook.config import Settings
 from webhook.kube import load_credentials
 from webhook.live import LiveView

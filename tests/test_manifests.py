@@ -15,7 +15,7 @@ import yaml
 
 from tests.rendered import DEPLOY, Obj, container, covered, kustomize, only, validate, webhooks
 from webhook import deploybase, manifests, registration
-from webhook.certs import issue
+from webhook.certfiles import issue
 from webhook.cli import build_parser, settings_from
 from webhook.config import DEFAULT_NAMESPACE, Settings
 from webhook.resources import resources

@@ -16,7 +16,7 @@ import yaml
 import webhook
 from tests.rendered import DEPLOY, Obj, only, validate, webhooks
 from webhook import deploybase, manifests
-from webhook.certs import issue
+from webhook.certfiles import issue
 from webhook.cli import main
 from webhook.errors import ConfigError
 from webhook.pemcheck import check_serving_pair

@@ -22,7 +22,7 @@ import pytest
 from aiohttp import web
 from cryptography import x509
 
-from webhook import certs
+from webhook import certfiles, certs
 from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.server import Runtime, make_app
@@ -116,12 +116,14 @@ def post(conn: http.client.HTTPSConnection) -> int:
 
 
 @pytest.fixture
-def issued(tmp_path: Path) -> certs.Issued:
-    return certs.issue(tmp_path, service="stszone", namespace="stszone-system", ips=["127.0.0.1"])
+def issued(tmp_path: Path) -> certfiles.Issued:
+    return certfiles.issue(
+        tmp_path, service="stszone", namespace="stszone-system", ips=["127.0.0.1"]
+    )
 
 
 @pytest.fixture
-def server(issued: certs.Issued) -> Iterator[Server]:
+def server(issued: certfiles.Issued) -> Iterator[Server]:
     with Server(CertReloader(issued.cert, issued.key, interval=0.2)) as running:
         yield running
 
@@ -133,7 +135,7 @@ class Permissive:
     webhook comes from its hardening and not from the client's own OpenSSL policy.
     """
 
-    def __init__(self, issued: certs.Issued) -> None:
+    def __init__(self, issued: certfiles.Issued) -> None:
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.minimum_version = ssl.TLSVersion.TLSv1
         self.ctx.set_ciphers("ALL:@SECLEVEL=0")
@@ -173,7 +175,7 @@ def legacy_client(ca: Path, version: ssl.TLSVersion, ciphers: str) -> ssl.SSLCon
     ids=["tls1.0", "tls1.1", "tls1.2-cbc-only"],
 )
 def test_weak_clients_refused(
-    server: Server, issued: certs.Issued, version: ssl.TLSVersion, ciphers: str
+    server: Server, issued: certfiles.Issued, version: ssl.TLSVersion, ciphers: str
 ) -> None:
     """TLS 1.0/1.1, and TLS 1.2 with only CBC (non-AEAD) suites, fail the handshake."""
     ctx = legacy_client(issued.ca, version, ciphers)
@@ -193,7 +195,7 @@ def test_weak_clients_refused(
     [(ssl.TLSVersion.TLSv1_2, "TLSv1.2"), (ssl.TLSVersion.TLSv1_3, "TLSv1.3")],
 )
 def test_modern_clients_served(
-    server: Server, issued: certs.Issued, version: ssl.TLSVersion, expected: str
+    server: Server, issued: certfiles.Issued, version: ssl.TLSVersion, expected: str
 ) -> None:
     """TLS 1.2 and 1.3 work; TLS 1.2 negotiates ECDHE with an AEAD cipher; no compression."""
     got, cipher, serial = handshake(server.port, client_context(issued.ca, version=version))
@@ -220,24 +222,24 @@ def test_hardened_context_options() -> None:
     )
 
 
-def test_initial_pair_must_load(tmp_path: Path, issued: certs.Issued) -> None:
+def test_initial_pair_must_load(tmp_path: Path, issued: certfiles.Issued) -> None:
     """A broken pair at start-up is a ConfigError naming the files and the reason."""
-    other = certs.issue(tmp_path / "other", service="x", namespace="y")
+    other = certfiles.issue(tmp_path / "other", service="x", namespace="y")
     with pytest.raises(ConfigError, match="key does not match the certificate"):
         CertReloader(issued.cert, other.key)
     with pytest.raises(ConfigError, match="cannot read"):
         CertReloader(issued.cert, tmp_path / "missing.key")
 
 
-def rotate(tmp: Path, issued: certs.Issued) -> int:
+def rotate(tmp: Path, issued: certfiles.Issued) -> int:
     """Re-issue the serving pair from the same CA, as ``stszone certs --force`` does."""
-    return certs.issue(
+    return certfiles.issue(
         tmp, service="stszone", namespace="stszone-system", ips=["127.0.0.1"], force=True
     ).serial
 
 
 def test_reload_keeps_old_pair_when_broken(
-    tmp_path: Path, issued: certs.Issued, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, issued: certfiles.Issued, caplog: pytest.LogCaptureFixture
 ) -> None:
     """reload(): unchanged -> False; broken -> False, logged once, old kept; fixed -> True."""
     caplog.set_level(logging.INFO, logger="stszone.tls")
@@ -251,7 +253,7 @@ def test_reload_keeps_old_pair_when_broken(
     }
     for name, (cert_pem, key_pem) in broken.items():
         caplog.clear()
-        certs.write_atomic([(issued.cert, cert_pem, 0o644), (issued.key, key_pem, 0o600)])
+        certfiles.write_atomic([(issued.cert, cert_pem, 0o644), (issued.key, key_pem, 0o600)])
         assert reloader.reload() is False, name
         assert reloader.reload() is False, name
         errors = [r for r in caplog.records if r.levelno == logging.ERROR]
@@ -273,7 +275,7 @@ def test_reload_keeps_old_pair_when_broken(
 
 
 def test_swap_reaches_handshakes_without_sni(
-    server: Server, tmp_path: Path, issued: certs.Issued
+    server: Server, tmp_path: Path, issued: certfiles.Issued
 ) -> None:
     """After a reload, new handshakes get the new certificate with and without SNI, 1.2 and 1.3."""
     new = rotate(tmp_path, issued)
@@ -288,7 +290,7 @@ def test_swap_reaches_handshakes_without_sni(
 
 
 def test_rotation_under_load(
-    server: Server, tmp_path: Path, issued: certs.Issued, caplog: pytest.LogCaptureFixture
+    server: Server, tmp_path: Path, issued: certfiles.Issued, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Four rotations under continuous requests: each new serial is served within seconds,
     no request fails, and keep-alive connections survive on their original certificate."""
@@ -351,14 +353,14 @@ def test_rotation_under_load(
 
 
 def test_broken_pair_under_load_keeps_old_serial(
-    server: Server, tmp_path: Path, issued: certs.Issued, caplog: pytest.LogCaptureFixture
+    server: Server, tmp_path: Path, issued: certfiles.Issued, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A mismatched key on disk is rejected (one error log); the old serial keeps being
     served; the next good pair is picked up."""
     caplog.set_level(logging.INFO, logger="stszone.tls")
     ctx = client_context(issued.ca)
     other = certs.new_ca()[1]
-    certs.write_atomic([(issued.key, other, 0o600)])
+    certfiles.write_atomic([(issued.key, other, 0o600)])
     deadline = time.monotonic() + 1.5  # several polls at 0.2 s
     while time.monotonic() < deadline:
         conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx, timeout=10)
@@ -380,7 +382,7 @@ def test_broken_pair_under_load_keeps_old_serial(
         time.sleep(0.05)
 
 
-def test_secret_volume_swap(tmp_path: Path, issued: certs.Issued) -> None:
+def test_secret_volume_swap(tmp_path: Path, issued: certfiles.Issued) -> None:
     """A Secret volume update (kubelet swaps the ``..data`` symlink) is picked up by the poller."""
     mount = tmp_path / "mount"
     mount.mkdir()

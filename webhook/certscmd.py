@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 from pathlib import Path
 
-from webhook.certs import issue
+from webhook.certfiles import issue
 
 
 def run_certs(args: argparse.Namespace) -> int:
