@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import pytest
@@ -11,9 +12,10 @@ from hypothesis import strategies as st
 
 from tests import builders as b
 from tests.conftest import ServeFactory
-from webhook import admission, review
+from webhook import admission, guard, review
 from webhook.clusterfile import store_from_objects
 from webhook.config import Defaults
+from webhook.placement import resolve_policy
 from webhook.state import Store
 
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -328,3 +330,97 @@ async def test_recorded_template_update_is_allowed(serve: ServeFactory) -> None:
     assert [w[:40] for w in body["response"]["warnings"]] == [
         "StatefulSet db has 2 replica(s) for 3 zo"
     ]
+
+
+# --- scale: bounded by the objects in the view, not by replicas ------------------------------
+
+
+def reference(store: Store, old: range, new: range) -> tuple[dict[str, int], int | None, int]:
+    """Brute force over every ordinal: (lost zone -> holder count, lowest, unknown count)."""
+    policy = resolve_policy("ns", "db", store=store)
+    where = {
+        o: guard.locate(o, namespace="ns", policy=policy, store=store).zone
+        for o in range(min(old.start, new.start), max(old.stop, new.stop))
+    }
+    kept = {where[o] for o in new} - {None}
+    lost: dict[str, int] = {}
+    for o in old:
+        zone = where[o]
+        if zone is not None and zone not in kept:
+            lost[zone] = lost.get(zone, 0) + 1
+    held = {where[o] for o in old} - {None}
+    widest = range(new.start, new.start + max(len(old), len(new)))
+    seen: set[str | None] = set()
+    lowest = 0 if not held else None
+    for count, o in enumerate(widest if held else (), start=1):
+        seen.add(where.get(o) or guard.locate(o, namespace="ns", policy=policy, store=store).zone)
+        if held <= seen:
+            lowest = count
+            break
+    unknown = sum(1 for o in {*old, *new} if where[o] is None)
+    return lost, lowest, unknown
+
+
+@given(
+    pods=st.dictionaries(
+        st.integers(0, 60), st.sampled_from(["a", "b", "c", "x", None]), max_size=8
+    ),
+    start=st.integers(0, 3),
+    old=st.integers(1, 70),
+    data=st.data(),
+)
+def test_property_matches_a_brute_force_walk(
+    pods: dict[int, str | None], start: int, old: int, data: Any
+) -> None:
+    """Sparse pods anywhere (zone x is outside the list): the bounded walk gives the lost zones,
+    their holder counts, the lowest safe count and the unknown count of a walk over every ordinal."""
+    new = data.draw(st.integers(0, old - 1), label="new")
+    nodes = [*NODES, b.node("nx", "x")]
+    objs = [b.sts_pod(ordinal=start + o, node=f"n{z}" if z else None) for o, z in pods.items()]
+    store = store_from_objects(
+        [*nodes, b.statefulset(replicas=old, start=start, annotations=ABC), *objs]
+    )
+    policy = resolve_policy("ns", "db", store=store)
+    old_r, new_r = range(start, start + old), range(start, start + new)
+    got = guard.scale_down("db", old=old_r, new=new_r, namespace="ns", policy=policy, store=store)
+    lost, lowest, unknown = reference(store, old_r, new_r)
+    assert {z: h.count for z, h in got.lost.items()} == lost
+    assert all(len(h.first) == min(h.count, guard.NAMED) for h in got.lost.values())
+    assert (got.lowest, got.unknown_count) == (lowest, unknown)
+
+
+def test_two_billion_replicas_is_answered_at_once_with_a_bounded_message() -> None:
+    """replicas is an int32: 2147483647 -> 1 must not walk two billion ordinals."""
+    store = cluster(["a", "b", "c"])
+    started = time.perf_counter()
+    outcome = update(store, 2**31 - 1, 1)
+    assert time.perf_counter() - started < 1.0
+    assert not outcome.allowed and len(outcome.message) < 2000
+    assert "1, 4, 7, 10, 13, 16, 19, 22, 25, 28 and 715827872 more" in outcome.message
+    assert "keeps every zone is 3;" in outcome.message
+
+
+@given(
+    pods=st.dictionaries(st.integers(0, 40), st.sampled_from(["a", "b", "c", None]), max_size=6),
+    labels=st.dictionaries(st.integers(0, 40), st.sampled_from(["a", "b", "c"]), max_size=6),
+    old=st.integers(1, 45),
+    data=st.data(),
+)
+def test_property_node_ordinal_matches_a_brute_force_walk(
+    pods: dict[int, str | None], labels: dict[int, str], old: int, data: Any
+) -> None:
+    """Node-ordinal mode: no rule, so every ordinal without a pod or labelled node is unknown."""
+    new = data.draw(st.integers(0, old - 1), label="new")
+    pinned = [b.node(f"p{o}", z, labels={"example.io/node": str(o)}) for o, z in labels.items()]
+    objs = [b.sts_pod(ordinal=o, node=f"n{z}" if z else None) for o, z in pods.items()]
+    mode = {**ABC, "stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+    sts = b.statefulset(replicas=old, annotations=mode)
+    store = store_from_objects([*NODES, *pinned, sts, *objs])
+    policy = resolve_policy("ns", "db", store=store)
+    got = guard.scale_down(
+        "db", old=range(old), new=range(new), namespace="ns", policy=policy, store=store
+    )
+    lost, lowest, unknown = reference(store, range(old), range(new))
+    assert {z: h.count for z, h in got.lost.items()} == lost
+    assert (got.lowest, got.unknown_count) == (lowest, unknown)
+    assert len(got.unknown) == min(unknown, guard.NAMED)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import pytest
@@ -300,3 +301,23 @@ def test_excluded_namespaces_are_never_checked() -> None:
     """kube-system is never intercepted, even with a malformed set."""
     sts = b.statefulset(namespace="kube-system", annotations={"stszone.io/mode": "x"})
     assert validate(sts).allowed
+
+
+def test_checks_stay_bounded_for_int32_replicas() -> None:
+    """A zone-list change and a node-ordinal template check on 2147483647 replicas answer at
+    once, naming a few ordinals and saying how far they looked."""
+    old = b.statefulset(replicas=2**31 - 1, annotations={"stszone.io/zones": "a,b,c"})
+    new = b.statefulset(replicas=2**31 - 1, annotations={"stszone.io/zones": "c,b,a"})
+    started = time.perf_counter()
+    outcome = validate(new, operation="UPDATE", old=old)
+    assert outcome.allowed
+    moved = [w for w in outcome.warnings if "changes from a,b,c to c,b,a" in w]
+    assert moved and "among the first 1000 ordinals" in moved[0] and "more" in moved[0]
+    pinned = b.statefulset(
+        replicas=2**31 - 1,
+        annotations={"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"},
+        affinity=b.zone_affinity([("example.io/node", "Lt", ["500"])]),
+    )
+    denied = validate(pinned)
+    assert not denied.allowed and "500" in denied.message
+    assert time.perf_counter() - started < 1.0

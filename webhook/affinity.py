@@ -92,6 +92,11 @@ def exclusion(
     return None
 
 
+def constrains(terms: Sequence[Mapping[str, Any]], selector: Mapping[str, str], key: str) -> bool:
+    """Whether a nodeSelector or any required term says anything about label ``key``."""
+    return key in selector or any(e.get("key") == key for t in terms for e in _expressions(t))
+
+
 def allowed_values(
     terms: Sequence[Mapping[str, Any]], selector: Mapping[str, str], key: str, values: Iterable[str]
 ) -> list[str]:

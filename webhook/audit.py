@@ -156,7 +156,7 @@ def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
             lowest=None,
             problem=err.message,
         )
-    ordinals = range(sts.start, sts.start + sts.replicas)
+    ordinals = guard.audited_ordinals(sts)
     located = [
         guard.locate(o, namespace=sts.namespace, policy=policy, store=store) for o in ordinals
     ]

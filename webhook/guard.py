@@ -17,12 +17,14 @@ removed ordinals nor covers one among the kept ones, so the guard errs towards r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Final, Literal
 
 from webhook import review
 from webhook.placement import Policy, claim_name, rule_zone
+from webhook.records import StatefulSetInfo
 from webhook.review import Outcome
 from webhook.spec import ALLOW_ZONE_LOSS
 from webhook.state import Store
@@ -119,6 +121,28 @@ def lowest_keeping(located: Iterable[Located], zones: Iterable[str]) -> int | No
     return None
 
 
+#: How many ordinals a message names per zone (and unknown ordinals); the rest are counted.
+NAMED: Final = 10
+#: Ordinals per StatefulSet the audit visits one by one.
+MAX_AUDITED: Final = 10_000
+
+
+def audited_ordinals(sts: StatefulSetInfo) -> range:
+    """The ordinals ``stszone audit`` looks at one by one: all, up to ``MAX_AUDITED``.
+
+    ``replicas`` is an int32 that a typo can set to billions; no real set has that many pods.
+    """
+    return range(sts.start, sts.start + min(sts.replicas, MAX_AUDITED))
+
+
+@dataclass(frozen=True, slots=True)
+class Holders:
+    """The ordinals of a range that hold one zone: the first few, and how many in all."""
+
+    first: tuple[Located, ...]
+    count: int
+
+
 @dataclass(frozen=True, slots=True)
 class ScaleDown:
     """What a scale-down does to a StatefulSet's zones."""
@@ -127,38 +151,108 @@ class ScaleDown:
     old: int
     new: int
     #: Zone -> the removed ordinals that hold it (zones no kept ordinal holds).
-    lost: Mapping[str, tuple[Located, ...]]
+    lost: Mapping[str, Holders]
     #: Smallest replica count that keeps every zone the old ordinals held (None: none does).
     lowest: int | None
+    #: Ordinals (of old and new) whose zone is unknown: the first few, and how many in all.
     unknown: tuple[int, ...]
+    unknown_count: int = 0
+
+
+class _Ranges:
+    """Zones of the ordinals of a set, without visiting every ordinal.
+
+    Only ordinals that have a pod, a claim, a pre-bound volume or a labelled node (the
+    *known* ones, located one by one) can differ from the rule; all the others follow
+    ``zones[(i - start) mod k]`` (or are unknown when there is no rule), so each question
+    about a range is answered by stepping through one residue class and skipping known
+    ordinals: bounded by the objects in the view, not by ``replicas`` (which may be 2**31-1).
+    """
+
+    def __init__(self, span: range, *, namespace: str, policy: Policy, store: Store) -> None:
+        self.policy = policy
+        known = store.known_ordinals(namespace, policy.statefulset, templates=policy.templates)
+        if policy.spec.mode == "node-ordinal":
+            label = policy.spec.node_label or ""
+            known |= {int(v) for v in store.label_values(label) if v.isascii() and v.isdigit()}
+        self.known = {
+            o: locate(o, namespace=namespace, policy=policy, store=store)
+            for o in sorted(known)
+            if o in span
+        }
+        self.ruled = bool(policy.zones) and policy.spec.mode != "node-ordinal"
+
+    def _rule_ordinals(self, r: range, zone: str) -> Iterator[int]:
+        """Ordinals of ``r`` that are not known and that the rule puts in ``zone``."""
+        zones, start = self.policy.zones, self.policy.start
+        first = r.start + (zones.index(zone) - (r.start - start)) % len(zones)
+        return (o for o in range(first, r.stop, len(zones)) if o not in self.known)
+
+    def holders(self, r: range) -> dict[str, Holders]:
+        """Zone -> the ordinals of ``r`` holding it (first few in order, and the count)."""
+        found: dict[str, list[Located]] = {}
+        counts: dict[str, int] = {}
+        for o, item in self.known.items():
+            if o in r and item.zone is not None:
+                found.setdefault(item.zone, []).append(item)
+                counts[item.zone] = counts.get(item.zone, 0) + 1
+        if self.ruled:
+            k = len(self.policy.zones)
+            for index, zone in enumerate(self.policy.zones):
+                residue = (index + self.policy.start) % k
+                in_r = len(range(r.start + (residue - r.start) % k, r.stop, k))
+                known_there = sum(1 for o in self.known if o in r and o % k == residue)
+                if in_r - known_there <= 0:
+                    continue
+                ruled = [
+                    Located(o, zone, "rule") for o in islice(self._rule_ordinals(r, zone), NAMED)
+                ]
+                found[zone] = sorted([*found.get(zone, []), *ruled], key=lambda i: i.ordinal)
+                counts[zone] = counts.get(zone, 0) + in_r - known_there
+        return {z: Holders(tuple(found[z][:NAMED]), counts[z]) for z in sorted(found)}
+
+    def unknown(self, r: range) -> tuple[tuple[int, ...], int]:
+        """(first few, count) of the ordinals of ``r`` whose zone is unknown."""
+        known_unknown = [o for o, item in self.known.items() if o in r and item.zone is None]
+        if self.ruled:
+            return tuple(known_unknown[:NAMED]), len(known_unknown)
+        others = (o for o in r if o not in self.known)
+        first = sorted([*known_unknown, *islice(others, NAMED)])[:NAMED]
+        count = len(known_unknown) + len(r) - sum(1 for o in self.known if o in r)
+        return tuple(first), count
 
 
 def scale_down(
     name: str, *, old: range, new: range, namespace: str, policy: Policy, store: Store
 ) -> ScaleDown:
     """Compare the zones of the ``old`` ordinals with those of the ``new`` (kept) ordinals."""
-    cache: dict[int, Located] = {}
-
-    def at(ordinal: int) -> Located:
-        if ordinal not in cache:
-            cache[ordinal] = locate(ordinal, namespace=namespace, policy=policy, store=store)
-        return cache[ordinal]
-
-    before = [at(o) for o in old]
-    kept = {at(o).zone for o in new} - {None}
-    lost: dict[str, list[Located]] = {}
-    for item in before:
-        if item.zone is not None and item.zone not in kept:
-            lost.setdefault(item.zone, []).append(item)
-    held = {item.zone for item in before if item.zone is not None}
     widest = range(new.start, new.start + max(len(old), len(new)))
+    span = range(min(old.start, new.start), max(old.stop, new.stop, widest.stop))
+    ranges = _Ranges(span, namespace=namespace, policy=policy, store=store)
+    before = ranges.holders(old)
+    kept = ranges.holders(new)
+    lost = {z: h for z, h in before.items() if z not in kept}
+    first_at = {z: h.first[0].ordinal for z, h in ranges.holders(widest).items()}
+    lowest = (
+        max((first_at[z] - widest.start + 1 for z in before), default=0)
+        if all(z in first_at for z in before)
+        else None
+    )
+    if old.start == new.start:
+        unknown, unknown_count = ranges.unknown(old if len(old) >= len(new) else new)
+    else:  # ordinals.start moved too: old and new may not overlap
+        (a, n_a), (b, n_b) = ranges.unknown(old), ranges.unknown(new)
+        overlap = range(max(old.start, new.start), min(old.stop, new.stop))
+        unknown = tuple(sorted({*a, *b}))[:NAMED]
+        unknown_count = n_a + n_b - ranges.unknown(overlap)[1]
     return ScaleDown(
         name=name,
         old=len(old),
         new=len(new),
-        lost={z: tuple(items) for z, items in sorted(lost.items())},
-        lowest=lowest_keeping((at(o) for o in widest), held),
-        unknown=tuple(o for o in sorted({*old, *new}) if at(o).zone is None),
+        lost=lost,
+        lowest=lowest,
+        unknown=unknown,
+        unknown_count=unknown_count,
     )
 
 
@@ -177,10 +271,14 @@ def _note(item: Located) -> str | None:
     return None
 
 
-def _zone_phrase(zone: str, items: tuple[Located, ...]) -> str:
-    ordinals = _and([str(i.ordinal) for i in items])
-    one = len(items) == 1
-    notes = [n for i in items if (n := _note(i)) is not None]
+def _zone_phrase(zone: str, holders: Holders) -> str:
+    items = holders.first
+    named = [str(i.ordinal) for i in items]
+    if holders.count > len(items):
+        named.append(f"{holders.count - len(items)} more")
+    ordinals = _and(named)
+    one = holders.count == 1
+    notes = list(dict.fromkeys(n for i in items[:3] if (n := _note(i)) is not None))
     if notes:  # not every holder is a running pod
         held = (
             f"ordinal {ordinals} is the only one there"
@@ -212,8 +310,11 @@ def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Outcome:
     """Deny a scale-down that drops a zone, unless the StatefulSet allows it (then warn)."""
     warnings: tuple[str, ...] = ()
     if result.unknown:
+        named = ", ".join(map(str, result.unknown))
+        if result.unknown_count > len(result.unknown):
+            named += f" and {result.unknown_count - len(result.unknown)} more"
         warnings += (
-            f"the zone of ordinal(s) {', '.join(map(str, result.unknown))} of {result.name} is "
+            f"the zone of ordinal(s) {named} of {result.name} is "
             "unknown (no running pod on a node with a zone label, no zone-pinned volume, no "
             "zone list): the scale-down guard counted them in no zone",
         )

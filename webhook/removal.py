@@ -64,7 +64,7 @@ def _local_nodes(
 
 def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
     """The ordinals of ``sts`` and its topology key; a malformed set's pods get no homes."""
-    ordinals = range(sts.start, sts.start + sts.replicas)
+    ordinals = guard.audited_ordinals(sts)
     try:
         policy = resolve_policy(sts.namespace, sts.name, store=store)
     except Denied:

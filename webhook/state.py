@@ -8,8 +8,8 @@ their extraction from API objects are in :mod:`webhook.records`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
 
 from webhook.records import (
     ClaimInfo,
@@ -23,6 +23,8 @@ from webhook.records import (
     VolumeInfo,
 )
 from webhook.spec import DEFAULT_TOPOLOGY_KEY
+
+R = TypeVar("R", NodeInfo, VolumeInfo, ClaimInfo, StatefulSetInfo, PodInfo, NamespaceInfo)
 
 
 class Store:
@@ -49,10 +51,25 @@ class Store:
         self._node_generation = 0
         self._zone_cache: dict[str, tuple[int, tuple[str, ...]]] = {}
         self._label_cache: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {}
-        #: claim (namespace, name) -> PV name, from the PVs' claimRef (pre-bound volumes).
-        self._volume_of_claim: dict[tuple[str, str], str] = {}
-        #: namespace -> its StatefulSets by name: claim admission looks sets up per namespace.
-        self._sets_by_namespace: dict[str, dict[str, StatefulSetInfo]] = {}
+        self._values_cache: dict[str, tuple[int, frozenset[str]]] = {}
+        # Secondary indexes, kept in step with the tables by put/delete/replace, so that a
+        # request about one set looks at its namespace's records, never a whole table.
+        #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
+        self._volumes_by_claim: _Index[VolumeInfo] = _Index(lambda v: v.claim)
+        self._volumes_by_namespace: _Index[VolumeInfo] = _Index(
+            lambda v: v.claim[0] if v.claim else None
+        )
+        self._claims_by_namespace: _Index[ClaimInfo] = _Index(lambda c: c.namespace)
+        self._sets_by_namespace: _Index[StatefulSetInfo] = _Index(lambda s: s.namespace)
+        self._pods_by_owner: _Index[PodInfo] = _Index(
+            lambda p: (p.namespace, p.owner) if p.owner else None
+        )
+        self._indexes: dict[Kind, tuple[_Index[Any], ...]] = {
+            "volumes": (self._volumes_by_claim, self._volumes_by_namespace),
+            "claims": (self._claims_by_namespace,),
+            "statefulsets": (self._sets_by_namespace,),
+            "pods": (self._pods_by_owner,),
+        }
 
     # writers
     def table(self, kind: Kind) -> dict[Any, Any]:
@@ -63,11 +80,11 @@ class Store:
     def put(self, kind: Kind, info: Info) -> None:
         """Insert or replace one record."""
         table = self.table(kind)
-        if kind == "volumes":
-            self._unindex_volume(table.get(info.key))
-            self._index_volume(info)
-        elif isinstance(info, StatefulSetInfo):
-            self._sets_by_namespace.setdefault(info.namespace, {})[info.name] = info
+        old = table.get(info.key)
+        for index in self._indexes.get(kind, ()):
+            if old is not None:
+                index.remove(old)
+            index.add(info)
         table[info.key] = info
         if kind == "nodes":
             self._node_generation += 1
@@ -75,41 +92,21 @@ class Store:
     def delete(self, kind: Kind, key: Key) -> None:
         """Remove one record (missing is fine: a DELETED may follow a re-list)."""
         old = self.table(kind).pop(key, None)
-        if kind == "volumes":
-            self._unindex_volume(old)
-        elif isinstance(old, StatefulSetInfo):
-            self._sets_by_namespace.get(old.namespace, {}).pop(old.name, None)
+        if old is not None:
+            for index in self._indexes.get(kind, ()):
+                index.remove(old)
         if kind == "nodes":
             self._node_generation += 1
 
     def replace(self, kind: Kind, infos: Iterable[Info]) -> None:
         """Swap the whole table of ``kind`` (a fresh list) and mark it loaded."""
         table = {info.key: info for info in infos}
-        if kind == "volumes":
-            self._volume_of_claim = {}
-            for info in table.values():
-                self._index_volume(info)
-        elif kind == "statefulsets":
-            self._sets_by_namespace = {}
-            for info in table.values():
-                if isinstance(info, StatefulSetInfo):
-                    self._sets_by_namespace.setdefault(info.namespace, {})[info.name] = info
+        for index in self._indexes.get(kind, ()):
+            index.rebuild(table.values())
         setattr(self, kind, table)
         self.loaded.add(kind)
         if kind == "nodes":
             self._node_generation += 1
-
-    def _index_volume(self, info: object) -> None:
-        if isinstance(info, VolumeInfo) and info.claim is not None:
-            self._volume_of_claim[info.claim] = info.name
-
-    def _unindex_volume(self, info: object) -> None:
-        if (
-            isinstance(info, VolumeInfo)
-            and info.claim is not None
-            and self._volume_of_claim.get(info.claim) == info.name
-        ):
-            del self._volume_of_claim[info.claim]
 
     # queries
     def server_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:
@@ -136,6 +133,15 @@ class Store:
         info = self.nodes.get(node)
         return info.labels.get(topology_key) if info is not None else None
 
+    def label_values(self, key: str) -> frozenset[str]:
+        """Distinct values of node label ``key`` (cached per node change)."""
+        cached = self._values_cache.get(key)
+        if cached is not None and cached[0] == self._node_generation:
+            return cached[1]
+        values = frozenset(n.labels[key] for n in self.nodes.values() if key in n.labels)
+        self._values_cache[key] = (self._node_generation, values)
+        return values
+
     def nodes_with_label(self, key: str, value: str) -> tuple[str, ...]:
         """Names of nodes whose label ``key`` equals ``value`` (sorted; cached per node change)."""
         cached = self._label_cache.get((key, value))
@@ -156,7 +162,30 @@ class Store:
 
     def statefulsets_in(self, namespace: str) -> Iterator[StatefulSetInfo]:
         """The StatefulSets of one namespace (indexed: no scan of the whole table)."""
-        return iter(tuple(self._sets_by_namespace.get(namespace, {}).values()))
+        return iter(tuple(self._sets_by_namespace.get(namespace).values()))
+
+    def known_ordinals(
+        self, namespace: str, statefulset: str, *, templates: Iterable[str] = ()
+    ) -> frozenset[int]:
+        """Ordinals of a set that have a pod, a claim or a pre-bound volume in this view.
+
+        Every other ordinal is placed by the rule alone, which lets the guard reason about a
+        ``replicas: 2147483647`` set without visiting two billion ordinals.
+        """
+        pods = self._pods_by_owner.get((namespace, statefulset)).values()
+        found = {p.ordinal for p in pods if p.ordinal is not None}
+        prefixes = tuple(f"{t}-{statefulset}-" for t in templates)
+        if prefixes:
+            names = {c.name for c in self._claims_by_namespace.get(namespace).values()}
+            names.update(
+                v.claim[1] for v in self._volumes_by_namespace.get(namespace).values() if v.claim
+            )
+            for name in names:
+                for prefix in prefixes:
+                    rest = name[len(prefix) :]
+                    if name.startswith(prefix) and rest.isascii() and rest.isdigit():
+                        found.add(int(rest))
+        return frozenset(found)
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))
@@ -176,7 +205,10 @@ class Store:
         """
         info = self.claims.get((namespace, claim))
         volume = info.volume if info is not None and info.volume else ""
-        volume = volume or self._volume_of_claim.get((namespace, claim), "")
+        if not volume:
+            volume = next(
+                (v.name for v in self._volumes_by_claim.get((namespace, claim)).values()), ""
+            )
         pv = self.volumes.get(volume) if volume else None
         if pv is None:
             return "", frozenset()
@@ -188,3 +220,33 @@ class Store:
             return None
         info = self.namespaces.get(namespace)
         return info.enabled if info is not None else False
+
+
+class _Index(Generic[R]):
+    """A secondary index over one table: group key -> {primary key: record}."""
+
+    def __init__(self, group: Callable[[R], Hashable | None]) -> None:
+        self._group: Callable[[R], Hashable | None] = group
+        self._groups: dict[Hashable, dict[Key, R]] = {}
+
+    def add(self, info: R) -> None:
+        key = self._group(info)
+        if key is not None:
+            self._groups.setdefault(key, {})[info.key] = info
+
+    def remove(self, info: R) -> None:
+        key = self._group(info)
+        members = self._groups.get(key) if key is not None else None
+        if members is not None:
+            members.pop(info.key, None)
+            if not members:
+                del self._groups[key]
+
+    def rebuild(self, infos: Iterable[R]) -> None:
+        self._groups = {}
+        for info in infos:
+            self.add(info)
+
+    def get(self, key: Hashable) -> dict[Key, R]:
+        """The records of one group (empty when none)."""
+        return self._groups.get(key, {})

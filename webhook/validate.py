@@ -29,6 +29,9 @@ from webhook.state import Store
 
 JSON = dict[str, Any]
 
+#: Ordinals checked one by one by the template and zone-change checks (replicas is an int32).
+CHECKED_ORDINALS = 1000
+
 _WHY_MISSING = (
     "a mutating webhook that ran after stszone removed it, or stszone's mutating webhook was not "
     "called for this pod (check the MutatingWebhookConfiguration and its namespaceSelector)"
@@ -122,7 +125,11 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy) -> str | None:
     spec = policy.spec
     if spec.mode == "node-ordinal":
         key = spec.node_label or ""
-        values = [str(o) for o in range(info.start, info.start + info.replicas)]
+        if not affinity.constrains(info.node_terms, info.node_selector, key):
+            return None  # the usual case: nothing in the template mentions the ordinal label
+        # Bounded: replicas is an int32, and a template constraining the label is rare.
+        count = min(info.replicas, CHECKED_ORDINALS)
+        values = [str(o) for o in range(info.start, info.start + count)]
     else:
         key, values = spec.topology_key, list(policy.zones)
     allowed = affinity.allowed_values(info.node_terms, info.node_selector, key, values)
@@ -164,7 +171,8 @@ def _zone_list_change(
     before_policy = replace(policy, spec=old_spec, zones=old_zones)
     moved: list[str] = []
     stay: list[str] = []
-    for ordinal in range(info.start, info.start + info.replicas):
+    checked = min(info.replicas, CHECKED_ORDINALS)  # replicas is an int32: stay bounded
+    for ordinal in range(info.start, info.start + checked):
         try:
             after = place(ordinal, namespace=namespace, policy=policy, store=store)
             before = place(ordinal, namespace=namespace, policy=before_policy, store=store)
@@ -177,14 +185,21 @@ def _zone_list_change(
     change = f"{ZONES} of {info.name} changes from {','.join(old_zones) or '(none)'} to " + (
         ",".join(policy.zones)
     )
+    scope = "" if checked == info.replicas else f" among the first {checked} ordinals"
     if not moved:
-        text = f"{change}: no current ordinal changes zone"
+        text = f"{change}: no current ordinal changes zone{scope}"
     else:
         text = (
-            f"{change}: ordinal(s) {', '.join(moved)} move when their pods are re-created "
-            "(a rolling update re-creates them all), never away from their volumes"
+            f"{change}: ordinal(s) {_some(moved)} move when their pods are re-created "
+            f"(a rolling update re-creates them all), never away from their volumes{scope}"
         )
-    return (text + (f"; ordinal(s) {'; '.join(stay)}" if stay else ""),)
+    return (text + (f"; ordinal(s) {_some(stay, sep='; ')}" if stay else ""),)
+
+
+def _some(items: list[str], *, sep: str = ", ") -> str:
+    """The first few items, and how many more: a warning stays readable for any replicas."""
+    shown = sep.join(items[: guard.NAMED])
+    return shown + (f" and {len(items) - guard.NAMED} more" if len(items) > guard.NAMED else "")
 
 
 def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Outcome:
