@@ -1,0 +1,113 @@
+"""The command line as a user meets it: `stszone review`, and --help on every command."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from webhook import cli
+from webhook.patches import apply
+
+FIXTURES = Path(__file__).parent / "fixtures" / "admission"
+COMMANDS = ["serve", "review", "certs", "manifests", "audit"]
+
+
+def review_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
+    """Run `stszone review ...` in-process; return (exit status, parsed stdout or None, stderr)."""
+    status = cli.main(["review", *args])
+    out, err = capsys.readouterr()
+    return status, (json.loads(out) if out.strip() else None), err
+
+
+def test_review_answers_the_whole_chain(capsys: pytest.CaptureFixture[str]) -> None:
+    """A recorded Pod CREATE: the mutation's patch, validated after being applied."""
+    status, body, _ = review_cli(capsys, "--zones", "a,b,c", str(FIXTURES / "011-Pod-CREATE.json"))
+    assert status == 0
+    sent = b.fixture_review("011-Pod-CREATE")
+    response = body["response"]
+    assert response["uid"] == sent["request"]["uid"] and response["allowed"] is True
+    pod = apply(sent["request"]["object"], json.loads(base64.b64decode(response["patch"])))
+    assert pod["metadata"]["annotations"]["stszone.io/zone"] == "c"  # db-2 -> zones[2]
+
+
+def test_review_chain_denial_wins(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A pod whose own nodeSelector excludes its zone: denied, exit status still 0."""
+    pod = b.sts_pod(ordinal=0, node_selector={"topology.kubernetes.io/zone": "b"})
+    path = tmp_path / "review.json"
+    path.write_text(json.dumps(b.review(pod)))
+    status, body, _ = review_cli(capsys, "--zones", "a,b,c", str(path))
+    assert status == 0 and body["response"]["allowed"] is False
+    assert "nodeSelector topology.kubernetes.io/zone=b" in body["response"]["status"]["message"]
+
+
+def test_review_one_endpoint_alone(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--endpoint validate judges the object as sent: an unmutated pod lacks its zone."""
+    path = tmp_path / "review.json"
+    path.write_text(json.dumps(b.review(b.sts_pod(ordinal=1))))
+    status, body, _ = review_cli(capsys, "--zones", "a,b,c", "--endpoint", "validate", str(path))
+    assert status == 0 and body["response"]["allowed"] is False
+    status, body, _ = review_cli(capsys, "--zones", "a,b,c", "--endpoint", "mutate", str(path))
+    assert body["response"]["patchType"] == "JSONPatch"
+
+
+def test_review_reads_stdin(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-` reads the review from standard input."""
+    data = (FIXTURES / "035-Pod-CREATE.json").read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    status, body, _ = review_cli(capsys, "--zones", "a,b,c", "-")
+    assert status == 0 and body["response"] == {
+        "uid": b.fixture_review("035-Pod-CREATE")["request"]["uid"],
+        "allowed": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"kind": "Pod"}', "kind must be AdmissionReview"),
+        (None, "cannot read"),
+    ],
+)
+def test_review_malformed_file_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str | None, says: str
+) -> None:
+    """Exit 2, nothing on stdout, one line on stderr saying what is wrong."""
+    path = tmp_path / "review.json"
+    if content is not None:
+        path.write_text(content)
+    status, body, err = review_cli(capsys, "--zones", "a,b,c", str(path))
+    assert (status, body) == (2, None)
+    assert err.startswith("stszone review: ") and says in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_examples(command: str) -> None:
+    """`stszone COMMAND --help` (through the real console entry) shows its examples."""
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "examples:" in done.stdout and f"stszone {command}" in done.stdout
+
+
+def test_bad_zones_flag_is_refused_by_argparse(capsys: pytest.CaptureFixture[str]) -> None:
+    """A duplicated zone in --zones is a usage error (exit 2) naming the problem."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["review", "--zones", "a,a", "x.json"])
+    assert exited.value.code == 2
+    assert "lists a more than once" in capsys.readouterr().err
