@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
-from webhook import logs
+from webhook import logs, metrics
 from webhook.config import Settings
 from webhook.live import start_live
+from webhook.metrics import store_caches
 from webhook.server import Runtime, make_app, serve
 from webhook.tls import CertReloader
 from webhook.view import offline_store, wants_live, zone_source
@@ -18,7 +20,7 @@ log = logging.getLogger("stszone")
 def _certificate(settings: Settings) -> tuple[str, str]:
     if settings.cert is not None and settings.key is not None:
         return str(settings.cert), str(settings.key)
-    from webhook.certs import ensure_dev_certs
+    from webhook.certfiles import ensure_dev_certs
 
     dev = ensure_dev_certs(settings.certs_dir)
     verb = "created" if dev.created else "reusing"
@@ -43,6 +45,12 @@ async def _main(settings: Settings) -> None:
         live.attach(runtime)  # logs the zone source once the caches are synced
     else:
         log.info("offline view; zone source: %s", zone_source(settings, runtime.store))
+    metrics.install(
+        runtime,
+        caches=live.statuses if live is not None else store_caches(store, loaded_at=time.time()),
+        certificate=lambda: reloader.not_after,
+    )
+    runtime.observers.append(logs.log_decision)
     await serve(make_app(runtime), ssl_context=reloader.context, settings=settings)
 
 

@@ -2,7 +2,7 @@
 
 Each subcommand's work is in its own module: ``serve`` in :mod:`webhook.app`, ``review`` in
 :mod:`webhook.reviewcmd`, ``certs`` in :mod:`webhook.certs`, ``manifests`` in
-:mod:`webhook.manifests`, ``audit`` in :mod:`webhook.audit`.
+:mod:`webhook.manifests`, ``audit`` in :mod:`webhook.auditcmd`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SCHEDULER_NAME, Settings
+from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SCHEDULER_NAME, Settings, split_label_rule
 from webhook.errors import ConfigError
-from webhook.spec import split_zones, zone_list_problems
+from webhook.spec import is_label_key, is_label_value, split_zones, zone_list_problems
 
 _FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -26,6 +26,26 @@ def _zones(text: str) -> tuple[str, ...]:
     if problems:
         raise argparse.ArgumentTypeError("; ".join(problems))
     return zones
+
+
+def _condition_type(text: str) -> str:
+    # Condition types are qualified names ("StorageReady", "example.io/DiskHealthy").
+    if not is_label_key(text.strip()):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a node condition type; e.g. --storage-unhealthy-condition "
+            "StorageUnhealthy"
+        )
+    return text.strip()
+
+
+def _label_rule(text: str) -> str:
+    key, value = split_label_rule(text)
+    if not is_label_key(key) or (value is not None and value != "" and not is_label_value(value)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not KEY or KEY=VALUE of a node label; e.g. --storage-unhealthy-label "
+            "storage.example.io/unhealthy=true"
+        )
+    return text
 
 
 def _add_view_flags(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +105,17 @@ examples:
 exit status: 0 answered (allowed or denied), 2 the file is not an AdmissionReview
 """
 
+AUDIT_EXAMPLES = """\
+examples:
+  kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml > cluster.yaml
+  stszone audit --cluster cluster.yaml                  offline, from the saved cluster
+  stszone audit --cluster cluster.yaml --zones a,b,c    zones for sets without stszone.io/zones
+  stszone audit --kubeconfig ~/.kube/config -o json     live: one list of the cluster, no watch
+  stszone audit --cluster cluster.yaml -o json | jq '.statefulsets[] | select(.misplaced > 0)'
+exit status: 0 all placed as expected, 1 a pod misplaced or a node-ordinal label missing or
+duplicated or malformed annotations, 2 the view cannot be loaded
+"""
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``stszone`` argument parser with every subcommand."""
@@ -136,12 +167,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--storage-unhealthy-condition",
         metavar="TYPE",
-        help="node condition type that marks its storage unhealthy (extender filter)",
+        type=_condition_type,
+        help="node condition type whose status True marks its storage unhealthy (extender "
+        "filter); seen only in full Node objects: nodeCacheCapable: false, or a --cluster file",
     )
     serve.add_argument(
         "--storage-unhealthy-label",
         metavar="KEY[=VALUE]",
-        help="node label that marks its storage unhealthy (extender filter)",
+        type=_label_rule,
+        help="node label that marks its storage unhealthy (extender filter); KEY alone matches "
+        "any value; works with nodeCacheCapable true and false",
     )
     _add_view_flags(serve)
 
@@ -162,6 +197,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="answer as one endpoint alone (default: chain = mutate then validate)",
     )
     _add_view_flags(rev)
+
+    audit = sub.add_parser(
+        "audit",
+        help="expected vs actual zone of every StatefulSet ordinal, safe replica counts, "
+        "removable nodes",
+        description="""\
+For each opted-in StatefulSet (every one when the view holds no Namespace objects): each
+ordinal's expected zone, its pod's node and zone, and a mark where they differ; the lowest
+replica count that keeps every zone (what the scale-down guard allows); node-ordinal labels
+missing or on several nodes; and the nodes that can be removed without losing any
+StatefulSet's zone or pod (the exact rule is printed under the node lists).""",
+        epilog=AUDIT_EXAMPLES,
+        formatter_class=_FORMATTER,
+    )
+    audit.add_argument(
+        "--output",
+        "-o",
+        choices=("table", "json"),
+        default="table",
+        help="table for people (default), json for scripts",
+    )
+    _add_view_flags(audit)
 
     from webhook.certs import KEY_TYPES
 
@@ -229,6 +286,7 @@ examples:
   stszone manifests --ca certs/ca.crt --image registry.example.com/stszone:0.1.0
   stszone manifests --ca ca.crt --cert tls.crt --key tls.key --namespace webhooks
   stszone manifests --ca certs/ca.crt --no-secret    the Secret is managed elsewhere
+  kubectl kustomize deploy/overlays/dev | stszone manifests --ca certs/ca.crt --base -
   stszone manifests --kustomize-dir base/            the base as kustomize files (no certs)
 exit status: 0 printed, 2 refused (unreadable or mismatched certificates, bad flag)
 """,
@@ -255,12 +313,17 @@ exit status: 0 printed, 2 refused (unreadable or mismatched certificates, bad fl
         help="leave the TLS Secret out (it is created another way)",
     )
     manifests.add_argument(
-        "--namespace",
-        default=DEFAULT_NAMESPACE,
-        help=f"namespace to install into (default: {DEFAULT_NAMESPACE})",
+        "--namespace", help=f"namespace to install into (default: {DEFAULT_NAMESPACE})"
     )
     manifests.add_argument(
         "--image", help="container image (default: stszone:VERSION, as `kind load` names it)"
+    )
+    manifests.add_argument(
+        "--base",
+        type=Path,
+        metavar="FILE",
+        help="fill in a rendered overlay instead of the built-in base (- for stdin), e.g. "
+        "`kubectl kustomize deploy/overlays/dev | stszone manifests --ca ca.crt --base -`",
     )
     manifests.add_argument(
         "--kustomize-dir",
@@ -311,21 +374,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             from webhook.reviewcmd import run_review
 
             return run_review(settings_from(args), path=args.file, endpoint=args.endpoint)
+        if args.command == "audit":
+            from webhook.auditcmd import run_audit
+
+            return run_audit(settings_from(args), output=args.output)
         if args.command == "certs":
             from webhook.certscmd import run_certs
 
             return run_certs(args)
         if args.command == "manifests":
-            from webhook.deploybase import IMAGE
             from webhook.manifests import run_manifests
 
             return run_manifests(
-                namespace=args.namespace,
-                image=args.image or IMAGE,
                 ca=args.ca,
                 cert=args.cert,
                 key=args.key,
                 secret=not args.no_secret,
+                namespace=args.namespace,
+                image=args.image,
+                base=args.base,
                 kustomize_dir=args.kustomize_dir,
             )
     except ConfigError as err:

@@ -53,6 +53,11 @@ class Settings:
     shutdown_delay: float = 2.0
     #: Seconds between certificate file checks.
     cert_reload_interval: float = 2.0
+    #: Seconds a connection may sit without a request in progress (idle, or trickling headers);
+    #: above kube-apiserver's 90 s idle-connection timeout, so the client closes first.
+    idle_timeout: float = 120.0
+    #: Seconds a request body may take to arrive (kube-apiserver's webhook timeout is <= 30 s).
+    body_timeout: float = 30.0
     storage_unhealthy_condition: str | None = None
     storage_unhealthy_label: str | None = None
     extra_excluded_namespaces: tuple[str, ...] = field(default_factory=tuple)

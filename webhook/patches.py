@@ -5,6 +5,12 @@ leave alone is the *same object* as in the original. :func:`diff` uses that to h
 ``make_patch`` only the branches that can differ, which keeps the hot path from walking
 ``managedFields`` and every container on each request. The patch is still ``make_patch``'s
 own output, with paths escaped by jsonpatch (``~1`` for ``/`` in annotation keys).
+
+``make_patch`` is also the most expensive step of a mutation (it deep-copies both sides and
+walks them), while the pruned inputs repeat: every pod of a StatefulSet gets the same affinity
+and annotation in the same zone. So the patch is memoised by the JSON text of the pruned pair,
+which determines ``make_patch``'s output exactly (key order included), and each caller gets a
+fresh copy decoded from the cached text, never a structure shared with another request.
 """
 
 from __future__ import annotations
@@ -17,6 +23,11 @@ import jsonpatch
 
 Patch = list[dict[str, Any]]
 _MISSING: Any = object()
+#: Memoised patches (JSON text of the pruned pair -> JSON text of the patch), oldest first.
+_PATCHES: dict[str, str] = {}
+#: Bounds of the memo: entries, and the key size above which a pair is diffed but not kept.
+_MEMO_ENTRIES = 1024
+_MEMO_KEY_BYTES = 8192
 
 
 def _prune(original: Any, mutated: Any) -> tuple[Any, Any]:
@@ -25,16 +36,19 @@ def _prune(original: Any, mutated: Any) -> tuple[Any, Any]:
         return original, mutated
     left: dict[str, Any] = {}
     right: dict[str, Any] = {}
-    for key in original.keys() | mutated.keys():
-        a, b = original.get(key, _MISSING), mutated.get(key, _MISSING)
-        if a is b:
-            continue
+    shared = 0
+    for key, b in mutated.items():
+        a = original.get(key, _MISSING)
         if a is _MISSING:
             right[key] = b
-        elif b is _MISSING:
-            left[key] = a
-        else:
+            continue
+        shared += 1
+        if a is not b:
             left[key], right[key] = _prune(a, b)
+    if shared != len(original):  # the mutation removed keys
+        for key, a in original.items():
+            if key not in mutated:
+                left[key] = a
     return left, right
 
 
@@ -43,8 +57,21 @@ def diff(original: dict[str, Any], mutated: dict[str, Any]) -> Patch:
     left, right = _prune(original, mutated)
     if not left and not right:
         return []
-    ops: Patch = jsonpatch.make_patch(left, right).patch
-    return ops
+    try:
+        key = json.dumps([left, right], separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):  # not JSON (a caller's own structure)
+        key = ""
+    text = _PATCHES.get(key) if key else None
+    if text is None:
+        ops: Patch = jsonpatch.make_patch(left, right).patch
+        if not key or len(key) > _MEMO_KEY_BYTES:
+            return ops
+        text = json.dumps(ops, separators=(",", ":"))
+        if len(_PATCHES) >= _MEMO_ENTRIES:
+            del _PATCHES[next(iter(_PATCHES))]
+        _PATCHES[key] = text
+    cached: Patch = json.loads(text)
+    return cached
 
 
 def encode(patch: Patch) -> str:

@@ -194,6 +194,21 @@ def response(request: Request, outcome: Outcome) -> ReviewWire:
     return {"apiVersion": request.api_version, "kind": "AdmissionReview", "response": body}
 
 
+def decision(outcome: Outcome | None, status: int = 200) -> str:
+    """``patched``, ``allowed``, ``denied`` or ``error`` (a 4xx, or an internal error)."""
+    if outcome is None or status != 200:
+        return "error"
+    if not outcome.allowed:
+        return "error" if outcome.code >= 500 else "denied"
+    return "patched" if outcome.patch else "allowed"
+
+
 def dumps(review: ReviewWire) -> bytes:
     """Compact JSON bytes of a response review."""
-    return json.dumps(review, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(review, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate ("\ud800" is valid JSON but not UTF-8) came in with the request and
+        # is echoed back (the uid, a name in a message): escaped, it is valid JSON again.
+        return json.dumps(review, separators=(",", ":")).encode()

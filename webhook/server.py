@@ -21,7 +21,7 @@ from aiohttp import web
 
 from webhook import admission, extender, review
 from webhook.config import Defaults, Settings
-from webhook.errors import BadRequest, PayloadTooLarge
+from webhook.errors import BadRequest, PayloadTooLarge, RequestTimeout
 from webhook.state import Store
 
 log = logging.getLogger("stszone.server")
@@ -32,6 +32,36 @@ Check = Callable[[], tuple[bool, str]]
 Job = Callable[[], Coroutine[Any, Any, None]]
 #: Called with (endpoint, request or None, outcome or None, seconds, http status) after each review.
 Observer = Callable[[str, "review.Request | None", "review.Outcome | None", float, int], None]
+
+
+def _idle_event() -> asyncio.Event:
+    idle = asyncio.Event()
+    idle.set()
+    return idle
+
+
+@dataclass(slots=True)
+class InFlight:
+    """Requests being answered, counted by the handlers themselves for graceful shutdown.
+
+    aiohttp's cleanup closes every connection, then drops bytes arriving on them (aiohttp
+    #2298): a request whose body is still uploading would never finish. So ``serve()`` stops
+    the listener, waits for ``idle`` (bounded), and only then cleans up. Counting here rather
+    than in a middleware keeps aiohttp on its no-middleware fast path.
+    """
+
+    count: int = 0
+    idle: asyncio.Event = field(default_factory=_idle_event)
+
+    def enter(self) -> None:
+        if not self.count:
+            self.idle.clear()
+        self.count += 1
+
+    def leave(self) -> None:
+        self.count -= 1
+        if not self.count:
+            self.idle.set()
 
 
 @dataclass(slots=True)
@@ -47,6 +77,7 @@ class Runtime:
     extra_routes: list[web.RouteDef] = field(default_factory=list)
     #: Set when SIGTERM arrives: /readyz fails so the Service stops routing here.
     shutting_down: bool = False
+    in_flight: InFlight = field(default_factory=InFlight)
 
 
 RUNTIME: web.AppKey[Runtime] = web.AppKey("runtime", Runtime)
@@ -59,7 +90,7 @@ def _plain(status: int, text: str) -> web.Response:
 
 
 async def _read_body(
-    request: web.Request, limit: int, *, what: str = "the AdmissionReview"
+    request: web.Request, limit: int, *, seconds: float, what: str = "the AdmissionReview"
 ) -> bytes:
     if request.content_type != _JSON:
         raise BadRequest(
@@ -71,9 +102,18 @@ async def _read_body(
             f"request body of {request.content_length} bytes is over the {limit} byte cap"
         )
     try:
-        return await request.read()
+        if request.content.is_eof():  # the whole body came with the headers: nothing to wait for
+            return await request.read()
+        # A client that stalls mid-body must not hold the connection (and a shutdown) forever;
+        # aiohttp's keep-alive timer only covers connections waiting for their next request.
+        async with asyncio.timeout(seconds):
+            return await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"request body is over the {limit} byte cap") from None
+    except TimeoutError:
+        raise RequestTimeout(
+            f"the request body did not arrive within {seconds:g}s; send it at once"
+        ) from None
 
 
 def admission_handler(
@@ -88,8 +128,11 @@ def admission_handler(
         parsed: review.Request | None = None
         outcome: review.Outcome | None = None
         status = 200
+        settings = runtime.settings
+        runtime.in_flight.enter()
         try:
-            parsed = review.parse(await _read_body(request, runtime.settings.max_body))
+            body = await _read_body(request, settings.max_body, seconds=settings.body_timeout)
+            parsed = review.parse(body)
             try:
                 outcome = answer(parsed, store=runtime.store, defaults=runtime.defaults)
             except Exception:
@@ -101,12 +144,14 @@ def admission_handler(
                     code=500,
                     reason="InternalError",
                 )
-            body = review.dumps(review.response(parsed, outcome))
-            return web.Response(body=body, content_type=_JSON)
+            return web.Response(
+                body=review.dumps(review.response(parsed, outcome)), content_type=_JSON
+            )
         except BadRequest as err:
             status = err.status
             return _plain(status, err.message)
         finally:
+            runtime.in_flight.leave()
             elapsed = time.perf_counter() - started
             for observe in runtime.observers:
                 observe(endpoint, parsed, outcome, elapsed, status)
@@ -127,8 +172,12 @@ def extender_handler(verb: extender.Verb) -> Callable[[web.Request], Awaitable[w
         runtime = request.app[RUNTIME]
         started = time.perf_counter()
         status = 200
+        settings = runtime.settings
+        runtime.in_flight.enter()
         try:
-            body = await _read_body(request, runtime.settings.max_body, what="ExtenderArgs")
+            body = await _read_body(
+                request, settings.max_body, seconds=settings.body_timeout, what="ExtenderArgs"
+            )
             args = extender.parse_args(body, store=runtime.store)
             store, defaults = runtime.store, runtime.defaults
             try:
@@ -157,6 +206,7 @@ def extender_handler(verb: extender.Verb) -> Callable[[web.Request], Awaitable[w
             status = err.status
             return _plain(status, err.message)
         finally:
+            runtime.in_flight.leave()
             elapsed = time.perf_counter() - started
             for observe in runtime.observers:
                 observe(endpoint, None, None, elapsed, status)
@@ -221,37 +271,31 @@ def make_app(runtime: Runtime) -> web.Application:
     return app
 
 
-async def serve(app: web.Application, *, ssl_context: Any, settings: Settings) -> None:
-    """Serve until SIGTERM/SIGINT; then fail readiness, stop accepting, finish in-flight work."""
-    runtime = app[RUNTIME]
-    # aiohttp's cleanup closes every connection, then drops bytes arriving on them (aiohttp
-    # #2298): a request whose body is still uploading would never finish. So count requests
-    # in handlers, stop the listener, wait for them (bounded), and only then clean up.
-    in_flight, idle = 0, asyncio.Event()
-    idle.set()
+def make_runner(app: web.Application, settings: Settings) -> web.AppRunner:
+    """The runner ``serve()`` uses, with its connection timeouts (tests build theirs with it).
 
-    @web.middleware
-    async def count(
-        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        nonlocal in_flight
-        in_flight += 1
-        idle.clear()
-        try:
-            return await handler(request)
-        finally:
-            in_flight -= 1
-            if not in_flight:
-                idle.set()
-
-    app.middlewares.append(count)
-    runner = web.AppRunner(
+    ``keepalive_timeout`` closes a connection that has no request in progress for
+    ``idle_timeout`` seconds, counted from the connection's start or its last response: it bounds
+    both idle keep-alive connections and a client trickling its request headers. It is longer
+    than kube-apiserver's 90 s idle-connection timeout, so the API server, not us, closes idle
+    connections (a POST on a connection the server is closing fails and is not retried). A body
+    that stalls is bounded by ``body_timeout`` in the handlers; a TLS handshake by asyncio's 60 s.
+    """
+    return web.AppRunner(
         app,
         access_log=None,
         handle_signals=False,
+        keepalive_timeout=settings.idle_timeout,
         # Only responses being written remain at cleanup; the grace is spent waiting below.
         shutdown_timeout=min(settings.shutdown_grace, 1.0),
     )
+
+
+async def serve(app: web.Application, *, ssl_context: Any, settings: Settings) -> None:
+    """Serve until SIGTERM/SIGINT; then fail readiness, stop accepting, finish in-flight work."""
+    runtime = app[RUNTIME]
+    in_flight = runtime.in_flight  # counted by the handlers (see InFlight)
+    runner = make_runner(app, settings)
     await runner.setup()
     site = web.TCPSite(
         runner,
@@ -278,9 +322,9 @@ async def serve(app: web.Application, *, ssl_context: Any, settings: Settings) -
         await site.stop()  # refuse new connections; open ones keep being served
         try:
             async with asyncio.timeout(settings.shutdown_grace):
-                await idle.wait()
+                await in_flight.idle.wait()
         except TimeoutError:
-            log.warning("%d requests still in flight after the grace period; cut", in_flight)
+            log.warning("%d requests still in flight after the grace period; cut", in_flight.count)
     finally:
         await runner.cleanup()
         log.info("stopped")

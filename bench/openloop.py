@@ -1,0 +1,243 @@
+"""Open-loop load at a fixed rate over keep-alive TLS connections; latency per request.
+
+Each of ``--connections`` connections sends on its own fixed schedule (``rate / connections``
+per second, phases staggered), so the offered rate does not drop when the server slows down.
+A request's latency runs from its scheduled time when it had to wait for the previous answer on
+its connection (coordinated omission corrected), else from the moment it was written. The HTTP
+client is a few lines over ``asyncio`` streams, lighter than any library client, so it runs far
+below one core at the rates used here (``bench/run.py`` reports its CPU time).
+
+    python bench/openloop.py --port 8443 --ca certs/ca.crt --corpus DIR/index --rate 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import ssl
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Result:
+    latencies: list[float] = field(default_factory=list)
+    sent: int = 0
+    failed: int = 0
+    late: int = 0  # requests that waited for the previous answer on their connection
+    errors: dict[str, int] = field(default_factory=dict)
+    #: (loop time, what) of every failure, and (loop time, latency) of every answer.
+    failures: list[tuple[float, str]] = field(default_factory=list)
+    answered: list[tuple[float, float]] = field(default_factory=list)
+    #: Serial numbers of the server certificates seen in handshakes.
+    serials: set[int] = field(default_factory=set)
+    connects: int = 0
+
+    def fail(self, what: str, at: float) -> None:
+        self.failed += 1
+        self.errors[what] = self.errors.get(what, 0) + 1
+        self.failures.append((at, what))
+
+
+def _serial(writer: asyncio.StreamWriter) -> int:
+    from cryptography import x509
+
+    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def load_corpus(index: Path) -> list[bytes]:
+    """HTTP/1.1 request bytes for every ``path file`` line of a corpus index."""
+    requests = []
+    for line in index.read_text().splitlines():
+        path, file = line.split()
+        body = Path(file).read_bytes()
+        head = (
+            f"POST {path}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nAccept: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        requests.append(head.encode() + body)
+    return requests
+
+
+async def exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+) -> tuple[int, bytes, bool]:
+    """Send one request, read one response: (status, body, server asked to close)."""
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    length, close = 0, False
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        name = name.strip().lower()
+        if name == "content-length":
+            length = int(value)
+        elif name == "connection" and value.strip().lower() == "close":
+            close = True
+    body = await reader.readexactly(length) if length else b""
+    return status, body, close
+
+
+async def connection(
+    index: int,
+    *,
+    host: str,
+    port: int,
+    ctx: ssl.SSLContext,
+    requests: list[bytes],
+    period: float,
+    start: float,
+    end: float,
+    result: Result,
+    limit: float,
+    reconnect_every: int,
+) -> None:
+    loop = asyncio.get_running_loop()
+    conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+    scheduled = start
+    k = index
+    on_this_connection = 0
+    while scheduled < end:
+        now = loop.time()
+        if now < scheduled:
+            await asyncio.sleep(scheduled - now)
+            began = loop.time()
+        else:
+            began = scheduled
+            result.late += 1
+        result.sent += 1
+        request = requests[k % len(requests)]
+        k += 1
+        try:
+            if conn is None:
+                conn = await asyncio.open_connection(host, port, ssl=ctx)
+                result.connects += 1
+                on_this_connection = 0
+                if reconnect_every:
+                    result.serials.add(_serial(conn[1]))
+            status, _, close = await asyncio.wait_for(exchange(*conn, request), limit)
+            on_this_connection += 1
+            now = loop.time()
+            if status != 200:
+                result.fail(f"HTTP {status}", now)
+            else:
+                result.latencies.append(now - began)
+                result.answered.append((now, now - began))
+            if close or (reconnect_every and on_this_connection >= reconnect_every):
+                conn[1].close()
+                conn = None
+        except (OSError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError) as err:
+            result.fail(type(err).__name__, loop.time())
+            if conn is not None:
+                conn[1].close()
+            conn = None
+        scheduled += period
+    if conn is not None:
+        conn[1].close()
+
+
+async def run(
+    *,
+    host: str,
+    port: int,
+    ctx: ssl.SSLContext,
+    requests: list[bytes],
+    rate: float,
+    duration: float,
+    connections: int,
+    limit: float = 10.0,
+    reconnect_every: int = 0,
+    result: Result | None = None,
+) -> Result:
+    """Offer ``rate`` requests/s for ``duration`` seconds; return what happened.
+
+    ``reconnect_every``: open a new connection (a new TLS handshake) after that many requests.
+    ``result`` may be passed in to watch it fill while the load runs.
+    """
+    loop = asyncio.get_running_loop()
+    result = result if result is not None else Result()
+    period = connections / rate
+    start = loop.time() + 0.5
+    tasks = [
+        connection(
+            i,
+            host=host,
+            port=port,
+            ctx=ctx,
+            requests=requests,
+            period=period,
+            start=start + i * period / connections,
+            end=start + duration,
+            result=result,
+            limit=limit,
+            reconnect_every=reconnect_every,
+        )
+        for i in range(connections)
+    ]
+    await asyncio.gather(*tasks)
+    return result
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of unsorted values; NaN when empty."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def summary(result: Result, *, wall: float, cpu: float) -> dict[str, object]:
+    lat = result.latencies
+    return {
+        "sent": result.sent,
+        "ok": len(lat),
+        "failed": result.failed,
+        "errors": result.errors,
+        "late": result.late,
+        "p50_ms": percentile(lat, 50) * 1e3,
+        "p99_ms": percentile(lat, 99) * 1e3,
+        "p999_ms": percentile(lat, 99.9) * 1e3,
+        "max_ms": max(lat) * 1e3 if lat else float("nan"),
+        "generator_cpu": cpu / wall if wall else 0.0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="fixed-rate open-loop TLS load")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--ca", required=True, help="CA that signed the server's certificate")
+    parser.add_argument("--corpus", type=Path, required=True, help="corpus index (bench/corpus.py)")
+    parser.add_argument("--rate", type=float, default=1000.0, help="requests per second")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds")
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args(argv)
+    ctx = ssl.create_default_context(cafile=args.ca)
+    requests = load_corpus(args.corpus)
+    wall0, cpu0 = time.monotonic(), time.process_time()
+    result = asyncio.run(
+        run(
+            host=args.host,
+            port=args.port,
+            ctx=ctx,
+            requests=requests,
+            rate=args.rate,
+            duration=args.duration,
+            connections=args.connections,
+        )
+    )
+    out = summary(result, wall=time.monotonic() - wall0, cpu=time.process_time() - cpu0)
+    json.dump(out, sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

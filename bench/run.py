@@ -1,0 +1,342 @@
+"""The benchmark: ``stszone serve`` against the bare aiohttp floor, in the same run.
+
+    python bench/run.py                      # 5 alternating rounds, live view of 305k objects
+    python bench/run.py --rounds 3 --profile # and a py-spy profile of stszone under load
+
+What it does, in order:
+
+1. Makes a CA and serving certificate; starts the fake kube-apiserver (``tests/fakeapi.py``)
+   holding 5,000 nodes and 100,000 StatefulSet pods with their claims and volumes (305,050
+   objects, ``bench/cluster.py``), and ``stszone serve --kubeconfig`` against it: the live
+   list+watch view, so requests are answered from a Store of live size. It waits for /readyz.
+2. Starts the floor (``bench/floor.py``): bare aiohttp, same TLS context and certificate, same
+   event loop, one process. Both servers are pinned to ``--server-core``; wrk, the open-loop
+   generator and the fake API server to ``--client-core``.
+3. Checks every corpus item against both servers once (HTTP 200, uid echoed).
+4. Runs ``--rounds`` rounds; each round measures both servers, the order alternating:
+   closed loop (wrk, ``--connections`` keep-alive connections, ``--duration`` s) -> requests/s;
+   open loop (``bench/openloop.py`` at ``--rate`` req/s over the same number of connections)
+   -> p50/p99/max latency. Server and generator CPU shares are recorded: a generator near
+   100% of its core would be the bottleneck, and the script says so.
+5. Prints per-round figures, medians across rounds and the stszone/floor ratios, against the
+   targets (>= 0.8x requests/s, <= 1.3x p99). ``--json FILE`` writes all of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import harness
+from bench.corpus import chained, corpus, write
+
+TARGET_RPS = 0.8
+#: py-spy installs beside the interpreter (the venv's bin/), which may not be on PATH.
+PY_SPY = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+TARGET_P99 = 1.3
+
+
+def check_corpus(items: list[tuple[str, bytes]], port: int, ca: Path) -> Counter[str]:
+    """POST every item once; fail loudly unless each answer is a 200 AdmissionReview."""
+    outcomes: Counter[str] = Counter()
+    for path, body in items:
+        status, answer = harness.post(port, path, body, ca=ca)
+        uid = json.loads(body)["request"]["uid"]
+        if status != 200 or answer["response"]["uid"] != uid:
+            raise RuntimeError(f"{path}: HTTP {status}: {str(answer)[:300]}")
+        response = answer["response"]
+        if not response["allowed"]:
+            outcomes["denied"] += 1
+        elif "patch" in response:
+            outcomes["patched"] += 1
+        else:
+            outcomes["allowed"] += 1
+    return outcomes
+
+
+def profile(pid: int, port: int, index: Path, args: argparse.Namespace, out: Path) -> str:
+    """py-spy on stszone while wrk drives it; the top frames.
+
+    py-spy pauses the process for each sample (its default, blocking mode) so that stacks are
+    whole; that slows stszone down, so this run's requests/s is not reported.
+    """
+    raw = out / "stszone.pyspy.txt"
+    command = [PY_SPY, "record", "-r", "250", "-p", str(pid), "-d", str(int(args.duration))]
+    spy = subprocess.Popen(
+        harness.pinned([*command, "--format", "raw", "-o", str(raw)], args.client_core),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)
+    harness.wrk(
+        port,
+        index,
+        duration=args.duration - 2,
+        connections=args.connections,
+        core=args.client_core,
+    )
+    spy.wait(args.duration + 30)
+    return summarise_profile(raw)
+
+
+def summarise_profile(raw: Path, *, top: int = 25) -> str:
+    """Self and inclusive shares of the event loop's samples (collapsed stacks, py-spy raw).
+
+    Only stacks of the event-loop thread count: the idle workers of the default thread pool
+    (used once at start-up) would otherwise show as samples too.
+    """
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or "_run_once" not in stack:
+            continue
+        count = int(count_text)
+        frames = [_short(f) for f in stack.split(";")]
+        total += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+    lines = [f"{total} samples of the event-loop thread; self time:"]
+    lines += [f"  {100 * n / total:5.1f}%  {frame}" for frame, n in own.most_common(top)]
+    lines.append("inclusive time:")
+    lines += [f"  {100 * n / total:5.1f}%  {frame}" for frame, n in inclusive.most_common(top + 15)]
+    return "\n".join(lines)
+
+
+def _short(frame: str) -> str:
+    # "handle (webhook/server.py:93)" -> "handle (webhook/server.py)"; paths shortened.
+    name, _, where = frame.partition(" (")
+    where = where.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", "lib/python3.11/", "/work/main/"):
+        if marker in where:
+            where = where.split(marker, 1)[1]
+    return f"{name} ({where})"
+
+
+def median(rounds: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in rounds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per measurement")
+    parser.add_argument("--rate", type=float, default=1000.0, help="open-loop requests/s")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--server-core", type=int, default=0)
+    parser.add_argument("--client-core", type=int, default=1)
+    parser.add_argument(
+        "--view",
+        choices=("live", "zones"),
+        default="live",
+        help="live: fake API with 5,000 nodes / 100,000 pods (default); zones: --zones only",
+    )
+    parser.add_argument("--profile", action="store_true", help="py-spy stszone under load")
+    parser.add_argument("--check-generator", action="store_true", help="drive a trivial server")
+    parser.add_argument("--stszone-arg", action="append", default=[], help="extra serve flag")
+    parser.add_argument(
+        "--baseline-root",
+        type=Path,
+        help="also measure `stszone serve` run from this source tree (e.g. an older checkout), "
+        "as server 'baseline' in the same rounds",
+    )
+    parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument("--workdir", type=Path, help="keep logs/profiles here (default: temp)")
+    args = parser.parse_args(argv)
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="stszone-bench-"))
+    items = corpus()
+    report: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "rounds": []}
+    with harness.Harness(workdir) as h:
+        certs = h.certs()
+        if args.view == "live":
+            _, url = h.fakeapi(core=args.client_core)
+            view = ["--kubeconfig", str(h.kubeconfig(url)), "--log-level", "warning"]
+        else:
+            view = ["--offline", "--zones", "zone-a,zone-b,zone-c", "--log-level", "warning"]
+        ports = {"stszone": harness.free_port(), "floor": harness.free_port()}
+        server = h.stszone(
+            port=ports["stszone"], core=args.server_core, certs=certs, view=view + args.stszone_arg
+        )
+        floor = h.floor(port=ports["floor"], core=args.server_core, certs=certs)
+        procs = {"stszone": server, "floor": floor}
+        if args.baseline_root:
+            ports["baseline"] = harness.free_port()
+            procs["baseline"] = h.stszone(
+                port=ports["baseline"],
+                core=args.server_core,
+                certs=certs,
+                view=view + args.stszone_arg,
+                name="baseline",
+                root=args.baseline_root,
+            )
+            harness.wait_ready(
+                procs["baseline"], ports["baseline"], ca=certs.ca, path="/readyz", timeout=600
+            )
+        synced = harness.wait_ready(
+            server, ports["stszone"], ca=certs.ca, path="/readyz", timeout=600
+        )
+        harness.wait_ready(floor, ports["floor"], ca=certs.ca, path="/healthz", timeout=30)
+        print(f"stszone ready in {synced:.1f}s (view: {args.view}); workdir {workdir}", flush=True)
+        if args.view == "live":
+            _, metrics = harness.get(ports["stszone"], "/metrics", ca=certs.ca)
+            objects = [m for m in metrics.splitlines() if m.startswith("stszone_cache_objects")]
+            print("  " + "\n  ".join(objects) if objects else "  (no cache metrics)")
+            report["cache"] = objects
+        items = chained(
+            items, lambda body: harness.post(ports["stszone"], "/mutate", body, ca=certs.ca)[1]
+        )
+        index = write(workdir / "corpus", items)
+        outcomes = check_corpus(items, ports["stszone"], certs.ca)
+        check_corpus(items, ports["floor"], certs.ca)
+        print(f"corpus: {len(items)} reviews; stszone answers {dict(outcomes)}", flush=True)
+        report["corpus"] = {"items": len(items), "stszone": dict(outcomes)}
+        if args.baseline_root:
+            assert check_corpus(items, ports["baseline"], certs.ca) == outcomes
+
+        if args.check_generator:
+            port = harness.free_port()
+            trivial = h.trivial(port=port, core=args.server_core, certs=certs)
+            harness.wait_ready(trivial, port, ca=certs.ca, path="/healthz", timeout=30)
+            closed = harness.wrk(
+                port,
+                index,
+                duration=args.duration,
+                connections=args.connections,
+                core=args.client_core,
+            )
+            opened = harness.openloop(
+                port,
+                index,
+                ca=certs.ca,
+                rate=args.rate,
+                duration=args.duration,
+                connections=args.connections,
+                core=args.client_core,
+            )
+            report["generator_check"] = {"wrk": closed, "openloop": opened}
+            print(
+                f"generator check (trivial server): wrk {closed['rps']:.0f} req/s at "
+                f"{100 * closed['generator_cpu']:.0f}% of its core; open loop at {args.rate:g}/s: "
+                f"p50 {opened['p50_ms']:.2f} ms p99 {opened['p99_ms']:.2f} ms, generator "
+                f"{100 * opened['generator_cpu']:.0f}% of its core",
+                flush=True,
+            )
+            trivial.stop()
+
+        for port in ports.values():  # warm-up
+            harness.wrk(
+                port, index, duration=3, connections=args.connections, core=args.client_core
+            )
+
+        for number in range(args.rounds):
+            order = list(ports) if number % 2 else list(reversed(ports))  # alternate who's first
+            row: dict[str, Any] = {"round": number + 1}
+            for name in order:
+                port, proc = ports[name], procs[name]
+                cpu0 = proc.cpu_seconds()
+                closed = harness.wrk(
+                    port,
+                    index,
+                    duration=args.duration,
+                    connections=args.connections,
+                    core=args.client_core,
+                )
+                closed["server_cpu"] = (proc.cpu_seconds() - cpu0) / (closed["duration_us"] / 1e6)
+                opened = harness.openloop(
+                    port,
+                    index,
+                    ca=certs.ca,
+                    rate=args.rate,
+                    duration=args.duration,
+                    connections=args.connections,
+                    core=args.client_core,
+                )
+                row[name] = {"closed": closed, "open": opened}
+                print(
+                    f"round {number + 1} {name:8s} {closed['rps']:7.0f} req/s "
+                    f"(errors {closed['errors']}, server cpu {100 * closed['server_cpu']:.0f}%, "
+                    f"wrk cpu {100 * closed['generator_cpu']:.0f}%) | at {args.rate:g}/s: "
+                    f"p50 {opened['p50_ms']:.2f} p99 {opened['p99_ms']:.2f} "
+                    f"max {opened['max_ms']:.2f} ms (failed {opened['failed']}, "
+                    f"late {opened['late']}, gen cpu {100 * opened['generator_cpu']:.0f}%)",
+                    flush=True,
+                )
+            report["rounds"].append(row)
+
+        if args.profile:
+            report["profile"] = profile(server.pid, ports["stszone"], index, args, workdir)
+            print(report["profile"])
+        report["stszone_rss_mib"] = server.rss_bytes() / 2**20
+
+    if not report["rounds"]:
+        return 0
+    summary: dict[str, Any] = {}
+    for name in ports:
+        closed = [r[name]["closed"] for r in report["rounds"]]
+        opened = [r[name]["open"] for r in report["rounds"]]
+        summary[name] = {
+            "rps": median(closed, "rps"),
+            "p50_ms": median(opened, "p50_ms"),
+            "p99_ms": median(opened, "p99_ms"),
+            "max_ms": max(o["max_ms"] for o in opened),
+            "wrk_cpu": max(c["generator_cpu"] for c in closed),
+            "openloop_cpu": max(o["generator_cpu"] for o in opened),
+            "failed": sum(o["failed"] + 0 for o in opened) + sum(c["errors"] for c in closed),
+        }
+    s, f = summary["stszone"], summary["floor"]
+    ratios = {k: s[k] / f[k] for k in ("rps", "p50_ms", "p99_ms", "max_ms")}
+    report["summary"], report["ratios"] = summary, ratios
+    print(
+        f"\nmedians over {args.rounds} rounds ({args.duration:g}s each, "
+        f"{args.connections} connections)"
+    )
+    print(f"{'':16s} {'req/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s} {'failed':>7s}")
+    for name in ("floor", "baseline", "stszone"):
+        if name not in summary:
+            continue
+        x = summary[name]
+        print(
+            f"{name:16s} {x['rps']:8.0f} {x['p50_ms']:8.2f} {x['p99_ms']:8.2f} "
+            f"{x['max_ms']:8.2f} {x['failed']:7d}"
+        )
+    for name in ("baseline", "stszone"):
+        if name in summary:
+            r = {k: summary[name][k] / f[k] for k in ("rps", "p50_ms", "p99_ms", "max_ms")}
+            print(
+                f"{name + '/floor':16s} {r['rps']:8.2f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
+                f"{r['max_ms']:8.2f}"
+            )
+    rps_ok, p99_ok = ratios["rps"] >= TARGET_RPS, ratios["p99_ms"] <= TARGET_P99
+    print(
+        f"targets: requests/s >= {TARGET_RPS}x floor: {'met' if rps_ok else 'MISSED'}; "
+        f"p99 <= {TARGET_P99}x floor: {'met' if p99_ok else 'MISSED'}"
+    )
+    busiest = max(x["wrk_cpu"] for x in summary.values())
+    print(
+        f"generators: wrk at most {100 * busiest:.0f}% of its core, open loop at most "
+        f"{100 * max(x['openloop_cpu'] for x in summary.values()):.0f}%"
+        + ("  (WARNING: wrk near its core's limit)" if busiest > 0.9 else "")
+    )
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

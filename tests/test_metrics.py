@@ -1,0 +1,197 @@
+"""/metrics of the real app over TLS, scraped after real requests and parsed as Prometheus does."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from cryptography import x509
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests import builders as b
+from tests.conftest import Served, ServeFactory
+from tests.fakeapi import FakeApi, eventually
+from tests.kubeconfig import write_kubeconfig
+from webhook import metrics
+from webhook.certfiles import DevCerts
+from webhook.config import Settings
+from webhook.kube import load_credentials
+from webhook.live import LiveView
+from webhook.server import Runtime
+from webhook.state import Store
+from webhook.tls import CertReloader
+from webhook.watch import Tuning
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parse(text: str) -> Samples:
+    """Every sample of an exposition: (name, labels) -> value (the parser rejects bad syntax)."""
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+async def scrape(served: Served) -> Samples:
+    status, text = await served.get("/metrics")
+    assert status == 200, text
+    return parse(text)
+
+
+def runtime_with_metrics(store: Store, settings: Settings | None = None) -> Runtime:
+    settings = settings or Settings(host="127.0.0.1", port=0)
+    runtime = Runtime(store=store, defaults=settings.defaults(), settings=settings)
+    metrics.install(runtime)
+    return runtime
+
+
+def not_after(cert: Path) -> float:
+    """notAfter of a PEM certificate file, as Unix time."""
+    return x509.load_pem_x509_certificate(cert.read_bytes()).not_valid_after_utc.timestamp()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def test_requests_are_counted_by_endpoint_kind_and_result(serve: ServeFactory) -> None:
+    """patched, allowed, denied (with its reason) and error each land in their own series."""
+    served = await serve(runtime=runtime_with_metrics(Store(zones=("a", "b", "c"))))
+    conflicting = b.sts_pod("db", 1, node_selector={"topology.kubernetes.io/zone": "x"})
+    for obj in (b.sts_pod("db", 0), b.sts_pod("db", 2), b.plain_pod(), conflicting):
+        status, _ = await served.post_json("/mutate", b.review(obj))
+        assert status == 200
+    status, _ = await served.post_raw("/mutate", b"{not json")
+    assert status == 400
+    status, _ = await served.post_json("/validate", b.review(b.scale("db", replicas=2)))
+    assert status == 200
+
+    samples = await scrape(served)
+    requests = "stszone_requests_total"
+    assert value(samples, requests, endpoint="mutate", kind="Pod", result="patched") == 2
+    assert value(samples, requests, endpoint="mutate", kind="Pod", result="allowed") == 1
+    assert value(samples, requests, endpoint="mutate", kind="Pod", result="denied") == 1
+    assert value(samples, requests, endpoint="mutate", kind="", result="error") == 1
+    assert sum(v for (n, _), v in samples.items() if n == requests) == 6
+    denials = {
+        dict(labels)["reason"]: v
+        for (name, labels), v in samples.items()
+        if name == "stszone_denials_total"
+    }
+    assert denials == {"ZoneConflict": 1}
+    count = "stszone_request_duration_seconds_count"
+    assert value(samples, count, endpoint="mutate") == 5
+    assert value(samples, count, endpoint="validate") == 1
+    inf = value(samples, "stszone_request_duration_seconds_bucket", endpoint="mutate", le="+Inf")
+    assert inf == 5
+    assert value(samples, "stszone_in_flight_requests") == 0
+
+
+async def test_offline_view_reports_its_tables(serve: ServeFactory) -> None:
+    """A file-loaded view: every loaded table synced with its size; unloaded ones not synced."""
+    store = Store(zones=("a", "b"))
+    store.replace("nodes", [])
+    served = await serve(runtime=runtime_with_metrics(store))
+    samples = await scrape(served)
+    assert value(samples, "stszone_cache_synced", resource="nodes") == 1
+    assert value(samples, "stszone_cache_synced", resource="pods") == 0
+    assert value(samples, "stszone_cache_objects", resource="pods") == 0
+    assert ("stszone_watch_restarts_total", frozenset({("resource", "pods")})) in samples
+
+
+async def test_certificate_expiry_is_the_served_certificate(
+    serve: ServeFactory, dev_certs: DevCerts
+) -> None:
+    """The gauge is the notAfter of the certificate the reloader serves, as Unix time."""
+    reloader = CertReloader(dev_certs.cert, dev_certs.key)
+    settings = Settings(host="127.0.0.1", port=0)
+    runtime = Runtime(store=Store(), defaults=settings.defaults(), settings=settings)
+    metrics.install(runtime, certificate=lambda: reloader.not_after)
+    served = await serve(runtime=runtime)
+    samples = await scrape(served)
+    expiry = value(samples, "stszone_certificate_expiry_timestamp_seconds")
+    assert expiry == not_after(dev_certs.cert)
+
+
+async def test_two_apps_keep_separate_counts(serve: ServeFactory) -> None:
+    """Each app has its own registry: requests to one never show in the other."""
+    one = await serve(runtime=runtime_with_metrics(Store(zones=("a",))))
+    two = await serve(runtime=runtime_with_metrics(Store(zones=("a",))))
+    await one.post_json("/mutate", b.review(b.sts_pod("db", 0)))
+    total = "stszone_request_duration_seconds_count"
+    assert value(await scrape(one), total, endpoint="mutate") == 1
+    assert value(await scrape(two), total, endpoint="mutate") == 0
+
+
+async def test_metrics_port_serves_plain_http_and_leaves_the_webhook_port(
+    serve: ServeFactory,
+) -> None:
+    """With --metrics-port, /metrics is plain HTTP there and absent from the TLS port."""
+    port = free_port()
+    settings = Settings(host="127.0.0.1", port=0, metrics_port=port)
+    served = await serve(runtime=runtime_with_metrics(Store(zones=("a",)), settings))
+    await served.post_json("/mutate", b.review(b.sts_pod("db", 0)))
+    assert (await served.get("/metrics"))[0] == 404
+    assert (await served.get("/healthz"))[0] == 200
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/metrics") as resp,
+    ):
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/plain; version=")
+        samples = parse(await resp.text())
+    requests = "stszone_requests_total"
+    assert value(samples, requests, endpoint="mutate", kind="Pod", result="patched") == 1
+
+
+TUNING = Tuning(page_size=50, backoff_initial=0.02, backoff_cap=0.1, healthy_after=0.2)
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeApi]:
+    async with FakeApi(token="t") as fake:
+        yield fake
+
+
+async def test_live_caches_and_watch_restarts(
+    serve: ServeFactory, api: FakeApi, tmp_path: Path
+) -> None:
+    """Live view: synced and sized per resource as listed; a dropped watch counts a restart."""
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t")
+    settings = Settings(host="127.0.0.1", port=0)
+    view = LiveView(settings, credentials=load_credentials(str(kubeconfig)), tuning=TUNING)
+    runtime = Runtime(store=view.store, defaults=settings.defaults(), settings=settings)
+    view.attach(runtime)
+    metrics.install(runtime, caches=view.statuses)
+    served = await serve(runtime=runtime)
+    await eventually(lambda: all(s.synced for s in view.statuses()))
+
+    samples = await scrape(served)
+    listed = {
+        "nodes": len(api.objects.tables["nodes"]),
+        "volumes": len(api.objects.tables["persistentvolumes"]),
+        "statefulsets": len(api.objects.tables["statefulsets"]),
+    }
+    for resource, count in listed.items():
+        assert value(samples, "stszone_cache_synced", resource=resource) == 1
+        assert value(samples, "stszone_cache_objects", resource=resource) == count > 0
+        assert value(samples, "stszone_cache_last_sync_timestamp_seconds", resource=resource) > 0
+    before = value(samples, "stszone_watch_restarts_total", resource="nodes")
+
+    await api.wait_watching("nodes")
+    api.cut("nodes")
+    await eventually(lambda: view.statuses()[0].restarts > before)
+    after = value(await scrape(served), "stszone_watch_restarts_total", resource="nodes")
+    assert after >= before + 1

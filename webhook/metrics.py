@@ -1,0 +1,322 @@
+"""Prometheus metrics: one registry per app, filled by a server observer and read-time collectors.
+
+Exported (all prefixed ``stszone_``)::
+
+    requests_total{endpoint,kind,result}        counter   answered requests; result is
+                                                          allowed|patched|denied|error
+    request_duration_seconds{endpoint}          histogram handler time, body read to answer
+    denials_total{endpoint,reason}              counter   denials by Status reason
+    in_flight_requests                          gauge     requests being answered now
+    cache_objects{resource}                     gauge     records in the cluster view
+    cache_synced{resource}                      gauge     1 once listed (0 before / when lost)
+    cache_last_sync_timestamp_seconds{resource} gauge     Unix time the cache was last current
+    cache_unsynced_seconds{resource}            gauge     how long it has been out of sync
+    watch_restarts_total{resource}              counter   lists/watches that ended and retried
+    cache_relists_total{resource}               counter   full re-lists after the first (410)
+    cache_bad_objects{resource}                 gauge     objects skipped as unreadable
+    certificate_expiry_timestamp_seconds        gauge     notAfter of the serving certificate
+
+``result`` of an AdmissionReview: ``patched`` (allowed with a non-empty patch), ``allowed``,
+``denied`` (``allowed: false``: a rule or a malformed object), ``error`` (a 4xx for a request
+that is not a readable AdmissionReview, or stszone's own internal error). ``kind`` is the
+reviewed object's kind (``""`` when the body could not be read). The extender endpoints count
+with kind ``ExtenderArgs`` and result ``allowed`` or ``error``.
+
+The hot path costs two dictionary lookups and three lock-protected additions per request: label
+children are resolved once and kept. Cache and certificate figures are read when scraped, from
+callables the app hands in (the live view's reflector statuses, or the offline store's tables),
+so they are always current and cost nothing between scrapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+
+from webhook import review
+from webhook.records import KINDS
+from webhook.server import Runtime
+from webhook.state import Store
+
+PREFIX: Final = "stszone"
+#: Admission answers take well under a millisecond to a few; the API server gives up at 30 s.
+BUCKETS: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    10.0,
+)
+
+
+class CacheLike(Protocol):
+    """What the metrics read of one cache (``webhook.watch.CacheStatus`` fits)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def synced(self) -> bool: ...
+    @property
+    def objects(self) -> int: ...
+    @property
+    def restarts(self) -> int: ...
+    @property
+    def relists(self) -> int: ...
+    @property
+    def last_sync(self) -> float | None: ...
+    @property
+    def unsynced_for(self) -> float: ...
+    @property
+    def bad_objects(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCache:
+    """Cache status of an offline view (a ``--cluster`` file or ``--zones``): loaded once."""
+
+    kind: str
+    synced: bool
+    objects: int
+    restarts: int = 0
+    relists: int = 0
+    last_sync: float | None = None
+    unsynced_for: float = 0.0
+    bad_objects: int = 0
+
+
+def store_caches(store: Store, *, loaded_at: float | None = None) -> Callable[[], list[StoreCache]]:
+    """A cache-status source for an offline store: its tables' sizes, synced when loaded."""
+
+    def read() -> list[StoreCache]:
+        return [
+            StoreCache(
+                kind=kind,
+                synced=kind in store.loaded,
+                objects=len(store.table(kind)),
+                last_sync=loaded_at if kind in store.loaded else None,
+            )
+            for kind in KINDS
+        ]
+
+    return read
+
+
+class _StateCollector(Collector):
+    """Cache and certificate figures, read at scrape time."""
+
+    def __init__(
+        self,
+        *,
+        caches: Callable[[], Iterable[CacheLike]] | None,
+        certificate: Callable[[], dt.datetime] | None,
+        in_flight: Callable[[], int] | None,
+    ) -> None:
+        self._caches = caches
+        self._certificate = certificate
+        self._in_flight = in_flight
+
+    def collect(self) -> Iterator[Metric]:
+        if self._in_flight is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_in_flight_requests",
+                "Requests being answered now.",
+                value=self._in_flight(),
+            )
+        if self._certificate is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_certificate_expiry_timestamp_seconds",
+                "Expiry (notAfter, Unix time) of the certificate new TLS handshakes get.",
+                value=self._certificate().timestamp(),
+            )
+        if self._caches is None:
+            return
+        statuses = list(self._caches())
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+            "objects": GaugeMetricFamily(
+                f"{PREFIX}_cache_objects", "Records in the cluster view.", labels=["resource"]
+            ),
+            "synced": GaugeMetricFamily(
+                f"{PREFIX}_cache_synced",
+                "1 when the cache has been listed, 0 before.",
+                labels=["resource"],
+            ),
+            "last_sync": GaugeMetricFamily(
+                f"{PREFIX}_cache_last_sync_timestamp_seconds",
+                "Unix time the cache was last known current (list, watch opened, event).",
+                labels=["resource"],
+            ),
+            "unsynced": GaugeMetricFamily(
+                f"{PREFIX}_cache_unsynced_seconds",
+                "Seconds the cache has been without a working watch (0 while in sync).",
+                labels=["resource"],
+            ),
+            "bad": GaugeMetricFamily(
+                f"{PREFIX}_cache_bad_objects",
+                "Objects skipped because they could not be read.",
+                labels=["resource"],
+            ),
+            "restarts": CounterMetricFamily(
+                f"{PREFIX}_watch_restarts",
+                "Lists and watches that ended (error or closed stream) and were retried.",
+                labels=["resource"],
+            ),
+            "relists": CounterMetricFamily(
+                f"{PREFIX}_cache_relists",
+                "Full re-lists after the first one (watch expired: 410 Gone).",
+                labels=["resource"],
+            ),
+        }
+        for status in statuses:
+            labels = [status.kind]
+            families["objects"].add_metric(labels, status.objects)
+            families["synced"].add_metric(labels, 1.0 if status.synced else 0.0)
+            if status.last_sync is not None:
+                families["last_sync"].add_metric(labels, status.last_sync)
+            families["unsynced"].add_metric(labels, status.unsynced_for)
+            families["bad"].add_metric(labels, status.bad_objects)
+            families["restarts"].add_metric(labels, status.restarts)
+            families["relists"].add_metric(labels, status.relists)
+        yield from families.values()
+
+
+class Metrics:
+    """The registry of one app, and the observer the server calls after every request."""
+
+    def __init__(
+        self,
+        *,
+        registry: CollectorRegistry | None = None,
+        caches: Callable[[], Iterable[CacheLike]] | None = None,
+        certificate: Callable[[], dt.datetime] | None = None,
+        in_flight: Callable[[], int] | None = None,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.requests = Counter(
+            f"{PREFIX}_requests",
+            "Requests answered, by endpoint, reviewed kind and result.",
+            ["endpoint", "kind", "result"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            f"{PREFIX}_request_duration_seconds",
+            "Time to answer a request, from reading its body to the answer being built.",
+            ["endpoint"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.denials = Counter(
+            f"{PREFIX}_denials",
+            "Requests denied, by endpoint and Status reason.",
+            ["endpoint", "reason"],
+            registry=self.registry,
+        )
+        self.registry.register(
+            _StateCollector(caches=caches, certificate=certificate, in_flight=in_flight)
+        )
+        self._requests: dict[tuple[str, str, str], Counter] = {}
+        self._durations: dict[str, Histogram] = {}
+
+    def observe(
+        self,
+        endpoint: str,
+        request: review.Request | None,
+        outcome: review.Outcome | None,
+        seconds: float,
+        status: int,
+    ) -> None:
+        """The server observer: count the request, its result and its duration."""
+        if request is not None:
+            kind = request.kind
+            result = review.decision(outcome, status)
+        else:  # a 4xx before the review was read, or an extender request
+            kind = "" if endpoint in ("mutate", "validate") else "ExtenderArgs"
+            result = "error" if status != 200 else "allowed"
+        key = (endpoint, kind, result)
+        child = self._requests.get(key)
+        if child is None:
+            # Kinds come from requests: bound the label set against a client inventing kinds.
+            if len(self._requests) >= 256:
+                key = (endpoint, "other", result)
+            child = self._requests[key] = self.requests.labels(*key)
+        child.inc()
+        timer = self._durations.get(endpoint)
+        if timer is None:
+            timer = self._durations[endpoint] = self.duration.labels(endpoint)
+        timer.observe(seconds)
+        if result == "denied" and outcome is not None:
+            self.denials.labels(endpoint, outcome.reason or "Forbidden").inc()
+
+    def exposition(self) -> bytes:
+        """The text exposition format of everything in the registry."""
+        return generate_latest(self.registry)
+
+    async def handler(self, request: web.Request) -> web.Response:
+        """``GET /metrics``."""
+        response = web.Response(body=self.exposition())
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    def app(self) -> web.Application:
+        """A plain-HTTP app serving only ``/metrics`` (for ``--metrics-port``)."""
+        app = web.Application()
+        app.router.add_get("/metrics", self.handler)
+        return app
+
+
+async def serve_metrics(metrics: Metrics, *, host: str, port: int) -> None:
+    """Serve ``/metrics`` over plain HTTP on ``host:port`` until cancelled (an app job)."""
+    runner = web.AppRunner(metrics.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port, reuse_address=True).start()
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def install(
+    runtime: Runtime,
+    *,
+    caches: Callable[[], Iterable[CacheLike]] | None = None,
+    certificate: Callable[[], dt.datetime] | None = None,
+    registry: CollectorRegistry | None = None,
+) -> Metrics:
+    """Give ``runtime`` metrics: the observer, and ``/metrics`` on the app or ``--metrics-port``.
+
+    Call before ``make_app``. ``caches`` defaults to the sizes of the runtime's store tables.
+    """
+    metrics = Metrics(
+        registry=registry,
+        caches=caches if caches is not None else store_caches(runtime.store),
+        certificate=certificate,
+        in_flight=lambda: runtime.in_flight.count,
+    )
+    runtime.observers.append(metrics.observe)
+    port = runtime.settings.metrics_port
+    if port is None:
+        runtime.extra_routes.append(web.get("/metrics", metrics.handler))
+    else:
+        host = runtime.settings.host
+
+        async def job() -> None:
+            await serve_metrics(metrics, host=host, port=port)
+
+        runtime.jobs.append(job)
+    return metrics
