@@ -39,6 +39,7 @@ from aiohttp import web
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from webhook import jsonwire
 from webhook.certfiles import DevCerts
 from webhook.clusterfile import store_from_objects
 from webhook.config import MAX_BODY, Settings
@@ -323,14 +324,20 @@ def test_every_recorded_review_is_sound(app: App, review: Path) -> None:
         assert check(app, path, review.read_bytes()) == 200
 
 
-def test_lone_surrogates_are_echoed_escaped(app: App) -> None:
-    """Found by the fuzzer: a lone surrogate in the uid or name (valid JSON, not UTF-8) made
-    encoding the answer fail with a 500; it is now echoed as a JSON escape."""
+def test_lone_surrogates_are_a_clear_400(app: App) -> None:
+    """Found by the fuzzer: a lone surrogate in the uid or name (a JSON escape that is not
+    UTF-8) once made encoding the answer fail with a 500. The decoder now refuses such a body
+    (the API server never sends one) with a 400 that says why."""
     review = json.loads((FIXTURES / "admission" / "003-Pod-CREATE.json").read_text())
     review["request"]["uid"] = "uid-\ud800"
     review["request"]["object"]["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = "x\udfff"
     body = json.dumps(review).encode()
     for path in ("/mutate", "/validate"):
-        assert check(app, path, body) == 200
-    _, _, payload = app.post("/mutate", body)
-    assert b'"uid-\\ud800"' in payload
+        assert check(app, path, body) == 400
+        status, _, payload = app.post(path, body)
+        assert status == 400 and b"not valid JSON" in payload
+
+
+def test_unencodable_strings_still_give_valid_json() -> None:
+    """Should a lone surrogate reach an answer, it is written as a JSON escape, never a 500."""
+    assert jsonwire.dumps({"uid": "uid-\ud800"}) == b'{"uid":"uid-\\ud800"}'

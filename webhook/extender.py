@@ -26,12 +26,11 @@ half for healthy storage.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypedDict
 
-from webhook import objects
+from webhook import jsonwire, objects
 from webhook.config import Defaults
 from webhook.errors import BadObject, BadRequest, Denied
 from webhook.placement import ordinal_of, place, resolve_policy
@@ -98,8 +97,8 @@ def _candidate(node: JSON) -> Candidate:
 def parse_args(body: bytes | str, *, store: Store) -> Args:
     """Parse an ``ExtenderArgs`` body; raise :class:`BadRequest` saying what is wrong."""
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        data = jsonwire.loads(body)
+    except (ValueError, RecursionError) as err:
         raise BadRequest(
             f"request body is not valid JSON ({err}); send kube-scheduler's ExtenderArgs"
         ) from None
@@ -296,4 +295,4 @@ def prioritize(args: Args, *, store: Store, defaults: Defaults) -> list[HostPrio
 
 def dumps(body: FilterResultWire | list[HostPriorityWire]) -> bytes:
     """Compact JSON bytes of an answer."""
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return jsonwire.dumps(body)

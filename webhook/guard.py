@@ -17,10 +17,11 @@ removed ordinals nor covers one among the kept ones, so the guard errs towards r
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from webhook import review
 from webhook.placement import Policy, claim_name, rule_zone
@@ -36,9 +37,12 @@ OVERRIDE: Final = f'set {ALLOW_ZONE_LOSS}: "true" on the StatefulSet to force it
 Source = Literal["pod", "volume", "node-label", "rule", "unknown"]
 
 
-@dataclass(frozen=True, slots=True)
-class Located:
-    """The zone of one ordinal and what says so (``detail``: node, volume or pinned nodes)."""
+class Located(NamedTuple):
+    """The zone of one ordinal and what says so (``detail``: node, volume or pinned nodes).
+
+    A named tuple rather than a frozen dataclass: a scale-down locates every known ordinal,
+    and a tuple is built several times faster.
+    """
 
     ordinal: int
     zone: str | None
@@ -181,6 +185,15 @@ class _Ranges:
             if o in span
         }
         self.ruled = bool(policy.zones) and policy.spec.mode != "node-ordinal"
+        # Sorted ordinals per zone and per place in the rule's cycle: a range's share of each
+        # is two bisections, whatever the range.
+        self.k = len(policy.zones) or 1
+        self.by_zone: dict[str, list[int]] = {}
+        self.by_residue: list[list[int]] = [[] for _ in range(self.k)]
+        for o, item in self.known.items():
+            self.by_residue[o % self.k].append(o)
+            if item.zone is not None:
+                self.by_zone.setdefault(item.zone, []).append(o)
 
     def _rule_ordinals(self, r: range, zone: str) -> Iterator[int]:
         """Ordinals of ``r`` that are not known and that the rule puts in ``zone``."""
@@ -192,16 +205,18 @@ class _Ranges:
         """Zone -> the ordinals of ``r`` holding it (first few in order, and the count)."""
         found: dict[str, list[Located]] = {}
         counts: dict[str, int] = {}
-        for o, item in self.known.items():
-            if o in r and item.zone is not None:
-                found.setdefault(item.zone, []).append(item)
-                counts[item.zone] = counts.get(item.zone, 0) + 1
+        for zone, ordinals in self.by_zone.items():
+            lo, hi = bisect_left(ordinals, r.start), bisect_left(ordinals, r.stop)
+            if hi > lo:
+                found[zone] = [self.known[o] for o in ordinals[lo : min(hi, lo + NAMED)]]
+                counts[zone] = hi - lo
         if self.ruled:
-            k = len(self.policy.zones)
+            k = self.k
             for index, zone in enumerate(self.policy.zones):
                 residue = (index + self.policy.start) % k
                 in_r = len(range(r.start + (residue - r.start) % k, r.stop, k))
-                known_there = sum(1 for o in self.known if o in r and o % k == residue)
+                same = self.by_residue[residue]
+                known_there = bisect_left(same, r.stop) - bisect_left(same, r.start)
                 if in_r - known_there <= 0:
                     continue
                 ruled = [

@@ -8,23 +8,25 @@ own output, with paths escaped by jsonpatch (``~1`` for ``/`` in annotation keys
 
 ``make_patch`` is also the most expensive step of a mutation (it deep-copies both sides and
 walks them), while the pruned inputs repeat: every pod of a StatefulSet gets the same affinity
-and annotation in the same zone. So the patch is memoised by the JSON text of the pruned pair,
-which determines ``make_patch``'s output exactly (key order included), and each caller gets a
-fresh copy decoded from the cached text, never a structure shared with another request.
+and annotation in the same zone. So the patch, and its base64 wire form, are memoised by the
+JSON text of the pruned pair, which determines ``make_patch``'s output exactly (key order
+included). A memoised patch is shared between requests: treat every patch as read-only.
 """
 
 from __future__ import annotations
 
-import json
 from base64 import b64encode
 from typing import Any
 
 import jsonpatch
+import orjson
+
+from webhook import jsonwire
 
 Patch = list[dict[str, Any]]
 _MISSING: Any = object()
-#: Memoised patches (JSON text of the pruned pair -> JSON text of the patch), oldest first.
-_PATCHES: dict[str, str] = {}
+#: Memoised patches (JSON text of the pruned pair -> the patch and its wire form), oldest first.
+_PATCHES: dict[bytes, tuple[Patch, str]] = {}
 #: Bounds of the memo: entries, and the key size above which a pair is diffed but not kept.
 _MEMO_ENTRIES = 1024
 _MEMO_KEY_BYTES = 8192
@@ -54,29 +56,33 @@ def _prune(original: Any, mutated: Any) -> tuple[Any, Any]:
 
 def diff(original: dict[str, Any], mutated: dict[str, Any]) -> Patch:
     """The JSON Patch that turns ``original`` into ``mutated`` (empty when they are equal)."""
+    return diff_encoded(original, mutated)[0]
+
+
+def diff_encoded(original: dict[str, Any], mutated: dict[str, Any]) -> tuple[Patch, str]:
+    """:func:`diff`, with the patch's base64 wire form (``""`` for an empty patch)."""
     left, right = _prune(original, mutated)
     if not left and not right:
-        return []
+        return [], ""
     try:
-        key = json.dumps([left, right], separators=(",", ":"))
-    except (TypeError, ValueError, RecursionError):  # not JSON (a caller's own structure)
-        key = ""
-    text = _PATCHES.get(key) if key else None
-    if text is None:
-        ops: Patch = jsonpatch.make_patch(left, right).patch
-        if not key or len(key) > _MEMO_KEY_BYTES:
-            return ops
-        text = json.dumps(ops, separators=(",", ":"))
+        key = orjson.dumps([left, right])
+    except TypeError:  # not JSON (a caller's own structure)
+        key = b""
+    hit = _PATCHES.get(key) if key else None
+    if hit is not None:
+        return hit
+    ops: Patch = jsonpatch.make_patch(left, right).patch
+    result = (ops, encode(ops))
+    if key and len(key) <= _MEMO_KEY_BYTES:
         if len(_PATCHES) >= _MEMO_ENTRIES:
             del _PATCHES[next(iter(_PATCHES))]
-        _PATCHES[key] = text
-    cached: Patch = json.loads(text)
-    return cached
+        _PATCHES[key] = result
+    return result
 
 
 def encode(patch: Patch) -> str:
     """Base64 of the patch's JSON, as ``AdmissionResponse.patch`` carries it."""
-    return b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode("ascii")
+    return b64encode(jsonwire.dumps(patch)).decode("ascii")
 
 
 def apply(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:

@@ -8,6 +8,7 @@ bound to a zone-pinned volume goes where its data is, whatever the rule says.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ def resolve_policy(
     if sts is not None:
         merged.update(sts.annotations)
     try:
-        spec = parse_spec(merged)
+        spec = _spec_of(frozenset(merged.items()))
     except InvalidSpec as err:
         raise Denied(
             f"StatefulSet {namespace}/{statefulset} has malformed stszone annotations: {err}",
@@ -101,6 +102,12 @@ def resolve_policy(
         templates=templates,
         known=sts is not None,
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _spec_of(annotations: frozenset[tuple[str, str]]) -> Spec:
+    # Every pod of a set carries the same few annotations: parse them once (Spec is frozen).
+    return parse_spec(dict(annotations))
 
 
 def _templates_from_claims(statefulset: str, claims: tuple[str, ...]) -> tuple[str, ...]:

@@ -8,14 +8,13 @@ with the code, reason and a message the user will read in ``kubectl``'s output.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
-from webhook import objects
+from webhook import jsonwire, objects
 from webhook.errors import BadObject, BadRequest
-from webhook.patches import Patch, diff, encode
+from webhook.patches import Patch, diff_encoded, encode
 
 API_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
@@ -73,8 +72,8 @@ class Request:
 def parse(body: bytes | str) -> Request:
     """Parse a request body into a :class:`Request`; :class:`BadRequest` says what is wrong."""
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        data = jsonwire.loads(body)
+    except (ValueError, RecursionError) as err:
         raise BadRequest(
             f"request body is not valid JSON ({err}); send an AdmissionReview"
         ) from None
@@ -143,6 +142,8 @@ class Outcome:
     message: str = ""
     #: The mutated object (only for patched outcomes), so a chain can validate it.
     mutated: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: ``patch`` in its base64 wire form, when already known (memoised with the patch).
+    encoded: str = field(default="", repr=False, compare=False)
 
     def with_warnings(self, warnings: tuple[str, ...]) -> Outcome:
         """The same outcome with more warnings appended."""
@@ -156,6 +157,7 @@ class Outcome:
             reason=self.reason,
             message=self.message,
             mutated=self.mutated,
+            encoded=self.encoded,
         )
 
 
@@ -175,7 +177,8 @@ def patched(
     original: dict[str, Any], mutated: dict[str, Any], *, warnings: tuple[str, ...] = ()
 ) -> Outcome:
     """Allow with the JSON Patch from ``original`` to ``mutated`` (empty when nothing changed)."""
-    return Outcome(patch=diff(original, mutated), warnings=warnings, mutated=mutated)
+    patch, encoded = diff_encoded(original, mutated)
+    return Outcome(patch=patch, warnings=warnings, mutated=mutated, encoded=encoded)
 
 
 def response(request: Request, outcome: Outcome) -> ReviewWire:
@@ -183,7 +186,7 @@ def response(request: Request, outcome: Outcome) -> ReviewWire:
     body: ResponseWire = {"uid": request.uid, "allowed": outcome.allowed}
     if outcome.allowed and outcome.patch:
         body["patchType"] = "JSONPatch"
-        body["patch"] = encode(outcome.patch)
+        body["patch"] = outcome.encoded or encode(outcome.patch)
     if outcome.warnings:
         body["warnings"] = list(dict.fromkeys(outcome.warnings))
     if not outcome.allowed:
@@ -205,10 +208,4 @@ def decision(outcome: Outcome | None, status: int = 200) -> str:
 
 def dumps(review: ReviewWire) -> bytes:
     """Compact JSON bytes of a response review."""
-    text = json.dumps(review, separators=(",", ":"), ensure_ascii=False)
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        # A lone surrogate ("\ud800" is valid JSON but not UTF-8) came in with the request and
-        # is echoed back (the uid, a name in a message): escaped, it is valid JSON again.
-        return json.dumps(review, separators=(",", ":")).encode()
+    return jsonwire.dumps(review)

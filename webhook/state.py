@@ -56,17 +56,19 @@ class Store:
         # request about one set looks at its namespace's records, never a whole table.
         #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
         self._volumes_by_claim: _Index[VolumeInfo] = _Index(lambda v: v.claim)
-        self._volumes_by_namespace: _Index[VolumeInfo] = _Index(
-            lambda v: v.claim[0] if v.claim else None
+        #: Claims and pre-bound PVs by (namespace, claim name without its "-<ordinal>"), i.e.
+        #: by "<template>-<set>": the claims of one set are one lookup per template.
+        self._volumes_by_stem: _Index[VolumeInfo] = _Index(
+            lambda v: _stem(v.claim[0], v.claim[1]) if v.claim else None
         )
-        self._claims_by_namespace: _Index[ClaimInfo] = _Index(lambda c: c.namespace)
+        self._claims_by_stem: _Index[ClaimInfo] = _Index(lambda c: _stem(c.namespace, c.name))
         self._sets_by_namespace: _Index[StatefulSetInfo] = _Index(lambda s: s.namespace)
         self._pods_by_owner: _Index[PodInfo] = _Index(
             lambda p: (p.namespace, p.owner) if p.owner else None
         )
         self._indexes: dict[Kind, tuple[_Index[Any], ...]] = {
-            "volumes": (self._volumes_by_claim, self._volumes_by_namespace),
-            "claims": (self._claims_by_namespace,),
+            "volumes": (self._volumes_by_claim, self._volumes_by_stem),
+            "claims": (self._claims_by_stem,),
             "statefulsets": (self._sets_by_namespace,),
             "pods": (self._pods_by_owner,),
         }
@@ -174,17 +176,11 @@ class Store:
         """
         pods = self._pods_by_owner.get((namespace, statefulset)).values()
         found = {p.ordinal for p in pods if p.ordinal is not None}
-        prefixes = tuple(f"{t}-{statefulset}-" for t in templates)
-        if prefixes:
-            names = {c.name for c in self._claims_by_namespace.get(namespace).values()}
-            names.update(
-                v.claim[1] for v in self._volumes_by_namespace.get(namespace).values() if v.claim
-            )
-            for name in names:
-                for prefix in prefixes:
-                    rest = name[len(prefix) :]
-                    if name.startswith(prefix) and rest.isascii() and rest.isdigit():
-                        found.add(int(rest))
+        for template in templates:
+            stem = (namespace, f"{template}-{statefulset}")
+            names = [c.name for c in self._claims_by_stem.get(stem).values()]
+            names += [v.claim[1] for v in self._volumes_by_stem.get(stem).values() if v.claim]
+            found.update(int(name.rpartition("-")[2]) for name in names)
         return frozenset(found)
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
@@ -220,6 +216,12 @@ class Store:
             return None
         info = self.namespaces.get(namespace)
         return info.enabled if info is not None else False
+
+
+def _stem(namespace: str, claim: str) -> tuple[str, str] | None:
+    """(namespace, "<template>-<set>") of a claim named "<template>-<set>-<ordinal>", else None."""
+    stem, dash, ordinal = claim.rpartition("-")
+    return (namespace, stem) if dash and ordinal.isascii() and ordinal.isdigit() else None
 
 
 class _Index(Generic[R]):
