@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from pathlib import Path
@@ -197,9 +198,26 @@ async def test_health_endpoints(serve: ServeFactory) -> None:
     assert status == 503 and "nodes cache not synced" in text
 
 
-async def test_no_server_version_banner(serve: ServeFactory) -> None:
-    """Responses do not advertise the Python and aiohttp versions."""
+@pytest.mark.parametrize(
+    ("method", "path"), [("GET", "/healthz"), ("GET", "/nope"), ("GET", "/mutate")]
+)
+async def test_no_server_version_banner(serve: ServeFactory, method: str, path: str) -> None:
+    """Responses (aiohttp's own 404 and 405 included) do not advertise Python and aiohttp."""
     served = await serve()
-    async with served.session.get(served.url + "/healthz", ssl=served.ssl) as resp:
-        assert "aiohttp" not in resp.headers.get("Server", "").lower()
-        assert "python" not in resp.headers.get("Server", "").lower()
+    async with served.session.request(method, served.url + path, ssl=served.ssl) as resp:
+        assert resp.headers.get("Server") == "stszone"
+
+
+async def test_no_banner_on_malformed_http(serve: ServeFactory) -> None:
+    """Even the protocol-level 400 for a request line that is not HTTP names no versions."""
+    served = await serve()
+    host, port = served.url.removeprefix("https://").split(":")
+    reader, writer = await asyncio.open_connection(
+        host, int(port), ssl=served.ssl, server_hostname=host
+    )
+    writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(4096), timeout=5)
+    writer.close()
+    assert answer.split(b" ", 2)[1] == b"400" and b"Server: stszone" in answer
+    assert b"aiohttp" not in answer.lower() and b"python" not in answer.lower()

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
+from aiohttp import web, web_response
 
 from webhook import admission, extender, review
 from webhook.config import Defaults, Settings
@@ -25,6 +25,11 @@ from webhook.errors import BadRequest, PayloadTooLarge, RequestTimeout
 from webhook.state import Store
 
 log = logging.getLogger("stszone.server")
+
+# aiohttp announces "Python/3.x aiohttp/3.y" in every response, its own error pages included,
+# and has no setting for it. It reads this module global when it writes headers; replacing it
+# costs nothing per request (a response_prepare signal did, ~3% of throughput).
+web_response.SERVER_SOFTWARE = "stszone"  # type: ignore[attr-defined]
 
 #: A readiness check: returns (ready, detail).
 Check = Callable[[], tuple[bool, str]]
@@ -245,16 +250,10 @@ def _job_context(job: Job) -> Callable[[web.Application], AsyncIterator[None]]:
     return context
 
 
-async def _hide_version(request: web.Request, response: web.StreamResponse) -> None:
-    # aiohttp announces "Python/3.x aiohttp/3.y" by default; do not hand scanners versions.
-    response.headers["Server"] = "stszone"
-
-
 def make_app(runtime: Runtime) -> web.Application:
     """The aiohttp application; background jobs run as ``cleanup_ctx`` contexts."""
     app = web.Application(client_max_size=runtime.settings.max_body)
     app[RUNTIME] = runtime
-    app.on_response_prepare.append(_hide_version)
     app.add_routes(
         [
             web.post("/mutate", admission_handler("mutate")),
