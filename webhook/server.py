@@ -121,47 +121,63 @@ async def _read_body(
         ) from None
 
 
+@dataclass(slots=True)
+class _Exchange:
+    """What one request came to, for the observers: the review, the decision, the status."""
+
+    parsed: review.Request | None = None
+    outcome: review.Outcome | None = None
+    status: int = 200
+
+
+Work = Callable[[web.Request, Runtime, _Exchange], Awaitable[web.Response]]
+
+
+def _served(endpoint: str, work: Work) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """Wrap a POST handler: in-flight counting, observers, and BadRequest -> a one-line 4xx."""
+
+    async def handle(request: web.Request) -> web.Response:
+        runtime = request.app[RUNTIME]
+        started = time.perf_counter()
+        exchange = _Exchange()
+        runtime.in_flight.enter()
+        try:
+            return await work(request, runtime, exchange)
+        except BadRequest as err:
+            exchange.status = err.status
+            return _plain(err.status, err.message)
+        finally:
+            runtime.in_flight.leave()
+            elapsed = time.perf_counter() - started
+            for observe in runtime.observers:
+                observe(endpoint, exchange.parsed, exchange.outcome, elapsed, exchange.status)
+
+    return handle
+
+
 def admission_handler(
     endpoint: admission.Endpoint,
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     """The handler answering AdmissionReviews on ``/mutate`` or ``/validate``."""
     answer = admission.ANSWER[endpoint]
 
-    async def handle(request: web.Request) -> web.Response:
-        runtime = request.app[RUNTIME]
-        started = time.perf_counter()
-        parsed: review.Request | None = None
-        outcome: review.Outcome | None = None
-        status = 200
+    async def work(request: web.Request, runtime: Runtime, exchange: _Exchange) -> web.Response:
         settings = runtime.settings
-        runtime.in_flight.enter()
+        body = await _read_body(request, settings.max_body, seconds=settings.body_timeout)
+        parsed = exchange.parsed = review.parse(body)
         try:
-            body = await _read_body(request, settings.max_body, seconds=settings.body_timeout)
-            parsed = review.parse(body)
-            try:
-                outcome = answer(parsed, store=runtime.store, defaults=runtime.defaults)
-            except Exception:
-                log.exception(
-                    "internal error answering %s %s/%s", endpoint, parsed.kind, parsed.name
-                )
-                outcome = review.denied(
-                    "stszone hit an internal error on this request; see the webhook's logs",
-                    code=500,
-                    reason="InternalError",
-                )
-            return web.Response(
-                body=review.dumps(review.response(parsed, outcome)), content_type=_JSON
+            outcome = answer(parsed, store=runtime.store, defaults=runtime.defaults)
+        except Exception:
+            log.exception("internal error answering %s %s/%s", endpoint, parsed.kind, parsed.name)
+            outcome = review.denied(
+                "stszone hit an internal error on this request; see the webhook's logs",
+                code=500,
+                reason="InternalError",
             )
-        except BadRequest as err:
-            status = err.status
-            return _plain(status, err.message)
-        finally:
-            runtime.in_flight.leave()
-            elapsed = time.perf_counter() - started
-            for observe in runtime.observers:
-                observe(endpoint, parsed, outcome, elapsed, status)
+        exchange.outcome = outcome
+        return web.Response(body=review.dumps(review.response(parsed, outcome)), content_type=_JSON)
 
-    return handle
+    return _served(endpoint, work)
 
 
 def extender_handler(verb: extender.Verb) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -171,52 +187,36 @@ def extender_handler(verb: extender.Verb) -> Callable[[web.Request], Awaitable[w
     ``ExtenderFilterResult.Error`` (kube-scheduler then reports it on the pod); in
     ``prioritize`` it is a 500, which kube-scheduler ignores, scoring with the other plugins.
     """
-    endpoint = f"extender/{verb}"
 
-    async def handle(request: web.Request) -> web.Response:
-        runtime = request.app[RUNTIME]
-        started = time.perf_counter()
-        status = 200
+    async def work(request: web.Request, runtime: Runtime, exchange: _Exchange) -> web.Response:
         settings = runtime.settings
-        runtime.in_flight.enter()
         try:
             body = await _read_body(
                 request, settings.max_body, seconds=settings.body_timeout, what="ExtenderArgs"
             )
-            args = extender.parse_args(body, store=runtime.store)
-            store, defaults = runtime.store, runtime.defaults
-            try:
-                if verb == "filter":
-                    answer = extender.dumps(
-                        extender.filter_nodes(args, store=store, defaults=defaults)
-                    )
-                else:
-                    answer = extender.dumps(
-                        extender.prioritize(args, store=store, defaults=defaults)
-                    )
-            except BadRequest:
-                raise
-            except Exception:
-                log.exception("internal error answering %s", endpoint)
-                message = "stszone hit an internal error on this pod; see the webhook's logs"
-                if verb != "filter":
-                    status = 500
-                    return _plain(status, message)
-                answer = extender.dumps(extender.filter_error(args, message=message))
-            return web.Response(body=answer, content_type=_JSON)
         except PayloadTooLarge as err:  # full Node objects of a large cluster add up
-            status = err.status
-            return _plain(status, f"{err.message}; set nodeCacheCapable: true to send node names")
-        except BadRequest as err:
-            status = err.status
-            return _plain(status, err.message)
-        finally:
-            runtime.in_flight.leave()
-            elapsed = time.perf_counter() - started
-            for observe in runtime.observers:
-                observe(endpoint, None, None, elapsed, status)
+            raise PayloadTooLarge(
+                f"{err.message}; set nodeCacheCapable: true to send node names"
+            ) from None
+        args = extender.parse_args(body, store=runtime.store)
+        store, defaults = runtime.store, runtime.defaults
+        try:
+            if verb == "filter":
+                answer = extender.dumps(extender.filter_nodes(args, store=store, defaults=defaults))
+            else:
+                answer = extender.dumps(extender.prioritize(args, store=store, defaults=defaults))
+        except BadRequest:
+            raise
+        except Exception:
+            log.exception("internal error answering extender/%s", verb)
+            message = "stszone hit an internal error on this pod; see the webhook's logs"
+            if verb != "filter":
+                exchange.status = 500
+                return _plain(500, message)
+            answer = extender.dumps(extender.filter_error(args, message=message))
+        return web.Response(body=answer, content_type=_JSON)
 
-    return handle
+    return _served(f"extender/{verb}", work)
 
 
 async def healthz(request: web.Request) -> web.Response:
