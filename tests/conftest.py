@@ -14,6 +14,8 @@ import pytest
 from aiohttp import web
 from hypothesis import settings
 
+from tests.fakeapi import FakeApi
+from tests.kubeconfig import write_kubeconfig
 from webhook.certfiles import DevCerts, ensure_dev_certs
 from webhook.config import Settings
 from webhook.server import Runtime, make_app
@@ -108,6 +110,23 @@ async def serve(dev_certs: DevCerts, client_ssl: ssl.SSLContext) -> AsyncIterato
         await session.close()
     for runner in runners:
         await runner.cleanup()
+
+
+#: The bearer token the fake API server accepts, in the kubeconfig the live tests write.
+FAKE_TOKEN = "fake-token"
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeApi]:
+    """A fake kube-apiserver on 127.0.0.1 serving the recorded cluster (tests/fakeapi.py)."""
+    async with FakeApi(token=FAKE_TOKEN) as fake:
+        yield fake
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path, api: FakeApi) -> Path:
+    """A kubeconfig pointing at the fake API server with its token."""
+    return write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token=FAKE_TOKEN)
 
 
 @pytest.fixture

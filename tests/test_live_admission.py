@@ -15,7 +15,6 @@ import signal
 import socket
 import ssl
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ import pytest
 from tests import builders as b
 from tests.conftest import Served, ServeFactory
 from tests.fakeapi import FakeApi, Fault, eventually
-from tests.kubeconfig import write_kubeconfig
 from webhook.certfiles import ensure_dev_certs
 from webhook.config import Settings
 from webhook.kube import load_credentials
@@ -34,20 +32,8 @@ from webhook.patches import apply
 from webhook.server import Runtime
 from webhook.watch import Tuning
 
-TOKEN = "fake-token"
 TUNING = Tuning(page_size=50, backoff_initial=0.02, backoff_cap=0.1, healthy_after=0.2)
 ZONE_KEY = "topology.kubernetes.io/zone"
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeApi]:
-    async with FakeApi(token=TOKEN) as fake:
-        yield fake
-
-
-@pytest.fixture
-def kubeconfig(tmp_path: Path, api: FakeApi) -> Path:
-    return write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token=TOKEN)
 
 
 async def live_app(serve: ServeFactory, kubeconfig: Path) -> tuple[Served, LiveView]:

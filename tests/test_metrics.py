@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
-import pytest
 from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import builders as b
 from tests.conftest import Served, ServeFactory
 from tests.fakeapi import FakeApi, eventually
-from tests.kubeconfig import write_kubeconfig
 from webhook import metrics
 from webhook.certfiles import DevCerts
 from webhook.config import Settings
@@ -159,17 +156,10 @@ async def test_metrics_port_serves_plain_http_and_leaves_the_webhook_port(
 TUNING = Tuning(page_size=50, backoff_initial=0.02, backoff_cap=0.1, healthy_after=0.2)
 
 
-@pytest.fixture
-async def api() -> AsyncIterator[FakeApi]:
-    async with FakeApi(token="t") as fake:
-        yield fake
-
-
 async def test_live_caches_and_watch_restarts(
-    serve: ServeFactory, api: FakeApi, tmp_path: Path
+    serve: ServeFactory, api: FakeApi, kubeconfig: Path
 ) -> None:
     """Live view: synced and sized per resource as listed; a dropped watch counts a restart."""
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t")
     settings = Settings(host="127.0.0.1", port=0)
     view = LiveView(settings, credentials=load_credentials(str(kubeconfig)), tuning=TUNING)
     runtime = Runtime(store=view.store, defaults=settings.defaults(), settings=settings)

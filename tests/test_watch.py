@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import FAKE_TOKEN
 from tests.fakeapi import FakeApi, Fault, eventually
 from tests.fakestate import API_FIXTURES, matches
-from tests.kubeconfig import write_kubeconfig
 from webhook.backoff import Backoff
 from webhook.config import Settings
 from webhook.kube import load_credentials
@@ -28,7 +28,6 @@ from webhook.records import Kind
 from webhook.resources import METADATA_LIST, STATEFULSET_POD_LABEL
 from webhook.watch import CacheStatus, Tuning
 
-TOKEN = "fake-token"
 TUNING = Tuning(
     page_size=5,
     watch_timeout=(30, 30),
@@ -46,17 +45,6 @@ TABLES: dict[str, Kind] = {
     "statefulsets": "statefulsets",
     "pods": "pods",
 }
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeApi]:
-    async with FakeApi(token=TOKEN) as fake:
-        yield fake
-
-
-@pytest.fixture
-def kubeconfig(tmp_path: Path, api: FakeApi) -> Path:
-    return write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token=TOKEN)
 
 
 @contextlib.asynccontextmanager
@@ -142,7 +130,7 @@ async def test_fake_serves_the_recorded_metadata_list(api: FakeApi) -> None:
     """The fake's metadata-only node list is the recorded one (so the tests above mean something)."""
     import aiohttp
 
-    headers = {"Accept": METADATA_LIST, "Authorization": f"Bearer {TOKEN}"}
+    headers = {"Accept": METADATA_LIST, "Authorization": f"Bearer {FAKE_TOKEN}"}
     async with (
         aiohttp.ClientSession() as session,
         session.get(api.url + "/api/v1/nodes", headers=headers) as resp,
