@@ -96,12 +96,7 @@ def _candidate(node: JSON) -> Candidate:
 
 def parse_args(body: bytes | str, *, store: Store) -> Args:
     """Parse an ``ExtenderArgs`` body; raise :class:`BadRequest` saying what is wrong."""
-    try:
-        data = jsonwire.loads(body)
-    except (ValueError, RecursionError) as err:
-        raise BadRequest(
-            f"request body is not valid JSON ({err}); send kube-scheduler's ExtenderArgs"
-        ) from None
+    data = jsonwire.request_body(body, expected="kube-scheduler's ExtenderArgs")
     if not isinstance(data, dict):
         raise BadRequest("request body must be a JSON object (kube-scheduler's ExtenderArgs)")
     lower = sorted(k for k in ("pod", "nodes", "nodenames") if k in data)

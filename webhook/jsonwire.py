@@ -14,10 +14,15 @@ from typing import Any
 
 import orjson
 
+from webhook.errors import BadRequest
 
-def loads(body: bytes | str) -> Any:
-    """Decode ``body``; raises ``ValueError`` (``orjson.JSONDecodeError``) when it is not JSON."""
-    return orjson.loads(body)
+
+def request_body(body: bytes | str, *, expected: str) -> Any:
+    """Decode a request body; :class:`BadRequest` (HTTP 400) saying what to send instead."""
+    try:
+        return orjson.loads(body)
+    except (ValueError, RecursionError) as err:
+        raise BadRequest(f"request body is not valid JSON ({err}); send {expected}") from None
 
 
 def dumps(obj: Any) -> bytes:

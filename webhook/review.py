@@ -71,13 +71,7 @@ class Request:
 
 def parse(body: bytes | str) -> Request:
     """Parse a request body into a :class:`Request`; :class:`BadRequest` says what is wrong."""
-    try:
-        data = jsonwire.loads(body)
-    except (ValueError, RecursionError) as err:
-        raise BadRequest(
-            f"request body is not valid JSON ({err}); send an AdmissionReview"
-        ) from None
-    return from_dict(data)
+    return from_dict(jsonwire.request_body(body, expected="an AdmissionReview"))
 
 
 def from_dict(data: Any) -> Request:
