@@ -53,6 +53,18 @@ class Webhook:
         finally:
             conn.close()
 
+    def post_review(self) -> tuple[int, str | None]:
+        """POST the recorded review on a keep-alive connection: (status, Connection header)."""
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=5)
+        try:
+            headers = {"Content-Type": "application/json", "Connection": "keep-alive"}
+            conn.request("POST", "/mutate", body=FIXTURE.read_bytes(), headers=headers)
+            response = conn.getresponse()
+            response.read()
+            return response.status, response.getheader("Connection")
+        finally:
+            conn.close()
+
     def terminate(self) -> None:
         self.terminated_at = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
@@ -160,6 +172,7 @@ def test_sigterm_drains_in_flight_and_exits_0(
     server = start(tmp_path, "--shutdown-grace", "10")
     stopper.append(server.proc)
     assert server.get("/readyz") == 200
+    assert server.post_review() == (200, None)  # keep-alive while serving
     body = big_review()
     upload = SlowUpload(server, body, seconds=SHUTDOWN_DELAY + 2.0)
     upload.start()
@@ -174,6 +187,8 @@ def test_sigterm_drains_in_flight_and_exits_0(
         assert time.monotonic() - server.terminated_at < 1.0, "readyz did not fail within 1 s"
     not_ready_after = time.monotonic() - server.terminated_at
     assert server.get("/healthz") == 200
+    # Answers during the delay close their connection: clients reconnect to a ready replica.
+    assert server.post_review() == (200, "close")
 
     # Then the listener closes: new connections are refused.
     while not refused(server.port):

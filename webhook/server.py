@@ -142,15 +142,21 @@ def _served(endpoint: str, work: Work) -> Callable[[web.Request], Awaitable[web.
         exchange = _Exchange()
         runtime.in_flight.enter()
         try:
-            return await work(request, runtime, exchange)
+            response = await work(request, runtime, exchange)
         except BadRequest as err:
             exchange.status = err.status
-            return _plain(err.status, err.message)
+            response = _plain(err.status, err.message)
         finally:
             runtime.in_flight.leave()
             elapsed = time.perf_counter() - started
             for observe in runtime.observers:
                 observe(endpoint, exchange.parsed, exchange.outcome, elapsed, exchange.status)
+        if runtime.shutting_down:
+            # Readiness is off and the listener closes soon: tell keep-alive clients (the API
+            # server) to reconnect, to a ready replica, instead of sending their next request
+            # on a connection that may be closed under it.
+            response.force_close()
+        return response
 
     return handle
 
