@@ -391,8 +391,9 @@ def test_controller_claim_of_an_unseen_set_is_refused_for_retry() -> None:
     store = live_store_without_sets()
     claim = b.pvc("data-db-0")
     body = b.review(claim)
-    body["request"]["userInfo"]["username"] = mutate.STATEFULSET_CONTROLLER
-    outcome = admission.mutate(review.from_dict(body), store=store, defaults=DEFAULTS)
-    assert not outcome.allowed and outcome.reason == "StatefulSetNotYetSeen"
+    for controller in sorted(mutate.STATEFULSET_CONTROLLERS):
+        body["request"]["userInfo"]["username"] = controller
+        outcome = admission.mutate(review.from_dict(body), store=store, defaults=DEFAULTS)
+        assert not outcome.allowed and outcome.reason == "StatefulSetNotYetSeen", controller
     outcome, _ = run(claim, store)  # requested by "tester"
     assert outcome.allowed and outcome.patch == []

@@ -180,3 +180,28 @@ def test_cluster_without_zones_still_pins() -> None:
     assert terms(pod)[0]["matchExpressions"] == [{**PIN_2, "values": ["0"]}]
     checked = admission.validate(review.from_dict(b.review(pod)), store=store, defaults=Defaults())
     assert checked.allowed, checked.message
+
+
+def test_claims_follow_the_pinned_node_zone_not_the_rule() -> None:
+    """The node labelled 0 is in zone-c: claim data-db-0 gets zone-c and its StorageClass, not
+    the rule's zone-a (an Immediate class would otherwise provision the volume out of reach)."""
+    store = kafka(
+        broker("n0", "zone-c", "0"),
+        annotations={**ANNOTATIONS, "stszone.io/storage-class-template": "ssd-{zone}"},
+    )
+    outcome, claim = mutate(b.pvc("data-db-0"), store)
+    assert outcome.allowed
+    assert claim["metadata"]["annotations"]["stszone.io/zone"] == "zone-c"
+    assert claim["spec"]["storageClassName"] == "ssd-zone-c"
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    [(), (broker("n0", None, "0"),), (broker("n0", "zone-a", "0"), broker("m0", "zone-b", "0"))],
+    ids=["no-node", "no-zone-label", "two-zones"],
+)
+def test_claims_without_one_node_zone_are_left_alone(nodes: tuple[dict[str, Any], ...]) -> None:
+    """No labelled node, no zone labels, or nodes in two zones: nothing to record, never a denial."""
+    no_zones = {k: v for k, v in ANNOTATIONS.items() if k != "stszone.io/zones"}
+    outcome, _ = mutate(b.pvc("data-db-0"), kafka(*nodes, annotations=no_zones))
+    assert outcome.allowed and outcome.patch == []

@@ -12,6 +12,7 @@ from tests import builders as b
 from webhook.clusterfile import store_from_objects
 from webhook.errors import Denied
 from webhook.placement import ordinal_of, place, resolve_policy, rule_zone
+from webhook.records import node_info
 from webhook.state import Store
 
 zone_names = st.lists(
@@ -162,3 +163,39 @@ def test_no_zones_known_is_denied_with_what_to_do() -> None:
     store = Store()
     with pytest.raises(Denied, match="--zones"):
         place(0, namespace="ns", policy=resolve_policy("ns", "db", store=store), store=store)
+
+
+def test_node_heartbeats_keep_the_zone_caches() -> None:
+    """A MODIFIED node with the same labels does not invalidate discovery; a label change does."""
+    store = store_from_objects([b.node("n1", "zone-b"), b.node("n2", "zone-a")])
+    first = store.discovered_zones()
+    store.put("nodes", node_info(b.node("n1", "zone-b")))
+    assert store.discovered_zones() is first, "an unchanged node must not force a rescan"
+    store.put("nodes", node_info(b.node("n1", "zone-c")))
+    assert store.discovered_zones() == ("zone-a", "zone-c")
+    store.delete("nodes", "gone")
+    assert store.discovered_zones() == ("zone-a", "zone-c")
+
+
+def test_local_volume_pinned_by_hostname_is_in_its_nodes_zone() -> None:
+    """local-path / OpenEBS / TopoLVM PVs name a node, not a zone: the pod follows the node's zone."""
+    local = b.pv("pv-local", "unused")
+    local["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] = [
+        {
+            "matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["nc"]}
+            ]
+        }
+    ]
+    store = store_from_objects(
+        [
+            b.node("nc", "zone-c"),
+            b.statefulset(annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"}),
+            b.pvc("data-db-0", volume="pv-local"),
+            local,
+        ]
+    )
+    placement = place(
+        0, namespace="ns", policy=resolve_policy("ns", "db", store=store), store=store
+    )
+    assert (placement.zone, placement.volume) == ("zone-c", "pv-local")

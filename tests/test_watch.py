@@ -287,7 +287,7 @@ async def test_bad_objects_are_skipped_and_logged_once(
     async with running(kubeconfig) as view:
         await eventually(lambda: view.ready()[0])
         bad_pod = pod("db-9")
-        bad_pod["metadata"]["annotations"] = {"stszone.io/zone": 3}  # type: ignore[index]
+        bad_pod["spec"]["nodeName"] = 3  # type: ignore[index]  # a field the record reads
         api.put("pods", bad_pod)
         api.put("persistentvolumes", {**bad_pv, "metadata": {**bad_pv["metadata"], "labels": {}}})
         api.put("nodes", {"metadata": {"name": "node-without-zone"}})

@@ -13,7 +13,9 @@ import pytest
 from tests import builders as b
 from tests.conftest import ServeFactory
 from webhook.clusterfile import store_from_objects
+from webhook.config import Settings
 from webhook.patches import apply
+from webhook.server import Runtime
 from webhook.state import Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -221,3 +223,22 @@ async def test_no_banner_on_malformed_http(serve: ServeFactory) -> None:
     writer.close()
     assert answer.split(b" ", 2)[1] == b"400" and b"Server: stszone" in answer
     assert b"aiohttp" not in answer.lower() and b"python" not in answer.lower()
+
+
+async def test_a_background_job_that_dies_fails_readiness_at_once(
+    serve: ServeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job that ends with an error (say, a metrics port in use) is logged when it happens and
+    /readyz names it, instead of the server claiming to be ready without it."""
+
+    async def metrics_port_taken() -> None:
+        raise OSError(98, "address already in use")
+
+    settings = Settings(host="127.0.0.1", port=0)
+    runtime = Runtime(store=Store(), defaults=settings.defaults(), settings=settings)
+    runtime.jobs.append(metrics_port_taken)
+    served = await serve(runtime=runtime)
+    await asyncio.sleep(0.05)
+    status, text = await served.get("/readyz")
+    assert status == 503 and "metrics_port_taken failed" in text and "already in use" in text
+    assert any("metrics_port_taken failed" in r.getMessage() for r in caplog.records)

@@ -22,7 +22,7 @@ from typing import Literal
 
 from webhook import guard, removal
 from webhook.errors import Denied
-from webhook.placement import Policy, place, resolve_policy
+from webhook.placement import Policy, place_by_mode, resolve_policy
 from webhook.records import StatefulSetInfo
 from webhook.state import Store
 
@@ -109,12 +109,11 @@ def _expectation(
     ordinal: int, policy: Policy, store: Store, namespace: str
 ) -> tuple[str | None, str, tuple[str, ...]]:
     """(expected zone, what sets it, nodes pinned in node-ordinal mode)."""
+    placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
     if policy.spec.mode == "node-ordinal":
         nodes = store.nodes_with_label(policy.spec.node_label or "", str(ordinal))
-        zones = {store.node_zone(n, policy.spec.topology_key) for n in nodes} - {None}
-        zone = zones.pop() if len(zones) == 1 else None
-        return zone, f"nodes {', '.join(nodes)}" if nodes else "no node labelled", nodes
-    placement = place(ordinal, namespace=namespace, policy=policy, store=store)
+        what = f"nodes {', '.join(nodes)}" if nodes else "no node labelled"
+        return placement.zone or None, what, nodes
     return placement.zone, f"volume {placement.volume}" if placement.volume else "rule", ()
 
 

@@ -30,8 +30,6 @@ from webhook.review import Outcome
 from webhook.spec import ALLOW_ZONE_LOSS
 from webhook.state import Store
 
-#: Node label naming the node itself; local PersistentVolumes are pinned with it.
-HOSTNAME: Final = "kubernetes.io/hostname"
 OVERRIDE: Final = f'set {ALLOW_ZONE_LOSS}: "true" on the StatefulSet to force it'
 
 Source = Literal["pod", "volume", "node-label", "rule", "unknown"]
@@ -55,8 +53,8 @@ def volume_zones(
 ) -> tuple[str, frozenset[str]]:
     """(volume names, zones) allowed by the volumes bound to the ordinal's claims.
 
-    Several claims intersect (the pod must reach all of them); a volume pinned to a node by
-    hostname (a local PV) contributes the zone of that node.
+    Several claims intersect (the pod must reach all of them); a local PV pinned by hostname
+    counts as its node's zone (``Store.claim_zones``).
     """
     key = policy.spec.topology_key
     names: list[str] = []
@@ -65,20 +63,10 @@ def volume_zones(
         volume, zones = store.claim_zones(
             namespace, claim_name(template, policy.statefulset, ordinal), key
         )
-        info = store.volume(volume) if volume and not zones else None
-        if info is not None:
-            hosts = info.zones.get(HOSTNAME, frozenset())
-            zones = _zones_of(
-                (n for h in hosts for n in store.nodes_with_label(HOSTNAME, h)), key, store
-            )
         if zones:
             names.append(volume)
             allowed = zones if allowed is None else allowed & zones
     return ", ".join(names), allowed or frozenset()
-
-
-def _zones_of(nodes: Iterable[str], key: str, store: Store) -> frozenset[str]:
-    return frozenset(z for n in nodes if (z := store.node_zone(n, key)) is not None)
 
 
 def _pick(zones: frozenset[str], ordinal: int, policy: Policy) -> str:
@@ -102,7 +90,7 @@ def locate(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Loc
         return Located(ordinal, _pick(zones, ordinal, policy), "volume", volume)
     if policy.spec.mode == "node-ordinal":
         nodes = store.nodes_with_label(policy.spec.node_label or "", str(ordinal))
-        pinned = _zones_of(nodes, key, store)
+        pinned = store.zones_of(nodes, key)
         if len(pinned) == 1:
             return Located(ordinal, next(iter(pinned)), "node-label", ", ".join(nodes))
         return Located(ordinal, None, "unknown", ", ".join(nodes))

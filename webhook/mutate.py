@@ -13,7 +13,14 @@ from typing import Any
 from webhook import affinity, objects, review
 from webhook.config import Defaults
 from webhook.errors import Denied
-from webhook.placement import Placement, Policy, claim_name, ordinal_of, place, resolve_policy
+from webhook.placement import (
+    Placement,
+    Policy,
+    claim_name,
+    ordinal_of,
+    place_by_mode,
+    resolve_policy,
+)
 from webhook.records import statefulset_info, statefulset_owner
 from webhook.review import Outcome
 from webhook.spec import (
@@ -82,10 +89,8 @@ def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
         pod_annotations=objects.str_map(meta, "annotations", path="metadata"),
         pod_claims=claims,
     )
-    if policy.spec.mode == "node-ordinal" and not policy.zones:
-        # node-ordinal pins a node, not a zone: a cluster without zone labels is fine there.
-        return PodPlan(policy, ordinal, Placement(zone="", rule_zone=""))
-    return PodPlan(policy, ordinal, place(ordinal, namespace=namespace, policy=policy, store=store))
+    placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
+    return PodPlan(policy, ordinal, placement)
 
 
 def mutate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Outcome:
@@ -188,13 +193,14 @@ def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, namespace: str, store: Store
             f"nodes {', '.join(nodes)} all carry {label}={value}; {name} may land on any of them "
             "and move between them; keep each value on one node",
         )
-    zones = sorted({z for n in nodes if (z := store.node_zone(n, key))})
-    if len(zones) == 1:
-        mutated = _with_annotation(mutated, ZONE, zones[0])
-        conflict = affinity.exclusion(objects.mapping(pod, "spec"), key, zones[0])
+    zones = sorted(store.zones_of(nodes, key))
+    if plan.placement.zone:  # the node(s) share one zone: record it
+        zone = plan.placement.zone
+        mutated = _with_annotation(mutated, ZONE, zone)
+        conflict = affinity.exclusion(objects.mapping(pod, "spec"), key, zone)
         if conflict is not None:
             warnings += (
-                f"{name}: the node with {label}={value} is in zone {zones[0]}, which the pod's "
+                f"{name}: the node with {label}={value} is in zone {zone}, which the pod's "
                 f"{conflict} excludes; it will stay Pending",
             )
     for template in plan.policy.templates if zones else ():
@@ -267,7 +273,14 @@ def claim_owner(name: str, *, namespace: str, store: Store) -> tuple[str, int] |
 
 
 #: Who creates StatefulSet pods and claims (``request.userInfo.username``).
-STATEFULSET_CONTROLLER = "system:serviceaccount:kube-system:statefulset-controller"
+#: With kube-controller-manager's default ``--use-service-account-credentials=false`` every
+#: controller acts as ``system:kube-controller-manager``; with ``true``, as its own account.
+STATEFULSET_CONTROLLERS = frozenset(
+    {
+        "system:serviceaccount:kube-system:statefulset-controller",
+        "system:kube-controller-manager",
+    }
+)
 
 
 def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = "") -> Outcome:
@@ -278,7 +291,7 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = 
     name = objects.string(meta, "name")
     owner = claim_owner(name, namespace=namespace, store=store)
     if owner is None:
-        if requester == STATEFULSET_CONTROLLER and store.lagging():
+        if requester in STATEFULSET_CONTROLLERS and store.lagging():
             # The controller creates claims right after the set; an Immediate-binding class
             # would provision this one before we know its zone. Refuse; the controller retries.
             raise Denied(
@@ -290,7 +303,9 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = 
         return review.allowed()
     statefulset, ordinal = owner
     policy = resolve_policy(namespace, statefulset, store=store)
-    placement = place(ordinal, namespace=namespace, policy=policy, store=store)
+    placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
+    if not placement.zone:  # node-ordinal mode and no single node zone yet: nothing to record
+        return review.allowed()
     mutated = _with_annotation(claim, ZONE, placement.zone)
     template = policy.spec.storage_class_template
     if template:

@@ -77,13 +77,3 @@ def dicts(obj: Mapping[str, Any], key: str, *, path: str = "") -> list[JSON]:
         if not isinstance(item, dict):
             raise BadObject(f"{_where(path, key)}[{i}] must be an object")
     return items
-
-
-def controller_of(meta: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(kind, name) of the ownerReference marked ``controller: true``, if any."""
-    for ref in dicts(meta, "ownerReferences", path="metadata"):
-        if ref.get("controller") is True:
-            kind, name = ref.get("kind"), ref.get("name")
-            if isinstance(kind, str) and isinstance(name, str):
-                return kind, name
-    return None

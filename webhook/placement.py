@@ -16,7 +16,6 @@ from typing import Any
 
 from webhook import objects
 from webhook.errors import Denied
-from webhook.records import StatefulSetInfo
 from webhook.spec import POD_INDEX_LABEL, ZONES, InvalidSpec, Spec, parse_spec, stszone_annotations
 from webhook.state import Store
 
@@ -170,7 +169,16 @@ def place(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Plac
     return Placement(zone=zone, rule_zone=by_rule, volume=volume, claim=claim, warnings=(warning,))
 
 
-def statefulset_zones(sts: StatefulSetInfo, *, store: Store) -> tuple[str, ...]:
-    """The zone list of a known StatefulSet (its annotation, else the server's zone source)."""
-    spec = parse_spec(sts.annotations)
-    return spec.zones or store.server_zones(spec.topology_key)
+def place_by_mode(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Placement:
+    """Where stszone puts ``ordinal`` in its StatefulSet's mode.
+
+    Zone modes: :func:`place` (the rule, or the zone of its data). Node-ordinal mode: the node
+    labelled with the ordinal decides, so the zone is the one its node(s) share, and ``""``
+    when no node carries the label or they span zones (the rule plays no part there).
+    """
+    if policy.spec.mode != "node-ordinal":
+        return place(ordinal, namespace=namespace, policy=policy, store=store)
+    nodes = store.nodes_with_label(policy.spec.node_label or "", str(ordinal))
+    zones = store.zones_of(nodes, policy.spec.topology_key)
+    zone = next(iter(zones)) if len(zones) == 1 else ""
+    return Placement(zone=zone, rule_zone="")

@@ -29,6 +29,9 @@ ZONE_KEYS: Final = (
     "topology.cinder.csi.openstack.org/zone",
 )
 
+#: Node label naming the node itself; local PersistentVolumes are pinned to a node with it.
+HOSTNAME: Final = "kubernetes.io/hostname"
+
 Kind = Literal["nodes", "volumes", "claims", "statefulsets", "pods", "namespaces"]
 KINDS: Final[tuple[Kind, ...]] = (
     "nodes",
@@ -82,12 +85,11 @@ class VolumeInfo:
 
 @dataclass(frozen=True, slots=True)
 class ClaimInfo:
-    """A PersistentVolumeClaim: the volume it is bound to and its phase."""
+    """A PersistentVolumeClaim: the volume it is bound to."""
 
     namespace: str
     name: str
     volume: str = ""
-    phase: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -103,7 +105,6 @@ class StatefulSetInfo:
     annotations: Mapping[str, str] = field(default_factory=dict)
     replicas: int = 1
     start: int = 0
-    selector: Mapping[str, str] = field(default_factory=dict)
     templates: tuple[str, ...] = ()
     #: The pod template's ``requiredDuringScheduling...`` nodeSelectorTerms and nodeSelector.
     node_terms: tuple[Mapping[str, Any], ...] = ()
@@ -116,14 +117,13 @@ class StatefulSetInfo:
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
-    """A StatefulSet pod: ordinal, node, owning set, and the zone stszone recorded on it."""
+    """A StatefulSet pod: ordinal, node and owning set."""
 
     namespace: str
     name: str
     owner: str | None
     ordinal: int | None
     node: str = ""
-    zone_annotation: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -213,7 +213,6 @@ def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
         namespace=_intern(objects.string(meta, "namespace")),
         name=_name(meta),
         volume=objects.string(objects.mapping(obj, "spec"), "volumeName"),
-        phase=_intern(objects.string(objects.mapping(obj, "status"), "phase")),
     )
 
 
@@ -229,14 +228,12 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
         _name(objects.mapping(t, "metadata"))
         for t in objects.dicts(spec, "volumeClaimTemplates", path="spec")
     )
-    selector = objects.str_map(objects.mapping(spec, "selector"), "matchLabels")
     return StatefulSetInfo(
         namespace=_intern(objects.string(meta, "namespace")),
         name=_name(meta),
         annotations=stszone_annotations(objects.str_map(meta, "annotations")),
         replicas=objects.integer(spec, "replicas", default=1, path="spec"),
         start=objects.integer(objects.mapping(spec, "ordinals"), "start", default=0),
-        selector=selector,
         templates=templates,
         node_terms=tuple(terms),
         node_selector=objects.str_map(template_spec, "nodeSelector"),
@@ -266,7 +263,6 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
         owner=_intern(owner) if owner else None,
         ordinal=ordinal_of(meta),
         node=_intern(objects.string(objects.mapping(obj, "spec"), "nodeName")),
-        zone_annotation=objects.str_map(meta, "annotations").get("stszone.io/zone", ""),
     )
 
 

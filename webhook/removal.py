@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from webhook import guard
 from webhook.errors import Denied
 from webhook.placement import Policy, claim_name, place, resolve_policy
-from webhook.records import StatefulSetInfo
+from webhook.records import HOSTNAME, StatefulSetInfo
 from webhook.spec import DEFAULT_TOPOLOGY_KEY
 from webhook.state import Store
 
@@ -55,9 +55,9 @@ def _local_nodes(
         claim = claim_name(template, policy.statefulset, ordinal)
         volume, _ = store.claim_zones(namespace, claim, policy.spec.topology_key)
         info = store.volume(volume) if volume else None
-        hosts = info.zones.get(guard.HOSTNAME) if info is not None else None
+        hosts = info.zones.get(HOSTNAME) if info is not None else None
         if hosts:
-            nodes = frozenset(n for h in hosts for n in store.nodes_with_label(guard.HOSTNAME, h))
+            nodes = frozenset(n for h in hosts for n in store.nodes_with_label(HOSTNAME, h))
             allowed = nodes if allowed is None else allowed & nodes
     return allowed
 
@@ -99,8 +99,8 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
 
 
 def _unique_zone(nodes: Iterable[str], key: str, store: Store) -> str | None:
-    zones = {store.node_zone(n, key) for n in nodes} - {None}
-    return zones.pop() if len(zones) == 1 else None
+    zones = store.zones_of(nodes, key)
+    return next(iter(zones)) if len(zones) == 1 else None
 
 
 def safe(ordinals: list[Slot], removed: Collection[str], *, key: str, store: Store) -> bool:

@@ -5,7 +5,7 @@
   extender filters on a node *condition* (``--storage-unhealthy-condition``, which lives in
   ``status``) are full Nodes listed.
 * persistentvolumes, persistentvolumeclaims, statefulsets -- full objects: the fields we keep
-  (``spec.nodeAffinity``, ``spec.volumeName``, ``status.phase``, the pod template) are not metadata.
+  (``spec.nodeAffinity``, ``spec.volumeName``, the pod template) are not metadata.
 * pods -- only StatefulSet pods, by the server-side selector ``statefulset.kubernetes.io/pod-name``
   (the StatefulSet controller sets it on every pod it creates), never every pod of the cluster.
 * namespaces -- only opted-in ones (``stszone.io/enabled=true``): a namespace missing from the table

@@ -82,6 +82,8 @@ class Runtime:
     extra_routes: list[web.RouteDef] = field(default_factory=list)
     #: Set when SIGTERM arrives: /readyz fails so the Service stops routing here.
     shutting_down: bool = False
+    #: Background jobs that ended with an error (each fails readiness, with its reason).
+    failed_jobs: list[str] = field(default_factory=list)
     in_flight: InFlight = field(default_factory=InFlight)
 
 
@@ -236,14 +238,29 @@ async def readyz(request: web.Request) -> web.Response:
     if runtime.shutting_down:
         return _plain(503, "shutting down")
     failures = [detail for ok, detail in (check() for check in runtime.checks) if not ok]
+    failures += runtime.failed_jobs
     if failures:
         return _plain(503, "not ready: " + "; ".join(failures))
     return _plain(200, "ok")
 
 
 def _job_context(job: Job) -> Callable[[web.Application], AsyncIterator[None]]:
+    name = getattr(job, "__qualname__", repr(job))
+
     async def context(app: web.Application) -> AsyncIterator[None]:
+        runtime = app[RUNTIME]
+
+        def ended(task: asyncio.Task[None]) -> None:
+            # Jobs run for the app's lifetime: one that ends early (a metrics port already in
+            # use, a bug) is logged now, not at shutdown, and keeps /readyz from saying ready.
+            if task.cancelled() or task.exception() is None:
+                return
+            error = task.exception()
+            log.error("background job %s failed: %s", name, error, exc_info=error)
+            runtime.failed_jobs.append(f"background job {name} failed: {error}")
+
         task = asyncio.create_task(job())
+        task.add_done_callback(ended)
         yield
         task.cancel()
         try:
@@ -251,7 +268,7 @@ def _job_context(job: Job) -> Callable[[web.Application], AsyncIterator[None]]:
         except asyncio.CancelledError:
             pass
         except Exception:
-            log.exception("background job failed while stopping")
+            pass  # already logged by ended()
 
     return context
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from webhook.records import (
+    HOSTNAME,
     ClaimInfo,
     Info,
     Key,
@@ -88,7 +89,9 @@ class Store:
                 index.remove(old)
             index.add(info)
         table[info.key] = info
-        if kind == "nodes":
+        if kind == "nodes" and old != info:
+            # Node heartbeats arrive as MODIFIED events with the same labels; only a real
+            # change may invalidate the zone and label caches the admission path reads.
             self._node_generation += 1
 
     def delete(self, kind: Kind, key: Key) -> None:
@@ -97,8 +100,8 @@ class Store:
         if old is not None:
             for index in self._indexes.get(kind, ()):
                 index.remove(old)
-        if kind == "nodes":
-            self._node_generation += 1
+            if kind == "nodes":
+                self._node_generation += 1
 
     def replace(self, kind: Kind, infos: Iterable[Info]) -> None:
         """Swap the whole table of ``kind`` (a fresh list) and mark it loaded."""
@@ -186,9 +189,6 @@ class Store:
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))
 
-    def claim(self, namespace: str, name: str) -> ClaimInfo | None:
-        return self.claims.get((namespace, name))
-
     def volume(self, name: str) -> VolumeInfo | None:
         return self.volumes.get(name)
 
@@ -197,7 +197,9 @@ class Store:
     ) -> tuple[str, frozenset[str]]:
         """(volume name, zones) of the PV bound to a claim; ``("", frozenset())`` if none.
 
-        The PV's own ``claimRef`` counts too: a pre-bound PV pins the claim before binding.
+        The PV's own ``claimRef`` counts too: a pre-bound PV pins the claim before binding. A
+        local volume pinned to a node by hostname (local-path, OpenEBS, TopoLVM) is in that
+        node's zone.
         """
         info = self.claims.get((namespace, claim))
         volume = info.volume if info is not None and info.volume else ""
@@ -208,7 +210,15 @@ class Store:
         pv = self.volumes.get(volume) if volume else None
         if pv is None:
             return "", frozenset()
-        return pv.name, pv.zones_for(topology_key)
+        zones = pv.zones_for(topology_key)
+        if not zones and HOSTNAME in pv.zones:
+            nodes = (n for h in pv.zones[HOSTNAME] for n in self.nodes_with_label(HOSTNAME, h))
+            zones = self.zones_of(nodes, topology_key)
+        return pv.name, zones
+
+    def zones_of(self, nodes: Iterable[str], topology_key: str) -> frozenset[str]:
+        """The zones of the given nodes (unknown nodes and nodes without the label skipped)."""
+        return frozenset(z for n in nodes if (z := self.node_zone(n, topology_key)) is not None)
 
     def namespace_enabled(self, namespace: str) -> bool | None:
         """True/False when namespaces are known, None when this view holds no namespaces."""

@@ -212,7 +212,8 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         old_count = known.replicas if known is not None else new_count
     if new_count >= old_count:
         return review.allowed()  # not a scale-down: no lookups
-    sts = store.statefulset(namespace, name)
+    # Live: a set missing from the view is refused for retry by resolve_policy. Offline (a saved
+    # cluster file without it): guarded on its pods and the server's zones, with a warning.
     policy = resolve_policy(namespace, name, store=store)
     result = guard.scale_down(
         name,
@@ -223,7 +224,7 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         store=store,
     )
     outcome = guard.verdict(result, allow_zone_loss=policy.spec.allow_zone_loss)
-    if sts is None:
+    if not policy.known:
         outcome = outcome.with_warnings(
             (
                 f"StatefulSet {namespace}/{name} is not in stszone's view yet: the guard used its "
