@@ -101,7 +101,8 @@ def summarise_profile(raw: Path, *, top: int = 25) -> str:
     total = 0
     for line in raw.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
-        if not stack or "_run_once" not in stack:
+        # asyncio's loop runs callbacks from _run_once; uvloop's from C, under Runner.run.
+        if not stack or ("_run_once" not in stack and "Runner.run" not in stack):
             continue
         count = int(count_text)
         frames = [_short(f) for f in stack.split(";")]

@@ -16,6 +16,7 @@ from webhook import admission, guard, review
 from webhook.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.placement import resolve_policy
+from webhook.records import claim_info, pod_info, volume_info
 from webhook.state import Store
 
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -335,12 +336,21 @@ async def test_recorded_template_update_is_allowed(serve: ServeFactory) -> None:
 # --- scale: bounded by the objects in the view, not by replicas ------------------------------
 
 
+def zone_of(o: int, store: Store) -> str | None:
+    """Ordinal ``o`` of ns/db located from the tables themselves: its pod ``db-<o>`` by name,
+    its node's zone label; ``guard.locate`` only for ordinals without a placed pod."""
+    pod = store.pod("ns", f"db-{o}")
+    node = store.nodes.get(pod.node) if pod is not None and pod.owner == "db" else None
+    if node is not None and ZONE_KEY in node.labels:
+        return node.labels[ZONE_KEY]
+    policy = resolve_policy("ns", "db", store=store)
+    return guard.locate(o, namespace="ns", policy=policy, store=store).zone
+
+
 def reference(store: Store, old: range, new: range) -> tuple[dict[str, int], int | None, int]:
     """Brute force over every ordinal: (lost zone -> holder count, lowest, unknown count)."""
-    policy = resolve_policy("ns", "db", store=store)
     where = {
-        o: guard.locate(o, namespace="ns", policy=policy, store=store).zone
-        for o in range(min(old.start, new.start), max(old.stop, new.stop))
+        o: zone_of(o, store) for o in range(min(old.start, new.start), max(old.stop, new.stop))
     }
     kept = {where[o] for o in new} - {None}
     lost: dict[str, int] = {}
@@ -353,7 +363,7 @@ def reference(store: Store, old: range, new: range) -> tuple[dict[str, int], int
     seen: set[str | None] = set()
     lowest = 0 if not held else None
     for count, o in enumerate(widest if held else (), start=1):
-        seen.add(where.get(o) or guard.locate(o, namespace="ns", policy=policy, store=store).zone)
+        seen.add(where.get(o) or zone_of(o, store))
         if held <= seen:
             lowest = count
             break
@@ -387,6 +397,53 @@ def test_property_matches_a_brute_force_walk(
     assert {z: h.count for z, h in got.lost.items()} == lost
     assert all(len(h.first) == min(h.count, guard.NAMED) for h in got.lost.values())
     assert (got.lowest, got.unknown_count) == (lowest, unknown)
+
+
+#: A watch event: (kind, ordinal, zone or None) -- kind "pod" puts pod db-<o> on the node of
+#: that zone (None: not scheduled), "gone" deletes it, "claim" binds data-db-<o> to a PV in that
+#: zone (None: deletes the claim), "prebound" a PV whose claimRef names it, before any claim.
+EVENTS = st.tuples(
+    st.sampled_from(["pod", "gone", "claim", "prebound"]),
+    st.integers(0, 12),
+    st.sampled_from(["a", "b", "c", "x", None]),
+)
+
+
+def apply_event(store: Store, kind: str, o: int, zone: str | None) -> None:
+    if kind == "pod":
+        store.put("pods", pod_info(b.sts_pod(ordinal=o, node=f"n{zone}" if zone else None)))
+    elif kind == "gone":
+        store.delete("pods", ("ns", f"db-{o}"))
+    elif kind == "claim" and zone is None:
+        store.delete("claims", ("ns", f"data-db-{o}"))
+    elif kind == "claim":
+        store.put("volumes", volume_info(b.pv(f"pv-{o}-{zone}", zone)))
+        store.put("claims", claim_info(b.pvc(f"data-db-{o}", volume=f"pv-{o}-{zone}")))
+    else:
+        claim = ("ns", f"data-db-{o}")
+        store.put("volumes", volume_info(b.pv(f"pre-{o}", zone or "a", claim=claim)))
+
+
+@given(
+    events=st.lists(st.lists(EVENTS, max_size=4), min_size=1, max_size=6), old=st.integers(1, 14)
+)
+def test_property_guard_follows_watch_events(
+    events: list[list[tuple[str, int, str | None]]], old: int
+) -> None:
+    """Pods, claims and volumes change between scale checks (as watch events do): each check
+    agrees with a walk over the tables as they are then, never with what it saw before."""
+    store = store_from_objects([*NODES, b.node("nx", "x"), b.statefulset(replicas=old)])
+    for batch in events:
+        for event in batch:
+            apply_event(store, *event)
+        for new in {0, old // 2, old - 1}:
+            policy = resolve_policy("ns", "db", store=store)
+            got = guard.scale_down(
+                "db", old=range(old), new=range(new), namespace="ns", policy=policy, store=store
+            )
+            lost, lowest, unknown = reference(store, range(old), range(new))
+            assert {z: h.count for z, h in got.lost.items()} == lost
+            assert (got.lowest, got.unknown_count) == (lowest, unknown)
 
 
 def test_two_billion_replicas_is_answered_at_once_with_a_bounded_message() -> None:

@@ -89,10 +89,14 @@ async def test_in_cluster_token_is_reread_after_rotation(
     job = asyncio.create_task(view.run())
     try:
         await eventually(lambda: view.ready()[0])
-        # The kubelet writes a new token; the API server stops accepting the old one.
-        (account / "token").write_text("t-2")
+        # The API server stops accepting the old token before the kubelet has written the new
+        # one: the reconnecting watch is refused (401) until the file changes, then re-reads it.
         api.token = "t-2"
         api.cut("pods")
+        await eventually(
+            lambda: "401" in next(s for s in view.statuses() if s.kind == "pods").last_error
+        )
+        (account / "token").write_text("t-2")
         api.put(
             "pods",
             {
@@ -112,8 +116,7 @@ async def test_in_cluster_token_is_reread_after_rotation(
             },
         )
         await eventually(lambda: view.store.pod("cap", "x-0") is not None)
-        pods = next(s for s in view.statuses() if s.kind == "pods")
-        assert "401" in pods.last_error and view.ready()[0]
+        assert view.ready()[0]
     finally:
         job.cancel()
         with contextlib.suppress(asyncio.CancelledError):

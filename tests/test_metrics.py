@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests import builders as b
 from tests.conftest import Served, ServeFactory
 from tests.fakeapi import FakeApi, eventually
-from webhook import metrics
+from webhook import metrics, review
 from webhook.certfiles import DevCerts
 from webhook.config import Settings
 from webhook.kube import load_credentials
@@ -185,3 +185,33 @@ async def test_live_caches_and_watch_restarts(
     await eventually(lambda: view.statuses()[0].restarts > before)
     after = value(await scrape(served), "stszone_watch_restarts_total", resource="nodes")
     assert after >= before + 1
+
+
+def test_histogram_buckets_are_cumulative_and_bounds_inclusive() -> None:
+    """A duration on a bucket's bound counts in it ("le"); each bucket includes the ones below;
+    a client inventing kinds is folded into kind="other" past the series bound."""
+    m = metrics.Metrics()
+    durations = [0.0005, 0.0007, 0.001, 0.003, 20.0]
+    for seconds in durations:
+        m.observe("mutate", None, None, seconds, 400)
+    samples = parse(m.exposition().decode())
+    bucket = "stszone_request_duration_seconds_bucket"
+    expected = {"0.0005": 1, "0.001": 3, "0.0025": 3, "0.005": 4, "10.0": 4, "+Inf": 5}
+    for le, count in expected.items():
+        assert value(samples, bucket, endpoint="mutate", le=le) == count, le
+    assert value(samples, "stszone_request_duration_seconds_count", endpoint="mutate") == 5
+    total = value(samples, "stszone_request_duration_seconds_sum", endpoint="mutate")
+    assert abs(total - sum(durations)) < 1e-9
+    assert value(samples, "stszone_requests_total", endpoint="mutate", kind="", result="error") == 5
+
+    request = review.from_dict(b.review(b.sts_pod()))
+    for i in range(300):
+        invented = request._replace(kind=f"Kind{i}")
+        m.observe("validate", invented, review.allowed(), 0.001, 200)
+    samples = parse(m.exposition().decode())
+    series = [labels for name, labels in samples if name == "stszone_requests_total"]
+    assert len(series) == 257  # the first series, 255 invented kinds, then one "other"
+    other = value(
+        samples, "stszone_requests_total", endpoint="validate", kind="other", result="allowed"
+    )
+    assert other == 300 - 255

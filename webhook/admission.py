@@ -9,7 +9,6 @@ effects, which is what ``sideEffects: None`` promises.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Literal
 
 from webhook import mutate as mutations
@@ -109,7 +108,7 @@ def chain(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
         return mutated
     after = request
     if mutated.patch:
-        after = replace(request, object=apply(request.object, mutated.patch))
+        after = request._replace(object=apply(request.object, mutated.patch))
     checked = validate(after, store=store, defaults=defaults)
     if not checked.allowed:
         return checked.with_warnings(mutated.warnings)

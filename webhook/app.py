@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from webhook import logs, metrics
 from webhook.config import Settings
+from webhook.errors import ConfigError
 from webhook.live import start_live
 from webhook.metrics import store_caches
 from webhook.server import Runtime, make_app, serve
@@ -54,8 +56,25 @@ async def _main(settings: Settings) -> None:
     await serve(make_app(runtime), ssl_context=reloader.context, settings=settings)
 
 
+def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop ``stszone serve --loop`` names; ConfigError when it cannot be had."""
+    if name == "asyncio":
+        return asyncio.new_event_loop
+    try:
+        import uvloop
+    except ImportError:
+        raise ConfigError(
+            "--loop uvloop: uvloop is not installed (it is a dependency on Linux and macOS); "
+            "pip install uvloop, or run with --loop asyncio"
+        ) from None
+    return uvloop.new_event_loop
+
+
 def run_serve(settings: Settings) -> int:
     """Run the webhook until SIGTERM/SIGINT; exit status 0 after a graceful stop."""
     logs.setup(fmt=settings.log_format, level=settings.log_level)
-    asyncio.run(_main(settings))
+    factory = loop_factory(settings.loop)
+    log.info("event loop: %s", settings.loop)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(_main(settings))
     return 0

@@ -156,9 +156,8 @@ def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
             problem=err.message,
         )
     ordinals = guard.audited_ordinals(sts)
-    located = [
-        guard.locate(o, namespace=sts.namespace, policy=policy, store=store) for o in ordinals
-    ]
+    where = guard.Locator(namespace=sts.namespace, policy=policy, store=store)
+    located = [where(o) for o in ordinals]
     held = {item.zone for item in located if item.zone is not None}
     missing: tuple[int, ...] = ()
     duplicate: dict[int, tuple[str, ...]] = {}

@@ -41,6 +41,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         log_format=getattr(args, "log_format", "text"),
         log_level=getattr(args, "log_level", "info"),
         metrics_port=getattr(args, "metrics_port", None),
+        loop=getattr(args, "loop", "uvloop"),
         max_unsynced=getattr(args, "max_unsynced", 120.0),
         shutdown_grace=getattr(args, "shutdown_grace", 20.0),
         storage_unhealthy_condition=getattr(args, "storage_unhealthy_condition", None),

@@ -45,6 +45,8 @@ class Settings:
     log_format: Literal["text", "json"] = "text"
     log_level: str = "info"
     metrics_port: int | None = None
+    #: The event loop: uvloop (libuv; its TLS and transports are faster) or asyncio's own.
+    loop: Literal["uvloop", "asyncio"] = "uvloop"
     #: /readyz fails when a cache has not re-synced for this long (seconds).
     max_unsynced: float = 120.0
     #: Seconds to finish in-flight requests after SIGTERM.

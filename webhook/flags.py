@@ -147,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-port", type=int, help="serve /metrics on this port too (default: same port)"
     )
     serve.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="event loop: uvloop (default; about 10%% more requests/s) or asyncio's own",
+    )
+    serve.add_argument(
         "--max-unsynced",
         type=float,
         default=120.0,

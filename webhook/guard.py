@@ -77,26 +77,44 @@ def _pick(zones: frozenset[str], ordinal: int, policy: Policy) -> str:
     return min(zones, key=lambda z: (order.get(z, len(order)), z))
 
 
+class Locator:
+    """Finds the zone of ordinals of one set: its running pod's node, else its volume, else
+    its pin or rule. Built once per set, so locating many ordinals shares the lookups."""
+
+    __slots__ = ("key", "namespace", "nodes", "pods", "policy", "store")
+
+    def __init__(self, *, namespace: str, policy: Policy, store: Store) -> None:
+        self.namespace, self.policy, self.store = namespace, policy, store
+        self.key = policy.spec.topology_key
+        self.pods = store.set_pods(namespace, policy.statefulset).by_name
+        self.nodes = store.nodes
+
+    def __call__(self, ordinal: int) -> Located:
+        pod = self.pods.get(ordinal)
+        if pod is not None and pod.node:
+            node = self.nodes.get(pod.node)
+            zone = node.labels.get(self.key) if node is not None else None
+            if zone:
+                return Located(ordinal, zone, "pod", pod.node)
+        policy, store = self.policy, self.store
+        volume, zones = volume_zones(ordinal, namespace=self.namespace, policy=policy, store=store)
+        if zones:
+            return Located(ordinal, _pick(zones, ordinal, policy), "volume", volume)
+        if policy.spec.mode == "node-ordinal":
+            nodes = store.nodes_with_label(policy.spec.node_label or "", str(ordinal))
+            pinned = store.zones_of(nodes, self.key)
+            if len(pinned) == 1:
+                return Located(ordinal, next(iter(pinned)), "node-label", ", ".join(nodes))
+            return Located(ordinal, None, "unknown", ", ".join(nodes))
+        if policy.zones:
+            zone = rule_zone(ordinal, zones=policy.zones, start=policy.start)
+            return Located(ordinal, zone, "rule")
+        return Located(ordinal, None, "unknown")
+
+
 def locate(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Located:
-    """The zone of ``ordinal``: its running pod's node, else its volume, else its pin or rule."""
-    key = policy.spec.topology_key
-    pod = store.pod(namespace, f"{policy.statefulset}-{ordinal}")
-    if pod is not None and pod.owner == policy.statefulset and pod.node:
-        zone = store.node_zone(pod.node, key)
-        if zone:
-            return Located(ordinal, zone, "pod", pod.node)
-    volume, zones = volume_zones(ordinal, namespace=namespace, policy=policy, store=store)
-    if zones:
-        return Located(ordinal, _pick(zones, ordinal, policy), "volume", volume)
-    if policy.spec.mode == "node-ordinal":
-        nodes = store.nodes_with_label(policy.spec.node_label or "", str(ordinal))
-        pinned = store.zones_of(nodes, key)
-        if len(pinned) == 1:
-            return Located(ordinal, next(iter(pinned)), "node-label", ", ".join(nodes))
-        return Located(ordinal, None, "unknown", ", ".join(nodes))
-    if policy.zones:
-        return Located(ordinal, rule_zone(ordinal, zones=policy.zones, start=policy.start), "rule")
-    return Located(ordinal, None, "unknown")
+    """The zone of ``ordinal`` (see :class:`Locator`, for many ordinals of one set)."""
+    return Locator(namespace=namespace, policy=policy, store=store)(ordinal)
 
 
 def lowest_keeping(located: Iterable[Located], zones: Iterable[str]) -> int | None:
@@ -167,11 +185,8 @@ class _Ranges:
         if policy.spec.mode == "node-ordinal":
             label = policy.spec.node_label or ""
             known |= {int(v) for v in store.label_values(label) if v.isascii() and v.isdigit()}
-        self.known = {
-            o: locate(o, namespace=namespace, policy=policy, store=store)
-            for o in sorted(known)
-            if o in span
-        }
+        where = Locator(namespace=namespace, policy=policy, store=store)
+        self.known = {o: where(o) for o in sorted(known) if o in span}
         self.ruled = bool(policy.zones) and policy.spec.mode != "node-ordinal"
         # Sorted ordinals per zone and per place in the rule's cycle: a range's share of each
         # is two bisections, whatever the range.

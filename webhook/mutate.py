@@ -7,8 +7,7 @@ policy ``IfNeeded``) over the mutated object yields an empty patch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook import affinity, objects, review
 from webhook.config import Defaults
@@ -51,8 +50,7 @@ def _skipped(meta: JSON) -> bool:
     return objects.str_map(meta, "labels", path="metadata").get(SKIP) == "true"
 
 
-@dataclass(frozen=True, slots=True)
-class PodPlan:
+class PodPlan(NamedTuple):
     """What a StatefulSet pod must look like: the policy, its ordinal and its placement."""
 
     policy: Policy

@@ -78,8 +78,9 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
         if zone is not None:
             by_zone.setdefault(zone, set()).add(name)
     found: list[Slot] = []
+    where = guard.Locator(namespace=sts.namespace, policy=policy, store=store)
     for ordinal in ordinals:
-        located = guard.locate(ordinal, namespace=sts.namespace, policy=policy, store=store)
+        located = where(ordinal)
         node = located.detail if located.source == "pod" else ""
         by_label = policy.spec.mode == "node-ordinal"
         expected: str | None = None

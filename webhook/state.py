@@ -8,7 +8,8 @@ their extraction from API objects are in :mod:`webhook.records`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from webhook.records import (
@@ -26,6 +27,7 @@ from webhook.records import (
 from webhook.spec import DEFAULT_TOPOLOGY_KEY
 
 R = TypeVar("R", NodeInfo, VolumeInfo, ClaimInfo, StatefulSetInfo, PodInfo, NamespaceInfo)
+S = TypeVar("S")
 
 
 class Store:
@@ -56,18 +58,23 @@ class Store:
         # Secondary indexes, kept in step with the tables by put/delete/replace, so that a
         # request about one set looks at its namespace's records, never a whole table.
         #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
-        self._volumes_by_claim: _Index[VolumeInfo] = _Index(lambda v: v.claim)
+        self._volumes_by_claim: _Index[VolumeInfo, None] = _Index(lambda v: v.claim)
         #: Claims and pre-bound PVs by (namespace, claim name without its "-<ordinal>"), i.e.
-        #: by "<template>-<set>": the claims of one set are one lookup per template.
-        self._volumes_by_stem: _Index[VolumeInfo] = _Index(
-            lambda v: _stem(v.claim[0], v.claim[1]) if v.claim else None
+        #: by "<template>-<set>": the claims of one set are one lookup per template. Each
+        #: group's ordinals are summarised once per change of the group (the guard asks).
+        self._volumes_by_stem: _Index[VolumeInfo, frozenset[int]] = _Index(
+            lambda v: _stem(v.claim[0], v.claim[1]) if v.claim else None,
+            summarise=lambda volumes: _claim_ordinals(v.claim[1] for v in volumes if v.claim),
         )
-        self._claims_by_stem: _Index[ClaimInfo] = _Index(lambda c: _stem(c.namespace, c.name))
-        self._sets_by_namespace: _Index[StatefulSetInfo] = _Index(lambda s: s.namespace)
-        self._pods_by_owner: _Index[PodInfo] = _Index(
-            lambda p: (p.namespace, p.owner) if p.owner else None
+        self._claims_by_stem: _Index[ClaimInfo, frozenset[int]] = _Index(
+            lambda c: _stem(c.namespace, c.name),
+            summarise=lambda claims: _claim_ordinals(c.name for c in claims),
         )
-        self._indexes: dict[Kind, tuple[_Index[Any], ...]] = {
+        self._sets_by_namespace: _Index[StatefulSetInfo, None] = _Index(lambda s: s.namespace)
+        self._pods_by_owner: _Index[PodInfo, SetPods] = _Index(
+            lambda p: (p.namespace, p.owner) if p.owner else None, summarise=SetPods.of
+        )
+        self._indexes: dict[Kind, tuple[_Index[Any, Any], ...]] = {
             "volumes": (self._volumes_by_claim, self._volumes_by_stem),
             "claims": (self._claims_by_stem,),
             "statefulsets": (self._sets_by_namespace,),
@@ -84,14 +91,16 @@ class Store:
         """Insert or replace one record."""
         table = self.table(kind)
         old = table.get(info.key)
+        if old == info:
+            # Most MODIFIED events change nothing a record keeps (pod status, node heartbeats):
+            # leave the indexes, their summaries and the node caches as they are.
+            return
         for index in self._indexes.get(kind, ()):
             if old is not None:
                 index.remove(old)
             index.add(info)
         table[info.key] = info
-        if kind == "nodes" and old != info:
-            # Node heartbeats arrive as MODIFIED events with the same labels; only a real
-            # change may invalidate the zone and label caches the admission path reads.
+        if kind == "nodes":
             self._node_generation += 1
 
     def delete(self, kind: Kind, key: Key) -> None:
@@ -177,14 +186,15 @@ class Store:
         Every other ordinal is placed by the rule alone, which lets the guard reason about a
         ``replicas: 2147483647`` set without visiting two billion ordinals.
         """
-        pods = self._pods_by_owner.get((namespace, statefulset)).values()
-        found = {p.ordinal for p in pods if p.ordinal is not None}
+        found = self._pods_by_owner.summary((namespace, statefulset)).ordinals
         for template in templates:
             stem = (namespace, f"{template}-{statefulset}")
-            names = [c.name for c in self._claims_by_stem.get(stem).values()]
-            names += [v.claim[1] for v in self._volumes_by_stem.get(stem).values() if v.claim]
-            found.update(int(name.rpartition("-")[2]) for name in names)
-        return frozenset(found)
+            found = found | self._claims_by_stem.summary(stem) | self._volumes_by_stem.summary(stem)
+        return found
+
+    def set_pods(self, namespace: str, statefulset: str) -> SetPods:
+        """The pods of one set by ordinal (summarised once per change of the set's pods)."""
+        return self._pods_by_owner.summary((namespace, statefulset))
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))
@@ -234,30 +244,86 @@ def _stem(namespace: str, claim: str) -> tuple[str, str] | None:
     return (namespace, stem) if dash and ordinal.isascii() and ordinal.isdigit() else None
 
 
-class _Index(Generic[R]):
-    """A secondary index over one table: group key -> {primary key: record}."""
+def _claim_ordinals(names: Iterable[str]) -> frozenset[int]:
+    """The ordinals of claims named "<template>-<set>-<ordinal>" (indexed: all well-formed)."""
+    return frozenset(int(name.rpartition("-")[2]) for name in names)
 
-    def __init__(self, group: Callable[[R], Hashable | None]) -> None:
+
+@dataclass(frozen=True, slots=True)
+class SetPods:
+    """The pods of one StatefulSet, as the guard reads them."""
+
+    #: Every pod's ordinal (its ``pod-index`` label, else its name's suffix).
+    ordinals: frozenset[int]
+    #: Pods by the ordinal their name carries: the pod ``<set>-<N>`` is ordinal N's pod.
+    by_name: Mapping[int, PodInfo]
+
+    @classmethod
+    def of(cls, pods: Iterable[PodInfo]) -> SetPods:
+        ordinals: set[int] = set()
+        by_name: dict[int, PodInfo] = {}
+        for pod in pods:
+            if pod.ordinal is not None:
+                ordinals.add(pod.ordinal)
+            if pod.owner and pod.name.startswith(f"{pod.owner}-"):
+                suffix = pod.name[len(pod.owner) + 1 :]
+                if suffix.isascii() and suffix.isdigit():
+                    by_name[int(suffix)] = pod
+        return cls(frozenset(ordinals), by_name)
+
+
+class _Index(Generic[R, S]):
+    """A secondary index over one table: group key -> {primary key: record}.
+
+    With ``summarise``, :meth:`summary` answers a question about one group's records and
+    keeps the answer until that group changes.
+    """
+
+    def __init__(
+        self,
+        group: Callable[[R], Hashable | None],
+        *,
+        summarise: Callable[[Iterable[R]], S] | None = None,
+    ) -> None:
         self._group: Callable[[R], Hashable | None] = group
         self._groups: dict[Hashable, dict[Key, R]] = {}
+        self._summarise: Callable[[Iterable[R]], S] | None = summarise
+        self._summaries: dict[Hashable, S] = {}
 
     def add(self, info: R) -> None:
         key = self._group(info)
         if key is not None:
             self._groups.setdefault(key, {})[info.key] = info
+            self._summaries.pop(key, None)
 
     def remove(self, info: R) -> None:
         key = self._group(info)
         members = self._groups.get(key) if key is not None else None
         if members is not None:
             members.pop(info.key, None)
+            self._summaries.pop(key, None)
             if not members:
                 del self._groups[key]
 
     def rebuild(self, infos: Iterable[R]) -> None:
         self._groups = {}
+        self._summaries = {}
         for info in infos:
             self.add(info)
+
+    def summary(self, key: Hashable) -> S:
+        """``summarise`` of one group's records (an empty group included), kept until it changes."""
+        try:
+            return self._summaries[key]
+        except KeyError:
+            pass
+        if self._summarise is None:
+            raise TypeError("this index keeps no summaries")
+        members = self._groups.get(key)
+        if members is None:  # not kept: requests may name any number of absent groups
+            return self._summarise(())
+        value = self._summaries[key] = self._summarise(members.values())
+        return value
 
     def get(self, key: Hashable) -> dict[Key, R]:
         """The records of one group (empty when none)."""

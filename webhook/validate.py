@@ -14,7 +14,6 @@ StatefulSet in the view.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from webhook import affinity, guard, objects, review
@@ -168,7 +167,7 @@ def _zone_list_change(
         return ()  # zones pin nothing in node-ordinal mode; with no list, nothing was placed
     if old_zones == policy.zones:
         return ()
-    before_policy = replace(policy, spec=old_spec, zones=old_zones)
+    before_policy = policy._replace(spec=old_spec, zones=old_zones)
     moved: list[str] = []
     stay: list[str] = []
     checked = min(info.replicas, CHECKED_ORDINALS)  # replicas is an int32: stay bounded
