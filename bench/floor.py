@@ -2,9 +2,10 @@
 
 What any aiohttp admission webhook must do at the least -- TLS with stszone's own hardened
 context and certificate, read the body, ``json.loads`` it, echo the uid with a fixed zone patch,
-``json.dumps`` the answer -- on the same event loop (the default asyncio loop, as ``stszone
-serve`` runs), one process, no access log. The benchmark runs it beside ``stszone serve`` so the
-ratio between them measures what stszone's own work costs.
+``json.dumps`` the answer -- on asyncio's own event loop (``--loop uvloop`` for the loop
+``stszone serve`` runs by default), one process, no access log. The benchmark runs it beside
+``stszone serve``, so the ratio between them is what stszone's own work costs, less what its
+choices of loop and JSON library save.
 
     python bench/floor.py --port 9443 --cert certs/tls.crt --key certs/tls.key
 """
@@ -98,8 +99,22 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--cert", required=True)
     parser.add_argument("--key", required=True)
+    parser.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="event loop (default asyncio's own, as a bare aiohttp webhook runs)",
+    )
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(parse()))
+    arguments = parse()
+    if arguments.loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    else:
+        factory = asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main(arguments))

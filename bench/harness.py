@@ -152,8 +152,8 @@ class Harness:
         cmd += ["--cert", str(certs.cert), "--key", str(certs.key), *view, *extra]
         return self.start(name, cmd, core=core, env=env, cwd=root)
 
-    def floor(self, *, port: int, core: int | None, certs: Any) -> Proc:
-        cmd = [PYTHON, "bench/floor.py", "--port", str(port)]
+    def floor(self, *, port: int, core: int | None, certs: Any, loop: str = "asyncio") -> Proc:
+        cmd = [PYTHON, "bench/floor.py", "--port", str(port), "--loop", loop]
         cmd += ["--cert", str(certs.cert), "--key", str(certs.key)]
         return self.start("floor", cmd, core=core)
 

@@ -114,9 +114,11 @@ async def connection(
         result.sent += 1
         request = requests[k % len(requests)]
         k += 1
+        phase = "connect " if conn is None else ""  # failures say whether a connection was made
         try:
             if conn is None:
                 conn = await asyncio.open_connection(host, port, ssl=ctx)
+                phase = ""
                 result.connects += 1
                 on_this_connection = 0
                 if reconnect_every:
@@ -133,7 +135,7 @@ async def connection(
                 conn[1].close()
                 conn = None
         except (OSError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError) as err:
-            result.fail(type(err).__name__, loop.time())
+            result.fail(phase + type(err).__name__, loop.time())
             if conn is not None:
                 conn[1].close()
             conn = None

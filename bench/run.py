@@ -151,6 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-generator", action="store_true", help="drive a trivial server")
     parser.add_argument("--stszone-arg", action="append", default=[], help="extra serve flag")
     parser.add_argument(
+        "--floor-loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the floor's event loop (default asyncio's own; stszone serve runs uvloop unless "
+        "given --stszone-arg=--loop=asyncio)",
+    )
+    parser.add_argument(
         "--baseline-root",
         type=Path,
         help="also measure `stszone serve` run from this source tree (e.g. an older checkout), "
@@ -174,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         server = h.stszone(
             port=ports["stszone"], core=args.server_core, certs=certs, view=view + args.stszone_arg
         )
-        floor = h.floor(port=ports["floor"], core=args.server_core, certs=certs)
+        floor = h.floor(
+            port=ports["floor"], core=args.server_core, certs=certs, loop=args.floor_loop
+        )
         procs = {"stszone": server, "floor": floor}
         if args.baseline_root:
             ports["baseline"] = harness.free_port()

@@ -14,6 +14,8 @@ import pytest
 
 from tests import builders as b
 from webhook import cli
+from webhook.cli import settings_from
+from webhook.flags import build_parser
 from webhook.patches import apply
 
 FIXTURES = Path(__file__).parent / "fixtures" / "admission"
@@ -111,3 +113,27 @@ def test_bad_zones_flag_is_refused_by_argparse(capsys: pytest.CaptureFixture[str
         cli.main(["review", "--zones", "a,a", "x.json"])
     assert exited.value.code == 2
     assert "lists a more than once" in capsys.readouterr().err
+
+
+def test_loop_flag_picks_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--loop uvloop (the default) builds uvloop's loop, --loop asyncio asyncio's own; without
+    uvloop installed, --loop uvloop is a ConfigError that names the way out."""
+    import asyncio
+
+    from webhook.app import loop_factory
+    from webhook.errors import ConfigError
+
+    assert settings_from(build_parser().parse_args(["serve"])).loop == "uvloop"
+    loop = loop_factory("uvloop")()
+    try:
+        assert type(loop).__module__.startswith("uvloop")
+    finally:
+        loop.close()
+    loop = loop_factory("asyncio")()
+    try:
+        assert isinstance(loop, asyncio.BaseEventLoop)
+    finally:
+        loop.close()
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop now raises ImportError
+    with pytest.raises(ConfigError, match="--loop asyncio"):
+        loop_factory("uvloop")

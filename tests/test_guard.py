@@ -371,6 +371,16 @@ def reference(store: Store, old: range, new: range) -> tuple[dict[str, int], int
     return lost, lowest, unknown
 
 
+def agrees_with_a_walk(store: Store, old: range, new: range) -> guard.ScaleDown:
+    """The guard's answer for ns/db, checked against :func:`reference`."""
+    policy = resolve_policy("ns", "db", store=store)
+    got = guard.scale_down("db", old=old, new=new, namespace="ns", policy=policy, store=store)
+    lost, lowest, unknown = reference(store, old, new)
+    assert {z: h.count for z, h in got.lost.items()} == lost
+    assert (got.lowest, got.unknown_count) == (lowest, unknown)
+    return got
+
+
 @given(
     pods=st.dictionaries(
         st.integers(0, 60), st.sampled_from(["a", "b", "c", "x", None]), max_size=8
@@ -390,13 +400,8 @@ def test_property_matches_a_brute_force_walk(
     store = store_from_objects(
         [*nodes, b.statefulset(replicas=old, start=start, annotations=ABC), *objs]
     )
-    policy = resolve_policy("ns", "db", store=store)
-    old_r, new_r = range(start, start + old), range(start, start + new)
-    got = guard.scale_down("db", old=old_r, new=new_r, namespace="ns", policy=policy, store=store)
-    lost, lowest, unknown = reference(store, old_r, new_r)
-    assert {z: h.count for z, h in got.lost.items()} == lost
+    got = agrees_with_a_walk(store, range(start, start + old), range(start, start + new))
     assert all(len(h.first) == min(h.count, guard.NAMED) for h in got.lost.values())
-    assert (got.lowest, got.unknown_count) == (lowest, unknown)
 
 
 #: A watch event: (kind, ordinal, zone or None) -- kind "pod" puts pod db-<o> on the node of
@@ -437,13 +442,7 @@ def test_property_guard_follows_watch_events(
         for event in batch:
             apply_event(store, *event)
         for new in {0, old // 2, old - 1}:
-            policy = resolve_policy("ns", "db", store=store)
-            got = guard.scale_down(
-                "db", old=range(old), new=range(new), namespace="ns", policy=policy, store=store
-            )
-            lost, lowest, unknown = reference(store, range(old), range(new))
-            assert {z: h.count for z, h in got.lost.items()} == lost
-            assert (got.lowest, got.unknown_count) == (lowest, unknown)
+            agrees_with_a_walk(store, range(old), range(new))
 
 
 def test_two_billion_replicas_is_answered_at_once_with_a_bounded_message() -> None:
@@ -473,11 +472,22 @@ def test_property_node_ordinal_matches_a_brute_force_walk(
     mode = {**ABC, "stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
     sts = b.statefulset(replicas=old, annotations=mode)
     store = store_from_objects([*NODES, *pinned, sts, *objs])
-    policy = resolve_policy("ns", "db", store=store)
-    got = guard.scale_down(
-        "db", old=range(old), new=range(new), namespace="ns", policy=policy, store=store
-    )
-    lost, lowest, unknown = reference(store, range(old), range(new))
-    assert {z: h.count for z, h in got.lost.items()} == lost
-    assert (got.lowest, got.unknown_count) == (lowest, unknown)
-    assert len(got.unknown) == min(unknown, guard.NAMED)
+    got = agrees_with_a_walk(store, range(old), range(new))
+    assert len(got.unknown) == min(got.unknown_count, guard.NAMED)
+
+
+def test_set_pods_are_found_by_the_names_the_controller_gives() -> None:
+    """Ordinal N's pod is the one named "<set>-<N>": "db-03" or "db-x" are not ordinal pods,
+    but their pod-index labels still count as ordinals the set has."""
+    from webhook.records import PodInfo
+    from webhook.state import SetPods
+
+    pods = [
+        PodInfo("ns", "db-3", "db", 3, "na"),
+        PodInfo("ns", "db-03", "db", 4, "nb"),
+        PodInfo("ns", "db-x", "db", 5, "nc"),
+        PodInfo("ns", "db-0", "db", 0, ""),
+    ]
+    got = SetPods.of(pods)
+    assert got.ordinals == {0, 3, 4, 5}
+    assert {o: p.name for o, p in got.by_name.items()} == {3: "db-3", 0: "db-0"}

@@ -164,12 +164,13 @@ class SlowUpload(threading.Thread):
             self.started.set()
 
 
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 def test_sigterm_drains_in_flight_and_exits_0(
-    tmp_path: Path, stopper: list[subprocess.Popen[bytes]]
+    tmp_path: Path, stopper: list[subprocess.Popen[bytes]], loop: str
 ) -> None:
     """readyz 503 at once; listener closes after the delay; a slow 3 MB upload still gets its
-    AdmissionReview; the process exits 0."""
-    server = start(tmp_path, "--shutdown-grace", "10")
+    AdmissionReview; the process exits 0. On both event loops ``--loop`` offers."""
+    server = start(tmp_path, "--shutdown-grace", "10", "--loop", loop)
     stopper.append(server.proc)
     assert server.get("/readyz") == 200
     assert server.post_review() == (200, None)  # keep-alive while serving
@@ -211,6 +212,7 @@ def test_sigterm_drains_in_flight_and_exits_0(
     text = server.log.read_text()
     assert code == 0, text
     assert "Traceback" not in text and "stopped" in text
+    assert f"event loop: {loop}" in text
     print(
         f"readyz 503 after {not_ready_after:.2f}s, refused after {closed_after:.2f}s, "
         f"upload done {upload.finished_sending - server.terminated_at:.2f}s, exit 0 after {exited_after:.2f}s"
@@ -235,3 +237,29 @@ def test_stuck_request_does_not_hold_shutdown(
     assert code == 0, server.log.read_text()
     assert exited_after < SHUTDOWN_DELAY + 1 + 2
     print(f"stuck upload: exit 0 after {exited_after:.2f}s (delay 2 s + grace 1 s)")
+
+
+def test_a_request_on_an_open_connection_just_after_the_close_is_answered(
+    tmp_path: Path, stopper: list[subprocess.Popen[bytes]]
+) -> None:
+    """Once the listener has closed, a request arriving on a connection accepted before (the last
+    reconnects race the close) is still answered, with Connection: close: open connections are
+    served until they go quiet (Settings.shutdown_linger, 0.5 s), not cut at once."""
+    server = start(tmp_path)
+    stopper.append(server.proc)
+    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=server.ctx, timeout=5)
+    headers = {"Content-Type": "application/json", "Connection": "keep-alive"}
+    try:
+        conn.connect()  # accepted while serving; no request on it yet
+        server.terminate()
+        while not refused(server.port):
+            assert time.monotonic() - server.terminated_at < SHUTDOWN_DELAY + 2, "still open"
+            time.sleep(0.02)
+        conn.request("POST", "/mutate", body=FIXTURE.read_bytes(), headers=headers)
+        response = conn.getresponse()
+        assert response.status == 200
+        assert response.getheader("Connection") == "close"
+        assert json.loads(response.read())["response"]["allowed"] is True
+    finally:
+        conn.close()
+    assert server.proc.wait(timeout=15) == 0, server.log.read_text()

@@ -117,6 +117,21 @@ async def test_first_list_mirrors_the_recorded_cluster(api: FakeApi, kubeconfig:
     assert api.seen("namespaces", "list")[0].query["labelSelector"] == "stszone.io/enabled=true"
 
 
+async def test_ready_only_once_the_records_are_frozen(
+    api: FakeApi, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every cache listed is not yet ready: the post-sync collection stops the loop, and a
+    request let in before it would wait behind it. Ready never comes before the freeze."""
+    frozen: list[bool] = []
+    monkeypatch.setattr("webhook.live.gc.freeze", lambda: frozen.append(True))
+    async with running(kubeconfig) as view, asyncio.timeout(10):
+        while not view.ready()[0]:
+            if all(status.synced for status in view.statuses()):
+                assert view.ready() == (False, "caches listed; finishing start-up") or frozen
+            await asyncio.sleep(0.001)
+        assert frozen == [True]
+
+
 async def test_full_nodes_when_a_node_condition_is_needed(api: FakeApi, kubeconfig: Path) -> None:
     """--storage-unhealthy-condition needs ``status.conditions``: nodes are listed in full."""
     settings = Settings(storage_unhealthy_condition="StorageUnhealthy")

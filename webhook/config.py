@@ -53,6 +53,9 @@ class Settings:
     shutdown_grace: float = 20.0
     #: Seconds /readyz reports not-ready before the listener closes on SIGTERM.
     shutdown_delay: float = 2.0
+    #: After the listener closes, open connections are served until none has started a request
+    #: for this many seconds: a request already on the wire is answered, not cut.
+    shutdown_linger: float = 0.5
     #: Seconds between certificate file checks.
     cert_reload_interval: float = 2.0
     #: Seconds a connection may sit without a request in progress (idle, or trickling headers);

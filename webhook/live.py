@@ -48,6 +48,8 @@ class LiveView:
             for resource in resources(settings)
         )
         self._stopped: str | None = None
+        #: Set once every cache is listed and the records are frozen out of the collector.
+        self._settled = False
 
     def statuses(self) -> tuple[CacheStatus, ...]:
         """Health of every cache (what issue 7 exports as Prometheus gauges)."""
@@ -58,6 +60,10 @@ class LiveView:
         if self._stopped is not None:
             return False, f"live view stopped: {self._stopped}"
         problems = [problem for status in self.statuses() if (problem := self._problem(status))]
+        if not problems and not self._settled:
+            # Every cache is listed but run() has yet to freeze them (a stop of the loop of a
+            # few hundred ms at 300k records): a request let in now would wait behind it.
+            problems.append("caches listed; finishing start-up")
         return (not problems), "; ".join(problems) or "caches synced"
 
     def _problem(self, status: CacheStatus) -> str:
@@ -90,6 +96,7 @@ class LiveView:
                 # (reference counting frees them), so move them out of the collector's sight.
                 gc.collect()
                 gc.freeze()
+                self._settled = True
                 counts = ", ".join(f"{s.kind} {s.objects}" for s in self.statuses())
                 log.info(
                     "live view synced in %.1fs (%s); zone source: %s",

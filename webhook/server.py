@@ -51,17 +51,31 @@ class InFlight:
 
     aiohttp's cleanup closes every connection, then drops bytes arriving on them (aiohttp
     #2298): a request whose body is still uploading would never finish. So ``serve()`` stops
-    the listener, waits for ``idle`` (bounded), and only then cleans up. Counting here rather
-    than in a middleware keeps aiohttp on its no-middleware fast path.
+    the listener, waits until :meth:`drained` (bounded), and only then cleans up. Counting
+    here rather than in a middleware keeps aiohttp on its no-middleware fast path.
     """
 
     count: int = 0
     idle: asyncio.Event = field(default_factory=_idle_event)
+    #: ``time.monotonic()`` when the last request started.
+    last_started: float = 0.0
 
     def enter(self) -> None:
         if not self.count:
             self.idle.clear()
         self.count += 1
+        self.last_started = time.monotonic()
+
+    async def drained(self, linger: float) -> None:
+        """Return once nothing is in flight and ``linger`` s have passed since this call and
+        since the last request started."""
+        since = time.monotonic()
+        while True:
+            await self.idle.wait()
+            quiet = time.monotonic() - max(since, self.last_started)
+            if quiet >= linger:
+                return
+            await asyncio.sleep(linger - quiet)
 
     def leave(self) -> None:
         self.count -= 1
@@ -343,8 +357,11 @@ async def serve(app: web.Application, *, ssl_context: Any, settings: Settings) -
         await asyncio.sleep(settings.shutdown_delay)
         await site.stop()  # refuse new connections; open ones keep being served
         try:
+            # A connection accepted just before the close may have its request on the wire
+            # (every answer since SIGTERM said Connection: close, so clients reconnect, and the
+            # last reconnects race the close): serve open connections until they go quiet.
             async with asyncio.timeout(settings.shutdown_grace):
-                await in_flight.idle.wait()
+                await in_flight.drained(settings.shutdown_linger)
         except TimeoutError:
             log.warning("%d requests still in flight after the grace period; cut", in_flight.count)
     finally:

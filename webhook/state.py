@@ -267,7 +267,8 @@ class SetPods:
                 ordinals.add(pod.ordinal)
             if pod.owner and pod.name.startswith(f"{pod.owner}-"):
                 suffix = pod.name[len(pod.owner) + 1 :]
-                if suffix.isascii() and suffix.isdigit():
+                # "<set>-<N>" exactly, as the controller names it: "db-03" is nobody's pod.
+                if suffix.isascii() and suffix.isdigit() and (suffix == "0" or suffix[0] != "0"):
                     by_name[int(suffix)] = pod
         return cls(frozenset(ordinals), by_name)
 
