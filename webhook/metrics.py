@@ -24,10 +24,10 @@ with kind ``ExtenderArgs`` and result ``allowed`` or ``error``.
 
 The hot path costs a few dictionary updates per request: requests are counted in plain Python
 numbers (every observer runs on the event loop thread, so prometheus-client's per-sample locks
-buy nothing; they cost 3% of throughput) and turned into metric families when scraped. Cache
-and certificate figures are read when scraped too, from callables the app hands in (the live
-view's reflector statuses, or the offline store's tables), so they are always current and cost
-nothing between scrapes.
+buy nothing; with them the observer took 3% of the loop under load) and turned into metric
+families when scraped. Cache and certificate figures are read when scraped too, from callables
+the app hands in (the live view's reflector statuses, or the offline store's tables), so they
+are always current and cost nothing between scrapes.
 """
 
 from __future__ import annotations
