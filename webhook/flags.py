@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--loop",
         choices=("uvloop", "asyncio"),
         default="uvloop",
-        help="event loop: uvloop (default; about 10%% more requests/s) or asyncio's own",
+        help="event loop: uvloop (default; about 9%% more requests/s here) or asyncio's own",
     )
     serve.add_argument(
         "--max-unsynced",
