@@ -127,6 +127,34 @@ def _short(frame: str) -> str:
     return f"{name} ({where})"
 
 
+def measure(
+    port: int,
+    index: Path,
+    *,
+    ca: Path,
+    args: argparse.Namespace,
+    proc: harness.Proc | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One server, one measurement: wrk's closed loop (with the server's CPU share when its
+    process is given), then the open loop at ``--rate``."""
+    cpu0 = proc.cpu_seconds() if proc is not None else 0.0
+    closed = harness.wrk(
+        port, index, duration=args.duration, connections=args.connections, core=args.client_core
+    )
+    if proc is not None:
+        closed["server_cpu"] = (proc.cpu_seconds() - cpu0) / (closed["duration_us"] / 1e6)
+    opened = harness.openloop(
+        port,
+        index,
+        ca=ca,
+        rate=args.rate,
+        duration=args.duration,
+        connections=args.connections,
+        core=args.client_core,
+    )
+    return closed, opened
+
+
 def median(rounds: list[dict[str, Any]], key: str) -> float:
     return statistics.median(r[key] for r in rounds)
 
@@ -223,22 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             port = harness.free_port()
             trivial = h.trivial(port=port, core=args.server_core, certs=certs)
             harness.wait_ready(trivial, port, ca=certs.ca, path="/healthz", timeout=30)
-            closed = harness.wrk(
-                port,
-                index,
-                duration=args.duration,
-                connections=args.connections,
-                core=args.client_core,
-            )
-            opened = harness.openloop(
-                port,
-                index,
-                ca=certs.ca,
-                rate=args.rate,
-                duration=args.duration,
-                connections=args.connections,
-                core=args.client_core,
-            )
+            closed, opened = measure(port, index, ca=certs.ca, args=args)
             report["generator_check"] = {"wrk": closed, "openloop": opened}
             print(
                 f"generator check (trivial server): wrk {closed['rps']:.0f} req/s at "
@@ -258,24 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             order = list(ports) if number % 2 else list(reversed(ports))  # alternate who's first
             row: dict[str, Any] = {"round": number + 1}
             for name in order:
-                port, proc = ports[name], procs[name]
-                cpu0 = proc.cpu_seconds()
-                closed = harness.wrk(
-                    port,
-                    index,
-                    duration=args.duration,
-                    connections=args.connections,
-                    core=args.client_core,
-                )
-                closed["server_cpu"] = (proc.cpu_seconds() - cpu0) / (closed["duration_us"] / 1e6)
-                opened = harness.openloop(
-                    port,
-                    index,
-                    ca=certs.ca,
-                    rate=args.rate,
-                    duration=args.duration,
-                    connections=args.connections,
-                    core=args.client_core,
+                closed, opened = measure(
+                    ports[name], index, ca=certs.ca, args=args, proc=procs[name]
                 )
                 row[name] = {"closed": closed, "open": opened}
                 print(
