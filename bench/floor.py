@@ -24,7 +24,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from webhook.tls import hardened_context
+from webhook.server.tls import hardened_context
 
 _PATCH = base64.b64encode(
     json.dumps(

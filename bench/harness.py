@@ -111,7 +111,7 @@ class Harness:
     # --- the servers -------------------------------------------------------------------------
 
     def certs(self) -> Any:
-        from webhook.certfiles import ensure_dev_certs
+        from webhook.install.certfiles import ensure_dev_certs
 
         return ensure_dev_certs(self.workdir / "certs")
 

@@ -32,10 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import cluster
 from bench.corpus import Item, chained, corpus
-from webhook import admission, logs, metrics, review
-from webhook.clusterfile import store_from_objects
+from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Settings
-from webhook.state import Store
+from webhook.model.store import Store
+from webhook.rules import admission
+from webhook.server import logs, metrics
+from webhook.wire import review
 
 API_FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "api"
 RECORDED_LISTS = (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from webhook.tls import hardened_context
+from webhook.server.tls import hardened_context
 
 _BODY = (
     b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",'

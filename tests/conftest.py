@@ -16,11 +16,12 @@ from hypothesis import settings
 
 from tests.fakeapi import FakeApi
 from tests.kubeconfig import write_kubeconfig
-from webhook.certfiles import DevCerts, ensure_dev_certs
 from webhook.config import Settings
-from webhook.server import Runtime, make_app
-from webhook.state import Store
-from webhook.tls import CertReloader
+from webhook.install.certfiles import DevCerts, ensure_dev_certs
+from webhook.model.store import Store
+from webhook.server.app import make_app
+from webhook.server.runtime import Runtime
+from webhook.server.tls import CertReloader
 
 settings.register_profile("ci", max_examples=100, deadline=None)
 settings.register_profile("dev", max_examples=100, deadline=None)

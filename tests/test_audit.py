@@ -13,9 +13,9 @@ import pytest
 from tests import builders as b
 from tests.fakeapi import FakeApi
 from tests.kubeconfig import write_kubeconfig
-from webhook.audit import audit
 from webhook.cli import main
-from webhook.clusterfile import load_store, store_from_objects
+from webhook.cluster.clusterfile import load_store, store_from_objects
+from webhook.rules.audit import audit
 
 # Nodes: zone-a a1 a2 | zone-b b1 k2 | zone-c c1 c2 k1 k3.  Brokers: k1 has example.io/broker=0,
 # k2 and k3 both =1 (duplicate), nobody =2 (missing).

@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from webhook import certfiles, certs
 from webhook.errors import ConfigError
+from webhook.install import certfiles, certs
 
 NAMES = certs.service_dns_names("stszone", "stszone-system")
 

@@ -15,8 +15,8 @@ import pytest
 from tests import builders as b
 from webhook import cli
 from webhook.cli import settings_from
-from webhook.flags import build_parser
-from webhook.patches import apply
+from webhook.cli.flags import build_parser
+from webhook.wire.patches import apply
 
 FIXTURES = Path(__file__).parent / "fixtures" / "admission"
 COMMANDS = ["serve", "review", "certs", "manifests", "audit"]
@@ -120,7 +120,7 @@ def test_loop_flag_picks_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None
     uvloop installed, --loop uvloop is a ConfigError that names the way out."""
     import asyncio
 
-    from webhook.app import loop_factory
+    from webhook.cli.serve import loop_factory
     from webhook.errors import ConfigError
 
     assert settings_from(build_parser().parse_args(["serve"])).loop == "uvloop"

@@ -7,10 +7,10 @@ import copy
 import yaml
 
 from tests.rendered import DEPLOY, Obj, kustomize, only, validate, webhooks
-from webhook import deploybase
-from webhook.certs import service_dns_names
 from webhook.config import DEFAULT_NAMESPACE
-from webhook.manifests import base_objects
+from webhook.install import deploybase
+from webhook.install.certs import service_dns_names
+from webhook.install.manifests import base_objects
 
 #: Fields of the cert-manager v1 kinds the overlay uses (no schema ships for CRDs offline).
 CERT_MANAGER_FIELDS = {

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.rendered import ROOT
-from webhook import deploybase
+from webhook.install import deploybase
 
 Instruction = tuple[str, str]
 

@@ -16,10 +16,10 @@ import pytest
 
 from tests import builders as b
 from tests.conftest import ServeFactory
-from webhook.clusterfile import store_from_objects
+from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Settings
-from webhook.patches import apply
-from webhook.state import Store
+from webhook.model.store import Store
+from webhook.wire.patches import apply
 
 CONDITION = "StorageUnhealthy"
 LABEL = "storage.example.io/unhealthy"

@@ -10,11 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests import builders as b
-from webhook import extender
 from webhook.cli import build_parser, settings_from
-from webhook.clusterfile import store_from_objects
+from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults, Settings
-from webhook.state import Store
+from webhook.model.store import Store
+from webhook.rules import extender
+from webhook.wire import extender as extender_wire
 
 LABEL = "storage.example.io/unhealthy"
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -43,7 +44,7 @@ def parse(pod: dict[str, Any], nodes: list[dict[str, Any]], *, cache: bool, stor
         body = {"Pod": pod, "Nodes": None, "NodeNames": [n["metadata"]["name"] for n in nodes]}
     else:
         body = {"Pod": pod, "Nodes": {"items": nodes}, "NodeNames": None}
-    return extender.parse_args(json.dumps(body), store=store)
+    return extender_wire.parse_args(json.dumps(body), store=store)
 
 
 @given(nodes=nodes_st, zone=st.sampled_from(ZONES), cache=st.booleans())
@@ -73,8 +74,8 @@ def test_filter_partitions_and_agrees_with_prioritize(
         assert failed.get(n["metadata"]["name"], "node(s)").startswith("node(s)")
     scores = extender.prioritize(args, store=store, defaults=DEFAULTS)
     assert [s["Host"] for s in scores] == names
-    assert all(0 <= s["Score"] <= extender.MAX_SCORE for s in scores)
-    assert {s["Host"] for s in scores if s["Score"] == extender.MAX_SCORE} == set(kept)
+    assert all(0 <= s["Score"] <= extender_wire.MAX_SCORE for s in scores)
+    assert {s["Host"] for s in scores if s["Score"] == extender_wire.MAX_SCORE} == set(kept)
 
 
 @pytest.mark.parametrize(
@@ -93,13 +94,13 @@ def test_label_rule_from_the_command_line(flag: str, value: str | None, unhealth
     """--storage-unhealthy-label KEY matches any value, KEY=VALUE only that value."""
     defaults = Settings(storage_unhealthy_label=flag).defaults()
     labels = {LABEL: value} if value is not None else {}
-    candidate = extender.Candidate(name="n", labels=labels, true_conditions=frozenset())
+    candidate = extender_wire.Candidate(name="n", labels=labels, true_conditions=frozenset())
     assert (extender.storage_problem(candidate, defaults=defaults) is not None) == unhealthy
 
 
 def test_nothing_configured_means_every_node_is_healthy() -> None:
     """No flags: storage is never the reason, whatever the node says."""
-    candidate = extender.Candidate(
+    candidate = extender_wire.Candidate(
         name="n", labels={LABEL: "true"}, true_conditions=frozenset({"DiskFailing"})
     )
     assert extender.storage_problem(candidate, defaults=Defaults()) is None

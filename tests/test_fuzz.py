@@ -39,12 +39,14 @@ from aiohttp import web
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from webhook import jsonwire
-from webhook.certfiles import DevCerts
-from webhook.clusterfile import store_from_objects
+from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import MAX_BODY, Settings
-from webhook.server import Runtime, make_app, make_runner
-from webhook.tls import CertReloader
+from webhook.install.certfiles import DevCerts
+from webhook.server.app import make_app
+from webhook.server.runtime import Runtime
+from webhook.server.serve import make_runner
+from webhook.server.tls import CertReloader
+from webhook.wire import codec
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REVIEWS = sorted((FIXTURES / "admission").glob("*.json"))
@@ -129,7 +131,7 @@ class App:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    from webhook.certfiles import ensure_dev_certs
+    from webhook.install.certfiles import ensure_dev_certs
 
     with App(ensure_dev_certs(tmp_path_factory.mktemp("fuzz-certs"))) as running:
         yield running
@@ -340,4 +342,4 @@ def test_lone_surrogates_are_a_clear_400(app: App) -> None:
 
 def test_unencodable_strings_still_give_valid_json() -> None:
     """Should a lone surrogate reach an answer, it is written as a JSON escape, never a 500."""
-    assert jsonwire.dumps({"uid": "uid-\ud800"}) == b'{"uid":"uid-\\ud800"}'
+    assert codec.dumps({"uid": "uid-\ud800"}) == b'{"uid":"uid-\\ud800"}'

@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 
 from tests import builders as b
 from tests.conftest import ServeFactory
-from webhook import admission, guard, review
-from webhook.clusterfile import store_from_objects
+from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.placement import resolve_policy
-from webhook.records import claim_info, pod_info, volume_info
-from webhook.state import Store
+from webhook.model.records import claim_info, pod_info, volume_info
+from webhook.model.store import Store
+from webhook.rules import admission, guard
+from webhook.rules.placement import resolve_policy
+from webhook.wire import review
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 ABC = {"stszone.io/zones": "a,b,c"}
@@ -479,8 +480,8 @@ def test_property_node_ordinal_matches_a_brute_force_walk(
 def test_set_pods_are_found_by_the_names_the_controller_gives() -> None:
     """Ordinal N's pod is the one named "<set>-<N>": "db-03" or "db-x" are not ordinal pods,
     but their pod-index labels still count as ordinals the set has."""
-    from webhook.records import PodInfo
-    from webhook.state import SetPods
+    from webhook.model.records import PodInfo
+    from webhook.model.store import SetPods
 
     pods = [
         PodInfo("ns", "db-3", "db", 3, "na"),

@@ -16,12 +16,12 @@ import pytest
 
 from tests.fakeapi import FakeApi, eventually
 from tests.kubeconfig import write_kubeconfig, write_service_account
-from webhook.certfiles import DevCerts
+from webhook.cluster.credentials import load_credentials
+from webhook.cluster.live import LiveView, live_store
+from webhook.cluster.reflector import Tuning
 from webhook.config import Settings
 from webhook.errors import ConfigError
-from webhook.kube import load_credentials
-from webhook.live import LiveView, live_store
-from webhook.watch import Tuning
+from webhook.install.certfiles import DevCerts
 
 TUNING = Tuning(page_size=50, backoff_initial=0.02, backoff_cap=0.1, healthy_after=0.2)
 
@@ -94,7 +94,7 @@ async def test_in_cluster_token_is_reread_after_rotation(
         api.token = "t-2"
         api.cut("pods")
         await eventually(
-            lambda: "401" in next(s for s in view.statuses() if s.kind == "pods").last_error
+            lambda: "401" in next(s for s in view.statuses() if s.table == "pods").last_error
         )
         (account / "token").write_text("t-2")
         api.put(

@@ -24,13 +24,13 @@ import pytest
 from tests import builders as b
 from tests.conftest import Served, ServeFactory
 from tests.fakeapi import FakeApi, Fault, eventually
-from webhook.certfiles import ensure_dev_certs
+from webhook.cluster.credentials import load_credentials
+from webhook.cluster.live import LiveView
+from webhook.cluster.reflector import Tuning
 from webhook.config import Settings
-from webhook.kube import load_credentials
-from webhook.live import LiveView
-from webhook.patches import apply
-from webhook.server import Runtime
-from webhook.watch import Tuning
+from webhook.install.certfiles import ensure_dev_certs
+from webhook.server.runtime import Runtime
+from webhook.wire.patches import apply
 
 TUNING = Tuning(page_size=50, backoff_initial=0.02, backoff_cap=0.1, healthy_after=0.2)
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -41,7 +41,7 @@ async def live_app(serve: ServeFactory, kubeconfig: Path) -> tuple[Served, LiveV
     settings = Settings(host="127.0.0.1", port=0)
     view = LiveView(settings, credentials=load_credentials(str(kubeconfig)), tuning=TUNING)
     runtime = Runtime(store=view.store, defaults=settings.defaults(), settings=settings)
-    view.attach(runtime)
+    runtime.attach(view.run, check=view.ready)
     return await serve(runtime=runtime), view
 
 

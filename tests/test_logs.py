@@ -11,10 +11,10 @@ import pytest
 
 from tests import builders as b
 from tests.conftest import ServeFactory
-from webhook import logs
 from webhook.config import Settings
-from webhook.server import Runtime
-from webhook.state import Store
+from webhook.model.store import Store
+from webhook.server import logs
+from webhook.server.runtime import Runtime
 
 SECRET = "hunter2-s3cr3t-value"
 

@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from tests.rendered import DEPLOY, Obj, container, covered, kustomize, only, validate, webhooks
-from webhook import deploybase, manifests, registration
-from webhook.certfiles import issue
 from webhook.cli import build_parser, settings_from
+from webhook.cluster.resources import resources
 from webhook.config import DEFAULT_NAMESPACE, Settings
-from webhook.resources import resources
+from webhook.install import deploybase, manifests, registration
+from webhook.install.certfiles import issue
 
 SOURCES = ["python", "deploy/", "deploy/overlays/cert-manager", "stszone manifests"]
 
@@ -126,7 +126,7 @@ def test_webhooks_call_the_service_that_selects_the_pods(objects: list[Obj]) -> 
 
 
 def test_rbac_is_read_only_on_exactly_what_the_live_view_watches(objects: list[Obj]) -> None:
-    """get/list/watch only, on the collections webhook.resources lists, bound to our account."""
+    """get/list/watch only, on the collections webhook.cluster.resources lists, bound to our account."""
     role = only(objects, "ClusterRole")
     assert all(rule["verbs"] == ["get", "list", "watch"] for rule in role["rules"])
     granted = {

@@ -15,11 +15,11 @@ import yaml
 
 import webhook
 from tests.rendered import DEPLOY, Obj, only, validate, webhooks
-from webhook import deploybase, manifests
-from webhook.certfiles import issue
 from webhook.cli import main
 from webhook.errors import ConfigError
-from webhook.pemcheck import check_serving_pair
+from webhook.install import deploybase, manifests
+from webhook.install.certfiles import issue
+from webhook.install.pemcheck import check_serving_pair
 
 
 def _issue(root: Path, name: str, namespace: str) -> Path:

@@ -12,15 +12,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests import builders as b
 from tests.conftest import Served, ServeFactory
 from tests.fakeapi import FakeApi, eventually
-from webhook import metrics, review
-from webhook.certfiles import DevCerts
+from webhook.cluster.credentials import load_credentials
+from webhook.cluster.live import LiveView
+from webhook.cluster.reflector import Tuning
 from webhook.config import Settings
-from webhook.kube import load_credentials
-from webhook.live import LiveView
-from webhook.server import Runtime
-from webhook.state import Store
-from webhook.tls import CertReloader
-from webhook.watch import Tuning
+from webhook.install.certfiles import DevCerts
+from webhook.model.store import Store
+from webhook.server import metrics
+from webhook.server.app import install_metrics
+from webhook.server.runtime import Runtime
+from webhook.server.tls import CertReloader
+from webhook.wire import review
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -47,7 +49,7 @@ async def scrape(served: Served) -> Samples:
 def runtime_with_metrics(store: Store, settings: Settings | None = None) -> Runtime:
     settings = settings or Settings(host="127.0.0.1", port=0)
     runtime = Runtime(store=store, defaults=settings.defaults(), settings=settings)
-    metrics.install(runtime)
+    install_metrics(runtime)
     return runtime
 
 
@@ -115,7 +117,7 @@ async def test_certificate_expiry_is_the_served_certificate(
     reloader = CertReloader(dev_certs.cert, dev_certs.key)
     settings = Settings(host="127.0.0.1", port=0)
     runtime = Runtime(store=Store(), defaults=settings.defaults(), settings=settings)
-    metrics.install(runtime, certificate=lambda: reloader.not_after)
+    install_metrics(runtime, certificate=lambda: reloader.not_after)
     served = await serve(runtime=runtime)
     samples = await scrape(served)
     expiry = value(samples, "stszone_certificate_expiry_timestamp_seconds")
@@ -163,8 +165,8 @@ async def test_live_caches_and_watch_restarts(
     settings = Settings(host="127.0.0.1", port=0)
     view = LiveView(settings, credentials=load_credentials(str(kubeconfig)), tuning=TUNING)
     runtime = Runtime(store=view.store, defaults=settings.defaults(), settings=settings)
-    view.attach(runtime)
-    metrics.install(runtime, caches=view.statuses)
+    runtime.attach(view.run, check=view.ready)
+    install_metrics(runtime, caches=view.statuses)
     served = await serve(runtime=runtime)
     await eventually(lambda: all(s.synced for s in view.statuses()))
 

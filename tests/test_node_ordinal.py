@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from tests import builders as b
-from webhook import admission, review
-from webhook.clusterfile import store_from_objects
+from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.patches import apply
-from webhook.state import Store
+from webhook.model.store import Store
+from webhook.rules import admission
+from webhook.wire import review
+from webhook.wire.patches import apply
 
 NODE_LABEL = "example.io/node"
 ZONE_KEY = "topology.kubernetes.io/zone"

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.patches import apply, diff
+from webhook.wire.patches import apply, diff
 
 keys = st.sampled_from(["a", "b", "c/d", "e~f", "g", "metadata", "annotations"])
 scalars = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=4)

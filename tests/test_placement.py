@@ -9,11 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests import builders as b
-from webhook.clusterfile import store_from_objects
+from webhook.cluster.clusterfile import store_from_objects
 from webhook.errors import Denied
-from webhook.placement import ordinal_of, place, resolve_policy, rule_zone
-from webhook.records import node_info
-from webhook.state import Store
+from webhook.model.records import node_info, ordinal_of
+from webhook.model.store import Store
+from webhook.rules.placement import place, resolve_policy, rule_zone
 
 zone_names = st.lists(
     st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True),

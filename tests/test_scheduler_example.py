@@ -22,9 +22,10 @@ import pytest
 import yaml
 
 from webhook.config import DEFAULT_SCHEDULER_NAME, Settings
-from webhook.server import Runtime, make_app
-from webhook.spec import parse_spec
-from webhook.state import Store
+from webhook.model.annotations import parse_annotations
+from webhook.model.store import Store
+from webhook.server.app import make_app
+from webhook.server.runtime import Runtime
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "deploy" / "examples" / "scheduler"
 BASE = EXAMPLE.parent.parent / "base"
@@ -205,9 +206,11 @@ def test_rbac_covers_leader_election_and_the_system_roles(objects: list[Obj]) ->
 def test_example_statefulset_uses_this_scheduler(objects: list[Obj]) -> None:
     """Scheduler mode, naming the profile, in an opted-in namespace."""
     sts = one(objects, "StatefulSet")
-    spec = parse_spec(sts["metadata"]["annotations"])
-    assert spec.mode == "scheduler" and spec.zones
+    declared = parse_annotations(sts["metadata"]["annotations"])
+    assert declared.mode == "scheduler" and declared.zones
     profiles = [p["schedulerName"] for p in scheduler_config(objects)["profiles"]]
-    assert spec.scheduler_name == DEFAULT_SCHEDULER_NAME and profiles == [DEFAULT_SCHEDULER_NAME]
+    assert declared.scheduler_name == DEFAULT_SCHEDULER_NAME and profiles == [
+        DEFAULT_SCHEDULER_NAME
+    ]
     namespace = one(objects, "Namespace", sts["metadata"]["namespace"])
     assert namespace["metadata"]["labels"]["stszone.io/enabled"] == "true"

@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from webhook.certfiles import DevCerts
 from webhook.config import Settings
-from webhook.server import Runtime, make_app, make_runner
-from webhook.state import Store
-from webhook.tls import CertReloader
+from webhook.install.certfiles import DevCerts
+from webhook.model.store import Store
+from webhook.server.app import make_app
+from webhook.server.runtime import Runtime
+from webhook.server.serve import make_runner
+from webhook.server.tls import CertReloader
 
 FIXTURE = Path(__file__).parent / "fixtures" / "admission" / "003-Pod-CREATE.json"
 IDLE, BODY = 0.6, 0.6

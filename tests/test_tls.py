@@ -22,12 +22,13 @@ import pytest
 from aiohttp import web
 from cryptography import x509
 
-from webhook import certfiles, certs
+from webhook.cluster.view import offline_store
 from webhook.config import Settings
 from webhook.errors import ConfigError
-from webhook.server import Runtime, make_app
-from webhook.tls import CertReloader, hardened_context
-from webhook.view import offline_store
+from webhook.install import certfiles, certs
+from webhook.server.app import make_app
+from webhook.server.runtime import Runtime
+from webhook.server.tls import CertReloader, hardened_context
 
 FIXTURE = Path(__file__).parent / "fixtures" / "admission" / "003-Pod-CREATE.json"
 BODY = FIXTURE.read_bytes()

@@ -1,6 +1,6 @@
 """The live view's reflectors against the fake API server: sync, faults, readiness, bad data.
 
-Every test runs the real :class:`~webhook.live.LiveView` (credentials from a kubeconfig file,
+Every test runs the real :class:`~webhook.cluster.live.LiveView` (credentials from a kubeconfig file,
 aiohttp streams, the state extractors) against :mod:`tests.fakeapi`, and judges it by what ends
 up in the store compared with what the fake API holds, and by the requests the fake received.
 """
@@ -20,13 +20,13 @@ import pytest
 from tests.conftest import FAKE_TOKEN
 from tests.fakeapi import FakeApi, Fault, eventually
 from tests.fakestate import API_FIXTURES, matches
-from webhook.backoff import Backoff
+from webhook.cluster.backoff import Backoff
+from webhook.cluster.credentials import load_credentials
+from webhook.cluster.live import LiveView, live_store
+from webhook.cluster.reflector import CacheStatus, Tuning
+from webhook.cluster.resources import METADATA_LIST, STATEFULSET_POD_LABEL
 from webhook.config import Settings
-from webhook.kube import load_credentials
-from webhook.live import LiveView, live_store
-from webhook.records import Kind
-from webhook.resources import METADATA_LIST, STATEFULSET_POD_LABEL
-from webhook.watch import CacheStatus, Tuning
+from webhook.model.records import Table
 
 TUNING = Tuning(
     page_size=5,
@@ -38,7 +38,7 @@ TUNING = Tuning(
     healthy_after=0.2,
 )
 #: fake API resource -> store table
-TABLES: dict[str, Kind] = {
+TABLES: dict[str, Table] = {
     "nodes": "nodes",
     "persistentvolumes": "volumes",
     "persistentvolumeclaims": "claims",
@@ -63,8 +63,8 @@ async def running(
             await job
 
 
-def status(view: LiveView, kind: Kind) -> CacheStatus:
-    return next(s for s in view.statuses() if s.kind == kind)
+def status(view: LiveView, kind: Table) -> CacheStatus:
+    return next(s for s in view.statuses() if s.table == kind)
 
 
 def truth(api: FakeApi, resource: str) -> set[object]:
@@ -123,7 +123,7 @@ async def test_ready_only_once_the_records_are_frozen(
     """Every cache listed is not yet ready: the post-sync collection stops the loop, and a
     request let in before it would wait behind it. Ready never comes before the freeze."""
     frozen: list[bool] = []
-    monkeypatch.setattr("webhook.live.gc.freeze", lambda: frozen.append(True))
+    monkeypatch.setattr("webhook.cluster.live.gc.freeze", lambda: frozen.append(True))
     async with running(kubeconfig) as view, asyncio.timeout(10):
         while not view.ready()[0]:
             if all(status.synced for status in view.statuses()):

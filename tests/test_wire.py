@@ -12,11 +12,11 @@ import pytest
 
 from tests import builders as b
 from tests.conftest import ServeFactory
-from webhook.clusterfile import store_from_objects
+from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Settings
-from webhook.patches import apply
-from webhook.server import Runtime
-from webhook.state import Store
+from webhook.model.store import Store
+from webhook.server.runtime import Runtime
+from webhook.wire.patches import apply
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RECORDED = sorted(p.stem for p in (FIXTURES / "admission").glob("0*.json"))

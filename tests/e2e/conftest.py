@@ -40,9 +40,9 @@ import pytest
 
 from tests.e2e.kube import RUN_LABEL, ZONE_KEY, Cluster, Kubectl, Obj, wait_for
 from tests.e2e.server import is_ip, serving, tail
-from webhook import registration
-from webhook.certfiles import issue
 from webhook.config import DEFAULT_NAMESPACE
+from webhook.install import registration
+from webhook.install.certfiles import issue
 
 MADE_UP_ZONES = ("e2e-zone-a", "e2e-zone-b", "e2e-zone-c")
 LOG_KEY = pytest.StashKey[Path]()

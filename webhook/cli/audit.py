@@ -1,0 +1,162 @@
+"""``stszone audit``: load a view, audit it, print a table or JSON, exit 1 on problems."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from webhook.cluster.view import offline_store, wants_live
+from webhook.config import Settings
+from webhook.errors import ConfigError
+from webhook.model.annotations import ENABLED
+from webhook.model.store import Store
+from webhook.rules.audit import Report, SetReport, audit
+
+REMOVAL_NOTE = (
+    "(removable: every audited pod on the node can be re-created on another node of its zone,\n"
+    " or carrying its ordinal label, and no StatefulSet loses a zone or a place to run a pod;\n"
+    " CPU, memory, taints and other workloads are not checked. Nodes removable one at a time\n"
+    " may not be removable together: drain from the second list, or re-run the audit.)"
+)
+
+
+def load_view(settings: Settings) -> Store:
+    """The view to audit: ``--cluster FILE``, else the live cluster (one list, no watch)."""
+    if wants_live(settings):
+        from webhook.cluster.live import live_store  # aiohttp and credentials only for a live audit
+
+        return asyncio.run(live_store(settings))
+    if settings.cluster_file is None:
+        raise ConfigError(
+            "audit needs a view of the cluster: --cluster FILE (a saved `kubectl get "
+            "nodes,pv,pvc,sts,pods,namespaces -A -o yaml`), or a cluster to list (--kubeconfig, "
+            "$KUBECONFIG, or run in a pod)"
+        )
+    return offline_store(settings)
+
+
+def _table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, indent: str = "  "
+) -> list[str]:
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    return [
+        indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    ]
+
+
+def _set_lines(report: SetReport) -> list[str]:
+    span = f"ordinals {report.start}-{report.start + report.replicas - 1}"
+    head = (
+        f"StatefulSet {report.namespace}/{report.name}: mode {report.mode}, zones "
+        f"{','.join(report.zones) or '(none)'}, replicas {report.replicas}"
+        + (f" ({span})" if report.replicas else "")
+    )
+    if report.problem:
+        return [head, f"  PROBLEM: {report.problem}"]
+    rows = [
+        (
+            str(r.ordinal),
+            r.expected_zone or "?",
+            r.expected_by,
+            r.node or "-",
+            r.zone or "-",
+            r.status,
+        )
+        for r in report.rows
+    ]
+    lines = [head, *_table(("ORDINAL", "EXPECTED", "SET BY", "NODE", "ZONE", "STATUS"), rows)]
+    lowest = "none keeps them all" if report.lowest is None else str(report.lowest)
+    lines.append(
+        f"  zones held now: {', '.join(report.held) or '(none)'}; lowest replica count that "
+        f"keeps every zone: {lowest}"
+    )
+    if report.missing_labels:
+        ordinals = ", ".join(map(str, report.missing_labels))
+        lines.append(f"  PROBLEM: no node carries the ordinal label of ordinal(s) {ordinals}")
+    for ordinal, nodes in (report.duplicate_labels or {}).items():
+        lines.append(
+            f"  PROBLEM: ordinal {ordinal}'s label is on several nodes: {', '.join(nodes)}"
+        )
+    return lines
+
+
+def render_text(report: Report) -> str:
+    """The human-readable audit."""
+    lines: list[str] = []
+    if report.all_namespaces:
+        lines += [
+            f"Audited every StatefulSet: the view holds no Namespace objects, so opt-in "
+            f"({ENABLED}=true) is unknown.",
+            "",
+        ]
+    if not report.sets:
+        lines += ["No StatefulSet to audit.", ""]
+    for sts in report.sets:
+        lines += [*_set_lines(sts), ""]
+    lines.append(
+        f"Nodes that can be removed one at a time: {', '.join(report.removable) or '(none)'}"
+    )
+    lines.append(
+        f"Nodes that can be removed together: {', '.join(report.removable_together) or '(none)'}"
+    )
+    lines += [REMOVAL_NOTE, ""]
+    misplaced = sum(s.misplaced for s in report.sets)
+    broken = sum(s.has_problems for s in report.sets)
+    if report.has_problems:
+        lines.append(f"{broken} StatefulSet(s) with problems; {misplaced} pod(s) misplaced.")
+    else:
+        lines.append("Every audited pod is where stszone expects it.")
+    return "\n".join(lines)
+
+
+def render_json(report: Report) -> dict[str, Any]:
+    """The audit as JSON for scripts (``--output json``)."""
+    return {
+        "allNamespaces": report.all_namespaces,
+        "statefulsets": [
+            {
+                "namespace": s.namespace,
+                "name": s.name,
+                "mode": s.mode,
+                "zones": list(s.zones),
+                "replicas": s.replicas,
+                "start": s.start,
+                "ordinals": [
+                    {
+                        "ordinal": r.ordinal,
+                        "expectedZone": r.expected_zone,
+                        "expectedBy": r.expected_by,
+                        "node": r.node or None,
+                        "zone": r.zone,
+                        "status": r.status,
+                    }
+                    for r in s.rows
+                ],
+                "zonesHeld": list(s.held),
+                "lowestSafeReplicas": s.lowest,
+                "missingNodeLabels": list(s.missing_labels),
+                "duplicateNodeLabels": {
+                    str(o): list(n) for o, n in (s.duplicate_labels or {}).items()
+                },
+                "problem": s.problem or None,
+                "misplaced": s.misplaced,
+            }
+            for s in report.sets
+        ],
+        "removableNodes": list(report.removable),
+        "removableTogether": list(report.removable_together),
+        "problems": report.has_problems,
+    }
+
+
+def run_audit(settings: Settings, *, output: str) -> int:
+    """Print the audit of the view; 1 when something is misplaced or broken, else 0."""
+    report = audit(load_view(settings), excluded=settings.defaults().excluded_namespaces)
+    if output == "json":
+        print(json.dumps(render_json(report), indent=2))
+    else:
+        print(render_text(report))
+    return 1 if report.has_problems else 0

@@ -1,0 +1,76 @@
+"""Offline cluster view: a saved ``kubectl get nodes,pv,pvc,sts,pods -A -o yaml`` list -> Store.
+
+Accepts a ``List`` (``kind: List`` or any ``*List``), a multi-document YAML stream, or a JSON
+file, with items of kinds Node, PersistentVolume, PersistentVolumeClaim, StatefulSet, Pod and
+Namespace; other kinds are ignored. Pods not owned by a StatefulSet are ignored too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.errors import BadObject, ConfigError
+from webhook.model.records import EXTRACTORS, TABLE_OF_KIND, TABLES, Info, PodInfo, Table
+from webhook.model.store import Store
+
+
+def _items(doc: Any, *, item_kind: str = "") -> Iterator[Mapping[str, Any]]:
+    """Flatten lists; items of a typed list (``PodList``) carry no ``kind`` of their own."""
+    if isinstance(doc, Mapping):
+        kind = doc.get("kind")
+        if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+            inner = "" if kind == "List" else kind.removesuffix("List")
+            for item in doc["items"]:
+                yield from _items(item, item_kind=inner)
+        elif item_kind and "kind" not in doc:
+            yield {**doc, "kind": item_kind}
+        else:
+            yield doc
+    elif isinstance(doc, list):
+        for item in doc:
+            yield from _items(item)
+
+
+def load_store(path: Path, *, zones: tuple[str, ...] | None = None) -> Store:
+    """Read ``path`` into a :class:`Store`; raise :class:`ConfigError` when it cannot be read."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            docs = list(yaml.safe_load_all(handle))
+    except OSError as err:
+        raise ConfigError(f"cannot read cluster file {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"cluster file {path} is not YAML or JSON: {err}") from None
+    return store_from_objects(docs, zones=zones, source=str(path))
+
+
+def store_from_objects(
+    docs: Iterable[Any],
+    *,
+    zones: tuple[str, ...] | None = None,
+    source: str = "cluster file",
+) -> Store:
+    """A Store holding the given raw API objects or lists of them (every table marked loaded)."""
+    tables: dict[Table, list[Info]] = {table: [] for table in TABLES}
+    for index, item in enumerate(_items(list(docs))):
+        table = TABLE_OF_KIND.get(str(item.get("kind", "")))
+        if table is None:
+            continue
+        try:
+            info = EXTRACTORS[table](item)
+        except BadObject as err:
+            raise ConfigError(
+                f"{source}: item {index} ({item.get('kind')}): {err.message}"
+            ) from None
+        if isinstance(info, PodInfo) and info.owner is None:
+            continue
+        tables[table].append(info)
+    store = Store(zones=zones)
+    for table, infos in tables.items():
+        if table == "namespaces" and not infos:
+            continue  # no Namespace objects: opt-in is unknown, not "nothing opted in"
+        store.replace(table, infos)
+    return store

@@ -1,0 +1,164 @@
+"""The connection to the Kubernetes API: credentials from ``kubernetes.config``, I/O on aiohttp.
+
+Why not the ``kubernetes`` client for the requests: it is synchronous (urllib3). Six watches
+held open for the process's lifetime would need six threads blocked in socket reads that cannot
+be cancelled on SIGTERM, every list page would be decoded into generated model classes only to
+be thrown away, and its watch helper hides the raw ``ERROR``/``BOOKMARK`` events we must act on.
+So the package does what it is best at -- reading the in-cluster service account or a kubeconfig
+(client certificates, tokens, exec plugins, auth providers, CA, ``tls-server-name``,
+``proxy-url``) into a ``Configuration`` -- and :mod:`webhook.cluster.api` makes plain aiohttp
+requests on the event loop: a watch is a byte stream split into lines, cancellation is
+immediate, and raw JSON goes straight to the ``state`` extractors.
+
+Credentials expire: bound service-account tokens are rotated by the kubelet (the file changes
+under us) and exec plugins hand out short-lived tokens. :meth:`Credentials.target` therefore
+runs the configuration's ``refresh_api_key_hook`` before every request (it re-reads the token
+file once a minute, or re-runs the exec plugin after the expiry it announced), and a 401 drops
+the configuration so the next request reloads it from scratch. That hook may read files or run
+a subprocess, so it runs in the default executor: the one place a thread is used, never on the
+admission path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from webhook.errors import ConfigError
+
+#: Where the kubelet mounts the service account (token, ca.crt, namespace).
+SERVICE_ACCOUNT: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """Everything one request needs: base URL, auth header, TLS settings, proxy."""
+
+    base: str
+    headers: Mapping[str, str]
+    ssl: ssl.SSLContext | bool
+    server_hostname: str | None = None
+    proxy: str | None = None
+
+
+class Credentials:
+    """Where the cluster is and how to authenticate, refreshed before each request."""
+
+    def __init__(self, load: Callable[[], Any], *, source: str) -> None:
+        #: Human-readable origin, for logs: "in-cluster service account", "kubeconfig PATH".
+        self.source = source
+        self._load = load
+        self._config: Any = None
+        self._tls: tuple[tuple[Any, ...], ssl.SSLContext] | None = None
+        # Six reflectors ask at once from executor threads; the loaders are not thread-safe
+        # (and an exec plugin should run once, not six times).
+        self._lock = threading.Lock()
+
+    async def target(self) -> Connection:
+        """Fresh request settings; the refresh hook (file read, exec plugin) runs off the loop."""
+        return await asyncio.to_thread(self.target_now)
+
+    def invalidate(self) -> None:
+        """Forget the loaded configuration (after a 401): the next request reloads it."""
+        self._config = None
+
+    def target_now(self) -> Connection:
+        """Blocking form of :meth:`target`; raises :class:`ConfigError` on a broken config."""
+        with self._lock:
+            try:
+                return self._target()
+            except Exception as err:  # ConfigException, OSError, SSLError, a failing exec plugin
+                raise ConfigError(f"cannot load credentials from {self.source}: {err}") from err
+
+    def _target(self) -> Connection:
+        if self._config is None:
+            self._config = self._load()
+        config = self._config
+        # get_api_key_with_prefix runs refresh_api_key_hook first: token rotation happens here.
+        auth = config.get_api_key_with_prefix("BearerToken", alias="authorization")
+        headers = {"Authorization": auth.strip()} if auth else {}
+        host = str(config.host).rstrip("/")
+        return Connection(
+            base=host,
+            headers=headers,
+            ssl=self._context(config) if host.startswith("https:") else False,
+            server_hostname=getattr(config, "tls_server_name", None) or None,
+            proxy=getattr(config, "proxy", None) or None,
+        )
+
+    def _context(self, config: Any) -> ssl.SSLContext:
+        files = (config.ssl_ca_cert, config.cert_file, config.key_file)
+        # Exec plugins may hand out new client certificates (new temp files); the CA may rotate.
+        stamp = (*files, bool(config.verify_ssl), *(_mtime(f) for f in files))
+        if self._tls is None or self._tls[0] != stamp:
+            context = ssl.create_default_context(cafile=config.ssl_ca_cert or None)
+            if not config.verify_ssl:  # insecure-skip-tls-verify: true
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            if config.cert_file:
+                context.load_cert_chain(config.cert_file, config.key_file or None)
+            self._tls = (stamp, context)
+        return self._tls[1]
+
+
+def _mtime(path: str | None) -> float:
+    try:
+        return os.stat(path).st_mtime if path else 0.0
+    except OSError:
+        return 0.0
+
+
+def load_credentials(
+    kubeconfig: str | None = None,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    service_account: Path = SERVICE_ACCOUNT,
+) -> Credentials:
+    """``--kubeconfig`` if given, else the pod's service account, else ``$KUBECONFIG``.
+
+    Loads once right away (blocking: call it off the loop) so that a broken kubeconfig stops
+    ``stszone serve`` at start-up with a :class:`ConfigError` instead of failing every watch.
+    """
+    from kubernetes import client, config
+
+    # The package is only partly annotated; treat it as Any rather than sprinkle ignores.
+    kube_client: Any = client
+    kube_config: Any = config
+    if kubeconfig is None and environ.get("KUBERNETES_SERVICE_HOST"):
+        loader = kube_config.incluster_config.InClusterConfigLoader(
+            token_filename=str(service_account / "token"),
+            cert_filename=str(service_account / "ca.crt"),
+            environ=environ,
+        )
+
+        def in_cluster() -> Any:
+            configuration = kube_client.Configuration()
+            loader.load_and_set(configuration)
+            return configuration
+
+        credentials = Credentials(in_cluster, source="in-cluster service account")
+    else:
+        # $KUBECONFIG may list several files (":"-separated); the loader merges them like kubectl.
+        path = kubeconfig or environ.get("KUBECONFIG")
+        if not path:
+            raise ConfigError(
+                "no cluster to talk to: not in a pod (no KUBERNETES_SERVICE_HOST), no --kubeconfig "
+                "and no $KUBECONFIG; give one, or run offline with --zones or --cluster FILE"
+            )
+
+        def from_file() -> Any:
+            configuration = kube_client.Configuration()
+            kube_config.load_kube_config(
+                config_file=path, client_configuration=configuration, persist_config=False
+            )
+            return configuration
+
+        credentials = Credentials(from_file, source=f"kubeconfig {path}")
+    credentials.target_now()
+    return credentials

@@ -1,0 +1,287 @@
+"""List+watch reflectors: one per resource, each keeping one table of the Store current.
+
+Each :class:`Reflector` follows client-go's reflector contract:
+
+1. List in pages (``limit`` + ``continue``). Without ``resourceVersion`` the list is a consistent
+   read the API server can paginate (``resourceVersion=0`` is served whole from its watch cache,
+   which is what paging is meant to avoid), and each page is folded into compact records before
+   the next is fetched, so 100k pods never sit in memory as JSON. The table is swapped into the
+   store at once: readers never see half a re-list.
+2. Watch from the list's resourceVersion with ``allowWatchBookmarks=true`` and a random
+   ``timeoutSeconds`` of 5-10 minutes (client-go's spread, so replicas do not reconnect together).
+3. ADDED/MODIFIED upsert, DELETED removes (a label-selector watch also sends DELETED when an
+   object stops matching), BOOKMARK only advances the resourceVersion, and ERROR carries a
+   ``Status``: code 410 (``Expired``) means that version was compacted, so re-list.
+4. Whenever the stream ends -- server timeout, dropped connection, error -- reconnect from the
+   last resourceVersion seen, after a capped, jittered backoff (:mod:`webhook.cluster.backoff`) that
+   resets once a watch is healthy again. A 410 on the list itself (an expired ``continue``
+   token, or the HTTP 410 shape of an expired version) restarts the list from scratch.
+
+Objects the extractors cannot read are logged once each and skipped; their old record is dropped,
+since it would be silently stale. Nothing an API server sends makes :meth:`Reflector.run` return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.cluster.api import Api, ApiError, api_error, paused_gc
+from webhook.cluster.backoff import Backoff
+from webhook.cluster.resources import Resource, describe, object_key
+from webhook.errors import BadObject
+from webhook.model.records import EXTRACTORS, Info, PodInfo, Table
+from webhook.model.store import Store
+
+log = logging.getLogger("stszone.watch")
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """Timings and sizes of a reflector; the defaults are for production, tests shrink them."""
+
+    page_size: int = 500
+    watch_timeout: tuple[float, float] = (300.0, 600.0)
+    #: Silence after which a watch is presumed dead (bookmarks arrive about once a minute).
+    idle_timeout: float = 90.0
+    request_timeout: float = 60.0
+    backoff_initial: float = 0.8
+    backoff_cap: float = 30.0
+    #: A watch open this long without error counts as healthy and resets the backoff.
+    healthy_after: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStatus:
+    """Health of one cache, for ``/readyz`` now and Prometheus gauges later."""
+
+    table: Table
+    #: The first list has completed.
+    synced: bool
+    objects: int
+    #: Lists and watches that failed (error, dropped connection, 410) and were retried.
+    restarts: int
+    #: Full lists after the first one (410 Gone).
+    relists: int
+    #: Unix time the cache was last known current (list done, watch opened, event received).
+    last_sync: float | None
+    #: Seconds since the cache lost its watch without getting it back (0 while in sync).
+    unsynced_for: float
+    last_error: str
+    #: Objects currently skipped because they could not be read.
+    bad_objects: int
+
+
+class Reflector:
+    """Keeps the store table of one :class:`Resource` in step with the API server."""
+
+    def __init__(
+        self,
+        resource: Resource,
+        *,
+        api: Api,
+        store: Store,
+        tuning: Tuning | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.resource = resource
+        self._api = api
+        self._store = store
+        self._tuning = tuning or Tuning()
+        self._clock = clock
+        self._backoff = Backoff(initial=self._tuning.backoff_initial, cap=self._tuning.backoff_cap)
+        self._rv: str | None = None
+        self._synced = asyncio.Event()
+        self._lists = 0
+        self._restarts = 0
+        self._last_sync: float | None = None
+        self._unsynced_since: float | None = clock()
+        self._last_error = ""
+        self._bad: set[str] = set()
+
+    def status(self) -> CacheStatus:
+        """A snapshot of this cache's health."""
+        since = self._unsynced_since
+        return CacheStatus(
+            table=self.resource.table,
+            synced=self._synced.is_set(),
+            objects=len(self._store.table(self.resource.table)),
+            restarts=self._restarts,
+            relists=max(0, self._lists - 1),
+            last_sync=self._last_sync,
+            unsynced_for=0.0 if since is None else max(0.0, self._clock() - since),
+            last_error=self._last_error,
+            bad_objects=len(self._bad),
+        )
+
+    async def wait_synced(self) -> None:
+        """Return once the first list has completed."""
+        await self._synced.wait()
+
+    async def list(self) -> None:
+        """List the whole collection page by page and swap it into the store."""
+        res, tuning = self.resource, self._tuning
+        params = {"limit": str(tuning.page_size)}
+        if res.label_selector:
+            params["labelSelector"] = res.label_selector
+        accept = res.accept(watch=False)
+        started = self._clock()
+        records: list[Info] = []
+        while True:
+            body = await self._api.get(
+                res.path, params=params, accept=accept, read_timeout=tuning.request_timeout
+            )
+            with paused_gc():  # the page is decoded, folded into records and freed in here
+                items, meta = _page(json.loads(body))
+                del body
+                records.extend(r for item in items if (r := self._record(item)) is not None)
+                token, version = meta.get("continue"), meta.get("resourceVersion")
+                del items, meta
+            if not token:
+                break
+            params["continue"] = str(token)
+        if not isinstance(version, str) or not version:
+            raise ValueError(f"{res.table} list has no metadata.resourceVersion to watch from")
+        self._store.replace(res.table, records)
+        self._rv = version
+        self._lists += 1
+        self._in_sync()
+        self._backoff.reset()
+        verb = "re-listed" if self._synced.is_set() else "synced"
+        log.info(
+            "%s cache %s: %d objects in %.1fs (resourceVersion %s)",
+            res.table,
+            verb,
+            len(records),
+            self._clock() - started,
+            version,
+        )
+        self._synced.set()
+
+    async def run(self) -> None:
+        """List, then watch, forever; every failure is logged and retried, never raised."""
+        while True:
+            failure: str | None = None
+            retry_after = 0.0
+            try:
+                if self._rv is None:
+                    await self.list()
+                await self._watch()  # returns when the server ends the stream (timeoutSeconds)
+            except asyncio.CancelledError:
+                raise
+            except ApiError as err:
+                retry_after, failure = err.retry_after, str(err)
+                if err.expired:
+                    self._rv = None  # compacted: events were lost, only a fresh list is safe
+                    log.info("%s: %s; re-listing", self.resource.table, err)
+                else:
+                    log.warning("%s list/watch failed: %s", self.resource.table, err)
+            except Exception as err:  # connection errors, timeouts, garbage: retry, never die
+                failure = f"{type(err).__name__}: {err}".rstrip(": ")
+                log.warning("%s list/watch failed: %s", self.resource.table, failure)
+            self._lost_sync(failure)
+            if failure is not None:
+                self._restarts += 1
+            await asyncio.sleep(self._backoff.next(at_least=retry_after))
+
+    async def _watch(self) -> None:
+        res, tuning = self.resource, self._tuning
+        assert self._rv is not None
+        params = {
+            "watch": "1",
+            "resourceVersion": self._rv,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(int(random.uniform(*tuning.watch_timeout))),
+        }
+        if res.label_selector:
+            params["labelSelector"] = res.label_selector
+        accept = res.accept(watch=True)
+        opened = self._clock()
+        async with self._api.stream(
+            res.path, params=params, accept=accept, idle_timeout=tuning.idle_timeout
+        ) as lines:
+            self._in_sync()
+            async for line in lines:
+                # An unparseable frame is a broken stream, not a bad object: reconnecting from
+                # the last resourceVersion replays it instead of losing the event.
+                self._apply(json.loads(line))
+        if self._clock() - opened >= tuning.healthy_after:
+            self._backoff.reset()
+
+    def _apply(self, event: Any) -> None:
+        table = self.resource.table
+        obj = event.get("object") if isinstance(event, dict) else None
+        if not isinstance(obj, dict):
+            self._report(f"event {str(event)[:80]}", problem="watch event without an object")
+            return
+        kind_of_event = event.get("type")
+        if kind_of_event == "ERROR":
+            raise api_error(obj, status=500)  # the Status carries the real code
+        if kind_of_event in ("ADDED", "MODIFIED"):
+            record = self._record(obj)
+            key = record.key if record is not None else object_key(obj, table=table)
+            if record is not None:
+                self._store.put(table, record)
+            elif key is not None:
+                self._store.delete(table, key)
+        elif kind_of_event == "DELETED":
+            key = object_key(obj, table=table)
+            if key is not None:
+                self._store.delete(table, key)
+        elif kind_of_event != "BOOKMARK":
+            self._report(
+                f"event type {kind_of_event!r}", problem="unknown watch event type; ignored"
+            )
+        meta = obj.get("metadata")
+        version = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        if isinstance(version, str) and version:
+            self._rv = version
+        self._last_sync = time.time()
+        self._backoff.reset()
+
+    def _record(self, obj: Any) -> Info | None:
+        """The store record of ``obj``, or None when it is skipped (logged once per object)."""
+        try:
+            record: Info = EXTRACTORS[self.resource.table](obj)
+        except Exception as err:  # BadObject, or a shape the extractor did not foresee
+            problem = err.message if isinstance(err, BadObject) else f"{type(err).__name__}: {err}"
+            self._report(describe(obj), problem=problem)
+            return None
+        if self._bad:
+            self._bad.discard(describe(obj))  # readable again: report it if it breaks again
+        if isinstance(record, PodInfo) and record.owner is None:
+            return None  # carries the pod-name label but no StatefulSet owns it (orphaned)
+        return record
+
+    def _report(self, ident: str, *, problem: str) -> None:
+        if ident in self._bad:
+            return
+        if len(self._bad) >= 10_000:
+            self._bad.clear()  # bound the memory; at worst an object is reported twice
+        self._bad.add(ident)
+        log.warning("skipping %s %s: %s", self.resource.table, ident, problem)
+
+    def _in_sync(self) -> None:
+        self._unsynced_since = None
+        self._last_sync = time.time()
+
+    def _lost_sync(self, error: str | None) -> None:
+        if self._unsynced_since is None:
+            self._unsynced_since = self._clock()
+        if error is not None:
+            self._last_error = error
+
+
+def _page(page: Any) -> tuple[list[Any], dict[str, Any]]:
+    if not isinstance(page, dict):
+        raise ValueError("list response is not a JSON object")
+    items, meta = page.get("items") or [], page.get("metadata") or {}
+    if not isinstance(items, list) or not isinstance(meta, dict):
+        raise ValueError("list response has no items list or no metadata")
+    return items, meta

@@ -1,0 +1,85 @@
+"""What the live view mirrors: one API collection per store table, asked for as little as possible.
+
+* nodes -- metadata only (``PartialObjectMetadata``): zone and node-ordinal labels are all the
+  rules read, and a full Node (images, conditions, addresses) is ten times larger. Only when the
+  extender filters on a node *condition* (``--storage-unhealthy-condition``, which lives in
+  ``status``) are full Nodes listed.
+* persistentvolumes, persistentvolumeclaims, statefulsets -- full objects: the fields we keep
+  (``spec.nodeAffinity``, ``spec.volumeName``, the pod template) are not metadata.
+* pods -- only StatefulSet pods, by the server-side selector ``statefulset.kubernetes.io/pod-name``
+  (the StatefulSet controller sets it on every pod it creates), never every pod of the cluster.
+* namespaces -- only opted-in ones (``stszone.io/enabled=true``): a namespace missing from the table
+  is not opted in, and the API server sends DELETED when a namespace loses the label, so the
+  table stays exact while holding a handful of names instead of every namespace of the cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from webhook.cluster.api import JSON_MEDIA
+from webhook.config import Settings
+from webhook.model.annotations import ENABLED
+from webhook.model.records import Key, Table
+
+#: Metadata-only representation, with plain JSON as the fallback for servers that cannot
+#: convert (client-go's metadata informer asks the same way); list and watch name different types.
+METADATA_LIST: Final = f"{JSON_MEDIA};as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,{JSON_MEDIA}"
+METADATA_WATCH: Final = f"{JSON_MEDIA};as=PartialObjectMetadata;g=meta.k8s.io;v=v1,{JSON_MEDIA}"
+STATEFULSET_POD_LABEL: Final = "statefulset.kubernetes.io/pod-name"
+CLUSTER_SCOPED: Final = frozenset({"nodes", "volumes", "namespaces"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resource:
+    """One API collection mirrored into the store table ``table``."""
+
+    table: Table
+    path: str
+    label_selector: str = ""
+    metadata_only: bool = False
+
+    def accept(self, *, watch: bool) -> str:
+        """The Accept header of a list (``watch=False``) or a watch of this collection."""
+        if not self.metadata_only:
+            return JSON_MEDIA
+        return METADATA_WATCH if watch else METADATA_LIST
+
+
+def resources(settings: Settings) -> tuple[Resource, ...]:
+    """The six collections the live view watches, in the order they are listed."""
+    return (
+        Resource(
+            table="nodes",
+            path="/api/v1/nodes",
+            metadata_only=settings.storage_unhealthy_condition is None,
+        ),
+        Resource(table="volumes", path="/api/v1/persistentvolumes"),
+        Resource(table="claims", path="/api/v1/persistentvolumeclaims"),
+        Resource(table="statefulsets", path="/apis/apps/v1/statefulsets"),
+        Resource(table="pods", path="/api/v1/pods", label_selector=STATEFULSET_POD_LABEL),
+        Resource(table="namespaces", path="/api/v1/namespaces", label_selector=f"{ENABLED}=true"),
+    )
+
+
+def object_key(obj: dict[str, Any], *, table: Table) -> Key | None:
+    """The store key (``name`` or ``(namespace, name)``) of a raw object, if it has one."""
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict) or not isinstance(name, str) or not name:
+        return None
+    if table in CLUSTER_SCOPED:
+        return name
+    namespace = meta.get("namespace")
+    return (namespace, name) if isinstance(namespace, str) else None
+
+
+def describe(obj: Any) -> str:
+    """``namespace/name (uid ...)`` of a raw object, for logs; robust to any shape."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        return "(object without metadata)"
+    uid, name, namespace = meta.get("uid"), meta.get("name"), meta.get("namespace")
+    where = f"{namespace}/{name}" if namespace else str(name)
+    return f"{where} (uid {uid})" if uid else where

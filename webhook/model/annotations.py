@@ -1,0 +1,206 @@
+"""The ``stszone.io/*`` contract: annotation and label names, and their parsing.
+
+A StatefulSet (or, as a fallback, its pod) carries its placement policy in annotations. This
+module turns them into a frozen :class:`Declared`, and lists every problem in a malformed set
+with an example of the right form, so that the validating webhook and the mutating webhook
+report the same words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+
+PREFIX: Final = "stszone.io/"
+ZONES: Final = "stszone.io/zones"
+TOPOLOGY_KEY: Final = "stszone.io/topology-key"
+MODE: Final = "stszone.io/mode"
+SCHEDULER_NAME: Final = "stszone.io/scheduler-name"
+NODE_LABEL: Final = "stszone.io/node-label"
+STORAGE_CLASS_TEMPLATE: Final = "stszone.io/storage-class-template"
+ALLOW_ZONE_LOSS: Final = "stszone.io/allow-zone-loss"
+#: Recorded on pods and claims: the zone stszone chose.
+ZONE: Final = "stszone.io/zone"
+#: Pod label that makes stszone leave the pod alone.
+SKIP: Final = "stszone.io/skip"
+#: Namespace label that opts a namespace in.
+ENABLED: Final = "stszone.io/enabled"
+
+DEFAULT_TOPOLOGY_KEY: Final = "topology.kubernetes.io/zone"
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+POD_INDEX_LABEL: Final = "apps.kubernetes.io/pod-index"
+
+Mode = Literal["affinity", "scheduler", "node-ordinal"]
+MODES: Final[tuple[Mode, ...]] = ("affinity", "scheduler", "node-ordinal")
+
+#: The annotations a StatefulSet may carry; any other ``stszone.io/`` key is a typo.
+STATEFULSET_KEYS: Final = frozenset(
+    {
+        ZONES,
+        TOPOLOGY_KEY,
+        MODE,
+        SCHEDULER_NAME,
+        NODE_LABEL,
+        STORAGE_CLASS_TEMPLATE,
+        ALLOW_ZONE_LOSS,
+    }
+)
+
+# Label values: at most 63 characters, alphanumeric at both ends (Kubernetes validation).
+_LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def is_label_value(value: str) -> bool:
+    """True when ``value`` is a valid, non-empty Kubernetes label value."""
+    return bool(_LABEL_VALUE.match(value))
+
+
+def is_label_key(key: str) -> bool:
+    """True when ``key`` is a valid label key (``[prefix/]name``)."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and not (len(prefix) <= 253 and _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return bool(_LABEL_NAME.match(name))
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """The placement policy of one StatefulSet, parsed from its annotations."""
+
+    zones: tuple[str, ...] | None = None
+    topology_key: str = DEFAULT_TOPOLOGY_KEY
+    mode: Mode = "affinity"
+    scheduler_name: str | None = None
+    node_label: str | None = None
+    storage_class_template: str | None = None
+    allow_zone_loss: bool = False
+
+
+class InvalidAnnotations(ValueError):
+    """The annotations are malformed; ``problems`` lists each one with an example of right."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def split_zones(text: str) -> tuple[str, ...]:
+    """``"a, b,c"`` -> ``("a", "b", "c")``; empty entries are kept as ``""`` for checking."""
+    return tuple(part.strip() for part in text.split(","))
+
+
+def zone_list_problems(zones: tuple[str, ...], *, source: str) -> list[str]:
+    """Problems with a zone list (empty, empty entries, invalid values, duplicates)."""
+    example = f'{source}: "zone-a,zone-b,zone-c"'
+    if zones == ("",):
+        return [f"{source} is empty; list the zones in order, e.g. {example}"]
+    problems: list[str] = []
+    if "" in zones:
+        problems.append(f"{source} has an empty entry; e.g. {example}")
+    bad = [z for z in zones if z and not is_label_value(z)]
+    if bad:
+        problems.append(f"{source} has invalid zone name(s) {', '.join(map(repr, bad))}")
+    dups = sorted(z for z, n in Counter(zones).items() if z and n > 1)
+    if dups:
+        problems.append(f"{source} lists {', '.join(dups)} more than once; each zone once")
+    return problems
+
+
+def parse_annotations(annotations: Mapping[str, str]) -> Declared:
+    """Parse the ``stszone.io/*`` annotations; :class:`InvalidAnnotations` lists every problem."""
+    problems: list[str] = []
+    zones: tuple[str, ...] | None = None
+    if ZONES in annotations:
+        zones = split_zones(annotations[ZONES])
+        problems += zone_list_problems(zones, source=ZONES)
+
+    topology_key = annotations.get(TOPOLOGY_KEY, DEFAULT_TOPOLOGY_KEY).strip()
+    if not is_label_key(topology_key):
+        problems.append(
+            f"{TOPOLOGY_KEY} {topology_key!r} is not a node label key; "
+            f'e.g. {TOPOLOGY_KEY}: "{DEFAULT_TOPOLOGY_KEY}"'
+        )
+
+    mode_text = annotations.get(MODE, "affinity").strip()
+    mode: Mode = "affinity"
+    if mode_text in MODES:
+        mode = mode_text
+    else:
+        problems.append(
+            f"{MODE} {mode_text!r} is not a mode; use one of {', '.join(MODES)} "
+            f'(e.g. {MODE}: "affinity")'
+        )
+
+    scheduler_name = annotations.get(SCHEDULER_NAME)
+    if scheduler_name is not None and not _DNS_SUBDOMAIN.match(scheduler_name):
+        problems.append(
+            f"{SCHEDULER_NAME} {scheduler_name!r} is not a valid scheduler name; "
+            f'e.g. {SCHEDULER_NAME}: "stszone-scheduler"'
+        )
+
+    node_label = annotations.get(NODE_LABEL)
+    if node_label is not None and not is_label_key(node_label):
+        problems.append(
+            f"{NODE_LABEL} {node_label!r} is not a node label key; "
+            f'e.g. {NODE_LABEL}: "example.io/node"'
+        )
+    if mode == "node-ordinal" and node_label is None:
+        problems.append(
+            f'{MODE}: "node-ordinal" needs {NODE_LABEL}, the node label whose value is the '
+            f'ordinal; e.g. {NODE_LABEL}: "example.io/node"'
+        )
+
+    template = annotations.get(STORAGE_CLASS_TEMPLATE)
+    if template is not None:
+        problems += _template_problems(template)
+
+    allow_text = annotations.get(ALLOW_ZONE_LOSS, "false")
+    if allow_text not in ("true", "false"):
+        problems.append(
+            f'{ALLOW_ZONE_LOSS} must be "true" or "false", got {allow_text!r}; '
+            f'e.g. {ALLOW_ZONE_LOSS}: "true"'
+        )
+
+    unknown = sorted(k for k in annotations if k.startswith(PREFIX) and k not in STATEFULSET_KEYS)
+    if unknown:
+        known = ", ".join(sorted(STATEFULSET_KEYS))
+        problems.append(f"unknown annotation(s) {', '.join(unknown)}; known: {known}")
+    if problems:
+        raise InvalidAnnotations(problems)
+    return Declared(
+        zones=zones,
+        topology_key=topology_key,
+        mode=mode,
+        scheduler_name=scheduler_name,
+        node_label=node_label,
+        storage_class_template=template,
+        allow_zone_loss=allow_text == "true",
+    )
+
+
+def _template_problems(template: str) -> list[str]:
+    example = f'e.g. {STORAGE_CLASS_TEMPLATE}: "ssd-{{zone}}"'
+    if "{zone}" not in template:
+        return [f"{STORAGE_CLASS_TEMPLATE} {template!r} has no {{zone}} placeholder; {example}"]
+    sample = storage_class_for(template, "zone-a")
+    if not _DNS_SUBDOMAIN.match(sample):
+        return [
+            f"{STORAGE_CLASS_TEMPLATE} {template!r} does not give a valid StorageClass name "
+            f"(zone-a -> {sample!r}); {example}"
+        ]
+    return []
+
+
+def storage_class_for(template: str, zone: str) -> str:
+    """Fill ``{zone}`` in a storage-class template (plain replace: no format-string surprises)."""
+    return template.replace("{zone}", zone.lower())
+
+
+def stszone_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    """Only the ``stszone.io/`` policy keys of an annotation map (``stszone.io/zone`` excluded)."""
+    return {k: v for k, v in annotations.items() if k in STATEFULSET_KEYS}

@@ -1,0 +1,331 @@
+"""The cluster view the pure code reads: one :class:`Store` of records. Pure.
+
+One Store serves both worlds: ``clusterfile.py`` fills it once from a saved
+``kubectl get ... -o yaml`` list (offline), and ``watch.py`` keeps it current from list+watch
+(live). The admission path only ever reads it: dictionary lookups, no I/O. The records and
+their extraction from API objects are in :mod:`webhook.model.records`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
+from webhook.model.records import (
+    HOSTNAME,
+    ClaimInfo,
+    Info,
+    Key,
+    NamespaceInfo,
+    NodeInfo,
+    PodInfo,
+    StatefulSetInfo,
+    Table,
+    VolumeInfo,
+)
+
+R = TypeVar("R", NodeInfo, VolumeInfo, ClaimInfo, StatefulSetInfo, PodInfo, NamespaceInfo)
+S = TypeVar("S")
+
+
+class Store:
+    """In-memory cluster view. Writers: ``put``/``delete``/``replace``. Readers: the queries.
+
+    All access happens on the event loop thread, so no locking is needed; ``replace`` swaps a
+    whole table at once so readers never see a half-filled re-list.
+    """
+
+    def __init__(self, *, zones: tuple[str, ...] | None = None, live: bool = False) -> None:
+        #: ``--zones``: the zone list new StatefulSets get, overriding discovery.
+        self.zones_override = zones
+        #: Fed by watches: a StatefulSet missing from a synced table is one the watch has not
+        #: delivered yet (creation races its first pod), not one that does not exist.
+        self.live = live
+        self.nodes: dict[str, NodeInfo] = {}
+        self.volumes: dict[str, VolumeInfo] = {}
+        self.claims: dict[tuple[str, str], ClaimInfo] = {}
+        self.statefulsets: dict[tuple[str, str], StatefulSetInfo] = {}
+        self.pods: dict[tuple[str, str], PodInfo] = {}
+        self.namespaces: dict[str, NamespaceInfo] = {}
+        #: Kinds that have been filled (a file load, or a watch's first list).
+        self.loaded: set[Table] = set()
+        self._node_generation = 0
+        self._zone_cache: dict[str, tuple[int, tuple[str, ...]]] = {}
+        self._label_cache: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {}
+        self._values_cache: dict[str, tuple[int, frozenset[str]]] = {}
+        # Secondary indexes, kept in step with the tables by put/delete/replace, so that a
+        # request about one set looks at its namespace's records, never a whole table.
+        #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
+        self._volumes_by_claim: _Index[VolumeInfo, None] = _Index(lambda v: v.claim)
+        #: Claims and pre-bound PVs by (namespace, claim name without its "-<ordinal>"), i.e.
+        #: by "<template>-<set>": the claims of one set are one lookup per template. Each
+        #: group's ordinals are summarised once per change of the group (the guard asks).
+        self._volumes_by_stem: _Index[VolumeInfo, frozenset[int]] = _Index(
+            lambda v: _stem(v.claim[0], v.claim[1]) if v.claim else None,
+            summarise=lambda volumes: _claim_ordinals(v.claim[1] for v in volumes if v.claim),
+        )
+        self._claims_by_stem: _Index[ClaimInfo, frozenset[int]] = _Index(
+            lambda c: _stem(c.namespace, c.name),
+            summarise=lambda claims: _claim_ordinals(c.name for c in claims),
+        )
+        self._sets_by_namespace: _Index[StatefulSetInfo, None] = _Index(lambda s: s.namespace)
+        self._pods_by_owner: _Index[PodInfo, SetPods] = _Index(
+            lambda p: (p.namespace, p.owner) if p.owner else None, summarise=SetPods.of
+        )
+        self._indexes: dict[Table, tuple[_Index[Any, Any], ...]] = {
+            "volumes": (self._volumes_by_claim, self._volumes_by_stem),
+            "claims": (self._claims_by_stem,),
+            "statefulsets": (self._sets_by_namespace,),
+            "pods": (self._pods_by_owner,),
+        }
+
+    # writers
+    def table(self, name: Table) -> dict[Any, Any]:
+        """The dict holding the records of table ``name``."""
+        table: dict[Any, Any] = getattr(self, name)
+        return table
+
+    def put(self, name: Table, info: Info) -> None:
+        """Insert or replace one record."""
+        table = self.table(name)
+        old = table.get(info.key)
+        if old == info:
+            # Most MODIFIED events change nothing a record keeps (pod status, node heartbeats):
+            # leave the indexes, their summaries and the node caches as they are.
+            return
+        for index in self._indexes.get(name, ()):
+            if old is not None:
+                index.remove(old)
+            index.add(info)
+        table[info.key] = info
+        if name == "nodes":
+            self._node_generation += 1
+
+    def delete(self, name: Table, key: Key) -> None:
+        """Remove one record (missing is fine: a DELETED may follow a re-list)."""
+        old = self.table(name).pop(key, None)
+        if old is not None:
+            for index in self._indexes.get(name, ()):
+                index.remove(old)
+            if name == "nodes":
+                self._node_generation += 1
+
+    def replace(self, name: Table, infos: Iterable[Info]) -> None:
+        """Swap the whole table ``name`` (a fresh list) and mark it loaded."""
+        table = {info.key: info for info in infos}
+        for index in self._indexes.get(name, ()):
+            index.rebuild(table.values())
+        setattr(self, name, table)
+        self.loaded.add(name)
+        if name == "nodes":
+            self._node_generation += 1
+
+    # queries
+    def server_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:
+        """The server's zone source: ``--zones`` in its order, else zones on nodes, sorted."""
+        if self.zones_override:
+            return self.zones_override
+        return self.discovered_zones(topology_key)
+
+    def discovered_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:
+        """Sorted distinct values of ``topology_key`` over all nodes (cached per node change)."""
+        cached = self._zone_cache.get(topology_key)
+        if cached is not None and cached[0] == self._node_generation:
+            return cached[1]
+        zones = tuple(
+            sorted(
+                {n.labels[topology_key] for n in self.nodes.values() if topology_key in n.labels}
+            )
+        )
+        self._zone_cache[topology_key] = (self._node_generation, zones)
+        return zones
+
+    def node_zone(self, node: str, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> str | None:
+        """The zone label of a node, or None when the node or its label is unknown."""
+        info = self.nodes.get(node)
+        return info.labels.get(topology_key) if info is not None else None
+
+    def label_values(self, key: str) -> frozenset[str]:
+        """Distinct values of node label ``key`` (cached per node change)."""
+        cached = self._values_cache.get(key)
+        if cached is not None and cached[0] == self._node_generation:
+            return cached[1]
+        values = frozenset(n.labels[key] for n in self.nodes.values() if key in n.labels)
+        self._values_cache[key] = (self._node_generation, values)
+        return values
+
+    def nodes_with_label(self, key: str, value: str) -> tuple[str, ...]:
+        """Names of nodes whose label ``key`` equals ``value`` (sorted; cached per node change)."""
+        cached = self._label_cache.get((key, value))
+        if cached is not None and cached[0] == self._node_generation:
+            return cached[1]
+        if len(self._label_cache) > 4096:
+            self._label_cache.clear()
+        names = tuple(sorted(n.name for n in self.nodes.values() if n.labels.get(key) == value))
+        self._label_cache[(key, value)] = (self._node_generation, names)
+        return names
+
+    def statefulset(self, namespace: str, name: str) -> StatefulSetInfo | None:
+        return self.statefulsets.get((namespace, name))
+
+    def lagging(self) -> bool:
+        """Whether a StatefulSet absent from this view may simply not have arrived yet."""
+        return self.live and "statefulsets" in self.loaded
+
+    def statefulsets_in(self, namespace: str) -> Iterator[StatefulSetInfo]:
+        """The StatefulSets of one namespace (indexed: no scan of the whole table)."""
+        return iter(tuple(self._sets_by_namespace.get(namespace).values()))
+
+    def known_ordinals(
+        self, namespace: str, statefulset: str, *, templates: Iterable[str] = ()
+    ) -> frozenset[int]:
+        """Ordinals of a set that have a pod, a claim or a pre-bound volume in this view.
+
+        Every other ordinal is placed by the rule alone, which lets the guard reason about a
+        ``replicas: 2147483647`` set without visiting two billion ordinals.
+        """
+        found = self._pods_by_owner.summary((namespace, statefulset)).ordinals
+        for template in templates:
+            stem = (namespace, f"{template}-{statefulset}")
+            found = found | self._claims_by_stem.summary(stem) | self._volumes_by_stem.summary(stem)
+        return found
+
+    def set_pods(self, namespace: str, statefulset: str) -> SetPods:
+        """The pods of one set by ordinal (summarised once per change of the set's pods)."""
+        return self._pods_by_owner.summary((namespace, statefulset))
+
+    def pod(self, namespace: str, name: str) -> PodInfo | None:
+        return self.pods.get((namespace, name))
+
+    def volume(self, name: str) -> VolumeInfo | None:
+        return self.volumes.get(name)
+
+    def claim_zones(
+        self, namespace: str, claim: str, topology_key: str
+    ) -> tuple[str, frozenset[str]]:
+        """(volume name, zones) of the PV bound to a claim; ``("", frozenset())`` if none.
+
+        The PV's own ``claimRef`` counts too: a pre-bound PV pins the claim before binding. A
+        local volume pinned to a node by hostname (local-path, OpenEBS, TopoLVM) is in that
+        node's zone.
+        """
+        info = self.claims.get((namespace, claim))
+        volume = info.volume if info is not None and info.volume else ""
+        if not volume:
+            volume = next(
+                (v.name for v in self._volumes_by_claim.get((namespace, claim)).values()), ""
+            )
+        pv = self.volumes.get(volume) if volume else None
+        if pv is None:
+            return "", frozenset()
+        zones = pv.zones_for(topology_key)
+        if not zones and HOSTNAME in pv.zones:
+            nodes = (n for h in pv.zones[HOSTNAME] for n in self.nodes_with_label(HOSTNAME, h))
+            zones = self.zones_of(nodes, topology_key)
+        return pv.name, zones
+
+    def zones_of(self, nodes: Iterable[str], topology_key: str) -> frozenset[str]:
+        """The zones of the given nodes (unknown nodes and nodes without the label skipped)."""
+        return frozenset(z for n in nodes if (z := self.node_zone(n, topology_key)) is not None)
+
+    def namespace_enabled(self, namespace: str) -> bool | None:
+        """True/False when namespaces are known, None when this view holds no namespaces."""
+        if "namespaces" not in self.loaded and not self.namespaces:
+            return None
+        info = self.namespaces.get(namespace)
+        return info.enabled if info is not None else False
+
+
+def _stem(namespace: str, claim: str) -> tuple[str, str] | None:
+    """(namespace, "<template>-<set>") of a claim named "<template>-<set>-<ordinal>", else None."""
+    stem, dash, ordinal = claim.rpartition("-")
+    return (namespace, stem) if dash and ordinal.isascii() and ordinal.isdigit() else None
+
+
+def _claim_ordinals(names: Iterable[str]) -> frozenset[int]:
+    """The ordinals of claims named "<template>-<set>-<ordinal>" (indexed: all well-formed)."""
+    return frozenset(int(name.rpartition("-")[2]) for name in names)
+
+
+@dataclass(frozen=True, slots=True)
+class SetPods:
+    """The pods of one StatefulSet, as the guard reads them."""
+
+    #: Every pod's ordinal (its ``pod-index`` label, else its name's suffix).
+    ordinals: frozenset[int]
+    #: Pods by the ordinal their name carries: the pod ``<set>-<N>`` is ordinal N's pod.
+    by_name: Mapping[int, PodInfo]
+
+    @classmethod
+    def of(cls, pods: Iterable[PodInfo]) -> SetPods:
+        ordinals: set[int] = set()
+        by_name: dict[int, PodInfo] = {}
+        for pod in pods:
+            if pod.ordinal is not None:
+                ordinals.add(pod.ordinal)
+            if pod.owner and pod.name.startswith(f"{pod.owner}-"):
+                suffix = pod.name[len(pod.owner) + 1 :]
+                # "<set>-<N>" exactly, as the controller names it: "db-03" is nobody's pod.
+                if suffix.isascii() and suffix.isdigit() and (suffix == "0" or suffix[0] != "0"):
+                    by_name[int(suffix)] = pod
+        return cls(frozenset(ordinals), by_name)
+
+
+class _Index(Generic[R, S]):
+    """A secondary index over one table: group key -> {primary key: record}.
+
+    With ``summarise``, :meth:`summary` answers a question about one group's records and
+    keeps the answer until that group changes.
+    """
+
+    def __init__(
+        self,
+        group: Callable[[R], Hashable | None],
+        *,
+        summarise: Callable[[Iterable[R]], S] | None = None,
+    ) -> None:
+        self._group: Callable[[R], Hashable | None] = group
+        self._groups: dict[Hashable, dict[Key, R]] = {}
+        self._summarise: Callable[[Iterable[R]], S] | None = summarise
+        self._summaries: dict[Hashable, S] = {}
+
+    def add(self, info: R) -> None:
+        key = self._group(info)
+        if key is not None:
+            self._groups.setdefault(key, {})[info.key] = info
+            self._summaries.pop(key, None)
+
+    def remove(self, info: R) -> None:
+        key = self._group(info)
+        members = self._groups.get(key) if key is not None else None
+        if members is not None:
+            members.pop(info.key, None)
+            self._summaries.pop(key, None)
+            if not members:
+                del self._groups[key]
+
+    def rebuild(self, infos: Iterable[R]) -> None:
+        self._groups = {}
+        self._summaries = {}
+        for info in infos:
+            self.add(info)
+
+    def summary(self, key: Hashable) -> S:
+        """``summarise`` of one group's records (an empty group included), kept until it changes."""
+        try:
+            return self._summaries[key]
+        except KeyError:
+            pass
+        if self._summarise is None:
+            raise TypeError("this index keeps no summaries")
+        members = self._groups.get(key)
+        if members is None:  # not kept: requests may name any number of absent groups
+            return self._summarise(())
+        value = self._summaries[key] = self._summarise(members.values())
+        return value
+
+    def get(self, key: Hashable) -> dict[Key, R]:
+        """The records of one group (empty when none)."""
+        return self._groups.get(key, {})

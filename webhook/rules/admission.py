@@ -1,0 +1,115 @@
+"""The admission engine: a parsed request in, an :class:`~webhook.wire.review.Outcome` out. Pure.
+
+``mutate`` and ``validate`` are what ``/mutate`` and ``/validate`` answer; ``chain`` is what
+the API server makes of both (mutation first, then validation of the mutated object), which
+``stszone review`` prints. Dry-run requests take exactly the same path: nothing here has side
+effects, which is what ``sideEffects: None`` promises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from webhook.config import Defaults
+from webhook.errors import BadObject, Denied
+from webhook.model.store import Store
+from webhook.rules import mutate as mutations
+from webhook.rules import validate as validations
+from webhook.wire import review
+from webhook.wire.patches import apply
+from webhook.wire.review import Outcome, Request
+
+Endpoint = Literal["mutate", "validate"]
+
+
+def _is(request: Request, group: str, kind: str) -> bool:
+    return request.group == group and request.kind == kind
+
+
+def _guarded(request: Request, decide: Callable[[], Outcome]) -> Outcome:
+    """Run ``decide``, turning the error tree into denials (one place for all endpoints)."""
+    try:
+        return decide()
+    except Denied as err:
+        return review.denied(err.message, reason=err.reason)
+    except BadObject as err:
+        what = request.kind or "object"
+        return review.denied(f"malformed {what}: {err.message}", code=400, reason="BadRequest")
+
+
+def mutate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
+    """Answer ``/mutate``."""
+    if request.operation != "CREATE" or request.namespace in defaults.excluded_namespaces:
+        return review.allowed()
+    obj, ns = request.object, request.namespace
+    if _is(request, "", "Pod"):
+        return _guarded(
+            request, lambda: mutations.mutate_pod(obj, namespace=ns, store=store, defaults=defaults)
+        )
+    if _is(request, "", "PersistentVolumeClaim"):
+        return _guarded(
+            request,
+            lambda: mutations.mutate_claim(
+                obj, namespace=ns, store=store, requester=request.username
+            ),
+        )
+    if _is(request, "apps", "StatefulSet") and not request.sub_resource:
+        return _guarded(request, lambda: mutations.mutate_statefulset(obj, store=store))
+    return review.allowed()
+
+
+def validate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
+    """Answer ``/validate``."""
+    if request.namespace in defaults.excluded_namespaces:
+        return review.allowed()
+    obj, ns = request.object, request.namespace
+    if _is(request, "", "Pod") and request.operation == "CREATE":
+        return _guarded(
+            request,
+            lambda: validations.validate_pod(obj, namespace=ns, store=store, defaults=defaults),
+        )
+    if request.resource == "statefulsets" and request.sub_resource == "scale":
+        # kubectl scale and the HPA: kind autoscaling/v1 Scale, no annotations of its own. The
+        # resource group tells apps/v1 StatefulSets from look-alikes (OpenKruise's, say).
+        resource = request.raw.get("resource")
+        group = resource.get("group") if isinstance(resource, dict) else None
+        if request.kind != "Scale" or request.operation != "UPDATE" or group != "apps":
+            return review.allowed()
+        old, name = request.old_object, request.name
+        return _guarded(
+            request,
+            lambda: validations.validate_scale(obj, old=old, name=name, namespace=ns, store=store),
+        )
+    # Other subresources (status) cannot change spec or annotations: nothing to check.
+    if (
+        _is(request, "apps", "StatefulSet")
+        and not request.sub_resource
+        and request.operation in ("CREATE", "UPDATE")
+    ):
+        before = request.old_object if request.operation == "UPDATE" else None
+        return _guarded(
+            request,
+            lambda: validations.validate_statefulset(obj, old=before, namespace=ns, store=store),
+        )
+    return review.allowed()
+
+
+ANSWER: dict[Endpoint, Callable[..., Outcome]] = {"mutate": mutate, "validate": validate}
+
+
+def chain(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
+    """What the API server makes of both webhooks: mutate, then validate the mutated object.
+
+    A denial from either wins; otherwise the mutation's patch with the warnings of both.
+    """
+    mutated = mutate(request, store=store, defaults=defaults)
+    if not mutated.allowed:
+        return mutated
+    after = request
+    if mutated.patch:
+        after = request._replace(object=apply(request.object, mutated.patch))
+    checked = validate(after, store=store, defaults=defaults)
+    if not checked.allowed:
+        return checked.with_warnings(mutated.warnings)
+    return mutated.with_warnings(checked.warnings)

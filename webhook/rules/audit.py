@@ -1,0 +1,193 @@
+"""``stszone audit``, the pure part: expected vs actual placement of every audited StatefulSet.
+
+For each StatefulSet in an opted-in namespace (every StatefulSet when the view holds no
+Namespace objects) and each ordinal in ``[start, start + replicas)``: the zone stszone expects
+(the rule, or the volume's zone; in node-ordinal mode the node(s) carrying the ordinal's label),
+the node and zone its pod really has, and a status -- ``ok``, ``MISPLACED`` (running outside
+what is expected), ``pending`` (no node yet), ``no pod``, or ``unknown`` (a zone is not known).
+Also the zones the set holds now and the lowest replica count that keeps them all (exactly
+what the scale-down guard would allow), and, in node-ordinal mode, ordinal label values no node
+or several nodes carry.
+
+Removable nodes are computed by :mod:`webhook.rules.removal`. A report has *problems* -- the CLI
+exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, or a
+StatefulSet's annotations are malformed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from webhook.errors import Denied
+from webhook.model.records import StatefulSetInfo
+from webhook.model.store import Store
+from webhook.rules import guard, removal
+from webhook.rules.placement import Policy, place_by_mode, resolve_policy
+
+Status = Literal["ok", "MISPLACED", "pending", "no pod", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One ordinal: where stszone expects it and where its pod is."""
+
+    ordinal: int
+    expected_zone: str | None
+    #: What sets the expectation: "rule", "volume NAME", "nodes N1, N2" (node-ordinal), or "".
+    expected_by: str
+    node: str
+    zone: str | None
+    status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class SetReport:
+    """The audit of one StatefulSet."""
+
+    namespace: str
+    name: str
+    mode: str
+    zones: tuple[str, ...]
+    replicas: int
+    start: int
+    rows: tuple[Row, ...]
+    #: Zones the ordinals hold now (pod, else volume, else rule: as the guard sees them).
+    held: tuple[str, ...]
+    #: Lowest replica count that keeps every held zone (what the guard allows).
+    lowest: int | None
+    #: node-ordinal mode: ordinals no node is labelled for, and values on several nodes.
+    missing_labels: tuple[int, ...] = ()
+    duplicate_labels: Mapping[int, tuple[str, ...]] | None = None
+    #: Malformed annotations and other reasons this set cannot be placed.
+    problem: str = ""
+
+    @property
+    def misplaced(self) -> int:
+        """Number of pods running outside their expected zone (or node)."""
+        return sum(row.status == "MISPLACED" for row in self.rows)
+
+    @property
+    def has_problems(self) -> bool:
+        """Misplaced pods, missing or duplicated node labels, or malformed annotations."""
+        return bool(self.misplaced or self.missing_labels or self.duplicate_labels or self.problem)
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The whole audit."""
+
+    sets: tuple[SetReport, ...]
+    #: True when the view knows no namespaces, so every StatefulSet was audited.
+    all_namespaces: bool
+    removable: tuple[str, ...]
+    removable_together: tuple[str, ...]
+
+    @property
+    def has_problems(self) -> bool:
+        """Whether ``stszone audit`` exits 1."""
+        return any(s.has_problems for s in self.sets)
+
+
+def audited(store: Store, *, excluded: Collection[str] = ()) -> list[StatefulSetInfo]:
+    """The StatefulSets to audit: in opted-in namespaces (all when opt-in is unknown).
+
+    Namespaces stszone never intercepts (kube-system, its own) are left out even then.
+    """
+    return sorted(
+        (
+            s
+            for s in store.statefulsets.values()
+            if s.namespace not in excluded and store.namespace_enabled(s.namespace) is not False
+        ),
+        key=lambda s: s.key,
+    )
+
+
+def _expectation(
+    ordinal: int, policy: Policy, store: Store, namespace: str
+) -> tuple[str | None, str, tuple[str, ...]]:
+    """(expected zone, what sets it, nodes pinned in node-ordinal mode)."""
+    placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
+    if policy.declared.mode == "node-ordinal":
+        nodes = store.nodes_with_label(policy.declared.node_label or "", str(ordinal))
+        what = f"nodes {', '.join(nodes)}" if nodes else "no node labelled"
+        return placement.zone or None, what, nodes
+    return placement.zone, f"volume {placement.volume}" if placement.volume else "rule", ()
+
+
+def _row(ordinal: int, policy: Policy, store: Store, namespace: str) -> Row:
+    try:
+        expected, by, pinned = _expectation(ordinal, policy, store, namespace)
+    except Denied as err:
+        expected, by, pinned = None, err.message, ()
+    pod = store.pod(namespace, f"{policy.statefulset}-{ordinal}")
+    if pod is None or pod.owner != policy.statefulset:
+        return Row(ordinal, expected, by, "", None, "no pod")
+    if not pod.node:
+        return Row(ordinal, expected, by, "", None, "pending")
+    zone = store.node_zone(pod.node, policy.declared.topology_key)
+    status: Status
+    if policy.declared.mode == "node-ordinal":
+        status = "ok" if pod.node in pinned else "MISPLACED"
+    elif zone is None or expected is None:
+        status = "unknown"
+    else:
+        status = "ok" if zone == expected else "MISPLACED"
+    return Row(ordinal, expected, by, pod.node, zone, status)
+
+
+def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
+    """The audit of one StatefulSet (a malformed one gets a ``problem`` and no rows)."""
+    try:
+        policy = resolve_policy(sts.namespace, sts.name, store=store)
+    except Denied as err:
+        return SetReport(
+            namespace=sts.namespace,
+            name=sts.name,
+            mode="?",
+            zones=(),
+            replicas=sts.replicas,
+            start=sts.start,
+            rows=(),
+            held=(),
+            lowest=None,
+            problem=err.message,
+        )
+    ordinals = guard.audited_ordinals(sts)
+    where = guard.Locator(namespace=sts.namespace, policy=policy, store=store)
+    located = [where(o) for o in ordinals]
+    held = {item.zone for item in located if item.zone is not None}
+    missing: tuple[int, ...] = ()
+    duplicate: dict[int, tuple[str, ...]] = {}
+    if policy.declared.mode == "node-ordinal":
+        label = policy.declared.node_label or ""
+        pinned = {o: store.nodes_with_label(label, str(o)) for o in ordinals}
+        missing = tuple(o for o, nodes in pinned.items() if not nodes)
+        duplicate = {o: nodes for o, nodes in pinned.items() if len(nodes) > 1}
+    return SetReport(
+        namespace=sts.namespace,
+        name=sts.name,
+        mode=policy.declared.mode,
+        zones=policy.zones,
+        replicas=sts.replicas,
+        start=sts.start,
+        rows=tuple(_row(o, policy, store, sts.namespace) for o in ordinals),
+        held=tuple(sorted(held)),
+        lowest=guard.lowest_keeping(located, held),
+        missing_labels=missing,
+        duplicate_labels=duplicate or None,
+    )
+
+
+def audit(store: Store, *, excluded: Collection[str] = ()) -> Report:
+    """Audit every opted-in StatefulSet of ``store`` and find the nodes that can be removed."""
+    sets = audited(store, excluded=excluded)
+    alone, together = removal.removable_nodes(store, sets)
+    return Report(
+        sets=tuple(audit_set(s, store=store) for s in sets),
+        all_namespaces=store.namespace_enabled("") is None,
+        removable=alone,
+        removable_together=together,
+    )

@@ -1,0 +1,193 @@
+"""kube-scheduler extender: the ``filter`` and ``prioritize`` verbs over the cluster view. Pure.
+
+Wire format: ``k8s.io/kube-scheduler/extender/v1``, whose Go structs carry no json tags, so the
+field names are the capitalised Go names (``Pod``, ``Nodes``, ``NodeNames``, ``FailedNodes``,
+``FailedAndUnresolvableNodes``, ``Error``, ``Host``, ``Score``); the embedded Pod and NodeList
+keep their lower-case API names. ``nodeCacheCapable: false`` sends full ``Nodes``, ``true`` only
+``NodeNames``; the answer takes the same shape, as kube-scheduler reads ``NodeNames`` only in
+node-cache mode and otherwise schedules onto the Node objects we return.
+
+Filter keeps the nodes in the pod's zone (its ``stszone.io/zone`` annotation, else the rule)
+whose storage is healthy. Dropped nodes go to ``FailedAndUnresolvableNodes``, which preemption
+skips: evicting pods neither moves a node's zone nor repairs its disks (``FailedNodes`` would
+invite pointless evictions). Reasons name no node: kube-scheduler counts identical reasons in
+its event ("0/6 nodes are available: 4 node(s) in zone zone-b, ...").
+
+Storage health: a node condition of the configured type with status True, and/or a node label.
+With ``nodeCacheCapable: true`` conditions come from the view, and the live view watches node
+*metadata* only (small at thousands of nodes), so it never sees conditions: the condition then
+cannot fail a node (unknown counts as healthy; as broken it would stop all scheduling). Use the
+label there, or ``nodeCacheCapable: false`` (full Nodes in each request), or a ``--cluster`` file.
+
+Prioritize scores 0..``MAX_SCORE`` (``MaxExtenderPriority``; kube-scheduler multiplies by the
+weight and rescales): half for the zone of the pod's bound volume (else its placement zone),
+half for healthy storage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from webhook.config import Defaults
+from webhook.errors import BadObject, BadRequest, Denied
+from webhook.model import objects
+from webhook.model.annotations import (
+    ZONE,
+    InvalidAnnotations,
+    parse_annotations,
+    stszone_annotations,
+)
+from webhook.model.objects import JSON
+from webhook.model.records import ordinal_of, statefulset_owner
+from webhook.model.store import Store
+from webhook.rules.placement import place, resolve_policy
+from webhook.rules.plan import pod_claims, skipped
+from webhook.wire.extender import MAX_SCORE, Args, Candidate, FilterResultWire, HostPriorityWire
+
+
+def storage_problem(node: Candidate, *, defaults: Defaults) -> str | None:
+    """Why the node's storage is unhealthy, or None when nothing configured says so."""
+    problems = []
+    condition = defaults.storage_unhealthy_condition
+    if condition and condition in node.true_conditions:
+        problems.append(f"condition {condition} is True")
+    if defaults.storage_unhealthy_label is not None:
+        key, value = defaults.storage_unhealthy_label
+        have = node.labels.get(key)
+        if have is not None and (value is None or have == value):
+            problems.append(f"label {key}={have}")
+    return f"node(s) with unhealthy storage ({', '.join(problems)})" if problems else None
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    """Where a pod must go: its zone on a topology key, and the zones of its bound volumes."""
+
+    pod: str
+    topology_key: str
+    zone: str
+    volume_zones: frozenset[str] = frozenset()
+
+
+def target(pod: JSON, *, store: Store) -> Goal | None:
+    """The pod's zone (annotation, else the rule), or None for pods stszone leaves alone.
+
+    Raises :class:`Denied` when the annotations are malformed, or when the zone must come from
+    the rule and cannot (no ordinal, no zones known).
+    """
+    meta = objects.mapping(pod, "metadata")
+    if skipped(meta):
+        return None
+    annotations = objects.str_map(meta, "annotations", path="metadata")
+    name = objects.string(meta, "name") or "(unnamed)"
+    namespace = objects.string(meta, "namespace")
+    claims = pod_claims(pod)
+    zone = annotations.get(ZONE, "")
+    owner = statefulset_owner(meta)
+    if owner is None:
+        if not zone:
+            return None
+        try:
+            declared = parse_annotations(stszone_annotations(annotations))
+        except InvalidAnnotations as err:
+            raise Denied(
+                f"pod {namespace}/{name} has malformed stszone annotations: {err}"
+            ) from err
+    else:
+        policy = resolve_policy(
+            namespace, owner, store=store, pod_annotations=annotations, pod_claims=claims
+        )
+        declared = policy.declared
+        if not zone and declared.mode == "node-ordinal":
+            return None  # its own affinity pins it to a node, whose zone is not the rule's
+        if not zone:
+            ordinal = ordinal_of(meta)
+            if ordinal is None:
+                raise Denied(f"pod {namespace}/{name} of StatefulSet {owner} has no ordinal")
+            zone = place(ordinal, namespace=namespace, policy=policy, store=store).zone
+    volume_zones: frozenset[str] | None = None
+    for claim in claims:
+        _, zones = store.claim_zones(namespace, claim, declared.topology_key)
+        if zones:
+            volume_zones = zones if volume_zones is None else volume_zones & zones
+    return Goal(name, declared.topology_key, zone, volume_zones or frozenset())
+
+
+def _zone_problem(node: Candidate, *, goal: Goal) -> str | None:
+    if not node.known:
+        return "node(s) not in stszone's node cache yet, zone unknown"
+    have = node.labels.get(goal.topology_key)
+    if have is None:
+        return (
+            f"node(s) without label {goal.topology_key}, stszone places {goal.pod} in {goal.zone}"
+        )
+    if have != goal.zone:
+        return f"node(s) in zone {have}, stszone places {goal.pod} in zone {goal.zone}"
+    return None
+
+
+def filter_nodes(args: Args, *, store: Store, defaults: Defaults) -> FilterResultWire:
+    """Answer the ``filter`` verb: keep the nodes in the pod's zone whose storage is healthy."""
+    try:
+        goal = target(args.pod, store=store)
+    except Denied as err:
+        return filter_error(args, message=err.message)
+    except BadObject as err:
+        raise BadRequest(f"malformed ExtenderArgs.Pod: {err.message}") from None
+    if goal is None:  # nothing to enforce: every node passes, storage included
+        return _result(args, kept=list(args.candidates), failed={})
+    kept: list[Candidate] = []
+    failed: dict[str, str] = {}
+    for node in args.candidates:
+        why = (_zone_problem(node, goal=goal), storage_problem(node, defaults=defaults))
+        if any(why):
+            failed[node.name] = "; ".join(r for r in why if r)
+        else:
+            kept.append(node)
+    return _result(args, kept=kept, failed=failed)
+
+
+def filter_error(args: Args, *, message: str) -> FilterResultWire:
+    """A filter answer whose ``Error`` kube-scheduler reports on the pod (no node passes)."""
+    return _result(args, kept=[], failed={}, error=message)
+
+
+def _result(
+    args: Args, *, kept: list[Candidate], failed: dict[str, str], error: str = ""
+) -> FilterResultWire:
+    names = [n.name for n in kept]
+    nodes: JSON | None = None
+    if args.node_list is not None:  # answer in the shape asked: full Nodes back, unchanged
+        keep = set(names)
+        items = objects.dicts(args.node_list, "items")
+        nodes = {**args.node_list, "items": [i for i in items if i["metadata"]["name"] in keep]}
+    return {
+        "Nodes": nodes,
+        "NodeNames": names if nodes is None else None,
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": failed,
+        "Error": error,
+    }
+
+
+def prioritize(args: Args, *, store: Store, defaults: Defaults) -> list[HostPriorityWire]:
+    """Answer the ``prioritize`` verb: 0..10, preferring the volume's zone and healthy storage."""
+    try:
+        goal = target(args.pod, store=store)
+    except Denied:
+        goal = None  # filter reports it; scoring just has no zone preference
+    except BadObject as err:
+        raise BadRequest(f"malformed ExtenderArgs.Pod: {err.message}") from None
+    key, preferred = "", None
+    if goal is not None:
+        key, preferred = goal.topology_key, goal.volume_zones or frozenset({goal.zone})
+    half = MAX_SCORE // 2
+    scores: list[HostPriorityWire] = []
+    for node in args.candidates:
+        score = 0
+        if preferred is None or node.labels.get(key) in preferred:
+            score += half
+        if storage_problem(node, defaults=defaults) is None:
+            score += MAX_SCORE - half
+        scores.append({"Host": node.name, "Score": score})
+    return scores

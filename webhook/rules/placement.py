@@ -1,0 +1,179 @@
+"""The placement rule: ordinal -> zone, and data gravity. Pure functions over a :class:`Store`.
+
+Ordinal ``i`` of a StatefulSet whose ordinals start at ``s`` goes to ``zones[(i - s) mod k]``,
+so every prefix of ``k`` or more ordinals covers every zone, and a scale-down (which always
+removes the highest ordinals) keeps every zone while ``replicas >= k``. A pod whose claim is
+bound to a zone-pinned volume goes where its data is, whatever the rule says.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from webhook.errors import Denied
+from webhook.model.annotations import (
+    ZONES,
+    Declared,
+    InvalidAnnotations,
+    parse_annotations,
+    stszone_annotations,
+)
+from webhook.model.store import Store
+
+
+def rule_zone(ordinal: int, *, zones: tuple[str, ...], start: int = 0) -> str:
+    """``zones[(ordinal - start) mod k]``; ``zones`` must not be empty."""
+    return zones[(ordinal - start) % len(zones)]
+
+
+def claim_name(template: str, statefulset: str, ordinal: int) -> str:
+    """Name the StatefulSet controller gives the claim of ``template`` for ``ordinal``."""
+    return f"{template}-{statefulset}-{ordinal}"
+
+
+class Policy(NamedTuple):
+    """Everything placement needs to know about one StatefulSet, resolved from all sources.
+
+    Policies and placements are built on every pod request: named tuples, immutable and
+    built twice as fast as frozen dataclasses.
+    """
+
+    statefulset: str
+    declared: Declared
+    zones: tuple[str, ...]
+    start: int
+    templates: tuple[str, ...]
+    #: True when the StatefulSet itself was found in the view.
+    known: bool
+
+
+def resolve_policy(
+    namespace: str,
+    statefulset: str,
+    *,
+    store: Store,
+    pod_annotations: Mapping[str, str] | None = None,
+    pod_claims: tuple[str, ...] = (),
+) -> Policy:
+    """Resolve the policy of a StatefulSet from its annotations, else the pod's, else the server.
+
+    Zones come from the StatefulSet's ``stszone.io/zones``, else the pod's own annotation of
+    that name (pods inherit the template's annotations, which helps when the set is not in
+    the cache yet), else the server's zone source. Raises :class:`Denied` when the
+    annotations are malformed.
+    """
+    sts = store.statefulset(namespace, statefulset)
+    if sts is None and store.lagging():
+        # Placing by defaults would pin the pod for good with a possibly wrong zone list,
+        # mode or ordinals.start; the StatefulSet controller retries a refused create.
+        raise Denied(
+            f"StatefulSet {namespace}/{statefulset} has not reached stszone's view yet (its "
+            "watch event is usually milliseconds behind its creation); retry in a moment "
+            "(the StatefulSet controller retries its creates by itself)",
+            reason="StatefulSetNotYetSeen",
+        )
+    merged: dict[str, str] = stszone_annotations(pod_annotations or {})
+    if sts is not None:
+        merged.update(sts.annotations)
+    try:
+        declared = _declared_of(frozenset(merged.items()))
+    except InvalidAnnotations as err:
+        raise Denied(
+            f"StatefulSet {namespace}/{statefulset} has malformed stszone annotations: {err}",
+            reason="Invalid",
+        ) from err
+    zones = declared.zones or store.server_zones(declared.topology_key)
+    templates = (
+        sts.templates if sts is not None else _templates_from_claims(statefulset, pod_claims)
+    )
+    return Policy(
+        statefulset=statefulset,
+        declared=declared,
+        zones=zones,
+        start=sts.start if sts is not None else 0,
+        templates=templates,
+        known=sts is not None,
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _declared_of(annotations: frozenset[tuple[str, str]]) -> Declared:
+    # Every pod of a set carries the same few annotations: parse them once (Declared is frozen).
+    return parse_annotations(dict(annotations))
+
+
+def _templates_from_claims(statefulset: str, claims: tuple[str, ...]) -> tuple[str, ...]:
+    # Without the StatefulSet, a pod volume's claim "<template>-<sts>-<n>" still names the template.
+    suffix = re.compile(rf"^(.+)-{re.escape(statefulset)}-[0-9]+$")
+    return tuple(m.group(1) for c in claims if (m := suffix.match(c)))
+
+
+class Placement(NamedTuple):
+    """Where an ordinal goes and why."""
+
+    zone: str
+    rule_zone: str
+    #: Volume that overrode the rule (data gravity), or "".
+    volume: str = ""
+    claim: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+def place(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Placement:
+    """Zone of ``ordinal``: the rule, unless a bound volume pins it elsewhere (data gravity).
+
+    Raises :class:`Denied` when no zone is known at all, or when two claims of the pod are
+    bound to volumes in disjoint zones (no node could ever run it).
+    """
+    if not policy.zones:
+        raise Denied(
+            f"no zones known for StatefulSet {namespace}/{policy.statefulset}: annotate it with "
+            f'{ZONES}: "zone-a,zone-b,zone-c", start stszone with --zones, or label nodes with '
+            f"{policy.declared.topology_key}",
+            reason="NoZones",
+        )
+    by_rule = rule_zone(ordinal, zones=policy.zones, start=policy.start)
+    allowed: frozenset[str] | None = None
+    pinned_by = ("", "")
+    for template in policy.templates:
+        claim = claim_name(template, policy.statefulset, ordinal)
+        volume, zones = store.claim_zones(namespace, claim, policy.declared.topology_key)
+        if not zones:
+            continue
+        if allowed is not None and not (allowed & zones):
+            raise Denied(
+                f"claims {pinned_by[1]} and {claim} of {policy.statefulset}-{ordinal} are bound "
+                f"to volumes in different zones ({', '.join(sorted(allowed))} vs "
+                f"{', '.join(sorted(zones))}); no node can mount both. Move or re-create one.",
+                reason="VolumeZoneConflict",
+            )
+        allowed = zones if allowed is None else allowed & zones
+        pinned_by = (volume, claim)
+    if allowed is None or by_rule in allowed:
+        return Placement(zone=by_rule, rule_zone=by_rule)
+    order = {z: i for i, z in enumerate(policy.zones)}
+    zone = min(allowed, key=lambda z: (order.get(z, len(order)), z))
+    volume, claim = pinned_by
+    warning = (
+        f"{policy.statefulset}-{ordinal}: volume {volume} (claim {claim}) is in zone {zone}, "
+        f"not {by_rule} where ordinal {ordinal} belongs; placing the pod with its data in {zone}"
+    )
+    return Placement(zone=zone, rule_zone=by_rule, volume=volume, claim=claim, warnings=(warning,))
+
+
+def place_by_mode(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Placement:
+    """Where stszone puts ``ordinal`` in its StatefulSet's mode.
+
+    Zone modes: :func:`place` (the rule, or the zone of its data). Node-ordinal mode: the node
+    labelled with the ordinal decides, so the zone is the one its node(s) share, and ``""``
+    when no node carries the label or they span zones (the rule plays no part there).
+    """
+    if policy.declared.mode != "node-ordinal":
+        return place(ordinal, namespace=namespace, policy=policy, store=store)
+    nodes = store.nodes_with_label(policy.declared.node_label or "", str(ordinal))
+    zones = store.zones_of(nodes, policy.declared.topology_key)
+    zone = next(iter(zones)) if len(zones) == 1 else ""
+    return Placement(zone=zone, rule_zone="")

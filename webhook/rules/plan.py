@@ -1,0 +1,66 @@
+"""The plan for one StatefulSet pod: its policy, ordinal and placement. Pure.
+
+Shared by the mutating and the validating webhook (and the extender), so all of them compute
+the same zone for the same pod.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from webhook.errors import Denied
+from webhook.model import objects
+from webhook.model.annotations import SKIP
+from webhook.model.objects import JSON
+from webhook.model.records import ordinal_of, statefulset_owner
+from webhook.model.store import Store
+from webhook.rules.placement import Placement, Policy, place_by_mode, resolve_policy
+
+
+def skipped(meta: JSON) -> bool:
+    """Whether the object carries the label ``stszone.io/skip=true`` (left alone)."""
+    return objects.str_map(meta, "labels", path="metadata").get(SKIP) == "true"
+
+
+def pod_claims(pod: JSON) -> tuple[str, ...]:
+    """The claim names of a pod's persistentVolumeClaim volumes, in order."""
+    return tuple(
+        objects.string(objects.mapping(v, "persistentVolumeClaim"), "claimName")
+        for v in objects.dicts(objects.mapping(pod, "spec"), "volumes", path="spec")
+        if v.get("persistentVolumeClaim")
+    )
+
+
+class PodPlan(NamedTuple):
+    """What a StatefulSet pod must look like: the policy, its ordinal and its placement."""
+
+    policy: Policy
+    ordinal: int
+    placement: Placement
+
+
+def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
+    """The plan for a pod stszone manages, or None for pods it leaves alone.
+
+    Shared by the mutating and the validating webhook so both compute the same zone.
+    """
+    meta = objects.mapping(pod, "metadata")
+    owner = statefulset_owner(meta)
+    if owner is None or skipped(meta):
+        return None
+    ordinal = ordinal_of(meta)
+    if ordinal is None:
+        raise Denied(
+            f"pod {objects.string(meta, 'name') or '(unnamed)'} of StatefulSet {owner} has no "
+            "ordinal (no apps.kubernetes.io/pod-index label, no -N name suffix)",
+            reason="NoOrdinal",
+        )
+    policy = resolve_policy(
+        namespace,
+        owner,
+        store=store,
+        pod_annotations=objects.str_map(meta, "annotations", path="metadata"),
+        pod_claims=pod_claims(pod),
+    )
+    placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
+    return PodPlan(policy, ordinal, placement)

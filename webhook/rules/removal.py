@@ -1,0 +1,153 @@
+"""Which nodes can be removed without losing a pod or a zone of any audited StatefulSet. Pure.
+
+Definition. A set ``S`` of nodes can be removed (drained, then deleted) when, for every audited
+StatefulSet and every ordinal ``o`` in ``[start, start + replicas)``:
+
+1. **no pod is lost**: the *homes* of ``o`` are the nodes it may run on -- the nodes of its
+   expected zone (affinity and scheduler modes) or the nodes carrying its ordinal label
+   (node-ordinal mode), narrowed to the node of a local volume pinned by hostname. If ``o``
+   runs on a node of ``S``, or has any home today, some home must lie outside ``S``: a pod
+   drained off ``S`` is re-created on a home, and every other pod needs one at its next
+   re-creation (a rolling update re-creates them all). A local volume on ``S`` dies with it.
+2. **no zone is lost**: the zones the set holds after the pods on ``S`` are re-created (in
+   their expected zone; in node-ordinal mode in the zone of their remaining homes, when that is
+   one zone) include every zone it holds now (pod, else volume, else rule: as the scale-down
+   guard counts them).
+
+A node is *removable* when ``{node}`` can be removed. *Removable together* is one set that can
+be removed at once, grown greedily from the nodes holding the fewest audited pods (then by
+name). Two nodes that are each removable may be the last two of a zone, so drain from the
+second list, or re-run the audit after each node. Not considered: the CPU and memory left on
+the remaining nodes, taints, other workloads, and ordinals beyond the current replica count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from webhook.errors import Denied
+from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
+from webhook.model.records import HOSTNAME, StatefulSetInfo
+from webhook.model.store import Store
+from webhook.rules import guard
+from webhook.rules.placement import Policy, claim_name, place, resolve_policy
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One ordinal, as node removal sees it."""
+
+    node: str
+    zone: str | None
+    homes: frozenset[str]
+    #: Zone of a re-created pod in zone modes; None in node-ordinal mode (taken from homes).
+    recreated: str | None
+    by_label: bool
+
+
+def _local_nodes(
+    ordinal: int, policy: Policy, store: Store, namespace: str
+) -> frozenset[str] | None:
+    """Nodes the ordinal's local volumes (pinned by hostname) allow, or None when unpinned."""
+    allowed: frozenset[str] | None = None
+    for template in policy.templates:
+        claim = claim_name(template, policy.statefulset, ordinal)
+        volume, _ = store.claim_zones(namespace, claim, policy.declared.topology_key)
+        info = store.volume(volume) if volume else None
+        hosts = info.zones.get(HOSTNAME) if info is not None else None
+        if hosts:
+            nodes = frozenset(n for h in hosts for n in store.nodes_with_label(HOSTNAME, h))
+            allowed = nodes if allowed is None else allowed & nodes
+    return allowed
+
+
+def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
+    """The ordinals of ``sts`` and its topology key; a malformed set's pods get no homes."""
+    ordinals = guard.audited_ordinals(sts)
+    try:
+        policy = resolve_policy(sts.namespace, sts.name, store=store)
+    except Denied:
+        pods = (store.pod(sts.namespace, f"{sts.name}-{o}") for o in ordinals)
+        stuck = [Slot(p.node, None, frozenset(), None, False) for p in pods if p and p.node]
+        return stuck, DEFAULT_TOPOLOGY_KEY
+    key = policy.declared.topology_key
+    by_zone: dict[str, set[str]] = {}
+    for name in store.nodes:
+        zone = store.node_zone(name, key)
+        if zone is not None:
+            by_zone.setdefault(zone, set()).add(name)
+    found: list[Slot] = []
+    where = guard.Locator(namespace=sts.namespace, policy=policy, store=store)
+    for ordinal in ordinals:
+        located = where(ordinal)
+        node = located.detail if located.source == "pod" else ""
+        by_label = policy.declared.mode == "node-ordinal"
+        expected: str | None = None
+        if by_label:
+            homes = frozenset(
+                store.nodes_with_label(policy.declared.node_label or "", str(ordinal))
+            )
+        else:
+            try:
+                expected = place(ordinal, namespace=sts.namespace, policy=policy, store=store).zone
+            except Denied:
+                expected = None  # no zones, or volumes in disjoint zones: nowhere to go
+            homes = frozenset(by_zone.get(expected, ()) if expected else ())
+        local = _local_nodes(ordinal, policy, store, sts.namespace)
+        if local is not None:
+            homes &= local
+        found.append(Slot(node, located.zone, homes, expected, by_label))
+    return found, key
+
+
+def _unique_zone(nodes: Iterable[str], key: str, store: Store) -> str | None:
+    zones = store.zones_of(nodes, key)
+    return next(iter(zones)) if len(zones) == 1 else None
+
+
+def safe(ordinals: list[Slot], removed: Collection[str], *, key: str, store: Store) -> bool:
+    """Whether removing the nodes ``removed`` loses no pod and no zone of one StatefulSet."""
+    before = {s.zone for s in ordinals if s.zone is not None}
+    after: set[str | None] = set()
+    for slot in ordinals:
+        moved = slot.node in removed
+        if (moved or slot.homes) and all(h in removed for h in slot.homes):
+            return False
+        if not moved:
+            after.add(slot.zone)
+        elif slot.by_label:
+            after.add(_unique_zone((h for h in slot.homes if h not in removed), key, store))
+        else:
+            after.add(slot.recreated)
+    return before <= after
+
+
+def removable_nodes(
+    store: Store, sets: Iterable[StatefulSetInfo]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(nodes removable one at a time, one set of nodes removable together), both sorted."""
+    plans: list[tuple[list[Slot], str]] = []
+    touching: dict[str, set[int]] = {name: set() for name in store.nodes}
+    pods_on: dict[str, int] = dict.fromkeys(store.nodes, 0)
+    for sts in sets:
+        ordinals, key = slots(sts, store=store)
+        index = len(plans)
+        plans.append((ordinals, key))
+        for slot in ordinals:
+            for name in (slot.node, *slot.homes):
+                touching.setdefault(name, set()).add(index)
+            if slot.node:
+                pods_on[slot.node] = pods_on.get(slot.node, 0) + 1
+
+    def fits(removed: set[str], node: str) -> bool:
+        return all(
+            safe(plans[i][0], removed, key=plans[i][1], store=store) for i in touching.get(node, ())
+        )
+
+    alone = tuple(n for n in sorted(store.nodes) if fits({n}, n))
+    together: set[str] = set()
+    for name in sorted(store.nodes, key=lambda n: (pods_on.get(n, 0), n)):
+        if fits(together | {name}, name):
+            together.add(name)
+    return alone, tuple(sorted(together))

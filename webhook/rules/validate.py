@@ -1,0 +1,285 @@
+"""Validation: StatefulSet checks, the scale-down guard's entry points, and final pod state. Pure.
+
+The validating webhook runs after every mutating webhook, so it checks what will really be
+stored: a pod that lost its zone requirement to a later webhook (or never met stszone's
+mutating webhook) is refused here, not discovered later in the wrong zone.
+
+A StatefulSet UPDATE is judged as written: its policy (zones, mode, ``allow-zone-loss``) comes
+from the new object, so ``kubectl apply`` of a manifest that both lowers ``replicas`` and sets
+``stszone.io/allow-zone-loss: "true"`` is one deliberate act and is allowed with a warning, the
+way one GitOps commit is one update. A ``statefulsets/scale`` request carries no annotations
+(an ``autoscaling/v1`` Scale is only name, replicas and selector), so its policy comes from the
+StatefulSet in the view.
+"""
+
+from __future__ import annotations
+
+from webhook.config import Defaults
+from webhook.errors import Denied
+from webhook.model import objects
+from webhook.model.annotations import (
+    DEFAULT_SCHEDULER,
+    PREFIX,
+    ZONE,
+    ZONES,
+    Declared,
+    InvalidAnnotations,
+    parse_annotations,
+)
+from webhook.model.objects import JSON
+from webhook.model.records import StatefulSetInfo, statefulset_info
+from webhook.model.store import Store
+from webhook.rules import affinity, guard
+from webhook.rules.placement import Policy, place, resolve_policy
+from webhook.rules.plan import plan_pod
+from webhook.wire import review
+from webhook.wire.review import Outcome
+
+#: Ordinals checked one by one by the template and zone-change checks (replicas is an int32).
+CHECKED_ORDINALS = 1000
+
+_WHY_MISSING = (
+    "a mutating webhook that ran after stszone removed it, or stszone's mutating webhook was not "
+    "called for this pod (check the MutatingWebhookConfiguration and its namespaceSelector)"
+)
+
+
+def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: Store) -> Outcome:
+    """Check a StatefulSet CREATE (``old`` None) or UPDATE.
+
+    Denied: malformed ``stszone.io/*`` annotations; a pod template whose own nodeSelector or
+    required node affinity excludes listed zones (or, in node-ordinal mode, ordinal labels);
+    a scale-down that drops a zone. Warned: fewer replicas than zones; a changed zone list.
+    """
+    meta = objects.mapping(sts, "metadata")
+    name = objects.string(meta, "name") or "(unnamed)"
+    warnings: tuple[str, ...] = ()
+    annotations = objects.str_map(meta, "annotations", path="metadata")
+    try:
+        declared = parse_annotations(annotations)
+    except InvalidAnnotations as err:
+        if not _unchanged(old, annotations=annotations):
+            return review.denied(f"StatefulSet {name}: {err}", code=422, reason="Invalid")
+        # Ratchet, like the API server's own validation: an update that leaves broken
+        # annotations as they were (a status write, an image bump) is not blocked by them;
+        # the set's new pods are refused until they are fixed, and the guard runs on defaults.
+        warnings += (f"StatefulSet {name}: {err} (unchanged by this update; fix them)",)
+        declared = Declared()
+    # A generateName'd set may reach validation unnamed; the checks below only print the name.
+    info = statefulset_info({**sts, "metadata": {**meta, "name": name}})
+    policy = Policy(
+        statefulset=info.name,
+        declared=declared,
+        zones=declared.zones or store.server_zones(declared.topology_key),
+        start=info.start,
+        templates=info.templates,
+        known=True,
+    )
+    excluded = _template_exclusion(info, policy)
+    if excluded is not None:
+        if not _unchanged(old, annotations=annotations, template=info):
+            return review.denied(excluded, reason="ZoneConflict")
+        warnings += (f"{excluded} (unchanged by this update)",)
+    if declared.mode != "node-ordinal" and policy.zones and info.replicas < len(policy.zones):
+        warnings += (
+            f"StatefulSet {name} has {info.replicas} replica(s) for {len(policy.zones)} zones "
+            f"({','.join(policy.zones)}): some zone holds none of its pods; set replicas to "
+            f"{len(policy.zones)} or more to survive the loss of any zone",
+        )
+    if old is None:
+        return review.allowed(warnings=warnings)
+    warnings += _zone_list_change(info, policy, old=old, namespace=namespace, store=store)
+    before = statefulset_info(old)
+    if info.replicas >= before.replicas:
+        return review.allowed(warnings=warnings)  # not a scale-down: no lookups
+    result = guard.scale_down(
+        name,
+        old=range(before.start, before.start + before.replicas),
+        new=range(info.start, info.start + info.replicas),
+        namespace=namespace,
+        policy=policy,
+        store=store,
+    )
+    return guard.verdict(result, allow_zone_loss=declared.allow_zone_loss).with_warnings(warnings)
+
+
+def _unchanged(
+    old: JSON | None, *, annotations: dict[str, str], template: StatefulSetInfo | None = None
+) -> bool:
+    """Whether an UPDATE keeps the stszone annotations (and the template's node constraints)."""
+    if not old:
+        return False
+    old_meta = objects.mapping(old, "metadata")
+    old_annotations = objects.str_map(old_meta, "annotations", path="oldObject.metadata")
+    if _policy_keys(old_annotations) != _policy_keys(annotations):
+        return False
+    if template is None:
+        return True
+    before = statefulset_info(old)
+    return (before.node_terms, before.node_selector) == (
+        template.node_terms,
+        template.node_selector,
+    )
+
+
+def _policy_keys(annotations: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
+
+
+def _template_exclusion(info: StatefulSetInfo, policy: Policy) -> str | None:
+    """Why the pod template itself rules out some zones (or pinned ordinals), or None."""
+    declared = policy.declared
+    if declared.mode == "node-ordinal":
+        key = declared.node_label or ""
+        if not affinity.constrains(info.node_terms, info.node_selector, key):
+            return None  # the usual case: nothing in the template mentions the ordinal label
+        # Bounded: replicas is an int32, and a template constraining the label is rare.
+        count = min(info.replicas, CHECKED_ORDINALS)
+        values = [str(o) for o in range(info.start, info.start + count)]
+    else:
+        key, values = declared.topology_key, list(policy.zones)
+    allowed = affinity.allowed_values(info.node_terms, info.node_selector, key, values)
+    excluded = [v for v in values if v not in allowed]
+    if not excluded:
+        return None
+    selector = {"nodeSelector": dict(info.node_selector)}
+    why = affinity.exclusion(selector, key, excluded[0], terms=info.node_terms)
+    if declared.mode == "node-ordinal":
+        return (
+            f"StatefulSet {info.name}: its pod template's {why} excludes {key} value(s) "
+            f"{', '.join(excluded)}, so those ordinals could never run on the nodes pinned to "
+            "them; remove that constraint from spec.template"
+        )
+    fix = f"remove that constraint from spec.template or list only the zones it allows in {ZONES}"
+    if allowed:
+        fix += f', e.g. {ZONES}: "{",".join(allowed)}"'
+    return (
+        f"StatefulSet {info.name}: its pod template's {why} excludes zone(s) "
+        f"{', '.join(excluded)} of {ZONES} ({','.join(policy.zones)}), so the ordinals stszone "
+        f"places there could never be scheduled; {fix}"
+    )
+
+
+def _zone_list_change(
+    info: StatefulSetInfo, policy: Policy, *, old: JSON, namespace: str, store: Store
+) -> tuple[str, ...]:
+    """A warning listing the ordinals whose zone a changed ``stszone.io/zones`` moves."""
+    old_annotations = objects.str_map(objects.mapping(old, "metadata"), "annotations")
+    try:
+        old_declared: Declared = parse_annotations(old_annotations)
+    except InvalidAnnotations:
+        return ()  # the old list was unusable: nothing was placed by it
+    old_zones = old_declared.zones or store.server_zones(old_declared.topology_key)
+    if policy.declared.mode == "node-ordinal" or not (policy.zones and old_zones):
+        return ()  # zones pin nothing in node-ordinal mode; with no list, nothing was placed
+    if old_zones == policy.zones:
+        return ()
+    before_policy = policy._replace(declared=old_declared, zones=old_zones)
+    moved: list[str] = []
+    stay: list[str] = []
+    checked = min(info.replicas, CHECKED_ORDINALS)  # replicas is an int32: stay bounded
+    for ordinal in range(info.start, info.start + checked):
+        try:
+            after = place(ordinal, namespace=namespace, policy=policy, store=store)
+            before = place(ordinal, namespace=namespace, policy=before_policy, store=store)
+        except Denied:
+            continue  # no zones before, or conflicting volumes: reported where it matters
+        if before.zone != after.zone:
+            moved.append(f"{ordinal} ({before.zone} -> {after.zone})")
+        elif after.volume and before.rule_zone != after.rule_zone:
+            stay.append(f"{ordinal} stays in {after.zone} with its volume {after.volume}")
+    change = f"{ZONES} of {info.name} changes from {','.join(old_zones) or '(none)'} to " + (
+        ",".join(policy.zones)
+    )
+    scope = "" if checked == info.replicas else f" among the first {checked} ordinals"
+    if not moved:
+        text = f"{change}: no current ordinal changes zone{scope}"
+    else:
+        text = (
+            f"{change}: ordinal(s) {_some(moved)} move when their pods are re-created "
+            f"(a rolling update re-creates them all), never away from their volumes{scope}"
+        )
+    return (text + (f"; ordinal(s) {_some(stay, sep='; ')}" if stay else ""),)
+
+
+def _some(items: list[str], *, sep: str = ", ") -> str:
+    """The first few items, and how many more: a warning stays readable for any replicas."""
+    shown = sep.join(items[: guard.NAMED])
+    return shown + (f" and {len(items) - guard.NAMED} more" if len(items) > guard.NAMED else "")
+
+
+def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Outcome:
+    """Guard the ``statefulsets/scale`` subresource (``kubectl scale``, the HPA)."""
+    new_count = _scale_replicas(scale)
+    if old:
+        old_count = _scale_replicas(old)
+    else:  # an UPDATE always carries oldObject; a hand-written review may not
+        known = store.statefulset(namespace, name)
+        old_count = known.replicas if known is not None else new_count
+    if new_count >= old_count:
+        return review.allowed()  # not a scale-down: no lookups
+    # Live: a set missing from the view is refused for retry by resolve_policy. Offline (a saved
+    # cluster file without it): guarded on its pods and the server's zones, with a warning.
+    policy = resolve_policy(namespace, name, store=store)
+    result = guard.scale_down(
+        name,
+        old=range(policy.start, policy.start + old_count),
+        new=range(policy.start, policy.start + new_count),
+        namespace=namespace,
+        policy=policy,
+        store=store,
+    )
+    outcome = guard.verdict(result, allow_zone_loss=policy.declared.allow_zone_loss)
+    if not policy.known:
+        outcome = outcome.with_warnings(
+            (
+                f"StatefulSet {namespace}/{name} is not in stszone's view yet: the guard used its "
+                "pods and the server's zones, without its annotations, ordinals.start or volumes",
+            )
+        )
+    return outcome
+
+
+def _scale_replicas(scale: JSON) -> int:
+    # autoscaling/v1 ScaleSpec.replicas is `int32 json:"replicas,omitempty"`: a scale to 0
+    # arrives with no replicas field at all, so missing means 0 here (not the StatefulSet's 1).
+    return objects.integer(objects.mapping(scale, "spec"), "replicas", default=0, path="spec")
+
+
+def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Outcome:
+    """Deny a managed pod that does not carry what its mode requires."""
+    plan = plan_pod(pod, namespace=namespace, store=store)
+    if plan is None:
+        return review.allowed()
+    spec = objects.mapping(pod, "spec")
+    name = objects.string(objects.mapping(pod, "metadata"), "name") or f"ordinal {plan.ordinal}"
+    mode = plan.policy.declared.mode
+    zone = plan.placement.zone
+    if mode == "affinity":
+        key = plan.policy.declared.topology_key
+        if not affinity.pins(spec, key, zone):
+            return review.denied(
+                f"pod {name} reached validation without the required nodeAffinity {key} In "
+                f"[{zone}] that stszone sets for ordinal {plan.ordinal}: {_WHY_MISSING}",
+                reason="ZoneRequirementMissing",
+            )
+    elif mode == "node-ordinal":
+        label = plan.policy.declared.node_label or ""
+        if not affinity.pins(spec, label, str(plan.ordinal)):
+            return review.denied(
+                f"pod {name} reached validation without the required nodeAffinity {label} In "
+                f"[{plan.ordinal}] of node-ordinal mode: {_WHY_MISSING}",
+                reason="NodeRequirementMissing",
+            )
+    else:
+        scheduler = objects.string(spec, "schedulerName", path="spec")
+        recorded = objects.str_map(objects.mapping(pod, "metadata"), "annotations").get(ZONE)
+        if scheduler in ("", DEFAULT_SCHEDULER) or recorded != zone:
+            wanted = plan.policy.declared.scheduler_name or defaults.scheduler_name
+            return review.denied(
+                f"pod {name} reached validation with schedulerName "
+                f"{scheduler or DEFAULT_SCHEDULER!r} and {ZONE}={recorded!r}; scheduler mode "
+                f"needs schedulerName {wanted!r} and {ZONE}={zone!r}: {_WHY_MISSING}",
+                reason="SchedulerRequirementMissing",
+            )
+    return review.allowed()

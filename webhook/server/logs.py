@@ -1,0 +1,109 @@
+"""Logging set-up: ``--log-format text|json``, one line per record."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from webhook.wire.review import Outcome, Request
+
+_RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+#: One debug line per admission decision (``--log-level debug``); identities only, never objects.
+_DECISIONS = logging.getLogger("stszone.decision")
+#: Longest request-supplied string written to a log line (names are <= 253 characters).
+_MAX_FIELD = 256
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, plus any ``extra=`` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update({k: v for k, v in vars(record).items() if k not in _RESERVED})
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def setup(*, fmt: str = "text", level: str = "info") -> None:
+    """Configure the root logger for the chosen format and level."""
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # aiohttp logs every TLS handshake reset at error level; they are client problems.
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+
+
+def _field(text: str) -> str:
+    """A request-supplied string made safe for one log line: escaped, and cut."""
+    if len(text) > _MAX_FIELD:
+        text = text[:_MAX_FIELD] + "..."
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def log_decision(
+    endpoint: str,
+    request: Request | None,
+    outcome: Outcome | None,
+    seconds: float,
+    status: int,
+) -> None:
+    """Server observer: one debug line per admission decision, with structured fields.
+
+    uid, kind, namespace/name, operation, dry run, decision, zone, reason and duration -- the
+    identity of the request and what was decided, never the object or the user's credentials.
+    """
+    if not _DECISIONS.isEnabledFor(logging.DEBUG) or endpoint not in ("mutate", "validate"):
+        return
+    from webhook.wire.review import decision
+
+    verdict = decision(outcome, status)
+    zone = ""
+    if outcome is not None and outcome.mutated is not None:
+        meta = outcome.mutated.get("metadata")
+        annotations = meta.get("annotations") if isinstance(meta, dict) else None
+        value = annotations.get("stszone.io/zone") if isinstance(annotations, dict) else None
+        zone = value if isinstance(value, str) else ""
+    fields: dict[str, Any] = {
+        "endpoint": endpoint,
+        "uid": _field(request.uid) if request else "",
+        "kind": _field(request.kind) if request else "",
+        "namespace": _field(request.namespace) if request else "",
+        "object": _field(request.name) if request else "",
+        "operation": request.operation if request else "",
+        "dry_run": request.dry_run if request else False,
+        "decision": verdict,
+        "zone": _field(zone),
+        "reason": outcome.reason if outcome is not None and not outcome.allowed else "",
+        "http_status": status,
+        "duration_ms": round(seconds * 1e3, 3),
+    }
+    _DECISIONS.debug(
+        "%s %s %s %s/%s uid=%s decision=%s zone=%s reason=%s %.2fms",
+        endpoint,
+        fields["operation"] or "-",
+        fields["kind"] or "-",
+        fields["namespace"] or "-",
+        fields["object"] or "-",
+        fields["uid"] or "-",
+        verdict,
+        fields["zone"] or "-",
+        fields["reason"] or "-",
+        seconds * 1e3,
+        extra=fields,
+    )

@@ -1,0 +1,219 @@
+"""AdmissionReview on the wire: parse a request body, build the response. Pure.
+
+``admission.k8s.io/v1`` reviews are answered in v1 and ``v1beta1`` in v1beta1 (the response
+shape is the same; only ``apiVersion`` differs). The response echoes the request ``uid``; a
+mutation is a base64 JSON Patch with ``patchType: JSONPatch``; a denial carries a ``Status``
+with the code, reason and a message the user will read in ``kubectl``'s output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal, NamedTuple, NotRequired, TypedDict, TypeVar
+
+from webhook.errors import BadRequest
+from webhook.wire import codec
+from webhook.wire.patches import Patch, diff_encoded, encode
+
+T = TypeVar("T", dict[str, Any], str)
+
+API_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+
+class GroupVersionKind(TypedDict):
+    group: str
+    version: str
+    kind: str
+
+
+class StatusWire(TypedDict, total=False):
+    code: int
+    message: str
+    reason: str
+    status: str
+
+
+class ResponseWire(TypedDict):
+    uid: str
+    allowed: bool
+    patchType: NotRequired[Literal["JSONPatch"]]
+    patch: NotRequired[str]
+    warnings: NotRequired[list[str]]
+    status: NotRequired[StatusWire]
+
+
+class ReviewWire(TypedDict):
+    apiVersion: str
+    kind: Literal["AdmissionReview"]
+    response: ResponseWire
+
+
+class Request(NamedTuple):
+    """The parts of ``AdmissionReview.request`` the engine reads.
+
+    ``Request`` and :class:`Outcome` are built once per request: named tuples, immutable like
+    frozen dataclasses (and read-only to mypy) but built in half the time.
+    """
+
+    api_version: str
+    uid: str
+    kind: str
+    group: str
+    resource: str
+    sub_resource: str
+    operation: str
+    namespace: str
+    name: str
+    object: dict[str, Any]
+    old_object: dict[str, Any]
+    dry_run: bool
+    raw: Mapping[str, Any]
+    #: ``request.userInfo.username``: who asked (the StatefulSet controller, a user, the HPA).
+    username: str = ""
+
+    def __repr__(self) -> str:  # the identity of the request, never the objects it carries
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"Request({self.operation} {self.kind} {where} uid={self.uid})"
+
+
+def parse(body: bytes | str) -> Request:
+    """Parse a request body into a :class:`Request`; :class:`BadRequest` says what is wrong."""
+    return from_dict(codec.request_body(body, expected="an AdmissionReview"))
+
+
+def from_dict(data: Any) -> Request:
+    """Validate the envelope of a decoded AdmissionReview."""
+    if not isinstance(data, dict):
+        raise BadRequest("request body must be a JSON object (an AdmissionReview)")
+    if data.get("kind") != "AdmissionReview":
+        raise BadRequest(f"kind must be AdmissionReview, got {data.get('kind')!r}")
+    api_version = data.get("apiVersion")
+    if api_version not in API_VERSIONS:
+        raise BadRequest(
+            f"apiVersion must be one of {', '.join(API_VERSIONS)}, got {api_version!r}"
+        )
+    request = data.get("request")
+    if not isinstance(request, dict):
+        raise BadRequest("AdmissionReview.request is missing or not an object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadRequest("AdmissionReview.request.uid is missing or not a string")
+    kind = _field(request, "kind", dict, "request")
+    resource = _field(request, "resource", dict, "request")
+    operation = _field(request, "operation", str, "request")
+    if operation not in OPERATIONS:
+        raise BadRequest(
+            f"request.operation must be one of {sorted(OPERATIONS)}, got {operation!r}"
+        )
+    dry_run = request.get("dryRun")
+    if dry_run is not None and dry_run is not True and dry_run is not False:
+        raise BadRequest("request.dryRun must be a boolean")
+    return Request(
+        api_version,
+        uid,
+        _field(kind, "kind", str, "request.kind"),
+        _field(kind, "group", str, "request.kind"),
+        _field(resource, "resource", str, "request.resource"),
+        _field(request, "subResource", str, "request"),
+        operation,
+        _field(request, "namespace", str, "request"),
+        _field(request, "name", str, "request"),
+        _field(request, "object", dict, "request"),
+        _field(request, "oldObject", dict, "request"),
+        dry_run is True,
+        request,
+        _field(_field(request, "userInfo", dict, "request"), "username", str, "request.userInfo"),
+    )
+
+
+def _field(container: dict[str, Any], key: str, kind: type[T], where: str) -> T:
+    """``container[key]`` of type ``kind`` (missing or null: its empty value), else BadRequest.
+
+    The envelope's own :mod:`webhook.model.objects`, with positional arguments: it runs a dozen
+    times on every request.
+    """
+    value = container.get(key)
+    if value is None:
+        return kind()
+    if value.__class__ is kind or isinstance(value, kind):
+        return value
+    raise BadRequest(
+        f"malformed AdmissionReview: {where}.{key} must be "
+        f"{'an object' if kind is dict else 'a string'}, got {type(value).__name__}"
+    )
+
+
+#: The patch of an outcome without one (shared: patches are read-only, see webhook.wire.patches).
+NO_PATCH: Final[Patch] = []
+
+
+class Outcome(NamedTuple):
+    """The decision on one request; build it with the constructors below."""
+
+    allowed: bool = True
+    patch: Patch = NO_PATCH
+    warnings: tuple[str, ...] = ()
+    code: int = 200
+    reason: str = ""
+    message: str = ""
+    #: The mutated object (only for patched outcomes), so a chain can validate it.
+    mutated: dict[str, Any] | None = None
+    #: ``patch`` in its base64 wire form, when already known (memoised with the patch).
+    encoded: str = ""
+
+    def with_warnings(self, warnings: tuple[str, ...]) -> Outcome:
+        """The same outcome with more warnings appended."""
+        if not warnings:
+            return self
+        return self._replace(warnings=self.warnings + warnings)
+
+
+def allowed(*, warnings: tuple[str, ...] = (), message: str = "") -> Outcome:
+    """Allow unchanged."""
+    return Outcome(warnings=warnings, message=message)
+
+
+def denied(
+    message: str, *, code: int = 403, reason: str = "Forbidden", warnings: tuple[str, ...] = ()
+) -> Outcome:
+    """Refuse, with a message the user will see in kubectl's output."""
+    return Outcome(allowed=False, code=code, reason=reason, message=message, warnings=warnings)
+
+
+def patched(
+    original: dict[str, Any], mutated: dict[str, Any], *, warnings: tuple[str, ...] = ()
+) -> Outcome:
+    """Allow with the JSON Patch from ``original`` to ``mutated`` (empty when nothing changed)."""
+    patch, encoded = diff_encoded(original, mutated)
+    return Outcome(patch=patch, warnings=warnings, mutated=mutated, encoded=encoded)
+
+
+def response(request: Request, outcome: Outcome) -> ReviewWire:
+    """The AdmissionReview answering ``request``, in the request's apiVersion."""
+    body: ResponseWire = {"uid": request.uid, "allowed": outcome.allowed}
+    if outcome.allowed and outcome.patch:
+        body["patchType"] = "JSONPatch"
+        body["patch"] = outcome.encoded or encode(outcome.patch)
+    if outcome.warnings:
+        body["warnings"] = list(dict.fromkeys(outcome.warnings))
+    if not outcome.allowed:
+        status: StatusWire = {"code": outcome.code, "message": outcome.message, "status": "Failure"}
+        if outcome.reason:
+            status["reason"] = outcome.reason
+        body["status"] = status
+    return {"apiVersion": request.api_version, "kind": "AdmissionReview", "response": body}
+
+
+def decision(outcome: Outcome | None, status: int = 200) -> str:
+    """``patched``, ``allowed``, ``denied`` or ``error`` (a 4xx, or an internal error)."""
+    if outcome is None or status != 200:
+        return "error"
+    if not outcome.allowed:
+        return "error" if outcome.code >= 500 else "denied"
+    return "patched" if outcome.patch else "allowed"
+
+
+def dumps(review: ReviewWire) -> bytes:
+    """Compact JSON bytes of a response review."""
+    return codec.dumps(review)
