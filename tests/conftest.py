@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,3 +134,14 @@ def kubeconfig(tmp_path: Path, api: FakeApi) -> Path:
 @pytest.fixture
 def fixtures_dir() -> Path:
     return Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def stopper() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Kills any server process a failing test left running (append its Popen)."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

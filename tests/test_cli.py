@@ -14,8 +14,7 @@ import pytest
 
 from tests import builders as b
 from webhook import cli
-from webhook.cli import settings_from
-from webhook.cli.flags import build_parser
+from webhook.cli import build_parser, settings_from
 from webhook.wire.patches import apply
 
 FIXTURES = Path(__file__).parent / "fixtures" / "admission"

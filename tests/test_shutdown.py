@@ -10,108 +10,21 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import signal
 import socket
-import ssl
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-FIXTURE = Path(__file__).parent / "fixtures" / "admission" / "003-Pod-CREATE.json"
+from tests.process import FIXTURE, Webhook, start_serve
+
 SHUTDOWN_DELAY = 2.0  # Settings.shutdown_delay: readiness off, listener still open
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@dataclass
-class Webhook:
-    """A ``stszone serve`` subprocess on 127.0.0.1 with development certificates."""
-
-    proc: subprocess.Popen[bytes]
-    port: int
-    ctx: ssl.SSLContext
-    log: Path
-    terminated_at: float = field(default=0.0)
-
-    def get(self, path: str) -> int:
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=5)
-        try:
-            conn.request("GET", path)
-            return conn.getresponse().status
-        finally:
-            conn.close()
-
-    def post_review(self) -> tuple[int, str | None]:
-        """POST the recorded review on a keep-alive connection: (status, Connection header)."""
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=5)
-        try:
-            headers = {"Content-Type": "application/json", "Connection": "keep-alive"}
-            conn.request("POST", "/mutate", body=FIXTURE.read_bytes(), headers=headers)
-            response = conn.getresponse()
-            response.read()
-            return response.status, response.getheader("Connection")
-        finally:
-            conn.close()
-
-    def terminate(self) -> None:
-        self.terminated_at = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-
-
 def start(tmp_path: Path, *extra: str) -> Webhook:
-    port = free_port()
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
-    }
-    log = tmp_path / "serve.log"
-    cmd = [sys.executable, "-m", "webhook", "serve", "--zones", "a,b,c", "--offline"]
-    cmd += [
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--certs-dir",
-        str(tmp_path / "certs"),
-        *extra,
-    ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + 30
-    while True:
-        assert proc.poll() is None, log.read_text()
-        ca = tmp_path / "certs" / "ca.crt"
-        if ca.exists():
-            server = Webhook(proc, port, ssl.create_default_context(cafile=str(ca)), log)
-            try:
-                if server.get("/healthz") == 200:
-                    return server
-            except (OSError, ssl.SSLError):
-                pass
-        assert time.monotonic() < deadline, "server did not answer /healthz in 30 s"
-        time.sleep(0.1)
-
-
-@pytest.fixture
-def stopper() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Kills (by pid) any server a failing test left running."""
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    return start_serve(tmp_path, "--zones", "a,b,c", "--offline", *extra)
 
 
 def refused(port: int) -> bool:

@@ -1,9 +1,10 @@
-"""Command line: flags and environment -> settings, then hand over. No logic lives here.
+"""The ``stszone`` command line: one module per command, each with its own sub-parser.
 
-The flags are defined in :mod:`webhook.cli.flags`. Each subcommand's work is in its own module:
-``serve`` in :mod:`webhook.cli.serve`, ``review`` in :mod:`webhook.cli.review`, ``certs`` in
-:mod:`webhook.cli.certs`, ``manifests`` in :mod:`webhook.install.manifests`, ``audit`` in
-:mod:`webhook.cli.audit`.
+A command module offers ``HELP`` (its line in ``stszone``'s overview), ``add_parser`` (its
+flags, help and examples; it sets ``run``) and ``run(args) -> exit status``. This module only
+gathers them, prints the overview when no command is given, and turns a
+:class:`~webhook.errors.ConfigError` into one line on stderr and exit status 2. No logic lives
+here.
 """
 
 from __future__ import annotations
@@ -11,83 +12,64 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from typing import Final
 
-from webhook.cli.flags import build_parser
-from webhook.config import Settings
+from webhook import __version__
+from webhook.cli import audit, certs, manifests, review, serve
+from webhook.cli.options import FORMATTER, settings_from
 from webhook.errors import ConfigError
 
 __all__ = ["build_parser", "main", "settings_from"]
 
+#: The commands, in the order the overview lists them.
+COMMANDS: Final = (serve, review, audit, certs, manifests)
+DESCRIPTION: Final = "Admission webhook that keeps every StatefulSet in every availability zone."
 
-def settings_from(args: argparse.Namespace) -> Settings:
-    """Build :class:`Settings` from parsed flags (shared by every subcommand that reads a view)."""
-    if (getattr(args, "cert", None) is None) != (getattr(args, "key", None) is None):
-        raise ConfigError(
-            "--cert and --key go together: give both, or neither for dev certificates"
-        )
-    return Settings(
-        host=getattr(args, "host", "0.0.0.0"),
-        port=getattr(args, "port", 8443),
-        cert=getattr(args, "cert", None),
-        key=getattr(args, "key", None),
-        certs_dir=getattr(args, "certs_dir", Path("certs")),
-        zones=args.zones or None,
-        cluster_file=args.cluster,
-        kubeconfig=args.kubeconfig,
-        offline=args.offline,
-        namespace=args.namespace,
-        scheduler_name=args.scheduler_name,
-        log_format=getattr(args, "log_format", "text"),
-        log_level=getattr(args, "log_level", "info"),
-        metrics_port=getattr(args, "metrics_port", None),
-        loop=getattr(args, "loop", "uvloop"),
-        max_unsynced=getattr(args, "max_unsynced", 120.0),
-        shutdown_grace=getattr(args, "shutdown_grace", 20.0),
-        storage_unhealthy_condition=getattr(args, "storage_unhealthy_condition", None),
-        storage_unhealthy_label=getattr(args, "storage_unhealthy_label", None),
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``stszone`` argument parser with every command."""
+    parser = argparse.ArgumentParser(
+        prog="stszone",
+        description=DESCRIPTION,
+        formatter_class=FORMATTER,
+        epilog="run `stszone COMMAND --help` for each command's flags and examples",
     )
+    parser.add_argument("--version", action="version", version=f"stszone {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(commands)
+    return parser
+
+
+def overview() -> str:
+    """What ``stszone`` alone prints: every command with one line, as ``kubectl`` does."""
+    width = max(len(c.__name__.rpartition(".")[2]) for c in COMMANDS)
+    lines = [
+        f"stszone {__version__}: {DESCRIPTION}",
+        "",
+        "Commands:",
+        *(f"  {c.__name__.rpartition('.')[2]:<{width}}  {c.HELP}" for c in COMMANDS),
+        "",
+        "Usage: stszone COMMAND [flags]; `stszone COMMAND --help` shows a command's flags and "
+        "examples.",
+    ]
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``stszone`` console script and ``python -m webhook``."""
     args = build_parser().parse_args(argv)
+    if args.command is None:
+        print(overview())
+        return 0
     try:
-        if args.command == "serve":
-            from webhook.cli.serve import run_serve
-
-            return run_serve(settings_from(args))
-        if args.command == "review":
-            from webhook.cli.review import run_review
-
-            return run_review(settings_from(args), path=args.file, endpoint=args.endpoint)
-        if args.command == "audit":
-            from webhook.cli.audit import run_audit
-
-            return run_audit(settings_from(args), output=args.output)
-        if args.command == "certs":
-            from webhook.cli.certs import run_certs
-
-            return run_certs(args)
-        if args.command == "manifests":
-            from webhook.install.manifests import run_manifests
-
-            return run_manifests(
-                ca=args.ca,
-                cert=args.cert,
-                key=args.key,
-                secret=not args.no_secret,
-                namespace=args.namespace,
-                image=args.image,
-                base=args.base,
-                kustomize_dir=args.kustomize_dir,
-            )
+        status: int = args.run(args)
     except ConfigError as err:
         print(f"stszone {args.command}: {err.message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    raise AssertionError(f"unhandled command {args.command}")  # argparse restricts the choices
+    return status
 
 
 if __name__ == "__main__":

@@ -2,17 +2,65 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.cluster.view import offline_store, wants_live
+from webhook.cli.options import FORMATTER, add_view_flags, settings_from
+from webhook.cluster.live import live_store
+from webhook.cluster.view import choose_view, offline_store
 from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.model.annotations import ENABLED
 from webhook.model.store import Store
 from webhook.rules.audit import Report, SetReport, audit
+
+HELP = "expected vs actual zone of each ordinal, safe replica counts, removable nodes"
+EXAMPLES = """\
+examples:
+  kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml > cluster.yaml
+  stszone audit --cluster cluster.yaml                  offline, from the saved cluster
+  stszone audit --cluster cluster.yaml --zones a,b,c    zones for sets without stszone.io/zones
+  stszone audit --kubeconfig ~/.kube/config -o json     live: one list of the cluster, no watch
+  stszone audit --cluster cluster.yaml -o json | jq '.statefulsets[] | select(.misplaced > 0)'
+exit status: 0 all placed as expected, 1 a pod misplaced or a node-ordinal label missing or
+duplicated or malformed annotations, 2 the view cannot be loaded
+"""
+DESCRIPTION = """\
+For each opted-in StatefulSet (every one when the view holds no Namespace objects): each
+ordinal's expected zone, its pod's node and zone, and a mark where they differ; the lowest
+replica count that keeps every zone (what the scale-down guard allows); node-ordinal labels
+missing or on several nodes; and the nodes that can be removed without losing any
+StatefulSet's zone or pod (the exact rule is printed under the node lists)."""
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """The ``audit`` sub-parser."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "audit",
+        help=HELP,
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=FORMATTER,
+    )
+    parser.set_defaults(run=run)
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=("table", "json"),
+        default="table",
+        help="table for people (default), json for scripts",
+    )
+    add_view_flags(parser)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """``stszone audit``."""
+    return run_audit(settings_from(args), output=args.output)
+
 
 REMOVAL_NOTE = (
     "(removable: every audited pod on the node can be re-created on another node of its zone,\n"
@@ -24,9 +72,7 @@ REMOVAL_NOTE = (
 
 def load_view(settings: Settings) -> Store:
     """The view to audit: ``--cluster FILE``, else the live cluster (one list, no watch)."""
-    if wants_live(settings):
-        from webhook.cluster.live import live_store  # aiohttp and credentials only for a live audit
-
+    if choose_view(settings).live:
         return asyncio.run(live_store(settings))
     if settings.cluster_file is None:
         raise ConfigError(

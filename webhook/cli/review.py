@@ -2,15 +2,55 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from webhook.cli.options import FORMATTER, add_view_flags, settings_from
 from webhook.cluster.view import offline_store
 from webhook.config import Settings
 from webhook.errors import BadRequest, ConfigError
 from webhook.rules import admission
 from webhook.wire import review
+
+HELP = "answer one AdmissionReview from a file, no server"
+EXAMPLES = """\
+examples:
+  stszone review --zones a,b,c tests/fixtures/admission/003-Pod-CREATE.json
+  stszone review --cluster cluster.yaml --endpoint validate review.json
+  kubectl create --dry-run=client -o json ... | stszone review --zones a,b,c -
+exit status: 0 answered (allowed or denied), 2 the file is not an AdmissionReview
+"""
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """The ``review`` sub-parser."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "review",
+        help=HELP,
+        description="Answer one AdmissionReview as the API server would experience it: the "
+        "mutating webhook, then the validating webhook on the mutated object. Prints the "
+        "response AdmissionReview as JSON. The view is always offline (--zones, --cluster).",
+        epilog=EXAMPLES,
+        formatter_class=FORMATTER,
+    )
+    parser.set_defaults(run=run)
+    parser.add_argument("file", help="AdmissionReview JSON file, or - for stdin")
+    parser.add_argument(
+        "--endpoint",
+        choices=("chain", "mutate", "validate"),
+        default="chain",
+        help="answer as one endpoint alone (default: chain = mutate then validate)",
+    )
+    add_view_flags(parser)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """``stszone review``."""
+    return run_review(settings_from(args), path=args.file, endpoint=args.endpoint)
 
 
 def run_review(settings: Settings, *, path: str, endpoint: str) -> int:

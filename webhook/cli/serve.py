@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+from webhook.cli.options import DEFAULTS, FORMATTER, add_view_flags, settings_from
 from webhook.cluster.live import start_live
-from webhook.cluster.view import offline_store, wants_live, zone_source
-from webhook.config import Settings
+from webhook.cluster.view import choose_view, offline_store, zone_source
+from webhook.config import Settings, split_label_rule
 from webhook.errors import ConfigError
+from webhook.install.certfiles import ensure_dev_certs
+from webhook.model.annotations import is_label_key, is_label_value
 from webhook.server import logs
 from webhook.server.app import install_metrics, make_app
 from webhook.server.metrics import store_caches
@@ -20,12 +26,116 @@ from webhook.server.tls import CertReloader
 
 log = logging.getLogger("stszone")
 
+HELP = "run the HTTPS admission webhook"
+EXAMPLES = """\
+examples:
+  stszone serve --offline --zones a,b,c            offline, dev certificates under certs/
+  stszone serve --cluster cluster.yaml             offline view from a saved cluster
+  stszone serve --kubeconfig ~/.kube/config        live view (list+watch) of a cluster
+  stszone serve --cert /tls/tls.crt --key /tls/tls.key --port 8443   in a pod
+"""
+
+
+def _condition_type(text: str) -> str:
+    # Condition types are qualified names ("StorageReady", "example.io/DiskHealthy").
+    if not is_label_key(text.strip()):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a node condition type; e.g. --storage-unhealthy-condition "
+            "StorageUnhealthy"
+        )
+    return text.strip()
+
+
+def _label_rule(text: str) -> str:
+    key, value = split_label_rule(text)
+    if not is_label_key(key) or (value is not None and value != "" and not is_label_value(value)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not KEY or KEY=VALUE of a node label; e.g. --storage-unhealthy-label "
+            "storage.example.io/unhealthy=true"
+        )
+    return text
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """The ``serve`` sub-parser."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "serve",
+        help=HELP,
+        description="Run the admission webhook (mutate, validate, extender, healthz, readyz, "
+        "metrics) over HTTPS.",
+        epilog=EXAMPLES,
+        formatter_class=FORMATTER,
+    )
+    parser.set_defaults(run=run)
+    parser.add_argument("--host", help=f"address to listen on (default: {DEFAULTS.host})")
+    parser.add_argument("--port", type=int, help=f"port (default: {DEFAULTS.port})")
+    parser.add_argument("--cert", type=Path, help="serving certificate (PEM); with --key")
+    parser.add_argument("--key", type=Path, help="serving key (PEM); with --cert")
+    parser.add_argument(
+        "--certs-dir",
+        type=Path,
+        help="where development certificates are created when --cert/--key are not given "
+        f"(default: {DEFAULTS.certs_dir}/)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        help=f"one line per record, as text or JSON (default: {DEFAULTS.log_format})",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help=f"least severe level logged; debug logs each decision (default: {DEFAULTS.log_level})",
+    )
+    parser.add_argument(
+        "--metrics-port", type=int, help="serve /metrics on this port too (default: same port)"
+    )
+    parser.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        help=f"event loop: uvloop (libuv, faster TLS and transports) or asyncio's own "
+        f"(default: {DEFAULTS.loop})",
+    )
+    parser.add_argument(
+        "--max-unsynced",
+        type=float,
+        metavar="SECONDS",
+        help="readiness fails when a cache cannot re-sync for this long "
+        f"(default: {DEFAULTS.max_unsynced:g})",
+    )
+    parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        metavar="SECONDS",
+        help="time to finish in-flight requests after SIGTERM "
+        f"(default: {DEFAULTS.shutdown_grace:g})",
+    )
+    parser.add_argument(
+        "--storage-unhealthy-condition",
+        metavar="TYPE",
+        type=_condition_type,
+        help="node condition type whose status True marks its storage unhealthy (extender "
+        "filter); seen only in full Node objects: nodeCacheCapable: false, or a --cluster file",
+    )
+    parser.add_argument(
+        "--storage-unhealthy-label",
+        metavar="KEY[=VALUE]",
+        type=_label_rule,
+        help="node label that marks its storage unhealthy (extender filter); KEY alone matches "
+        "any value; works with nodeCacheCapable true and false",
+    )
+    add_view_flags(parser)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """``stszone serve``."""
+    return run_serve(settings_from(args))
+
 
 def _certificate(settings: Settings) -> tuple[str, str]:
     if settings.cert is not None and settings.key is not None:
         return str(settings.cert), str(settings.key)
-    from webhook.install.certfiles import ensure_dev_certs
-
     dev = ensure_dev_certs(settings.certs_dir)
     verb = "created" if dev.created else "reusing"
     log.info(
@@ -40,15 +150,17 @@ def _certificate(settings: Settings) -> tuple[str, str]:
 async def _main(settings: Settings) -> None:
     cert, key = _certificate(settings)
     reloader = CertReloader(cert, key, interval=settings.cert_reload_interval)
+    choice = choose_view(settings)
+    log.info("%s", choice.describe())
     # Live: the listener opens at once and /readyz fails until every cache is listed.
-    live = await start_live(settings) if wants_live(settings) else None
+    live = await start_live(settings) if choice.live else None
     store = live.store if live is not None else offline_store(settings)
     runtime = Runtime(store=store, defaults=settings.defaults(), settings=settings)
-    runtime.jobs.append(reloader.run)
+    runtime.attach(reloader.run)
     if live is not None:
         runtime.attach(live.run, check=live.ready)  # logs the zone source once synced
     else:
-        log.info("offline view; zone source: %s", zone_source(settings, runtime.store))
+        log.info("zone source: %s", zone_source(settings, runtime.store))
     install_metrics(
         runtime,
         caches=live.statuses if live is not None else store_caches(store, loaded_at=time.time()),
@@ -63,6 +175,7 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     if name == "asyncio":
         return asyncio.new_event_loop
     try:
+        # Imported here, not at the top: uvloop is not installed where it has no wheel (Windows).
         import uvloop
     except ImportError:
         raise ConfigError(

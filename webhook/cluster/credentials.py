@@ -34,6 +34,9 @@ from webhook.errors import ConfigError
 
 #: Where the kubelet mounts the service account (token, ca.crt, namespace).
 SERVICE_ACCOUNT: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+#: Set by the kubelet in every pod whose service account token is mounted.
+IN_CLUSTER_ENV: Final = "KUBERNETES_SERVICE_HOST"
+KUBECONFIG_ENV: Final = "KUBECONFIG"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +133,7 @@ def load_credentials(
     # The package is only partly annotated; treat it as Any rather than sprinkle ignores.
     kube_client: Any = client
     kube_config: Any = config
-    if kubeconfig is None and environ.get("KUBERNETES_SERVICE_HOST"):
+    if kubeconfig is None and environ.get(IN_CLUSTER_ENV):
         loader = kube_config.incluster_config.InClusterConfigLoader(
             token_filename=str(service_account / "token"),
             cert_filename=str(service_account / "ca.crt"),
@@ -145,7 +148,7 @@ def load_credentials(
         credentials = Credentials(in_cluster, source="in-cluster service account")
     else:
         # $KUBECONFIG may list several files (":"-separated); the loader merges them like kubectl.
-        path = kubeconfig or environ.get("KUBECONFIG")
+        path = kubeconfig or environ.get(KUBECONFIG_ENV)
         if not path:
             raise ConfigError(
                 "no cluster to talk to: not in a pod (no KUBERNETES_SERVICE_HOST), no --kubeconfig "

@@ -3,21 +3,51 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import NamedTuple
 
 from webhook.cluster.clusterfile import load_store
+from webhook.cluster.credentials import IN_CLUSTER_ENV, KUBECONFIG_ENV
 from webhook.config import Settings
 from webhook.model.store import Store
 
-#: Set by the kubelet in every pod whose service account token is mounted.
-_IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+
+class ViewChoice(NamedTuple):
+    """Which view a command uses, why, and how to ask for the other one (one log line)."""
+
+    live: bool
+    why: str
+    other: str
+
+    def describe(self) -> str:
+        kind = "live (list+watch of the cluster)" if self.live else "offline (no cluster contacted)"
+        return f"cluster view: {kind}, because {self.why}; {self.other}"
 
 
-def wants_live(settings: Settings) -> bool:
-    """Live when a cluster is reachable (in a pod, --kubeconfig, $KUBECONFIG) and no --cluster."""
-    if settings.offline or settings.cluster_file is not None:
-        return False
-    return bool(
-        settings.kubeconfig or os.environ.get("KUBECONFIG") or os.environ.get(_IN_CLUSTER_ENV)
+def choose_view(settings: Settings, *, environ: Mapping[str, str] = os.environ) -> ViewChoice:
+    """Live when a cluster is named (--kubeconfig, a pod's service account, $KUBECONFIG) and
+    neither --offline nor --cluster says otherwise; the credentials are tried in that order too
+    (:func:`~webhook.cluster.credentials.load_credentials`)."""
+    go_offline = "to serve offline instead, add --offline (or --cluster FILE)"
+    go_live = (
+        "to go live instead, drop it and give --kubeconfig PATH (or set $KUBECONFIG, or run in "
+        "a pod)"
+    )
+    if settings.cluster_file is not None:
+        return ViewChoice(False, f"--cluster {settings.cluster_file} was given", go_live)
+    if settings.offline:
+        return ViewChoice(False, "--offline was given", go_live)
+    if settings.kubeconfig:
+        return ViewChoice(True, f"--kubeconfig {settings.kubeconfig} was given", go_offline)
+    if environ.get(IN_CLUSTER_ENV):
+        why = f"${IN_CLUSTER_ENV} is set (in a pod: its service account)"
+        return ViewChoice(True, why, go_offline)
+    if environ.get(KUBECONFIG_ENV):
+        return ViewChoice(True, f"${KUBECONFIG_ENV} is {environ[KUBECONFIG_ENV]}", go_offline)
+    return ViewChoice(
+        False,
+        "no --kubeconfig, no $KUBECONFIG and not in a pod",
+        "to go live instead, give --kubeconfig PATH",
     )
 
 

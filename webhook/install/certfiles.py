@@ -28,7 +28,10 @@ from webhook.config import DEFAULT_NAMESPACE
 from webhook.errors import ConfigError
 from webhook.install.certs import (
     CA_CERT,
+    CA_DAYS,
     CA_KEY,
+    KEY_TYPE,
+    SERVING_DAYS,
     TLS_CERT,
     TLS_KEY,
     load_key,
@@ -141,9 +144,9 @@ def issue(
     namespace: str,
     dns: Iterable[str] = (),
     ips: Iterable[str] = (),
-    days: int = 365,
-    ca_days: int = 3650,
-    key_type: str = "ecdsa-p256",
+    days: int = SERVING_DAYS,
+    ca_days: int = CA_DAYS,
+    key_type: str = KEY_TYPE,
     force: bool = False,
 ) -> Issued:
     """Write ca.crt/ca.key (reused when present) and a serving tls.crt/tls.key into ``out_dir``."""
@@ -233,8 +236,13 @@ def ensure_dev_certs(out_dir: Path) -> DevCerts:
         except ConfigError:
             ca = None  # a broken or expiring development CA is simply replaced
         if ca is None:
-            ca = _write_new_ca(out_dir, days=3650, key_type="ecdsa-p256")
+            ca = _write_new_ca(out_dir, days=CA_DAYS, key_type=KEY_TYPE)
         _write_serving(
-            out_dir, ca=ca, names=names, ips=["127.0.0.1", "::1"], days=365, key_type="ecdsa-p256"
+            out_dir,
+            ca=ca,
+            names=names,
+            ips=["127.0.0.1", "::1"],
+            days=SERVING_DAYS,
+            key_type=KEY_TYPE,
         )
     return DevCerts(ca=dev.ca, cert=dev.cert, key=dev.key, created=True)

@@ -21,6 +21,10 @@ from webhook.errors import ConfigError
 
 #: Key types ``--key-type`` accepts; ECDSA P-256 is the default (small, fast, accepted everywhere).
 KEY_TYPES: Final = ("ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-3072", "rsa-4096")
+KEY_TYPE: Final = "ecdsa-p256"
+#: Validity of a serving certificate and of a new CA, in days.
+SERVING_DAYS: Final = 365
+CA_DAYS: Final = 3650
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 #: Certificates start a little in the past, so a client whose clock lags accepts them.
 _BACKDATE: Final = dt.timedelta(minutes=5)
@@ -82,7 +86,7 @@ def _days(days: int, *, what: str) -> dt.timedelta:
 
 
 def new_ca(
-    *, common_name: str = "stszone-ca", days: int = 3650, key_type: str = "ecdsa-p256"
+    *, common_name: str = "stszone-ca", days: int = CA_DAYS, key_type: str = KEY_TYPE
 ) -> tuple[bytes, bytes]:
     """A self-signed CA that may sign serving certificates only: (cert PEM, key PEM)."""
     key = _new_key(key_type)
@@ -127,8 +131,8 @@ def new_serving(
     ca_key_pem: bytes,
     dns_names: Iterable[str],
     ips: Iterable[str] = (),
-    days: int = 365,
-    key_type: str = "ecdsa-p256",
+    days: int = SERVING_DAYS,
+    key_type: str = KEY_TYPE,
 ) -> tuple[bytes, bytes]:
     """A serving certificate signed by the CA, for the given names: (cert PEM, key PEM).
 

@@ -1,0 +1,94 @@
+"""``stszone manifests``: print the installation YAML with the caBundle and the TLS Secret."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from webhook.cli.options import DEFAULTS, FORMATTER
+from webhook.install.manifests import run_manifests
+
+HELP = "print the installation YAML with the caBundle and the TLS Secret"
+DESCRIPTION = """\
+Print the kustomize base of deploy/ as one YAML stream, with the caBundle of both webhook
+configurations set to --ca and a kubernetes.io/tls Secret holding the serving pair, ready for
+`kubectl apply -f -`. The pair is checked first: it must chain to the CA, the key must match,
+and it must name stszone.NS.svc (with failurePolicy Fail a wrong certificate refuses every pod
+create in opted-in namespaces). --namespace changes every reference to the namespace."""
+EXAMPLES = """\
+examples:
+  stszone certs --out certs && stszone manifests --ca certs/ca.crt | kubectl apply -f -
+  stszone manifests --ca certs/ca.crt --image registry.example.com/stszone:0.1.0
+  stszone manifests --ca ca.crt --cert tls.crt --key tls.key --namespace webhooks
+  stszone manifests --ca certs/ca.crt --no-secret    the Secret is managed elsewhere
+  kubectl kustomize deploy/overlays/dev | stszone manifests --ca certs/ca.crt --base -
+  stszone manifests --kustomize-dir base/            the base as kustomize files (no certs)
+exit status: 0 printed, 2 refused (unreadable or mismatched certificates, bad flag)
+"""
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """The ``manifests`` sub-parser."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "manifests",
+        help=HELP,
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=FORMATTER,
+    )
+    parser.set_defaults(run=run)
+    parser.add_argument(
+        "--ca", type=Path, metavar="FILE", help="CA bundle (PEM) the API server trusts"
+    )
+    parser.add_argument(
+        "--cert",
+        type=Path,
+        metavar="FILE",
+        help="serving certificate (PEM) for the Secret (default: tls.crt beside --ca)",
+    )
+    parser.add_argument(
+        "--key",
+        type=Path,
+        metavar="FILE",
+        help="serving key (PEM) for the Secret (default: tls.key beside --ca)",
+    )
+    parser.add_argument(
+        "--no-secret",
+        action="store_true",
+        help="leave the TLS Secret out (it is created another way)",
+    )
+    parser.add_argument(
+        "--namespace", help=f"namespace to install into (default: {DEFAULTS.namespace})"
+    )
+    parser.add_argument(
+        "--image", help="container image (default: stszone:VERSION, as `kind load` names it)"
+    )
+    parser.add_argument(
+        "--base",
+        type=Path,
+        metavar="FILE",
+        help="fill in a rendered overlay instead of the built-in base (- for stdin), e.g. "
+        "`kubectl kustomize deploy/overlays/dev | stszone manifests --ca ca.crt --base -`",
+    )
+    parser.add_argument(
+        "--kustomize-dir",
+        type=Path,
+        metavar="DIR",
+        help="write the base as kustomize files into DIR instead of printing (how deploy/ is made)",
+    )
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """``stszone manifests``."""
+    return run_manifests(
+        ca=args.ca,
+        cert=args.cert,
+        key=args.key,
+        secret=not args.no_secret,
+        namespace=args.namespace,
+        image=args.image,
+        base=args.base,
+        kustomize_dir=args.kustomize_dir,
+    )

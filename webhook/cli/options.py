@@ -1,0 +1,96 @@
+"""What several commands share: the cluster-view flags, and the Settings parsed flags make.
+
+Defaults live in :class:`~webhook.config.Settings` and nowhere else: the parser shows them in
+its help (from :data:`DEFAULTS`) and leaves them to Settings when a flag is not given.
+Environment variables (``STSZONE_ZONES``, ``POD_NAMESPACE``) are read when a command runs, not
+when the parser is built, so ``--help`` works whatever they hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Final
+
+from webhook.config import Settings
+from webhook.errors import ConfigError
+from webhook.model.annotations import split_zones, zone_list_problems
+
+FORMATTER: Final = argparse.RawDescriptionHelpFormatter
+#: The defaults every command shows and falls back to.
+DEFAULTS: Final = Settings()
+_FIELDS: Final = frozenset(f.name for f in fields(Settings))
+ZONES_ENV: Final = "STSZONE_ZONES"
+NAMESPACE_ENV: Final = "POD_NAMESPACE"
+
+
+def zone_list(text: str, *, source: str = "--zones") -> tuple[str, ...]:
+    """``a,b,c`` -> ``("a", "b", "c")``; argparse reports a malformed list as a usage error."""
+    zones = split_zones(text)
+    problems = zone_list_problems(zones, source=source)
+    if problems:
+        raise argparse.ArgumentTypeError("; ".join(problems))
+    return zones
+
+
+def add_view_flags(parser: argparse.ArgumentParser) -> None:
+    """Where the cluster view comes from: shared by serve, review and audit."""
+    group = parser.add_argument_group("cluster view")
+    group.add_argument(
+        "--zones",
+        type=zone_list,
+        metavar="A,B,C",
+        help="zone list new StatefulSets get, in this order (default: $STSZONE_ZONES, else the "
+        "zones on nodes, sorted)",
+    )
+    group.add_argument(
+        "--cluster",
+        dest="cluster_file",
+        type=Path,
+        metavar="FILE",
+        help="offline view from a saved `kubectl get nodes,pv,pvc,sts,pods -A -o yaml` list",
+    )
+    group.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig for the live view (default: in-cluster service account, else $KUBECONFIG)",
+    )
+    group.add_argument(
+        "--offline",
+        action="store_true",
+        help="never contact a cluster, even when a kubeconfig is found",
+    )
+    group.add_argument(
+        "--scheduler-name",
+        default=DEFAULTS.scheduler_name,
+        help="scheduler set on pods in scheduler mode when the StatefulSet names none "
+        f"(default: {DEFAULTS.scheduler_name})",
+    )
+    group.add_argument(
+        "--namespace",
+        help="stszone's own namespace, never intercepted (default: $POD_NAMESPACE, else "
+        f"{DEFAULTS.namespace})",
+    )
+
+
+def settings_from(args: argparse.Namespace, *, environ: Mapping[str, str] = os.environ) -> Settings:
+    """The Settings of a parsed command line; flags not given keep the Settings defaults."""
+    given: dict[str, Any] = {k: v for k, v in vars(args).items() if k in _FIELDS and v is not None}
+    if (given.get("cert") is None) != (given.get("key") is None):
+        raise ConfigError(
+            "--cert and --key go together: give both, or neither for dev certificates"
+        )
+    if not given.get("zones"):
+        given.pop("zones", None)
+        text = environ.get(ZONES_ENV, "")
+        if text:
+            try:
+                given["zones"] = zone_list(text, source=f"${ZONES_ENV}")
+            except argparse.ArgumentTypeError as err:
+                raise ConfigError(f"{err}; fix or unset {ZONES_ENV}, or pass --zones") from None
+    if "namespace" not in given and environ.get(NAMESPACE_ENV):
+        given["namespace"] = environ[NAMESPACE_ENV]
+    return Settings(**given)
