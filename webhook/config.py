@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
@@ -65,15 +65,12 @@ class Settings:
     body_timeout: float = 30.0
     storage_unhealthy_condition: str | None = None
     storage_unhealthy_label: str | None = None
-    extra_excluded_namespaces: tuple[str, ...] = field(default_factory=tuple)
 
     def defaults(self) -> Defaults:
         """The pure engine's view of these settings."""
         return Defaults(
             scheduler_name=self.scheduler_name,
-            excluded_namespaces=frozenset(
-                {"kube-system", self.namespace, *self.extra_excluded_namespaces}
-            ),
+            excluded_namespaces=frozenset({"kube-system", self.namespace}),
             storage_unhealthy_condition=self.storage_unhealthy_condition or None,
             storage_unhealthy_label=(
                 split_label_rule(self.storage_unhealthy_label)
