@@ -343,3 +343,27 @@ async def test_live_audit_lists_the_cluster_and_honours_opt_in(tmp_path: Path) -
         (0, "zone-c", "lab-node-6", "ok"),  # claim data-db-0 is bound to a PV in zone-c
         (1, "zone-a", "lab-node-1", "ok"),
     ]
+
+
+def test_namespace_flag_audits_one_namespace_but_weighs_every_set_for_node_removal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-n NS`` (kubectl's meaning) lists only NS's sets; node removal still protects the sets
+    of every other namespace, since draining a node affects them all."""
+    docs: list[Any] = [b.node(name, zone) for name, zone in (("a1", "a"), ("a2", "a"), ("d1", "d"))]
+    cache = b.statefulset(
+        "cache", namespace="dev", replicas=2, annotations={"stszone.io/zones": "a"}
+    )
+    docs += [cache, b.sts_pod("cache", ordinal=0, namespace="dev", node="a1")]
+    docs.append(b.sts_pod("cache", ordinal=1, namespace="dev", node="a2"))
+    # prod/db's only pod in zone d runs on d1, the only node of zone d.
+    db = b.statefulset("db", namespace="prod", replicas=2, annotations={"stszone.io/zones": "a,d"})
+    docs += [db, b.sts_pod("db", ordinal=0, namespace="prod", node="a1")]
+    docs.append(b.sts_pod("db", ordinal=1, namespace="prod", node="d1"))
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"kind": "List", "items": docs}))
+    assert main(["audit", "--cluster", str(path), "-n", "dev", "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [(s["namespace"], s["name"]) for s in report["statefulsets"]] == [("dev", "cache")]
+    assert "d1" not in report["removableNodes"]  # dev alone would let it go; prod/db would not
+    assert report["removableNodes"] == ["a1", "a2"]

@@ -8,7 +8,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.cli.options import FORMATTER, add_view_flags, settings_from
+from webhook.cli.options import (
+    FORMATTER,
+    add_own_namespace_flag,
+    add_target_namespace_flag,
+    add_view_flags,
+    settings_from,
+)
 from webhook.cluster.live import live_store
 from webhook.cluster.view import choose_view, offline_store
 from webhook.config import Settings
@@ -23,6 +29,7 @@ examples:
   kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml > cluster.yaml
   stszone audit --cluster cluster.yaml                  offline, from the saved cluster
   stszone audit --cluster cluster.yaml --zones a,b,c    zones for sets without stszone.io/zones
+  stszone audit --kubeconfig ~/.kube/config -n prod     live, one namespace
   stszone audit --kubeconfig ~/.kube/config -o json     live: one list of the cluster, no watch
   stszone audit --cluster cluster.yaml -o json | jq '.statefulsets[] | select(.misplaced > 0)'
 exit status: 0 all placed as expected, 1 a pod misplaced or a node-ordinal label missing or
@@ -53,13 +60,15 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         default="table",
         help="table for people (default), json for scripts",
     )
+    add_target_namespace_flag(parser)
     add_view_flags(parser)
+    add_own_namespace_flag(parser, "--stszone-namespace")
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     """``stszone audit``."""
-    return run_audit(settings_from(args), output=args.output)
+    return run_audit(settings_from(args), output=args.output, namespace=args.target_namespace)
 
 
 REMOVAL_NOTE = (
@@ -198,9 +207,12 @@ def render_json(report: Report) -> dict[str, Any]:
     }
 
 
-def run_audit(settings: Settings, *, output: str) -> int:
-    """Print the audit of the view; 1 when something is misplaced or broken, else 0."""
-    report = audit(load_view(settings), excluded=settings.defaults().excluded_namespaces)
+def run_audit(settings: Settings, *, output: str, namespace: str | None = None) -> int:
+    """Print the audit of the view (one namespace, or all); 1 when something is misplaced or
+    broken, else 0."""
+    report = audit(
+        load_view(settings), excluded=settings.defaults().excluded_namespaces, namespace=namespace
+    )
     if output == "json":
         print(json.dumps(render_json(report), indent=2))
     else:

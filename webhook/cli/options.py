@@ -69,10 +69,32 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
         help="scheduler set on pods in scheduler mode when the StatefulSet names none "
         f"(default: {DEFAULTS.scheduler_name})",
     )
-    group.add_argument(
-        "--namespace",
+
+
+def add_own_namespace_flag(parser: argparse.ArgumentParser, flag: str) -> None:
+    """The flag naming stszone's own namespace (never intercepted, like kube-system).
+
+    ``serve`` calls it ``--namespace`` (the Deployment sets ``$POD_NAMESPACE``); the commands a
+    person runs against a cluster call it ``--stszone-namespace``, because there ``-n/--namespace``
+    means what it means to kubectl: the namespace to look at.
+    """
+    parser.add_argument(
+        flag,
+        dest="namespace",
+        metavar="NAMESPACE",
         help="stszone's own namespace, never intercepted (default: $POD_NAMESPACE, else "
         f"{DEFAULTS.namespace})",
+    )
+
+
+def add_target_namespace_flag(parser: argparse.ArgumentParser) -> None:
+    """``-n/--namespace``: only this namespace's StatefulSets, as kubectl users expect."""
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        dest="target_namespace",
+        metavar="NAMESPACE",
+        help="only StatefulSets in this namespace (default: every opted-in namespace)",
     )
 
 

@@ -8,7 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.options import FORMATTER, add_view_flags, settings_from
+from webhook.cli.options import (
+    FORMATTER,
+    add_own_namespace_flag,
+    add_view_flags,
+    settings_from,
+)
 from webhook.cluster.view import offline_store
 from webhook.config import Settings
 from webhook.errors import BadRequest, ConfigError
@@ -45,6 +50,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help="answer as one endpoint alone (default: chain = mutate then validate)",
     )
     add_view_flags(parser)
+    add_own_namespace_flag(parser, "--stszone-namespace")
     return parser
 
 

@@ -10,7 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.options import DEFAULTS, FORMATTER, add_view_flags, settings_from
+from webhook.cli.options import (
+    DEFAULTS,
+    FORMATTER,
+    add_own_namespace_flag,
+    add_view_flags,
+    settings_from,
+)
 from webhook.cluster.live import start_live
 from webhook.cluster.view import choose_view, offline_store, zone_source
 from webhook.config import Settings, split_label_rule
@@ -125,6 +131,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "any value; works with nodeCacheCapable true and false",
     )
     add_view_flags(parser)
+    add_own_namespace_flag(parser, "--namespace")
     return parser
 
 

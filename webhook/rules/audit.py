@@ -90,15 +90,19 @@ class Report:
         return any(s.has_problems for s in self.sets)
 
 
-def audited(store: Store, *, excluded: Collection[str] = ()) -> list[StatefulSetInfo]:
-    """The StatefulSets to audit: in opted-in namespaces (all when opt-in is unknown).
+def audited(
+    store: Store, *, excluded: Collection[str] = (), namespace: str | None = None
+) -> list[StatefulSetInfo]:
+    """The StatefulSets to audit: in opted-in namespaces (all when opt-in is unknown), or in
+    ``namespace`` only when given.
 
     Namespaces stszone never intercepts (kube-system, its own) are left out even then.
     """
+    sets = store.statefulsets.values() if namespace is None else store.statefulsets_in(namespace)
     return sorted(
         (
             s
-            for s in store.statefulsets.values()
+            for s in sets
             if s.namespace not in excluded and store.namespace_enabled(s.namespace) is not False
         ),
         key=lambda s: s.key,
@@ -181,10 +185,13 @@ def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
     )
 
 
-def audit(store: Store, *, excluded: Collection[str] = ()) -> Report:
-    """Audit every opted-in StatefulSet of ``store`` and find the nodes that can be removed."""
-    sets = audited(store, excluded=excluded)
-    alone, together = removal.removable_nodes(store, sets)
+def audit(store: Store, *, excluded: Collection[str] = (), namespace: str | None = None) -> Report:
+    """Audit every opted-in StatefulSet of ``store`` (or of one namespace) and find the nodes
+    that can be removed: those always weigh every opted-in set, whatever ``namespace`` says,
+    since draining a node affects them all."""
+    sets = audited(store, excluded=excluded, namespace=namespace)
+    everywhere = sets if namespace is None else audited(store, excluded=excluded)
+    alone, together = removal.removable_nodes(store, everywhere)
     return Report(
         sets=tuple(audit_set(s, store=store) for s in sets),
         all_namespaces=store.namespace_enabled("") is None,
