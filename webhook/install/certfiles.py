@@ -34,12 +34,12 @@ from webhook.install.certs import (
     SERVING_DAYS,
     TLS_CERT,
     TLS_KEY,
-    load_key,
     new_ca,
     new_serving,
     service_dns_names,
     subject_alt_names,
 )
+from webhook.pem import certificates, key_matches, private_key
 
 #: ``ensure_dev_certs`` replaces certificates that expire sooner than this.
 _MIN_REMAINING: Final = dt.timedelta(days=1)
@@ -117,11 +117,13 @@ def _existing_ca(out_dir: Path) -> tuple[bytes, bytes] | None:
         )
     try:
         cert_pem, key_pem = cert_path.read_bytes(), key_path.read_bytes()
-        cert = x509.load_pem_x509_certificate(cert_pem)
-        key = load_key(key_pem)
-    except (OSError, ValueError, TypeError) as err:
+        cert = certificates(cert_pem, f"CA certificate {cert_path}")[0]
+        key = private_key(key_pem, f"CA key {key_path}")
+    except OSError as err:
         raise ConfigError(f"cannot use the CA in {out_dir}: {err}") from None
-    if cert.public_key() != key.public_key():
+    except ConfigError as err:
+        raise ConfigError(f"cannot use the CA in {out_dir}: {err.message}") from None
+    if not key_matches(cert, key):
         raise ConfigError(f"{key_path} is not the key of {cert_path}; restore the matching pair")
     try:
         is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
@@ -208,13 +210,13 @@ def _still_valid(dev: DevCerts) -> bool:
     try:
         ca = x509.load_pem_x509_certificate(dev.ca.read_bytes())
         cert = x509.load_pem_x509_certificate(dev.cert.read_bytes())
-        key = load_key(dev.key.read_bytes())
+        key = private_key(dev.key.read_bytes(), "development key")
         # A serving cert from another CA would fail every client that trusts this ca.crt.
         cert.verify_directly_issued_by(ca)
     except (OSError, ValueError, TypeError, ConfigError, InvalidSignature):
         return False
     remaining = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
-    return cert.public_key() == key.public_key() and remaining > _MIN_REMAINING
+    return key_matches(cert, key) and remaining > _MIN_REMAINING
 
 
 def ensure_dev_certs(out_dir: Path) -> DevCerts:

@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from webhook.errors import ConfigError
+from webhook.pem import PrivateKey, private_key
 
 #: Key types ``--key-type`` accepts; ECDSA P-256 is the default (small, fast, accepted everywhere).
 KEY_TYPES: Final = ("ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-3072", "rsa-4096")
@@ -29,7 +30,6 @@ CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 #: Certificates start a little in the past, so a client whose clock lags accepts them.
 _BACKDATE: Final = dt.timedelta(minutes=5)
 
-PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 _PEM: Final = serialization.Encoding.PEM
 
 
@@ -53,13 +53,6 @@ def _hash_for(key: PrivateKey) -> hashes.SHA256 | hashes.SHA384:
 def _key_pem(key: PrivateKey) -> bytes:
     # PKCS#8, unencrypted: what Go's tls.X509KeyPair and OpenSSL both load, for EC and RSA.
     return key.private_bytes(_PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-
-
-def load_key(pem: bytes) -> PrivateKey:
-    key = serialization.load_pem_private_key(pem, password=None)
-    if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
-        raise ConfigError(f"unsupported CA key type {type(key).__name__}; use an ECDSA or RSA key")
-    return key
 
 
 def _key_usage(
@@ -140,7 +133,7 @@ def new_serving(
     one is also the common name, for humans reading ``openssl x509 -text``.
     """
     ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
-    ca_key = load_key(ca_key_pem)
+    ca_key = private_key(ca_key_pem, "CA key")
     names = subject_alt_names(dns_names, ips)
     key = _new_key(key_type)
     now = dt.datetime.now(dt.UTC)

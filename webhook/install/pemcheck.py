@@ -3,6 +3,11 @@
 With ``failurePolicy: Fail`` a serving certificate the API server rejects (another CA, a key
 from an older pair, a name for another namespace, expired) refuses every pod create in every
 opted-in namespace, so ``stszone manifests`` says so before anything is applied.
+
+The chain and the name are checked by cryptography's X.509 verifier (``PolicyBuilder``), as a
+TLS client would check them, with two allowances that match Go's ``crypto/x509`` (the API
+server's client): a CA certificate need not carry keyUsage (``openssl req -x509`` makes such
+CAs) and a leaf need not carry an authorityKeyIdentifier.
 """
 
 from __future__ import annotations
@@ -11,48 +16,41 @@ import datetime as dt
 from typing import Final
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
+from cryptography.x509.verification import (
+    Criticality,
+    ExtensionPolicy,
+    PolicyBuilder,
+    ServerVerifier,
+    Store,
+    VerificationError,
+)
 
 from webhook.errors import ConfigError
+from webhook.pem import certificates, key_matches, private_key
 
 #: Warn when the serving certificate has less than this left.
 RENEW_WARNING: Final = dt.timedelta(days=30)
-
-
-def _certificates(pem: bytes, what: str) -> list[x509.Certificate]:
-    try:
-        return x509.load_pem_x509_certificates(pem)
-    except ValueError:
-        raise ConfigError(f"the {what} holds no PEM certificate") from None
+_CA_POLICY: Final = ExtensionPolicy.webpki_defaults_ca().may_be_present(
+    x509.KeyUsage, Criticality.AGNOSTIC, None
+)
+_LEAF_POLICY: Final = ExtensionPolicy.webpki_defaults_ee().may_be_present(
+    x509.AuthorityKeyIdentifier, Criticality.AGNOSTIC, None
+)
 
 
 def check_ca_bundle(pem: bytes) -> None:
     """Raise ConfigError unless ``pem`` holds at least one certificate (the caBundle)."""
-    _certificates(pem, "CA file")
+    certificates(pem, "CA file")
 
 
-def _issued_by(child: x509.Certificate, parent: x509.Certificate) -> bool:
-    try:
-        child.verify_directly_issued_by(parent)
-    except (ValueError, TypeError, InvalidSignature):
-        return False
-    return True
-
-
-def _chains_to(
-    leaf: x509.Certificate, *, intermediates: list[x509.Certificate], roots: list[x509.Certificate]
-) -> bool:
-    """True when ``leaf`` reaches one of ``roots``, through ``intermediates`` if need be."""
-    current = leaf
-    for _ in range(len(intermediates) + 1):
-        if any(_issued_by(current, root) for root in roots):
-            return True
-        parent = next((cert for cert in intermediates if _issued_by(current, cert)), None)
-        if parent is None:
-            return False
-        current = parent
-    return False
+def _verifier(roots: list[x509.Certificate], host: str, at: dt.datetime) -> ServerVerifier:
+    return (
+        PolicyBuilder()
+        .store(Store(roots))
+        .time(at)
+        .extension_policies(ca_policy=_CA_POLICY, ee_policy=_LEAF_POLICY)
+        .build_server_verifier(x509.DNSName(host))
+    )
 
 
 def _dns_names(cert: x509.Certificate) -> list[str]:
@@ -63,45 +61,44 @@ def _dns_names(cert: x509.Certificate) -> list[str]:
     return san.value.get_values_for_type(x509.DNSName)
 
 
-def _matches(pattern: str, host: str) -> bool:
-    # A wildcard stands for exactly one leftmost label (RFC 6125), as Go's TLS client checks.
-    if pattern.startswith("*."):
-        return host.partition(".")[2] == pattern[2:] and "." in host
-    return pattern.lower() == host.lower()
+def _verifies(
+    chain: list[x509.Certificate], roots: list[x509.Certificate], host: str, at: dt.datetime
+) -> bool:
+    try:
+        _verifier(roots, host, at).verify(chain[0], chain[1:])
+    except (VerificationError, ValueError):
+        return False
+    return True
 
 
 def check_serving_pair(
     *, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, host: str, now: dt.datetime | None = None
 ) -> list[str]:
     """Raise ConfigError when the API server would refuse the pair; return warnings otherwise."""
-    roots = _certificates(ca_pem, "CA file")
-    chain = _certificates(cert_pem, "serving certificate file")
+    roots = certificates(ca_pem, "CA file")
+    chain = certificates(cert_pem, "serving certificate file")
     leaf = chain[0]
-    try:
-        key = serialization.load_pem_private_key(key_pem, password=None)
-    except (ValueError, TypeError):
-        raise ConfigError("the serving key is not an unencrypted PEM private key") from None
-    der = serialization.Encoding.DER
-    spki = serialization.PublicFormat.SubjectPublicKeyInfo
-    if key.public_key().public_bytes(der, spki) != leaf.public_key().public_bytes(der, spki):
+    if not key_matches(leaf, private_key(key_pem, "serving key")):
         raise ConfigError("the serving key does not belong to the serving certificate")
-    if not _chains_to(leaf, intermediates=chain[1:], roots=roots):
-        raise ConfigError(
-            "the serving certificate is not signed by the CA given with --ca, so the API server "
-            "would refuse it; issue both with `stszone certs --out DIR`"
-        )
-    names = _dns_names(leaf)
-    if not any(_matches(name, host) for name in names):
-        raise ConfigError(
-            f"the serving certificate names {', '.join(names) or 'no DNS name'}, but the API "
-            f"server dials {host}; re-issue it for this namespace with "
-            "`stszone certs --namespace NS --force`"
-        )
     now = now or dt.datetime.now(dt.UTC)
     if leaf.not_valid_after_utc <= now:
         raise ConfigError(
             f"the serving certificate expired on {leaf.not_valid_after_utc:%Y-%m-%d}; "
             "re-issue it with `stszone certs --force`"
+        )
+    # Verified as of a moment the leaf is valid: not-yet-valid is a warning below, not a refusal.
+    at = max(now, leaf.not_valid_before_utc)
+    if not _verifies(chain, roots, host, at):
+        names = _dns_names(leaf)
+        if not any(_verifies(chain, roots, name.replace("*", "x", 1), at) for name in names):
+            raise ConfigError(
+                "the serving certificate is not signed by the CA given with --ca, so the API "
+                "server would refuse it; issue both with `stszone certs --out DIR`"
+            )
+        raise ConfigError(
+            f"the serving certificate names {', '.join(names) or 'no DNS name'}, but the API "
+            f"server dials {host}; re-issue it for this namespace with "
+            "`stszone certs --namespace NS --force`"
         )
     warnings = []
     if leaf.not_valid_before_utc > now:

@@ -24,11 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from cryptography import x509
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-
 from webhook.errors import ConfigError
+from webhook.pem import certificates, key_matches, private_key
 
 log = logging.getLogger("stszone.tls")
 
@@ -135,19 +132,8 @@ class CertReloader:
     @staticmethod
     def _load(cert_pem: bytes, key_pem: bytes) -> _Pair:
         # cryptography first, for messages a user can act on; then OpenSSL, which must agree.
-        try:
-            leaf = x509.load_pem_x509_certificate(cert_pem)
-        except ValueError:
-            raise ConfigError(
-                "the certificate is not PEM (empty, truncated, half-written?)"
-            ) from None
-        try:
-            key = serialization.load_pem_private_key(key_pem, password=None)
-        except TypeError:
-            raise ConfigError("the key is encrypted; give an unencrypted PEM key") from None
-        except (ValueError, UnsupportedAlgorithm):
-            raise ConfigError("the key is not a PEM private key (empty, truncated?)") from None
-        if key.public_key() != leaf.public_key():
+        leaf = certificates(cert_pem, "certificate")[0]
+        if not key_matches(leaf, private_key(key_pem, "key")):
             raise ConfigError("the key does not match the certificate")
         ctx = hardened_context()
         with _as_file(cert_pem) as cert_file, _as_file(key_pem) as key_file:
