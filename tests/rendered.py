@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-import pytest
 import yaml
+
+from tests.tools import require
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -23,10 +23,8 @@ CRD_KINDS = {"Certificate", "Issuer"}
 
 
 def kustomize(path: Path) -> list[Obj]:
-    """``kubectl kustomize path`` as objects; the test is skipped only when kubectl is absent."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed (needed to render kustomize directories)")
+    """``kubectl kustomize path`` as objects; the test fails when kubectl is absent."""
+    kubectl = require("kubectl", why="rendering kustomize directories")
     done = subprocess.run(
         [kubectl, "kustomize", str(path)], capture_output=True, text=True, timeout=60, check=False
     )
