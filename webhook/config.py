@@ -65,6 +65,8 @@ class Settings:
     body_timeout: float = 30.0
     storage_unhealthy_condition: str | None = None
     storage_unhealthy_label: str | None = None
+    #: Seconds between refreshes of the zone-risk gauges (a background job, never per request).
+    zone_risk_interval: float = 30.0
 
     def defaults(self) -> Defaults:
         """The pure engine's view of these settings."""
