@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,21 @@ def kustomize(path: Path) -> list[Obj]:
     )
     assert done.returncode == 0, f"kubectl kustomize {path} failed:\n{done.stderr}"
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def base_with(tmp_path: Path, *components: str) -> list[Obj]:
+    """``kubectl kustomize`` of an overlay of deploy/base with ``deploy/components/<name>``s."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        # kustomize takes relative paths only ("new root cannot be absolute").
+        "resources": [os.path.relpath(DEPLOY / "base", overlay)],
+        "components": [os.path.relpath(DEPLOY / "components" / c, overlay) for c in components],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return kustomize(overlay)
 
 
 def validate(objects: list[Obj]) -> None:

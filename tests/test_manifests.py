@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import copy
 import io
-import os
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.rendered import DEPLOY, Obj, container, covered, kustomize, only, validate, webhooks
+from tests.rendered import (
+    DEPLOY,
+    Obj,
+    base_with,
+    container,
+    covered,
+    kustomize,
+    only,
+    validate,
+    webhooks,
+)
 from webhook.cli import build_parser, settings_from
 from webhook.cluster.resources import resources
 from webhook.config import DEFAULT_NAMESPACE, Settings
@@ -283,22 +292,7 @@ def test_older_clusters_get_the_same_install_without_match_conditions(
     default = manifests.base_objects(deploybase.Install())
     expected = _without_match_conditions(default)
     python = manifests.base_objects(deploybase.Install(match_conditions=False))
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                # kustomize takes relative paths only ("new root cannot be absolute").
-                "resources": [os.path.relpath(DEPLOY / "base", overlay)],
-                "components": [
-                    os.path.relpath(DEPLOY / "components" / "no-match-conditions", overlay)
-                ],
-            }
-        )
-    )
-    component = kustomize(overlay)
+    component = base_with(tmp_path, "no-match-conditions")
     out = io.StringIO()
     status = manifests.run_manifests(
         ca=pair / "ca.crt", secret=False, match_conditions=False, out=out
