@@ -38,6 +38,8 @@ class Settings:
     zones: tuple[str, ...] | None = None
     cluster_file: Path | None = None
     kubeconfig: str | None = None
+    #: kubeconfig context to use (None: its current-context).
+    context: str | None = None
     offline: bool = False
     namespace: str = DEFAULT_NAMESPACE
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
