@@ -35,6 +35,8 @@ from prometheus_client.registry import Collector
 from webhook.rules.risk import RiskScan, SetRisk
 
 PREFIX: Final = "stszone"
+#: Seconds between readiness checks while the view is not ready.
+READY_POLL: Final = 1.0
 LABELS: Final = ("namespace", "statefulset")
 
 #: (metric suffix, help, value of one set or None to leave its sample out)
@@ -122,8 +124,14 @@ class ZoneRisk:
             self.last_pass = self._clock()
 
     async def run(self) -> None:
-        """Refresh every ``interval`` seconds while the view is ready, until cancelled."""
+        """Refresh every ``interval`` seconds while the view is ready, until cancelled.
+
+        While it is not ready, readiness is asked again every second, so the first figures
+        appear about a second after the caches sync rather than a whole interval later.
+        """
         while True:
             if self._ready():
                 await self.refresh()
-            await self._sleep(self._interval)
+                await self._sleep(self._interval)
+            else:
+                await self._sleep(READY_POLL)
