@@ -19,7 +19,7 @@ from contextlib import ExitStack
 import pytest
 
 from tests.e2e.conftest import delete_namespace, opted_in_namespace, registrations
-from tests.e2e.kube import RUN_LABEL, Kubectl, Obj, pod_template, wait_for
+from tests.e2e.kube import RUN_LABEL, Kubectl, Obj, wait_for, workload
 from tests.e2e.server import free_port
 from webhook.install.certfiles import issue
 from webhook.install.registration import MUTATE_NAME
@@ -57,22 +57,6 @@ def stopped(kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield kubectl.within(name)
 
 
-def _workload(kind: str, name: str, *, labels: dict[str, str]) -> Obj:
-    spec: Obj = {
-        "replicas": 1,
-        "selector": {"matchLabels": {"app": name}},
-        "template": {"metadata": {"labels": {"app": name}}, "spec": pod_template(IMAGE)},
-    }
-    if kind == "StatefulSet":
-        spec["serviceName"] = name
-    return {
-        "apiVersion": "apps/v1",
-        "kind": kind,
-        "metadata": {"name": name, "labels": labels},
-        "spec": spec,
-    }
-
-
 def _pods(kubectl: Kubectl, app: str) -> list[Obj]:
     pods: list[Obj] = kubectl.get("pods", "-l", f"app={app}")["items"]
     return pods
@@ -85,7 +69,9 @@ def test_deployment_pods_are_created_and_statefulset_pods_wait_while_stszone_is_
     StatefulSet's pod is refused by the API server's failed call to stszone."""
     # The StatefulSet object itself skips stszone (its own label), so it can be created while
     # stszone is down; its pods carry no skip label and are sent.
-    stopped.create(_workload("StatefulSet", "db", labels={"stszone.io/skip": "true"}))
+    stopped.create(
+        workload("StatefulSet", "db", image=IMAGE, replicas=1, labels={"stszone.io/skip": "true"})
+    )
 
     def refused() -> str | None:
         events = stopped.get("events", "--field-selector", "involvedObject.name=db")["items"]
@@ -103,7 +89,9 @@ def test_deployment_pods_are_created_and_statefulset_pods_wait_while_stszone_is_
     assert "failed calling webhook" in message, message
     assert _pods(stopped, "db") == []
 
-    stopped.create(_workload("Deployment", "web", labels={RUN_LABEL: "blast-radius"}))
+    stopped.create(
+        workload("Deployment", "web", image=IMAGE, replicas=1, labels={RUN_LABEL: "blast-radius"})
+    )
     pods = wait_for("the Deployment's pod", lambda: _pods(stopped, "web"), timeout=TIMEOUT)
     assert len(pods) == 1
     assert "stszone.io/zone" not in pods[0]["metadata"].get("annotations", {})

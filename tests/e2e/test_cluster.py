@@ -17,8 +17,9 @@ from tests.e2e.kube import (
     Cluster,
     KubectlError,
     Obj,
-    pod_template,
+    owned_pod,
     wait_for,
+    workload,
 )
 
 pytestmark = [
@@ -45,22 +46,13 @@ def make_statefulset(cluster: Cluster) -> Make:
     def make(name: str) -> Obj:
         replicas = replicas_for(cluster)
         cluster.kubectl.create(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "StatefulSet",
-                "metadata": {"name": name, "labels": {RUN_LABEL: cluster.run}},
-                "spec": {
-                    "serviceName": name,
-                    "replicas": replicas,
-                    # Parallel: every ordinal is created at once, ready or not.
-                    "podManagementPolicy": "Parallel",
-                    "selector": {"matchLabels": {"app": name}},
-                    "template": {
-                        "metadata": {"labels": {"app": name}},
-                        "spec": pod_template(cluster.image),
-                    },
-                },
-            }
+            workload(
+                "StatefulSet",
+                name,
+                image=cluster.image,
+                replicas=replicas,
+                labels={RUN_LABEL: cluster.run},
+            )
         )
 
         def all_pods() -> bool:
@@ -101,29 +93,8 @@ def assert_pinned(pod: Obj, zone: str) -> None:
 
 
 def _pod(cluster: Cluster, owner: Obj, ordinal: int, labels: dict[str, str]) -> Obj:
-    name = owner["metadata"]["name"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{name}-{ordinal}",
-            "labels": {
-                "app": f"{name}-dry-run",
-                "apps.kubernetes.io/pod-index": str(ordinal),
-                **labels,
-            },
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "StatefulSet",
-                    "name": name,
-                    "uid": owner["metadata"]["uid"],
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": pod_template(cluster.image),
-    }
+    app = {"app": f"{owner['metadata']['name']}-dry-run"}
+    return owned_pod(owner, ordinal, image=cluster.image, labels={**app, **labels})
 
 
 def test_server_side_dry_run_shows_the_injected_affinity(cluster: Cluster, place: Obj) -> None:

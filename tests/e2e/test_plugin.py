@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.kube import RUN_LABEL, Cluster, Obj, pod_template, wait_for
+from tests.e2e.kube import RUN_LABEL, Cluster, Obj, owned_pod, wait_for, workload
 
 pytestmark = [
     pytest.mark.e2e,
@@ -67,21 +67,9 @@ def placed(cluster: Cluster) -> Obj:
     """A three-replica StatefulSet placed by stszone, every pod scheduled."""
     name = "plug"
     cluster.kubectl.create(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": {"name": name, "labels": {RUN_LABEL: cluster.run}},
-            "spec": {
-                "serviceName": name,
-                "replicas": 3,
-                "podManagementPolicy": "Parallel",
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": pod_template(cluster.image),
-                },
-            },
-        }
+        workload(
+            "StatefulSet", name, image=cluster.image, replicas=3, labels={RUN_LABEL: cluster.run}
+        )
     )
 
     def scheduled() -> bool:
@@ -111,26 +99,8 @@ def test_kubectl_stszone_audit_looks_at_the_context_namespace(
 
 
 def _review(cluster: Cluster, owner: Obj, ordinal: int) -> Obj:
-    name = owner["metadata"]["name"]
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{name}-{ordinal}",
-            "namespace": cluster.namespace,
-            "labels": {"app": name, "apps.kubernetes.io/pod-index": str(ordinal)},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "StatefulSet",
-                    "name": name,
-                    "uid": owner["metadata"]["uid"],
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": pod_template(cluster.image),
-    }
+    pod = owned_pod(owner, ordinal, image=cluster.image, labels={"app": owner["metadata"]["name"]})
+    pod["metadata"]["namespace"] = cluster.namespace
     request = {
         "uid": str(uuid.uuid4()),
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
