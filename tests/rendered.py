@@ -18,6 +18,8 @@ Obj = dict[str, Any]
 
 #: The oldest Kubernetes the manifests support (matchLabelKeys, nodeTaintsPolicy and
 #: unhealthyPodEvictionPolicy are on by default from 1.27) and the newest schemas we ship.
+#: 1.27's schema has matchConditions (alpha, gate off: the API server drops it); they take
+#: effect from 1.28 (docs/install.md).
 KUBE_VERSIONS = ("1.27.0", kubernetes_validate.latest_version())
 #: Kinds that kubernetes-validate has no schema for (CRDs); checked field by field instead.
 CRD_KINDS = {"Certificate", "Issuer"}
