@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-import pytest
 import yaml
+
+from tests.tools import require
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -17,21 +18,36 @@ Obj = dict[str, Any]
 
 #: The oldest Kubernetes the manifests support (matchLabelKeys, nodeTaintsPolicy and
 #: unhealthyPodEvictionPolicy are on by default from 1.27) and the newest schemas we ship.
+#: 1.27's schema has matchConditions (alpha, gate off: the API server drops it); they take
+#: effect from 1.28 (docs/install.md).
 KUBE_VERSIONS = ("1.27.0", kubernetes_validate.latest_version())
 #: Kinds that kubernetes-validate has no schema for (CRDs); checked field by field instead.
 CRD_KINDS = {"Certificate", "Issuer"}
 
 
 def kustomize(path: Path) -> list[Obj]:
-    """``kubectl kustomize path`` as objects; the test is skipped only when kubectl is absent."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed (needed to render kustomize directories)")
+    """``kubectl kustomize path`` as objects; the test fails when kubectl is absent."""
+    kubectl = require("kubectl", why="rendering kustomize directories")
     done = subprocess.run(
         [kubectl, "kustomize", str(path)], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, f"kubectl kustomize {path} failed:\n{done.stderr}"
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def base_with(tmp_path: Path, *components: str) -> list[Obj]:
+    """``kubectl kustomize`` of an overlay of deploy/base with ``deploy/components/<name>``s."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        # kustomize takes relative paths only ("new root cannot be absolute").
+        "resources": [os.path.relpath(DEPLOY / "base", overlay)],
+        "components": [os.path.relpath(DEPLOY / "components" / c, overlay) for c in components],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return kustomize(overlay)
 
 
 def validate(objects: list[Obj]) -> None:

@@ -7,13 +7,24 @@ cert-manager overlay, and the ``stszone manifests`` command line itself.
 
 from __future__ import annotations
 
+import copy
 import io
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.rendered import DEPLOY, Obj, container, covered, kustomize, only, validate, webhooks
+from tests.rendered import (
+    DEPLOY,
+    Obj,
+    base_with,
+    container,
+    covered,
+    kustomize,
+    only,
+    validate,
+    webhooks,
+)
 from webhook.cli import build_parser, settings_from
 from webhook.cluster.resources import resources
 from webhook.config import DEFAULT_NAMESPACE, Settings
@@ -76,6 +87,10 @@ def test_each_webhook_keeps_the_blast_radius_small(objects: list[Obj]) -> None:
         assert webhook["timeoutSeconds"] == 5, kind
         assert webhook["failurePolicy"] == "Fail", kind
         assert webhook["matchPolicy"] == "Equivalent", kind
+        # Of the pods, only StatefulSet pods are sent (tests/e2e/test_blast_radius.py shows the
+        # API server applying it); claims and StatefulSets pass the condition.
+        assert [c["name"] for c in webhook["matchConditions"]] == ["statefulset-pods-only"]
+        assert "StatefulSet" in webhook["matchConditions"][0]["expression"], kind
         assert ("reinvocationPolicy" in webhook) == (kind == "MutatingWebhookConfiguration")
         if kind == "MutatingWebhookConfiguration":
             assert webhook["reinvocationPolicy"] == "IfNeeded"
@@ -257,6 +272,38 @@ def test_changing_the_namespace_changes_every_reference() -> None:
         assert webhook["clientConfig"]["service"]["namespace"] == "webhooks-prod"
         excluded = webhook["namespaceSelector"]["matchExpressions"][0]["values"]
         assert excluded == ["kube-system", "webhooks-prod"]
+
+
+def _without_match_conditions(objects: list[Obj]) -> list[Obj]:
+    stripped = copy.deepcopy(objects)
+    for _, webhook in webhooks(stripped):
+        del webhook["matchConditions"]
+    return stripped
+
+
+def _by_key(objects: list[Obj]) -> dict[tuple[str, str], Obj]:
+    return {(obj["kind"], obj["metadata"]["name"]): obj for obj in objects}
+
+
+def test_older_clusters_get_the_same_install_without_match_conditions(
+    tmp_path: Path, pair: Path
+) -> None:
+    """The flag, the Install field and the kustomize component drop matchConditions, nothing else."""
+    default = manifests.base_objects(deploybase.Install())
+    expected = _without_match_conditions(default)
+    python = manifests.base_objects(deploybase.Install(match_conditions=False))
+    component = base_with(tmp_path, "no-match-conditions")
+    out = io.StringIO()
+    status = manifests.run_manifests(
+        ca=pair / "ca.crt", secret=False, match_conditions=False, out=out
+    )
+    assert status == 0
+    printed = [doc for doc in yaml.safe_load_all(out.getvalue()) if doc]
+    for _, webhook in webhooks(printed):
+        del webhook["clientConfig"]["caBundle"]
+    for way, objects in (("python", python), ("component", component), ("flag", printed)):
+        assert _by_key(objects) == _by_key(expected), way
+        validate(objects)
 
 
 def test_url_registrations_as_the_end_to_end_tests_make_them_validate() -> None:

@@ -118,6 +118,10 @@ def test_image_and_no_secret(capsys: pytest.CaptureFixture[str], certs: Path) ->
             ("--kustomize-dir", "{system}/base", "--ca", "{system}/ca.crt"),
             "without certificate material",
         ),
+        (
+            ("--ca", "{system}/ca.crt", "--base", "{system}/ca.crt", "--no-match-conditions"),
+            "components/no-match-conditions",
+        ),
     ],
 )
 def test_refusals(

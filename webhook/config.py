@@ -38,6 +38,8 @@ class Settings:
     zones: tuple[str, ...] | None = None
     cluster_file: Path | None = None
     kubeconfig: str | None = None
+    #: kubeconfig context to use (None: its current-context).
+    context: str | None = None
     offline: bool = False
     namespace: str = DEFAULT_NAMESPACE
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
@@ -65,6 +67,8 @@ class Settings:
     body_timeout: float = 30.0
     storage_unhealthy_condition: str | None = None
     storage_unhealthy_label: str | None = None
+    #: Seconds between refreshes of the zone-risk gauges (a background job, never per request).
+    zone_risk_interval: float = 30.0
 
     def defaults(self) -> Defaults:
         """The pure engine's view of these settings."""

@@ -74,7 +74,9 @@ def _choose_zones(kubectl: Kubectl) -> tuple[tuple[str, ...], bool]:
     return MADE_UP_ZONES, False
 
 
-def _registrations(*, name: str, url: str, ca_bundle: str, namespace: str, run: str) -> list[Obj]:
+def registrations(*, name: str, url: str, ca_bundle: str, namespace: str, run: str) -> list[Obj]:
+    """Both configurations, calling ``url``, for ``namespace`` only, labelled with ``run``."""
+
     def client(path: str) -> Obj:
         return {"url": f"{url}{path}", "caBundle": ca_bundle}
 
@@ -113,19 +115,34 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 @pytest.fixture(scope="session")
-def cluster(
-    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
-) -> Iterator[Cluster]:
-    """The namespace, the running webhook and its registrations; all removed afterwards."""
+def kubectl() -> Kubectl:
+    """kubectl on PATH, bound to ``$STSZONE_E2E_KUBECONFIG`` (no namespace)."""
     kubeconfig = os.path.expanduser(os.environ["STSZONE_E2E_KUBECONFIG"])
     if not Path(kubeconfig).is_file():
         pytest.fail(f"STSZONE_E2E_KUBECONFIG={kubeconfig} is not a file")
     binary = shutil.which("kubectl")
     if binary is None:
         pytest.fail("the end-to-end tests need kubectl on PATH")
+    return Kubectl(binary, kubeconfig)
+
+
+def opted_in_namespace(name: str, run: str) -> Obj:
+    """A namespace labelled ``stszone.io/enabled=true`` and with the run's label."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"stszone.io/enabled": "true", RUN_LABEL: run}},
+    }
+
+
+@pytest.fixture(scope="session")
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config, kubectl: Kubectl
+) -> Iterator[Cluster]:
+    """The namespace, the running webhook and its registrations; all removed afterwards."""
+    kubeconfig = kubectl.kubeconfig
     host = os.environ.get("STSZONE_E2E_HOST", "127.0.0.1")
     bind = os.environ.get("STSZONE_E2E_BIND", host if is_ip(host) else "0.0.0.0")
-    kubectl = Kubectl(binary, kubeconfig)
     zones, schedulable = _choose_zones(kubectl)
     run = secrets.token_hex(3)
     name = f"stszone-e2e-{run}"
@@ -139,24 +156,15 @@ def cluster(
         with ExitStack() as stack:
             # Each deletion is registered before its creation: a create that times out
             # client-side may still have happened.
-            stack.callback(_delete_namespace, kubectl, name)
-            kubectl.create(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Namespace",
-                    "metadata": {
-                        "name": name,
-                        "labels": {"stszone.io/enabled": "true", RUN_LABEL: run},
-                    },
-                }
-            )
+            stack.callback(delete_namespace, kubectl, name)
+            kubectl.create(opted_in_namespace(name, run))
             url = stack.enter_context(
                 serving(
                     host=host, bind=bind, kubeconfig=kubeconfig, certs=certs, zones=zones, log=log
                 )
             )
             ca_bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
-            for config in _registrations(
+            for config in registrations(
                 name=name, url=url, ca_bundle=ca_bundle, namespace=name, run=run
             ):
                 stack.callback(kubectl.delete, config["kind"].lower(), name)
@@ -176,7 +184,7 @@ def cluster(
         signal.signal(signal.SIGTERM, previous)
 
 
-def _delete_namespace(kubectl: Kubectl, name: str) -> None:
+def delete_namespace(kubectl: Kubectl, name: str) -> None:
     """Delete the test namespace and wait (bounded) until it is gone; a stuck one is reported."""
     kubectl.delete("namespace", name)
     try:

@@ -87,6 +87,71 @@ class Kubectl:
         return False
 
 
+def pod_template(image: str) -> Obj:
+    """A pod spec that meets the `restricted` Pod Security profile (clusters enforcing it admit it)."""
+    return {
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 1,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65535,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "main",
+                "image": image,
+                "resources": {"requests": {"cpu": "1m", "memory": "8Mi"}},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+    }
+
+
+def workload(kind: str, name: str, *, image: str, replicas: int, labels: dict[str, str]) -> Obj:
+    """A Deployment or StatefulSet of ``replicas`` pods labelled ``app=<name>``; a StatefulSet
+    creates every ordinal at once (Parallel), ready or not."""
+    spec: Obj = {
+        "replicas": replicas,
+        "selector": {"matchLabels": {"app": name}},
+        "template": {"metadata": {"labels": {"app": name}}, "spec": pod_template(image)},
+    }
+    if kind == "StatefulSet":
+        spec.update(serviceName=name, podManagementPolicy="Parallel")
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+    }
+
+
+def owned_pod(owner: Obj, ordinal: int, *, image: str, labels: dict[str, str]) -> Obj:
+    """Ordinal ``ordinal``'s pod of StatefulSet ``owner`` as its controller would create it."""
+    name = owner["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{name}-{ordinal}",
+            "labels": {"apps.kubernetes.io/pod-index": str(ordinal), **labels},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "StatefulSet",
+                    "name": name,
+                    "uid": owner["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": pod_template(image),
+    }
+
+
 def wait_for(
     what: str, probe: Callable[[], T | None], *, timeout: float, interval: float = 1.0
 ) -> T:

@@ -11,7 +11,16 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.e2e.kube import RUN_LABEL, ZONE_KEY, Cluster, KubectlError, Obj, wait_for
+from tests.e2e.kube import (
+    RUN_LABEL,
+    ZONE_KEY,
+    Cluster,
+    KubectlError,
+    Obj,
+    owned_pod,
+    wait_for,
+    workload,
+)
 
 pytestmark = [
     pytest.mark.e2e,
@@ -23,30 +32,6 @@ pytestmark = [
 
 #: Creates a StatefulSet by name and returns it once all its pods exist.
 Make = Callable[[str], Obj]
-
-
-def _pod_template(image: str) -> Obj:
-    # Meets the `restricted` Pod Security profile, so clusters that enforce it admit it too.
-    return {
-        "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": 1,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 65535,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": [
-            {
-                "name": "main",
-                "image": image,
-                "resources": {"requests": {"cpu": "1m", "memory": "8Mi"}},
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-            }
-        ],
-    }
 
 
 def replicas_for(cluster: Cluster) -> int:
@@ -61,22 +46,13 @@ def make_statefulset(cluster: Cluster) -> Make:
     def make(name: str) -> Obj:
         replicas = replicas_for(cluster)
         cluster.kubectl.create(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "StatefulSet",
-                "metadata": {"name": name, "labels": {RUN_LABEL: cluster.run}},
-                "spec": {
-                    "serviceName": name,
-                    "replicas": replicas,
-                    # Parallel: every ordinal is created at once, ready or not.
-                    "podManagementPolicy": "Parallel",
-                    "selector": {"matchLabels": {"app": name}},
-                    "template": {
-                        "metadata": {"labels": {"app": name}},
-                        "spec": _pod_template(cluster.image),
-                    },
-                },
-            }
+            workload(
+                "StatefulSet",
+                name,
+                image=cluster.image,
+                replicas=replicas,
+                labels={RUN_LABEL: cluster.run},
+            )
         )
 
         def all_pods() -> bool:
@@ -117,29 +93,8 @@ def assert_pinned(pod: Obj, zone: str) -> None:
 
 
 def _pod(cluster: Cluster, owner: Obj, ordinal: int, labels: dict[str, str]) -> Obj:
-    name = owner["metadata"]["name"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{name}-{ordinal}",
-            "labels": {
-                "app": f"{name}-dry-run",
-                "apps.kubernetes.io/pod-index": str(ordinal),
-                **labels,
-            },
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "StatefulSet",
-                    "name": name,
-                    "uid": owner["metadata"]["uid"],
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": _pod_template(cluster.image),
-    }
+    app = {"app": f"{owner['metadata']['name']}-dry-run"}
+    return owned_pod(owner, ordinal, image=cluster.image, labels={**app, **labels})
 
 
 def test_server_side_dry_run_shows_the_injected_affinity(cluster: Cluster, place: Obj) -> None:

@@ -26,13 +26,13 @@ COMMANDS: Final = (serve, review, audit, certs, manifests)
 DESCRIPTION: Final = "Admission webhook that keeps every StatefulSet in every availability zone."
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``stszone`` argument parser with every command."""
+def build_parser(prog: str = "stszone") -> argparse.ArgumentParser:
+    """The ``stszone`` argument parser with every command (``prog``: ``kubectl stszone``)."""
     parser = argparse.ArgumentParser(
-        prog="stszone",
+        prog=prog,
         description=DESCRIPTION,
         formatter_class=FORMATTER,
-        epilog="run `stszone COMMAND --help` for each command's flags and examples",
+        epilog=f"run `{prog} COMMAND --help` for each command's flags and examples",
     )
     parser.add_argument("--version", action="version", version=f"stszone {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -41,35 +41,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def overview() -> str:
+def overview(prog: str = "stszone") -> str:
     """What ``stszone`` alone prints: every command with one line, as ``kubectl`` does."""
     width = max(len(c.__name__.rpartition(".")[2]) for c in COMMANDS)
     lines = [
-        f"stszone {__version__}: {DESCRIPTION}",
+        f"{prog} {__version__}: {DESCRIPTION}",
         "",
         "Commands:",
         *(f"  {c.__name__.rpartition('.')[2]:<{width}}  {c.HELP}" for c in COMMANDS),
         "",
-        "Usage: stszone COMMAND [flags]; `stszone COMMAND --help` shows a command's flags and "
+        f"Usage: {prog} COMMAND [flags]; `{prog} COMMAND --help` shows a command's flags and "
         "examples.",
     ]
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``stszone`` console script and ``python -m webhook``."""
-    args = build_parser().parse_args(argv)
+def dispatch(args: argparse.Namespace, *, prog: str = "stszone") -> int:
+    """Run a parsed command; a :class:`ConfigError` is one line on stderr and exit status 2."""
     if args.command is None:
-        print(overview())
+        print(overview(prog))
         return 0
     try:
         status: int = args.run(args)
     except ConfigError as err:
-        print(f"stszone {args.command}: {err.message}", file=sys.stderr)
+        print(f"{prog} {args.command}: {err.message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
     return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``stszone`` console script and ``python -m webhook``."""
+    return dispatch(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

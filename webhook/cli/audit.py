@@ -30,6 +30,7 @@ examples:
   stszone audit --cluster cluster.yaml                  offline, from the saved cluster
   stszone audit --cluster cluster.yaml --zones a,b,c    zones for sets without stszone.io/zones
   stszone audit --kubeconfig ~/.kube/config -n prod     live, one namespace
+  kubectl stszone audit                                 live, the current context's namespace
   stszone audit --kubeconfig ~/.kube/config -o json     live: one list of the cluster, no watch
   stszone audit --cluster cluster.yaml -o json | jq '.statefulsets[] | select(.misplaced > 0)'
 exit status: 0 all placed as expected, 1 a pod misplaced or a node-ordinal label missing or
@@ -68,7 +69,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """``stszone audit``."""
-    return run_audit(settings_from(args), output=args.output, namespace=args.target_namespace)
+    namespace = None if args.all_namespaces else args.target_namespace
+    return run_audit(settings_from(args), output=args.output, namespace=namespace)
 
 
 REMOVAL_NOTE = (

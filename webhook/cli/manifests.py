@@ -22,6 +22,7 @@ examples:
   stszone manifests --ca certs/ca.crt --image registry.example.com/stszone:0.1.0
   stszone manifests --ca ca.crt --cert tls.crt --key tls.key --namespace webhooks
   stszone manifests --ca certs/ca.crt --no-secret    the Secret is managed elsewhere
+  stszone manifests --ca certs/ca.crt --no-match-conditions    Kubernetes 1.27 and older
   kubectl kustomize deploy/overlays/dev | stszone manifests --ca certs/ca.crt --base -
   stszone manifests --kustomize-dir base/            the base as kustomize files (no certs)
 exit status: 0 printed, 2 refused (unreadable or mismatched certificates, bad flag)
@@ -65,6 +66,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--image", help="container image (default: stszone:VERSION, as `kind load` names it)"
     )
     parser.add_argument(
+        "--no-match-conditions",
+        action="store_true",
+        help="send every pod of an opted-in namespace, not only StatefulSet pods: for "
+        "Kubernetes older than 1.28, whose API server lacks matchConditions (docs/install.md)",
+    )
+    parser.add_argument(
         "--base",
         type=Path,
         metavar="FILE",
@@ -91,4 +98,5 @@ def run(args: argparse.Namespace) -> int:
         image=args.image,
         base=args.base,
         kustomize_dir=args.kustomize_dir,
+        match_conditions=not args.no_match_conditions,
     )

@@ -59,6 +59,11 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
         help="kubeconfig for the live view (default: in-cluster service account, else $KUBECONFIG)",
     )
     group.add_argument(
+        "--context",
+        metavar="NAME",
+        help="kubeconfig context for the live view (default: the kubeconfig's current-context)",
+    )
+    group.add_argument(
         "--offline",
         action="store_true",
         help="never contact a cluster, even when a kubeconfig is found",
@@ -88,13 +93,23 @@ def add_own_namespace_flag(parser: argparse.ArgumentParser, flag: str) -> None:
 
 
 def add_target_namespace_flag(parser: argparse.ArgumentParser) -> None:
-    """``-n/--namespace``: only this namespace's StatefulSets, as kubectl users expect."""
-    parser.add_argument(
+    """``-n/--namespace`` (only this namespace's StatefulSets) and ``-A/--all-namespaces``, as
+    kubectl users expect. ``kubectl stszone`` fills ``-n`` from the kubeconfig context when
+    neither is given (:mod:`webhook.cli.plugin`); ``stszone`` alone looks at every namespace."""
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
         "-n",
         "--namespace",
         dest="target_namespace",
         metavar="NAMESPACE",
-        help="only StatefulSets in this namespace (default: every opted-in namespace)",
+        help="only StatefulSets in this namespace (default: every opted-in namespace; "
+        "kubectl stszone: the context's namespace)",
+    )
+    scope.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="every opted-in namespace (what stszone does without -n)",
     )
 
 

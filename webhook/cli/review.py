@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -14,9 +15,11 @@ from webhook.cli.options import (
     add_view_flags,
     settings_from,
 )
-from webhook.cluster.view import offline_store
+from webhook.cluster.live import live_store
+from webhook.cluster.view import choose_view, offline_store
 from webhook.config import Settings
 from webhook.errors import BadRequest, ConfigError
+from webhook.model.store import Store
 from webhook.rules import admission
 from webhook.wire import review
 
@@ -26,6 +29,7 @@ examples:
   stszone review --zones a,b,c tests/fixtures/admission/003-Pod-CREATE.json
   stszone review --cluster cluster.yaml --endpoint validate review.json
   kubectl create --dry-run=client -o json ... | stszone review --zones a,b,c -
+  stszone review --kubeconfig ~/.kube/config review.json    answer from the cluster (one list)
 exit status: 0 answered (allowed or denied), 2 the file is not an AdmissionReview
 """
 
@@ -37,7 +41,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help=HELP,
         description="Answer one AdmissionReview as the API server would experience it: the "
         "mutating webhook, then the validating webhook on the mutated object. Prints the "
-        "response AdmissionReview as JSON. The view is always offline (--zones, --cluster).",
+        "response AdmissionReview as JSON. The view is offline (--zones, --cluster) unless "
+        "--kubeconfig or --context names a cluster, which is then listed once; $KUBECONFIG "
+        "alone never makes review contact a cluster.",
         epilog=EXAMPLES,
         formatter_class=FORMATTER,
     )
@@ -59,6 +65,17 @@ def run(args: argparse.Namespace) -> int:
     return run_review(settings_from(args), path=args.file, endpoint=args.endpoint)
 
 
+def load_view(settings: Settings) -> Store:
+    """Offline unless ``--kubeconfig``/``--context`` is given: then one list of that cluster.
+
+    The environment is not consulted (``$KUBECONFIG``, a pod's service account): the same
+    command answers the same way on every machine unless it names a cluster itself.
+    """
+    if choose_view(settings, environ={}).live:
+        return asyncio.run(live_store(settings))
+    return offline_store(settings)
+
+
 def run_review(settings: Settings, *, path: str, endpoint: str) -> int:
     """Print the response AdmissionReview for the review in ``path`` (``-`` = stdin)."""
     try:
@@ -69,7 +86,7 @@ def run_review(settings: Settings, *, path: str, endpoint: str) -> int:
         request = review.parse(body)
     except BadRequest as err:
         raise ConfigError(f"{path}: {err.message}") from None
-    store = offline_store(settings)
+    store = load_view(settings)
     defaults = settings.defaults()
     if endpoint == "chain":
         outcome = admission.chain(request, store=store, defaults=defaults)

@@ -120,10 +120,14 @@ def _mtime(path: str | None) -> float:
 def load_credentials(
     kubeconfig: str | None = None,
     *,
+    context: str | None = None,
     environ: Mapping[str, str] = os.environ,
     service_account: Path = SERVICE_ACCOUNT,
 ) -> Credentials:
     """``--kubeconfig`` if given, else the pod's service account, else ``$KUBECONFIG``.
+
+    ``context`` picks a kubeconfig context other than its current-context (and so rules out
+    the service account).
 
     Loads once right away (blocking: call it off the loop) so that a broken kubeconfig stops
     ``stszone serve`` at start-up with a :class:`ConfigError` instead of failing every watch.
@@ -133,7 +137,7 @@ def load_credentials(
     # The package is only partly annotated; treat it as Any rather than sprinkle ignores.
     kube_client: Any = client
     kube_config: Any = config
-    if kubeconfig is None and environ.get(IN_CLUSTER_ENV):
+    if kubeconfig is None and context is None and environ.get(IN_CLUSTER_ENV):
         loader = kube_config.incluster_config.InClusterConfigLoader(
             token_filename=str(service_account / "token"),
             cert_filename=str(service_account / "ca.crt"),
@@ -158,10 +162,48 @@ def load_credentials(
         def from_file() -> Any:
             configuration = kube_client.Configuration()
             kube_config.load_kube_config(
-                config_file=path, client_configuration=configuration, persist_config=False
+                config_file=path,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
             )
             return configuration
 
-        credentials = Credentials(from_file, source=f"kubeconfig {path}")
+        named = f" (context {context})" if context else ""
+        credentials = Credentials(from_file, source=f"kubeconfig {path}{named}")
     credentials.target_now()
     return credentials
+
+
+@dataclass(frozen=True, slots=True)
+class KubeContext:
+    """A kubeconfig context as kubectl resolves it: its name and its namespace (if it sets one)."""
+
+    name: str
+    namespace: str | None
+
+
+def kubeconfig_context(kubeconfig: str, context: str | None = None) -> KubeContext:
+    """The context kubectl would use from ``kubeconfig`` (``":"``-separated files are merged,
+    first file wins): ``context`` when given, else the current-context."""
+    from kubernetes import config
+
+    kube_config: Any = config
+    try:
+        contexts, current = kube_config.list_kube_config_contexts(config_file=kubeconfig)
+    except Exception as err:  # ConfigException, OSError, YAML errors
+        raise ConfigError(f"cannot read the kubeconfig {kubeconfig}: {err}") from err
+    wanted = context or (current or {}).get("name")
+    if not wanted:
+        raise ConfigError(
+            f"the kubeconfig {kubeconfig} sets no current-context; pass --context NAME or run "
+            "`kubectl config use-context NAME`"
+        )
+    for entry in contexts or ():
+        if entry.get("name") == wanted:
+            namespace = (entry.get("context") or {}).get("namespace") or None
+            return KubeContext(name=wanted, namespace=namespace)
+    raise ConfigError(
+        f"context {wanted!r} is not in the kubeconfig {kubeconfig}; "
+        "`kubectl config get-contexts` lists the contexts it has"
+    )

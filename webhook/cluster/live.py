@@ -109,7 +109,9 @@ class LiveView:
 
 async def start_live(settings: Settings, *, tuning: Tuning | None = None) -> LiveView:
     """Load credentials (off the loop: an exec plugin may run) and build the live view."""
-    credentials = await asyncio.to_thread(load_credentials, settings.kubeconfig)
+    credentials = await asyncio.to_thread(
+        load_credentials, settings.kubeconfig, context=settings.context
+    )
     log.info("live view from %s", credentials.source)
     return LiveView(settings, credentials=credentials, tuning=tuning)
 
@@ -125,7 +127,9 @@ async def live_store(
     Raises :class:`ConfigError` when the cluster cannot be reached or refuses a list.
     """
     if credentials is None:
-        credentials = await asyncio.to_thread(load_credentials, settings.kubeconfig)
+        credentials = await asyncio.to_thread(
+            load_credentials, settings.kubeconfig, context=settings.context
+        )
     store = Store(zones=settings.zones)
     async with Api(credentials) as api:
         reflectors: Sequence[Reflector] = [

@@ -25,7 +25,8 @@ class ViewChoice(NamedTuple):
 
 
 def choose_view(settings: Settings, *, environ: Mapping[str, str] = os.environ) -> ViewChoice:
-    """Live when a cluster is named (--kubeconfig, a pod's service account, $KUBECONFIG) and
+    """Live when a cluster is named (--kubeconfig, --context, a pod's service account,
+    $KUBECONFIG) and
     neither --offline nor --cluster says otherwise; the credentials are tried in that order too
     (:func:`~webhook.cluster.credentials.load_credentials`)."""
     go_offline = "to serve offline instead, add --offline (or --cluster FILE)"
@@ -39,6 +40,8 @@ def choose_view(settings: Settings, *, environ: Mapping[str, str] = os.environ) 
         return ViewChoice(False, "--offline was given", go_live)
     if settings.kubeconfig:
         return ViewChoice(True, f"--kubeconfig {settings.kubeconfig} was given", go_offline)
+    if settings.context:
+        return ViewChoice(True, f"--context {settings.context} was given", go_offline)
     if environ.get(IN_CLUSTER_ENV):
         why = f"${IN_CLUSTER_ENV} is set (in a pod: its service account)"
         return ViewChoice(True, why, go_offline)

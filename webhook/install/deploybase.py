@@ -48,6 +48,8 @@ class Install:
     image: str = IMAGE
     #: base64 of the PEM CA bundle; None leaves caBundle out (cert-manager injects it).
     ca_bundle: str | None = None
+    #: Send only StatefulSet pods (CEL matchConditions, Kubernetes 1.28+); False for older ones.
+    match_conditions: bool = True
 
 
 def _meta(name: str, install: Install, *, namespaced: bool = True) -> Obj:

@@ -57,12 +57,21 @@ def webhook_configurations(install: Install) -> list[Obj]:
             namespace=install.namespace, path=path, ca_bundle=install.ca_bundle
         )
 
+    conditions = install.match_conditions
     return [
         registration.mutating(
-            NAME, client=client("/mutate"), namespaces=namespaces, labels=SELECTOR
+            NAME,
+            client=client("/mutate"),
+            namespaces=namespaces,
+            labels=SELECTOR,
+            match_conditions=conditions,
         ),
         registration.validating(
-            NAME, client=client("/validate"), namespaces=namespaces, labels=SELECTOR
+            NAME,
+            client=client("/validate"),
+            namespaces=namespaces,
+            labels=SELECTOR,
+            match_conditions=conditions,
         ),
     ]
 
@@ -192,18 +201,32 @@ def fill_ca_bundle(objects: list[Obj], *, ca_bundle: str, source: str) -> str:
 
 
 def _objects(
-    *, namespace: str | None, image: str | None, base: Path | None, ca_pem: bytes
+    *,
+    namespace: str | None,
+    image: str | None,
+    base: Path | None,
+    ca_pem: bytes,
+    match_conditions: bool,
 ) -> tuple[list[Obj], str]:
     ca_bundle = base64.b64encode(ca_pem).decode()
     if base is None:
         namespace = DEFAULT_NAMESPACE if namespace is None else namespace
         image = IMAGE if image is None else image
         _check_install(namespace=namespace, image=image)
-        return base_objects(
-            Install(namespace=namespace, image=image, ca_bundle=ca_bundle)
-        ), namespace
+        install = Install(
+            namespace=namespace,
+            image=image,
+            ca_bundle=ca_bundle,
+            match_conditions=match_conditions,
+        )
+        return base_objects(install), namespace
     if namespace is not None or image is not None:
         raise ConfigError("--base takes the namespace and image from the file; drop them")
+    if not match_conditions:
+        raise ConfigError(
+            "--base takes the webhooks from the file; drop --no-match-conditions and add the "
+            "component deploy/components/no-match-conditions to the overlay instead"
+        )
     objects = load_objects(_read(base, "base"), source=str(base))
     return objects, fill_ca_bundle(objects, ca_bundle=ca_bundle, source=str(base))
 
@@ -218,6 +241,7 @@ def run_manifests(
     image: str | None = None,
     base: Path | None = None,
     kustomize_dir: Path | None = None,
+    match_conditions: bool = True,
     out: TextIO | None = None,
 ) -> int:
     """Print the installation (or write the kustomize base); exit status 0, or ConfigError."""
@@ -230,6 +254,7 @@ def run_manifests(
         install = Install(
             namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
             image=IMAGE if image is None else image,
+            match_conditions=match_conditions,
         )
         _check_install(namespace=install.namespace, image=install.image)
         for path in write_kustomize_dir(kustomize_dir, install):
@@ -242,7 +267,13 @@ def run_manifests(
         )
     ca_pem = _read(ca, "CA certificate")
     check_ca_bundle(ca_pem)
-    objects, namespace = _objects(namespace=namespace, image=image, base=base, ca_pem=ca_pem)
+    objects, namespace = _objects(
+        namespace=namespace,
+        image=image,
+        base=base,
+        ca_pem=ca_pem,
+        match_conditions=match_conditions,
+    )
     if secret:
         cert_pem = _read(cert or ca.with_name("tls.crt"), "serving certificate")
         key_pem = _read(key or ca.with_name("tls.key"), "serving key")

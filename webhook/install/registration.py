@@ -9,6 +9,13 @@ The safety choices, each one a lesson from admission webhooks that took clusters
   kube-system or stszone's own namespace, whatever their labels say; so a broken stszone can
   neither block the control plane nor its own recovery.
 - ``objectSelector``: anything labelled ``stszone.io/skip=true`` is never sent.
+- ``matchConditions`` (CEL): of the pods, only those a StatefulSet controls are sent. Without
+  it, while no replica answers, ``failurePolicy: Fail`` refuses every pod create in an opted-in
+  namespace -- Deployment and Job pods that stszone never changes included. The API server
+  evaluates the condition itself, so it holds while stszone is down. It needs Kubernetes 1.28
+  (beta, on by default; GA in 1.30); older clusters install with ``match_conditions=False``
+  (``stszone manifests --no-match-conditions``, or the ``deploy/components/no-match-conditions``
+  kustomize component), which sends every pod of an opted-in namespace, as before.
 - ``failurePolicy: Fail``: a pod admitted without its zone is the failure stszone exists to
   prevent; the blast radius is kept small by the selectors above and a short timeout instead.
 - ``sideEffects: None``: dry-run requests are answered like real ones.
@@ -30,6 +37,23 @@ API_VERSION: Final = "admissionregistration.k8s.io/v1"
 TIMEOUT_SECONDS: Final = 5
 #: The label the API server sets on every namespace (1.21+), used to exclude by name.
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
+
+
+#: The one condition both webhooks carry. A request for anything but a pod passes (claims and
+#: StatefulSets are sent as the rules say); a pod passes when one of its ownerReferences is a
+#: controller of kind StatefulSet in group apps -- exactly what ``statefulset_owner`` in
+#: ``webhook.model.records`` accepts, so no pod the engine would place is left out. ``has()``
+#: guards each optional field: a missing field is an evaluation error, and with
+#: ``failurePolicy: Fail`` an error refuses the request instead of skipping the webhook.
+STATEFULSET_PODS_ONLY: Final = {
+    "name": "statefulset-pods-only",
+    "expression": (
+        'request.resource.group != "" || request.resource.resource != "pods" || '
+        "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(ref, "
+        'has(ref.controller) && ref.controller && ref.kind == "StatefulSet" && '
+        'ref.apiVersion.startsWith("apps/")))'
+    ),
+}
 
 
 def _rule(group: str, resources: list[str], operations: list[str]) -> Obj:
@@ -88,8 +112,10 @@ def service_client(*, namespace: str, path: str, ca_bundle: str | None) -> Obj:
     return client
 
 
-def _webhook(name: str, *, rules: tuple[Obj, ...], client: Obj, namespaces: Obj) -> Obj:
-    return {
+def _webhook(
+    name: str, *, rules: tuple[Obj, ...], client: Obj, namespaces: Obj, match_conditions: bool
+) -> Obj:
+    webhook: Obj = {
         "name": name,
         "admissionReviewVersions": ["v1"],
         "clientConfig": client,
@@ -101,11 +127,30 @@ def _webhook(name: str, *, rules: tuple[Obj, ...], client: Obj, namespaces: Obj)
         "sideEffects": "None",
         "timeoutSeconds": TIMEOUT_SECONDS,
     }
+    if match_conditions:
+        webhook["matchConditions"] = [dict(STATEFULSET_PODS_ONLY)]
+    return webhook
 
 
-def mutating(name: str, *, client: Obj, namespaces: Obj, labels: dict[str, str]) -> Obj:
-    """The MutatingWebhookConfiguration; reinvoked when a later webhook changes the pod."""
-    webhook = _webhook(MUTATE_NAME, rules=MUTATE_RULES, client=client, namespaces=namespaces)
+def mutating(
+    name: str,
+    *,
+    client: Obj,
+    namespaces: Obj,
+    labels: dict[str, str],
+    match_conditions: bool = True,
+) -> Obj:
+    """The MutatingWebhookConfiguration; reinvoked when a later webhook changes the pod.
+
+    ``match_conditions=False`` leaves out the CEL condition, for clusters older than 1.28.
+    """
+    webhook = _webhook(
+        MUTATE_NAME,
+        rules=MUTATE_RULES,
+        client=client,
+        namespaces=namespaces,
+        match_conditions=match_conditions,
+    )
     # Another mutating webhook may add affinity after us; IfNeeded gives us the last word.
     webhook["reinvocationPolicy"] = "IfNeeded"
     return {
@@ -116,9 +161,22 @@ def mutating(name: str, *, client: Obj, namespaces: Obj, labels: dict[str, str])
     }
 
 
-def validating(name: str, *, client: Obj, namespaces: Obj, labels: dict[str, str]) -> Obj:
+def validating(
+    name: str,
+    *,
+    client: Obj,
+    namespaces: Obj,
+    labels: dict[str, str],
+    match_conditions: bool = True,
+) -> Obj:
     """The ValidatingWebhookConfiguration: annotations, the scale-down guard, final pods."""
-    webhook = _webhook(VALIDATE_NAME, rules=VALIDATE_RULES, client=client, namespaces=namespaces)
+    webhook = _webhook(
+        VALIDATE_NAME,
+        rules=VALIDATE_RULES,
+        client=client,
+        namespaces=namespaces,
+        match_conditions=match_conditions,
+    )
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingWebhookConfiguration",

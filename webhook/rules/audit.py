@@ -57,6 +57,8 @@ class SetReport:
     held: tuple[str, ...]
     #: Lowest replica count that keeps every held zone (what the guard allows).
     lowest: int | None
+    #: Ordinals whose zone the guard cannot tell (a refused scale-down may hinge on them).
+    unknown: tuple[int, ...] = ()
     #: node-ordinal mode: ordinals no node is labelled for, and values on several nodes.
     missing_labels: tuple[int, ...] = ()
     duplicate_labels: Mapping[int, tuple[str, ...]] | None = None
@@ -180,6 +182,7 @@ def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
         rows=tuple(_row(o, policy, store, sts.namespace) for o in ordinals),
         held=tuple(sorted(held)),
         lowest=guard.lowest_keeping(located, held),
+        unknown=tuple(item.ordinal for item in located if item.zone is None),
         missing_labels=missing,
         duplicate_labels=duplicate or None,
     )

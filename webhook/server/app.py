@@ -21,7 +21,9 @@ from prometheus_client import CollectorRegistry
 
 from webhook.errors import BadRequest, PayloadTooLarge, RequestTimeout
 from webhook.rules import admission, extender
+from webhook.rules.risk import RiskScan
 from webhook.server.metrics import CacheLike, Metrics, serve_metrics, store_caches
+from webhook.server.riskmetrics import ZoneRisk
 from webhook.server.runtime import RUNTIME, Job, Runtime
 from webhook.wire import extender as extender_wire
 from webhook.wire import review
@@ -181,13 +183,18 @@ async def healthz(request: web.Request) -> web.Response:
     return _plain(200, "ok")
 
 
+def not_ready(runtime: Runtime) -> list[str]:
+    """Why ``runtime`` is not ready: failed checks and failed jobs (empty when ready)."""
+    failures = [detail for ok, detail in (check() for check in runtime.checks) if not ok]
+    return failures + runtime.failed_jobs
+
+
 async def readyz(request: web.Request) -> web.Response:
     """Readiness: every check passes and the server is not shutting down."""
     runtime = request.app[RUNTIME]
     if runtime.shutting_down:
         return _plain(503, "shutting down")
-    failures = [detail for ok, detail in (check() for check in runtime.checks) if not ok]
-    failures += runtime.failed_jobs
+    failures = not_ready(runtime)
     if failures:
         return _plain(503, "not ready: " + "; ".join(failures))
     return _plain(200, "ok")
@@ -248,16 +255,29 @@ def install_metrics(
     caches: Callable[[], Iterable[CacheLike]] | None = None,
     certificate: Callable[[], dt.datetime] | None = None,
     registry: CollectorRegistry | None = None,
+    zone_risk: ZoneRisk | None = None,
 ) -> Metrics:
-    """Give ``runtime`` metrics: the observer, and ``/metrics`` on the app or ``--metrics-port``.
+    """Give ``runtime`` metrics: the observer, ``/metrics`` on the app or ``--metrics-port``,
+    and the zone-risk gauges with their background job.
 
-    Call before ``make_app``. ``caches`` defaults to the sizes of the runtime's store tables.
+    Call before ``make_app``. ``caches`` defaults to the sizes of the runtime's store tables;
+    ``zone_risk`` to a scan of the runtime's store, refreshed while the runtime is ready.
     """
+    if zone_risk is None:
+        scan = RiskScan(runtime.store, excluded=runtime.defaults.excluded_namespaces)
+        zone_risk = ZoneRisk(
+            scan,
+            ready=lambda: not not_ready(runtime),
+            interval=runtime.settings.zone_risk_interval,
+        )
+    runtime.jobs.append(zone_risk.run)
     metrics = Metrics(
         registry=registry,
         caches=caches if caches is not None else store_caches(runtime.store),
         certificate=certificate,
         in_flight=lambda: runtime.in_flight.count,
+        ready=lambda: not runtime.shutting_down and not not_ready(runtime),
+        collectors=[zone_risk.collector],
     )
     runtime.observers.append(metrics.observe)
     port = runtime.settings.metrics_port

@@ -5,8 +5,11 @@ Exported (all prefixed ``stszone_``)::
     requests_total{endpoint,kind,result}        counter   answered requests; result is
                                                           allowed|patched|denied|error
     request_duration_seconds{endpoint}          histogram handler time, body read to answer
-    denials_total{endpoint,reason}              counter   denials by Status reason
+    denials_total{endpoint,kind,reason}         counter   denials by reviewed kind and Status
+                                                          reason (kinds stszone is not
+                                                          registered for count as "other")
     in_flight_requests                          gauge     requests being answered now
+    ready                                       gauge     1 when /readyz would answer 200
     cache_objects{resource}                     gauge     records in the cluster view
     cache_synced{resource}                      gauge     1 once listed (0 before / when lost)
     cache_last_sync_timestamp_seconds{resource} gauge     Unix time the cache was last current
@@ -15,6 +18,8 @@ Exported (all prefixed ``stszone_``)::
     cache_relists_total{resource}               counter   full re-lists after the first (410)
     cache_bad_objects{resource}                 gauge     objects skipped as unreadable
     certificate_expiry_timestamp_seconds        gauge     notAfter of the serving certificate
+    statefulset_*{namespace,statefulset}        gauge     zone risk per opted-in StatefulSet
+                                                          (:mod:`webhook.server.riskmetrics`)
 
 ``result`` of an AdmissionReview: ``patched`` (allowed with a non-empty patch), ``allowed``,
 ``denied`` (``allowed: false``: a rule or a malformed object), ``error`` (a 4xx for a request
@@ -55,6 +60,8 @@ from webhook.model.store import Store
 from webhook.wire import review
 
 PREFIX: Final = "stszone"
+#: Kinds the webhooks are registered for; a denial of anything else is counted as "other".
+DENIED_KINDS: Final = frozenset({"Pod", "PersistentVolumeClaim", "StatefulSet", "Scale"})
 #: Admission answers take well under a millisecond to a few; the API server gives up at 30 s.
 BUCKETS: Final = (
     0.0005,
@@ -134,12 +141,20 @@ class _StateCollector(Collector):
         caches: Callable[[], Iterable[CacheLike]] | None,
         certificate: Callable[[], dt.datetime] | None,
         in_flight: Callable[[], int] | None,
+        ready: Callable[[], bool] | None,
     ) -> None:
         self._caches = caches
         self._certificate = certificate
         self._in_flight = in_flight
+        self._ready = ready
 
     def collect(self) -> Iterator[Metric]:
+        if self._ready is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_ready",
+                "1 when /readyz would answer 200 (view synced, not shutting down), else 0.",
+                value=1.0 if self._ready() else 0.0,
+            )
         if self._in_flight is not None:
             yield GaugeMetricFamily(
                 f"{PREFIX}_in_flight_requests",
@@ -215,7 +230,7 @@ class _RequestCollector(Collector):
         #: endpoint -> [count per bucket (the last one +Inf, not cumulative)], and sums.
         self.buckets: dict[str, list[int]] = {}
         self.sums: dict[str, float] = {}
-        self.denials: dict[tuple[str, str], int] = {}
+        self.denials: dict[tuple[str, str, str], int] = {}
 
     def count(self, key: tuple[str, str, str]) -> None:
         requests = self.requests
@@ -257,11 +272,11 @@ class _RequestCollector(Collector):
         yield duration
         denials = CounterMetricFamily(
             f"{PREFIX}_denials",
-            "Requests denied, by endpoint and Status reason.",
-            labels=["endpoint", "reason"],
+            "Requests denied, by endpoint, reviewed kind and Status reason.",
+            labels=["endpoint", "kind", "reason"],
         )
-        for (endpoint, reason), n in self.denials.items():
-            denials.add_metric([endpoint, reason], n)
+        for key, n in self.denials.items():
+            denials.add_metric(list(key), n)
         yield denials
 
 
@@ -275,13 +290,19 @@ class Metrics:
         caches: Callable[[], Iterable[CacheLike]] | None = None,
         certificate: Callable[[], dt.datetime] | None = None,
         in_flight: Callable[[], int] | None = None,
+        ready: Callable[[], bool] | None = None,
+        collectors: Iterable[Collector] = (),
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._counted = _RequestCollector()
         self.registry.register(self._counted)
         self.registry.register(
-            _StateCollector(caches=caches, certificate=certificate, in_flight=in_flight)
+            _StateCollector(
+                caches=caches, certificate=certificate, in_flight=in_flight, ready=ready
+            )
         )
+        for collector in collectors:
+            self.registry.register(collector)
 
     def observe(
         self,
@@ -302,8 +323,12 @@ class Metrics:
         counted.count((endpoint, kind, result))
         counted.time(endpoint, seconds)
         if result == "denied" and outcome is not None:
-            key = (endpoint, outcome.reason or "Forbidden")
-            counted.denials[key] = counted.denials.get(key, 0) + 1
+            denied = (
+                endpoint,
+                kind if kind in DENIED_KINDS else "other",
+                outcome.reason or "Forbidden",
+            )
+            counted.denials[denied] = counted.denials.get(denied, 0) + 1
 
     def exposition(self) -> bytes:
         """The text exposition format of everything in the registry."""

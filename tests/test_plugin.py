@@ -1,0 +1,143 @@
+"""``kubectl stszone``: the kubeconfig, context and namespace resolved as kubectl resolves them.
+
+Against the fake API server (the recorded cluster: StatefulSet cap/db). The real kubectl
+finding the plugin on PATH is shown in tests/e2e/test_plugin.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.fakeapi import FakeApi
+from tests.kubeconfig import write_kubeconfig
+from webhook.cli import build_parser, main, plugin
+
+REVIEW = Path(__file__).parent / "fixtures" / "admission" / "003-Pod-CREATE.json"
+
+
+def with_contexts(path: Path, current: str, **namespaces: str | None) -> Path:
+    """Add contexts (name -> namespace) on the kubeconfig's cluster and user; set current."""
+    config = yaml.safe_load(path.read_text())
+    for name, namespace in namespaces.items():
+        context: dict[str, Any] = {"cluster": "fake", "user": "tester"}
+        if namespace is not None:
+            context["namespace"] = namespace
+        config["contexts"].append({"name": name.replace("_", "-"), "context": context})
+    config["current-context"] = current
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Path:
+    config = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1", token="t")
+    return with_contexts(config, "in-cap", in_cap="cap", in_prod="prod")
+
+
+def aimed(argv: list[str], environ: Mapping[str, str]) -> dict[str, Any]:
+    args = plugin.aim(build_parser(prog=plugin.PROG).parse_args(argv), environ=environ)
+    return {k: getattr(args, k, "-") for k in ("kubeconfig", "context", "target_namespace")}
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "expected"),
+    [
+        (["audit"], {"KUBECONFIG": "{kc}"}, ("{kc}", "in-cap", "cap")),
+        (["audit", "--context", "in-prod"], {"KUBECONFIG": "{kc}"}, ("{kc}", "in-prod", "prod")),
+        (["audit", "--context", "fake"], {"KUBECONFIG": "{kc}"}, ("{kc}", "fake", "default")),
+        (["audit", "-n", "shop"], {"KUBECONFIG": "{kc}"}, ("{kc}", "in-cap", "shop")),
+        (["audit", "-A"], {"KUBECONFIG": "{kc}"}, ("{kc}", "in-cap", None)),
+        (["audit", "--kubeconfig", "{kc}"], {"KUBECONFIG": "/nowhere"}, ("{kc}", "in-cap", "cap")),
+        (["audit"], {"HOME": "{home}"}, ("{home}/.kube/config", "in-cap", "cap")),
+        (["review", "f.json"], {"KUBECONFIG": "{kc}"}, ("{kc}", "in-cap", "-")),
+        (["audit", "--cluster", "c.yaml"], {"KUBECONFIG": "{kc}"}, (None, None, None)),
+        (["review", "--offline", "f.json"], {"KUBECONFIG": "{kc}"}, (None, None, "-")),
+        (["certs"], {"KUBECONFIG": "{kc}"}, ("-", "-", "-")),
+    ],
+)
+def test_aimed_as_kubectl_would(
+    tmp_path: Path,
+    kubeconfig: Path,
+    argv: list[str],
+    environ: dict[str, str],
+    expected: tuple[str | None, ...],
+) -> None:
+    """--kubeconfig, else $KUBECONFIG, else ~/.kube/config; --context, else current-context;
+    -n, else -A (all), else the context's namespace, else default; offline stays offline."""
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text(kubeconfig.read_text())
+    names = {"kc": str(kubeconfig), "home": str(home)}
+    argv = [arg.format(**names) for arg in argv]
+    environ = {k: v.format(**names) for k, v in environ.items()}
+    got = aimed(argv, environ)
+    want = [v.format(**names) if isinstance(v, str) else v for v in expected]
+    assert [got["kubeconfig"], got["context"], got["target_namespace"]] == want
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["audit", "--context", "nope"], "context 'nope' is not in the kubeconfig"),
+        (["audit", "--kubeconfig", "/no/such/file"], "cannot read the kubeconfig /no/such/file"),
+    ],
+)
+def test_a_context_kubectl_would_not_find_is_a_usage_error(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """Exit 2 with one line naming the plugin, the command and what to do."""
+    assert plugin.main(argv, environ={"KUBECONFIG": str(kubeconfig)}) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kubectl stszone audit: ") and message in err, err
+
+
+def capture(call: Any, out: Path) -> int:
+    with out.open("w") as handle, contextlib.redirect_stdout(handle):
+        status: int = call()
+        return status
+
+
+async def test_plugin_audits_and_reviews_the_context_cluster(tmp_path: Path) -> None:
+    """audit: the context's namespace, or -A; review: answered from the cluster (the claim's
+    volume decides the zone), where plain `stszone review` with $KUBECONFIG set stays offline."""
+    async with FakeApi(token="t0k3n") as api:
+        config = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t0k3n")
+        environ = {"KUBECONFIG": str(with_contexts(config, "in-cap", in_cap="cap"))}
+        api.put(
+            "namespaces", {"metadata": {"name": "cap", "labels": {"stszone.io/enabled": "true"}}}
+        )
+        out = tmp_path / "out.json"
+
+        def run(*argv: str) -> Any:
+            status = capture(lambda: plugin.main(list(argv), environ=environ), out)
+            return status, json.loads(out.read_text())
+
+        status, report = await asyncio.to_thread(run, "audit", "-o", "json")
+        assert status == 0
+        assert [(s["namespace"], s["name"]) for s in report["statefulsets"]] == [("cap", "db")]
+        _, report = await asyncio.to_thread(run, "audit", "-o", "json", "--context", "fake")
+        assert report["statefulsets"] == []  # namespace "default"
+        _, report = await asyncio.to_thread(run, "audit", "-o", "json", "--context", "fake", "-A")
+        assert [s["name"] for s in report["statefulsets"]] == ["db"]
+
+        status, answer = await asyncio.to_thread(run, "review", str(REVIEW))
+        assert status == 0 and answer["response"]["allowed"] is True
+        patch = json.loads(base64.b64decode(answer["response"]["patch"]))
+        zones = [op["value"] for op in patch if op["path"] == "/metadata/annotations"]
+        assert zones == [{"stszone.io/zone": "zone-c"}]  # claim data-db-0's volume is in zone-c
+        lists_before = len(api.requests)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("KUBECONFIG", environ["KUBECONFIG"])
+            capture(lambda: main(["review", str(REVIEW)]), out)
+        offline = json.loads(out.read_text())["response"]
+        assert offline["allowed"] is False and offline["status"]["reason"] == "NoZones"
+        assert len(api.requests) == lists_before  # plain stszone review never called the cluster

@@ -1,0 +1,216 @@
+"""Zone-risk gauges: figures worked out by hand, series that go with their set, bounded work."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from tests.conftest import ServeFactory
+from tests.test_metrics import Samples, parse, scrape, value
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Settings
+from webhook.model.records import statefulset_info
+from webhook.model.store import Store
+from webhook.rules import guard
+from webhook.rules.risk import RiskScan, SetRisk
+from webhook.server.app import install_metrics
+from webhook.server.metrics import Metrics
+from webhook.server.riskmetrics import ZoneRisk
+from webhook.server.runtime import Runtime
+
+ZONES = "zone-a,zone-b,zone-c"
+
+# Nodes a1 zone-a, b1 zone-b, c1 zone-c, k1 zone-a labelled example.io/broker=0.
+# shop/db (zones a,b,c, 4 replicas, no volumes):
+#   0 on a1 (zone-a) ok | 1 on c1 (zone-c, expected zone-b) MISPLACED | 2 pending -> rule
+#   zone-c | 3 no pod -> rule zone-a.  Held: zone-a, zone-c (zone-b lost to the misplaced
+#   pod): 2 of 3 listed.  Lowest count keeping both: ordinals 0 (a), 1 (c) -> 2.
+# shop/kafka (node-ordinal on example.io/broker, no zones annotation: the server's three
+#   discovered zones; 2 replicas): 0 on k1 ok -> zone-a | 1 no node labelled 1: unknown.
+#   Held: zone-a, 1 of 3; lowest 1; 1 ordinal of unknown zone.
+# shop/broken: malformed annotation -> replicas only.
+# lab/cache: namespace not opted in -> no series.
+EXPECTED = {
+    ("shop", "db"): SetRisk("shop", "db", replicas=4, zones=3, held=2, misplaced=1, unknown=0, lowest=2),
+    ("shop", "kafka"): SetRisk("shop", "kafka", replicas=2, zones=3, held=1, misplaced=0, unknown=1, lowest=1),
+}  # fmt: skip
+
+
+def namespace(name: str, *, enabled: bool) -> dict[str, Any]:
+    labels = {"stszone.io/enabled": "true"} if enabled else {}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def cluster() -> Store:
+    broker = {"example.io/broker": "0"}
+    node_ordinal = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/broker"}
+    return store_from_objects(
+        [
+            namespace("shop", enabled=True),
+            namespace("lab", enabled=False),
+            b.node("a1", "zone-a"),
+            b.node("b1", "zone-b"),
+            b.node("c1", "zone-c"),
+            b.node("k1", "zone-a", labels=broker),
+            b.statefulset("db", namespace="shop", replicas=4, templates=(), annotations={"stszone.io/zones": ZONES}),
+            b.sts_pod("db", 0, namespace="shop", claims=(), node="a1"),
+            b.sts_pod("db", 1, namespace="shop", claims=(), node="c1"),
+            b.sts_pod("db", 2, namespace="shop", claims=()),
+            b.statefulset("kafka", namespace="shop", replicas=2, templates=(), annotations=node_ordinal),
+            b.sts_pod("kafka", 0, namespace="shop", claims=(), node="k1"),
+            b.statefulset("broken", namespace="shop", replicas=5, annotations={"stszone.io/mode": "nope"}),
+            b.statefulset("cache", namespace="lab", replicas=3, annotations={"stszone.io/zones": ZONES}),
+            b.sts_pod("cache", 0, namespace="lab", claims=(), node="b1"),
+        ]
+    )  # fmt: skip
+
+
+def refreshed(scan: RiskScan) -> RiskScan:
+    for _ in scan.sweep():
+        pass
+    return scan
+
+
+def test_figures_are_the_hand_worked_ones() -> None:
+    """Listed and held zones, misplaced pods, unknown ordinals, lowest safe count per set."""
+    scan = refreshed(RiskScan(cluster()))
+    assert set(scan.sets) == {("shop", "db"), ("shop", "kafka"), ("shop", "broken")}
+    for key, expected in EXPECTED.items():
+        assert scan.sets[key] == expected, key
+    broken = scan.sets[("shop", "broken")]
+    assert broken.replicas == 5 and "stszone.io/mode" in broken.problem
+
+
+def gauges(metrics: Metrics) -> Samples:
+    return parse(metrics.exposition().decode())
+
+
+def test_gauges_export_the_figures_and_a_malformed_set_only_its_replicas() -> None:
+    """Every gauge per set, labelled namespace/statefulset; the malformed set has replicas alone."""
+    scan = refreshed(RiskScan(cluster()))
+    risk = ZoneRisk(scan, ready=lambda: True, interval=30)
+    samples = gauges(Metrics(collectors=[risk.collector]))
+    db = {"namespace": "shop", "statefulset": "db"}
+    assert value(samples, "stszone_statefulset_replicas", **db) == 4
+    assert value(samples, "stszone_statefulset_zones", **db) == 3
+    assert value(samples, "stszone_statefulset_zones_held", **db) == 2
+    assert value(samples, "stszone_statefulset_misplaced_pods", **db) == 1
+    assert value(samples, "stszone_statefulset_unknown_zone_ordinals", **db) == 0
+    assert value(samples, "stszone_statefulset_lowest_safe_replicas", **db) == 2
+    kafka = {"namespace": "shop", "statefulset": "kafka"}
+    assert value(samples, "stszone_statefulset_unknown_zone_ordinals", **kafka) == 1
+    broken = frozenset({("namespace", "shop"), ("statefulset", "broken")})
+    assert {name for name, labels in samples if labels == broken} == {
+        "stszone_statefulset_replicas"
+    }
+    assert not any(("statefulset", "cache") in labels for _, labels in samples)
+
+
+def test_a_deleted_set_loses_its_series_at_the_next_refresh() -> None:
+    """No stale series: the set is gone from the figures as soon as the view drops it."""
+    store = cluster()
+    scan = refreshed(RiskScan(store))
+    store.delete("statefulsets", ("shop", "db"))
+    refreshed(scan)
+    assert ("shop", "db") not in scan.sets
+    samples = gauges(
+        Metrics(collectors=[ZoneRisk(scan, ready=lambda: True, interval=30).collector])
+    )
+    assert not any(("statefulset", "db") in labels for _, labels in samples)
+
+
+def many_sets(count: int, replicas: int) -> Store:
+    objects = [namespace("ns", enabled=True), b.node("a1", "zone-a")]
+    objects += [b.statefulset(f"s{i}", replicas=replicas, templates=()) for i in range(count)]
+    return store_from_objects(objects)
+
+
+def test_each_refresh_visits_at_most_its_budget_plus_one_set() -> None:
+    """Budget 25, five sets of 10: 30 ordinals (three sets), then the last two and a full pass."""
+    scan = RiskScan(many_sets(5, 10), budget=25)
+    refreshed(scan)
+    assert (scan.visited, len(scan.sets), scan.passes) == (30, 3, 0)
+    refreshed(scan)
+    assert (scan.visited, len(scan.sets), scan.passes) == (50, 5, 1)
+
+
+def test_a_huge_replica_count_costs_the_audit_cap_not_its_size() -> None:
+    """replicas 2147483647 (a typo away) is audited up to guard.MAX_AUDITED ordinals."""
+    scan = refreshed(RiskScan(many_sets(1, 2_147_483_647), budget=1))
+    assert scan.visited == guard.MAX_AUDITED
+
+
+def test_new_sets_are_refreshed_before_the_rest_of_a_pass() -> None:
+    """A set created mid-pass gets its figures in the next refresh, not after the whole pass."""
+    store = many_sets(4, 10)
+    scan = RiskScan(store, budget=10)
+    refreshed(scan)
+    assert set(scan.sets) == {("ns", "s0")}
+    store.put("statefulsets", statefulset_info(b.statefulset("new", replicas=10, templates=())))
+    refreshed(scan)
+    assert set(scan.sets) == {("ns", "s0"), ("ns", "new")}
+
+
+class Ticks:
+    """An injected sleep: counts the job's waits and ends the job after ``limit`` of them."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.waits = 0
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits += 1
+        if self.waits >= self.limit:
+            raise asyncio.CancelledError
+
+
+async def run_job(risk: ZoneRisk) -> None:
+    with pytest.raises(asyncio.CancelledError):
+        await risk.run()
+
+
+async def test_the_job_waits_for_a_ready_view() -> None:
+    """While the view is not ready nothing is published; once it is, the figures appear."""
+    ready = False
+    ticks = Ticks(limit=2)
+    risk = ZoneRisk(
+        RiskScan(cluster()), ready=lambda: ready, interval=30, sleep=ticks, clock=lambda: 1e9
+    )
+    await run_job(risk)
+    assert risk.scan.sets == {} and risk.last_pass is None
+    ready, ticks.waits = True, 0
+    await run_job(risk)
+    assert set(risk.scan.sets) == {("shop", "db"), ("shop", "kafka"), ("shop", "broken")}
+    assert risk.last_pass == 1e9
+
+
+async def test_served_metrics_carry_the_gauges_readiness_and_denials_by_kind(
+    serve: ServeFactory,
+) -> None:
+    """The real app: the job fills the gauges after start; denials say which kind was denied."""
+    settings = Settings(host="127.0.0.1", port=0, zones=("a", "b", "c"))
+    runtime = Runtime(store=cluster(), defaults=settings.defaults(), settings=settings)
+    install_metrics(runtime)
+    served = await serve(runtime=runtime)
+    conflicting = b.sts_pod("db", 1, node_selector={"topology.kubernetes.io/zone": "x"})
+    status, _ = await served.post_json("/mutate", b.review(conflicting))
+    assert status == 200
+    for _ in range(500):  # the job's first refresh runs as soon as the app starts
+        samples = await scrape(served)
+        if (
+            "stszone_statefulset_zones_held",
+            frozenset({("namespace", "shop"), ("statefulset", "db")}),
+        ) in samples:
+            break
+        await asyncio.sleep(0.01)
+    assert value(samples, "stszone_statefulset_zones_held", namespace="shop", statefulset="db") == 2
+    assert value(samples, "stszone_ready") == 1
+    denied = value(
+        samples, "stszone_denials_total", endpoint="mutate", kind="Pod", reason="ZoneConflict"
+    )
+    assert denied == 1
+    runtime.checks.append(lambda: (False, "caches not listed yet"))
+    assert value(await scrape(served), "stszone_ready") == 0

@@ -1,0 +1,137 @@
+"""Zone-risk gauges per opted-in StatefulSet, and the background job that keeps them current.
+
+Exported (all prefixed ``stszone_``, labels ``namespace`` and ``statefulset``)::
+
+    statefulset_replicas                    gauge  spec.replicas
+    statefulset_zones                       gauge  zones the set lists (stszone.io/zones, else
+                                                   the server's zone list)
+    statefulset_zones_held                  gauge  listed zones some ordinal holds now
+    statefulset_misplaced_pods              gauge  pods outside their expected zone (or node)
+    statefulset_unknown_zone_ordinals       gauge  ordinals whose zone the guard cannot tell
+    statefulset_lowest_safe_replicas        gauge  lowest replica count keeping every zone held
+    zone_risk_last_pass_timestamp_seconds   gauge  when every set was last refreshed (no labels)
+
+A set whose annotations are malformed exports ``replicas`` alone (``stszone audit`` names the
+problem; its pods are denied, which the denial counter shows).
+
+The figures come from :class:`webhook.rules.risk.RiskScan`, refreshed by :func:`refresh_zone_risk`
+every ``interval`` seconds (``Settings.zone_risk_interval``, 30 s: a misplaced pod shows within
+that plus the scrape interval) while the view is ready (a view still listing would report every set
+as empty). Never on the request path: a scrape reads the last figures, and a set that is
+deleted loses its series at the next refresh. The cost of a refresh is bounded by the scan's
+ordinal budget (see :mod:`webhook.rules.risk`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Final
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from webhook.rules.risk import RiskScan, SetRisk
+
+PREFIX: Final = "stszone"
+#: Seconds between readiness checks while the view is not ready.
+READY_POLL: Final = 1.0
+LABELS: Final = ("namespace", "statefulset")
+
+#: (metric suffix, help, value of one set or None to leave its sample out)
+GAUGES: Final[tuple[tuple[str, str, Callable[[SetRisk], int | None]], ...]] = (
+    ("replicas", "spec.replicas of the StatefulSet.", lambda r: r.replicas),
+    (
+        "zones",
+        "Zones the StatefulSet lists (stszone.io/zones, else the server's zone list).",
+        lambda r: None if r.problem else r.zones,
+    ),
+    (
+        "zones_held",
+        "Listed zones some ordinal holds now (its pod, else its volume, else the rule).",
+        lambda r: None if r.problem else r.held,
+    ),
+    (
+        "misplaced_pods",
+        "Pods running outside the zone (or node) stszone expects for their ordinal.",
+        lambda r: None if r.problem else r.misplaced,
+    ),
+    (
+        "unknown_zone_ordinals",
+        "Ordinals whose zone the scale-down guard cannot tell.",
+        lambda r: None if r.problem else r.unknown,
+    ),
+    (
+        "lowest_safe_replicas",
+        "Lowest replica count that keeps every zone the StatefulSet holds now.",
+        lambda r: r.lowest,
+    ),
+)
+
+
+class ZoneRiskCollector(Collector):
+    """The gauges of the scan's latest figures, read at scrape time."""
+
+    def __init__(self, scan: RiskScan, *, last_pass: Callable[[], float | None]) -> None:
+        self._scan = scan
+        self._last_pass = last_pass
+
+    def collect(self) -> Iterator[Metric]:
+        risks = list(self._scan.sets.values())
+        for suffix, text, read in GAUGES:
+            family = GaugeMetricFamily(f"{PREFIX}_statefulset_{suffix}", text, labels=list(LABELS))
+            for risk in risks:
+                value = read(risk)
+                if value is not None:
+                    family.add_metric([risk.namespace, risk.name], value)
+            yield family
+        last = self._last_pass()
+        if last is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_zone_risk_last_pass_timestamp_seconds",
+                "Unix time every opted-in StatefulSet had last been refreshed.",
+                value=last,
+            )
+
+
+class ZoneRisk:
+    """A scan, its collector, and the job refreshing it (attach :meth:`run` to the runtime)."""
+
+    def __init__(
+        self,
+        scan: RiskScan,
+        *,
+        ready: Callable[[], bool],
+        interval: float,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.scan = scan
+        self.collector = ZoneRiskCollector(scan, last_pass=lambda: self.last_pass)
+        self.last_pass: float | None = None
+        self._ready = ready
+        self._interval = interval
+        self._sleep = sleep
+        self._clock = clock
+
+    async def refresh(self) -> None:
+        """One refresh cycle, yielding to the event loop after each set."""
+        passes = self.scan.passes
+        for _ in self.scan.sweep():
+            await asyncio.sleep(0)
+        if self.scan.passes != passes:
+            self.last_pass = self._clock()
+
+    async def run(self) -> None:
+        """Refresh every ``interval`` seconds while the view is ready, until cancelled.
+
+        While it is not ready, readiness is asked again every second, so the first figures
+        appear about a second after the caches sync rather than a whole interval later.
+        """
+        while True:
+            if self._ready():
+                await self.refresh()
+                await self._sleep(self._interval)
+            else:
+                await self._sleep(READY_POLL)
