@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 
 from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SCHEDULER_NAME, split_label_rule
-from webhook.model.annotations import is_label_key, is_label_value, split_zones, zone_list_problems
+from webhook.model.annotations import split_zones, zone_list_problems
+from webhook.model.names import is_label_value, is_qualified_name
 
 _FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -26,7 +27,7 @@ def _zones(text: str) -> tuple[str, ...]:
 
 def _condition_type(text: str) -> str:
     # Condition types are qualified names ("StorageReady", "example.io/DiskHealthy").
-    if not is_label_key(text.strip()):
+    if not is_qualified_name(text.strip()):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a node condition type; e.g. --storage-unhealthy-condition "
             "StorageUnhealthy"
@@ -36,7 +37,9 @@ def _condition_type(text: str) -> str:
 
 def _label_rule(text: str) -> str:
     key, value = split_label_rule(text)
-    if not is_label_key(key) or (value is not None and value != "" and not is_label_value(value)):
+    if not is_qualified_name(key) or (
+        value is not None and value != "" and not is_label_value(value)
+    ):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not KEY or KEY=VALUE of a node label; e.g. --storage-unhealthy-label "
             "storage.example.io/unhealthy=true"
