@@ -116,20 +116,29 @@ def _known(names: frozenset[str] | None, nodes: Nodes | None) -> dict[str, Mappi
 
 
 def term_allows(
-    term: Mapping[str, Any], key: str, value: str, *, nodes: Nodes | None = None
+    term: Mapping[str, Any],
+    key: str,
+    value: str,
+    *,
+    nodes: Nodes | None = None,
+    selector: Mapping[str, str] | None = None,
 ) -> bool:
     """Whether one term can select some node whose ``key`` label is ``value``.
 
     A term naming its nodes (``matchFields metadata.name In``) is judged on those nodes when
-    the view holds them all; otherwise only its expressions on ``key`` can rule ``value`` out.
+    the view holds them all (with the pod's ``nodeSelector``, ANDed with it); otherwise only
+    its expressions on ``key`` can rule ``value`` out.
     """
     if is_empty(term):
         return False
     names = named_nodes(term)
     known = _known(names, nodes)
     if known:
+        wanted = selector or {}
         return any(
-            labels.get(key) == value and term_matches(term, labels, n)
+            labels.get(key) == value
+            and all(labels.get(k) == v for k, v in wanted.items())
+            and term_matches(term, labels, n)
             for n, labels in sorted(known.items())
         )
     if names is not None and not names:
@@ -175,7 +184,7 @@ def exclusion(
     if key in selector and selector[key] != value:
         return f"nodeSelector {key}={selector[key]}"
     terms = required_terms(pod_spec) if terms is None else terms
-    if terms and not any(term_allows(t, key, value, nodes=nodes) for t in terms):
+    if terms and not any(term_allows(t, key, value, nodes=nodes, selector=selector) for t in terms):
         blocking = [b for t in terms for b in _blocking(t, key, value, nodes=nodes)]
         return "required nodeAffinity " + " / ".join(dict.fromkeys(blocking))
     return None

@@ -98,8 +98,8 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = 
         wanted = storage_class_for(template, placement.zone)
         if current == "":
             warnings += (
-                f'claim {name} asks for storageClassName "" (a volume without a class): kept, '
-                f"{STORAGE_CLASS_TEMPLATE} not applied",
+                f'claim {name} keeps storageClassName "" (volumes without a class); '
+                "the storage-class template is not applied",
             )
         else:
             mutated["spec"] = {**spec, "storageClassName": wanted}
@@ -130,8 +130,8 @@ def _follow_volume(
     current = objects.mapping(claim, "spec").get("storageClassName")
     if template and zone and current != storage_class_for(template, zone):
         warnings += (
-            f"claim {name} names volume {volume}: storageClassName kept, as Kubernetes binds "
-            "it only to a claim of its own class",
+            f"claim {name} names volume {volume}: storageClassName kept (a named volume binds "
+            "only if the classes match)",
         )
     mutated = with_annotation(claim, ZONE, zone) if zone else claim
     return review.patched(claim, mutated, warnings=warnings)

@@ -25,6 +25,7 @@ from webhook.model.store import Store
 from webhook.rules import affinity
 from webhook.rules.placement import claim_name, require_synced
 from webhook.rules.plan import PodPlan, check_node_name, node_labels, plan_pod
+from webhook.rules.text import some
 from webhook.wire import review
 from webhook.wire.review import Outcome
 
@@ -129,8 +130,8 @@ def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, namespace: str, store: Store
         )
     elif len(nodes) > 1:
         warnings += (
-            f"nodes {', '.join(nodes)} all carry {label}={value}; {name} may land on any of them "
-            "and move between them; keep each value on one node",
+            f"{name} may land on any of nodes {some(nodes, len(nodes), shown=3)} (all carry "
+            f"{label}={value}); keep one node per value",
         )
     zones = sorted(store.zones_of(nodes, key))
     if plan.placement.zone:  # the node(s) share one zone: record it
@@ -138,18 +139,17 @@ def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, namespace: str, store: Store
         mutated = with_annotation(mutated, ZONE, zone)
         conflict = affinity.exclusion(objects.mapping(pod, "spec"), key, zone)
         if conflict is not None:
+            own = conflict.removeprefix("required nodeAffinity ")
             warnings += (
-                f"{name}: the node with {label}={value} is in zone {zone}, which the pod's "
-                f"{conflict} excludes; it will stay Pending",
+                f"{name} stays Pending: node {label}={value} is in {zone}; its own: {own}",
             )
     for template in plan.policy.templates if zones else ():
         claim = claim_name(template, plan.policy.statefulset, plan.ordinal)
         volume, at = store.claim_zones(namespace, claim, key)
         if at and not at & set(zones):
             warnings += (
-                f"{name}: volume {volume} (claim {claim}) is in zone {', '.join(sorted(at))} but "
-                f"the node(s) with {label}={value} are in {', '.join(zones)}; the pod cannot "
-                "mount it there and will stay Pending",
+                f"{name} stays Pending: its volume {volume} is in {', '.join(sorted(at))}, "
+                f"node {label}={value} in {', '.join(zones)}",
             )
     return review.patched(pod, mutated, warnings=warnings)
 

@@ -49,7 +49,7 @@ class Policy(NamedTuple):
     #: True when the StatefulSet itself was found in the view.
     known: bool
     #: Why the set's annotations were unusable, when the caller tolerated it (defaults used).
-    malformed: str = ""
+    malformed: tuple[str, ...] = ()
 
 
 def require_synced(store: Store, *, what: str) -> None:
@@ -100,7 +100,7 @@ def resolve_policy(
     merged: dict[str, str] = stszone_annotations(pod_annotations or {})
     if sts is not None:
         merged.update(sts.annotations)
-    malformed = ""
+    malformed: tuple[str, ...] = ()
     try:
         declared = _declared_of(frozenset(merged.items()))
     except InvalidAnnotations as err:
@@ -109,7 +109,7 @@ def resolve_policy(
                 f"StatefulSet {namespace}/{statefulset} has malformed stszone annotations: {err}",
                 reason="Invalid",
             ) from err
-        declared, malformed = Declared(), str(err)
+        declared, malformed = Declared(), tuple(err.problems)
     zones = declared.zones or store.server_zones(declared.topology_key)
     templates = (
         sts.templates if sts is not None else _templates_from_claims(statefulset, pod_claims)

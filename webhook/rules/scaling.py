@@ -10,6 +10,8 @@ the defaults -- an HPA scale-down that keeps every zone is never blocked by them
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from webhook.model import objects
 from webhook.model.objects import JSON
 from webhook.model.store import Store
@@ -19,11 +21,12 @@ from webhook.wire import review
 from webhook.wire.review import Outcome
 
 
-def malformed_warning(name: str, problems: str, *, by: str) -> str:
-    """``StatefulSet db: <first problem> (+2 more; unchanged by this update; fix them)``."""
-    items = problems.split("; ")
-    more = f"+{len(items) - 1} more; " if len(items) > 1 else ""
-    return f"StatefulSet {name}: {items[0]} ({more}unchanged by this {by}; fix them)"
+def malformed_warning(name: str, problems: Sequence[str], *, by: str) -> str:
+    """``StatefulSet db: stszone.io/mode 'x' is not a mode (+1 more; unchanged by this update)``:
+    the first problem without its example (the denial of a change shows them all)."""
+    more = f"+{len(problems) - 1} more; " if len(problems) > 1 else ""
+    first = problems[0].split("; ")[0]
+    return f"StatefulSet {name}: {first} ({more}unchanged by this {by}; fix it)"
 
 
 def judge(

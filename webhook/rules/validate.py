@@ -32,7 +32,7 @@ from webhook.model.store import Store
 from webhook.rules import affinity, scaling
 from webhook.rules.placement import Policy, place
 from webhook.rules.plan import check_node_name, node_labels, plan_pod
-from webhook.rules.verdict import some
+from webhook.rules.text import some
 from webhook.wire import review
 from webhook.wire.review import Outcome
 
@@ -53,20 +53,19 @@ def _declared(
     Checked as the API server will check what stszone writes from them: a storage-class
     template is filled in for every zone the set will use, its own list or the server's.
     """
+    problems: list[str] = []
     try:
-        declared = parse_annotations(annotations)
-        problems = ""
-        if declared.zones is None and declared.storage_class_template is not None:
-            zones = store.server_zones(declared.topology_key)
-            problems = "; ".join(template_problems(declared.storage_class_template, zones=zones))
-            if problems:
-                problems += f" (zones from the server: {','.join(zones)})"
+        declared: Declared | None = parse_annotations(annotations)
     except InvalidAnnotations as err:
-        declared, problems = None, str(err)
+        declared, problems = None, err.problems
+    template = declared.storage_class_template if declared is not None else None
+    if declared is not None and declared.zones is None and template is not None:
+        zones = store.server_zones(declared.topology_key)
+        problems = [f"{p} (the server's zones)" for p in template_problems(template, zones=zones)]
     if not problems:
         return declared, "", ""
     if not _unchanged(old, annotations=annotations):
-        return None, f"StatefulSet {name}: {problems}", ""
+        return None, f"StatefulSet {name}: {'; '.join(problems)}", ""
     # Ratchet, like the API server's own validation: an update that leaves broken annotations
     # as they were (a status write, an image bump) is not blocked by them; the set's new pods
     # are refused until they are fixed, and the guard runs on defaults.
@@ -228,16 +227,12 @@ def _zone_list_change(
             moved.append(f"{ordinal} ({before.zone}->{after.zone})")
         elif after.volume and before.rule_zone != after.rule_zone:
             stay.append(f"{ordinal} ({after.zone}, {after.volume})")
-    change = f"{info.name}: {ZONES} {','.join(old_zones)} -> {','.join(policy.zones)}"
-    scope = "" if checked == info.replicas else f" (first {checked} ordinals checked)"
-    warnings: tuple[str, ...]
-    if not moved:
-        warnings = (f"{change} moves no current ordinal{scope}",)
-    else:
-        warnings = (
-            f"{change} moves ordinal(s) {some(moved, len(moved))} when their pods are "
-            f"re-created{scope}",
-        )
+    count = len(moved)
+    scope = "" if checked == info.replicas else f" of the first {checked}"
+    moves = f": {some(moved, count, shown=2 if count <= 2 else 1)}" if moved else ""
+    warnings: tuple[str, ...] = (
+        f"{info.name}: new {ZONES} moves {count} ordinal(s){scope} when re-created{moves}",
+    )
     if stay:
         warnings += (
             f"{info.name}: ordinal(s) {some(stay, len(stay), shown=2)} stay with their volumes",

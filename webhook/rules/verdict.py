@@ -8,30 +8,16 @@ Warnings stay short (the API server advises under 120 characters and may cut the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Final
 
 from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
 from webhook.rules.guard import Holders, ScaleDown, Unknown
 from webhook.rules.locate import SCHEDULED, Located
+from webhook.rules.text import SHOWN, joined, some
 from webhook.wire import review
 from webhook.wire.review import Outcome
 
 OVERRIDE: Final = f'set {ALLOW_ZONE_LOSS}: "true" on the StatefulSet to force it'
-#: Ordinals a warning names before it counts the rest.
-SHOWN: Final = 3
-
-
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-
-def some(items: Sequence[object], count: int, *, shown: int = SHOWN) -> str:
-    """``"2, 5 and 7"`` or ``"2, 5, 8 and 41 more"``: the first few items and a count."""
-    named = [str(o) for o in items[:shown]]
-    if count > len(named):
-        named.append(f"{count - len(named)} more")
-    return _and(named)
 
 
 def _note(item: Located) -> str | None:
@@ -55,7 +41,7 @@ def _zone_phrase(zone: str, holders: Holders) -> str:
     named = [str(i.ordinal) for i in items]
     if holders.count > len(items):
         named.append(f"{holders.count - len(items)} more")
-    ordinals = _and(named)
+    ordinals = joined(named)
     one = holders.count == 1
     notes = list(dict.fromkeys(n for i in items[:3] if (n := _note(i)) is not None))
     if notes:  # not every holder is a running pod
@@ -76,7 +62,7 @@ def _zone_phrase(zone: str, holders: Holders) -> str:
 def describe_loss(result: ScaleDown) -> str:
     """``zone zone-c (ordinal 3 is its only pod)``, joined with ``and`` for several zones."""
     noun = "zones" if len(result.lost) > 1 else "zone"
-    return f"{noun} {_and([_zone_phrase(z, items) for z, items in result.lost.items()])}"
+    return f"{noun} {joined([_zone_phrase(z, items) for z, items in result.lost.items()])}"
 
 
 def _brief(zones: dict[str, Holders]) -> str:
@@ -85,15 +71,18 @@ def _brief(zones: dict[str, Holders]) -> str:
     for zone, holders in zones.items():
         ordinals = some([i.ordinal for i in holders.first], holders.count, shown=2)
         parts.append(f"{zone} (ordinal{'s' if holders.count > 1 else ''} {ordinals})")
-    return f"zone{'s' if len(parts) > 1 else ''} {_and(parts)}"
+    return f"zone{'s' if len(parts) > 1 else ''} {joined(parts)}"
 
 
 def why_unknown(unknown: Unknown) -> str:
-    """``ordinal 2 (node n7 has no label topology.kubernetes.io/zone)``, first few, counted."""
+    """``ordinal 2, whose zone is unknown (node n7 has no label topology.kubernetes.io/zone)``;
+    several: the first few with their reasons, and a count."""
+    if unknown.count == 1:
+        (item,) = unknown.first
+        return f"ordinal {item.ordinal}, whose zone is unknown ({item.detail})"
     reasons = [f"ordinal {i.ordinal}: {i.detail}" for i in unknown.first[:SHOWN]]
     ordinals = some([i.ordinal for i in unknown.first], unknown.count)
-    noun = "ordinal" if unknown.count == 1 else "ordinals"
-    return f"{noun} {ordinals}, whose zone is unknown ({'; '.join(reasons)})"
+    return f"ordinals {ordinals}, whose zones are unknown ({'; '.join(reasons)})"
 
 
 def _lowest(result: ScaleDown) -> str:
@@ -109,10 +98,10 @@ def _denial(result: ScaleDown) -> str:
     if result.lost:
         parts.append(f"would drop {describe_loss(result)}")
         if result.unknown_kept.count:
-            parts[-1] += f" unless kept {why_unknown(result.unknown_kept)} is there"
+            parts[-1] += f" unless kept {why_unknown(result.unknown_kept)}, is there"
     if result.at_risk or (not result.zones and result.unknown_removed.count):
         zones = result.at_risk
-        where = f"zone{'s' if len(zones) > 1 else ''} {_and(list(zones))}" if zones else "a zone"
+        where = f"zone{'s' if len(zones) > 1 else ''} {joined(list(zones))}" if zones else "a zone"
         parts.append(
             f"may drop {where}, which no kept pod is known to hold: it removes "
             f"{why_unknown(result.unknown_removed)}"
@@ -136,15 +125,16 @@ def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Outcome:
     if not result.refused:
         unknown = result.unknown_removed if result.unknown_removed.count else result.unknown_kept
         if unknown.count:
-            warnings += (f"{name}: {why_unknown(unknown)}; the kept pods hold every zone anyway",)
+            warnings += (f"{name}: {why_unknown(unknown)}; every listed zone is kept anyway",)
         return review.allowed(warnings=warnings)
     if allow_zone_loss:
-        risky = _brief(dict(result.lost)) if result.lost else "a zone of unknown pods"
+        zones = [*result.lost, *result.at_risk] or ["a zone"]
+        risk = "drops" if not result.depends_on_unknown else "may drop"
         return review.allowed(
             warnings=(
                 *warnings,
-                f"{name}: {result.old} -> {result.new} drops {risky}; allowed by "
-                f'{ALLOW_ZONE_LOSS}="true"; remove it to re-arm the guard',
+                f"{name}: {result.old} -> {result.new} {risk} {some(zones, len(zones))}; allowed "
+                f'by {ALLOW_ZONE_LOSS}="true" (remove it to re-arm the guard)',
             )
         )
     reason = "ZoneUnknown" if result.depends_on_unknown else "ZoneLoss"
