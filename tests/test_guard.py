@@ -283,8 +283,7 @@ def test_property_denies_iff_kept_ordinals_miss_a_zone(placed: list[str | None],
 def recorded() -> Store:
     """The cluster the reviews were recorded in: db-0 on zone-c, db-1 on zone-a, and the
     claims of ordinals 2, 3, 4 bound to PVs in zone-b, zone-c, zone-b."""
-    lists = ("nodes-metadata-list", "pv-list", "pvc-list", "statefulsets-list", "sts-pods-list")
-    return store_from_objects([b.fixture_api(name) for name in lists])
+    return store_from_objects(b.recorded_lists())
 
 
 async def test_recorded_kubectl_scale_up_is_allowed(serve: ServeFactory) -> None:

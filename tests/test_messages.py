@@ -73,48 +73,24 @@ def scenarios(n: Names) -> dict[str, Outcome]:
     )
     empty = store_from_objects([b.node(n.node, a)])
     out["zone without nodes"] = ask("validate", sts, empty)
-    moved = b.statefulset(n.sts, annotations={"stszone.io/zones": f"{c},{bz},{a}"}, replicas=2000)
-    out["zone list change"] = ask(
-        "validate",
-        moved,
-        store,
-        operation="UPDATE",
-        old={**sts, "spec": {**sts["spec"], "replicas": 2000}},
-    )
-    allow = {**listed, "stszone.io/allow-zone-loss": "true"}
-    out["allow-zone-loss"] = ask(
-        "validate",
-        b.statefulset(n.sts, annotations=allow, replicas=1),
-        store,
-        operation="UPDATE",
-        old=sts,
-    )
-    out["scale to zero"] = ask(
-        "validate",
-        b.statefulset(n.sts, annotations=listed, replicas=0),
-        store,
-        operation="UPDATE",
-        old=sts,
-    )
+
+    def update(
+        replicas: int, annotations: dict[str, str], store: Any, *, old: Any = sts
+    ) -> Outcome:
+        new = b.statefulset(n.sts, annotations=annotations, replicas=replicas)
+        return ask("validate", new, store, operation="UPDATE", old=old)
+
+    many = {**sts, "spec": {**sts["spec"], "replicas": 2000}}
+    out["zone list change"] = update(2000, {"stszone.io/zones": f"{c},{bz},{a}"}, store, old=many)
+    out["allow-zone-loss"] = update(1, {**listed, "stszone.io/allow-zone-loss": "true"}, store)
+    out["scale to zero"] = update(0, listed, store)
     unlisted = store_from_objects(
         [*nodes, b.node("x-node", n.other), sts, *pods, b.sts_pod(n.sts, 4, node="x-node")]
     )
     five = {**sts, "spec": {**sts["spec"], "replicas": 5}}
-    out["unlisted zone"] = ask(
-        "validate",
-        b.statefulset(n.sts, annotations=listed, replicas=4),
-        unlisted,
-        operation="UPDATE",
-        old=five,
-    )
+    out["unlisted zone"] = update(4, listed, unlisted, old=five)
     ghost = store_from_objects([*nodes, sts, *pods, b.sts_pod(n.sts, 4, node=n.node + "x")])
-    out["unknown, not needed"] = ask(
-        "validate",
-        b.statefulset(n.sts, annotations=listed, replicas=4),
-        ghost,
-        operation="UPDATE",
-        old=five,
-    )
+    out["unknown, not needed"] = update(4, listed, ghost, old=five)
     broken = b.statefulset(n.sts, annotations={**listed, "stszone.io/mode": "Affinity"}, replicas=4)
     out["malformed, unchanged"] = ask("validate", broken, store, operation="UPDATE", old=broken)
     template = {**listed, "stszone.io/storage-class-template": "ssd-{zone}"}
