@@ -87,6 +87,31 @@ class Kubectl:
         return False
 
 
+def pod_template(image: str) -> Obj:
+    """A pod spec that meets the `restricted` Pod Security profile, so clusters that enforce it
+    admit the test pods too."""
+    return {
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 1,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65535,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "main",
+                "image": image,
+                "resources": {"requests": {"cpu": "1m", "memory": "8Mi"}},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+    }
+
+
 def wait_for(
     what: str, probe: Callable[[], T | None], *, timeout: float, interval: float = 1.0
 ) -> T:

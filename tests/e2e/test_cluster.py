@@ -11,7 +11,15 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.e2e.kube import RUN_LABEL, ZONE_KEY, Cluster, KubectlError, Obj, wait_for
+from tests.e2e.kube import (
+    RUN_LABEL,
+    ZONE_KEY,
+    Cluster,
+    KubectlError,
+    Obj,
+    pod_template,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.e2e,
@@ -23,30 +31,6 @@ pytestmark = [
 
 #: Creates a StatefulSet by name and returns it once all its pods exist.
 Make = Callable[[str], Obj]
-
-
-def _pod_template(image: str) -> Obj:
-    # Meets the `restricted` Pod Security profile, so clusters that enforce it admit it too.
-    return {
-        "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": 1,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 65535,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": [
-            {
-                "name": "main",
-                "image": image,
-                "resources": {"requests": {"cpu": "1m", "memory": "8Mi"}},
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-            }
-        ],
-    }
 
 
 def replicas_for(cluster: Cluster) -> int:
@@ -73,7 +57,7 @@ def make_statefulset(cluster: Cluster) -> Make:
                     "selector": {"matchLabels": {"app": name}},
                     "template": {
                         "metadata": {"labels": {"app": name}},
-                        "spec": _pod_template(cluster.image),
+                        "spec": pod_template(cluster.image),
                     },
                 },
             }
@@ -138,7 +122,7 @@ def _pod(cluster: Cluster, owner: Obj, ordinal: int, labels: dict[str, str]) -> 
                 }
             ],
         },
-        "spec": _pod_template(cluster.image),
+        "spec": pod_template(cluster.image),
     }
 
 
