@@ -280,13 +280,28 @@ def is_topology_label(key: str) -> bool:
     return key in ZONE_KEYS or key.partition("/")[0].startswith("topology.")
 
 
+#: One shared tuple per distinct set of pod topology labels: the pods of a zone all carry the
+#: same few (zone, region), so 100k pods hold a handful of tuples, not 100k.
+_TOPOLOGIES: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+_TOPOLOGIES_MAX: Final = 4096
+
+
+def _shared(topology: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    found = _TOPOLOGIES.get(topology)
+    if found is not None:
+        return found
+    if len(_TOPOLOGIES) < _TOPOLOGIES_MAX:
+        _TOPOLOGIES[topology] = topology
+    return topology
+
+
 def pod_info(obj: Mapping[str, Any]) -> PodInfo:
     """Record of a StatefulSet pod (of its labels, only the topology ones are kept)."""
     meta = _meta(obj)
     owner = statefulset_owner(meta)
     labels = objects.str_map(meta, "labels", path="metadata")
-    topology = tuple(
-        sorted((_intern(k), _intern(v)) for k, v in labels.items() if is_topology_label(k))
+    topology = _shared(
+        tuple(sorted((_intern(k), _intern(v)) for k, v in labels.items() if is_topology_label(k)))
     )
     return PodInfo(
         namespace=_intern(objects.string(meta, "namespace")),
