@@ -321,3 +321,22 @@ def test_node_name_in_its_own_zone_passes() -> None:
         review.from_dict(b.review(b.sts_pod(ordinal=0, node="na"))), store=ABC, defaults=Defaults()
     )
     assert outcome.allowed, outcome.message
+
+
+def test_node_name_without_the_ordinal_label_is_denied_in_node_ordinal_mode() -> None:
+    """node-ordinal: db-2 must run on the node labelled example.io/node=2, not on k1."""
+    spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+    store = store_from_objects(
+        [
+            b.statefulset(annotations={**spec, "stszone.io/zones": "zone-a"}),
+            b.node("k1", "zone-a", labels={"example.io/node": "1"}),
+            b.node("k2", "zone-a", labels={"example.io/node": "2"}),
+        ]
+    )
+    outcome = mutate(b.sts_pod(ordinal=2, node="k1"), store)
+    assert (outcome.allowed, outcome.reason) == (False, "NodeNameConflict")
+    assert (
+        "names spec.nodeName k1, which has example.io/node=1; ordinal 2 belongs on the node "
+        in (outcome.message)
+    )
+    assert mutate(b.sts_pod(ordinal=2, node="k2"), store).allowed

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests import builders as b
+from tests.conftest import ServeFactory
 from webhook.cli import main
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
@@ -195,3 +196,15 @@ def test_stszone_review_refuses_a_trailing_newline(
     status = json.loads(capsys.readouterr().out)["response"]["status"]
     assert status["reason"] == "Invalid"
     assert "'stszone-scheduler\\n' is not a valid scheduler name" in status["message"]
+
+
+async def test_the_extender_places_by_the_sets_own_key(serve: ServeFactory) -> None:
+    """scheduler mode, keyed on racks, no list, --zones given: db-1 belongs on rack r2 (the
+    nodes' values r1, r2), so the filter keeps n1 only."""
+    sts = b.statefulset(
+        annotations={"stszone.io/topology-key": RACK, "stszone.io/mode": "scheduler"}
+    )
+    served = await serve(store=store_from_objects([*RACKS, sts], zones=("zone-a", "zone-b")))
+    args = {"Pod": b.sts_pod(ordinal=1), "Nodes": None, "NodeNames": ["n1", "n2"]}
+    status, result = await served.post_json("/extender/filter", args)
+    assert status == 200 and result["NodeNames"] == ["n1"], result

@@ -19,7 +19,6 @@ ordinal k, the only pod in Zk-1. Then N loses its zone label:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -27,6 +26,7 @@ import pytest
 
 from tests.e2e.conftest import schedulable_zones
 from tests.e2e.kube import (
+    MARKS,
     RUN_LABEL,
     ZONE_KEY,
     Cluster,
@@ -37,13 +37,7 @@ from tests.e2e.kube import (
     wait_for,
 )
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not os.environ.get("STSZONE_E2E_KUBECONFIG"),
-        reason="end-to-end tests need a cluster: set STSZONE_E2E_KUBECONFIG to its kubeconfig",
-    ),
-]
+pytestmark = MARKS
 
 NAME = "before"
 HOSTNAME = "kubernetes.io/hostname"
