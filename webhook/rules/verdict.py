@@ -38,10 +38,7 @@ def _note(item: Located) -> str | None:
 
 def _zone_phrase(zone: str, holders: Holders) -> str:
     items = holders.first
-    named = [str(i.ordinal) for i in items]
-    if holders.count > len(items):
-        named.append(f"{holders.count - len(items)} more")
-    ordinals = joined(named)
+    ordinals = some([i.ordinal for i in items], holders.count, shown=len(items))
     one = holders.count == 1
     notes = list(dict.fromkeys(n for i in items[:3] if (n := _note(i)) is not None))
     if notes:  # not every holder is a running pod
