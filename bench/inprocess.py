@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import cluster
 from bench.corpus import Item, chained, corpus
+from tests.builders import RECORDED_LISTS
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Settings
 from webhook.model.store import Store
@@ -40,13 +41,6 @@ from webhook.server import logs, metrics
 from webhook.wire import review
 
 API_FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "api"
-RECORDED_LISTS = (
-    "nodes-metadata-list",
-    "pv-list",
-    "pvc-list",
-    "statefulsets-list",
-    "sts-pods-list",
-)
 GENERATED = {
     "Node": cluster.nodes,
     "Namespace": cluster.namespaces,

@@ -248,3 +248,44 @@ def zone_affinity(*terms: list[tuple[str, str, list[str]]]) -> JSON:
             }
         }
     }
+
+
+def recorded_scale(name: str, *, namespace: str, old: int, new: int) -> JSON:
+    """The recorded `kubectl scale` review (014, statefulsets/scale) for another set and counts.
+
+    A scale to 0 arrives without ``spec.replicas`` (``omitempty``), as the API server sends it.
+    """
+    body: JSON = copy.deepcopy(fixture_review("014-Scale-UPDATE"))
+    request = body["request"]
+    request.update(name=name, namespace=namespace)
+    for key, count in (("object", new), ("oldObject", old)):
+        scale_obj = request[key]
+        scale_obj["metadata"].update(name=name, namespace=namespace)
+        scale_obj["spec"] = {"replicas": count} if count else {}
+        scale_obj["status"]["selector"] = f"app={name}"
+    return body
+
+
+RECORDED_LISTS = (
+    "nodes-metadata-list",
+    "pv-list",
+    "pvc-list",
+    "statefulsets-list",
+    "sts-pods-list",
+)
+
+
+def recorded_lists() -> list[JSON]:
+    """The recorded cluster's list responses (six nodes in zone-a/b/c, three namespaces of
+    StatefulSets, their claims and volumes), fresh copies to edit."""
+    return [fixture_api(name) for name in RECORDED_LISTS]
+
+
+def item(lists: list[JSON], kind_list: str, name: str, *, namespace: str | None = None) -> JSON:
+    """One item of a recorded list, by the list's file name and the item's name."""
+    found = lists[RECORDED_LISTS.index(kind_list)]["items"]
+    for obj in found:
+        meta = obj["metadata"]
+        if meta["name"] == name and (namespace is None or meta.get("namespace") == namespace):
+            return obj
+    raise KeyError(f"{kind_list} has no {namespace}/{name}")

@@ -30,7 +30,8 @@ from webhook.rules.audit import audit
 #   0  expected k1 -> zone-c             runs on k1            ok
 #   1  expected k2 or k3 (zone-b/zone-c: no single zone)  runs on k2 (a pinned node)  ok
 #   2  no node labelled 2                no pod; label missing
-#   held now: zone-c, zone-b (ordinal 2 unknown); lowest 2
+#   held now: zone-c, zone-b; ordinal 2's zone is unknown and zone-a (listed: the server's
+#   zones) is held by no known ordinal, so removing 2 may drop it: lowest 3
 # lab/cache: namespace not opted in, not audited (its pod on a2 does not count).
 #
 # Homes (where an ordinal may be re-created): db 0,3 -> {a1,a2}; db 1,2 -> {b1,k2};
@@ -136,7 +137,13 @@ def cluster_file(tmp_path: Path) -> Path:
 
 
 def row(
-    ordinal: int, zone: str | None, by: str, node: str | None, at: str | None, status: str
+    ordinal: int,
+    zone: str | None,
+    by: str,
+    node: str | None,
+    at: str | None,
+    status: str,
+    why: str | None = None,
 ) -> dict[str, Any]:
     return {
         "ordinal": ordinal,
@@ -145,6 +152,7 @@ def row(
         "node": node,
         "zone": at,
         "status": status,
+        "why": why,
     }
 
 
@@ -184,7 +192,7 @@ EXPECTED = {
                 row(2, None, "no node labelled", None, None, "no pod"),
             ],
             "zonesHeld": ["zone-b", "zone-c"],
-            "lowestSafeReplicas": 2,
+            "lowestSafeReplicas": 3,
             "missingNodeLabels": [2],
             "duplicateNodeLabels": {"1": ["k2", "k3"]},
             "problem": None,

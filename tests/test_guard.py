@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests import builders as b
+from tests import guardref
 from tests.conftest import ServeFactory
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
@@ -81,7 +82,7 @@ def test_the_misplaced_case_the_product_exists_for() -> None:
         (MISPLACED, 6, 2, "zones b (ordinals 2 and 4 are its only pods) and c (ordinal 3 is"),
         (["a", "a", "a", "b"], 4, 3, "zone b (ordinal 3 is its only pod); the smallest "),
         (["c", "c", "c"], 3, 1, None),  # never spread: nothing to lose
-        (["a", "b", "c"], 3, 0, "zones a (ordinal 0 is its only pod), b (ordinal 1"),
+        (["a", "b", "c"], 3, 0, None),  # zero stops the set: allowed, with a warning
     ],
 )
 def test_guard_table(zones: list[str], old: int, new: int, says: str | None) -> None:
@@ -124,13 +125,16 @@ def test_pending_pod_falls_back_to_its_volume_then_to_the_rule() -> None:
     )
 
 
-def test_pod_on_a_node_without_zone_label_falls_back() -> None:
-    """A node unknown to the view (or unlabelled) gives no zone: the volume or rule decides."""
+def test_pod_on_a_node_unknown_to_the_view_is_not_placed_by_the_rule() -> None:
+    """A scheduled pod on a node the view does not hold has an unknown zone: the rule (which
+    says c for ordinal 2) never fills it in, so dropping it may drop b and c: refused."""
     pods = [b.sts_pod(ordinal=i, node=n) for i, n in enumerate(["na", "na", "ghost"])]
     store = store_from_objects([*NODES, b.statefulset(annotations=ABC), *pods])
-    outcome = scale(store, 3, 2)  # ghost node: rule zone c for ordinal 2
-    assert "zone c (ordinal 2 is the only one there; ordinal 2 is not running but the " in (
-        outcome.message
+    outcome = scale(store, 3, 2)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    assert outcome.message.startswith(
+        "scale-down of db from 3 to 2 may drop zones b and c, which no kept pod is known to "
+        "hold: it removes ordinal 2, whose zone is unknown (node ghost is not in stszone's view)"
     )
 
 
@@ -148,9 +152,8 @@ def test_override_allows_with_a_warning_naming_the_loss() -> None:
     outcome = scale(cluster(MISPLACED, annotations=ALLOW), 6, 3)
     assert outcome.allowed
     assert outcome.warnings == (
-        "scale-down of db from 6 to 3 drops zone c (ordinal 3 is its only pod); allowed by "
-        'stszone.io/allow-zone-loss: "true" (the smallest replica count that keeps every zone '
-        "is 4); remove the annotation so the guard protects the next scale-down",
+        'db: 6 -> 3 drops c; allowed by stszone.io/allow-zone-loss="true" (remove it to re-arm '
+        "the guard)",
     )
 
 
@@ -159,19 +162,23 @@ def test_override_set_in_the_same_update_counts_and_removing_it_rearms() -> None
     an update that drops the override and scales down is refused."""
     store = cluster(MISPLACED)
     same = update(store, 6, 3, annotations=ALLOW)
-    assert same.allowed and "drops zone c" in same.warnings[0]
+    assert same.allowed and "drops c;" in same.warnings[0]
     guarded = cluster(MISPLACED, annotations=ALLOW)  # the view says allowed, the update removes it
     assert not update(guarded, 6, 3, annotations=ABC).allowed
 
 
 def test_scale_to_zero_arrives_without_replicas() -> None:
-    """ScaleSpec.replicas is omitempty: `kubectl scale --replicas=0` sends spec: {}."""
+    """ScaleSpec.replicas is omitempty: `kubectl scale --replicas=0` sends spec: {}; zero
+    stops the set (it drops no zone for good), so it is allowed with a warning."""
     body = b.review(b.scale(replicas=0), operation="UPDATE", old=b.scale(replicas=3))
     del body["request"]["object"]["spec"]["replicas"]
     outcome = admission.validate(
         review.from_dict(body), store=cluster(["a", "b", "c"]), defaults=Defaults()
     )
-    assert "from 3 to 0 would drop zones a" in outcome.message
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: 3 -> 0 stops the set in every zone; scaling up puts each ordinal back in its zone",
+    )
 
 
 class NoLookups(Store):
@@ -235,9 +242,14 @@ def test_node_ordinal_mode_uses_the_zone_of_the_pinned_node() -> None:
     assert scale(store, 3, 1).message.startswith(
         "scale-down of db from 3 to 1 would drop zone b (ordinal 2 is its only pod)"
     )
-    unknown = scale(store, 4, 3)  # ordinal 3's label is on nodes in zones c and a
-    assert unknown.allowed
-    assert "the zone of ordinal(s) 3 of db is unknown" in unknown.warnings[0]
+    # Ordinal 3's label is on nodes in zones c and a: its zone is unknown, and it may be the
+    # only ordinal in c (no kept one is known to be there): refused, saying why.
+    unknown = scale(store, 4, 3)
+    assert (unknown.allowed, unknown.reason) == (False, "ZoneUnknown")
+    assert (
+        "may drop zone c, which no kept pod is known to hold: it removes ordinal 3, whose zone "
+        "is unknown (nodes labelled example.io/node=3 span zones a, c)"
+    ) in unknown.message
     pinned = store_from_objects([*nodes[:4], sts])  # nothing runs: zones come from the pins
     assert "zone c (ordinal 3 is the only one there; ordinal 3 is not running but node k3" in (
         scale(pinned, 4, 3).message
@@ -250,13 +262,14 @@ def test_node_ordinal_mode_uses_the_zone_of_the_pinned_node() -> None:
 )
 def test_property_denies_iff_kept_ordinals_miss_a_zone(placed: list[str | None], data: Any) -> None:
     """For any placement (None: not scheduled, the rule decides) the guard denies iff the kept
-    ordinals miss a zone the old ones held, and names the lowest count that keeps them all."""
+    ordinals miss a zone the old ones held, and names the lowest count that keeps them all;
+    scaling to zero stops the set and is always allowed."""
     old = len(placed)
     new = data.draw(st.integers(0, old - 1), label="new")
     rule = ["a", "b", "c"]
     zone = [z if z is not None else rule[i % 3] for i, z in enumerate(placed)]
     outcome = scale(cluster(placed), old, new)
-    lost = set(zone) - set(zone[:new])
+    lost = set(zone) - set(zone[:new]) if new else set()
     assert outcome.allowed == (not lost)
     if lost:
         lowest = min(n for n in range(old + 1) if set(zone[:n]) == set(zone))
@@ -270,8 +283,7 @@ def test_property_denies_iff_kept_ordinals_miss_a_zone(placed: list[str | None],
 def recorded() -> Store:
     """The cluster the reviews were recorded in: db-0 on zone-c, db-1 on zone-a, and the
     claims of ordinals 2, 3, 4 bound to PVs in zone-b, zone-c, zone-b."""
-    lists = ("nodes-metadata-list", "pv-list", "pvc-list", "statefulsets-list", "sts-pods-list")
-    return store_from_objects([b.fixture_api(name) for name in lists])
+    return store_from_objects(b.recorded_lists())
 
 
 async def test_recorded_kubectl_scale_up_is_allowed(serve: ServeFactory) -> None:
@@ -299,8 +311,7 @@ async def test_recorded_patch_scale_down_is_refused(serve: ServeFactory) -> None
         "force it"
     )
     assert response["warnings"] == [
-        "StatefulSet db has 2 replica(s) for 3 zones (zone-a,zone-b,zone-c): some zone holds none "
-        "of its pods; set replicas to 3 or more to survive the loss of any zone"
+        "db: 2 replica(s) for 3 zones leaves a zone empty; 3 or more survive the loss of any zone"
     ]
     # The same scale-down as kubectl scale sends it (the Scale carries no annotations).
     scale_body = copy.deepcopy(b.fixture_review("014-Scale-UPDATE"))
@@ -330,55 +341,25 @@ async def test_recorded_template_update_is_allowed(serve: ServeFactory) -> None:
     _, body = await served.post_json("/validate", b.fixture_review("026-StatefulSet-UPDATE"))
     assert body["response"]["allowed"] is True
     assert [w[:40] for w in body["response"]["warnings"]] == [
-        "StatefulSet db has 2 replica(s) for 3 zo"
+        "db: 2 replica(s) for 3 zones leaves a zo"
     ]
 
 
 # --- scale: bounded by the objects in the view, not by replicas ------------------------------
 
 
-def zone_of(o: int, store: Store) -> str | None:
-    """Ordinal ``o`` of ns/db located from the tables themselves: its pod ``db-<o>`` by name,
-    its node's zone label; ``guard.locate`` only for ordinals without a placed pod."""
-    pod = store.pod("ns", f"db-{o}")
-    node = store.nodes.get(pod.node) if pod is not None and pod.owner == "db" else None
-    if node is not None and ZONE_KEY in node.labels:
-        return node.labels[ZONE_KEY]
-    policy = resolve_policy("ns", "db", store=store)
-    return guard.locate(o, namespace="ns", policy=policy, store=store).zone
-
-
-def reference(store: Store, old: range, new: range) -> tuple[dict[str, int], int | None, int]:
-    """Brute force over every ordinal: (lost zone -> holder count, lowest, unknown count)."""
-    where = {
-        o: zone_of(o, store) for o in range(min(old.start, new.start), max(old.stop, new.stop))
-    }
-    kept = {where[o] for o in new} - {None}
-    lost: dict[str, int] = {}
-    for o in old:
-        zone = where[o]
-        if zone is not None and zone not in kept:
-            lost[zone] = lost.get(zone, 0) + 1
-    held = {where[o] for o in old} - {None}
-    widest = range(new.start, new.start + max(len(old), len(new)))
-    seen: set[str | None] = set()
-    lowest = 0 if not held else None
-    for count, o in enumerate(widest if held else (), start=1):
-        seen.add(where.get(o) or zone_of(o, store))
-        if held <= seen:
-            lowest = count
-            break
-    unknown = sum(1 for o in {*old, *new} if where[o] is None)
-    return lost, lowest, unknown
-
-
 def agrees_with_a_walk(store: Store, old: range, new: range) -> guard.ScaleDown:
-    """The guard's answer for ns/db, checked against :func:`reference`."""
+    """The guard's answer for ns/db, checked against the brute-force walk of tests/guardref."""
     policy = resolve_policy("ns", "db", store=store)
     got = guard.scale_down("db", old=old, new=new, namespace="ns", policy=policy, store=store)
-    lost, lowest, unknown = reference(store, old, new)
-    assert {z: h.count for z, h in got.lost.items()} == lost
-    assert (got.lowest, got.unknown_count) == (lowest, unknown)
+    want, lowest = guardref.walk(store, policy, old, new)
+    assert {z: h.count for z, h in got.lost.items()} == want.lost
+    assert (got.refused, got.depends_on_unknown) == (want.refused, want.depends_on_unknown)
+    assert (got.unknown_removed.count, got.unknown_kept.count) == (
+        want.unknown_removed,
+        want.unknown_kept,
+    )
+    assert got.lowest == lowest
     return got
 
 
@@ -474,7 +455,8 @@ def test_property_node_ordinal_matches_a_brute_force_walk(
     sts = b.statefulset(replicas=old, annotations=mode)
     store = store_from_objects([*NODES, *pinned, sts, *objs])
     got = agrees_with_a_walk(store, range(old), range(new))
-    assert len(got.unknown) == min(got.unknown_count, guard.NAMED)
+    for unknown in (got.unknown_removed, got.unknown_kept):
+        assert len(unknown.first) == min(unknown.count, guard.NAMED)
 
 
 def test_set_pods_are_found_by_the_names_the_controller_gives() -> None:

@@ -106,7 +106,7 @@ async def test_a_volume_appearing_moves_the_pod(
     await eventually(lambda: view.store.volume("pv-cap-zone-c-1") is not None)
     placed, warnings = await mutate(served, pod)
     assert pinned_zone(placed) == "zone-c"
-    assert warnings and "pv-cap-zone-c-1" in warnings[0] and "not zone-a" in warnings[0]
+    assert warnings and "pv-cap-zone-c-1" in warnings[0] and "the rule says zone-a" in warnings[0]
 
 
 async def test_a_claim_binding_moves_the_pod(
@@ -154,23 +154,32 @@ async def with_template(api: FakeApi, view: LiveView) -> None:
 
 
 @pytest.mark.parametrize(
-    ("claim", "zone"),
+    ("claim", "zone", "storage_class", "says"),
     [
-        ("data-db-5", "zone-c"),  # no volume: ordinal 5 -> zones[5 mod 3]
-        ("data-db-0", "zone-c"),  # pv-cap-zone-c-1 already names it in claimRef (pre-bound)
+        # no volume: ordinal 5 -> zones[5 mod 3], and the template's class
+        ("data-db-5", "zone-c", "ssd-zone-c", "storageClassName manual -> ssd-zone-c"),
+        # pv-cap-zone-c-1 already names it in claimRef (pre-bound): its zone, its class kept
+        ("data-db-0", "zone-c", "manual", "names volume pv-cap-zone-c-1: storageClassName kept"),
     ],
 )
 async def test_claim_gets_zone_and_storage_class(
-    serve: ServeFactory, api: FakeApi, kubeconfig: Path, claim: str, zone: str
+    serve: ServeFactory,
+    api: FakeApi,
+    kubeconfig: Path,
+    claim: str,
+    zone: str,
+    storage_class: str,
+    says: str,
 ) -> None:
-    """A StatefulSet's new claim gets stszone.io/zone and the template's StorageClass."""
+    """A StatefulSet's new claim gets stszone.io/zone and the template's StorageClass, unless a
+    volume is pre-bound to it: Kubernetes binds it only if the classes match."""
     served, view = await live_app(serve, kubeconfig)
     await eventually(lambda: view.ready()[0])
     await with_template(api, view)
     mutated, warnings = await mutate(served, recorded_claim(claim))
     assert mutated["metadata"]["annotations"]["stszone.io/zone"] == zone
-    assert mutated["spec"]["storageClassName"] == f"ssd-{zone}"
-    assert any("manual replaced by ssd-" in w for w in warnings)
+    assert mutated["spec"]["storageClassName"] == storage_class
+    assert any(says in w for w in warnings), warnings
 
 
 @pytest.mark.parametrize(

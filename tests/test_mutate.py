@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
+from webhook.model.records import TABLES
 from webhook.model.store import Store
-from webhook.rules import admission, mutate
+from webhook.rules import admission, claims
 from webhook.wire import review
 from webhook.wire.patches import apply
 
@@ -365,16 +366,22 @@ def test_patch_property(
         return
     zone = ("zone-a", "zone-b", "zone-c")[ordinal % 3]
     want = {"key": ZONE_KEY, "operator": "In", "values": [zone]}
-    assert all(want in t["matchExpressions"] for t in node_terms(mutated))
+    # An empty term matches no node: it stays empty rather than become a zone term.
+    assert all(
+        want in t["matchExpressions"] or (not t["matchExpressions"] and t in terms)
+        for t in node_terms(mutated)
+    )
+    assert any(t["matchExpressions"] for t in node_terms(mutated))
     assert len(node_terms(mutated)) == max(1, len(terms))
     assert mutated["metadata"]["annotations"]["stszone.io/zone"] == zone
     assert reinvoke(mutated, ZONES_ABC) == []
 
 
 def live_store_without_sets() -> Store:
-    """A live view whose StatefulSet watch has synced but not delivered the new set yet."""
+    """A live view whose watches have all synced, but not delivered the new set yet."""
     store = Store(zones=("zone-a", "zone-b", "zone-c"), live=True)
-    store.replace("statefulsets", [])
+    for table in TABLES:
+        store.replace(table, [])
     return store
 
 
@@ -392,7 +399,7 @@ def test_controller_claim_of_an_unseen_set_is_refused_for_retry() -> None:
     store = live_store_without_sets()
     claim = b.pvc("data-db-0")
     body = b.review(claim)
-    for controller in sorted(mutate.STATEFULSET_CONTROLLERS):
+    for controller in sorted(claims.STATEFULSET_CONTROLLERS):
         body["request"]["userInfo"]["username"] = controller
         outcome = admission.mutate(review.from_dict(body), store=store, defaults=DEFAULTS)
         assert not outcome.allowed and outcome.reason == "StatefulSetNotYetSeen", controller

@@ -7,17 +7,28 @@ these tests run against someone's real control plane, so nothing may hang or fai
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import pytest
+
 Obj = dict[str, Any]
 T = TypeVar("T")
 ZONE_KEY = "topology.kubernetes.io/zone"
 #: On everything a run creates, valued with the run's id.
 RUN_LABEL = "stszone.io/e2e"
+#: The marks of every end-to-end test module: skipped unless a cluster is named.
+MARKS = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not os.environ.get("STSZONE_E2E_KUBECONFIG"),
+        reason="end-to-end tests need a cluster: set STSZONE_E2E_KUBECONFIG to its kubeconfig",
+    ),
+]
 
 
 class KubectlError(AssertionError):

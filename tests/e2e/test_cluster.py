@@ -6,12 +6,12 @@ and for what is created and always deleted.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import pytest
 
 from tests.e2e.kube import (
+    MARKS,
     RUN_LABEL,
     ZONE_KEY,
     Cluster,
@@ -22,13 +22,7 @@ from tests.e2e.kube import (
     workload,
 )
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not os.environ.get("STSZONE_E2E_KUBECONFIG"),
-        reason="end-to-end tests need a cluster: set STSZONE_E2E_KUBECONFIG to its kubeconfig",
-    ),
-]
+pytestmark = MARKS
 
 #: Creates a StatefulSet by name and returns it once all its pods exist.
 Make = Callable[[str], Obj]

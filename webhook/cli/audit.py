@@ -125,6 +125,7 @@ def _set_lines(report: SetReport) -> list[str]:
         for r in report.rows
     ]
     lines = [head, *_table(("ORDINAL", "EXPECTED", "SET BY", "NODE", "ZONE", "STATUS"), rows)]
+    lines += [f"  ordinal {r.ordinal}: zone unknown: {r.why}" for r in report.rows if r.why]
     lowest = "none keeps them all" if report.lowest is None else str(report.lowest)
     lines.append(
         f"  zones held now: {', '.join(report.held) or '(none)'}; lowest replica count that "
@@ -189,6 +190,7 @@ def render_json(report: Report) -> dict[str, Any]:
                         "node": r.node or None,
                         "zone": r.zone,
                         "status": r.status,
+                        "why": r.why or None,
                     }
                     for r in s.rows
                 ],

@@ -22,7 +22,7 @@ from webhook.cluster.view import choose_view, offline_store, zone_source
 from webhook.config import Settings, split_label_rule
 from webhook.errors import ConfigError
 from webhook.install.certfiles import ensure_dev_certs
-from webhook.model.annotations import is_label_key, is_label_value
+from webhook.model.names import is_label_value, is_qualified_name
 from webhook.server import logs
 from webhook.server.app import install_metrics, make_app
 from webhook.server.metrics import store_caches
@@ -44,7 +44,7 @@ examples:
 
 def _condition_type(text: str) -> str:
     # Condition types are qualified names ("StorageReady", "example.io/DiskHealthy").
-    if not is_label_key(text.strip()):
+    if not is_qualified_name(text.strip()):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a node condition type; e.g. --storage-unhealthy-condition "
             "StorageUnhealthy"
@@ -54,7 +54,9 @@ def _condition_type(text: str) -> str:
 
 def _label_rule(text: str) -> str:
     key, value = split_label_rule(text)
-    if not is_label_key(key) or (value is not None and value != "" and not is_label_value(value)):
+    if not is_qualified_name(key) or (
+        value is not None and value != "" and not is_label_value(value)
+    ):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not KEY or KEY=VALUE of a node label; e.g. --storage-unhealthy-label "
             "storage.example.io/unhealthy=true"

@@ -3,16 +3,19 @@
 A StatefulSet (or, as a fallback, its pod) carries its placement policy in annotations. This
 module turns them into a frozen :class:`Declared`, and lists every problem in a malformed set
 with an example of the right form, so that the validating webhook and the mutating webhook
-report the same words.
+report the same words. Every value is checked the way the API server will check what stszone
+writes from it (:mod:`webhook.model.names`), whole-string: no value is trimmed, so a trailing
+newline from a YAML block scalar is refused here rather than by the API server on every pod.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from webhook.model.names import is_dns_subdomain, is_label_value, is_qualified_name
 
 PREFIX: Final = "stszone.io/"
 ZONES: Final = "stszone.io/zones"
@@ -49,24 +52,6 @@ STATEFULSET_KEYS: Final = frozenset(
     }
 )
 
-# Label values: at most 63 characters, alphanumeric at both ends (Kubernetes validation).
-_LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$")
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-
-
-def is_label_value(value: str) -> bool:
-    """True when ``value`` is a valid, non-empty Kubernetes label value."""
-    return bool(_LABEL_VALUE.match(value))
-
-
-def is_label_key(key: str) -> bool:
-    """True when ``key`` is a valid label key (``[prefix/]name``)."""
-    prefix, _, name = key.rpartition("/")
-    if prefix and not (len(prefix) <= 253 and _DNS_SUBDOMAIN.match(prefix)):
-        return False
-    return bool(_LABEL_NAME.match(name))
-
 
 @dataclass(frozen=True, slots=True)
 class Declared:
@@ -90,8 +75,12 @@ class InvalidAnnotations(ValueError):
 
 
 def split_zones(text: str) -> tuple[str, ...]:
-    """``"a, b,c"`` -> ``("a", "b", "c")``; empty entries are kept as ``""`` for checking."""
-    return tuple(part.strip() for part in text.split(","))
+    """``"a, b,c"`` -> ``("a", "b", "c")``; empty entries are kept as ``""`` for checking.
+
+    Only spaces around entries are dropped: a newline or tab stays in the entry, which then
+    fails the label-value check (``"a,b,c\\n"`` from a YAML ``|`` block is refused, not fixed).
+    """
+    return tuple(part.strip(" ") for part in text.split(","))
 
 
 def zone_list_problems(zones: tuple[str, ...], *, source: str) -> list[str]:
@@ -119,14 +108,14 @@ def parse_annotations(annotations: Mapping[str, str]) -> Declared:
         zones = split_zones(annotations[ZONES])
         problems += zone_list_problems(zones, source=ZONES)
 
-    topology_key = annotations.get(TOPOLOGY_KEY, DEFAULT_TOPOLOGY_KEY).strip()
-    if not is_label_key(topology_key):
+    topology_key = annotations.get(TOPOLOGY_KEY, DEFAULT_TOPOLOGY_KEY)
+    if not is_qualified_name(topology_key):
         problems.append(
             f"{TOPOLOGY_KEY} {topology_key!r} is not a node label key; "
             f'e.g. {TOPOLOGY_KEY}: "{DEFAULT_TOPOLOGY_KEY}"'
         )
 
-    mode_text = annotations.get(MODE, "affinity").strip()
+    mode_text = annotations.get(MODE, "affinity")
     mode: Mode = "affinity"
     if mode_text in MODES:
         mode = mode_text
@@ -137,14 +126,14 @@ def parse_annotations(annotations: Mapping[str, str]) -> Declared:
         )
 
     scheduler_name = annotations.get(SCHEDULER_NAME)
-    if scheduler_name is not None and not _DNS_SUBDOMAIN.match(scheduler_name):
+    if scheduler_name is not None and not is_dns_subdomain(scheduler_name):
         problems.append(
-            f"{SCHEDULER_NAME} {scheduler_name!r} is not a valid scheduler name; "
-            f'e.g. {SCHEDULER_NAME}: "stszone-scheduler"'
+            f"{SCHEDULER_NAME} {scheduler_name!r} is not a valid scheduler name (a lower-case "
+            f'DNS-1123 subdomain); e.g. {SCHEDULER_NAME}: "stszone-scheduler"'
         )
 
     node_label = annotations.get(NODE_LABEL)
-    if node_label is not None and not is_label_key(node_label):
+    if node_label is not None and not is_qualified_name(node_label):
         problems.append(
             f"{NODE_LABEL} {node_label!r} is not a node label key; "
             f'e.g. {NODE_LABEL}: "example.io/node"'
@@ -157,7 +146,7 @@ def parse_annotations(annotations: Mapping[str, str]) -> Declared:
 
     template = annotations.get(STORAGE_CLASS_TEMPLATE)
     if template is not None:
-        problems += _template_problems(template)
+        problems += template_problems(template, zones=zones or ())
 
     allow_text = annotations.get(ALLOW_ZONE_LOSS, "false")
     if allow_text not in ("true", "false"):
@@ -183,17 +172,29 @@ def parse_annotations(annotations: Mapping[str, str]) -> Declared:
     )
 
 
-def _template_problems(template: str) -> list[str]:
+def template_problems(template: str, *, zones: tuple[str, ...]) -> list[str]:
+    """Problems with a storage-class template, filled in for every zone of ``zones``.
+
+    A StorageClass name is a DNS-1123 subdomain; the template is checked for each zone, since
+    one zone name can break it where another does not (``Zone_A`` -> ``zone_a``). Without a
+    list, a sample zone stands in.
+    """
     example = f'e.g. {STORAGE_CLASS_TEMPLATE}: "ssd-{{zone}}"'
     if "{zone}" not in template:
         return [f"{STORAGE_CLASS_TEMPLATE} {template!r} has no {{zone}} placeholder; {example}"]
-    sample = storage_class_for(template, "zone-a")
-    if not _DNS_SUBDOMAIN.match(sample):
-        return [
-            f"{STORAGE_CLASS_TEMPLATE} {template!r} does not give a valid StorageClass name "
-            f"(zone-a -> {sample!r}); {example}"
-        ]
-    return []
+    bad = [
+        (zone, name)
+        for zone in dict.fromkeys(z for z in zones if z) or ("zone-a",)
+        if not is_dns_subdomain(name := storage_class_for(template, zone))
+    ]
+    if not bad:
+        return []
+    shown = ", ".join(f"{zone} -> {name!r}" for zone, name in bad[:3])
+    more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return [
+        f"{STORAGE_CLASS_TEMPLATE} {template!r} does not give a valid StorageClass name (a "
+        f"lower-case DNS-1123 subdomain) for every zone: {shown}{more}; {example}"
+    ]
 
 
 def storage_class_for(template: str, zone: str) -> str:

@@ -3,7 +3,8 @@
 The API server only sends well-formed objects, but ``stszone review`` reads files written by
 hand and a fuzzer sends anything. Every accessor either returns the expected type (missing and
 ``null`` become the empty value) or raises :class:`BadObject` naming the field path, so a wrong
-shape becomes a denial with a reason instead of a crash.
+shape becomes a denial with a reason instead of a crash. :func:`with_annotation` is the one
+writer: copy on write, so a mutation and its original share everything it does not touch.
 """
 
 from __future__ import annotations
@@ -77,3 +78,10 @@ def dicts(obj: Mapping[str, Any], key: str, *, path: str = "") -> list[JSON]:
         if not isinstance(item, dict):
             raise BadObject(f"{_where(path, key)}[{i}] must be an object")
     return items
+
+
+def with_annotation(obj: JSON, key: str, value: str) -> JSON:
+    """Copy of ``obj`` with one annotation set (metadata and annotations copied, rest shared)."""
+    meta = dict(mapping(obj, "metadata"))
+    meta["annotations"] = {**str_map(meta, "annotations", path="metadata"), key: value}
+    return {**obj, "metadata": meta}

@@ -1,7 +1,8 @@
 """The compact records the cluster view holds, and how raw API objects become them. Pure.
 
 Each record keeps only what a rule reads (a node's labels, a volume's zones, a claim's volume,
-a pod's node), so a cluster of thousands of nodes and 100k pods stays small in memory. The
+a pod's node and its own topology labels), so a cluster of thousands of nodes and 100k pods
+stays small in memory. The
 ``*_info`` functions turn a raw API object (full or metadata-only) into a record and raise
 :class:`~webhook.errors.BadObject` for shapes they cannot read; ``EXTRACTORS`` maps each
 store kind to its function for the watches and the file loader.
@@ -119,17 +120,29 @@ class StatefulSetInfo:
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
-    """A StatefulSet pod: ordinal, node and owning set."""
+    """A StatefulSet pod: ordinal, node, owning set, and its own topology labels."""
 
     namespace: str
     name: str
     owner: str | None
     ordinal: int | None
     node: str = ""
+    #: The pod's own topology labels, as (key, value) pairs: Kubernetes 1.33+ copies the node's
+    #: ``topology.kubernetes.io/{zone,region}`` onto a pod when it is bound (PodTopologyLabels),
+    #: so a pod stays located when its node later loses the label or leaves the view.
+    topology: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.namespace, self.name)
+
+    def zone_label(self, topology_key: str) -> str | None:
+        """The pod's own label for ``topology_key`` (or an equivalent zone key), if any."""
+        labels = dict(self.topology)
+        found = labels.get(topology_key)
+        if found is None and topology_key in ZONE_KEYS:
+            found = next((labels[k] for k in ZONE_KEYS if k in labels), None)
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,16 +275,41 @@ def ordinal_of(meta: Mapping[str, Any]) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def is_topology_label(key: str) -> bool:
+    """Whether a pod label names where it runs: a zone key, or any ``topology.*/`` key."""
+    return key in ZONE_KEYS or key.partition("/")[0].startswith("topology.")
+
+
+#: One shared tuple per distinct set of pod topology labels: the pods of a zone all carry the
+#: same few (zone, region), so 100k pods hold a handful of tuples, not 100k.
+_TOPOLOGIES: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+_TOPOLOGIES_MAX: Final = 4096
+
+
+def _shared(topology: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    found = _TOPOLOGIES.get(topology)
+    if found is not None:
+        return found
+    if len(_TOPOLOGIES) < _TOPOLOGIES_MAX:
+        _TOPOLOGIES[topology] = topology
+    return topology
+
+
 def pod_info(obj: Mapping[str, Any]) -> PodInfo:
-    """Record of a StatefulSet pod."""
+    """Record of a StatefulSet pod (of its labels, only the topology ones are kept)."""
     meta = _meta(obj)
     owner = statefulset_owner(meta)
+    labels = objects.str_map(meta, "labels", path="metadata")
+    topology = _shared(
+        tuple(sorted((_intern(k), _intern(v)) for k, v in labels.items() if is_topology_label(k)))
+    )
     return PodInfo(
         namespace=_intern(objects.string(meta, "namespace")),
         name=_name(meta),
         owner=_intern(owner) if owner else None,
         ordinal=ordinal_of(meta),
         node=_intern(objects.string(objects.mapping(obj, "spec"), "nodeName")),
+        topology=topology,
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
 from webhook.model.records import (
     HOSTNAME,
+    TABLES,
     ClaimInfo,
     Info,
     Key,
@@ -124,8 +125,12 @@ class Store:
 
     # queries
     def server_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:
-        """The server's zone source: ``--zones`` in its order, else zones on nodes, sorted."""
-        if self.zones_override:
+        """The server's zone source: ``--zones`` in its order, else zones on nodes, sorted.
+
+        ``--zones`` lists values of the default topology key: a set with another
+        ``stszone.io/topology-key`` gets the values nodes carry under its own key instead.
+        """
+        if self.zones_override and topology_key == DEFAULT_TOPOLOGY_KEY:
             return self.zones_override
         return self.discovered_zones(topology_key)
 
@@ -170,6 +175,13 @@ class Store:
     def statefulset(self, namespace: str, name: str) -> StatefulSetInfo | None:
         return self.statefulsets.get((namespace, name))
 
+    def unsynced(self) -> tuple[Table, ...]:
+        """Tables a live view has not listed yet (always none offline: a file or ``--zones``
+        is complete by definition). Until there are none, an absent object proves nothing."""
+        if not self.live:
+            return ()
+        return tuple(table for table in TABLES if table not in self.loaded)
+
     def lagging(self) -> bool:
         """Whether a StatefulSet absent from this view may simply not have arrived yet."""
         return self.live and "statefulsets" in self.loaded
@@ -213,18 +225,28 @@ class Store:
         """
         info = self.claims.get((namespace, claim))
         volume = info.volume if info is not None and info.volume else ""
-        if not volume:
-            volume = next(
-                (v.name for v in self._volumes_by_claim.get((namespace, claim)).values()), ""
-            )
-        pv = self.volumes.get(volume) if volume else None
-        if pv is None:
+        volume = volume or self.prebound(namespace, claim)
+        if not volume or volume not in self.volumes:
             return "", frozenset()
+        return volume, self.volume_zones(volume, topology_key)
+
+    def prebound(self, namespace: str, claim: str) -> str:
+        """Name of a PersistentVolume whose ``claimRef`` names this claim, or ``""``."""
+        return next((v.name for v in self._volumes_by_claim.get((namespace, claim)).values()), "")
+
+    def volume_zones(self, volume: str, topology_key: str) -> frozenset[str]:
+        """Zones a PersistentVolume can be used from (none when unknown or not zone-pinned).
+
+        A local volume pinned to a node by hostname is in that node's zone.
+        """
+        pv = self.volumes.get(volume)
+        if pv is None:
+            return frozenset()
         zones = pv.zones_for(topology_key)
         if not zones and HOSTNAME in pv.zones:
             nodes = (n for h in pv.zones[HOSTNAME] for n in self.nodes_with_label(HOSTNAME, h))
             zones = self.zones_of(nodes, topology_key)
-        return pv.name, zones
+        return zones
 
     def zones_of(self, nodes: Iterable[str], topology_key: str) -> frozenset[str]:
         """The zones of the given nodes (unknown nodes and nodes without the label skipped)."""

@@ -14,6 +14,7 @@ from typing import Literal
 from webhook.config import Defaults
 from webhook.errors import BadObject, Denied
 from webhook.model.store import Store
+from webhook.rules import claims, scaling
 from webhook.rules import mutate as mutations
 from webhook.rules import validate as validations
 from webhook.wire import review
@@ -50,9 +51,7 @@ def mutate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
     if _is(request, "", "PersistentVolumeClaim"):
         return _guarded(
             request,
-            lambda: mutations.mutate_claim(
-                obj, namespace=ns, store=store, requester=request.username
-            ),
+            lambda: claims.mutate_claim(obj, namespace=ns, store=store, requester=request.username),
         )
     if _is(request, "apps", "StatefulSet") and not request.sub_resource:
         return _guarded(request, lambda: mutations.mutate_statefulset(obj, store=store))
@@ -79,7 +78,7 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
         old, name = request.old_object, request.name
         return _guarded(
             request,
-            lambda: validations.validate_scale(obj, old=old, name=name, namespace=ns, store=store),
+            lambda: scaling.validate_scale(obj, old=old, name=name, namespace=ns, store=store),
         )
     # Other subresources (status) cannot change spec or annotations: nothing to check.
     if (

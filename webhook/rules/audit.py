@@ -3,11 +3,12 @@
 For each StatefulSet in an opted-in namespace (every StatefulSet when the view holds no
 Namespace objects) and each ordinal in ``[start, start + replicas)``: the zone stszone expects
 (the rule, or the volume's zone; in node-ordinal mode the node(s) carrying the ordinal's label),
-the node and zone its pod really has, and a status -- ``ok``, ``MISPLACED`` (running outside
-what is expected), ``pending`` (no node yet), ``no pod``, or ``unknown`` (a zone is not known).
-Also the zones the set holds now and the lowest replica count that keeps them all (exactly
-what the scale-down guard would allow), and, in node-ordinal mode, ordinal label values no node
-or several nodes carry.
+the node and zone its pod really has (located as the scale-down guard locates it: the node's
+label, else the pod's own label, else its volume), and a status -- ``ok``, ``MISPLACED``
+(running outside what is expected), ``pending`` (no node yet), ``no pod``, or ``unknown`` (a
+zone is not known, with the reason). Also the zones the set holds now and the lowest replica
+count the scale-down guard would allow (unknown zones included), and, in node-ordinal mode,
+ordinal label values no node or several nodes carry.
 
 Removable nodes are computed by :mod:`webhook.rules.removal`. A report has *problems* -- the CLI
 exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, or a
@@ -24,6 +25,7 @@ from webhook.errors import Denied
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import guard, removal
+from webhook.rules.locate import Located, Locator
 from webhook.rules.placement import Policy, place_by_mode, resolve_policy
 
 Status = Literal["ok", "MISPLACED", "pending", "no pod", "unknown"]
@@ -40,6 +42,8 @@ class Row:
     node: str
     zone: str | None
     status: Status
+    #: Why the status is ``unknown`` ("node n7 has no label topology.kubernetes.io/zone").
+    why: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +59,7 @@ class SetReport:
     rows: tuple[Row, ...]
     #: Zones the ordinals hold now (pod, else volume, else rule: as the guard sees them).
     held: tuple[str, ...]
-    #: Lowest replica count that keeps every held zone (what the guard allows).
+    #: Lowest replica count the scale-down guard allows (unknown zones included).
     lowest: int | None
     #: Ordinals whose zone the guard cannot tell (a refused scale-down may hinge on them).
     unknown: tuple[int, ...] = ()
@@ -123,7 +127,7 @@ def _expectation(
     return placement.zone, f"volume {placement.volume}" if placement.volume else "rule", ()
 
 
-def _row(ordinal: int, policy: Policy, store: Store, namespace: str) -> Row:
+def _row(ordinal: int, policy: Policy, store: Store, namespace: str, located: Located) -> Row:
     try:
         expected, by, pinned = _expectation(ordinal, policy, store, namespace)
     except Denied as err:
@@ -133,15 +137,17 @@ def _row(ordinal: int, policy: Policy, store: Store, namespace: str) -> Row:
         return Row(ordinal, expected, by, "", None, "no pod")
     if not pod.node:
         return Row(ordinal, expected, by, "", None, "pending")
-    zone = store.node_zone(pod.node, policy.declared.topology_key)
+    zone = located.zone  # the guard's own facts: node label, pod label, volume
     status: Status
+    why = ""
     if policy.declared.mode == "node-ordinal":
         status = "ok" if pod.node in pinned else "MISPLACED"
     elif zone is None or expected is None:
         status = "unknown"
+        why = located.detail if zone is None else "no expected zone"
     else:
         status = "ok" if zone == expected else "MISPLACED"
-    return Row(ordinal, expected, by, pod.node, zone, status)
+    return Row(ordinal, expected, by, pod.node, zone, status, why)
 
 
 def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
@@ -162,9 +168,20 @@ def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
             problem=err.message,
         )
     ordinals = guard.audited_ordinals(sts)
-    where = guard.Locator(namespace=sts.namespace, policy=policy, store=store)
+    where = Locator(namespace=sts.namespace, policy=policy, store=store)
     located = [where(o) for o in ordinals]
     held = {item.zone for item in located if item.zone is not None}
+    # The lowest count is the guard's own answer for a scale-down to zero replicas, so the
+    # audit and the guard agree on every cluster.
+    everything = range(sts.start, sts.start + sts.replicas)
+    lowest = guard.scale_down(
+        sts.name,
+        old=everything,
+        new=range(sts.start, sts.start),
+        namespace=sts.namespace,
+        policy=policy,
+        store=store,
+    ).lowest
     missing: tuple[int, ...] = ()
     duplicate: dict[int, tuple[str, ...]] = {}
     if policy.declared.mode == "node-ordinal":
@@ -179,9 +196,12 @@ def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
         zones=policy.zones,
         replicas=sts.replicas,
         start=sts.start,
-        rows=tuple(_row(o, policy, store, sts.namespace) for o in ordinals),
+        rows=tuple(
+            _row(o, policy, store, sts.namespace, at)
+            for o, at in zip(ordinals, located, strict=True)
+        ),
         held=tuple(sorted(held)),
-        lowest=guard.lowest_keeping(located, held),
+        lowest=lowest,
         unknown=tuple(item.ordinal for item in located if item.zone is None),
         missing_labels=missing,
         duplicate_labels=duplicate or None,

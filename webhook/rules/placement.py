@@ -48,6 +48,25 @@ class Policy(NamedTuple):
     templates: tuple[str, ...]
     #: True when the StatefulSet itself was found in the view.
     known: bool
+    #: Why the set's annotations were unusable, when the caller tolerated it (defaults used).
+    malformed: tuple[str, ...] = ()
+
+
+def require_synced(store: Store, *, what: str) -> None:
+    """Refuse, for retry, while a live view has not listed every resource yet.
+
+    An object missing from a view still loading proves nothing: placing by the rule without
+    the volumes would pin a pod where its data can never be, and a guard without the pods
+    would count no zone. Offline views (``--zones``, ``--cluster FILE``) are complete.
+    """
+    missing = store.unsynced()
+    if missing:
+        raise Denied(
+            f"stszone's view of the cluster is still loading ({', '.join(missing)} not listed "
+            f"yet), so it cannot judge {what}; retry in a moment (the StatefulSet controller "
+            "and the HPA retry by themselves)",
+            reason="ViewNotSynced",
+        )
 
 
 def resolve_policy(
@@ -57,14 +76,17 @@ def resolve_policy(
     store: Store,
     pod_annotations: Mapping[str, str] | None = None,
     pod_claims: tuple[str, ...] = (),
+    tolerate_malformed: bool = False,
 ) -> Policy:
     """Resolve the policy of a StatefulSet from its annotations, else the pod's, else the server.
 
     Zones come from the StatefulSet's ``stszone.io/zones``, else the pod's own annotation of
     that name (pods inherit the template's annotations, which helps when the set is not in
-    the cache yet), else the server's zone source. Raises :class:`Denied` when the
-    annotations are malformed.
+    the cache yet), else the server's zone source. Raises :class:`Denied` while a live view
+    is still loading, and when the annotations are malformed -- unless ``tolerate_malformed``
+    (a Scale, which cannot change them): then the defaults stand in and ``malformed`` says why.
     """
+    require_synced(store, what=f"StatefulSet {namespace}/{statefulset}")
     sts = store.statefulset(namespace, statefulset)
     if sts is None and store.lagging():
         # Placing by defaults would pin the pod for good with a possibly wrong zone list,
@@ -78,13 +100,16 @@ def resolve_policy(
     merged: dict[str, str] = stszone_annotations(pod_annotations or {})
     if sts is not None:
         merged.update(sts.annotations)
+    malformed: tuple[str, ...] = ()
     try:
         declared = _declared_of(frozenset(merged.items()))
     except InvalidAnnotations as err:
-        raise Denied(
-            f"StatefulSet {namespace}/{statefulset} has malformed stszone annotations: {err}",
-            reason="Invalid",
-        ) from err
+        if not tolerate_malformed:
+            raise Denied(
+                f"StatefulSet {namespace}/{statefulset} has malformed stszone annotations: {err}",
+                reason="Invalid",
+            ) from err
+        declared, malformed = Declared(), tuple(err.problems)
     zones = declared.zones or store.server_zones(declared.topology_key)
     templates = (
         sts.templates if sts is not None else _templates_from_claims(statefulset, pod_claims)
@@ -96,6 +121,7 @@ def resolve_policy(
         start=sts.start if sts is not None else 0,
         templates=templates,
         known=sts is not None,
+        malformed=malformed,
     )
 
 
@@ -154,14 +180,24 @@ def place(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Plac
         pinned_by = (volume, claim)
     if allowed is None or by_rule in allowed:
         return Placement(zone=by_rule, rule_zone=by_rule)
-    order = {z: i for i, z in enumerate(policy.zones)}
-    zone = min(allowed, key=lambda z: (order.get(z, len(order)), z))
+    zone = zone_among(allowed, ordinal, policy)
     volume, claim = pinned_by
     warning = (
-        f"{policy.statefulset}-{ordinal}: volume {volume} (claim {claim}) is in zone {zone}, "
-        f"not {by_rule} where ordinal {ordinal} belongs; placing the pod with its data in {zone}"
+        f"{policy.statefulset}-{ordinal} follows volume {volume} (claim {claim}) to {zone}; "
+        f"the rule says {by_rule}"
     )
     return Placement(zone=zone, rule_zone=by_rule, volume=volume, claim=claim, warnings=(warning,))
+
+
+def zone_among(zones: frozenset[str], ordinal: int, policy: Policy) -> str:
+    """The zone an ordinal takes among several its volume allows (a regional disk): the
+    rule's when allowed, else the first in the set's list order (then by name)."""
+    if policy.zones:
+        by_rule = rule_zone(ordinal, zones=policy.zones, start=policy.start)
+        if by_rule in zones:
+            return by_rule
+    order = {z: i for i, z in enumerate(policy.zones)}
+    return min(zones, key=lambda z: (order.get(z, len(order)), z))
 
 
 def place_by_mode(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Placement:

@@ -6,6 +6,7 @@ the same zone for the same pod.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from webhook.errors import Denied
@@ -14,6 +15,7 @@ from webhook.model.annotations import SKIP
 from webhook.model.objects import JSON
 from webhook.model.records import ordinal_of, statefulset_owner
 from webhook.model.store import Store
+from webhook.rules.affinity import Nodes
 from webhook.rules.placement import Placement, Policy, place_by_mode, resolve_policy
 
 
@@ -64,3 +66,50 @@ def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
     )
     placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
     return PodPlan(policy, ordinal, placement)
+
+
+def node_labels(store: Store) -> Nodes:
+    """The view's node labels by name (None for a node the view does not hold)."""
+
+    def labels(name: str) -> Mapping[str, str] | None:
+        info = store.nodes.get(name)
+        return info.labels if info is not None else None
+
+    return labels
+
+
+def check_node_name(pod: JSON, plan: PodPlan, *, store: Store) -> None:
+    """Deny a pod created with ``spec.nodeName`` on a node outside its zone (or, in node-ordinal
+    mode, a node without its ordinal label).
+
+    ``spec.nodeName`` bypasses the scheduler: the kubelet of that node checks the pod's node
+    affinity itself, rejects it, and the StatefulSet controller re-creates it there again, in
+    a loop. A node the view does not hold is left to the kubelet.
+    """
+    spec = objects.mapping(pod, "spec")
+    node = objects.string(spec, "nodeName", path="spec")
+    info = store.nodes.get(node) if node else None
+    if info is None:
+        return
+    name = objects.string(objects.mapping(pod, "metadata"), "name") or f"ordinal {plan.ordinal}"
+    declared = plan.policy.declared
+    if declared.mode == "node-ordinal":
+        label, wanted = declared.node_label or "", str(plan.ordinal)
+        have = info.labels.get(label)
+        if have == wanted:
+            return
+        where = f"{label}={have}" if have is not None else f"no label {label}"
+        goal = f"the node labelled {label}={wanted}"
+    else:
+        key, wanted = declared.topology_key, plan.placement.zone
+        have = info.labels.get(key)
+        if have == wanted or not wanted:
+            return
+        where = f"zone {have}" if have is not None else f"no label {key}"
+        goal = f"zone {wanted}"
+    raise Denied(
+        f"pod {name} names spec.nodeName {node}, which has {where}; ordinal {plan.ordinal} "
+        f"belongs on {goal}, so the kubelet would refuse it and the StatefulSet controller "
+        "re-create it there in a loop; remove spec.nodeName from the pod template",
+        reason="NodeNameConflict",
+    )

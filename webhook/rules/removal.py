@@ -31,6 +31,7 @@ from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
 from webhook.model.records import HOSTNAME, StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import guard
+from webhook.rules.locate import Locator
 from webhook.rules.placement import Policy, claim_name, place, resolve_policy
 
 
@@ -78,10 +79,10 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
         if zone is not None:
             by_zone.setdefault(zone, set()).add(name)
     found: list[Slot] = []
-    where = guard.Locator(namespace=sts.namespace, policy=policy, store=store)
+    where = Locator(namespace=sts.namespace, policy=policy, store=store)
     for ordinal in ordinals:
         located = where(ordinal)
-        node = located.detail if located.source == "pod" else ""
+        node = located.node  # any scheduled pod, whatever located its zone
         by_label = policy.declared.mode == "node-ordinal"
         expected: str | None = None
         if by_label:

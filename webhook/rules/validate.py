@@ -1,4 +1,4 @@
-"""Validation: StatefulSet checks, the scale-down guard's entry points, and final pod state. Pure.
+"""Validation: StatefulSet checks, the scale-down guard's entry point, and final pod state. Pure.
 
 The validating webhook runs after every mutating webhook, so it checks what will really be
 stored: a pod that lost its zone requirement to a later webhook (or never met stszone's
@@ -7,9 +7,8 @@ mutating webhook) is refused here, not discovered later in the wrong zone.
 A StatefulSet UPDATE is judged as written: its policy (zones, mode, ``allow-zone-loss``) comes
 from the new object, so ``kubectl apply`` of a manifest that both lowers ``replicas`` and sets
 ``stszone.io/allow-zone-loss: "true"`` is one deliberate act and is allowed with a warning, the
-way one GitOps commit is one update. A ``statefulsets/scale`` request carries no annotations
-(an ``autoscaling/v1`` Scale is only name, replicas and selector), so its policy comes from the
-StatefulSet in the view.
+way one GitOps commit is one update. The ``statefulsets/scale`` path is in
+:mod:`webhook.rules.scaling`.
 """
 
 from __future__ import annotations
@@ -25,13 +24,15 @@ from webhook.model.annotations import (
     Declared,
     InvalidAnnotations,
     parse_annotations,
+    template_problems,
 )
 from webhook.model.objects import JSON
 from webhook.model.records import StatefulSetInfo, statefulset_info
 from webhook.model.store import Store
-from webhook.rules import affinity, guard
-from webhook.rules.placement import Policy, place, resolve_policy
-from webhook.rules.plan import plan_pod
+from webhook.rules import affinity, scaling
+from webhook.rules.placement import Policy, place
+from webhook.rules.plan import check_node_name, node_labels, plan_pod
+from webhook.rules.text import some
 from webhook.wire import review
 from webhook.wire.review import Outcome
 
@@ -44,27 +45,48 @@ _WHY_MISSING = (
 )
 
 
+def _declared(
+    annotations: dict[str, str], *, name: str, old: JSON | None, store: Store
+) -> tuple[Declared | None, str, str]:
+    """(policy or None when refused, the refusal, a ratchet warning) of the annotations.
+
+    Checked as the API server will check what stszone writes from them: a storage-class
+    template is filled in for every zone the set will use, its own list or the server's.
+    """
+    problems: list[str] = []
+    try:
+        declared: Declared | None = parse_annotations(annotations)
+    except InvalidAnnotations as err:
+        declared, problems = None, err.problems
+    template = declared.storage_class_template if declared is not None else None
+    if declared is not None and declared.zones is None and template is not None:
+        zones = store.server_zones(declared.topology_key)
+        problems = [f"{p} (the server's zones)" for p in template_problems(template, zones=zones)]
+    if not problems:
+        return declared, "", ""
+    if not _unchanged(old, annotations=annotations):
+        return None, f"StatefulSet {name}: {'; '.join(problems)}", ""
+    # Ratchet, like the API server's own validation: an update that leaves broken annotations
+    # as they were (a status write, an image bump) is not blocked by them; the set's new pods
+    # are refused until they are fixed, and the guard runs on defaults.
+    return Declared(), "", scaling.malformed_warning(name, problems, by="update")
+
+
 def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: Store) -> Outcome:
     """Check a StatefulSet CREATE (``old`` None) or UPDATE.
 
     Denied: malformed ``stszone.io/*`` annotations; a pod template whose own nodeSelector or
     required node affinity excludes listed zones (or, in node-ordinal mode, ordinal labels);
-    a scale-down that drops a zone. Warned: fewer replicas than zones; a changed zone list.
+    a scale-down that drops a zone. Warned: fewer replicas than zones; a listed zone with no
+    node (a node pool at zero, say); a changed zone list.
     """
     meta = objects.mapping(sts, "metadata")
     name = objects.string(meta, "name") or "(unnamed)"
-    warnings: tuple[str, ...] = ()
     annotations = objects.str_map(meta, "annotations", path="metadata")
-    try:
-        declared = parse_annotations(annotations)
-    except InvalidAnnotations as err:
-        if not _unchanged(old, annotations=annotations):
-            return review.denied(f"StatefulSet {name}: {err}", code=422, reason="Invalid")
-        # Ratchet, like the API server's own validation: an update that leaves broken
-        # annotations as they were (a status write, an image bump) is not blocked by them;
-        # the set's new pods are refused until they are fixed, and the guard runs on defaults.
-        warnings += (f"StatefulSet {name}: {err} (unchanged by this update; fix them)",)
-        declared = Declared()
+    declared, refusal, ratchet = _declared(annotations, name=name, old=old, store=store)
+    if declared is None:
+        return review.denied(refusal, code=422, reason="Invalid")
+    warnings: tuple[str, ...] = (ratchet,) if ratchet else ()
     # A generateName'd set may reach validation unnamed; the checks below only print the name.
     info = statefulset_info({**sts, "metadata": {**meta, "name": name}})
     policy = Policy(
@@ -75,32 +97,48 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
         templates=info.templates,
         known=True,
     )
-    excluded = _template_exclusion(info, policy)
+    excluded = _template_exclusion(info, policy, store=store)
     if excluded is not None:
         if not _unchanged(old, annotations=annotations, template=info):
             return review.denied(excluded, reason="ZoneConflict")
         warnings += (f"{excluded} (unchanged by this update)",)
-    if declared.mode != "node-ordinal" and policy.zones and info.replicas < len(policy.zones):
-        warnings += (
-            f"StatefulSet {name} has {info.replicas} replica(s) for {len(policy.zones)} zones "
-            f"({','.join(policy.zones)}): some zone holds none of its pods; set replicas to "
-            f"{len(policy.zones)} or more to survive the loss of any zone",
-        )
+    k = len(policy.zones)
+    if declared.mode != "node-ordinal" and policy.zones:
+        if info.replicas < k:
+            warnings += (
+                f"{name}: {info.replicas} replica(s) for {k} zones leaves a zone empty; "
+                f"{k} or more survive the loss of any zone",
+            )
+        warnings += _zones_without_nodes(name, policy, store=store)
     if old is None:
         return review.allowed(warnings=warnings)
     warnings += _zone_list_change(info, policy, old=old, namespace=namespace, store=store)
     before = statefulset_info(old)
     if info.replicas >= before.replicas:
         return review.allowed(warnings=warnings)  # not a scale-down: no lookups
-    result = guard.scale_down(
+    outcome = scaling.judge(
         name,
         old=range(before.start, before.start + before.replicas),
         new=range(info.start, info.start + info.replicas),
         namespace=namespace,
         policy=policy,
         store=store,
+        allow_zone_loss=declared.allow_zone_loss,
     )
-    return guard.verdict(result, allow_zone_loss=declared.allow_zone_loss).with_warnings(warnings)
+    return outcome.with_warnings(warnings)
+
+
+def _zones_without_nodes(name: str, policy: Policy, *, store: Store) -> tuple[str, ...]:
+    """A warning for listed zones no node is in now: never a denial (a node pool at zero)."""
+    if "nodes" not in store.loaded or not store.nodes:
+        return ()  # --zones alone, or a saved cluster without Node objects: nothing to judge by
+    key = policy.declared.topology_key
+    present = set(store.discovered_zones(key))
+    empty = [z for z in policy.zones if z not in present]
+    if not empty:
+        return ()
+    zones = some(empty, len(empty), shown=2)
+    return (f"{name}: no node in zone(s) {zones} ({key}) yet; its pods there wait for one",)
 
 
 def _unchanged(
@@ -126,7 +164,7 @@ def _policy_keys(annotations: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
 
 
-def _template_exclusion(info: StatefulSetInfo, policy: Policy) -> str | None:
+def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) -> str | None:
     """Why the pod template itself rules out some zones (or pinned ordinals), or None."""
     declared = policy.declared
     if declared.mode == "node-ordinal":
@@ -138,12 +176,13 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy) -> str | None:
         values = [str(o) for o in range(info.start, info.start + count)]
     else:
         key, values = declared.topology_key, list(policy.zones)
-    allowed = affinity.allowed_values(info.node_terms, info.node_selector, key, values)
+    nodes = node_labels(store)
+    allowed = affinity.allowed_values(info.node_terms, info.node_selector, key, values, nodes=nodes)
     excluded = [v for v in values if v not in allowed]
     if not excluded:
         return None
     selector = {"nodeSelector": dict(info.node_selector)}
-    why = affinity.exclusion(selector, key, excluded[0], terms=info.node_terms)
+    why = affinity.exclusion(selector, key, excluded[0], terms=info.node_terms, nodes=nodes)
     if declared.mode == "node-ordinal":
         return (
             f"StatefulSet {info.name}: its pod template's {why} excludes {key} value(s) "
@@ -185,65 +224,20 @@ def _zone_list_change(
         except Denied:
             continue  # no zones before, or conflicting volumes: reported where it matters
         if before.zone != after.zone:
-            moved.append(f"{ordinal} ({before.zone} -> {after.zone})")
+            moved.append(f"{ordinal} ({before.zone}->{after.zone})")
         elif after.volume and before.rule_zone != after.rule_zone:
-            stay.append(f"{ordinal} stays in {after.zone} with its volume {after.volume}")
-    change = f"{ZONES} of {info.name} changes from {','.join(old_zones) or '(none)'} to " + (
-        ",".join(policy.zones)
+            stay.append(f"{ordinal} ({after.zone}, {after.volume})")
+    count = len(moved)
+    scope = "" if checked == info.replicas else f" of the first {checked}"
+    moves = f": {some(moved, count, shown=2 if count <= 2 else 1)}" if moved else ""
+    warnings: tuple[str, ...] = (
+        f"{info.name}: new {ZONES} moves {count} ordinal(s){scope} when re-created{moves}",
     )
-    scope = "" if checked == info.replicas else f" among the first {checked} ordinals"
-    if not moved:
-        text = f"{change}: no current ordinal changes zone{scope}"
-    else:
-        text = (
-            f"{change}: ordinal(s) {_some(moved)} move when their pods are re-created "
-            f"(a rolling update re-creates them all), never away from their volumes{scope}"
+    if stay:
+        warnings += (
+            f"{info.name}: ordinal(s) {some(stay, len(stay), shown=2)} stay with their volumes",
         )
-    return (text + (f"; ordinal(s) {_some(stay, sep='; ')}" if stay else ""),)
-
-
-def _some(items: list[str], *, sep: str = ", ") -> str:
-    """The first few items, and how many more: a warning stays readable for any replicas."""
-    shown = sep.join(items[: guard.NAMED])
-    return shown + (f" and {len(items) - guard.NAMED} more" if len(items) > guard.NAMED else "")
-
-
-def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Outcome:
-    """Guard the ``statefulsets/scale`` subresource (``kubectl scale``, the HPA)."""
-    new_count = _scale_replicas(scale)
-    if old:
-        old_count = _scale_replicas(old)
-    else:  # an UPDATE always carries oldObject; a hand-written review may not
-        known = store.statefulset(namespace, name)
-        old_count = known.replicas if known is not None else new_count
-    if new_count >= old_count:
-        return review.allowed()  # not a scale-down: no lookups
-    # Live: a set missing from the view is refused for retry by resolve_policy. Offline (a saved
-    # cluster file without it): guarded on its pods and the server's zones, with a warning.
-    policy = resolve_policy(namespace, name, store=store)
-    result = guard.scale_down(
-        name,
-        old=range(policy.start, policy.start + old_count),
-        new=range(policy.start, policy.start + new_count),
-        namespace=namespace,
-        policy=policy,
-        store=store,
-    )
-    outcome = guard.verdict(result, allow_zone_loss=policy.declared.allow_zone_loss)
-    if not policy.known:
-        outcome = outcome.with_warnings(
-            (
-                f"StatefulSet {namespace}/{name} is not in stszone's view yet: the guard used its "
-                "pods and the server's zones, without its annotations, ordinals.start or volumes",
-            )
-        )
-    return outcome
-
-
-def _scale_replicas(scale: JSON) -> int:
-    # autoscaling/v1 ScaleSpec.replicas is `int32 json:"replicas,omitempty"`: a scale to 0
-    # arrives with no replicas field at all, so missing means 0 here (not the StatefulSet's 1).
-    return objects.integer(objects.mapping(scale, "spec"), "replicas", default=0, path="spec")
+    return warnings
 
 
 def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Outcome:
@@ -251,6 +245,7 @@ def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults)
     plan = plan_pod(pod, namespace=namespace, store=store)
     if plan is None:
         return review.allowed()
+    check_node_name(pod, plan, store=store)
     spec = objects.mapping(pod, "spec")
     name = objects.string(objects.mapping(pod, "metadata"), "name") or f"ordinal {plan.ordinal}"
     mode = plan.policy.declared.mode

@@ -18,6 +18,11 @@ from webhook.wire.patches import Patch, diff_encoded, encode
 T = TypeVar("T", dict[str, Any], str)
 
 API_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+#: The API server's advice for admission warnings: "Limit warnings to 120 characters if
+#: possible. Warnings over 256 characters and large numbers of warnings may be truncated."
+WARNING_TARGET: Final = 120
+WARNING_MAX: Final = 256
+_CUT: Final = " [...]"
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
 
@@ -166,19 +171,33 @@ class Outcome(NamedTuple):
         """The same outcome with more warnings appended."""
         if not warnings:
             return self
-        return self._replace(warnings=self.warnings + warnings)
+        return self._replace(warnings=self.warnings + fit(warnings))
+
+
+def fit(warnings: tuple[str, ...]) -> tuple[str, ...]:
+    """``warnings`` with each one cut to ``WARNING_MAX`` characters, marked where it was cut.
+
+    Messages are written short (under ``WARNING_TARGET`` where they can be, long lists
+    summarised with a count); this is the backstop for long object names, so the API server
+    never truncates one of ours somewhere we did not choose.
+    """
+    if all(len(w) <= WARNING_MAX for w in warnings):
+        return warnings
+    return tuple(
+        w if len(w) <= WARNING_MAX else w[: WARNING_MAX - len(_CUT)] + _CUT for w in warnings
+    )
 
 
 def allowed(*, warnings: tuple[str, ...] = (), message: str = "") -> Outcome:
     """Allow unchanged."""
-    return Outcome(warnings=warnings, message=message)
+    return Outcome(warnings=fit(warnings), message=message)
 
 
 def denied(
     message: str, *, code: int = 403, reason: str = "Forbidden", warnings: tuple[str, ...] = ()
 ) -> Outcome:
     """Refuse, with a message the user will see in kubectl's output."""
-    return Outcome(allowed=False, code=code, reason=reason, message=message, warnings=warnings)
+    return Outcome(allowed=False, code=code, reason=reason, message=message, warnings=fit(warnings))
 
 
 def patched(
@@ -186,7 +205,7 @@ def patched(
 ) -> Outcome:
     """Allow with the JSON Patch from ``original`` to ``mutated`` (empty when nothing changed)."""
     patch, encoded = diff_encoded(original, mutated)
-    return Outcome(patch=patch, warnings=warnings, mutated=mutated, encoded=encoded)
+    return Outcome(patch=patch, warnings=fit(warnings), mutated=mutated, encoded=encoded)
 
 
 def response(request: Request, outcome: Outcome) -> ReviewWire:

@@ -1,0 +1,148 @@
+"""Claims and volumes: a claim that names its volume follows it; an explicit class is a choice.
+
+Kubernetes binds a claim naming a volume (``spec.volumeName``, or a PersistentVolume pre-bound
+to it by ``claimRef``) only when the classes match ("Cannot bind to requested volume:
+storageClassName does not match"): a class rewritten by ``stszone.io/storage-class-template``
+would leave it Pending forever. ``storageClassName: ""`` asks for a volume without a class.
+The claims are the StatefulSet controller's, as recorded in review 001.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from webhook.cli import main
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.model.store import Store
+from webhook.rules import admission
+from webhook.wire import review
+from webhook.wire.patches import apply
+
+TEMPLATE = {
+    "stszone.io/zones": "zone-a,zone-b,zone-c",
+    "stszone.io/storage-class-template": "ssd-{zone}",
+}
+ZONE_KEY = "topology.kubernetes.io/zone"
+
+
+def claim_review(name: str = "data-db-0", **spec: Any) -> dict[str, Any]:
+    """Recorded review 001 (the controller creating data-db-0 in `cap`), with spec changes."""
+    body = copy.deepcopy(b.fixture_review("001-PersistentVolumeClaim-CREATE"))
+    claim = body["request"]["object"]
+    claim["metadata"]["name"] = body["request"]["name"] = name
+    claim["spec"].update(spec)
+    for key in [k for k, v in spec.items() if v is None]:
+        del claim["spec"][key]
+    return body
+
+
+def cluster(*extra: dict[str, Any]) -> Store:
+    """cap/db with a zone list and a storage-class template, and the given volumes/claims."""
+    return store_from_objects([b.statefulset(namespace="cap", annotations=TEMPLATE), *extra])
+
+
+def mutated(body: dict[str, Any], store: Store) -> tuple[dict[str, Any], tuple[str, ...]]:
+    outcome = admission.mutate(review.from_dict(body), store=store, defaults=Defaults())
+    assert outcome.allowed, outcome.message
+    return apply(body["request"]["object"], outcome.patch), outcome.warnings
+
+
+def test_recorded_claim_is_what_the_controller_sends() -> None:
+    """Review 001 asks for class `manual` and names no volume: the template applies to it."""
+    got, warnings = mutated(claim_review(), cluster())
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
+    assert got["spec"]["storageClassName"] == "ssd-zone-a"
+    assert warnings == ("claim data-db-0: storageClassName manual -> ssd-zone-a "
+                        "(stszone.io/storage-class-template)",)  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["volumeName", "claimRef"])
+def test_a_claim_that_names_its_volume_takes_its_zone_and_keeps_its_class(how: str) -> None:
+    """Ordinal 0 belongs in zone-a by the rule; its claim names pv-b in zone-b (volumeName), or
+    pv-b is pre-bound to it (claimRef): zone-b, and class `manual` left as written."""
+    volume = b.pv("pv-b", "zone-b", claim=("cap", "data-db-0") if how == "claimRef" else None)
+    volume["spec"]["storageClassName"] = "manual"
+    body = claim_review(volumeName="pv-b") if how == "volumeName" else claim_review()
+    got, warnings = mutated(body, cluster(volume))
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-b"
+    assert got["spec"]["storageClassName"] == "manual"
+    assert warnings == (
+        "claim data-db-0 names volume pv-b: storageClassName kept (a named volume binds only if "
+        "the classes match)",
+    )
+
+
+def test_its_pod_follows_the_same_volume() -> None:
+    """Once the claim naming pv-b is in the view (or pv-b is pre-bound to it), db-0 goes to
+    zone-b with its data, not to the rule's zone-a."""
+    named = cluster(b.pv("pv-b", "zone-b"), b.pvc("data-db-0", namespace="cap", volume="pv-b"))
+    prebound = cluster(b.pv("pv-b", "zone-b", claim=("cap", "data-db-0")))
+    for store in (named, prebound):
+        pod = b.sts_pod("db", 0, namespace="cap")
+        got, warnings = mutated(b.review(pod), store)
+        assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-b"
+        assert warnings == ("db-0 follows volume pv-b (claim data-db-0) to zone-b; the rule says "
+                            "zone-a",)  # fmt: skip
+
+
+def test_a_volume_usable_anywhere_keeps_the_rule_and_the_class() -> None:
+    """pv-nfs pins no zone: the claim gets the rule's zone-a, and its class is still kept."""
+    nfs = {"kind": "PersistentVolume", "apiVersion": "v1", "metadata": {"name": "pv-nfs"},
+           "spec": {"capacity": {"storage": "1Gi"}, "storageClassName": "manual"}}  # fmt: skip
+    got, _ = mutated(claim_review(volumeName="pv-nfs"), cluster(nfs))
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
+    assert got["spec"]["storageClassName"] == "manual"
+
+
+def test_a_named_volume_not_in_the_view_sets_no_zone() -> None:
+    """The claim names pv-later, which the view does not hold: no zone is guessed."""
+    got, warnings = mutated(claim_review(volumeName="pv-later"), cluster())
+    assert "stszone.io/zone" not in got["metadata"].get("annotations", {})
+    assert got["spec"]["storageClassName"] == "manual"
+    assert warnings == (
+        "claim data-db-0 names volume pv-later, not in stszone's view: no zone set",
+    )
+
+
+def test_an_explicit_empty_class_is_a_choice() -> None:
+    """storageClassName "" binds only to class-less volumes: never replaced, and warned."""
+    got, warnings = mutated(claim_review(storageClassName=""), cluster())
+    assert got["spec"]["storageClassName"] == ""
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
+    assert warnings == (
+        'claim data-db-0 keeps storageClassName "" (volumes without a class); the storage-class '
+        "template is not applied",
+    )
+
+
+def test_a_claim_without_a_class_gets_the_template() -> None:
+    """No storageClassName at all (the cluster default would apply): the template's class."""
+    got, warnings = mutated(claim_review(storageClassName=None), cluster())
+    assert got["spec"]["storageClassName"] == "ssd-zone-a" and warnings == ()
+
+
+def test_stszone_review_shows_the_kept_class(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same through `stszone review --cluster`: the patch sets the zone, not the class."""
+    cluster_file = tmp_path / "cluster.json"
+    volume = b.pv("pv-b", "zone-b")
+    items = [b.statefulset(namespace="cap", annotations=TEMPLATE), volume]
+    cluster_file.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+    review_file = tmp_path / "claim.json"
+    review_file.write_text(json.dumps(claim_review(volumeName="pv-b")))
+    argv = ["review", "--cluster", str(cluster_file), "--endpoint", "mutate", str(review_file)]
+    assert main(argv) == 0
+    response = json.loads(capsys.readouterr().out)["response"]
+    patch = json.loads(base64.b64decode(response["patch"]))
+    assert [op["path"] for op in patch] == ["/metadata/annotations"]
+    assert patch[0]["value"] == {"stszone.io/zone": "zone-b"}
+    assert "storageClassName kept" in response["warnings"][0]

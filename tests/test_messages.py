@@ -1,0 +1,181 @@
+"""Warnings are short: under 120 characters where they can be, never over 256.
+
+The API server's advice for admission warnings: "Limit warnings to 120 characters if possible.
+Warnings over 256 characters and large numbers of warnings may be truncated." Every warning
+stszone gives is produced here twice, once with the names a cluster usually has and once with
+the longest names Kubernetes allows (63-character zones and label names, 253-character volume
+and scheduler names); long ordinal lists are summarised with a count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.rules import admission
+from webhook.wire import review
+from webhook.wire.review import WARNING_MAX, WARNING_TARGET, Outcome
+
+
+@dataclass(frozen=True)
+class Names:
+    """The names one run of the scenarios uses."""
+
+    sts: str
+    zones: tuple[str, str, str]
+    #: A zone outside the set's list.
+    other: str
+    volume: str
+    node: str
+    label: str
+    scheduler: str
+
+
+USUAL = Names(
+    "db", ("zone-a", "zone-b", "zone-c"), "zone-x", "pv-7f3a", "node-1", "example.io/node", "zoned"
+)
+LONGEST = Names(
+    sts="s" * 52,  # pods are named <set>-<ordinal>, and their hash label must fit 63 characters
+    zones=("a" * 63, "b" * 63, "c" * 63),
+    other="x" * 63,
+    volume="v" * 253,
+    node="n" * 253,
+    label=f"{'p' * 200}.example.io/{'l' * 63}",
+    scheduler="c" * 253,
+)
+
+
+def ask(endpoint: str, obj: dict[str, Any], store: Any, **kw: Any) -> Outcome:
+    request = review.from_dict(b.review(obj, **kw))
+    answer = admission.ANSWER["mutate" if endpoint == "mutate" else "validate"]
+    return answer(request, store=store, defaults=Defaults())
+
+
+def scenarios(n: Names) -> dict[str, Outcome]:
+    """One outcome per kind of warning stszone gives, with names ``n``."""
+    a, bz, c = n.zones
+    listed = {"stszone.io/zones": f"{a},{bz},{c}"}
+    sts = b.statefulset(n.sts, annotations=listed, replicas=4)
+    nodes = [b.node(f"{z[:40]}-node", z) for z in n.zones] + [b.node(n.node, a)]
+    pods = [b.sts_pod(n.sts, o, node=f"{z[:40]}-node") for o, z in enumerate([a, bz, c, bz])]
+    volume = [b.pvc(f"data-{n.sts}-0", volume=n.volume), b.pv(n.volume, c)]
+    store = store_from_objects([*nodes, sts, *pods, *volume])
+    out: dict[str, Outcome] = {}
+    out["data gravity"] = ask("mutate", b.sts_pod(n.sts, 0), store)
+    out["too few replicas"] = ask(
+        "validate", b.statefulset(n.sts, annotations=listed, replicas=1), store
+    )
+    empty = store_from_objects([b.node(n.node, a)])
+    out["zone without nodes"] = ask("validate", sts, empty)
+
+    def update(
+        replicas: int, annotations: dict[str, str], store: Any, *, old: Any = sts
+    ) -> Outcome:
+        new = b.statefulset(n.sts, annotations=annotations, replicas=replicas)
+        return ask("validate", new, store, operation="UPDATE", old=old)
+
+    many = {**sts, "spec": {**sts["spec"], "replicas": 2000}}
+    out["zone list change"] = update(2000, {"stszone.io/zones": f"{c},{bz},{a}"}, store, old=many)
+    out["allow-zone-loss"] = update(1, {**listed, "stszone.io/allow-zone-loss": "true"}, store)
+    out["scale to zero"] = update(0, listed, store)
+    unlisted = store_from_objects(
+        [*nodes, b.node("x-node", n.other), sts, *pods, b.sts_pod(n.sts, 4, node="x-node")]
+    )
+    five = {**sts, "spec": {**sts["spec"], "replicas": 5}}
+    out["unlisted zone"] = update(4, listed, unlisted, old=five)
+    ghost = store_from_objects([*nodes, sts, *pods, b.sts_pod(n.sts, 4, node=n.node + "x")])
+    out["unknown, not needed"] = update(4, listed, ghost, old=five)
+    broken = b.statefulset(n.sts, annotations={**listed, "stszone.io/mode": "Affinity"}, replicas=4)
+    out["malformed, unchanged"] = ask("validate", broken, store, operation="UPDATE", old=broken)
+    template = {**listed, "stszone.io/storage-class-template": "ssd-{zone}"}
+    claims = store_from_objects([b.statefulset(n.sts, annotations=template), b.pv(n.volume, c)])
+    claim = b.pvc(f"data-{n.sts}-1")
+    claim["spec"]["storageClassName"] = "standard"
+    out["class replaced"] = ask("mutate", claim, claims)
+    claim["spec"]["storageClassName"] = ""
+    out["class kept"] = ask("mutate", claim, claims)
+    named = b.pvc(f"data-{n.sts}-1", volume=n.volume)
+    out["named volume"] = ask("mutate", named, claims)
+    out["named volume unseen"] = ask(
+        "mutate", b.pvc(f"data-{n.sts}-1", volume=n.volume + "x"), claims
+    )
+    mode = {**listed, "stszone.io/mode": "scheduler", "stszone.io/scheduler-name": n.scheduler}
+    sched = store_from_objects([b.statefulset(n.sts, annotations=mode)])
+    out["other scheduler"] = ask(
+        "mutate", b.sts_pod(n.sts, 0, scheduler="x" + n.scheduler[1:]), sched
+    )
+    ordinal = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": n.label, **listed}
+    brokers = [b.node(f"{n.node[:200]}{i}", a, labels={n.label: "1"}) for i in range(3)]
+    by_node = store_from_objects([b.statefulset(n.sts, annotations=ordinal), *brokers])
+    out["node label missing"] = ask("mutate", b.sts_pod(n.sts, 0), by_node)
+    out["node label on several"] = ask("mutate", b.sts_pod(n.sts, 1), by_node)
+    pinned = b.node(n.node, c, labels={n.label: "2"})
+    excluding = b.zone_affinity([("topology.kubernetes.io/zone", "NotIn", [c])])
+    by_zone = store_from_objects([b.statefulset(n.sts, annotations=ordinal), pinned, *volume])
+    out["node in an excluded zone"] = ask(
+        "mutate", b.sts_pod(n.sts, 2, affinity=excluding), by_zone
+    )
+    far = store_from_objects(
+        [
+            b.statefulset(n.sts, annotations=ordinal),
+            b.node(n.node, a, labels={n.label: "0"}),
+            *volume,
+        ]
+    )
+    out["volume far from its node"] = ask("mutate", b.sts_pod(n.sts, 0), far)
+    racks = store_from_objects([b.node(n.node, a, labels={n.label: "r1"})], zones=n.zones)
+    out["key from nodes"] = ask(
+        "mutate", b.statefulset(n.sts, annotations={"stszone.io/topology-key": n.label}), racks
+    )
+    return out  # fmt: skip
+
+
+def warnings_of(names: Names) -> list[tuple[str, str]]:
+    found = [(what, w) for what, outcome in scenarios(names).items() for w in outcome.warnings]
+    silent = sorted({*scenarios(names)} - {what for what, _ in found})
+    assert not silent, f"scenarios that gave no warning: {silent}"
+    return found
+
+
+def test_usual_names_give_warnings_under_120_characters() -> None:
+    """With the names clusters usually have, every warning fits in 120 characters."""
+    long = [(what, len(w), w) for what, w in warnings_of(USUAL) if len(w) >= WARNING_TARGET]
+    assert not long
+
+
+def test_the_longest_names_never_give_a_warning_over_256_characters() -> None:
+    """With the longest names Kubernetes allows, no warning exceeds 256 characters."""
+    assert all(len(w) <= WARNING_MAX for _, w in warnings_of(LONGEST))
+
+
+def test_long_ordinal_lists_are_summarised_with_a_count() -> None:
+    """2000 ordinals change zone: a few are named, the rest counted."""
+    (moved,) = scenarios(USUAL)["zone list change"].warnings
+    # Of ordinals 0-999, those at 0 and 2 mod 3 swap zone-a and zone-c: 667, less ordinal 0,
+    # whose volume is in zone-c, where the new list puts it anyway.
+    assert moved == (
+        "db: new stszone.io/zones moves 666 ordinal(s) of the first 1000 when re-created: "
+        "2 (zone-c->zone-a) and 665 more"
+    )
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda w: review.allowed(warnings=(w,)),
+        lambda w: review.denied("no", warnings=(w,)),
+        lambda w: review.patched({}, {"a": 1}, warnings=(w,)),
+        lambda w: review.allowed().with_warnings((w,)),
+    ],
+)
+def test_every_outcome_cuts_a_warning_at_256_characters(make: Callable[[str], Outcome]) -> None:
+    """The backstop: whatever builds an outcome, a warning over 256 characters is cut, visibly."""
+    (cut,) = make("x" * 300).warnings
+    assert len(cut) == WARNING_MAX and cut.endswith(" [...]")
+    assert make("y" * WARNING_MAX).warnings == ("y" * WARNING_MAX,)

@@ -1,0 +1,35 @@
+"""stszone's own nodeSelectorTerm evaluation against the reference reading of the Kubernetes API
+reference (tests/test_node_selection.py), on any concrete node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.test_node_selection import (
+    LABEL_VALUES,
+    OTHER_KEYS,
+    VIEW,
+    ZONE_KEY,
+    ZONES,
+    ref_term,
+    terms,
+)
+from webhook.rules.affinity import term_matches
+
+
+@given(
+    labels=st.dictionaries(
+        st.sampled_from([ZONE_KEY, *OTHER_KEYS]), st.sampled_from([*ZONES, *LABEL_VALUES])
+    ),
+    name=st.sampled_from([*VIEW, "fresh"]),
+    term=terms(),
+)
+def test_property_term_evaluation_matches_the_reference(
+    labels: dict[str, str], name: str, term: dict[str, Any]
+) -> None:
+    """Empty terms match nothing; requirements are ANDed; NotIn/DoesNotExist match a missing
+    key; Gt/Lt need an integer label; matchFields compare metadata.name."""
+    assert term_matches(term, labels, name) == ref_term(term, (name, labels))

@@ -1,0 +1,145 @@
+"""Before the live view has synced: no guessing from an empty view.
+
+Until every watch has listed its resource, an object missing from the view proves nothing: pods,
+claims and scale-downs are refused with a retryable ``ViewNotSynced`` (the StatefulSet controller
+and the HPA retry), the way a set not seen yet is. ``/readyz`` keeps Service traffic away, but
+URL-registered webhooks and requests racing a restart reach the server before it. Offline
+views (``--zones``, ``--cluster FILE``) are complete by definition.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tests import builders as b
+from tests.conftest import ServeFactory
+from tests.fakeapi import FakeApi, Fault, eventually
+from tests.test_live_admission import live_app, mutate, pinned_zone
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.model.records import Table
+from webhook.model.store import Store
+from webhook.rules import admission
+from webhook.wire import review
+from webhook.wire.review import Outcome
+
+DEFAULTS = Defaults()
+
+
+def partly_listed(objects: list[Any], tables: Iterable[Table], **kw: Any) -> Store:
+    """A live view whose watches have listed only ``tables`` (the others still loading)."""
+    full = store_from_objects(objects)
+    live = Store(live=True, **kw)
+    for table in tables:
+        live.replace(table, full.table(table).values())
+    return live
+
+
+def send(endpoint: str, body: dict[str, Any], store: Store) -> Outcome:
+    request = review.from_dict(body)
+    answer = admission.mutate if endpoint == "mutate" else admission.validate
+    return answer(request, store=store, defaults=DEFAULTS)
+
+
+def retryable(outcome: Outcome) -> bool:
+    return (
+        not outcome.allowed
+        and (outcome.code, outcome.reason) == (403, "ViewNotSynced")
+        and "still loading" in outcome.message
+        and "retry in a moment" in outcome.message
+    )
+
+
+def test_pod_is_refused_until_volumes_are_listed_then_follows_its_volume() -> None:
+    """Recorded db-0 (review 003): its claim is bound to a zone-c volume; the rule says zone-a.
+    With volumes and claims not listed yet, pinning it would put it where its data never is:
+    refused by both webhooks, then, once listed, placed in zone-c."""
+    view = partly_listed(b.recorded_lists(), ("nodes", "statefulsets", "pods", "namespaces"))
+    assert retryable(send("mutate", b.fixture_review("003-Pod-CREATE"), view))
+    assert retryable(send("validate", b.fixture_review("004-Pod-CREATE"), view))
+    full = store_from_objects(b.recorded_lists())
+    for table in ("volumes", "claims"):
+        view.replace(table, full.table(table).values())
+    outcome = send("mutate", b.fixture_review("003-Pod-CREATE"), view)
+    assert outcome.allowed and outcome.mutated is not None
+    assert outcome.mutated["metadata"]["annotations"]["stszone.io/zone"] == "zone-c"
+
+
+def test_controller_claim_is_refused_until_statefulsets_and_volumes_are_listed() -> None:
+    """Recorded data-db-0 (review 001, from the StatefulSet controller): without the sets its
+    owner is unknown; without the volumes its zone is. A user's claim no set produces passes
+    once the sets are listed (before, whose it is cannot be told)."""
+    claim = b.fixture_review("001-PersistentVolumeClaim-CREATE")
+    assert retryable(send("mutate", claim, partly_listed(b.recorded_lists(), ("nodes",))))
+    sets_only = partly_listed(b.recorded_lists(), ("nodes", "statefulsets", "pods", "namespaces"))
+    assert retryable(send("mutate", claim, sets_only))
+    other = copy.deepcopy(claim)  # a user's own claim, no set's
+    other["request"]["object"]["metadata"]["name"] = "scratch"
+    other["request"]["userInfo"]["username"] = "lab-admin"
+    assert retryable(send("mutate", other, partly_listed(b.recorded_lists(), ("nodes",))))
+    assert send("mutate", other, sets_only).allowed
+
+
+def test_scale_down_is_refused_until_pods_are_listed() -> None:
+    """db's pods sit in a, a, b, c: 4 -> 3 drops c. Without the pods the rule (a, b, c, a) would
+    keep every zone; refused for retry instead. Scale-ups and scaling to 0 need no view."""
+    nodes = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
+    pods = [b.sts_pod(ordinal=o, node=n) for o, n in enumerate(["na", "na", "nb", "nc"])]
+    sts = b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, replicas=4)
+    objects = [*nodes, sts, *pods]
+    loading = partly_listed(objects, ("nodes", "statefulsets", "volumes", "claims", "namespaces"))
+    assert retryable(
+        send("validate", b.recorded_scale("db", namespace="ns", old=4, new=3), loading)
+    )
+    update = b.review(b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, replicas=3),
+                      operation="UPDATE", old=sts)  # fmt: skip
+    assert retryable(send("validate", update, loading))
+    assert send("validate", b.recorded_scale("db", namespace="ns", old=4, new=6), loading).allowed
+    assert send("validate", b.recorded_scale("db", namespace="ns", old=4, new=0), loading).allowed
+    listed = store_from_objects(objects)  # a saved cluster: complete, answered at once
+    denied = send("validate", b.recorded_scale("db", namespace="ns", old=4, new=3), listed)
+    assert (denied.allowed, denied.reason) == (False, "ZoneLoss")
+
+
+def test_statefulset_zone_list_waits_for_the_nodes_unless_zones_are_given() -> None:
+    """A new set gets its zone list from the nodes: not from an empty node view. With --zones
+    for the default key, no node is needed."""
+    sts = b.review(b.statefulset(annotations={}))
+    assert retryable(send("mutate", sts, partly_listed([], ("statefulsets",))))
+    given = send("mutate", sts, partly_listed([], ("statefulsets",), zones=("a", "b")))
+    assert given.mutated is not None
+    assert given.mutated["metadata"]["annotations"]["stszone.io/zones"] == "a,b"
+
+
+async def test_extender_reports_the_loading_view_as_its_error(serve: ServeFactory) -> None:
+    """kube-scheduler shows the filter's Error on the pod and retries it."""
+    pods = [b.sts_pod(ordinal=0, node="na")]
+    view = partly_listed([b.node("na", "a"), *pods], ("nodes",), zones=("a", "b", "c"))
+    served = await serve(store=view)
+    args = {"Pod": b.sts_pod(ordinal=1), "Nodes": None, "NodeNames": ["na"]}
+    status, result = await served.post_json("/extender/filter", args)
+    assert status == 200 and "still loading" in result["Error"] and result["NodeNames"] == []
+
+
+async def test_a_request_racing_the_first_list_is_refused_then_answered(
+    serve: ServeFactory, api: FakeApi, kubeconfig: Path
+) -> None:
+    """The real server, its view fed by the fake API server whose volume list keeps failing: a
+    pod reaching /mutate before /readyz is refused for retry, not pinned to the rule's zone-a;
+    once the volumes list, db-0 follows its volume to zone-c."""
+    api.inject("persistentvolumes", "list", *[Fault.status(500)] * 1000)
+    served, view = await live_app(serve, kubeconfig)
+    await eventually(lambda: {"nodes", "statefulsets", "claims"} <= view.store.loaded)
+    status, body = await served.post_json("/mutate", b.review(b.sts_pod("db", 0, namespace="cap")))
+    assert status == 200
+    response = body["response"]
+    assert response["allowed"] is False and response["status"]["reason"] == "ViewNotSynced"
+    assert "persistentvolumes" not in response["status"]["message"]  # the table name, not the path
+    assert "volumes" in response["status"]["message"]
+    api.clear("persistentvolumes", "list")
+    await eventually(lambda: view.ready()[0])
+    placed, _ = await mutate(served, b.sts_pod("db", 0, namespace="cap"))
+    assert pinned_zone(placed) == "zone-c"

@@ -1,0 +1,210 @@
+"""Zones, topology keys and annotation values, as the API server will judge what stszone writes.
+
+``--zones`` lists values of the default topology key: a set with its own topology key gets the
+values nodes carry under it. A listed zone with no node is a warning (a node pool at zero),
+never a denial. Annotation values are checked whole-string on StatefulSet CREATE and UPDATE
+(scheduler names and storage classes are DNS-1123 subdomains, label keys qualified names, zones
+label values), not left for the API server to refuse on every pod.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from tests.conftest import ServeFactory
+from webhook.cli import main
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.model.store import Store
+from webhook.rules import admission
+from webhook.wire import review
+from webhook.wire.patches import apply
+
+RACK = "example.io/rack"
+RACKS = [b.node("n1", "zone-a", labels={RACK: "r2"}), b.node("n2", "zone-b", labels={RACK: "r1"})]
+
+
+def chain(obj: dict[str, Any], store: Store, **kw: Any) -> review.Outcome:
+    """What the API server makes of both webhooks for ``obj``."""
+    return admission.chain(review.from_dict(b.review(obj, **kw)), store=store, defaults=Defaults())
+
+
+def zones_written(outcome: review.Outcome, sts: dict[str, Any]) -> str | None:
+    annotations: dict[str, str] = apply(sts, outcome.patch)["metadata"]["annotations"]
+    return annotations.get("stszone.io/zones")
+
+
+# --- --zones and topology keys -----------------------------------------------------------------
+
+
+def test_zones_flag_is_for_the_default_key_only() -> None:
+    """--zones zone-a,zone-b,zone-c; a set keyed on example.io/rack gets the racks nodes carry
+    (sorted), with a warning saying where they came from; a default-keyed set gets --zones."""
+    store = store_from_objects(RACKS, zones=("zone-a", "zone-b", "zone-c"))
+    racked = b.statefulset(annotations={"stszone.io/topology-key": RACK})
+    outcome = chain(racked, store)
+    assert outcome.allowed and zones_written(outcome, racked) == "r1,r2"
+    assert outcome.warnings[0] == (
+        "db: stszone.io/zones from the nodes' example.io/rack values (--zones is for "
+        "topology.kubernetes.io/zone)"
+    )
+    plain = b.statefulset(annotations={})
+    assert zones_written(chain(plain, store), plain) == "zone-a,zone-b,zone-c"
+
+
+def test_a_key_no_node_carries_gives_a_warning_and_no_list() -> None:
+    """No node carries example.io/rack: no list is written (stszone never pins pods to values no
+    node carries without saying so), and the pods are refused until one does."""
+    store = store_from_objects([b.node("n1", "zone-a")], zones=("zone-a", "zone-b"))
+    racked = b.statefulset(annotations={"stszone.io/topology-key": RACK})
+    outcome = chain(racked, store)
+    assert outcome.allowed and zones_written(outcome, racked) is None
+    assert (
+        "db: no node carries example.io/rack yet, so stszone.io/zones is left unset; set it"
+        in outcome.warnings
+    )
+    pod_store = store_from_objects(
+        [b.node("n1", "zone-a"), b.statefulset(annotations={"stszone.io/topology-key": RACK})],
+        zones=("zone-a", "zone-b"),
+    )
+    pod = chain(b.sts_pod(ordinal=0), pod_store)
+    assert (pod.allowed, pod.reason) == (False, "NoZones")
+
+
+def test_pods_of_a_set_with_its_own_key_and_no_list_use_the_nodes_values() -> None:
+    """A set keyed on racks without a list: its pods are pinned to rack values nodes carry."""
+    sts = b.statefulset(annotations={"stszone.io/topology-key": RACK})
+    store = store_from_objects([*RACKS, sts], zones=("zone-a", "zone-b"))
+    outcome = chain(b.sts_pod(ordinal=1), store)
+    assert outcome.allowed and outcome.mutated is not None
+    assert outcome.mutated["metadata"]["annotations"]["stszone.io/zone"] == "r2"
+
+
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_a_listed_zone_without_nodes_is_a_warning_not_a_denial(operation: str) -> None:
+    """zone-c has no node now (a node pool scaled to zero): the set is allowed, warned."""
+    nodes = [b.node("n1", "zone-a"), b.node("n2", "zone-b")]
+    sts = b.statefulset(annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"})
+    old = sts if operation == "UPDATE" else None
+    outcome = chain(sts, store_from_objects(nodes), operation=operation, old=old)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: no node in zone(s) zone-c (topology.kubernetes.io/zone) yet; its pods there wait "
+        "for one",
+    )
+
+
+# --- annotation values, whole-string ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("annotations", "says"),
+    [
+        ({"stszone.io/zones": "zone-a,zone-b,zone-c\n"}, "invalid zone name(s) 'zone-c\\n'"),
+        (
+            {
+                "stszone.io/zones": "zone-a,zone_b_",
+            },
+            "invalid zone name(s) 'zone_b_'",
+        ),
+        ({"stszone.io/topology-key": "topology.kubernetes.io/zone\n"}, "is not a node label key"),
+        ({"stszone.io/topology-key": " topology.kubernetes.io/zone"}, "is not a node label key"),
+        ({"stszone.io/mode": "affinity\n"}, "is not a mode"),
+        ({"stszone.io/scheduler-name": "stszone-scheduler\n"}, "is not a valid scheduler name"),
+        ({"stszone.io/scheduler-name": "stszone..scheduler"}, "is not a valid scheduler name"),
+        ({"stszone.io/scheduler-name": "-stszone"}, "is not a valid scheduler name"),
+        ({"stszone.io/scheduler-name": "s" * 254}, "is not a valid scheduler name"),
+        (
+            {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node\n"},
+            "is not a node label key",
+        ),
+        (
+            {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "a/b/node"},
+            "is not a node label key",
+        ),
+        (
+            {
+                "stszone.io/zones": "zone-a,Zone_B",
+                "stszone.io/storage-class-template": "ssd-{zone}",
+            },
+            "for every zone: Zone_B -> 'ssd-zone_b'",
+        ),
+        (
+            {"stszone.io/zones": "a,b", "stszone.io/storage-class-template": "ssd-{zone}\n"},
+            "for every zone: a -> 'ssd-a\\n', b -> 'ssd-b\\n'",
+        ),
+    ],
+)
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_values_the_api_server_would_refuse_are_refused_on_the_statefulset(
+    annotations: dict[str, str], says: str, operation: str
+) -> None:
+    """Refused with 422 on the StatefulSet, whole-string (a YAML `|` block's trailing newline
+    included), rather than by the API server on every pod stszone writes them into."""
+    sts = b.statefulset(annotations=annotations)
+    old = b.statefulset() if operation == "UPDATE" else None
+    request = review.from_dict(b.review(sts, operation=operation, old=old))
+    store = store_from_objects([], zones=("a", "b", "c"))
+    outcome = admission.validate(request, store=store, defaults=Defaults())
+    assert (outcome.allowed, outcome.code, outcome.reason) == (False, 422, "Invalid")
+    assert says in outcome.message, outcome.message
+
+
+def test_the_template_is_checked_against_the_servers_zones_without_a_list() -> None:
+    """No stszone.io/zones: the template is filled in for the server's zones (--zones)."""
+    sts = b.statefulset(annotations={"stszone.io/storage-class-template": "ssd-{zone}"})
+    store = store_from_objects([], zones=("zone-a", "Zone_B"))
+    outcome = admission.validate(review.from_dict(b.review(sts)), store=store, defaults=Defaults())
+    assert not outcome.allowed and "Zone_B -> 'ssd-zone_b'" in outcome.message
+    assert "(the server's zones)" in outcome.message
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"stszone.io/zones": "zone-a, zone-b, zone-c"},  # spaces after commas stay a convenience
+        {"stszone.io/scheduler-name": "sched.example.io"},
+        {"stszone.io/storage-class-template": "ssd.{zone}", "stszone.io/zones": "us-east-1a"},
+        {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"},
+    ],
+)
+def test_good_values_pass(annotations: dict[str, str]) -> None:
+    """Well-formed values, including dotted names and a prefixed label key."""
+    sts = b.statefulset(annotations=annotations)
+    store = store_from_objects([], zones=("a", "b", "c"))
+    outcome = admission.validate(review.from_dict(b.review(sts)), store=store, defaults=Defaults())
+    assert outcome.allowed, outcome.message
+
+
+def test_stszone_review_refuses_a_trailing_newline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recorded StatefulSet UPDATE (024) with a scheduler name pasted from a `|` block."""
+    body = b.fixture_review("024-StatefulSet-UPDATE")
+    body["request"]["object"]["metadata"]["annotations"] = {
+        "stszone.io/mode": "scheduler",
+        "stszone.io/scheduler-name": "stszone-scheduler\n",
+    }
+    path = tmp_path / "review.json"
+    path.write_text(json.dumps(body))
+    assert main(["review", "--zones", "a,b,c", "--endpoint", "validate", str(path)]) == 0
+    status = json.loads(capsys.readouterr().out)["response"]["status"]
+    assert status["reason"] == "Invalid"
+    assert "'stszone-scheduler\\n' is not a valid scheduler name" in status["message"]
+
+
+async def test_the_extender_places_by_the_sets_own_key(serve: ServeFactory) -> None:
+    """scheduler mode, keyed on racks, no list, --zones given: db-1 belongs on rack r2 (the
+    nodes' values r1, r2), so the filter keeps n1 only."""
+    sts = b.statefulset(
+        annotations={"stszone.io/topology-key": RACK, "stszone.io/mode": "scheduler"}
+    )
+    served = await serve(store=store_from_objects([*RACKS, sts], zones=("zone-a", "zone-b")))
+    args = {"Pod": b.sts_pod(ordinal=1), "Nodes": None, "NodeNames": ["n1", "n2"]}
+    status, result = await served.post_json("/extender/filter", args)
+    assert status == 200 and result["NodeNames"] == ["n1"], result

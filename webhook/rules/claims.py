@@ -1,0 +1,137 @@
+"""Claims of a StatefulSet's volumeClaimTemplates: their zone and their StorageClass. Pure.
+
+A claim is annotated with the zone its ordinal belongs in, and, when the set has a
+``stszone.io/storage-class-template``, gets the class of that zone, so that an
+Immediate-binding class provisions its volume there. Two kinds of claim are left as written:
+
+- a claim that names its volume -- ``spec.volumeName``, or a PersistentVolume pre-bound to it
+  by ``claimRef`` -- is in that volume's zone, and its class is never rewritten: Kubernetes
+  binds a named volume only when the classes match ("storageClassName does not match"), so a
+  rewritten class would leave the claim Pending forever;
+- an explicit ``storageClassName: ""`` asks for a volume without a class (pre-provisioned);
+  replacing it would silently change what the claim binds to.
+"""
+
+from __future__ import annotations
+
+from webhook.errors import Denied
+from webhook.model import objects
+from webhook.model.annotations import STORAGE_CLASS_TEMPLATE, ZONE, storage_class_for
+from webhook.model.objects import JSON, with_annotation
+from webhook.model.store import Store
+from webhook.rules.placement import (
+    Policy,
+    place_by_mode,
+    require_synced,
+    resolve_policy,
+    zone_among,
+)
+from webhook.rules.plan import skipped
+from webhook.wire import review
+from webhook.wire.review import Outcome
+
+#: Who creates StatefulSet pods and claims (``request.userInfo.username``).
+#: With kube-controller-manager's default ``--use-service-account-credentials=false`` every
+#: controller acts as ``system:kube-controller-manager``; with ``true``, as its own account.
+STATEFULSET_CONTROLLERS = frozenset(
+    {
+        "system:serviceaccount:kube-system:statefulset-controller",
+        "system:kube-controller-manager",
+    }
+)
+
+
+def claim_owner(name: str, *, namespace: str, store: Store) -> tuple[str, int] | None:
+    """(StatefulSet, ordinal) whose volumeClaimTemplate produces a claim of this name."""
+    best: tuple[str, int] | None = None
+    best_len = -1
+    for sts in store.statefulsets_in(namespace):
+        for template in sts.templates:
+            prefix = f"{template}-{sts.name}-"
+            rest = name[len(prefix) :]
+            if (
+                name.startswith(prefix)
+                and rest.isascii()
+                and rest.isdigit()
+                and len(prefix) > best_len
+            ):
+                best, best_len = (sts.name, int(rest)), len(prefix)
+    return best
+
+
+def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = "") -> Outcome:
+    """Record the zone on a StatefulSet's claim; set its StorageClass from the template, if any."""
+    meta = objects.mapping(claim, "metadata")
+    if skipped(meta):
+        return review.allowed()
+    name = objects.string(meta, "name")
+    if "statefulsets" in store.unsynced():  # whose claim it is cannot be known yet
+        require_synced(store, what=f"claim {namespace}/{name}")
+    owner = claim_owner(name, namespace=namespace, store=store)
+    if owner is None:
+        if requester in STATEFULSET_CONTROLLERS and store.lagging():
+            # The controller creates claims right after the set; an Immediate-binding class
+            # would provision this one before we know its zone. Refuse; the controller retries.
+            raise Denied(
+                f"claim {namespace}/{name} comes from the StatefulSet controller, but no "
+                "StatefulSet in stszone's view produces it yet (its watch event is usually "
+                "milliseconds behind); the controller retries this create",
+                reason="StatefulSetNotYetSeen",
+            )
+        return review.allowed()
+    statefulset, ordinal = owner
+    policy = resolve_policy(namespace, statefulset, store=store)
+    spec = objects.mapping(claim, "spec")
+    volume = objects.string(spec, "volumeName", path="spec") or store.prebound(namespace, name)
+    if volume:
+        return _follow_volume(
+            claim, volume=volume, ordinal=ordinal, namespace=namespace, policy=policy, store=store
+        )
+    placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
+    if not placement.zone:  # node-ordinal mode and no single node zone yet: nothing to record
+        return review.allowed()
+    mutated = with_annotation(claim, ZONE, placement.zone)
+    warnings = placement.warnings
+    template = policy.declared.storage_class_template
+    if template:
+        current = spec.get("storageClassName")
+        wanted = storage_class_for(template, placement.zone)
+        if current == "":
+            warnings += (
+                f'claim {name} keeps storageClassName "" (volumes without a class); '
+                "the storage-class template is not applied",
+            )
+        else:
+            mutated["spec"] = {**spec, "storageClassName": wanted}
+            if isinstance(current, str) and current != wanted:
+                warnings += (
+                    f"claim {name}: storageClassName {current} -> {wanted} "
+                    f"({STORAGE_CLASS_TEMPLATE})",
+                )
+    return review.patched(claim, mutated, warnings=warnings)
+
+
+def _follow_volume(
+    claim: JSON, *, volume: str, ordinal: int, namespace: str, policy: Policy, store: Store
+) -> Outcome:
+    """A claim naming its volume: the volume's zone, and its class left as written."""
+    name = objects.string(objects.mapping(claim, "metadata"), "name")
+    if store.volume(volume) is None:
+        return review.allowed(
+            warnings=(f"claim {name} names volume {volume}, not in stszone's view: no zone set",)
+        )
+    zones = store.volume_zones(volume, policy.declared.topology_key)
+    if zones:
+        zone = zone_among(zones, ordinal, policy)
+    else:  # a volume usable from any zone (NFS, say): its pod goes where the rule says
+        zone = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store).zone
+    warnings: tuple[str, ...] = ()
+    template = policy.declared.storage_class_template
+    current = objects.mapping(claim, "spec").get("storageClassName")
+    if template and zone and current != storage_class_for(template, zone):
+        warnings += (
+            f"claim {name} names volume {volume}: storageClassName kept (a named volume binds "
+            "only if the classes match)",
+        )
+    mutated = with_annotation(claim, ZONE, zone) if zone else claim
+    return review.patched(claim, mutated, warnings=warnings)

@@ -1,0 +1,90 @@
+"""Scale-downs through either path: a StatefulSet UPDATE and the ``statefulsets/scale`` subresource.
+
+Both are judged alike: scaling to zero stops the set (allowed, with a warning); any other
+decrease goes to the guard, once the live view has listed every resource. A Scale
+(``autoscaling/v1``: name, replicas, selector) carries no annotations, so its policy comes from
+the StatefulSet in the view; annotations already malformed there cannot be changed by a Scale,
+so, as on an UPDATE that leaves them as they were, they give a warning and the guard runs on
+the defaults -- an HPA scale-down that keeps every zone is never blocked by them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from webhook.model import objects
+from webhook.model.objects import JSON
+from webhook.model.store import Store
+from webhook.rules import guard, verdict
+from webhook.rules.placement import Policy, require_synced, resolve_policy
+from webhook.wire import review
+from webhook.wire.review import Outcome
+
+
+def malformed_warning(name: str, problems: Sequence[str], *, by: str) -> str:
+    """``StatefulSet db: stszone.io/mode 'x' is not a mode (+1 more; unchanged by this update)``:
+    the first problem without its example (the denial of a change shows them all)."""
+    more = f"+{len(problems) - 1} more; " if len(problems) > 1 else ""
+    first = problems[0].split("; ")[0]
+    return f"StatefulSet {name}: {first} ({more}unchanged by this {by}; fix it)"
+
+
+def judge(
+    name: str,
+    *,
+    old: range,
+    new: range,
+    namespace: str,
+    policy: Policy,
+    store: Store,
+    allow_zone_loss: bool,
+) -> Outcome:
+    """The answer to a decrease of replicas from ``len(old)`` to ``len(new)``."""
+    if not new:
+        return verdict.stopped(name, old=len(old))
+    require_synced(store, what=f"a scale-down of StatefulSet {namespace}/{name}")
+    result = guard.scale_down(
+        name, old=old, new=new, namespace=namespace, policy=policy, store=store
+    )
+    return verdict.verdict(result, allow_zone_loss=allow_zone_loss)
+
+
+def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Outcome:
+    """Guard the ``statefulsets/scale`` subresource (``kubectl scale``, the HPA)."""
+    new_count = _scale_replicas(scale)
+    if old:
+        old_count = _scale_replicas(old)
+    else:  # an UPDATE always carries oldObject; a hand-written review may not
+        known = store.statefulset(namespace, name)
+        old_count = known.replicas if known is not None else new_count
+    if new_count >= old_count:
+        return review.allowed()  # not a scale-down: no lookups
+    if new_count == 0:
+        return verdict.stopped(name, old=old_count)
+    # Live: a set missing from the view is refused for retry by resolve_policy. Offline (a saved
+    # cluster file without it): guarded on its pods and the server's zones, with a warning.
+    policy = resolve_policy(namespace, name, store=store, tolerate_malformed=True)
+    warnings: tuple[str, ...] = ()
+    if policy.malformed:
+        warnings += (malformed_warning(name, policy.malformed, by="scale"),)
+    if not policy.known:
+        warnings += (
+            f"{namespace}/{name} is not in stszone's view yet: guarded on its pods and the "
+            "server's zones",
+        )
+    outcome = judge(
+        name,
+        old=range(policy.start, policy.start + old_count),
+        new=range(policy.start, policy.start + new_count),
+        namespace=namespace,
+        policy=policy,
+        store=store,
+        allow_zone_loss=policy.declared.allow_zone_loss,
+    )
+    return outcome.with_warnings(warnings)
+
+
+def _scale_replicas(scale: JSON) -> int:
+    # autoscaling/v1 ScaleSpec.replicas is `int32 json:"replicas,omitempty"`: a scale to 0
+    # arrives with no replicas field at all, so missing means 0 here (not the StatefulSet's 1).
+    return objects.integer(objects.mapping(scale, "spec"), "replicas", default=0, path="spec")

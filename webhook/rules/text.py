@@ -1,0 +1,27 @@
+"""Pieces of the messages users read: lists that stay short whatever their length. Pure.
+
+Admission warnings should stay under 120 characters (the API server cuts them beyond 256), and a
+StatefulSet can have two billion ordinals: every list a message shows is the first few items and
+a count of the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+#: Items a warning names before it counts the rest.
+SHOWN: Final = 3
+
+
+def joined(items: Sequence[str]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def some(items: Sequence[object], count: int, *, shown: int = SHOWN) -> str:
+    """``"2, 5 and 7"`` or ``"2, 5, 8 and 41 more"``: the first few of ``count`` items."""
+    named = [str(o) for o in items[:shown]]
+    if count > len(named):
+        named.append(f"{count - len(named)} more")
+    return joined(named)

@@ -1,0 +1,148 @@
+"""What the scale-down guard answers: a denial naming the facts, or short warnings. Pure.
+
+A denial says what would be lost (or may be, when a zone is unknown), which ordinals hold it
+and why an unknown zone is unknown, the lowest safe replica count, and how to force it.
+Warnings stay short (the API server advises under 120 characters and may cut them beyond
+256), so long ordinal lists are summarised with a count.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
+from webhook.rules.guard import Holders, ScaleDown, Unknown
+from webhook.rules.locate import SCHEDULED, Located
+from webhook.rules.text import SHOWN, joined, some
+from webhook.wire import review
+from webhook.wire.review import Outcome
+
+OVERRIDE: Final = f'set {ALLOW_ZONE_LOSS}: "true" on the StatefulSet to force it'
+
+
+def _note(item: Located) -> str | None:
+    """Why a holder that is not a running pod on a labelled node counts (None: it is one)."""
+    if item.source in SCHEDULED:
+        return None
+    if item.node:  # scheduled, but only its volume says where
+        return (
+            f"ordinal {item.ordinal} runs on {item.node}, whose zone its volume {item.detail} gives"
+        )
+    idle = f"ordinal {item.ordinal} is not running but"
+    if item.source == "volume":
+        return f"{idle} its volume {item.detail} is there"
+    if item.source == "node-label":
+        return f"{idle} node {item.detail}, pinned to it by label, is there"
+    return f"{idle} the placement rule puts it there"
+
+
+def _zone_phrase(zone: str, holders: Holders) -> str:
+    items = holders.first
+    ordinals = some([i.ordinal for i in items], holders.count, shown=len(items))
+    one = holders.count == 1
+    notes = list(dict.fromkeys(n for i in items[:3] if (n := _note(i)) is not None))
+    if notes:  # not every holder is a running pod
+        held = (
+            f"ordinal {ordinals} is the only one there"
+            if one
+            else f"ordinals {ordinals} are the only ones there"
+        )
+    else:
+        held = (
+            f"ordinal {ordinals} is its only pod"
+            if one
+            else f"ordinals {ordinals} are its only pods"
+        )
+    return f"{zone} ({'; '.join([held, *notes])})"
+
+
+def describe_loss(result: ScaleDown) -> str:
+    """``zone zone-c (ordinal 3 is its only pod)``, joined with ``and`` for several zones."""
+    noun = "zones" if len(result.lost) > 1 else "zone"
+    return f"{noun} {joined([_zone_phrase(z, items) for z, items in result.lost.items()])}"
+
+
+def _brief(zones: dict[str, Holders]) -> str:
+    """``zone c (ordinal 3)`` / ``zones b (ordinals 2, 4) and c (ordinal 3)``, for warnings."""
+    parts = []
+    for zone, holders in zones.items():
+        ordinals = some([i.ordinal for i in holders.first], holders.count, shown=2)
+        parts.append(f"{zone} (ordinal{'s' if holders.count > 1 else ''} {ordinals})")
+    return f"zone{'s' if len(parts) > 1 else ''} {joined(parts)}"
+
+
+def why_unknown(unknown: Unknown) -> str:
+    """``ordinal 2, whose zone is unknown (node n7 has no label topology.kubernetes.io/zone)``;
+    several: the first few with their reasons, and a count."""
+    if unknown.count == 1:
+        (item,) = unknown.first
+        return f"ordinal {item.ordinal}, whose zone is unknown ({item.detail})"
+    reasons = [f"ordinal {i.ordinal}: {i.detail}" for i in unknown.first[:SHOWN]]
+    ordinals = some([i.ordinal for i in unknown.first], unknown.count)
+    return f"ordinals {ordinals}, whose zones are unknown ({'; '.join(reasons)})"
+
+
+def _lowest(result: ScaleDown) -> str:
+    if result.lowest is None:
+        return f"no replica count up to {result.old} is safe"
+    return f"the smallest replica count that keeps every zone is {result.lowest}"
+
+
+def _denial(result: ScaleDown) -> str:
+    """The message of a refused scale-down."""
+    what = f"scale-down of {result.name} from {result.old} to {result.new}"
+    parts = []
+    if result.lost:
+        parts.append(f"would drop {describe_loss(result)}")
+        if result.unknown_kept.count:
+            parts[-1] += f" unless kept {why_unknown(result.unknown_kept)}, is there"
+    if result.at_risk or (not result.zones and result.unknown_removed.count):
+        zones = result.at_risk
+        where = f"zone{'s' if len(zones) > 1 else ''} {joined(list(zones))}" if zones else "a zone"
+        parts.append(
+            f"may drop {where}, which no kept pod is known to hold: it removes "
+            f"{why_unknown(result.unknown_removed)}"
+        )
+    fix = OVERRIDE
+    if result.depends_on_unknown:
+        fix = f"label the node(s) with their zone, or {OVERRIDE}"
+    return f"{what} {'; and '.join(parts)}; {_lowest(result)}; {fix}"
+
+
+def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Outcome:
+    """Deny a scale-down that drops (or may drop) a listed zone, unless the StatefulSet allows
+    it (then warn); warn about pods leaving zones outside the list and about unknown zones."""
+    name = result.name
+    warnings: tuple[str, ...] = ()
+    if result.unlisted:
+        warnings += (
+            f"{name}: {result.old} -> {result.new} removes {_brief(dict(result.unlisted))}, "
+            f"not in {ZONES}",
+        )
+    if not result.refused:
+        unknown = result.unknown_removed if result.unknown_removed.count else result.unknown_kept
+        if unknown.count:
+            warnings += (f"{name}: {why_unknown(unknown)}; every listed zone is kept anyway",)
+        return review.allowed(warnings=warnings)
+    if allow_zone_loss:
+        zones = [*result.lost, *result.at_risk] or ["a zone"]
+        risk = "drops" if not result.depends_on_unknown else "may drop"
+        return review.allowed(
+            warnings=(
+                *warnings,
+                f"{name}: {result.old} -> {result.new} {risk} {some(zones, len(zones))}; allowed "
+                f'by {ALLOW_ZONE_LOSS}="true" (remove it to re-arm the guard)',
+            )
+        )
+    reason = "ZoneUnknown" if result.depends_on_unknown else "ZoneLoss"
+    return review.denied(_denial(result), reason=reason, warnings=warnings)
+
+
+def stopped(name: str, *, old: int) -> Outcome:
+    """Scaling to zero stops the set: allowed with a warning, whatever the zones."""
+    return review.allowed(
+        warnings=(
+            f"{name}: {old} -> 0 stops the set in every zone; scaling up puts each ordinal "
+            "back in its zone",
+        )
+    )
