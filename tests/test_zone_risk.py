@@ -14,7 +14,7 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Settings
 from webhook.model.records import statefulset_info
 from webhook.model.store import Store
-from webhook.rules import guard
+from webhook.rules.ordinals import WALK_LIMIT
 from webhook.rules.risk import RiskScan, SetRisk
 from webhook.server.app import install_metrics
 from webhook.server.metrics import Metrics
@@ -140,9 +140,9 @@ def test_each_refresh_visits_at_most_its_budget_plus_one_set() -> None:
 
 
 def test_a_huge_replica_count_costs_the_audit_cap_not_its_size() -> None:
-    """replicas 2147483647 (a typo away) is audited up to guard.MAX_AUDITED ordinals."""
+    """replicas 2147483647 (a typo away) is audited up to WALK_LIMIT ordinals."""
     scan = refreshed(RiskScan(many_sets(1, 2_147_483_647), budget=1))
-    assert scan.visited == guard.MAX_AUDITED
+    assert scan.visited == WALK_LIMIT
 
 
 def test_new_sets_are_refreshed_before_the_rest_of_a_pass() -> None:

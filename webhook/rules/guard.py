@@ -27,20 +27,16 @@ from typing import Final
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules.locate import Located, Locator
+from webhook.rules.ordinals import walked
 from webhook.rules.placement import Policy
 
 #: How many ordinals a message names per zone (and unknown ordinals); the rest are counted.
 NAMED: Final = 10
-#: Ordinals per StatefulSet the audit visits one by one.
-MAX_AUDITED: Final = 10_000
 
 
 def audited_ordinals(sts: StatefulSetInfo) -> range:
-    """The ordinals ``stszone audit`` looks at one by one: all, up to ``MAX_AUDITED``.
-
-    ``replicas`` is an int32 that a typo can set to billions; no real set has that many pods.
-    """
-    return range(sts.start, sts.start + min(sts.replicas, MAX_AUDITED))
+    """The ordinals ``stszone audit`` looks at one by one (see :mod:`webhook.rules.ordinals`)."""
+    return walked(sts.start, sts.replicas)
 
 
 @dataclass(frozen=True, slots=True)

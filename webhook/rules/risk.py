@@ -7,8 +7,8 @@ Nothing here re-implements placement: a stricter guard or audit changes these fi
 Cost. A :meth:`RiskScan.sweep` is one refresh cycle. It lists the opted-in sets (one pass over
 the StatefulSet table), drops the sets that went, then audits sets round robin until it has
 visited ``budget`` ordinals (at least one set, so every cycle makes progress). A set's audit
-visits ``min(replicas, guard.MAX_AUDITED)`` ordinals, each a few dictionary lookups. So a
-cycle costs at most ``budget + MAX_AUDITED`` ordinal visits whatever the cluster's size; on a
+visits ``min(replicas, WALK_LIMIT)`` ordinals, each a few dictionary lookups. So a
+cycle costs at most ``budget + WALK_LIMIT`` ordinal visits whatever the cluster's size; on a
 cluster with more ordinals than the budget, a full refresh takes several cycles, and each set
 keeps its last figures until its turn comes. The sweep yields after each set, so the server's
 job awaits between sets and admission requests are answered in between.

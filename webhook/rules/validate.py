@@ -30,14 +30,12 @@ from webhook.model.objects import JSON
 from webhook.model.records import StatefulSetInfo, statefulset_info
 from webhook.model.store import Store
 from webhook.rules import affinity, scaling
+from webhook.rules.ordinals import walked
 from webhook.rules.placement import Policy, place
 from webhook.rules.plan import check_node_name, node_labels, plan_pod
 from webhook.rules.text import some
 from webhook.wire import review
 from webhook.wire.review import Outcome
-
-#: Ordinals checked one by one by the template and zone-change checks (replicas is an int32).
-CHECKED_ORDINALS = 1000
 
 _WHY_MISSING = (
     "a mutating webhook that ran after stszone removed it, or stszone's mutating webhook was not "
@@ -171,9 +169,7 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
         key = declared.node_label or ""
         if not affinity.constrains(info.node_terms, info.node_selector, key):
             return None  # the usual case: nothing in the template mentions the ordinal label
-        # Bounded: replicas is an int32, and a template constraining the label is rare.
-        count = min(info.replicas, CHECKED_ORDINALS)
-        values = [str(o) for o in range(info.start, info.start + count)]
+        values = [str(o) for o in walked(info.start, info.replicas)]
     else:
         key, values = declared.topology_key, list(policy.zones)
     nodes = node_labels(store)
@@ -216,8 +212,9 @@ def _zone_list_change(
     before_policy = policy._replace(declared=old_declared, zones=old_zones)
     moved: list[str] = []
     stay: list[str] = []
-    checked = min(info.replicas, CHECKED_ORDINALS)  # replicas is an int32: stay bounded
-    for ordinal in range(info.start, info.start + checked):
+    ordinals = walked(info.start, info.replicas)
+    checked = len(ordinals)
+    for ordinal in ordinals:
         try:
             after = place(ordinal, namespace=namespace, policy=policy, store=store)
             before = place(ordinal, namespace=namespace, policy=before_policy, store=store)

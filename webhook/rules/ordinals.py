@@ -1,0 +1,27 @@
+"""Visiting ordinals one by one: the one cap, stated once.
+
+``spec.replicas`` is an int32 that a typo can set to two billion; no real StatefulSet has that
+many pods. So every check that visits ordinals one by one -- the audit's rows, node removal, the
+zone-risk gauges, and on StatefulSet validation the node-ordinal template check and the
+zone-change warning -- visits the first :data:`WALK_LIMIT` ordinals of the set and says so in
+its output when it stopped short. 1,000 keeps a StatefulSet UPDATE's checks in the
+milliseconds on the admission path.
+
+The scale-down guard never walks: it answers for any range, ``replicas: 2147483647`` included,
+from the ordinals that have a pod, a claim, a pre-bound volume or a labelled node (bounded by
+the objects in the view) and the placement rule's arithmetic; property tests compare it with a
+brute-force walk.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: Ordinals per StatefulSet any check visits one by one.
+WALK_LIMIT: Final = 1_000
+
+
+def walked(start: int, replicas: int) -> range:
+    """The ordinals a check visits one by one: ``[start, start + replicas)``, at most
+    :data:`WALK_LIMIT` of them."""
+    return range(start, start + min(max(replicas, 0), WALK_LIMIT))
