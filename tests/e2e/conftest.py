@@ -39,7 +39,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.kube import RUN_LABEL, ZONE_KEY, Cluster, Kubectl, Obj, wait_for
-from tests.e2e.server import is_ip, serving, tail
+from tests.e2e.server import is_ip, serving
+from tests.process import tail
 from webhook.config import DEFAULT_NAMESPACE
 from webhook.install import registration
 from webhook.install.certfiles import issue
@@ -132,7 +133,7 @@ def cluster(
     work = tmp_path_factory.mktemp("e2e")
     certs = work / "certs"
     issue(certs, service="stszone-e2e", namespace=name, **_san(host))
-    log = work / "webhook.log"
+    log = work / "serve.log"
     pytestconfig.stash[LOG_KEY] = log
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -152,7 +153,7 @@ def cluster(
             )
             url = stack.enter_context(
                 serving(
-                    host=host, bind=bind, kubeconfig=kubeconfig, certs=certs, zones=zones, log=log
+                    host=host, bind=bind, kubeconfig=kubeconfig, certs=certs, zones=zones, work=work
                 )
             )
             ca_bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
