@@ -9,7 +9,8 @@ the variable is unset). Other knobs, all optional:
 - ``STSZONE_E2E_BIND``: where the webhook listens (default: the host when it is an IP, else
   0.0.0.0).
 - ``STSZONE_E2E_ZONES``: the zone list (default: the zones of the schedulable nodes; with fewer
-  than two, three made-up zones, and the scheduling test is skipped).
+  than two, three made-up zones, and the scheduling test fails: only a missing
+  ``STSZONE_E2E_KUBECONFIG`` skips).
 - ``STSZONE_E2E_TIMEOUT``: seconds to wait for pods to be created and scheduled (default 180).
 - ``STSZONE_E2E_IMAGE``: the test pods' image (default registry.k8s.io/pause:3.10).
 
