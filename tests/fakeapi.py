@@ -43,6 +43,7 @@ from tests.fakestate import (
     matches,
     representation,
 )
+from tests.hang import HANG_GUARD
 
 JSON = dict[str, Any]
 Verb = Literal["list", "watch"]
@@ -314,8 +315,9 @@ class FakeApi:
             self.watching[resource] -= 1
 
 
-async def eventually(check: Callable[[], bool], *, within: float = 5.0) -> None:
-    """Wait until ``check()`` holds: caches and watches change asynchronously."""
+async def eventually(check: Callable[[], bool], *, within: float = HANG_GUARD) -> None:
+    """Wait until ``check()`` holds: caches and watches change asynchronously. ``within`` is a
+    hang guard (``tests.hang``), never a timing assertion."""
     async with asyncio.timeout(within):
         while True:
             if check():

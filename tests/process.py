@@ -1,8 +1,10 @@
-"""``python -m webhook serve`` as a subprocess on 127.0.0.1, for tests of the real process.
+"""``python -m webhook serve`` as a subprocess: the one way tests start the real process.
 
-The server gets a free port, development certificates in the test's directory and an
-environment without ``KUBECONFIG`` or ``KUBERNETES_SERVICE_HOST`` (unless the test gives one), and
-is killed by the ``stopper`` fixture (conftest) if a test leaves it running.
+By default the server listens on 127.0.0.1 at a free port with development certificates in the
+test's directory, in an environment without ``KUBECONFIG`` or ``KUBERNETES_SERVICE_HOST``
+(unless the test gives one); the end-to-end tests choose the address, the certificates and the
+readiness they wait for. A test appends the process to the ``stopper`` fixture (conftest),
+which kills it if the test leaves it running.
 """
 
 from __future__ import annotations
@@ -16,18 +18,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from tests.hang import HANG_GUARD
+
 FIXTURE = Path(__file__).parent / "fixtures" / "admission" / "003-Pod-CREATE.json"
-#: Seconds a starting server may take to answer /healthz before the test fails (a hang guard).
-START_TIMEOUT = 30.0
 
 
-def free_port() -> int:
-    """A port nobody listens on right now at 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+def free_port(bind: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now at ``bind`` (IPv4 or IPv6)."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((bind, 0))
         port: int = sock.getsockname()[1]
         return port
 
@@ -39,27 +42,50 @@ def clean_environ() -> dict[str, str]:
     }
 
 
+def tail(path: Path, lines: int = 60) -> str:
+    """The last ``lines`` lines of a log file, or a note when there is none."""
+    if not path.exists():
+        return f"(no log at {path})"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
 @dataclass
 class Webhook:
-    """A ``stszone serve`` subprocess on 127.0.0.1 with development certificates."""
+    """A running ``stszone serve`` process, and HTTPS clients that trust its certificate."""
 
     proc: subprocess.Popen[bytes]
+    #: The name or address clients use (the certificate is checked against it).
+    host: str
     port: int
     ctx: ssl.SSLContext
     log: Path
-    terminated_at: float = field(default=0.0)
 
-    def get(self, path: str) -> int:
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=5)
+    @property
+    def url(self) -> str:
+        """``https://host:port`` (IPv6 literals in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"https://{host}:{self.port}"
+
+    def _connection(self) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=5)
+
+    def fetch(self, path: str) -> tuple[int, str]:
+        """GET on a fresh connection: (status, body text)."""
+        conn = self._connection()
         try:
             conn.request("GET", path)
-            return conn.getresponse().status
+            response = conn.getresponse()
+            return response.status, response.read().decode()
         finally:
             conn.close()
 
+    def get(self, path: str) -> int:
+        """GET on a fresh connection: the status."""
+        return self.fetch(path)[0]
+
     def post(self, path: str, body: bytes) -> tuple[int, bytes]:
         """POST a JSON body on a fresh connection: (status, body)."""
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=5)
+        conn = self._connection()
         try:
             conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
             response = conn.getresponse()
@@ -69,7 +95,7 @@ class Webhook:
 
     def post_review(self) -> tuple[int, str | None]:
         """POST the recorded review on a keep-alive connection: (status, Connection header)."""
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=5)
+        conn = self._connection()
         try:
             headers = {"Content-Type": "application/json", "Connection": "keep-alive"}
             conn.request("POST", "/mutate", body=FIXTURE.read_bytes(), headers=headers)
@@ -80,35 +106,66 @@ class Webhook:
             conn.close()
 
     def terminate(self) -> None:
-        self.terminated_at = time.monotonic()
+        """SIGTERM: what the kubelet sends when the pod is deleted."""
         self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self, *, grace: float) -> None:
+        """SIGTERM, then SIGKILL if the process has not exited after ``grace`` seconds."""
+        if self.proc.poll() is not None:
+            return
+        self.terminate()
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=HANG_GUARD)
 
 
 def start_serve(
-    tmp_path: Path, *args: str, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+    tmp_path: Path,
+    *args: str,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    bind: str = "127.0.0.1",
+    host: str | None = None,
+    ca: Path | None = None,
+    ready: str = "/healthz",
+    wait: float = HANG_GUARD,
 ) -> Webhook:
-    """``python -m webhook serve ARGS --host 127.0.0.1 --port FREE --certs-dir TMP/certs``,
-    returned once it answers /healthz (the later flags win over any in ``args``)."""
-    port = free_port()
+    """``python -m webhook serve ARGS --host BIND --port FREE``, returned once ``ready`` answers
+    200 (the later flags win over any in ``args``); its output goes to ``TMP/serve.log``.
+
+    Without ``ca`` it serves development certificates from ``--certs-dir TMP/certs`` and clients
+    trust their CA; with ``ca``, ``args`` name the certificate and clients trust ``ca``. Clients
+    connect to ``host`` (default: ``bind``). ``wait`` is a hang guard: the seconds the server
+    may take to answer before the test fails.
+    """
+    port = free_port(bind)
     log = tmp_path / "serve.log"
     certs = tmp_path / "certs"
-    cmd = [sys.executable, "-m", "webhook", "serve", *args]
-    cmd += ["--host", "127.0.0.1", "--port", str(port), "--certs-dir", str(certs)]
+    cmd = [sys.executable, "-m", "webhook", "serve", *args, "--host", bind, "--port", str(port)]
+    if ca is None:
+        cmd += ["--certs-dir", str(certs)]
+        ca = certs / "ca.crt"
     env = dict(clean_environ() if environ is None else environ)
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
-    deadline = time.monotonic() + START_TIMEOUT
+    deadline = time.monotonic() + wait
     while True:
-        assert proc.poll() is None, log.read_text()
-        ca = certs / "ca.crt"
+        if proc.poll() is not None:
+            raise AssertionError(f"the server exited with status {proc.returncode}:\n{tail(log)}")
         if ca.exists():
-            server = Webhook(proc, port, ssl.create_default_context(cafile=str(ca)), log)
+            server = Webhook(proc, host or bind, port, ssl.create_default_context(cafile=ca), log)
             try:
-                if server.get("/healthz") == 200:
+                if server.get(ready) == 200:
                     return server
-            except (OSError, ssl.SSLError):
+            except (OSError, ssl.SSLError, http.client.HTTPException):
                 pass
         if time.monotonic() > deadline:
             proc.kill()
-            raise AssertionError(f"server did not answer /healthz:\n{log.read_text()}")
+            proc.wait()
+            raise AssertionError(
+                f"{' '.join(cmd[3:])}: {ready} did not answer 200 in {wait:g}s "
+                f"(hang guard):\n{tail(log)}"
+            )
         time.sleep(0.1)

@@ -1,7 +1,7 @@
 """Fuzzing the running app over TLS: whatever arrives, the answer is a 4xx or a sound review.
 
-The real app (``make_app`` + ``make_runner`` + the hardened TLS context, the recorded cluster of
-``fixtures/api`` as its view) runs in a thread with its own event loop; hypothesis drives a
+The real app (``tests.served``: ``make_app`` + ``make_runner`` + the hardened TLS context, the
+recorded cluster of ``fixtures/api`` as its view) runs in a thread with its own event loop; hypothesis drives a
 plain keep-alive HTTPS client against ``/mutate`` and ``/validate`` with:
 
 * random JSON documents, and random bytes;
@@ -19,7 +19,6 @@ the count per test for a long campaign (``bench/fuzz_long.py``).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import contextlib
@@ -28,23 +27,21 @@ import json
 import os
 import ssl
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
-from aiohttp import web
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tests.hang import HANG_GUARD
+from tests.served import InThread
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import MAX_BODY, Settings
 from webhook.install.certfiles import DevCerts
-from webhook.server.app import make_app
 from webhook.server.runtime import Runtime
-from webhook.server.serve import make_runner
 from webhook.server.tls import CertReloader
 from webhook.wire import codec
 
@@ -62,45 +59,17 @@ JSONValue = Any
 
 
 class App:
-    """The app on 127.0.0.1:<free port> in a thread; a keep-alive client that trusts it."""
+    """A keep-alive HTTPS client of the app served in a thread (``tests.served.InThread``)."""
 
-    def __init__(self, certs: DevCerts) -> None:
-        self.certs = certs
-        self.port = 0
+    def __init__(self, served: InThread, client: ssl.SSLContext) -> None:
+        self.port = served.port
         self.requests = 0
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._client = ssl.create_default_context(cafile=str(certs.ca))
+        self._client = client
         self._conn: http.client.HTTPSConnection | None = None
 
-    async def _main(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        lists = [json.loads((FIXTURES / "api" / f"{n}.json").read_text()) for n in CLUSTER]
-        store = store_from_objects(lists)
-        config = Settings(host="127.0.0.1", port=0)
-        runtime = Runtime(store=store, defaults=config.defaults(), settings=config)
-        runner = make_runner(make_app(runtime), config)
-        await runner.setup()
-        reloader = CertReloader(self.certs.cert, self.certs.key)
-        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=reloader.context).start()
-        self.port = runner.addresses[0][1]
-        self._ready.set()
-        await self._stop.wait()
-        await runner.cleanup()
-
-    def __enter__(self) -> App:
-        self._thread.start()
-        assert self._ready.wait(30), "server did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
-        assert self._loop is not None and self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
 
     def post(
         self, path: str, body: bytes, content_type: str = "application/json"
@@ -109,7 +78,7 @@ class App:
         for attempt in range(2):
             if self._conn is None:
                 self._conn = http.client.HTTPSConnection(
-                    "127.0.0.1", self.port, context=self._client, timeout=30
+                    "127.0.0.1", self.port, context=self._client, timeout=HANG_GUARD
                 )
             try:
                 self._conn.request("POST", path, body=body, headers={"Content-Type": content_type})
@@ -130,11 +99,18 @@ class App:
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    from webhook.install.certfiles import ensure_dev_certs
-
-    with App(ensure_dev_certs(tmp_path_factory.mktemp("fuzz-certs"))) as running:
-        yield running
+def app(dev_certs: DevCerts, client_ssl: ssl.SSLContext) -> Iterator[App]:
+    """The real app, the recorded cluster of ``fixtures/api`` as its view."""
+    lists = [json.loads((FIXTURES / "api" / f"{n}.json").read_text()) for n in CLUSTER]
+    config = Settings(host="127.0.0.1", port=0)
+    runtime = Runtime(store=store_from_objects(lists), defaults=config.defaults(), settings=config)
+    tls = CertReloader(dev_certs.cert, dev_certs.key)
+    with InThread(runtime, tls=tls, client=client_ssl) as served:
+        client = App(served, client_ssl)
+        try:
+            yield client
+        finally:
+            client.close()
 
 
 @contextlib.contextmanager

@@ -10,25 +10,22 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
-import signal
-import socket
-import ssl
-import sys
+import subprocess
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from tests import builders as b
-from tests.conftest import Served, ServeFactory
+from tests.conftest import ServeFactory
 from tests.fakeapi import FakeApi, Fault, eventually
+from tests.hang import HANG_GUARD
+from tests.process import start_serve
+from tests.served import Served
 from webhook.cluster.credentials import load_credentials
 from webhook.cluster.live import LiveView
 from webhook.cluster.reflector import Tuning
 from webhook.config import Settings
-from webhook.install.certfiles import ensure_dev_certs
 from webhook.server.runtime import Runtime
 from webhook.wire.patches import apply
 
@@ -207,58 +204,23 @@ async def test_claims_of_other_owners_are_untouched(
     assert "patch" not in body["response"]
 
 
-async def _ready(session: aiohttp.ClientSession, url: str, context: ssl.SSLContext) -> bool:
-    try:
-        async with session.get(url, ssl=context) as resp:
-            return resp.status == 200
-    except aiohttp.ClientConnectionError:
-        return False  # not listening yet
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 async def test_stszone_serve_runs_live_from_a_kubeconfig(
-    api: FakeApi, kubeconfig: Path, tmp_path: Path
+    api: FakeApi, kubeconfig: Path, tmp_path: Path, stopper: list[subprocess.Popen[bytes]]
 ) -> None:
     """``stszone serve --kubeconfig`` goes ready, logs its zone source, answers, stops on SIGTERM."""
-    certs = ensure_dev_certs(tmp_path / "certs")
-    port = free_port()
-    args = ["serve", "--kubeconfig", str(kubeconfig), "--host", "127.0.0.1", "--port", str(port)]
-    args += ["--certs-dir", str(tmp_path / "certs"), "--zones", "zone-b,zone-c,zone-a"]
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
-    }
-    log = tmp_path / "serve.log"
-    with log.open("w") as stderr:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "webhook", *args, stderr=stderr, env=env
-        )
-    context = ssl.create_default_context(cafile=str(certs.ca))
-    url = f"https://127.0.0.1:{port}"
-    try:
-        async with aiohttp.ClientSession() as session:
-            async with asyncio.timeout(20):  # imports, dev certificates, then the caches
-                while True:
-                    if await _ready(session, url + "/readyz", context):
-                        break
-                    await asyncio.sleep(0.1)
-            pod = b.sts_pod("db", 7, namespace="cap")
-            async with session.post(url + "/mutate", json=b.review(pod), ssl=context) as resp:
-                response = (await resp.json())["response"]
-        patched = apply(pod, json.loads(base64.b64decode(response["patch"])))
-        assert pinned_zone(patched) == "zone-c"  # --zones order: ordinal 7 -> zones[1]
-        process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(15):
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    text = log.read_text()
+    args = ["--kubeconfig", str(kubeconfig), "--zones", "zone-b,zone-c,zone-a"]
+    # In threads: the fake API server runs on this test's event loop, which must keep serving.
+    server = await asyncio.to_thread(start_serve, tmp_path, *args, ready="/readyz")
+    stopper.append(server.proc)
+    pod = b.sts_pod("db", 7, namespace="cap")
+    review = json.dumps(b.review(pod)).encode()
+    status, body = await asyncio.to_thread(server.post, "/mutate", review)
+    assert status == 200, body
+    response = json.loads(body)["response"]
+    patched = apply(pod, json.loads(base64.b64decode(response["patch"])))
+    assert pinned_zone(patched) == "zone-c"  # --zones order: ordinal 7 -> zones[1]
+    server.terminate()
+    assert await asyncio.to_thread(server.proc.wait, HANG_GUARD) == 0
+    text = server.log.read_text()
     assert "live view from kubeconfig" in text
     assert "zone source: --zones zone-b,zone-c,zone-a (discovery ignored)" in text, text

@@ -10,8 +10,9 @@ from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import builders as b
-from tests.conftest import Served, ServeFactory
+from tests.conftest import ServeFactory
 from tests.fakeapi import FakeApi, eventually
+from tests.served import Served
 from webhook.cluster.credentials import load_credentials
 from webhook.cluster.live import LiveView
 from webhook.cluster.reflector import Tuning

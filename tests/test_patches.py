@@ -52,7 +52,19 @@ def test_diff_applies_to_the_full_original(doc: dict[str, Any], edit_list: list[
     patch = diff(doc, mutated)
     assert apply(doc, patch) == mutated
     assert doc == before, "diff must not modify its inputs"
-    assert diff(mutated, copy_on_write(mutated, [])) == []
+
+
+@settings(max_examples=400)
+@given(doc=documents, edit_list=edits)
+def test_reinvocation_gives_an_empty_patch(doc: dict[str, Any], edit_list: list[Any]) -> None:
+    """What the API server sends back is already done: the patched object (a fresh copy that
+    shares nothing with ``mutated``) differs from the mutated one by nothing, and a second pass
+    of the same mutation over it (``reinvocationPolicy: IfNeeded``) patches nothing."""
+    mutated = copy_on_write(doc, edit_list)
+    patched = apply(doc, diff(doc, mutated))
+    assert diff(patched, mutated) == []
+    assert diff(patched, copy_on_write(patched, edit_list)) == []
+    assert diff(mutated, copy_on_write(mutated, edit_list)) == []
 
 
 def test_identical_objects_give_no_patch() -> None:

@@ -12,8 +12,6 @@ names from older docs, like the Policy API's ``enableHttps`` (the config type sa
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.rendered import kustomize
 from webhook.config import DEFAULT_SCHEDULER_NAME, Settings
 from webhook.model.annotations import parse_annotations
 from webhook.model.store import Store
@@ -54,31 +53,10 @@ LEADER_ELECTION_FIELDS = {
 GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")
 
 
-def render() -> list[Obj]:
-    """``kubectl kustomize`` the example; without kubectl, the same objects read directly."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is not None:
-        done = subprocess.run(
-            [kubectl, "kustomize", str(EXAMPLE)], capture_output=True, text=True, timeout=60
-        )
-        assert done.returncode == 0, done.stderr
-        return [d for d in yaml.safe_load_all(done.stdout) if d]
-    kustomization = yaml.safe_load((EXAMPLE / "kustomization.yaml").read_text())
-    objects = [
-        d for f in kustomization["resources"] for d in yaml.safe_load_all((EXAMPLE / f).read_text())
-    ]
-    for gen in kustomization["configMapGenerator"]:
-        data = {
-            k: (EXAMPLE / f).read_text() for k, _, f in (s.partition("=") for s in gen["files"])
-        }
-        meta = {"name": gen["name"], "namespace": gen["namespace"]}
-        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
-    return objects
-
-
 @pytest.fixture(scope="module")
 def objects() -> list[Obj]:
-    return render()
+    """``kubectl kustomize deploy/examples/scheduler`` (the tests fail without kubectl)."""
+    return kustomize(EXAMPLE)
 
 
 def one(objects: list[Obj], kind: str, name: str | None = None) -> Obj:
@@ -93,11 +71,9 @@ def scheduler_config(objects: list[Obj]) -> Obj:
     return config
 
 
-def test_kustomize_renders() -> None:
-    """`kubectl kustomize deploy/examples/scheduler` works (skipped only without kubectl)."""
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not installed")
-    kinds = sorted(o["kind"] for o in render())
+def test_kustomize_renders(objects: list[Obj]) -> None:
+    """`kubectl kustomize deploy/examples/scheduler` works: one Deployment, its ConfigMap."""
+    kinds = sorted(o["kind"] for o in objects)
     assert kinds.count("Deployment") == 1 and kinds.count("ConfigMap") == 1
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -20,13 +19,16 @@ import pytest
 from tests.conftest import FAKE_TOKEN
 from tests.fakeapi import FakeApi, Fault, eventually
 from tests.fakestate import API_FIXTURES, matches
+from tests.hang import HANG_GUARD
+from webhook.cluster.api import Api
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.credentials import load_credentials
 from webhook.cluster.live import LiveView, live_store
-from webhook.cluster.reflector import CacheStatus, Tuning
-from webhook.cluster.resources import METADATA_LIST, STATEFULSET_POD_LABEL
+from webhook.cluster.reflector import CacheStatus, Reflector, Tuning
+from webhook.cluster.resources import METADATA_LIST, STATEFULSET_POD_LABEL, resources
 from webhook.config import Settings
 from webhook.model.records import Table
+from webhook.model.store import Store
 
 TUNING = Tuning(
     page_size=5,
@@ -124,7 +126,7 @@ async def test_ready_only_once_the_records_are_frozen(
     request let in before it would wait behind it. Ready never comes before the freeze."""
     frozen: list[bool] = []
     monkeypatch.setattr("webhook.cluster.live.gc.freeze", lambda: frozen.append(True))
-    async with running(kubeconfig) as view, asyncio.timeout(10):
+    async with running(kubeconfig) as view, asyncio.timeout(HANG_GUARD):
         while not view.ready()[0]:
             if all(status.synced for status in view.statuses()):
                 assert view.ready() == (False, "caches listed; finishing start-up") or frozen
@@ -334,7 +336,7 @@ async def test_silent_watch_is_abandoned_after_idle_timeout(api: FakeApi, kubeco
     """A watch that stays silent (half-open connection, no bookmarks) is re-opened, not trusted."""
     tuning = Tuning(idle_timeout=0.3, backoff_initial=0.02, backoff_cap=0.1)
     async with running(kubeconfig, tuning=tuning) as view:
-        await eventually(lambda: len(api.seen("namespaces", "watch")) >= 3, within=3)
+        await eventually(lambda: len(api.seen("namespaces", "watch")) >= 3)
         namespaces = status(view, "namespaces")
         assert namespaces.restarts >= 2 and "Timeout" in namespaces.last_error
         assert namespaces.relists == 0 and view.ready()[0]
@@ -355,16 +357,39 @@ def test_backoff_is_capped_exponential_with_jitter() -> None:
 
 
 async def test_failing_api_is_retried_at_a_bounded_pace(api: FakeApi, kubeconfig: Path) -> None:
-    """Against an API answering 500 forever, retries come no faster than the backoff allows."""
+    """Against an API answering 500 forever, each failed list is followed by one backoff wait
+    before the next: bounds doubling from ``backoff_initial`` up to ``backoff_cap``, each wait in
+    the upper half of its bound (the sleep is injected: no seconds are counted)."""
     api.inject("pods", "list", *[Fault.status(500)] * 1000)
-    async with running(kubeconfig) as view:
-        await asyncio.sleep(1.0)
-        assert not view.ready()[0]
-    times = [s.at for s in api.seen("pods", "list")]
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert 5 <= len(times) <= 30, len(times)  # 0.02 s doubling to a 0.1 s cap: ~15 in a second
-    assert all(gap <= 0.1 + 0.05 for gap in gaps)
-    assert all(gap >= 0.05 - 0.01 for gap in gaps[4:])  # at the cap: never under cap/2
+    waits: list[tuple[float, int]] = []  # (delay asked for, lists the API had seen by then)
+    enough = asyncio.Event()
+
+    async def sleep(delay: float) -> None:
+        waits.append((delay, len(api.seen("pods", "list"))))
+        if len(waits) == 12:
+            enough.set()
+            await asyncio.Event().wait()  # parked until cancelled
+        await asyncio.sleep(0)
+
+    (pods,) = [r for r in resources(Settings()) if r.table == "pods"]
+    async with Api(load_credentials(str(kubeconfig))) as client:
+        reflector = Reflector(pods, api=client, store=Store(), tuning=TUNING, sleep=sleep)
+        task = asyncio.create_task(reflector.run())
+        try:
+            async with asyncio.timeout(HANG_GUARD):
+                await enough.wait()
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    assert [lists for _, lists in waits] == list(range(1, 13))  # no retry without its wait
+    initial, cap = TUNING.backoff_initial, TUNING.backoff_cap
+    bounds = [min(cap, initial * 2**n) for n in range(12)]
+    assert bounds[-1] == cap
+    for (delay, _), bound in zip(waits, bounds, strict=True):
+        assert bound / 2 <= delay <= bound, (delay, bound)
+    status = reflector.status()
+    assert not status.synced and status.restarts == 12 and "HTTP 500" in status.last_error
 
 
 async def test_live_store_lists_once_without_watching(api: FakeApi, kubeconfig: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from tests import builders as b
 from tests.conftest import ServeFactory
+from tests.hang import HANG_GUARD
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Settings
 from webhook.model.store import Store
@@ -237,7 +238,7 @@ async def test_no_banner_on_malformed_http(serve: ServeFactory) -> None:
     )
     writer.write(b"NOT HTTP AT ALL\r\n\r\n")
     await writer.drain()
-    answer = await asyncio.wait_for(reader.read(4096), timeout=5)
+    answer = await asyncio.wait_for(reader.read(4096), timeout=HANG_GUARD)
     writer.close()
     assert answer.split(b" ", 2)[1] == b"400" and b"Server: stszone" in answer
     assert b"aiohttp" not in answer.lower() and b"python" not in answer.lower()

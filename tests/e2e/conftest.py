@@ -9,7 +9,8 @@ the variable is unset). Other knobs, all optional:
 - ``STSZONE_E2E_BIND``: where the webhook listens (default: the host when it is an IP, else
   0.0.0.0).
 - ``STSZONE_E2E_ZONES``: the zone list (default: the zones of the schedulable nodes; with fewer
-  than two, three made-up zones, and the scheduling test is skipped).
+  than two, three made-up zones, and the scheduling test fails: only a missing
+  ``STSZONE_E2E_KUBECONFIG`` skips).
 - ``STSZONE_E2E_TIMEOUT``: seconds to wait for pods to be created and scheduled (default 180).
 - ``STSZONE_E2E_IMAGE``: the test pods' image (default registry.k8s.io/pause:3.10).
 
@@ -39,7 +40,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.kube import RUN_LABEL, ZONE_KEY, Cluster, Kubectl, Obj, wait_for
-from tests.e2e.server import is_ip, serving, tail
+from tests.e2e.server import is_ip, serving
+from tests.process import tail
 from webhook.config import DEFAULT_NAMESPACE
 from webhook.install import registration
 from webhook.install.certfiles import issue
@@ -149,7 +151,7 @@ def cluster(
     work = tmp_path_factory.mktemp("e2e")
     certs = work / "certs"
     issue(certs, service="stszone-e2e", namespace=name, **_san(host))
-    log = work / "webhook.log"
+    log = work / "serve.log"
     pytestconfig.stash[LOG_KEY] = log
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -160,7 +162,7 @@ def cluster(
             kubectl.create(opted_in_namespace(name, run))
             url = stack.enter_context(
                 serving(
-                    host=host, bind=bind, kubeconfig=kubeconfig, certs=certs, zones=zones, log=log
+                    host=host, bind=bind, kubeconfig=kubeconfig, certs=certs, zones=zones, work=work
                 )
             )
             ca_bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()

@@ -20,7 +20,7 @@ import pytest
 
 from tests.e2e.conftest import delete_namespace, opted_in_namespace, registrations
 from tests.e2e.kube import RUN_LABEL, Kubectl, Obj, wait_for, workload
-from tests.e2e.server import free_port
+from tests.process import free_port
 from webhook.install.certfiles import issue
 from webhook.install.registration import MUTATE_NAME
 

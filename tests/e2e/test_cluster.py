@@ -121,7 +121,12 @@ def test_statefulset_records_its_zones_and_ordinal_i_gets_zone_i_mod_k(
 def test_scheduler_places_each_ordinal_in_its_zone(cluster: Cluster, place: Obj) -> None:
     """Where a scheduler runs and every zone has nodes, spec.nodeName lands in the right zone."""
     if not cluster.schedulable:
-        pytest.skip(f"zones {', '.join(cluster.zones)} do not all have schedulable nodes")
+        pytest.fail(
+            f"zones {', '.join(cluster.zones)} do not all have schedulable nodes: this test needs "
+            f"a Ready, untainted node labelled {ZONE_KEY} in each zone; label the cluster's "
+            "nodes, or set STSZONE_E2E_ZONES to zones that have such nodes",
+            pytrace=False,
+        )
     replicas = replicas_for(cluster)
 
     def placed() -> list[Obj] | None:

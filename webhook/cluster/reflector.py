@@ -28,7 +28,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,12 +89,15 @@ class Reflector:
         store: Store,
         tuning: Tuning | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.resource = resource
         self._api = api
         self._store = store
         self._tuning = tuning or Tuning()
         self._clock = clock
+        #: Waits out each retry's backoff; injectable, like the clock, so tests count no seconds.
+        self._sleep = sleep
         self._backoff = Backoff(initial=self._tuning.backoff_initial, cap=self._tuning.backoff_cap)
         self._rv: str | None = None
         self._synced = asyncio.Event()
@@ -188,7 +191,7 @@ class Reflector:
             self._lost_sync(failure)
             if failure is not None:
                 self._restarts += 1
-            await asyncio.sleep(self._backoff.next(at_least=retry_after))
+            await self._sleep(self._backoff.next(at_least=retry_after))
 
     async def _watch(self) -> None:
         res, tuning = self.resource, self._tuning
