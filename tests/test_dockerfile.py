@@ -1,8 +1,10 @@
 """The Dockerfile, checked without a container engine: what it runs, as whom, from which files.
 
-No image is built here, so these tests check what can be checked: the entrypoint is a console
-script of this package and works in a virtualenv; every file it copies exists and survives
-.dockerignore; its user is the numeric non-root user the Deployment's securityContext names.
+No image is built here (tools/image-check.sh builds and runs one), so these tests check what
+can be checked: the entrypoint is a console script of this package and works in a virtualenv;
+every file it copies exists and survives .dockerignore; its user is the numeric non-root user
+the Deployment's securityContext names; the locked dependencies are installed before the source
+is copied, and pip and setuptools do not reach the runtime stage.
 """
 
 from __future__ import annotations
@@ -81,6 +83,43 @@ def test_runtime_environment_writes_nothing_and_finds_the_venv() -> None:
     copies = [rest for keyword, rest in final_stage() if keyword == "COPY"]
     assert copies == ["--from=build /opt/stszone /opt/stszone"]
     assert re.search(r"PATH=/opt/stszone/bin:\$PATH", env)
+
+
+def build_stage() -> list[Instruction]:
+    """The instructions of the first stage (what builds the virtualenv)."""
+    steps = instructions()
+    second_from = [i for i, (keyword, _) in enumerate(steps) if keyword == "FROM"][1]
+    return steps[:second_from]
+
+
+def test_locked_dependencies_are_installed_before_the_source_is_copied() -> None:
+    """Hash-checked, no resolver, in a layer that depends on the lock files alone."""
+    steps = build_stage()
+    installs = [
+        i
+        for i, (keyword, rest) in enumerate(steps)
+        if keyword == "RUN" and "-r requirements/image.lock" in rest
+    ]
+    assert len(installs) == 1, "one RUN installs requirements/image.lock"
+    install = steps[installs[0]][1]
+    for flag in ("--require-hashes", "--no-deps", "--no-compile", "-r requirements/build.lock"):
+        assert flag in install, flag
+    copies_before = [rest for keyword, rest in steps[: installs[0]] if keyword == "COPY"]
+    assert copies_before == ["requirements/image.lock requirements/build.lock ./requirements/"]
+    source = next(
+        i for i, (keyword, rest) in enumerate(steps) if keyword == "COPY" and "webhook" in rest
+    )
+    assert installs[0] < source
+
+
+def test_pip_and_setuptools_stay_in_the_build_stage() -> None:
+    """The venv the runtime copies has had pip and setuptools removed, after their last use."""
+    runs = [rest for keyword, rest in build_stage() if keyword == "RUN"]
+    commands = [command.strip() for rest in runs for command in rest.split("&&")]
+    uninstall = next(i for i, c in enumerate(commands) if " uninstall " in c)
+    assert re.search(r"pip uninstall .*\bpip setuptools$", commands[uninstall])
+    assert not any("pip" in c.split()[0] for c in commands[uninstall + 1 :])
+    assert not any("pip " in rest for keyword, rest in final_stage() if keyword == "RUN")
 
 
 def _ignored(path: str, patterns: list[str]) -> bool:

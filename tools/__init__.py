@@ -1,0 +1,1 @@
+"""Maintenance scripts run from a checkout: lock files, image bytecode, the image check."""
