@@ -140,3 +140,14 @@ def test_python_dash_m_webhook_certs(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+
+
+def test_an_out_directory_that_cannot_be_looked_in_is_one_line_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Looking for an existing pair can fail (permissions, a name too long): exit 2, one line."""
+    out = tmp_path / ("d" * 300)  # longer than a file name may be: stat() fails
+    assert main(["certs", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stszone certs: cannot write") and "choose another --out" in err
+    assert len(err.strip().splitlines()) == 1

@@ -153,7 +153,8 @@ def issue(
 ) -> Issued:
     """Write ca.crt/ca.key (reused when present) and a serving tls.crt/tls.key into ``out_dir``."""
     cert_path, key_path = out_dir / TLS_CERT, out_dir / TLS_KEY
-    existing = [str(path) for path in (cert_path, key_path) if path.exists()]
+    with _writable(out_dir, hint="choose another --out"):  # a directory we may not even look in
+        existing = [str(path) for path in (cert_path, key_path) if path.exists()]
     if existing and not force:
         raise ConfigError(
             f"{' and '.join(existing)} already exist{'s' if len(existing) == 1 else ''}; pass "
