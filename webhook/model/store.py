@@ -214,8 +214,16 @@ class Store:
         info = self.claims.get((namespace, claim))
         volume = info.volume if info is not None and info.volume else ""
         if not volume:
+            # A claimRef naming another uid belongs to an earlier claim of this name (deleted, its
+            # volume not yet marked Released): the PV controller will never bind this one to it.
+            uid = info.uid if info is not None else ""
             volume = next(
-                (v.name for v in self._volumes_by_claim.get((namespace, claim)).values()), ""
+                (
+                    v.name
+                    for v in self._volumes_by_claim.get((namespace, claim)).values()
+                    if not (uid and v.claim_uid) or v.claim_uid == uid
+                ),
+                "",
             )
         pv = self.volumes.get(volume) if volume else None
         if pv is None:
