@@ -250,6 +250,24 @@ async def test_a_pod_placed_in_the_wrong_zone_stops_at_once(rig: Rig) -> None:
     assert rig.evictions() == [("db-1", False)]
 
 
+async def test_a_pod_the_webhook_pinned_elsewhere_stops_before_it_is_scheduled(rig: Rig) -> None:
+    """The new pod carries stszone.io/zone: zone-a (its volume pulled it back): stop at once,
+    without waiting out the timeout for a pod that can only go there."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.controller.zone = lambda ordinal: None  # never scheduled
+
+    def placed_elsewhere(namespace: str, name: str) -> None:
+        pod = r.pod(1, None, uid="db-1-again", ready=False)
+        pod["metadata"]["annotations"] = {"stszone.io/zone": "zone-a"}
+        rig.api.put("pods", pod)
+
+    rig.api.on_evict.append(placed_elsewhere)
+    outcome = await rig.rebalancer(timeout=300).run(result)
+    assert outcome.stopped.startswith("stszone placed the new db-1 in zone-a, not zone-b")
+    assert rig.clock.now < 300
+
+
 async def test_ctrl_c_between_steps_stops_after_the_current_one(rig: Rig) -> None:
     """The interrupt arrives while step 1 waits for its pod: step 1 completes, step 2 never
     starts, and the outcome says interrupted with db-3 left."""

@@ -10,6 +10,7 @@ from webhook.cluster.api import Api, ApiError
 from webhook.cluster.moves import Stop
 from webhook.cluster.resources import STATEFULSET_POD_LABEL
 from webhook.model import state as states
+from webhook.model.annotations import ZONE
 from webhook.model.records import ordinal_of, statefulset_owner
 from webhook.rules.rebalance import Step
 
@@ -109,6 +110,13 @@ class Reads:
         if fields.get("uid") == step.uid:
             return "the evicted pod is still there" + (
                 " (terminating)" if fields.get("deletionTimestamp") else ""
+            )
+        placed = (fields.get("annotations") or {}).get(ZONE)
+        if placed and placed != step.target:
+            # The webhook pinned it elsewhere (a volume still claiming it?): it will never move.
+            raise Stop(
+                f"stszone placed the new {step.pod} in {placed}, not {step.target} (see its "
+                f"admission warning: a volume still bound or pre-bound to its claim?)"
             )
         node = str(spec(pod).get("nodeName") or "")
         if not node:
