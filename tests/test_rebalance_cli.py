@@ -17,6 +17,8 @@ from tests.fakeapi import FakeApi
 from tests.kubeconfig import write_kubeconfig
 from webhook.cli import main
 from webhook.cli.rebalance import confirm
+from webhook.cli.rebalance_text import progress_printer
+from webhook.cluster.rebalance import Event
 from webhook.cluster.snapshot import from_objects
 from webhook.errors import ConfigError
 from webhook.rules.rebalance import chosen, plan
@@ -58,8 +60,10 @@ def test_dry_run_table_from_a_saved_cluster(
         "  replica is Ready, and after it until the pod is Ready in its zone):",
         "    # step 1: db-1 zone-a -> zone-b",
         "    kubectl create --raw /api/v1/namespaces/shop/pods/db-1/eviction -f - <<< "
-        """'{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"db-1","namespace":"shop"}}'""",
-        "    kubectl -n shop wait pod/db-1 --for=delete --timeout=120s",
+        """'{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"db-1","namespace":"shop"},"""
+        """"deleteOptions":{"preconditions":{"uid":"uid-db-1"}}}'""",
+        "    until kubectl -n shop get pod db-1 -o jsonpath='{.metadata.uid}' | grep -qv "
+        "'^uid-db-1$'; do sleep 1; done",
         "    kubectl -n shop wait pod/db-1 --for=condition=Ready --timeout=120s",
     ]
     assert [line for line in lines if line.startswith("    # step")] == [
@@ -205,3 +209,21 @@ async def test_move_data_without_a_terminal_needs_yes(tmp_path: Path) -> None:
         assert await asyncio.to_thread(run) == 2
         assert api.seen("pods", "evict") == []
     assert "confirm with --yes" in err.getvalue()
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_terminal_progress_is_one_line_per_step() -> None:
+    """On a terminal the step's line is rewritten (carriage return, clear) until it ends."""
+    screen = Terminal()
+    report = progress_printer(screen)
+    for kind, message in (("step", "db-1 a -> b: waiting"), ("evicted", "db-1 a -> b: evicted"),
+                          ("moved", "db-1 is Ready on n2 in b"), ("step", "db-3 c -> a: waiting")):  # fmt: skip
+        report(Event(kind, "shop", "db", message, 1, 1, 2))  # type: ignore[arg-type]
+    lines = [
+        line.rpartition("\r")[2].replace("\x1b[K", "") for line in screen.getvalue().split("\n")
+    ]
+    assert lines == ["[shop/db 1/2] db-1 is Ready on n2 in b", "[shop/db 1/2] db-3 c -> a: waiting"]

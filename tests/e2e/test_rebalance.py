@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -348,3 +349,22 @@ def test_move_data_gives_a_pinned_ordinal_a_fresh_volume_in_its_zone(cluster: Cl
             lambda: kubectl.get("pv", old_volume)["status"]["phase"] == "Released",
             timeout=60,
         )
+
+
+def test_rebalance_component_passes_a_server_side_dry_run(cluster: Cluster, tmp_path: Path) -> None:
+    """deploy/components/rebalance in an overlay of the test namespace: the API server accepts
+    its ServiceAccount, ClusterRole and ClusterRoleBinding (dry run: nothing is created)."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    component = os.path.relpath(ROOT / "deploy" / "components" / "rebalance", overlay)
+    (overlay / "kustomization.yaml").write_text(
+        json.dumps({"namespace": cluster.namespace, "components": [component]})
+    )
+    rendered = cluster.kubectl.run("kustomize", str(overlay))
+    accepted = cluster.kubectl.run("apply", "--dry-run=server", "-f", "-", stdin=rendered)
+    assert accepted.splitlines() == [
+        "serviceaccount/stszone-rebalance created (server dry run)",
+        "clusterrole.rbac.authorization.k8s.io/stszone-rebalance created (server dry run)",
+        "clusterrolebinding.rbac.authorization.k8s.io/stszone-rebalance created (server dry run)",
+    ]
+    assert f"namespace: {cluster.namespace}" in rendered

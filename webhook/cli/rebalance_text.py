@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from webhook.cli.options import table_lines
 from webhook.cluster.rebalance import Event, Outcome
@@ -17,22 +17,29 @@ def kubectl_commands(step: Step, *, timeout: float) -> list[str]:
     """What one step does, as kubectl commands a person could run instead.
 
     kubectl has no eviction command for one pod (``kubectl drain`` evicts a whole node), so the
-    Eviction is created with ``create --raw``; ``wait --for=delete`` follows the old pod's uid,
-    so it returns once the evicted pod is gone even though its successor has the same name.
+    Eviction is created with ``create --raw``, with the pod's uid as a precondition as stszone
+    sends it. ``kubectl wait --for=delete`` cannot follow a pod that comes back under the same
+    name (it waits for the successor), so the loop waits for another uid, then for Ready.
     """
     ns, pod = step.namespace, step.pod
-    eviction = {
+    eviction: dict[str, Any] = {
         "apiVersion": "policy/v1",
         "kind": "Eviction",
         "metadata": {"name": pod, "namespace": ns},
     }
+    if step.uid:
+        eviction["deleteOptions"] = {"preconditions": {"uid": step.uid}}
     body = json.dumps(eviction, separators=(",", ":"))
     commands = [f"kubectl -n {ns} delete pvc {c.name} --wait=false" for c in step.claims]
-    commands += [
-        f"kubectl create --raw /api/v1/namespaces/{ns}/pods/{pod}/eviction -f - <<< '{body}'",
-        f"kubectl -n {ns} wait pod/{pod} --for=delete --timeout={timeout:g}s",
-        f"kubectl -n {ns} wait pod/{pod} --for=condition=Ready --timeout={timeout:g}s",
-    ]
+    commands.append(
+        f"kubectl create --raw /api/v1/namespaces/{ns}/pods/{pod}/eviction -f - <<< '{body}'"
+    )
+    if step.uid:
+        commands.append(
+            f"until kubectl -n {ns} get pod {pod} -o jsonpath='{{.metadata.uid}}' | grep -qv "
+            f"'^{step.uid}$'; do sleep 1; done"
+        )
+    commands.append(f"kubectl -n {ns} wait pod/{pod} --for=condition=Ready --timeout={timeout:g}s")
     return commands
 
 
@@ -44,7 +51,7 @@ def action(row: Row) -> str:
     return {"in place": "-", "pinned by data": "keep (needs --move-data)"}.get(row.kind, "none")
 
 
-def _set_lines(set_plan: SetPlan, *, timeout: float) -> list[str]:
+def _set_lines(set_plan: SetPlan, *, timeout: float, commands: bool) -> list[str]:
     head = (
         f"StatefulSet {set_plan.namespace}/{set_plan.name}: zones "
         f"{','.join(set_plan.zones) or '(none)'}, replicas {set_plan.replicas}"
@@ -62,7 +69,7 @@ def _set_lines(set_plan: SetPlan, *, timeout: float) -> list[str]:
     for row in set_plan.rows:
         for note in row.notes:
             lines.append(f"  {row.ordinal}: {note}")
-    if set_plan.steps:
+    if set_plan.steps and commands:
         lines += [
             "  The same with kubectl, in order (--apply also waits before each step until every",
             "  replica is Ready, and after it until the pod is Ready in its zone):",
@@ -79,14 +86,18 @@ def render_plan(result: Plan, *, timeout: float, apply: bool) -> str:
     if not result.sets:
         lines += ["No StatefulSet to rebalance.", ""]
     for set_plan in result.sets:
-        lines += [*_set_lines(set_plan, timeout=timeout), ""]
+        # A dry run shows the kubectl equivalent; --apply shows its progress instead.
+        lines += [*_set_lines(set_plan, timeout=timeout, commands=not apply), ""]
     moves, left = len(result.steps), sum(len(s.left) for s in result.sets)
+    stay = f"{left} ordinal(s) stay outside their zone"
     if not moves and not left:
         lines.append("Nothing to do: every ordinal is in its rule zone.")
+    elif not moves:
+        lines.append(f"Nothing can move now: {stay} (the reasons are under each table).")
+    elif apply:
+        lines.append(f"Plan: {moves} move(s); {stay}.")
     else:
-        verb = "Applying" if apply else "Dry run:"
-        tail = "" if apply else "; run again with --apply to make them"
-        lines.append(f"{verb} {moves} move(s); {left} ordinal(s) stay outside their zone{tail}.")
+        lines.append(f"Dry run: {moves} move(s); {stay}; run again with --apply to make them.")
     return "\n".join(lines)
 
 
@@ -178,15 +189,21 @@ def render_outcome(result: Plan, outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
+#: Events that end a step; on a terminal the others rewrite the step's line as it goes.
+FINAL: Final = frozenset({"moved", "skipped", "stopped"})
+
+
 def progress_printer(stream: TextIO) -> Callable[[Event], None]:
-    """A progress line per event: plain words on a terminal, one JSON object per line else."""
+    """Progress: on a terminal one line per step, rewritten as the step goes (evicting,
+    waiting) and kept once it ends; otherwise one JSON object per event and line."""
     terminal = stream.isatty()
 
     def report(event: Event) -> None:
         where = f"{event.namespace}/{event.statefulset}" if event.statefulset else "rebalance"
         if terminal:
             count = f" {event.step}/{event.steps}" if event.steps else ""
-            stream.write(f"[{where}{count}] {event.message}\n")
+            end = "\n" if event.kind in FINAL else ""
+            stream.write(f"\r\x1b[K[{where}{count}] {event.message}{end}")  # \x1b[K: clear line
         else:
             entry = {
                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
