@@ -111,6 +111,7 @@ def test_nothing_to_do_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str
     [
         (["--apply"], "--cluster FILE only plans; --apply needs a live cluster"),
         (["-n", "dev", "--statefulset", "shop/db"], "-n dev and --statefulset shop/db disagree"),
+        (["--statefulset", "shop/nope"], "StatefulSet shop/nope was not found"),
     ],
 )
 def test_refusals_exit_2(

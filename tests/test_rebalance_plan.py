@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests import builders as b
 from tests import rebalancing as r
 from webhook.cluster.snapshot import Snapshot, from_objects
 from webhook.rules.rebalance import Plan, SetPlan, chosen, plan
@@ -230,6 +231,32 @@ def test_node_ordinal_sets_are_noted_and_malformed_ones_are_problems() -> None:
     broken = r.statefulset(1, annotations={"stszone.io/mode": "sideways"})
     result = planned(r.cluster({0: "a1"}, sts=broken))
     assert "malformed stszone annotations" in only(result).problem and not result.complete
+
+
+def test_the_recorded_cluster_has_pinned_unready_and_cycling_sets() -> None:
+    """The API responses recorded from a real v1.36 server (tests/fixtures/api), all opted in
+    (no Namespace objects). By hand, from the recordings: cap/db's two pods run where their
+    volumes are, both off their rule zones (pinned); rec's pods are not Ready (blocked);
+    verify/web is rotated by one zone, a cycle (blocked); verify/data has ordinal 0 in place and
+    1-4 pinned by their volumes."""
+    nodes = b.fixture_api("nodes-metadata-list")["items"]
+    docs: list[Any] = [{"kind": "List", "items": [{**n, "kind": "Node"} for n in nodes]}]
+    for name in ("pv-list", "pvc-list", "statefulsets-list", "sts-pods-list"):
+        docs.append(b.fixture_api(name))
+    snap = from_objects(docs)
+    result = plan(snap.store, snap.state, sets=chosen(snap.store))
+    kinds = {(s.namespace, s.name): [row.kind for row in s.rows] for s in result.sets}
+    assert kinds == {
+        ("cap", "db"): ["pinned by data"] * 2,
+        ("rec", "rec"): ["blocked"] * 2,
+        ("verify", "data"): ["in place", *["pinned by data"] * 4],
+        ("verify", "web"): ["blocked"] * 3,
+    }
+    by_name = {s.name: s for s in result.sets}
+    assert by_name["db"].rows[0].notes[0] == "its volume pv-cap-zone-c-1 is in zone-c"
+    assert by_name["rec"].rows[0].notes[0].startswith("not every replica is Ready (0/2")
+    assert "scale web up by 3 first" in by_name["web"].rows[0].notes[0]
+    assert result.steps == () and not result.complete
 
 
 # --- the order, as a property -------------------------------------------------------------------

@@ -159,6 +159,19 @@ def confirm(
         raise ConfigError("not confirmed: nothing was changed")
 
 
+def _not_chosen(snapshot: Snapshot, key: tuple[str, str], *, settings: Settings) -> str:
+    """Why ``--statefulset NS/NAME`` names no set to plan."""
+    namespace, name = key
+    if snapshot.store.statefulset(namespace, name) is None:
+        return f"StatefulSet {namespace}/{name} was not found"
+    if namespace in settings.defaults().excluded_namespaces:
+        return f"stszone never touches namespace {namespace} (kube-system and its own)"
+    return (
+        f"StatefulSet {namespace}/{name} is not in an opted-in namespace: label namespace "
+        f"{namespace} stszone.io/enabled=true"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """``stszone rebalance``."""
     settings = settings_from(args)
@@ -178,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
         namespace=namespace,
         statefulset=args.statefulset,
     )
+    if args.statefulset is not None and not sets:
+        raise ConfigError(_not_chosen(snapshot, args.statefulset, settings=settings))
     result = plan(snapshot.store, snapshot.state, sets=sets, move_data=args.move_data)
     table = args.output == "table"
     if table:

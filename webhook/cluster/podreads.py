@@ -63,7 +63,8 @@ class Reads:
         if info.updating:
             return "a rolling update is under way"
         pods = await self.set_pods(step)
-        start = int(spec(sts).get("ordinals", {}).get("start", 0) or 0)
+        ordinals = spec(sts).get("ordinals")
+        start = int((ordinals.get("start") if isinstance(ordinals, dict) else 0) or 0)
         problems = [
             why
             for ordinal in range(start, start + info.replicas)

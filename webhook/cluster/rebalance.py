@@ -155,7 +155,8 @@ class Rebalancer:
                 raise Halted
             await self.sleep(self.timing.poll)
         pod = await self.reads.get(pod_path(step))
-        assert pod is not None  # whole() saw it a moment ago; a 404 now is an ApiError below
+        if pod is None:
+            raise Stop(f"{step.pod} disappeared just after the set was whole; run rebalance again")
         uid, node = meta(pod).get("uid"), spec(pod).get("nodeName")
         zone = await self.reads.zone(str(node or ""), step.topology_key)
         if zone == step.target:
@@ -202,6 +203,8 @@ class Rebalancer:
                     return  # gone already (deleted meanwhile): wait for its successor
                 if err.status != 429:
                     raise Stop(f"evicting {step.pod} failed: {err}") from err
+                if self.stop.is_set() and (dry_run or not step.claims):
+                    raise Halted from err  # nothing evicted or deleted in this step yet
                 why = "; ".join(err.causes) or err.message
                 delay = backoff.next(at_least=err.retry_after)
                 if self.clock() + delay > deadline:
@@ -209,8 +212,6 @@ class Rebalancer:
                         f"the PodDisruptionBudget did not allow evicting {step.pod} within "
                         f"{self.timing.timeout:g}s ({why}); nothing was evicted in this step"
                     ) from err
-                if self.stop.is_set() and (dry_run or not step.claims):
-                    raise Halted from err  # nothing evicted or deleted in this step yet
                 self.report(
                     Event(
                         "waiting",
@@ -237,8 +238,6 @@ class Rebalancer:
                     f"{self.timing.timeout:g}s: {seen}"
                 )
             await self.sleep(self.timing.poll)
-
-    # --- reads ----------------------------------------------------------------------------------
 
 
 async def apply(

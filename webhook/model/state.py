@@ -78,19 +78,13 @@ class SetState:
 
     namespace: str
     name: str
-    uid: str = ""
     replicas: int = 1
-    ready_replicas: int = 0
     #: ``status.currentRevision != status.updateRevision``: a rolling update is under way.
     updating: bool = False
     deleting: bool = False
-    #: ``spec.persistentVolumeClaimRetentionPolicy`` (whenDeleted, whenScaled).
-    retention: tuple[str, str] = ("Retain", "Retain")
     #: The pod template carries ``stszone.io/skip=true``: stszone would not place its pods.
     skipped: bool = False
     tolerations: tuple[Mapping[str, Any], ...] = ()
-    #: ``spec.selector.matchLabels``, to list the set's pods.
-    selector: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,31 +156,23 @@ def claim_state(obj: Mapping[str, Any]) -> ClaimState:
 
 
 def set_state(obj: Mapping[str, Any]) -> SetState:
-    """A StatefulSet's status, retention policy and pod template facts."""
+    """A StatefulSet's replicas, rollout, deletion and pod template facts."""
     meta, spec = objects.mapping(obj, "metadata"), objects.mapping(obj, "spec")
     status = objects.mapping(obj, "status")
     template = objects.mapping(spec, "template", path="spec")
     template_meta = objects.mapping(template, "metadata", path="spec.template")
-    retention = objects.mapping(spec, "persistentVolumeClaimRetentionPolicy", path="spec")
     current = objects.string(status, "currentRevision")
     update = objects.string(status, "updateRevision")
     return SetState(
         namespace=objects.string(meta, "namespace"),
         name=objects.string(meta, "name"),
-        uid=objects.string(meta, "uid"),
         replicas=objects.integer(spec, "replicas", default=1, path="spec"),
-        ready_replicas=objects.integer(status, "readyReplicas", default=0, path="status"),
         updating=bool(current and update and current != update),
         deleting=_deleting(meta),
-        retention=(
-            objects.string(retention, "whenDeleted") or "Retain",
-            objects.string(retention, "whenScaled") or "Retain",
-        ),
         skipped=objects.str_map(template_meta, "labels").get(SKIP) == "true",
         tolerations=tuple(
             objects.dicts(objects.mapping(template, "spec"), "tolerations", path="spec.template")
         ),
-        selector=objects.str_map(objects.mapping(spec, "selector"), "matchLabels"),
     )
 
 
