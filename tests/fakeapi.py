@@ -15,6 +15,10 @@ watches are open and inject faults into the next request of a resource and verb:
     api.inject("pods", "watch", Fault.slow(0.5))      answer delayed
     api.cut("pods")                                   open pods watches cut mid-event
     api.bookmark("pods")                              BOOKMARK on open pods watches
+
+It also serves one object by name, namespaced lists, Evictions and claim deletions
+(:mod:`tests.fakeobjects`), for ``stszone rebalance``; ``api.on_evict`` holds the hooks a test
+uses to play the StatefulSet controller once an eviction has deleted a pod.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ import json
 import ssl
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from aiohttp import web
 
+from tests import fakeobjects
+from tests.fakeobjects import EvictHook
 from tests.fakestate import (
     RESOURCES,
     Objects,
@@ -46,7 +52,7 @@ from tests.fakestate import (
 from tests.hang import HANG_GUARD
 
 JSON = dict[str, Any]
-Verb = Literal["list", "watch"]
+Verb = Literal["list", "watch", "get", "evict", "delete"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +96,10 @@ class Seen:
     metadata: bool
     #: Event-loop time the request arrived.
     at: float
+    #: The object named (get, evict, delete) and the request body (evict, delete).
+    namespace: str = ""
+    name: str = ""
+    body: Any = None
 
 
 class FakeApi:
@@ -115,11 +125,14 @@ class FakeApi:
         self._signals: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # bookmarks, cuts
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
-        self._by_path = {path: name for name, (path, *_) in RESOURCES.items()}
+        #: Called with (namespace, pod) after an eviction deleted the pod.
+        self.on_evict: list[EvictHook] = []
 
     async def __aenter__(self) -> FakeApi:
         app = web.Application()
         app.router.add_get("/{tail:.*}", self._handle)
+        app.router.add_post("/{tail:.*}", self._write)
+        app.router.add_delete("/{tail:.*}", self._write)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._ssl)
@@ -181,23 +194,56 @@ class FakeApi:
 
     # --- HTTP ---------------------------------------------------------------------------------
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        resource = self._by_path.get(request.path)
-        if resource is None:
-            return _status(404, "NotFound", "the server could not find the requested resource")
+    def _refused(self, request: web.Request) -> web.Response | None:
         auth = request.headers.get("Authorization", "")
         if self.token is not None and auth.partition(" ")[::2] not in {
             ("Bearer", self.token),
             ("bearer", self.token),
         }:
-            return _status(401, "Unauthorized", "Unauthorized")
+            return fakeobjects.status(401, "Unauthorized", "Unauthorized")
+        return None
+
+    def record(
+        self, verb: Verb, where: fakeobjects.Route, request: web.Request, body: Any = None
+    ) -> Fault | None:
+        """Note a request to one object; the fault queued for it, if any."""
+        now = asyncio.get_running_loop().time()
+        accept = request.headers.get("Accept", "")
+        seen = Seen(verb, where.resource, dict(request.query), accept, False, now)
+        self.requests.append(replace(seen, namespace=where.namespace, name=where.name, body=body))
+        queued = self._faults[(where.resource, verb)]
+        return queued.pop(0) if queued else None
+
+    async def _write(self, request: web.Request) -> web.StreamResponse:
+        refused = self._refused(request)
+        return refused if refused is not None else await fakeobjects.write(self, request)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        where = fakeobjects.route(request.path)
+        if where is None or where.subresource:
+            return fakeobjects.status(
+                404, "NotFound", "the server could not find the requested resource"
+            )
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        if where.name:
+            fault = self.record("get", where, request)
+            if fault is not None and fault.what == "status":
+                return _failure(fault, "list")
+            return fakeobjects.get_object(self.objects, where)
+        resource = where.resource
         query = dict(request.query)
+        if where.namespace:
+            query["namespace"] = where.namespace
         verb: Verb = "watch" if query.get("watch") in ("1", "true") else "list"
         form = representation(request.headers.get("Accept", ""), watch=verb == "watch")
         if form is None:
-            return _status(406, "NotAcceptable", "only JSON representations are served here")
+            return fakeobjects.status(
+                406, "NotAcceptable", "only JSON representations are served here"
+            )
         accept, now = request.headers.get("Accept", ""), asyncio.get_running_loop().time()
-        self.requests.append(Seen(verb, resource, query, accept, form, now))
+        self.requests.append(Seen(verb, resource, query, accept, form, now, where.namespace))
         queued = self._faults[(resource, verb)]
         fault = queued.pop(0) if queued else None
         if fault is not None and fault.what == "slow":
@@ -227,10 +273,11 @@ class FakeApi:
                 _, body = http_fixture("sts-pods-list-expired")
                 return web.Response(status=410, body=body, content_type="application/json")
         else:
-            selector = query.get("labelSelector", "")
+            selector, namespace = query.get("labelSelector", ""), query.get("namespace")
             table = self.objects.tables[resource].values()
             snapshot = sorted(
-                (s for s in table if matches(selector, s.labels)), key=lambda s: s.key
+                (s for s in table if matches(selector, s.labels) and namespace in (None, s.key[0])),
+                key=lambda s: s.key,
             )
             sid, offset = f"{self.objects.rv}-{len(self._snapshots)}-{id(snapshot)}", 0
             self._snapshots[sid] = (self.objects.rv, snapshot)
@@ -325,29 +372,13 @@ async def eventually(check: Callable[[], bool], *, within: float = HANG_GUARD) -
             await asyncio.sleep(0.01)
 
 
-def _status(
-    code: int, reason: str, message: str, *, retry_after: int | None = None
-) -> web.Response:
-    body = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-    return web.json_response(body, status=code, headers=headers)
-
-
 def _failure(fault: Fault, verb: Verb) -> web.Response:
     if fault.code == 410 and verb == "list":
         _, body = http_fixture("sts-pods-list-expired")
         return web.Response(status=410, body=body, content_type="application/json")
     reason = {500: "InternalError", 429: "TooManyRequests", 503: "ServiceUnavailable"}
     message = f"injected failure {fault.code}"
-    return _status(
+    return fakeobjects.status(
         fault.code, reason.get(fault.code, "Failure"), message, retry_after=fault.retry_after
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 from pathlib import Path
@@ -83,15 +84,14 @@ def webhooks(objects: list[Obj]) -> list[tuple[str, Obj]]:
     ]
 
 
+def _triples(rules: list[Obj], keys: tuple[str, str, str]) -> set[tuple[str, str, str]]:
+    """Every combination of the three listed fields of each rule."""
+    return {triple for rule in rules for triple in itertools.product(*(rule[k] for k in keys))}
+
+
 def covered(webhook: Obj) -> set[tuple[str, str, str]]:
     """(apiGroup, resource, operation) triples a webhook's rules match."""
-    return {
-        (group, resource, operation)
-        for rule in webhook["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for operation in rule["operations"]
-    }
+    return _triples(webhook["rules"], ("apiGroups", "resources", "operations"))
 
 
 def container(objects: list[Obj]) -> Obj:
@@ -100,3 +100,8 @@ def container(objects: list[Obj]) -> Obj:
     assert len(containers) == 1
     result: Obj = containers[0]
     return result
+
+
+def granted(role: Obj) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) triples a (Cluster)Role's rules grant."""
+    return _triples(role["rules"], ("apiGroups", "resources", "verbs"))

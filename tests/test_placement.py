@@ -129,6 +129,42 @@ def test_prebound_volume_claim_ref_counts_before_binding() -> None:
     assert place(0, namespace="ns", policy=policy, store=store).zone == "b"
 
 
+def _old_volume(phase: str) -> dict[str, object]:
+    """pv-b in zone b, whose claimRef names data-db-0 as it was (uid old-uid)."""
+    volume = b.pv("pv-b", "b", claim=("ns", "data-db-0"))
+    volume["spec"]["claimRef"]["uid"] = "old-uid"
+    volume["status"] = {"phase": phase}
+    return volume
+
+
+@pytest.mark.parametrize(
+    ("phase", "claim_uid", "zone"),
+    [
+        ("Released", None, "a"),  # the claim was deleted; a new one may come: never pinned
+        ("Failed", None, "a"),
+        ("Bound", "new-uid", "a"),  # not yet marked Released, but the new claim is not its
+        ("Bound", "old-uid", "b"),  # its own claim, not yet showing volumeName: pinned
+        ("Available", None, "b"),  # pre-bound by name and uid, the claim not created yet
+    ],
+)
+def test_a_volume_of_an_earlier_claim_does_not_pin_a_new_one(
+    phase: str, claim_uid: str | None, zone: str
+) -> None:
+    """After `rebalance --move-data` deleted data-db-0, its old volume (Released, or still
+    Bound for a moment) must not pull the fresh claim of the same name back to zone b."""
+    objects: list[dict[str, object]] = [
+        b.statefulset(annotations={"stszone.io/zones": "a,b,c"}),
+        _old_volume(phase),
+    ]
+    if claim_uid is not None:
+        claim = b.pvc("data-db-0")
+        claim["metadata"]["uid"] = claim_uid
+        objects.append(claim)
+    store = store_from_objects(objects)
+    policy = resolve_policy("ns", "db", store=store)
+    assert place(0, namespace="ns", policy=policy, store=store).zone == zone
+
+
 def test_volume_in_the_rule_zone_gives_no_warning() -> None:
     """Data already where the rule wants it: no override, no warning."""
     store = store_from_objects(

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from webhook.cli.options import (
     FORMATTER,
+    add_output_flag,
     add_own_namespace_flag,
     add_target_namespace_flag,
     add_view_flags,
     settings_from,
+    table_lines,
 )
 from webhook.cluster.live import live_store
 from webhook.cluster.view import choose_view, offline_store
@@ -54,13 +55,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         formatter_class=FORMATTER,
     )
     parser.set_defaults(run=run)
-    parser.add_argument(
-        "--output",
-        "-o",
-        choices=("table", "json"),
-        default="table",
-        help="table for people (default), json for scripts",
-    )
+    add_output_flag(parser)
     add_target_namespace_flag(parser)
     add_view_flags(parser)
     add_own_namespace_flag(parser, "--stszone-namespace")
@@ -94,16 +89,6 @@ def load_view(settings: Settings) -> Store:
     return offline_store(settings)
 
 
-def _table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], *, indent: str = "  "
-) -> list[str]:
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-    return [
-        indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in (header, *rows)
-    ]
-
-
 def _set_lines(report: SetReport) -> list[str]:
     span = f"ordinals {report.start}-{report.start + report.replicas - 1}"
     head = (
@@ -124,7 +109,7 @@ def _set_lines(report: SetReport) -> list[str]:
         )
         for r in report.rows
     ]
-    lines = [head, *_table(("ORDINAL", "EXPECTED", "SET BY", "NODE", "ZONE", "STATUS"), rows)]
+    lines = [head, *table_lines(("ORDINAL", "EXPECTED", "SET BY", "NODE", "ZONE", "STATUS"), rows)]
     lines += [f"  ordinal {r.ordinal}: zone unknown: {r.why}" for r in report.rows if r.why]
     lowest = "none keeps them all" if report.lowest is None else str(report.lowest)
     lines.append(

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.cli.options import DEFAULTS, FORMATTER
-from webhook.install.manifests import run_manifests
+from webhook.install.manifests import COMPONENTS, run_manifests
 
 HELP = "print the installation YAML with the caBundle and the TLS Secret"
 DESCRIPTION = """\
@@ -25,6 +25,7 @@ examples:
   stszone manifests --ca certs/ca.crt --no-match-conditions    Kubernetes 1.27 and older
   kubectl kustomize deploy/overlays/dev | stszone manifests --ca certs/ca.crt --base -
   stszone manifests --kustomize-dir base/            the base as kustomize files (no certs)
+  stszone manifests --component rebalance --kustomize-dir deploy/components/rebalance
 exit status: 0 printed, 2 refused (unreadable or mismatched certificates, bad flag)
 """
 
@@ -79,6 +80,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "`kubectl kustomize deploy/overlays/dev | stszone manifests --ca ca.crt --base -`",
     )
     parser.add_argument(
+        "--component",
+        choices=sorted(COMPONENTS),
+        help="print (or with --kustomize-dir write) an optional component instead of the "
+        "base: rebalance = RBAC for running `stszone rebalance` from a Job (no --ca needed)",
+    )
+    parser.add_argument(
         "--kustomize-dir",
         type=Path,
         metavar="DIR",
@@ -99,4 +106,5 @@ def run(args: argparse.Namespace) -> int:
         base=args.base,
         kustomize_dir=args.kustomize_dir,
         match_conditions=not args.no_match_conditions,
+        component=args.component,
     )

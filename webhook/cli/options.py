@@ -1,4 +1,4 @@
-"""What several commands share: the cluster-view flags, and the Settings parsed flags make.
+"""What several commands share: the cluster-view flags, the Settings parsed flags make, tables.
 
 Defaults live in :class:`~webhook.config.Settings` and nowhere else: the parser shows them in
 its help (from :data:`DEFAULTS`) and leaves them to Settings when a flag is not given.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final
@@ -76,6 +76,17 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_output_flag(parser: argparse.ArgumentParser) -> None:
+    """``-o/--output table|json``, as kubectl users expect."""
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=("table", "json"),
+        default="table",
+        help="table for people (default), json for scripts",
+    )
+
+
 def add_own_namespace_flag(parser: argparse.ArgumentParser, flag: str) -> None:
     """The flag naming stszone's own namespace (never intercepted, like kube-system).
 
@@ -131,3 +142,14 @@ def settings_from(args: argparse.Namespace, *, environ: Mapping[str, str] = os.e
     if "namespace" not in given and environ.get(NAMESPACE_ENV):
         given["namespace"] = environ[NAMESPACE_ENV]
     return Settings(**given)
+
+
+def table_lines(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, indent: str = "  "
+) -> list[str]:
+    """Columns padded to their widest cell, as kubectl prints them."""
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    return [
+        indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    ]

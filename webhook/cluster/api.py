@@ -1,4 +1,5 @@
-"""Requests to the Kubernetes API over aiohttp: paged JSON lists and newline-framed watches.
+"""Requests to the Kubernetes API over aiohttp: paged JSON lists, newline-framed watches, and
+the few writes ``stszone rebalance`` makes (an Eviction, a claim's deletion).
 
 :class:`Api` asks :class:`~webhook.cluster.credentials.Credentials` for fresh settings before
 every request (see :mod:`webhook.cluster.credentials` for why aiohttp and not the ``kubernetes``
@@ -32,13 +33,21 @@ class ApiError(Exception):
     """
 
     def __init__(
-        self, status: int, *, message: str, reason: str = "", retry_after: float = 0.0
+        self,
+        status: int,
+        *,
+        message: str,
+        reason: str = "",
+        retry_after: float = 0.0,
+        causes: tuple[str, ...] = (),
     ) -> None:
         super().__init__(f"HTTP {status}{' ' + reason if reason else ''}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        #: ``details.causes[].message``: e.g. which PodDisruptionBudget refused an eviction.
+        self.causes = causes
 
     @property
     def expired(self) -> bool:
@@ -49,10 +58,17 @@ class ApiError(Exception):
 def api_error(body: Any, *, status: int, retry_after: str | None = None) -> ApiError:
     """An :class:`ApiError` from a ``Status`` object (or whatever else the server sent)."""
     message, reason = "", ""
+    causes: tuple[str, ...] = ()
     if isinstance(body, Mapping):
         message, reason = str(body.get("message", "")), str(body.get("reason", ""))
         code = body.get("code")
         status = code if isinstance(code, int) and not isinstance(code, bool) else status
+        details = body.get("details")
+        found = details.get("causes") if isinstance(details, Mapping) else None
+        if isinstance(found, list):
+            causes = tuple(
+                str(c["message"]) for c in found if isinstance(c, Mapping) and c.get("message")
+            )
     elif isinstance(body, bytes | str):
         message = (body.decode(errors="replace") if isinstance(body, bytes) else body)[:300]
     try:
@@ -60,11 +76,11 @@ def api_error(body: Any, *, status: int, retry_after: str | None = None) -> ApiE
     except ValueError:
         wait = 0.0  # an HTTP-date Retry-After; the backoff will do
     message = message.strip() or "no message"
-    return ApiError(status, message=message, reason=reason, retry_after=wait)
+    return ApiError(status, message=message, reason=reason, retry_after=wait, causes=causes)
 
 
 class Api:
-    """GET requests to one cluster over one aiohttp session: JSON documents and watch streams.
+    """Requests to one cluster over one aiohttp session: JSON documents, watch streams, writes.
 
     The session is created on first use, inside the running loop, so an :class:`Api` (and the
     reflectors holding it) can be built before the loop starts serving.
@@ -97,9 +113,28 @@ class Api:
     ) -> bytes:
         """GET ``path``; the raw JSON body, or :class:`ApiError` on a non-200 answer."""
         async with self._request(
-            path, params=params, accept=accept, read_timeout=read_timeout
+            "GET", path, params=params, accept=accept, read_timeout=read_timeout
         ) as resp:
             return await resp.read()
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+        read_timeout: float = 30,
+    ) -> dict[str, Any]:
+        """One JSON request (GET an object, POST an Eviction, DELETE a claim): the decoded
+        answer, or :class:`ApiError` on any status but 200/201/202."""
+        async with self._request(
+            method, path, params=params or {}, read_timeout=read_timeout, body=body
+        ) as resp:
+            answer: Any = json.loads(await resp.read())
+        if not isinstance(answer, dict):
+            raise ApiError(resp.status, message=f"{method} {path} answered with no JSON object")
+        return answer
 
     @asynccontextmanager
     async def stream(
@@ -112,13 +147,20 @@ class Api:
         (the server sends a BOOKMARK at least every minute when asked for them).
         """
         async with self._request(
-            path, params=params, accept=accept, read_timeout=idle_timeout
+            "GET", path, params=params, accept=accept, read_timeout=idle_timeout
         ) as resp:
             yield _lines(resp.content)
 
     @asynccontextmanager
     async def _request(
-        self, path: str, *, params: Mapping[str, str], accept: str, read_timeout: float
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str],
+        read_timeout: float,
+        accept: str = JSON_MEDIA,
+        body: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         target = await self.credentials.target()
         if self._session is None:
@@ -126,25 +168,28 @@ class Api:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self._connect_timeout, sock_read=read_timeout
         )
-        async with self._session.get(
+        async with self._session.request(
+            method,
             target.base + path,
             params=params,
             headers={**target.headers, "Accept": accept},
+            json=body,
             ssl=target.ssl,
             server_hostname=target.server_hostname,
             proxy=target.proxy,
             timeout=timeout,
         ) as resp:
-            if resp.status != 200:
+            # An Eviction is created (201); a deletion may be accepted for later (202).
+            if resp.status not in (200, 201, 202) or (method == "GET" and resp.status != 200):
                 raw = await _head(resp.content, limit=64 * 1024)
                 if resp.status == 401:
                     self.credentials.invalidate()  # rotated token or expired exec credential
                 try:
-                    body: Any = json.loads(raw)
+                    status: Any = json.loads(raw)
                 except ValueError:
-                    body = raw
+                    status = raw
                 retry_after = resp.headers.get("Retry-After")
-                raise api_error(body, status=resp.status, retry_after=retry_after)
+                raise api_error(status, status=resp.status, retry_after=retry_after)
             yield resp
 
 

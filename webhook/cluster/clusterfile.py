@@ -18,33 +18,38 @@ from webhook.model.records import EXTRACTORS, TABLE_OF_KIND, TABLES, Info, PodIn
 from webhook.model.store import Store
 
 
-def _items(doc: Any, *, item_kind: str = "") -> Iterator[Mapping[str, Any]]:
-    """Flatten lists; items of a typed list (``PodList``) carry no ``kind`` of their own."""
+def flatten(doc: Any, *, item_kind: str = "") -> Iterator[Mapping[str, Any]]:
+    """The objects of documents and lists; items of a typed list (``PodList``) carry no
+    ``kind`` of their own, so they get the list's."""
     if isinstance(doc, Mapping):
         kind = doc.get("kind")
         if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
             inner = "" if kind == "List" else kind.removesuffix("List")
             for item in doc["items"]:
-                yield from _items(item, item_kind=inner)
+                yield from flatten(item, item_kind=inner)
         elif item_kind and "kind" not in doc:
             yield {**doc, "kind": item_kind}
         else:
             yield doc
     elif isinstance(doc, list):
         for item in doc:
-            yield from _items(item)
+            yield from flatten(item)
 
 
-def load_store(path: Path, *, zones: tuple[str, ...] | None = None) -> Store:
-    """Read ``path`` into a :class:`Store`; raise :class:`ConfigError` when it cannot be read."""
+def read_documents(path: Path) -> list[Any]:
+    """The YAML (or JSON) documents of ``path``; :class:`ConfigError` when it cannot be read."""
     try:
         with path.open(encoding="utf-8") as handle:
-            docs = list(yaml.safe_load_all(handle))
+            return list(yaml.safe_load_all(handle))
     except OSError as err:
         raise ConfigError(f"cannot read cluster file {path}: {err.strerror}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"cluster file {path} is not YAML or JSON: {err}") from None
-    return store_from_objects(docs, zones=zones, source=str(path))
+
+
+def load_store(path: Path, *, zones: tuple[str, ...] | None = None) -> Store:
+    """Read ``path`` into a :class:`Store`; raise :class:`ConfigError` when it cannot be read."""
+    return store_from_objects(read_documents(path), zones=zones, source=str(path))
 
 
 def store_from_objects(
@@ -52,10 +57,15 @@ def store_from_objects(
     *,
     zones: tuple[str, ...] | None = None,
     source: str = "cluster file",
+    namespaces_listed: bool = False,
 ) -> Store:
-    """A Store holding the given raw API objects or lists of them (every table marked loaded)."""
+    """A Store holding the given raw API objects or lists of them (every table marked loaded).
+
+    With no Namespace among them, opt-in is unknown (every set counts) unless
+    ``namespaces_listed`` says the opted-in namespaces were listed and there are none.
+    """
     tables: dict[Table, list[Info]] = {table: [] for table in TABLES}
-    for index, item in enumerate(_items(list(docs))):
+    for index, item in enumerate(flatten(list(docs))):
         table = TABLE_OF_KIND.get(str(item.get("kind", "")))
         if table is None:
             continue
@@ -70,7 +80,7 @@ def store_from_objects(
         tables[table].append(info)
     store = Store(zones=zones)
     for table, infos in tables.items():
-        if table == "namespaces" and not infos:
+        if table == "namespaces" and not infos and not namespaces_listed:
             continue  # no Namespace objects: opt-in is unknown, not "nothing opted in"
         store.replace(table, infos)
     return store

@@ -38,6 +38,8 @@ READ_RESOURCES: Final = (
     ("apps", ("statefulsets",)),
 )
 WEBHOOK_TIMEOUT: Final = 5
+#: The optional identity ``stszone rebalance`` runs as in a Job (deploy/components/rebalance).
+REBALANCE: Final = "stszone-rebalance"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,17 @@ def namespace(install: Install) -> Obj:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
+def _binding(name: str, install: Install, *, labels: dict[str, str]) -> Obj:
+    meta = {"name": name, "labels": labels}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": install.namespace}],
+    }
+
+
 def rbac(install: Install) -> list[Obj]:
     """ServiceAccount, a read-only ClusterRole over exactly what the view watches, the binding."""
     rules = [
@@ -81,17 +94,34 @@ def rbac(install: Install) -> list[Obj]:
             "metadata": _meta(NAME, install, namespaced=False),
             "rules": rules,
         },
+        _binding(NAME, install, labels=dict(SELECTOR)),
+    ]
+
+
+def rebalance_rbac(install: Install) -> list[Obj]:
+    """An optional identity for ``stszone rebalance`` run from a Job: the webhook's reads, plus
+    the only two writes it makes -- creating Evictions (so PodDisruptionBudgets are respected;
+    it never deletes pods) and deleting claims (``--move-data`` only). The webhook's own
+    ServiceAccount stays read-only."""
+    labels = {**SELECTOR, "app.kubernetes.io/component": "rebalance"}
+    reads = [
+        {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
+        for group, resources in READ_RESOURCES
+    ]
+    writes = [
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["delete"]},
+    ]
+    account = {"name": REBALANCE, "namespace": install.namespace, "labels": labels}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": _meta(NAME, install, namespaced=False),
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": NAME,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": install.namespace}],
+            "kind": "ClusterRole",
+            "metadata": {"name": REBALANCE, "labels": labels},
+            "rules": [*reads, *writes],
         },
+        _binding(REBALANCE, install, labels=labels),
     ]
 
 

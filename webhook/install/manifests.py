@@ -37,6 +37,7 @@ from webhook.install.deploybase import (
     disruption_budget,
     namespace,
     rbac,
+    rebalance_rbac,
     service,
 )
 from webhook.install.pemcheck import check_ca_bundle, check_serving_pair
@@ -86,6 +87,12 @@ FILES: Final[dict[str, Callable[[Install], list[Obj]]]] = {
 }
 
 
+#: Optional kustomize components: name -> (file, the objects it holds).
+COMPONENTS: Final[dict[str, tuple[str, Callable[[Install], list[Obj]]]]] = {
+    "rebalance": ("rbac.yaml", rebalance_rbac),
+}
+
+
 def base_objects(install: Install) -> list[Obj]:
     """Every object of the base, webhook configurations last (registered once served)."""
     return [obj for build in FILES.values() for obj in build(install)]
@@ -122,9 +129,30 @@ def kustomize_files(install: Install) -> dict[str, str]:
     return files
 
 
-def write_kustomize_dir(directory: Path, install: Install) -> list[Path]:
-    """Write the base into ``directory``, replacing only files this command wrote before."""
-    files = kustomize_files(install)
+def component_files(name: str, install: Install) -> dict[str, str]:
+    """``deploy/components/NAME``: a kustomize Component adding its objects to an overlay."""
+    filename, build = COMPONENTS[name]
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1alpha1",
+        "kind": "Component",
+        "resources": [filename],
+    }
+    usage = (
+        f"# Optional: list it under `components:` in an overlay (e.g. ../../components/{name}),\n"
+        f"# or apply it alone: `stszone manifests --component {name} | kubectl apply -f -`.\n"
+    )
+    return {
+        filename: HEADER + dump(build(install)),
+        "kustomization.yaml": HEADER + usage + yaml.safe_dump(kustomization, sort_keys=False),
+    }
+
+
+def write_kustomize_dir(
+    directory: Path, install: Install, *, component: str | None = None
+) -> list[Path]:
+    """Write the base (or a component) into ``directory``, replacing only files this command
+    wrote before."""
+    files = kustomize_files(install) if component is None else component_files(component, install)
     for name in files:
         path = directory / name
         if path.exists() and not path.read_text().startswith(HEADER):
@@ -242,9 +270,15 @@ def run_manifests(
     base: Path | None = None,
     kustomize_dir: Path | None = None,
     match_conditions: bool = True,
+    component: str | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """Print the installation (or write the kustomize base); exit status 0, or ConfigError."""
+    """Print the installation (or write the kustomize base); exit status 0, or ConfigError.
+
+    With ``component``, the optional component instead: printed, or written as kustomize files.
+    """
+    if component is not None:
+        return _run_component(component, namespace=namespace, kustomize_dir=kustomize_dir, out=out)
     if kustomize_dir is not None:
         if ca or cert or key or base:
             raise ConfigError(
@@ -287,4 +321,19 @@ def run_manifests(
     out = out or sys.stdout
     out.write(f"# stszone {__version__} in namespace {namespace}: kubectl apply -f -\n")
     out.write(dump(objects))
+    return 0
+
+
+def _run_component(
+    name: str, *, namespace: str | None, kustomize_dir: Path | None, out: TextIO | None
+) -> int:
+    install = Install(namespace=DEFAULT_NAMESPACE if namespace is None else namespace)
+    _check_install(namespace=install.namespace, image=install.image)
+    if kustomize_dir is not None:
+        for path in write_kustomize_dir(kustomize_dir, install, component=name):
+            print(f"wrote {path}", file=sys.stderr)
+        return 0
+    out = out or sys.stdout
+    out.write(f"# stszone {__version__}: optional component {name}: kubectl apply -f -\n")
+    out.write(dump(COMPONENTS[name][1](install)))
     return 0

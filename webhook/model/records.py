@@ -69,6 +69,8 @@ class VolumeInfo:
     name: str
     zones: Mapping[str, frozenset[str]]
     claim: tuple[str, str] | None = None
+    #: ``spec.claimRef.uid``: "" when pre-bound by name (the claim may not exist yet).
+    claim_uid: str = ""
 
     @property
     def key(self) -> str:
@@ -93,6 +95,8 @@ class ClaimInfo:
     namespace: str
     name: str
     volume: str = ""
+    #: Tells a claim from an earlier one of the same name (a volume's claimRef names the uid).
+    uid: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -209,7 +213,10 @@ def volume_info(obj: Mapping[str, Any]) -> VolumeInfo:
             zones[key] = set(labels[key].split("__"))
     claim_ref = objects.mapping(spec, "claimRef")
     claim = None
-    if claim_ref.get("name"):
+    # A Released (or Failed) volume keeps the claimRef of its deleted claim, uid and all, but
+    # never binds again: a new claim of that name must not be pinned to where the old data was.
+    phase = objects.string(objects.mapping(obj, "status"), "phase")
+    if claim_ref.get("name") and phase not in ("Released", "Failed"):
         claim = (
             _intern(objects.string(claim_ref, "namespace")),
             objects.string(claim_ref, "name"),
@@ -218,6 +225,7 @@ def volume_info(obj: Mapping[str, Any]) -> VolumeInfo:
         name=_name(meta),
         zones={_intern(k): frozenset(map(_intern, v)) for k, v in zones.items()},
         claim=claim,
+        claim_uid=objects.string(claim_ref, "uid") if claim else "",
     )
 
 
@@ -228,6 +236,7 @@ def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
         namespace=_intern(objects.string(meta, "namespace")),
         name=_name(meta),
         volume=objects.string(objects.mapping(obj, "spec"), "volumeName"),
+        uid=objects.string(meta, "uid"),
     )
 
 

@@ -225,14 +225,26 @@ class Store:
         """
         info = self.claims.get((namespace, claim))
         volume = info.volume if info is not None and info.volume else ""
-        volume = volume or self.prebound(namespace, claim)
+        volume = volume or self.prebound(namespace, claim, uid=info.uid if info is not None else "")
         if not volume or volume not in self.volumes:
             return "", frozenset()
         return volume, self.volume_zones(volume, topology_key)
 
-    def prebound(self, namespace: str, claim: str) -> str:
-        """Name of a PersistentVolume whose ``claimRef`` names this claim, or ``""``."""
-        return next((v.name for v in self._volumes_by_claim.get((namespace, claim)).values()), "")
+    def prebound(self, namespace: str, claim: str, *, uid: str = "") -> str:
+        """Name of a PersistentVolume whose ``claimRef`` names this claim, or ``""``.
+
+        A claimRef naming another uid than ``uid`` (when both are known) belongs to an earlier
+        claim of this name, deleted, its volume not yet marked Released: the PV controller will
+        never bind this claim to it.
+        """
+        return next(
+            (
+                v.name
+                for v in self._volumes_by_claim.get((namespace, claim)).values()
+                if not (uid and v.claim_uid) or v.claim_uid == uid
+            ),
+            "",
+        )
 
     def volume_zones(self, volume: str, topology_key: str) -> frozenset[str]:
         """Zones a PersistentVolume can be used from (none when unknown or not zone-pinned).

@@ -82,7 +82,10 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = 
     statefulset, ordinal = owner
     policy = resolve_policy(namespace, statefulset, store=store)
     spec = objects.mapping(claim, "spec")
-    volume = objects.string(spec, "volumeName", path="spec") or store.prebound(namespace, name)
+    uid = objects.string(meta, "uid", path="metadata")
+    volume = objects.string(spec, "volumeName", path="spec") or store.prebound(
+        namespace, name, uid=uid
+    )
     if volume:
         return _follow_volume(
             claim, volume=volume, ordinal=ordinal, namespace=namespace, policy=policy, store=store

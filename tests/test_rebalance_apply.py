@@ -1,0 +1,400 @@
+"""The rebalance executor against the fake API server: order, budgets, timeouts, Ctrl-C, data.
+
+The test plays the rest of Kubernetes with one eviction hook (:class:`Controller`): once an
+eviction has deleted a pod, the pod comes back -- new uid, Ready, on a node of the zone the
+webhook would pick -- at the executor's next sleep. The clock and the sleep are fake: waiting
+costs nothing and no assertion depends on the wall clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import rebalancing as r
+from tests.fakeapi import FakeApi, Fault
+from tests.kubeconfig import write_kubeconfig
+from tests.rendered import granted
+from webhook.cluster.api import Api
+from webhook.cluster.credentials import load_credentials
+from webhook.cluster.rebalance import Event, Outcome, Rebalancer, Timing, apply
+from webhook.cluster.snapshot import from_objects, list_cluster
+from webhook.config import Settings
+from webhook.install import deploybase
+from webhook.rules.rebalance import Plan, chosen, plan
+
+TOKEN = "rebalance-token"
+JSON = dict[str, Any]
+
+
+@dataclass
+class Clock:
+    """Fake time: ``sleep`` advances it at once and lets the controller act."""
+
+    now: float = 0.0
+    slept: list[float] = field(default_factory=list)
+    ticks: list[Callable[[], None]] = field(default_factory=list)
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        for tick in self.ticks:
+            tick()
+        await asyncio.sleep(0)
+
+
+@dataclass
+class Controller:
+    """StatefulSet controller + webhook + scheduler + kubelet: an evicted pod comes back Ready
+    in ``zone(ordinal)`` on the next tick; ``None`` from ``zone`` means it never comes back."""
+
+    api: FakeApi
+    zone: Callable[[int], str | None] = lambda ordinal: r.ZONES[ordinal % 3]
+    pending: list[tuple[str, str]] = field(default_factory=list)
+    #: Pods of the set present (not deleted) right after each eviction.
+    present_after: list[int] = field(default_factory=list)
+    generation: int = 0
+
+    def evicted(self, namespace: str, name: str) -> None:
+        self.present_after.append(len(self.api.objects.tables["pods"]))
+        self.pending.append((namespace, name))
+
+    def tick(self) -> None:
+        for _, name in self.pending:
+            ordinal = int(name.rpartition("-")[2])
+            zone = self.zone(ordinal)
+            if zone is None:
+                continue
+            self.generation += 1
+            claims = self.api.objects.tables["persistentvolumeclaims"]
+            for key in [k for k, v in claims.items() if b"deletionTimestamp" in v.body]:
+                # pvc-protection lets go once the pod is gone; the controller makes a new one.
+                self.api.delete("persistentvolumeclaims", key[1], namespace=key[0])
+                fresh = r.claim(key[1], "")
+                fresh["metadata"]["uid"] = f"uid-{key[1]}-new"
+                self.api.put("persistentvolumeclaims", fresh)
+            node = next(n for n, z in r.NODES.items() if z == zone)
+            fresh = r.pod(
+                ordinal, node, sts=name.rpartition("-")[0], uid=f"{name}-new-{self.generation}"
+            )
+            self.api.put("pods", fresh)
+        self.pending = [p for p in self.pending if self.zone(int(p[1].rpartition("-")[2])) is None]
+
+
+@dataclass
+class Rig:
+    api: FakeApi
+    client: Api
+    clock: Clock
+    controller: Controller
+    kubeconfig: Path
+    events: list[Event] = field(default_factory=list)
+
+    async def plan(self, *, move_data: bool = False) -> Plan:
+        snap = from_objects(await list_cluster(Settings(), api=self.client), namespaces_listed=True)
+        sets = chosen(snap.store, excluded={"kube-system"})
+        return plan(snap.store, snap.state, sets=sets, move_data=move_data)
+
+    def rebalancer(self, *, timeout: float = 60.0) -> Rebalancer:
+        return Rebalancer(
+            self.client,
+            timing=Timing(timeout=timeout, poll=1.0, backoff_initial=1.0, backoff_cap=8.0),
+            report=self.events.append,
+            sleep=self.clock.sleep,
+            clock=self.clock,
+            rand=lambda: 0.0,
+        )
+
+    def load(self, objects: list[JSON]) -> None:
+        resource = {
+            "Namespace": "namespaces",
+            "Node": "nodes",
+            "StatefulSet": "statefulsets",
+            "Pod": "pods",
+            "PersistentVolumeClaim": "persistentvolumeclaims",
+            "PersistentVolume": "persistentvolumes",
+        }
+        for obj in objects:
+            self.api.put(resource[obj["kind"]], obj)
+
+    def where(self) -> dict[str, tuple[str, str]]:
+        """pod -> (uid, zone) now."""
+        found = {}
+        for stored in self.api.objects.tables["pods"].values():
+            pod = json.loads(stored.body)
+            node = pod["spec"].get("nodeName")
+            found[pod["metadata"]["name"]] = (pod["metadata"]["uid"], r.NODES.get(node, "-"))
+        return found
+
+    def interrupted_on(self, kind: str) -> Rebalancer:
+        """A rebalancer whose stop is set (Ctrl-C) when it reports an event of ``kind``."""
+        executor = self.rebalancer()
+
+        def report(event: Event) -> None:
+            self.events.append(event)
+            if event.kind == kind:
+                executor.stop.set()
+
+        executor.report = report
+        return executor
+
+    def evictions(self) -> list[tuple[str, bool]]:
+        """(pod, dry run) of every eviction asked for, in order."""
+        return [(s.name, s.query.get("dryRun") == "All") for s in self.api.seen("pods", "evict")]
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    async with FakeApi(token=TOKEN, fixtures=False) as fake:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token=TOKEN)
+        clock = Clock()
+        controller = Controller(fake)
+        fake.on_evict.append(controller.evicted)
+        clock.ticks.append(controller.tick)
+        async with Api(load_credentials(str(kubeconfig))) as client:
+            yield Rig(fake, client, clock, controller, kubeconfig)
+
+
+#: 4 replicas: db-1 (a->b) and db-3 (c->a) move; 0 and 2 are in place.
+FOUR = {0: "a1", 1: "a2", 2: "c2", 3: "c1"}
+
+
+async def test_moves_one_pod_at_a_time_in_plan_order_until_converged(rig: Rig) -> None:
+    """Each eviction names the planned pod by uid, happens only with the set whole, and the run
+    ends with every ordinal in zones[i mod 3]."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    assert [s.pod for s in result.steps] == ["db-1", "db-3"]
+    outcome = await rig.rebalancer().run(result)
+    assert outcome.converged and outcome.sets[0].moved == (1, 3)
+    assert rig.evictions() == [("db-1", False), ("db-3", False)]
+    bodies = [s.body for s in rig.api.seen("pods", "evict")]
+    assert [b["deleteOptions"]["preconditions"]["uid"] for b in bodies] == ["uid-db-1", "uid-db-3"]
+    assert rig.controller.present_after == [3, 3]  # never more than one of four missing
+    assert {p: z for p, (_, z) in rig.where().items()} == {
+        "db-0": "zone-a", "db-1": "zone-b", "db-2": "zone-c", "db-3": "zone-a",
+    }  # fmt: skip
+    assert [e.kind for e in rig.events] == ["step", "evicted", "moved"] * 2
+
+
+async def test_a_budget_refusal_is_waited_out_with_backoff(rig: Rig) -> None:
+    """Two 429s, then the budget allows it: delays 0.5 and 1 (equal jitter pinned low), each
+    reported with the budget's own words."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.api.inject("pods", "evict", Fault.status(429), Fault.status(429))
+    outcome = await rig.rebalancer().run(result)
+    assert outcome.converged
+    assert rig.clock.slept[:2] == [0.5, 1.0]
+    waiting = [e.message for e in rig.events if e.kind == "waiting"]
+    assert waiting == [
+        "eviction of db-1 refused (The disruption budget db needs 3 healthy pods and has 3 "
+        f"currently); retrying in {delay}s"
+        for delay in ("0.5", "1.0")
+    ]
+
+
+async def test_a_budget_that_never_allows_it_stops_that_set_only(rig: Rig) -> None:
+    """429s past the step's deadline: db is stopped with the budget named, nothing evicted;
+    the next set (web) still moves."""
+    web = r.statefulset(1, name="web")
+    rig.load([*r.cluster(FOUR), web, r.pod(0, "b1", sts="web")])
+    result = await rig.plan()
+    assert [s.name for s in result.sets] == ["db", "web"]
+    # Delays 0.5, 1, 2, 4 reach t=7.5; the next (4) would pass the deadline at 10: 5 refusals.
+    rig.api.inject("pods", "evict", *[Fault.status(429)] * 5)
+    outcome = await rig.rebalancer(timeout=10).run(result)
+    db, web_done = outcome.sets
+    assert db.moved == () and db.left == (1, 3)
+    assert db.stopped.startswith("the PodDisruptionBudget did not allow evicting db-1 within 10s")
+    assert "needs 3 healthy pods" in db.stopped and not outcome.stopped
+    assert rig.where()["db-1"][0] == "uid-db-1"  # untouched
+    assert web_done.moved == (0,) and rig.where()["web-0"][1] == "zone-a"
+
+
+async def test_a_step_that_does_not_converge_stops_the_whole_run(rig: Rig) -> None:
+    """The evicted pod never comes back: stop after --timeout with what was seen; the next
+    step is never started."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.controller.zone = lambda ordinal: None
+    outcome = await rig.rebalancer(timeout=30).run(result)
+    assert not outcome.converged and outcome.sets[0].left == (1, 3)
+    assert outcome.stopped == (
+        "db-1 was not Ready in zone-b within 30s: no pod db-1 yet: the StatefulSet controller "
+        "has not re-created it"
+    )
+    assert rig.evictions() == [("db-1", False)]
+    assert rig.clock.now >= 30
+
+
+async def test_a_pod_placed_in_the_wrong_zone_stops_at_once(rig: Rig) -> None:
+    """The re-created pod lands in zone-c (no webhook placed it): stop, naming the likely cause."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.controller.zone = lambda ordinal: "zone-c"
+    outcome = await rig.rebalancer().run(result)
+    assert "db-1 was re-created on c1 in zone-c, not zone-b: stszone did not place it" in (
+        outcome.stopped
+    )
+    assert rig.evictions() == [("db-1", False)]
+
+
+async def test_a_pod_the_webhook_pinned_elsewhere_stops_before_it_is_scheduled(rig: Rig) -> None:
+    """The new pod carries stszone.io/zone: zone-a (its volume pulled it back): stop at once,
+    without waiting out the timeout for a pod that can only go there."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.controller.zone = lambda ordinal: None  # never scheduled
+
+    def placed_elsewhere(namespace: str, name: str) -> None:
+        pod = r.pod(1, None, uid="db-1-again", ready=False)
+        pod["metadata"]["annotations"] = {"stszone.io/zone": "zone-a"}
+        rig.api.put("pods", pod)
+
+    rig.api.on_evict.append(placed_elsewhere)
+    outcome = await rig.rebalancer(timeout=300).run(result)
+    assert outcome.stopped.startswith("stszone placed the new db-1 in zone-a, not zone-b")
+    assert rig.clock.now < 300
+
+
+async def test_ctrl_c_between_steps_stops_after_the_current_one(rig: Rig) -> None:
+    """The interrupt arrives while step 1 waits for its pod: step 1 completes, step 2 never
+    starts, and the outcome says interrupted with db-3 left."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    outcome = await rig.interrupted_on("evicted").run(result)
+    assert outcome.interrupted and not outcome.converged
+    assert outcome.sets[0].moved == (1,) and outcome.sets[0].left == (3,)
+    assert rig.evictions() == [("db-1", False)]
+    assert rig.where()["db-1"][1] == "zone-b"  # the step in progress was finished
+
+
+async def test_ctrl_c_while_the_budget_refuses_drops_the_step_untouched(rig: Rig) -> None:
+    """Interrupted while waiting out a 429: nothing was evicted, so the step is dropped at once
+    rather than waiting for the budget."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.api.inject("pods", "evict", *[Fault.status(429)] * 3)
+    outcome = await rig.interrupted_on("waiting").run(result)
+    assert outcome.interrupted and outcome.sets[0].left == (1, 3)
+    assert rig.evictions() == [("db-1", False), ("db-1", False)]
+    assert rig.where()["db-1"][0] == "uid-db-1"
+    assert rig.events[-1].message == "interrupted before acting"
+
+
+async def test_sigint_from_the_terminal_is_the_same_stop(rig: Rig) -> None:
+    """`apply` turns a real SIGINT into that stop (the signal is raised while step 1 waits)."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.api.on_evict.append(lambda namespace, name: rig.controller.tick())
+    events: list[Event] = []
+
+    def report(event: Event) -> None:
+        events.append(event)
+        if event.kind == "evicted":
+            signal.raise_signal(signal.SIGINT)
+
+    outcome: Outcome = await apply(
+        result,
+        kubeconfig=str(rig.kubeconfig),
+        timing=Timing(timeout=30, poll=0.01),
+        report=report,
+    )
+    assert outcome.interrupted and outcome.sets[0].moved == (1,)
+    assert rig.evictions() == [("db-1", False)]
+    assert any("Ctrl-C: stopping after the current step" in e.message for e in events)
+
+
+async def test_move_data_deletes_the_claim_between_a_dry_run_and_the_eviction(rig: Rig) -> None:
+    """Dry-run eviction (budget check), DELETE of the claim by uid (protected: it waits for the
+    pod), eviction; the pod comes back in its rule zone with a fresh claim."""
+    extra = [r.claim("data-db-1", "pv-1"), r.volume("pv-1", "zone-a", "data-db-1")]
+    extra[0]["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+    sts = r.statefulset(4, templates=("data",))
+    rig.load(r.cluster(FOUR, sts=sts, extra=extra))
+    result = await rig.plan(move_data=True)
+    assert [(s.pod, [c.name for c in s.claims]) for s in result.steps] == [
+        ("db-1", ["data-db-1"]), ("db-3", []),
+    ]  # fmt: skip
+    outcome = await rig.rebalancer().run(result)
+    assert outcome.converged
+    verbs = [
+        (s.verb, s.name, s.query.get("dryRun"))
+        for s in rig.api.requests
+        if s.verb in ("evict", "delete")
+    ]
+    assert verbs[:3] == [
+        ("evict", "db-1", "All"),
+        ("delete", "data-db-1", None),
+        ("evict", "db-1", None),
+    ]
+    (deletion,) = rig.api.seen("persistentvolumeclaims", "delete")
+    assert deletion.body["preconditions"] == {"uid": "uid-data-db-1"}
+    claim = json.loads(rig.api.objects.tables["persistentvolumeclaims"][("shop", "data-db-1")].body)
+    assert claim["metadata"]["uid"] == "uid-data-db-1-new"
+
+
+async def test_move_data_refused_after_the_claim_went_says_what_is_half_done(rig: Rig) -> None:
+    """The dry run passes, then the budget refuses for good: the run stops and says the claims
+    are marked for deletion."""
+    extra = [r.claim("data-db-1", "pv-1"), r.volume("pv-1", "zone-a", "data-db-1")]
+    sts = r.statefulset(4, templates=("data",))
+    rig.load(r.cluster(FOUR, sts=sts, extra=extra))
+    result = await rig.plan(move_data=True)
+    rig.api.inject("pods", "evict", Fault.slow(0), *[Fault.status(429)] * 20)
+    outcome = await rig.rebalancer(timeout=5).run(result)
+    assert outcome.stopped.startswith("the PodDisruptionBudget did not allow evicting db-1")
+    assert "its claims are marked for deletion" in outcome.stopped
+
+
+async def test_a_pod_changed_since_the_plan_stops_before_any_eviction(rig: Rig) -> None:
+    """Someone re-created db-1 (new uid, same wrong zone) after the plan: fresh plan needed."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.api.put("pods", r.pod(1, "a1", uid="someone-else"))
+    outcome = await rig.rebalancer().run(result)
+    assert outcome.stopped.startswith("db-1 changed since the plan (now uid someone-else")
+    assert rig.evictions() == []
+
+
+async def test_a_set_that_never_becomes_whole_stops_with_the_pods_named(rig: Rig) -> None:
+    """db-2 turns not Ready after the plan and stays so: no eviction, the stop names it."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.api.put("pods", r.pod(2, "c2", ready=False))
+    outcome = await rig.rebalancer(timeout=20).run(result)
+    assert (
+        outcome.stopped == "before moving db-1: shop/db was not whole within 20s (db-2 not Ready)"
+    )
+    assert rig.evictions() == []
+
+
+async def test_every_request_is_granted_by_the_rebalance_cluster_role(rig: Rig) -> None:
+    """The one list, the reads before each step, the evictions and a claim deletion: each is
+    allowed by deploy/components/rebalance's ClusterRole (what a Job would run with)."""
+    extra = [r.claim("data-db-1", "pv-1"), r.volume("pv-1", "zone-a", "data-db-1")]
+    rig.load(r.cluster(FOUR, sts=r.statefulset(4, templates=("data",)), extra=extra))
+    assert (await rig.rebalancer().run(await rig.plan(move_data=True))).converged
+    (role,) = [
+        o for o in deploybase.rebalance_rbac(deploybase.Install()) if o["kind"] == "ClusterRole"
+    ]
+    asked = set()
+    for seen in rig.api.requests:
+        group = "apps" if seen.resource == "statefulsets" else ""
+        if seen.verb == "evict":
+            asked.add(("", "pods/eviction", "create"))
+        else:
+            asked.add((group, seen.resource, seen.verb))
+    assert {verb for _, _, verb in asked} == {"list", "get", "create", "delete"}
+    assert asked <= granted(role)

@@ -1,0 +1,230 @@
+"""`stszone rebalance` as users meet it: the dry-run table and JSON, --apply against the fake
+API server, the --move-data confirmation, and the refusals (exit 2)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import rebalancing as r
+from tests.fakeapi import FakeApi
+from tests.kubeconfig import write_kubeconfig
+from webhook.cli import main
+from webhook.cli.rebalance import confirm
+from webhook.cli.rebalance_text import progress_printer
+from webhook.cluster.rebalance import Event
+from webhook.cluster.snapshot import from_objects
+from webhook.errors import ConfigError
+from webhook.rules.rebalance import chosen, plan
+
+#: The seed's story (see test_rebalance_plan.py): db-2 pinned by pv-2 in zone-b.
+SEED = {0: "a1", 1: "a2", 2: "b1", 3: "c1", 4: "c2", 5: "b2"}
+
+
+def seed_objects() -> list[dict[str, Any]]:
+    extra = [r.claim("data-db-2", "pv-2"), r.volume("pv-2", "zone-b", "data-db-2")]
+    return r.cluster(SEED, sts=r.statefulset(6, templates=("data",)), extra=extra)
+
+
+@pytest.fixture
+def seed_file(tmp_path: Path) -> Path:
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"kind": "List", "items": seed_objects()}))
+    return path
+
+
+def test_dry_run_table_from_a_saved_cluster(
+    seed_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table, the notes, the kubectl commands in order, and exit 1 (db-2 stays)."""
+    assert main(["rebalance", "--cluster", str(seed_file), "--timeout", "120"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:16] == [
+        "StatefulSet shop/db: zones zone-a,zone-b,zone-c, replicas 6",
+        "  ORDINAL  POD   NODE  NOW     TARGET  CLASS           ACTION",
+        "  0        db-0  a1    zone-a  zone-a  in place        -",
+        "  1        db-1  a2    zone-a  zone-b  movable         step 1: evict",
+        "  2        db-2  b1    zone-b  zone-c  pinned by data  keep (needs --move-data)",
+        "  3        db-3  c1    zone-c  zone-a  movable         step 2: evict",
+        "  4        db-4  c2    zone-c  zone-b  movable         step 4: evict",
+        "  5        db-5  b2    zone-b  zone-c  movable         step 3: evict",
+        "  2: its volume pv-2 is in zone-b",
+        "  2: it moves only with --move-data, which deletes its data",
+        "  The same with kubectl, in order (--apply also waits before each step until every",
+        "  replica is Ready, and after it until the pod is Ready in its zone):",
+        "    # step 1: db-1 zone-a -> zone-b",
+        "    kubectl create --raw /api/v1/namespaces/shop/pods/db-1/eviction -f - <<< "
+        """'{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"db-1","namespace":"shop"},"""
+        """"deleteOptions":{"preconditions":{"uid":"uid-db-1"}}}'""",
+        "    until kubectl -n shop get pod db-1 -o jsonpath='{.metadata.uid}' | grep -qv "
+        "'^uid-db-1$'; do sleep 1; done",
+        "    kubectl -n shop wait pod/db-1 --for=condition=Ready --timeout=120s",
+    ]
+    assert [line for line in lines if line.startswith("    # step")] == [
+        "    # step 1: db-1 zone-a -> zone-b",
+        "    # step 2: db-3 zone-c -> zone-a",
+        "    # step 3: db-5 zone-b -> zone-c",
+        "    # step 4: db-4 zone-c -> zone-b",
+    ]
+    assert lines[-1] == (
+        "Dry run: 4 move(s); 1 ordinal(s) stay outside their zone; run again with --apply to "
+        "make them."
+    )
+
+
+def test_dry_run_json_with_move_data_shows_the_claim_it_would_delete(
+    seed_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o json for scripts; with --move-data nothing is left, so exit 0, and nothing applied."""
+    assert main(["rebalance", "--cluster", str(seed_file), "--move-data", "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (db,) = report["statefulsets"]
+    assert (report["complete"], report["moveData"], report["applied"]) == (True, True, None)
+    row = db["ordinals"][2]
+    assert (row["class"], row["claims"]) == ("pinned by data", ["data-db-2"])
+    assert row["action"].endswith("delete data-db-2, evict")
+    step = next(s for s in db["steps"] if s["ordinal"] == 2)
+    assert step["commands"][0] == "kubectl -n shop delete pvc data-db-2 --wait=false"
+    assert step["commands"][1].startswith("kubectl create --raw /api/v1/namespaces/shop/pods/db-2")
+
+
+def test_nothing_to_do_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every ordinal in its zone: exit 0 and a sentence saying so."""
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps(r.cluster({0: "a1", 1: "b1", 2: "c1"})))
+    assert main(["rebalance", "--cluster", str(path)]) == 0
+    assert (
+        capsys.readouterr()
+        .out.rstrip()
+        .endswith("Nothing to do: every ordinal is in its rule zone.")
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--apply"], "--cluster FILE only plans; --apply needs a live cluster"),
+        (["-n", "dev", "--statefulset", "shop/db"], "-n dev and --statefulset shop/db disagree"),
+        (["--statefulset", "shop/nope"], "StatefulSet shop/nope was not found"),
+    ],
+)
+def test_refusals_exit_2(
+    seed_file: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    """Flags that cannot go together: exit 2 with the reason, nothing planned."""
+    assert main(["rebalance", "--cluster", str(seed_file), *args]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
+
+
+def test_no_cluster_at_all_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["rebalance"]) == 2
+    assert "rebalance needs a cluster" in capsys.readouterr().err
+
+
+def test_move_data_confirmation_names_the_set_and_the_ordinals() -> None:
+    """Asked on a terminal (only "yes" goes on); refused without one unless --yes."""
+    snap = from_objects(seed_objects())
+    result = plan(snap.store, snap.state, sets=chosen(snap.store), move_data=True)
+    asked: list[str] = []
+    out = io.StringIO()
+
+    def answer(text: str) -> Any:
+        return lambda prompt: asked.append(prompt) or text
+
+    confirm(result, ask=answer("yes"), interactive=True, out=out)
+    assert asked == ["Delete the data of shop/db ordinal(s) 2? Type yes: "]
+    assert "  shop/db ordinal 2: data-db-2" in out.getvalue()
+    with pytest.raises(ConfigError, match="not confirmed: nothing was changed"):
+        confirm(result, ask=answer("y"), interactive=True, out=out)
+    with pytest.raises(ConfigError, match="confirm with --yes"):
+        confirm(result, ask=answer("yes"), interactive=False, out=out)
+
+
+async def test_apply_against_the_api_converges_with_json_progress(tmp_path: Path) -> None:
+    """--apply -o json: the eviction hook plays the controller; progress goes to stderr as JSON
+    lines (not a terminal), the document to stdout, exit 0."""
+    async with FakeApi(token="t", fixtures=False) as api:
+        for obj in r.cluster({0: "a1", 1: "a2", 2: "c1"}):
+            api.put(
+                obj["kind"].lower() + "s" if obj["kind"] != "StatefulSet" else "statefulsets", obj
+            )
+
+        def controller(namespace: str, name: str) -> None:
+            ordinal = int(name.rpartition("-")[2])
+            node = {0: "a1", 1: "b1", 2: "c1"}[ordinal]
+            api.put("pods", r.pod(ordinal, node, uid=f"{name}-again"))
+
+        api.on_evict.append(controller)
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t")
+        argv = ["rebalance", "--kubeconfig", str(kubeconfig), "-n", "shop", "--apply", "-o", "json"]
+        out, err = io.StringIO(), io.StringIO()
+
+        def run() -> int:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                return main(argv)
+
+        assert await asyncio.to_thread(run) == 0
+        lists = [s for s in api.requests if s.verb == "list" and s.resource == "pods"]
+    report = json.loads(out.getvalue())
+    assert report["applied"] == {
+        "converged": True,
+        "stopped": None,
+        "interrupted": False,
+        "statefulsets": [
+            {"namespace": "shop", "name": "db", "moved": [1], "left": [], "stopped": None}
+        ],
+    }
+    events = [json.loads(line) for line in err.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["step", "evicted", "moved"]
+    assert events[-1]["message"] == "db-1 is Ready on b1 in zone-b"
+    assert lists[0].namespace == "shop"  # -n lists one namespace
+
+
+async def test_move_data_without_a_terminal_needs_yes(tmp_path: Path) -> None:
+    """Live --apply --move-data with stdin not a terminal: exit 2, nothing evicted."""
+    async with FakeApi(token="t", fixtures=False) as api:
+        for obj in seed_objects():
+            kind = obj["kind"]
+            resource = {"StatefulSet": "statefulsets", "PersistentVolumeClaim": "persistentvolumeclaims",
+                        "PersistentVolume": "persistentvolumes"}.get(kind, kind.lower() + "s")  # fmt: skip
+            api.put(resource, obj)
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t")
+        argv = ["rebalance", "--kubeconfig", str(kubeconfig), "--apply", "--move-data"]
+        err = io.StringIO()
+
+        def run() -> int:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                return main(argv)
+
+        assert await asyncio.to_thread(run) == 2
+        assert api.seen("pods", "evict") == []
+    assert "confirm with --yes" in err.getvalue()
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_terminal_progress_is_one_line_per_step() -> None:
+    """On a terminal the step's line is rewritten (carriage return, clear) until it ends."""
+    screen = Terminal()
+    report = progress_printer(screen)
+    for kind, message in (("step", "db-1 a -> b: waiting"), ("evicted", "db-1 a -> b: evicted"),
+                          ("moved", "db-1 is Ready on n2 in b"), ("step", "db-3 c -> a: waiting")):  # fmt: skip
+        report(Event(kind, "shop", "db", message, 1, 1, 2))  # type: ignore[arg-type]
+    lines = [
+        line.rpartition("\r")[2].replace("\x1b[K", "") for line in screen.getvalue().split("\n")
+    ]
+    assert lines == ["[shop/db 1/2] db-1 is Ready on n2 in b", "[shop/db 1/2] db-3 c -> a: waiting"]

@@ -1,0 +1,288 @@
+"""The rebalance planner on saved clusters: movable, pinned by data, blocked, and the order.
+
+Zones zone-a, zone-b, zone-c; nodes a1 a2 | b1 b2 | c1 c2 (tests/rebalancing.py). The rule puts
+ordinal i in zones[i mod 3]: 0 a, 1 b, 2 c, 3 a, 4 b, 5 c.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests import builders as b
+from tests import rebalancing as r
+from webhook.cluster.snapshot import Snapshot, from_objects
+from webhook.rules.rebalance import Plan, SetPlan, chosen, plan
+
+JSON = dict[str, Any]
+
+
+def planned(objects: list[JSON], *, move_data: bool = False, **narrow: Any) -> Plan:
+    snap: Snapshot = from_objects(objects)
+    sets = chosen(snap.store, excluded={"kube-system", "stszone-system"}, **narrow)
+    return plan(snap.store, snap.state, sets=sets, move_data=move_data)
+
+
+def only(result: Plan) -> SetPlan:
+    (one,) = result.sets
+    return one
+
+
+def table(result: SetPlan) -> list[tuple[int, str | None, str, str, int | None]]:
+    """(ordinal, zone now, target, class, step) per row."""
+    return [(row.ordinal, row.zone, row.target, row.kind, row.step) for row in result.rows]
+
+
+#: The seed's story: six ordinals, the lowest three in two zones; db-2's volume is in zone-b.
+SEED = {0: "a1", 1: "a2", 2: "b1", 3: "c1", 4: "c2", 5: "b2"}
+SEED_VOLUME = [r.claim("data-db-2", "pv-2"), r.volume("pv-2", "zone-b", "data-db-2")]
+
+
+def seed(*, move_data: bool = False) -> SetPlan:
+    sts = r.statefulset(6, templates=("data",))
+    return only(planned(r.cluster(SEED, sts=sts, extra=SEED_VOLUME), move_data=move_data))
+
+
+def test_seed_movable_pinned_and_the_coverage_keeping_order() -> None:
+    """1, 3, 4, 5 are movable; 2 is pinned by its volume. Worked by hand: 1 a->b first (a keeps
+    0); 3 c->a (c keeps 4); 4 may not leave c yet (the only pod there, and 2, 5 belong there),
+    so 5 b->c, then 4 c->b."""
+    result = seed()
+    assert table(result) == [
+        (0, "zone-a", "zone-a", "in place", None),
+        (1, "zone-a", "zone-b", "movable", 1),
+        (2, "zone-b", "zone-c", "pinned by data", None),
+        (3, "zone-c", "zone-a", "movable", 2),
+        (4, "zone-c", "zone-b", "movable", 4),
+        (5, "zone-b", "zone-c", "movable", 3),
+    ]
+    assert [(s.pod, s.source, s.target, s.company) for s in result.steps] == [
+        ("db-1", "zone-a", "zone-b", (0,)),
+        ("db-3", "zone-c", "zone-a", (4,)),
+        ("db-5", "zone-b", "zone-c", (1, 2)),
+        ("db-4", "zone-c", "zone-b", (5,)),
+    ]
+    assert result.steps[0].uid == "uid-db-1" and result.steps[0].node == "a2"
+    assert result.left == (2,)
+    assert result.rows[2].notes == (
+        "its volume pv-2 is in zone-b",
+        "it moves only with --move-data, which deletes its data",
+    )
+
+
+def test_move_data_moves_the_pinned_ordinal_and_says_what_is_lost() -> None:
+    """With --move-data, db-2 moves too, taking its claim (by uid) with it."""
+    result = seed(move_data=True)
+    row = result.rows[2]
+    assert (row.kind, row.step is not None) == ("pinned by data", True)
+    assert [(c.name, c.uid, c.volume) for c in row.claims] == [
+        ("data-db-2", "uid-data-db-2", "pv-2")
+    ]
+    assert "the data on this replica is gone" in row.notes[1]
+    assert result.left == ()
+    step = next(s for s in result.steps if s.ordinal == 2)
+    assert step.claims == row.claims
+
+
+def test_a_retained_volume_is_named_as_left_behind() -> None:
+    """Reclaim policy Retain: the old volume outlives the claim; the plan says so."""
+    extra = [
+        r.claim("data-db-2", "pv-2"),
+        r.volume("pv-2", "zone-b", "data-db-2", reclaim="Retain"),
+    ]
+    sts = r.statefulset(6, templates=("data",))
+    result = only(planned(r.cluster(SEED, sts=sts, extra=extra), move_data=True))
+    assert "volume(s) pv-2 stay (reclaim policy Retain)" in result.rows[2].notes[-1]
+
+
+def test_rotated_set_is_a_cycle_every_move_blocked_with_the_way_out() -> None:
+    """3 replicas, each one zone off: any eviction empties a zone another ordinal needs."""
+    result = only(planned(r.cluster({0: "b1", 1: "c1", 2: "a1"})))
+    assert [row.kind for row in result.rows] == ["blocked"] * 3
+    assert result.steps == ()
+    assert result.rows[0].notes[0] == (
+        "it is the only pod in zone-b: evicting it would leave zone-b empty until ordinal(s) 1 "
+        "move there, and they wait for the same reason; scale db up by 3 first (the new "
+        "ordinals hold every zone), run rebalance again, then scale back"
+    )
+
+
+def test_fewer_replicas_than_zones_may_empty_a_zone_the_rule_gives_nobody() -> None:
+    """2 replicas: zone-c is nobody's rule zone, so db-0 may leave it; then db-1 follows."""
+    result = only(planned(r.cluster({0: "c1", 1: "a1"})))
+    assert [(s.pod, s.company) for s in result.steps] == [("db-0", ()), ("db-1", (0,))]
+
+
+def test_cordoned_rule_zone_blocks_with_each_node_named() -> None:
+    """Every node of zone-b cordoned or NotReady: db-1 cannot go there, so db-3, which would
+    be the last pod in zone-b once db-0 has left, waits for it; db-0 goes."""
+    nodes = [r.node(n, cordoned=n == "b1", ready=n != "b2") for n in r.NODES]
+    result = only(planned(r.cluster({0: "b1", 1: "a1", 2: "c1", 3: "b2"}, nodes=nodes)))
+    assert table(result) == [
+        (0, "zone-b", "zone-a", "movable", 1),
+        (1, "zone-a", "zone-b", "blocked", None),
+        (2, "zone-c", "zone-c", "in place", None),
+        (3, "zone-b", "zone-a", "blocked", None),
+    ]
+    assert result.rows[1].notes == ("no node of zone-b can take it (b1 cordoned, b2 NotReady)",)
+    assert result.rows[3].notes == (
+        "it is the only pod in zone-b: evicting it would leave zone-b empty until ordinal(s) 1 "
+        "move there, which cannot move now (see their rows)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "blocked"),
+    [
+        ([], True),
+        ([{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}], False),
+        ([{"operator": "Exists"}], False),
+        ([{"key": "dedicated", "operator": "Equal", "value": "web"}], True),
+    ],
+)
+def test_taints_block_unless_the_template_tolerates_them(
+    tolerations: list[JSON], blocked: bool
+) -> None:
+    """Tainted NoSchedule nodes count only for pods that tolerate the taint."""
+    taint = {"key": "dedicated", "value": "db", "effect": "NoSchedule"}
+    nodes = [r.node(n, taints=[taint] if n.startswith("b") else []) for n in r.NODES]
+    sts = r.statefulset(3, tolerations=tolerations)
+    result = only(planned(r.cluster({0: "a1", 1: "a2", 2: "c1"}, nodes=nodes, sts=sts)))
+    assert (result.rows[1].kind == "blocked") is blocked
+
+
+def test_template_node_selector_that_excludes_the_zone_blocks() -> None:
+    """The pod template selects disktype=ssd, which only zone-a's nodes have."""
+    nodes = [r.node(n) for n in r.NODES]
+    for obj in nodes:
+        if obj["metadata"]["name"].startswith("a"):
+            obj["metadata"]["labels"]["disktype"] = "ssd"
+    sts = r.statefulset(2)
+    sts["spec"]["template"]["spec"]["nodeSelector"] = {"disktype": "ssd"}
+    result = only(planned(r.cluster({0: "a1", 1: "a2"}, nodes=nodes, sts=sts)))
+    assert result.rows[1].kind == "blocked"
+    assert "outside the pod template's nodeSelector/nodeAffinity" in result.rows[1].notes[0]
+
+
+def test_a_set_not_fully_ready_blocks_every_move() -> None:
+    """db-2 is not Ready: nothing moves, and the reason names it."""
+    objects = r.cluster({0: "b1", 1: "a1", 2: "c1"})
+    objects[-1] = r.pod(2, "c1", ready=False)
+    result = only(planned(objects))
+    assert [row.kind for row in result.rows] == ["blocked", "blocked", "in place"]
+    assert result.rows[0].notes == (
+        "not every replica is Ready (2/3: db-2 not Ready); pods move only while all are",
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"updating": True}, "a rolling update is under way"),
+        ({"template_labels": {"stszone.io/skip": "true"}}, "labelled stszone.io/skip=true"),
+    ],
+)
+def test_set_level_reasons_block(change: dict[str, Any], reason: str) -> None:
+    """A rollout under way, or a template stszone leaves alone, blocks the set's moves."""
+    result = only(planned(r.cluster({0: "b1", 1: "a1"}, sts=r.statefulset(2, **change))))
+    assert result.rows[0].kind == "blocked" and reason in result.rows[0].notes[0]
+
+
+def test_pod_on_a_node_without_a_zone_label_is_blocked_as_unknown() -> None:
+    """The rule never answers for a scheduled pod: its zone is unknown, so it is blocked."""
+    nodes = [*(r.node(n) for n in r.NODES), r.node("x1")]
+    result = only(planned(r.cluster({0: "x1", 1: "b1"}, nodes=nodes)))
+    assert (result.rows[0].kind, result.rows[0].zone) == ("blocked", None)
+    assert result.rows[0].notes == (
+        "its zone is unknown: node x1 has no label topology.kubernetes.io/zone",
+    )
+
+
+def test_claim_owned_by_its_pod_blocks_an_eviction_that_would_lose_it() -> None:
+    """whenScaled: Delete left data-db-0 owned by pod db-0: evicting would garbage-collect it."""
+    extra = [r.claim("data-db-0", "", owner_pod="db-0")]
+    sts = r.statefulset(2, templates=("data",), retention=("Retain", "Delete"))
+    result = only(planned(r.cluster({0: "b1", 1: "b2"}, sts=sts, extra=extra)))
+    assert result.rows[0].kind == "blocked"
+    assert "claim data-db-0 is owned by pod db-0" in result.rows[0].notes[0]
+
+
+def test_sets_chosen_by_opt_in_namespace_and_name() -> None:
+    """Opted-in namespaces only; -n narrows to one, --statefulset to one set."""
+    web = r.statefulset(1, name="web")
+    other = r.statefulset(1, name="lab")
+    other["metadata"]["namespace"] = "lab"
+    objects = [*r.cluster({0: "a1"}), web, r.namespace("lab", enabled=False), other]
+    assert [s.name for s in planned(objects).sets] == ["db", "web"]
+    assert [s.name for s in planned(objects, statefulset=("shop", "web")).sets] == ["web"]
+    assert planned(objects, namespace="lab").sets == ()
+
+
+def test_node_ordinal_sets_are_noted_and_malformed_ones_are_problems() -> None:
+    """Nothing to rebalance in node-ordinal mode (not a failure); bad annotations are one."""
+    pinned = r.statefulset(
+        1, annotations={"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "n"}
+    )
+    result = planned(r.cluster({0: "a1"}, sts=pinned))
+    assert "node-ordinal mode" in only(result).note and result.complete
+    broken = r.statefulset(1, annotations={"stszone.io/mode": "sideways"})
+    result = planned(r.cluster({0: "a1"}, sts=broken))
+    assert "malformed stszone annotations" in only(result).problem and not result.complete
+
+
+def test_the_recorded_cluster_has_pinned_unready_and_cycling_sets() -> None:
+    """The API responses recorded from a real v1.36 server (tests/fixtures/api), all opted in
+    (no Namespace objects). By hand, from the recordings: cap/db's two pods run where their
+    volumes are, both off their rule zones (pinned); rec's pods are not Ready (blocked);
+    verify/web is rotated by one zone, a cycle (blocked); verify/data has ordinal 0 in place and
+    1-4 pinned by their volumes."""
+    nodes = b.fixture_api("nodes-metadata-list")["items"]
+    docs: list[Any] = [{"kind": "List", "items": [{**n, "kind": "Node"} for n in nodes]}]
+    for name in ("pv-list", "pvc-list", "statefulsets-list", "sts-pods-list"):
+        docs.append(b.fixture_api(name))
+    snap = from_objects(docs)
+    result = plan(snap.store, snap.state, sets=chosen(snap.store))
+    kinds = {(s.namespace, s.name): [row.kind for row in s.rows] for s in result.sets}
+    assert kinds == {
+        ("cap", "db"): ["pinned by data"] * 2,
+        ("rec", "rec"): ["blocked"] * 2,
+        ("verify", "data"): ["in place", *["pinned by data"] * 4],
+        ("verify", "web"): ["blocked"] * 3,
+    }
+    by_name = {s.name: s for s in result.sets}
+    assert by_name["db"].rows[0].notes[0] == "its volume pv-cap-zone-c-1 is in zone-c"
+    assert by_name["rec"].rows[0].notes[0].startswith("not every replica is Ready (0/2")
+    assert "scale web up by 3 first" in by_name["web"].rows[0].notes[0]
+    assert result.steps == () and not result.complete
+
+
+# --- the order, as a property -------------------------------------------------------------------
+
+
+@given(st.lists(st.sampled_from(sorted(r.NODES)), min_size=1, max_size=9))
+def test_no_step_evicts_the_last_pod_of_a_zone_another_ordinal_belongs_in(
+    nodes: list[str],
+) -> None:
+    """Replaying the steps: each leaves its source zone held (by its company) unless the rule
+    gives that zone to nobody else; every move lands; moves left blocked by the order are
+    truly stuck (none of them could go next)."""
+    where = dict(enumerate(nodes))
+    result = only(planned(r.cluster(where)))
+    zone_of = {o: r.NODES[n] for o, n in where.items()}
+    rule = {o: r.ZONES[o % 3] for o in where}
+    for step in result.steps:
+        assert zone_of[step.ordinal] == step.source
+        others = {o for o, z in zone_of.items() if z == step.source and o != step.ordinal}
+        assert set(step.company) == others
+        belongs = {o for o, z in rule.items() if z == step.source and o != step.ordinal}
+        assert others or not belongs
+        zone_of[step.ordinal] = step.target
+    blocked = [row for row in result.rows if row.kind == "blocked"]
+    for row in blocked:
+        assert row.zone is not None
+        held = {o for o, z in zone_of.items() if z == row.zone and o != row.ordinal}
+        assert not held and any(z == row.zone for o, z in rule.items() if o != row.ordinal)
+    assert all(zone_of[o] == rule[o] for o in where if o not in {b.ordinal for b in blocked})

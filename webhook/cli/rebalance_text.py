@@ -1,0 +1,221 @@
+"""The words of ``stszone rebalance``: the plan as a table per set with the equivalent kubectl
+commands, the same as JSON, progress lines, and what a run did."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any, Final, TextIO
+
+from webhook.cli.options import table_lines
+from webhook.cluster.rebalance import Event, Outcome
+from webhook.rules.rebalance import Plan, Row, SetPlan, Step
+
+
+def kubectl_commands(step: Step, *, timeout: float) -> list[str]:
+    """What one step does, as kubectl commands a person could run instead.
+
+    kubectl has no eviction command for one pod (``kubectl drain`` evicts a whole node), so the
+    Eviction is created with ``create --raw``, with the pod's uid as a precondition as stszone
+    sends it. ``kubectl wait --for=delete`` cannot follow a pod that comes back under the same
+    name (it waits for the successor), so the loop waits for another uid, then for Ready.
+    """
+    ns, pod = step.namespace, step.pod
+    eviction: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": ns},
+    }
+    if step.uid:
+        eviction["deleteOptions"] = {"preconditions": {"uid": step.uid}}
+    body = json.dumps(eviction, separators=(",", ":"))
+    commands = [f"kubectl -n {ns} delete pvc {c.name} --wait=false" for c in step.claims]
+    commands.append(
+        f"kubectl create --raw /api/v1/namespaces/{ns}/pods/{pod}/eviction -f - <<< '{body}'"
+    )
+    if step.uid:
+        commands.append(
+            f"until kubectl -n {ns} get pod {pod} -o jsonpath='{{.metadata.uid}}' | grep -qv "
+            f"'^{step.uid}$'; do sleep 1; done"
+        )
+    commands.append(f"kubectl -n {ns} wait pod/{pod} --for=condition=Ready --timeout={timeout:g}s")
+    return commands
+
+
+def action(row: Row) -> str:
+    """The ACTION cell of a row."""
+    if row.step is not None:
+        claims = ", ".join(c.name for c in row.claims)
+        return f"step {row.step}: " + (f"delete {claims}, evict" if claims else "evict")
+    return {"in place": "-", "pinned by data": "keep (needs --move-data)"}.get(row.kind, "none")
+
+
+def _set_lines(set_plan: SetPlan, *, timeout: float, commands: bool) -> list[str]:
+    head = (
+        f"StatefulSet {set_plan.namespace}/{set_plan.name}: zones "
+        f"{','.join(set_plan.zones) or '(none)'}, replicas {set_plan.replicas}"
+    )
+    if set_plan.problem:
+        return [head, f"  PROBLEM: {set_plan.problem}"]
+    if set_plan.note:
+        return [head, f"  {set_plan.note}"]
+    rows = [
+        (str(r.ordinal), r.pod, r.node or "-", r.zone or "-", r.target, r.kind, action(r))
+        for r in set_plan.rows
+    ]
+    header = ("ORDINAL", "POD", "NODE", "NOW", "TARGET", "CLASS", "ACTION")
+    lines = [head, *table_lines(header, rows)]
+    for row in set_plan.rows:
+        for note in row.notes:
+            lines.append(f"  {row.ordinal}: {note}")
+    if set_plan.steps and commands:
+        lines += [
+            "  The same with kubectl, in order (--apply also waits before each step until every",
+            "  replica is Ready, and after it until the pod is Ready in its zone):",
+        ]
+        for number, step in enumerate(set_plan.steps, start=1):
+            lines.append(f"    # step {number}: {step.pod} {step.source} -> {step.target}")
+            lines += [f"    {c}" for c in kubectl_commands(step, timeout=timeout)]
+    return lines
+
+
+def render_plan(result: Plan, *, timeout: float, apply: bool) -> str:
+    """The plan for people."""
+    lines: list[str] = []
+    if not result.sets:
+        lines += ["No StatefulSet to rebalance.", ""]
+    for set_plan in result.sets:
+        # A dry run shows the kubectl equivalent; --apply shows its progress instead.
+        lines += [*_set_lines(set_plan, timeout=timeout, commands=not apply), ""]
+    moves, left = len(result.steps), sum(len(s.left) for s in result.sets)
+    stay = f"{left} ordinal(s) stay outside their zone"
+    if not moves and not left:
+        lines.append("Nothing to do: every ordinal is in its rule zone.")
+    elif not moves:
+        lines.append(f"Nothing can move now: {stay} (the reasons are under each table).")
+    elif apply:
+        lines.append(f"Plan: {moves} move(s); {stay}.")
+    else:
+        lines.append(f"Dry run: {moves} move(s); {stay}; run again with --apply to make them.")
+    return "\n".join(lines)
+
+
+def _row_json(row: Row) -> dict[str, Any]:
+    return {
+        "ordinal": row.ordinal,
+        "pod": row.pod,
+        "node": row.node or None,
+        "zone": row.zone,
+        "target": row.target,
+        "class": row.kind,
+        "step": row.step,
+        "action": action(row),
+        "notes": list(row.notes),
+        "claims": [c.name for c in row.claims],
+    }
+
+
+def render_json(result: Plan, *, timeout: float, outcome: Outcome | None = None) -> dict[str, Any]:
+    """The plan (and what applying it did) for scripts."""
+    applied: dict[str, Any] | None = None
+    if outcome is not None:
+        applied = {
+            "converged": outcome.converged,
+            "stopped": outcome.stopped or None,
+            "interrupted": outcome.interrupted,
+            "statefulsets": [
+                {
+                    "namespace": s.namespace,
+                    "name": s.name,
+                    "moved": list(s.moved),
+                    "left": list(s.left),
+                    "stopped": s.stopped or None,
+                }
+                for s in outcome.sets
+            ],
+        }
+    return {
+        "moveData": result.move_data,
+        "complete": result.complete,
+        "statefulsets": [
+            {
+                "namespace": s.namespace,
+                "name": s.name,
+                "zones": list(s.zones),
+                "replicas": s.replicas,
+                "problem": s.problem or None,
+                "note": s.note or None,
+                "ordinals": [_row_json(r) for r in s.rows],
+                "steps": [
+                    {
+                        "step": number,
+                        "ordinal": step.ordinal,
+                        "pod": step.pod,
+                        "from": step.source,
+                        "to": step.target,
+                        "claims": [c.name for c in step.claims],
+                        "commands": kubectl_commands(step, timeout=timeout),
+                    }
+                    for number, step in enumerate(s.steps, start=1)
+                ],
+                "left": list(s.left),
+            }
+            for s in result.sets
+        ],
+        "applied": applied,
+    }
+
+
+def render_outcome(result: Plan, outcome: Outcome) -> str:
+    """What ``--apply`` did, per set, and the verdict."""
+    lines = [""]
+    for done in outcome.sets:
+        moved = ", ".join(map(str, done.moved)) or "none"
+        line = f"{done.namespace}/{done.name}: moved ordinal(s) {moved}"
+        if done.left:
+            line += f"; not moved: {', '.join(map(str, done.left))}"
+        if done.stopped:
+            line += f"; stopped: {done.stopped}"
+        lines.append(line)
+    if outcome.stopped:
+        lines.append(f"Stopped: {outcome.stopped}")
+    elif outcome.interrupted:
+        lines.append("Interrupted (Ctrl-C): stopped after the step in progress; nothing half done.")
+    elif outcome.converged and result.complete:
+        lines.append("Converged: every ordinal is in its rule zone.")
+    elif outcome.converged:
+        lines.append("Every planned move is done; the ordinals the plan left stay where they are.")
+    return "\n".join(lines)
+
+
+#: Events that end a step; on a terminal the others rewrite the step's line as it goes.
+FINAL: Final = frozenset({"moved", "skipped", "stopped"})
+
+
+def progress_printer(stream: TextIO) -> Callable[[Event], None]:
+    """Progress: on a terminal one line per step, rewritten as the step goes (evicting,
+    waiting) and kept once it ends; otherwise one JSON object per event and line."""
+    terminal = stream.isatty()
+
+    def report(event: Event) -> None:
+        where = f"{event.namespace}/{event.statefulset}" if event.statefulset else "rebalance"
+        if terminal:
+            count = f" {event.step}/{event.steps}" if event.steps else ""
+            end = "\n" if event.kind in FINAL else ""
+            stream.write(f"\r\x1b[K[{where}{count}] {event.message}{end}")  # \x1b[K: clear line
+        else:
+            entry = {
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "event": event.kind,
+                "namespace": event.namespace or None,
+                "statefulset": event.statefulset or None,
+                "ordinal": event.ordinal,
+                "step": event.step or None,
+                "steps": event.steps or None,
+                "message": event.message,
+            }
+            stream.write(json.dumps(entry) + "\n")
+        stream.flush()
+
+    return report

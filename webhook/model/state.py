@@ -1,0 +1,205 @@
+"""What ``stszone rebalance`` reads beyond the :class:`~webhook.model.store.Store`. Pure.
+
+The Store keeps what admission needs and no more (a pod's node, a claim's volume), so that the
+webhook's caches stay small and a pod's readiness flapping changes no record. Moving pods safely
+needs more: which pods are Ready or terminating, which nodes are cordoned, tainted or NotReady,
+which claims are being deleted or owned by their pod, how a volume is reclaimed, and whether a
+StatefulSet is mid-rollout. A one-shot command reads these from the same single list of the
+cluster (or saved file) as the Store; :func:`live_state` turns those objects into a
+:class:`LiveState`. Shapes it cannot read raise :class:`~webhook.errors.BadObject`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from webhook.model import objects
+from webhook.model.annotations import SKIP
+
+
+class Taint(NamedTuple):
+    """A node taint (``effect`` NoSchedule, PreferNoSchedule or NoExecute)."""
+
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """Whether new pods can land on a node."""
+
+    name: str
+    #: ``spec.unschedulable``: ``kubectl cordon``.
+    cordoned: bool = False
+    #: The Ready condition; None when the view has no conditions (a metadata-only node).
+    ready: bool | None = None
+    taints: tuple[Taint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodState:
+    """One StatefulSet pod's identity and health."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    ready: bool = False
+    #: ``metadata.deletionTimestamp`` is set: the pod is on its way out.
+    deleting: bool = False
+
+
+def unready(name: str, pod: PodState | None) -> str | None:
+    """``"db-2 not Ready"`` (or missing, or terminating), or None for a Ready pod."""
+    if pod is None:
+        return f"{name} missing"
+    if pod.deleting:
+        return f"{name} terminating"
+    return None if pod.ready else f"{name} not Ready"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimState:
+    """A PersistentVolumeClaim's identity and who may garbage-collect it."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    deleting: bool = False
+    #: Pods named in its ownerReferences: the garbage collector deletes the claim with them.
+    owner_pods: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SetState:
+    """What the StatefulSet controller is doing with a set, and its pods' template."""
+
+    namespace: str
+    name: str
+    replicas: int = 1
+    #: ``status.currentRevision != status.updateRevision``: a rolling update is under way.
+    updating: bool = False
+    deleting: bool = False
+    #: The pod template carries ``stszone.io/skip=true``: stszone would not place its pods.
+    skipped: bool = False
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LiveState:
+    """Pods, nodes, claims, volumes' reclaim policies and sets, by key."""
+
+    pods: Mapping[tuple[str, str], PodState] = field(default_factory=dict)
+    nodes: Mapping[str, NodeState] = field(default_factory=dict)
+    claims: Mapping[tuple[str, str], ClaimState] = field(default_factory=dict)
+    #: PersistentVolume name -> ``spec.persistentVolumeReclaimPolicy``.
+    reclaim: Mapping[str, str] = field(default_factory=dict)
+    sets: Mapping[tuple[str, str], SetState] = field(default_factory=dict)
+
+
+def _deleting(meta: Mapping[str, Any]) -> bool:
+    return bool(meta.get("deletionTimestamp"))
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> bool | None:
+    status = objects.mapping(obj, "status")
+    for condition in objects.dicts(status, "conditions", path="status"):
+        if condition.get("type") == kind:
+            return condition.get("status") == "True"
+    return None
+
+
+def node_state(obj: Mapping[str, Any]) -> NodeState:
+    """A Node's cordon, readiness and taints."""
+    meta, spec = objects.mapping(obj, "metadata"), objects.mapping(obj, "spec")
+    taints = tuple(
+        Taint(objects.string(t, "key"), objects.string(t, "value"), objects.string(t, "effect"))
+        for t in objects.dicts(spec, "taints", path="spec")
+    )
+    return NodeState(
+        name=objects.string(meta, "name"),
+        cordoned=spec.get("unschedulable") is True,
+        ready=_condition(obj, "Ready"),
+        taints=taints,
+    )
+
+
+def pod_state(obj: Mapping[str, Any]) -> PodState:
+    """A Pod's uid, Ready condition and deletion."""
+    meta = objects.mapping(obj, "metadata")
+    return PodState(
+        namespace=objects.string(meta, "namespace"),
+        name=objects.string(meta, "name"),
+        uid=objects.string(meta, "uid"),
+        ready=_condition(obj, "Ready") is True,
+        deleting=_deleting(meta),
+    )
+
+
+def claim_state(obj: Mapping[str, Any]) -> ClaimState:
+    """A PersistentVolumeClaim's uid, deletion and owning pods."""
+    meta = objects.mapping(obj, "metadata")
+    owners = tuple(
+        objects.string(ref, "name")
+        for ref in objects.dicts(meta, "ownerReferences", path="metadata")
+        if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1"
+    )
+    return ClaimState(
+        namespace=objects.string(meta, "namespace"),
+        name=objects.string(meta, "name"),
+        uid=objects.string(meta, "uid"),
+        deleting=_deleting(meta),
+        owner_pods=owners,
+    )
+
+
+def set_state(obj: Mapping[str, Any]) -> SetState:
+    """A StatefulSet's replicas, rollout, deletion and pod template facts."""
+    meta, spec = objects.mapping(obj, "metadata"), objects.mapping(obj, "spec")
+    status = objects.mapping(obj, "status")
+    template = objects.mapping(spec, "template", path="spec")
+    template_meta = objects.mapping(template, "metadata", path="spec.template")
+    current = objects.string(status, "currentRevision")
+    update = objects.string(status, "updateRevision")
+    return SetState(
+        namespace=objects.string(meta, "namespace"),
+        name=objects.string(meta, "name"),
+        replicas=objects.integer(spec, "replicas", default=1, path="spec"),
+        updating=bool(current and update and current != update),
+        deleting=_deleting(meta),
+        skipped=objects.str_map(template_meta, "labels").get(SKIP) == "true",
+        tolerations=tuple(
+            objects.dicts(objects.mapping(template, "spec"), "tolerations", path="spec.template")
+        ),
+    )
+
+
+def live_state(items: Iterable[Mapping[str, Any]]) -> LiveState:
+    """The :class:`LiveState` of raw API objects (each with its ``kind``); others are ignored."""
+    pods: dict[tuple[str, str], PodState] = {}
+    nodes: dict[str, NodeState] = {}
+    claims: dict[tuple[str, str], ClaimState] = {}
+    reclaim: dict[str, str] = {}
+    sets: dict[tuple[str, str], SetState] = {}
+    for item in items:
+        kind = item.get("kind")
+        if kind == "Pod":
+            pod = pod_state(item)
+            pods[(pod.namespace, pod.name)] = pod
+        elif kind == "Node":
+            node = node_state(item)
+            nodes[node.name] = node
+        elif kind == "PersistentVolumeClaim":
+            claim = claim_state(item)
+            claims[(claim.namespace, claim.name)] = claim
+        elif kind == "PersistentVolume":
+            spec = objects.mapping(item, "spec")
+            name = objects.string(objects.mapping(item, "metadata"), "name")
+            # The API server defaults a hand-made PV to Retain; provisioners copy their class's.
+            reclaim[name] = objects.string(spec, "persistentVolumeReclaimPolicy") or "Retain"
+        elif kind == "StatefulSet":
+            sts = set_state(item)
+            sets[(sts.namespace, sts.name)] = sts
+    return LiveState(pods=pods, nodes=nodes, claims=claims, reclaim=reclaim, sets=sets)

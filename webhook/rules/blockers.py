@@ -1,0 +1,156 @@
+"""Why a StatefulSet's pods cannot move now: the set's health, its claims, its rule zone's nodes.
+
+Pure. The set: every replica must be Ready, no rollout under way, the set not being deleted,
+its pod template not opted out of stszone. A claim whose ownerReferences name its pod (left by
+``persistentVolumeClaimRetentionPolicy.whenScaled: Delete``) is deleted by the garbage collector
+once that pod is, so evicting it would lose data. The nodes: a coarse version of what the
+scheduler's filters check, enough to tell a person *before* a pod is evicted that it would have
+nowhere to go -- the node is cordoned (``spec.unschedulable``, the NodeUnschedulable filter),
+NotReady, tainted NoSchedule/NoExecute with no matching toleration (TaintToleration), or
+outside the pod template's ``nodeSelector`` and required nodeAffinity (NodeAffinity: the terms
+are ORed, the expressions of a term ANDed). CPU, memory, ports and inter-pod affinity are not
+checked; the executor's wait for Ready catches those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from webhook.model import state as states
+from webhook.model.annotations import SKIP
+from webhook.model.records import NodeInfo, StatefulSetInfo
+from webhook.model.state import LiveState, NodeState, SetState, Taint
+from webhook.model.store import Store
+from webhook.rules import affinity
+from webhook.rules.placement import Policy, claim_name
+
+#: How many names a reason lists before counting the rest.
+NAMED: Final = 5
+
+#: The taint the node lifecycle controller adds to cordoned nodes; tolerating it lets a pod
+#: onto a cordoned node (DaemonSets do), so the cordon is judged by it when tolerated.
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Taint) -> bool:
+    """Whether any toleration matches ``taint`` (key, value and effect, as the scheduler does)."""
+    for tol in tolerations:
+        effect = tol.get("effect") or ""
+        if effect and effect != taint.effect:
+            continue
+        key, operator = tol.get("key") or "", tol.get("operator") or "Equal"
+        if operator == "Exists" and (not key or key == taint.key):
+            return True
+        if operator == "Equal" and key == taint.key and (tol.get("value") or "") == taint.value:
+            return True
+    return False
+
+
+def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key = expr.get("key")
+    have = labels.get(key) if isinstance(key, str) else None
+    if key is None or have is None:  # an absent label: only NotIn and DoesNotExist admit it
+        return expr.get("operator") in ("NotIn", "DoesNotExist")
+    return affinity.expression_allows(expr, str(key), have)
+
+
+def selected(
+    labels: Mapping[str, str],
+    *,
+    terms: Sequence[Mapping[str, Any]],
+    selector: Mapping[str, str],
+) -> bool:
+    """Whether a node with ``labels`` meets a nodeSelector and required nodeSelectorTerms."""
+    if any(labels.get(k) != v for k, v in selector.items()):
+        return False
+    if not terms:
+        return True
+    return any(
+        all(_expression_matches(e, labels) for e in term.get("matchExpressions") or [])
+        for term in terms
+    )
+
+
+def unfit(
+    node: NodeInfo, state: NodeState | None, *, sts: StatefulSetInfo, set_state: SetState | None
+) -> str | None:
+    """Why the set's re-created pod could not land on ``node`` ("cordoned", ...), or None."""
+    tolerations = set_state.tolerations if set_state is not None else ()
+    if state is not None:
+        cordon = Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")
+        if state.cordoned and not tolerates(tolerations, cordon):
+            return "cordoned"
+        if state.ready is False:
+            return "NotReady"
+        for taint in state.taints:
+            if taint.effect in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
+                return f"tainted {taint.key}:{taint.effect}"
+    if not selected(node.labels, terms=sts.node_terms, selector=sts.node_selector):
+        return "outside the pod template's nodeSelector/nodeAffinity"
+    return None
+
+
+def some(names: Iterable[str]) -> str:
+    """``a, b, c, d, e and 2 more``."""
+    items = list(names)
+    shown = ", ".join(items[:NAMED])
+    return shown + (f" and {len(items) - NAMED} more" if len(items) > NAMED else "")
+
+
+def set_blockers(sts: StatefulSetInfo, state: LiveState, ordinals: range) -> list[str]:
+    """Reasons no ordinal of the set may move now."""
+    info = state.sets.get(sts.key)
+    reasons: list[str] = []
+    if info is not None and info.deleting:
+        reasons.append("the StatefulSet is being deleted")
+    if info is not None and info.updating:
+        reasons.append("a rolling update is under way; run rebalance once it has finished")
+    if info is not None and info.skipped:
+        reasons.append(
+            f"its pod template is labelled {SKIP}=true, so stszone would not place the "
+            "re-created pod"
+        )
+    names = (f"{sts.name}-{ordinal}" for ordinal in ordinals)
+    unready = [w for n in names if (w := states.unready(n, state.pods.get((sts.namespace, n))))]
+    if unready:
+        reasons.append(
+            f"not every replica is Ready ({len(ordinals) - len(unready)}/{len(ordinals)}: "
+            f"{some(unready)}); pods move only while all are"
+        )
+    return reasons
+
+
+def zone_blocker(
+    zone: str, *, sts: StatefulSetInfo, policy: Policy, store: Store, state: LiveState
+) -> str | None:
+    """Why no node of ``zone`` could take the set's re-created pod, or None when one can."""
+    key = policy.declared.topology_key
+    nodes = sorted(name for name, node in store.nodes.items() if node.labels.get(key) == zone)
+    if not nodes:
+        return f"no node is labelled {key}={zone}"
+    info: SetState | None = state.sets.get(sts.key)
+    why = {
+        name: unfit(store.nodes[name], state.nodes.get(name), sts=sts, set_state=info)
+        for name in nodes
+    }
+    if all(why.values()):
+        return f"no node of {zone} can take it ({some(f'{n} {w}' for n, w in why.items())})"
+    return None
+
+
+def owned_claims(
+    ordinal: int, *, sts: StatefulSetInfo, policy: Policy, state: LiveState
+) -> list[str]:
+    """Why evicting the pod would delete data: claims whose ownerReferences name the pod."""
+    pod = f"{sts.name}-{ordinal}"
+    reasons = []
+    for template in policy.templates:
+        claim = state.claims.get((sts.namespace, claim_name(template, sts.name, ordinal)))
+        if claim is not None and pod in claim.owner_pods:
+            reasons.append(
+                f"claim {claim.name} is owned by pod {pod} (persistentVolumeClaimRetentionPolicy "
+                "whenScaled: Delete, from a scale-down): evicting the pod would let the garbage "
+                "collector delete the claim and its data"
+            )
+    return reasons

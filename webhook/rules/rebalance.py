@@ -1,0 +1,338 @@
+"""The plan of ``stszone rebalance``: which misplaced ordinals move, in what order, and why not.
+
+Pure: it reads the same facts as the scale-down guard and the audit (where each ordinal is, from
+:class:`~webhook.rules.locate.Locator`; what pins it, from
+:func:`~webhook.rules.locate.volume_zones`) plus the health the one-shot command lists
+(:class:`~webhook.model.state.LiveState`). Each ordinal whose pod runs outside its rule zone
+``zones[(i - start) mod k]`` is
+
+- **movable**: no bound volume holds it elsewhere; moving it = evicting its pod, the StatefulSet
+  controller re-creates it and the webhook places it in its rule zone;
+- **pinned by data**: a volume bound to one of its claims is in another zone; it moves only
+  with ``--move-data``, which deletes its claims with the pod (that replica's data is gone);
+- **blocked**: it cannot move now, with the reasons (zone unknown, set not fully Ready,
+  rollout under way, no node that could take it in the rule zone, a claim its pod owns, or the
+  order below).
+
+Order. One pod of a set at a time, and never the last pod of a listed zone while the rule puts
+another ordinal there: that ordinal moves in first. Among the moves allowed at each point, one
+that brings a zone back comes first, then the lowest ordinal. Moves left waiting on each other
+(every zone's only pod must leave for another's) are blocked with the way out: scale up first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from webhook.errors import Denied
+from webhook.model.records import StatefulSetInfo
+from webhook.model.state import LiveState
+from webhook.model.store import Store
+from webhook.rules import guard
+from webhook.rules.audit import audited
+from webhook.rules.blockers import owned_claims, set_blockers, some, zone_blocker
+from webhook.rules.locate import Locator, volume_zones
+from webhook.rules.placement import Policy, claim_name, resolve_policy, rule_zone
+
+Kind = Literal["in place", "movable", "pinned by data", "blocked"]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A claim deleted with its pod under ``--move-data``: its uid guards against a newer one."""
+
+    name: str
+    uid: str
+    volume: str
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One ordinal of the plan."""
+
+    ordinal: int
+    pod: str
+    node: str
+    #: The zone its pod runs in (None: no pod, not scheduled, or unknown).
+    zone: str | None
+    target: str
+    kind: Kind
+    #: 1-based place in the set's order when it moves, else None.
+    step: int | None = None
+    #: Why it is blocked or pinned, and what moving it costs, in words.
+    notes: tuple[str, ...] = ()
+    claims: tuple[Claim, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One move: evict ``pod`` (deleting ``claims`` first when moving data) and wait for it."""
+
+    namespace: str
+    statefulset: str
+    ordinal: int
+    pod: str
+    uid: str
+    node: str
+    source: str
+    target: str
+    topology_key: str
+    replicas: int
+    claims: tuple[Claim, ...] = ()
+    #: Ordinals that hold ``source`` while the pod is away (none: nobody else belongs there).
+    company: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SetPlan:
+    """The plan of one StatefulSet."""
+
+    namespace: str
+    name: str
+    zones: tuple[str, ...]
+    replicas: int
+    rows: tuple[Row, ...] = ()
+    steps: tuple[Step, ...] = ()
+    #: Why the set cannot be planned at all (malformed annotations, no zone list).
+    problem: str = ""
+    #: Why there is nothing to plan although the set is opted in (node-ordinal mode).
+    note: str = ""
+
+    @property
+    def left(self) -> tuple[int, ...]:
+        """Ordinals that stay outside their rule zone after this plan."""
+        return tuple(r.ordinal for r in self.rows if r.kind != "in place" and r.step is None)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Every planned set."""
+
+    sets: tuple[SetPlan, ...]
+    move_data: bool
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(step for s in self.sets for step in s.steps)
+
+    @property
+    def complete(self) -> bool:
+        """Whether applying it would leave every ordinal in its rule zone."""
+        return not any(s.left or s.problem for s in self.sets)
+
+
+@dataclass(frozen=True, slots=True)
+class _Set:
+    """What classifying the ordinals of one set reads, gathered once."""
+
+    sts: StatefulSetInfo
+    policy: Policy
+    store: Store
+    state: LiveState
+    where: Locator
+    #: Reasons no ordinal of the set may move now.
+    blockers: tuple[str, ...]
+    move_data: bool
+    #: Zone -> why no node there can take a pod ("" when one can), filled as zones come up.
+    homes: dict[str, str]
+
+
+@dataclass(slots=True)
+class _Draft:
+    row: Row
+    moves: bool
+    uid: str = ""
+
+
+def _claims(
+    ordinal: int, *, sts: StatefulSetInfo, policy: Policy, store: Store, state: LiveState
+) -> tuple[Claim, ...]:
+    """The claims of ``ordinal`` that ``--move-data`` deletes (those that exist)."""
+    found: list[Claim] = []
+    for template in policy.templates:
+        name = claim_name(template, sts.name, ordinal)
+        claim = state.claims.get((sts.namespace, name))
+        bound = store.claims.get((sts.namespace, name))
+        if claim is not None:
+            found.append(Claim(name, claim.uid, bound.volume if bound is not None else ""))
+    return tuple(found)
+
+
+def _draft(ordinal: int, ctx: _Set) -> _Draft:
+    sts, policy, store, state = ctx.sts, ctx.policy, ctx.store, ctx.state
+    target = rule_zone(ordinal, zones=policy.zones, start=policy.start)
+    name = f"{sts.name}-{ordinal}"
+    pod = store.set_pods(sts.namespace, sts.name).by_name.get(ordinal)
+    live = state.pods.get((sts.namespace, name))
+    node = pod.node if pod is not None else ""
+    located = ctx.where(ordinal)
+    if node and located.zone is None:
+        # A scheduled pod is where its node (or its own label, or its volume) is: the rule never
+        # answers for it, so without those its zone is unknown (the locator says why).
+        why = f"its zone is unknown: {located.detail}"
+        return _Draft(Row(ordinal, name, node, None, target, "blocked", notes=(why,)), False)
+    zone = located.zone if node or located.source == "volume" else None
+    if zone is None or zone == target:
+        return _Draft(Row(ordinal, name, node, zone, target, "in place"), False)
+    volume, allowed = volume_zones(ordinal, namespace=sts.namespace, policy=policy, store=store)
+    pinned = bool(allowed) and target not in allowed
+    notes: list[str] = []
+    claims: tuple[Claim, ...] = ()
+    reasons = list(ctx.blockers)
+    if pinned:
+        notes.append(f"its volume {volume} is in {some(sorted(allowed))}")
+        claims = _claims(ordinal, sts=sts, policy=policy, store=store, state=state)
+    else:
+        reasons += owned_claims(ordinal, sts=sts, policy=policy, state=state)
+    if target not in ctx.homes:
+        found = zone_blocker(target, sts=sts, policy=policy, store=store, state=state)
+        ctx.homes[target] = found or ""
+    if ctx.homes[target]:
+        reasons.append(ctx.homes[target])
+    kind: Kind = "blocked" if reasons else ("pinned by data" if pinned else "movable")
+    if pinned and not ctx.move_data and not reasons:
+        notes.append("it moves only with --move-data, which deletes its data")
+    if pinned and ctx.move_data and not reasons:
+        lost = ", ".join(c.name for c in claims) or "(none found)"
+        notes.append(
+            f"--move-data deletes claim(s) {lost} with the pod: the data on this replica is "
+            "gone and the database must re-replicate it"
+        )
+        kept = [c.volume for c in claims if c.volume and state.reclaim.get(c.volume) == "Retain"]
+        if kept:
+            notes.append(f"volume(s) {', '.join(kept)} stay (reclaim policy Retain): delete later")
+    row = Row(ordinal, name, node, zone, target, kind, notes=(*reasons, *notes), claims=claims)
+    moves = not reasons and (not pinned or ctx.move_data)
+    return _Draft(row, moves, live.uid if live is not None else "")
+
+
+def _order(
+    drafts: list[_Draft], *, policy: Policy, name: str
+) -> list[tuple[_Draft, tuple[int, ...]]]:
+    """The moves in a coverage-preserving order, each with the ordinals keeping its source
+    zone held meanwhile; the moves left are marked blocked in place."""
+    holders: dict[str, set[int]] = {}
+    by_rule: dict[str, set[int]] = {}
+    for draft in drafts:
+        row = draft.row
+        if row.zone is not None and row.node:
+            holders.setdefault(row.zone, set()).add(row.ordinal)
+        by_rule.setdefault(row.target, set()).add(row.ordinal)
+
+    def may_leave(row: Row) -> bool:
+        zone = row.zone or ""
+        if zone not in policy.zones or holders.get(zone, set()) - {row.ordinal}:
+            return True
+        return not (by_rule.get(zone, set()) - {row.ordinal})  # the rule puts nobody else there
+
+    waiting = [d for d in drafts if d.moves]
+    ordered: list[tuple[_Draft, tuple[int, ...]]] = []
+    while waiting:
+        allowed = [d for d in waiting if may_leave(d.row)]
+        if not allowed:
+            break
+        pick = min(allowed, key=lambda d: (bool(holders.get(d.row.target)), d.row.ordinal))
+        waiting.remove(pick)
+        source = holders[pick.row.zone or ""]
+        source.discard(pick.row.ordinal)
+        company = tuple(sorted(source)) if (pick.row.zone or "") in policy.zones else ()
+        ordered.append((pick, company))
+        holders.setdefault(pick.row.target, set()).add(pick.row.ordinal)
+    stuck = {d.row.ordinal for d in waiting}
+    for draft in waiting:
+        zone = draft.row.zone or ""
+        others = sorted(by_rule.get(zone, set()))
+        why = (
+            f"it is the only pod in {zone}: evicting it would leave {zone} empty until "
+            f"ordinal(s) {some(map(str, others))} move there"
+        )
+        if stuck & set(others):
+            why += (
+                f", and they wait for the same reason; scale {name} up by "
+                f"{len(policy.zones)} first (the new ordinals hold every zone), run rebalance "
+                "again, then scale back"
+            )
+        else:
+            why += ", which cannot move now (see their rows)"
+        draft.row = replace(draft.row, kind="blocked", notes=(why, *draft.row.notes))
+        draft.moves = False
+    return ordered
+
+
+def plan_set(
+    sts: StatefulSetInfo, *, store: Store, state: LiveState, move_data: bool = False
+) -> SetPlan:
+    """The plan of one StatefulSet."""
+    try:
+        policy = resolve_policy(sts.namespace, sts.name, store=store)
+    except Denied as err:
+        return SetPlan(sts.namespace, sts.name, (), sts.replicas, problem=err.message)
+    empty = SetPlan(sts.namespace, sts.name, policy.zones, sts.replicas)
+    if policy.declared.mode == "node-ordinal":
+        why = "node-ordinal mode pins ordinals to labelled nodes, not zones: nothing to rebalance"
+        return replace(empty, note=why)
+    if not policy.zones:
+        return replace(empty, problem="no zone list (no stszone.io/zones, no --zones, no zones)")
+    ordinals = guard.audited_ordinals(sts)
+    ctx = _Set(
+        sts=sts,
+        policy=policy,
+        store=store,
+        state=state,
+        where=Locator(namespace=sts.namespace, policy=policy, store=store),
+        blockers=tuple(set_blockers(sts, state, ordinals)),
+        move_data=move_data,
+        homes={},
+    )
+    drafts = [_draft(o, ctx) for o in ordinals]
+    steps: list[Step] = []
+    for number, (draft, company) in enumerate(_order(drafts, policy=policy, name=sts.name), 1):
+        row = draft.row = replace(draft.row, step=number)
+        steps.append(
+            Step(
+                namespace=sts.namespace,
+                statefulset=sts.name,
+                ordinal=row.ordinal,
+                pod=row.pod,
+                uid=draft.uid,
+                node=row.node,
+                source=row.zone or "",
+                target=row.target,
+                topology_key=policy.declared.topology_key,
+                replicas=sts.replicas,
+                claims=row.claims,
+                company=company,
+            )
+        )
+    return replace(empty, rows=tuple(d.row for d in drafts), steps=tuple(steps))
+
+
+def plan(
+    store: Store,
+    state: LiveState,
+    *,
+    sets: Iterable[StatefulSetInfo],
+    move_data: bool = False,
+) -> Plan:
+    """The plan for ``sets`` (see :func:`chosen` for which)."""
+    return Plan(
+        sets=tuple(plan_set(s, store=store, state=state, move_data=move_data) for s in sets),
+        move_data=move_data,
+    )
+
+
+def chosen(
+    store: Store,
+    *,
+    excluded: Collection[str] = (),
+    namespace: str | None = None,
+    statefulset: tuple[str, str] | None = None,
+) -> list[StatefulSetInfo]:
+    """The sets to plan: the audit's (opted-in, never kube-system or stszone's own namespace),
+    narrowed to ``namespace`` or to one ``statefulset`` (namespace, name)."""
+    if statefulset is not None:
+        namespace = statefulset[0]
+    sets = audited(store, excluded=excluded, namespace=namespace)
+    return [s for s in sets if statefulset is None or s.key == statefulset]
