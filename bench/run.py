@@ -118,7 +118,7 @@ def summarise_profile(raw: Path, *, top: int = 25) -> str:
 
 
 def _short(frame: str) -> str:
-    # "handle (webhook/server.py:93)" -> "handle (webhook/server.py)"; paths shortened.
+    # "handle (webhook/server/app.py:93)" -> "handle (webhook/server/app.py)"; paths shortened.
     name, _, where = frame.partition(" (")
     where = where.rstrip(")").rsplit(":", 1)[0]
     for marker in ("site-packages/", "lib/python3.11/", "/work/main/"):

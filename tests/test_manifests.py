@@ -242,7 +242,7 @@ def test_deploy_base_is_the_generator_output() -> None:
     expected = manifests.kustomize_files(deploybase.Install())
     actual = {path.name: path.read_text() for path in (DEPLOY / "base").iterdir()}
     assert actual == expected, (
-        "deploy/base differs from webhook/deploybase.py; regenerate it with "
+        "deploy/base differs from webhook/install/deploybase.py; regenerate it with "
         "`stszone manifests --kustomize-dir deploy/base`"
     )
 
