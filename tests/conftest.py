@@ -21,6 +21,7 @@ from webhook.install.certfiles import DevCerts, ensure_dev_certs
 from webhook.model.store import Store
 from webhook.server.app import make_app
 from webhook.server.runtime import Runtime
+from webhook.server.serve import Runner, make_runner
 from webhook.server.tls import CertReloader
 
 settings.register_profile("ci", max_examples=100, deadline=None)
@@ -77,7 +78,7 @@ ServeFactory = Callable[..., Awaitable[Served]]
 @pytest.fixture
 async def serve(dev_certs: DevCerts, client_ssl: ssl.SSLContext) -> AsyncIterator[ServeFactory]:
     """Start the real app over TLS on a free 127.0.0.1 port: ``await serve(store=..., ...)``."""
-    runners: list[web.AppRunner] = []
+    runners: list[Runner] = []
     sessions: list[aiohttp.ClientSession] = []
 
     async def start(
@@ -92,7 +93,7 @@ async def serve(dev_certs: DevCerts, client_ssl: ssl.SSLContext) -> AsyncIterato
                 store=store or Store(), defaults=settings.defaults(), settings=settings
             )
         reloader = CertReloader(dev_certs.cert, dev_certs.key)
-        runner = web.AppRunner(make_app(runtime), access_log=None)
+        runner = make_runner(make_app(runtime), settings)
         await runner.setup()
         site = web.TCPSite(runner, host="127.0.0.1", port=0, ssl_context=reloader.context)
         await site.start()

@@ -28,6 +28,7 @@ from webhook.errors import ConfigError
 from webhook.install import certfiles, certs
 from webhook.server.app import make_app
 from webhook.server.runtime import Runtime
+from webhook.server.serve import make_runner
 from webhook.server.tls import CertReloader, hardened_context
 
 FIXTURE = Path(__file__).parent / "fixtures" / "admission" / "003-Pod-CREATE.json"
@@ -53,7 +54,7 @@ class Server:
             store=offline_store(settings), defaults=settings.defaults(), settings=settings
         )
         runtime.jobs.append(self.reloader.run)
-        runner = web.AppRunner(make_app(runtime), access_log=None)
+        runner = make_runner(make_app(runtime), settings)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self.reloader.context)
         await site.start()
