@@ -18,6 +18,7 @@ import json
 import ssl
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,18 +50,22 @@ def _serial(writer: asyncio.StreamWriter) -> int:
     return x509.load_der_x509_certificate(der).serial_number
 
 
+def request_bytes(path: str, body: bytes) -> bytes:
+    """One HTTP/1.1 POST of a JSON ``body`` to ``path``, as the API server sends a review."""
+    head = (
+        f"POST {path}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nAccept: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
 def load_corpus(index: Path) -> list[bytes]:
     """HTTP/1.1 request bytes for every ``path file`` line of a corpus index."""
     requests = []
     for line in index.read_text().splitlines():
         path, file = line.split()
-        body = Path(file).read_bytes()
-        head = (
-            f"POST {path}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Content-Type: application/json\r\nAccept: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        )
-        requests.append(head.encode() + body)
+        requests.append(request_bytes(path, Path(file).read_bytes()))
     return requests
 
 
@@ -97,13 +102,14 @@ async def connection(
     result: Result,
     limit: float,
     reconnect_every: int,
+    until: Callable[[], bool] | None = None,
 ) -> None:
     loop = asyncio.get_running_loop()
     conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
     scheduled = start
     k = index
     on_this_connection = 0
-    while scheduled < end:
+    while scheduled < end and not (until is not None and until()):
         now = loop.time()
         if now < scheduled:
             await asyncio.sleep(scheduled - now)
@@ -156,11 +162,13 @@ async def run(
     limit: float = 10.0,
     reconnect_every: int = 0,
     result: Result | None = None,
+    until: Callable[[], bool] | None = None,
 ) -> Result:
     """Offer ``rate`` requests/s for ``duration`` seconds; return what happened.
 
     ``reconnect_every``: open a new connection (a new TLS handshake) after that many requests.
-    ``result`` may be passed in to watch it fill while the load runs.
+    ``result`` may be passed in to watch it fill while the load runs; ``until`` ends the load
+    early once it returns True (checked before each request).
     """
     loop = asyncio.get_running_loop()
     result = result if result is not None else Result()
@@ -179,6 +187,7 @@ async def run(
             result=result,
             limit=limit,
             reconnect_every=reconnect_every,
+            until=until,
         )
         for i in range(connections)
     ]

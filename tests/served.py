@@ -70,7 +70,7 @@ async def served(
     """Serve ``make_app(runtime)`` on 127.0.0.1:<free port> over ``tls`` until the block ends.
 
     ``client`` is the context the yielded session's requests use (it must trust ``tls``).
-    Background jobs run as the app's ``cleanup_ctx``, as in production: attach
+    Background jobs run with the runner, as in production: attach
     ``tls.run`` to ``runtime`` to have certificates reloaded.
     """
     runner = make_runner(make_app(runtime), runtime.settings)

@@ -117,7 +117,7 @@ def test_extender_url_reaches_the_routes_stszone_serves(objects: list[Obj]) -> N
     assert match, ext["urlPrefix"]
     service, namespace, port, prefix = match.groups()
     app = make_app(Runtime(store=Store(), defaults=Settings().defaults()))
-    routes = {(r.method, r.resource.canonical) for r in app.router.routes() if r.resource}
+    routes = {(route.method, path) for path, route in app.routes.items()}
     for verb in (ext["filterVerb"], ext["prioritizeVerb"]):
         assert ("POST", f"{prefix}/{verb}") in routes
     base = [d for d in yaml.safe_load_all((BASE / "service.yaml").read_text()) if d]

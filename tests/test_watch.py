@@ -125,7 +125,7 @@ async def test_ready_only_once_the_records_are_frozen(
     """Every cache listed is not yet ready: the post-sync collection stops the loop, and a
     request let in before it would wait behind it. Ready never comes before the freeze."""
     frozen: list[bool] = []
-    monkeypatch.setattr("webhook.cluster.live.gc.freeze", lambda: frozen.append(True))
+    monkeypatch.setattr("webhook.cluster.heap.collect_and_freeze", lambda: frozen.append(True))
     async with running(kubeconfig) as view, asyncio.timeout(HANG_GUARD):
         while not view.ready()[0]:
             if all(status.synced for status in view.statuses()):

@@ -9,10 +9,8 @@ drops the credentials on a 401 so the next request reloads them.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -191,25 +189,6 @@ class Api:
                 retry_after = resp.headers.get("Retry-After")
                 raise api_error(status, status=resp.status, retry_after=retry_after)
             yield resp
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cycle collector while a list page is decoded, folded into records and freed.
-
-    A page of 500 pods is ~150k fresh dicts and lists that all survive until the page is done,
-    so the collector would run hundreds of times per page and traverse them -- and, once they
-    are promoted, the whole cache -- for nothing: parsed JSON holds no reference cycles and
-    refcounting frees it. This makes a 100k-pod list several times faster. Nothing awaits
-    inside, so no other task runs while it is paused.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 async def _head(content: aiohttp.StreamReader, *, limit: int) -> bytes:

@@ -13,13 +13,13 @@ every resource, no watch.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections.abc import Sequence
 
 import aiohttp
 
+from webhook.cluster import heap
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.credentials import Credentials, load_credentials
 from webhook.cluster.reflector import CacheStatus, Reflector, Tuning
@@ -42,8 +42,9 @@ class LiveView:
         self.credentials = credentials
         self.store = Store(zones=settings.zones, live=True)
         self.api = Api(credentials)
+        folding = heap.Folding()
         self.reflectors = tuple(
-            Reflector(resource, api=self.api, store=self.store, tuning=tuning)
+            Reflector(resource, api=self.api, store=self.store, tuning=tuning, folding=folding)
             for resource in resources(settings)
         )
         self._stopped: str | None = None
@@ -60,8 +61,8 @@ class LiveView:
             return False, f"live view stopped: {self._stopped}"
         problems = [problem for status in self.statuses() if (problem := self._problem(status))]
         if not problems and not self._settled:
-            # Every cache is listed but run() has yet to freeze them (a stop of the loop of a
-            # few hundred ms at 300k records): a request let in now would wait behind it.
+            # Every cache is listed but run() has yet to collect and freeze what start-up left
+            # (a stop of the loop): a request let in now would wait behind it.
             problems.append("caches listed; finishing start-up")
         return (not problems), "; ".join(problems) or "caches synced"
 
@@ -85,11 +86,9 @@ class LiveView:
                 for reflector in self.reflectors:
                     group.create_task(reflector.run(), name=f"watch-{reflector.resource.table}")
                 await asyncio.gather(*(r.wait_synced() for r in self.reflectors))
-                # A full collection walks every tracked object: with 300k records that is a
-                # ~95 ms stop of the event loop whenever it comes. The records hold no cycles
-                # (reference counting frees them), so move them out of the collector's sight.
-                gc.collect()
-                gc.freeze()
+                # A full collection walks every tracked object it can see: the records were
+                # moved out of its sight page by page; what start-up left besides goes now.
+                heap.collect_and_freeze()
                 self._settled = True
                 counts = ", ".join(f"{s.table} {s.objects}" for s in self.statuses())
                 log.info(

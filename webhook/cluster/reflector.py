@@ -5,8 +5,12 @@ Each :class:`Reflector` follows client-go's reflector contract:
 1. List in pages (``limit`` + ``continue``). Without ``resourceVersion`` the list is a consistent
    read the API server can paginate (``resourceVersion=0`` is served whole from its watch cache,
    which is what paging is meant to avoid), and each page is folded into compact records before
-   the next is fetched, so 100k pods never sit in memory as JSON. The table is swapped into the
-   store at once: readers never see half a re-list.
+   the next is fetched, so 100k pods never sit in memory as JSON. Pages are decoded by orjson
+   (:func:`webhook.wire.codec.loads`: read as the stdlib reads them), sized to about a megabyte,
+   and folded in chunks with a yield to the event loop in between, so a list never stops
+   admission requests for long (:mod:`webhook.cluster.heap` keeps the collector out of it). The
+   records go into a staging table that is swapped into the store at once: readers never see
+   half a re-list.
 2. Watch from the list's resourceVersion with ``allowWatchBookmarks=true`` and a random
    ``timeoutSeconds`` of 5-10 minutes (client-go's spread, so replicas do not reconnect together).
 3. ADDED/MODIFIED upsert, DELETED removes (a label-selector watch also sends DELETED when an
@@ -24,7 +28,6 @@ since it would be silently stale. Nothing an API server sends makes :meth:`Refle
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -32,12 +35,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.cluster.api import Api, ApiError, api_error, paused_gc
+from webhook.cluster import heap
+from webhook.cluster.api import Api, ApiError, api_error
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.resources import Resource, describe, object_key
 from webhook.errors import BadObject
 from webhook.model.records import EXTRACTORS, Info, PodInfo, Table
 from webhook.model.store import Store
+from webhook.wire import codec
 
 log = logging.getLogger("stszone.watch")
 
@@ -47,6 +52,10 @@ class Tuning:
     """Timings and sizes of a reflector; the defaults are for production, tests shrink them."""
 
     page_size: int = 500
+    #: Pages after the first are sized to about this many bytes: a page is decoded in one call.
+    page_bytes: int = 1 << 20
+    #: Records folded between two yields to the event loop.
+    fold_chunk: int = 100
     watch_timeout: tuple[float, float] = (300.0, 600.0)
     #: Silence after which a watch is presumed dead (bookmarks arrive about once a minute).
     idle_timeout: float = 90.0
@@ -90,10 +99,13 @@ class Reflector:
         tuning: Tuning | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        folding: heap.Folding | None = None,
     ) -> None:
         self.resource = resource
         self._api = api
         self._store = store
+        #: Shared by the reflectors of one view: their pages fold one at a time.
+        self._folding = folding or heap.Folding()
         self._tuning = tuning or Tuning()
         self._clock = clock
         #: Waits out each retry's backoff; injectable, like the clock, so tests count no seconds.
@@ -130,28 +142,39 @@ class Reflector:
     async def list(self) -> None:
         """List the whole collection page by page and swap it into the store."""
         res, tuning = self.resource, self._tuning
-        params = {"limit": str(tuning.page_size)}
+        # A small first page tells what the objects weigh; later ones are sized from it.
+        limit = max(1, tuning.page_size // 10)
+        params = {"limit": str(limit)}
         if res.label_selector:
             params["labelSelector"] = res.label_selector
         accept = res.accept(watch=False)
         started = self._clock()
-        records: list[Info] = []
+        staged = self._store.staging(res.table)
         while True:
             body = await self._api.get(
                 res.path, params=params, accept=accept, read_timeout=tuning.request_timeout
             )
-            with paused_gc():  # the page is decoded, folded into records and freed in here
-                items, meta = _page(json.loads(body))
+            # Decoding is one call that cannot yield: the next page is sized to about
+            # page_bytes (never more than page_size objects) so that no decode stops the loop
+            # for long, whatever the objects weigh (a pod with its managedFields: 5-20 KB).
+            limit = max(1, min(tuning.page_size, limit * tuning.page_bytes // max(1, len(body))))
+            async with self._folding.page():  # decoded, folded into records and freed in here
+                items, meta = _page(codec.loads(body))
                 del body
-                records.extend(r for item in items if (r := self._record(item)) is not None)
+                for start in range(0, len(items), tuning.fold_chunk):
+                    if start:
+                        await asyncio.sleep(0)  # requests and the other lists run in between
+                    chunk = items[start : start + tuning.fold_chunk]
+                    staged.add(r for item in chunk if (r := self._record(item)) is not None)
+                    del chunk
                 token, version = meta.get("continue"), meta.get("resourceVersion")
                 del items, meta
             if not token:
                 break
-            params["continue"] = str(token)
+            params["continue"], params["limit"] = str(token), str(limit)
         if not isinstance(version, str) or not version:
             raise ValueError(f"{res.table} list has no metadata.resourceVersion to watch from")
-        self._store.replace(res.table, records)
+        self._store.swap(staged)
         self._rv = version
         self._lists += 1
         self._in_sync()
@@ -161,7 +184,7 @@ class Reflector:
             "%s cache %s: %d objects in %.1fs (resourceVersion %s)",
             res.table,
             verb,
-            len(records),
+            len(staged),
             self._clock() - started,
             version,
         )
@@ -213,7 +236,7 @@ class Reflector:
             async for line in lines:
                 # An unparseable frame is a broken stream, not a bad object: reconnecting from
                 # the last resourceVersion replays it instead of losing the event.
-                self._apply(json.loads(line))
+                self._apply(codec.loads(line))
         if self._clock() - opened >= tuning.healthy_after:
             self._backoff.reset()
 

@@ -115,10 +115,25 @@ class Store:
 
     def replace(self, name: Table, infos: Iterable[Info]) -> None:
         """Swap the whole table ``name`` (a fresh list) and mark it loaded."""
-        table = {info.key: info for info in infos}
-        for index in self._indexes.get(name, ()):
-            index.rebuild(table.values())
-        setattr(self, name, table)
+        staged = self.staging(name)
+        staged.add(infos)
+        self.swap(staged)
+
+    def staging(self, name: Table) -> Staging:
+        """An empty table ``name`` with empty indexes, to fill piece by piece, then :meth:`swap`.
+
+        A list of 100k objects arrives in pages: each is folded into the staging table as it
+        comes, so swapping the full list in is one assignment, never a pass over 100k records
+        that would stop the event loop.
+        """
+        return Staging(name, tuple(index.empty() for index in self._indexes.get(name, ())))
+
+    def swap(self, staged: Staging) -> None:
+        """Make a filled :class:`Staging` the table it stands for, at once, and mark it loaded."""
+        name = staged.name
+        for index, filled in zip(self._indexes.get(name, ()), staged.indexes, strict=True):
+            index.adopt(filled)
+        setattr(self, name, staged.table)
         self.loaded.add(name)
         if name == "nodes":
             self._node_generation += 1
@@ -307,6 +322,29 @@ class SetPods:
         return cls(frozenset(ordinals), by_name)
 
 
+class Staging:
+    """A table being filled (a list in progress) and its indexes; see :meth:`Store.staging`."""
+
+    def __init__(self, name: Table, indexes: tuple[_Index[Any, Any], ...]) -> None:
+        self.name: Table = name
+        self.table: dict[Any, Any] = {}
+        self.indexes = indexes
+
+    def add(self, infos: Iterable[Info]) -> None:
+        """Add records (a key seen before is replaced: the last one wins, as in a dict)."""
+        table, indexes = self.table, self.indexes
+        for info in infos:
+            old = table.get(info.key)
+            for index in indexes:
+                if old is not None:
+                    index.remove(old)
+                index.add(info)
+            table[info.key] = info
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
 class _Index(Generic[R, S]):
     """A secondary index over one table: group key -> {primary key: record}.
 
@@ -340,11 +378,13 @@ class _Index(Generic[R, S]):
             if not members:
                 del self._groups[key]
 
-    def rebuild(self, infos: Iterable[R]) -> None:
-        self._groups = {}
-        self._summaries = {}
-        for info in infos:
-            self.add(info)
+    def empty(self) -> _Index[R, S]:
+        """A new, empty index grouping and summarising the same way."""
+        return _Index(self._group, summarise=self._summarise)
+
+    def adopt(self, other: _Index[R, S]) -> None:
+        """Take ``other``'s groups (built for a staging table) as this index's own."""
+        self._groups, self._summaries = other._groups, other._summaries
 
     def summary(self, key: Hashable) -> S:
         """``summarise`` of one group's records (an empty group included), kept until it changes."""

@@ -1,6 +1,10 @@
 """The HTTPS transport: ``make_app()``, the routes, and the one place errors become HTTP.
 
 aiohttp appears in this package (and in the cluster layer's I/O), never in the pure engine.
+The app is one handler on aiohttp's low-level server (``aiohttp.web.Server``): it dispatches on
+the path itself, so a request skips the Application's router, middleware chain and signals,
+which cost more per request than stszone's own dictionary lookup (``bench/run.py --profile``).
+Unknown paths get 404 and wrong methods 405 with ``Allow``, as aiohttp's router answered.
 Admission handlers read the body under a 7 MiB cap, parse it, ask the engine, and write the
 review back; a :class:`~webhook.errors.BadRequest` becomes a 4xx with a one-line
 message, anything unexpected becomes a logged ``allowed: false`` answer with code 500 in an
@@ -13,10 +17,12 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
-from aiohttp import web, web_response
+from aiohttp import hdrs, web, web_response
+from aiohttp.http import HttpVersion11
 from prometheus_client import CollectorRegistry
 
 from webhook.errors import BadRequest, PayloadTooLarge, RequestTimeout
@@ -24,7 +30,7 @@ from webhook.rules import admission, extender
 from webhook.rules.risk import RiskScan
 from webhook.server.metrics import CacheLike, Metrics, serve_metrics, store_caches
 from webhook.server.riskmetrics import ZoneRisk
-from webhook.server.runtime import RUNTIME, Job, Runtime
+from webhook.server.runtime import Handler, Route, Runtime
 from webhook.wire import extender as extender_wire
 from webhook.wire import review
 
@@ -36,38 +42,62 @@ log = logging.getLogger("stszone.server")
 web_response.SERVER_SOFTWARE = "stszone"  # type: ignore[attr-defined]
 
 
-_JSON = "application/json"
+_JSON: Final = "application/json"
+#: The Content-Type of every JSON answer, handed to each response as it is (not re-parsed).
+_JSON_HEADERS: Final = {hdrs.CONTENT_TYPE: _JSON}
 
 
 def _plain(status: int, text: str) -> web.Response:
     return web.Response(status=status, text=text + "\n", content_type="text/plain")
 
 
+def _json(body: bytes) -> web.Response:
+    return web.Response(body=body, headers=_JSON_HEADERS)
+
+
 async def _read_body(
-    request: web.Request, limit: int, *, seconds: float, what: str = "the AdmissionReview"
+    request: web.BaseRequest, limit: int, *, seconds: float, what: str = "the AdmissionReview"
 ) -> bytes:
-    if request.content_type != _JSON:
+    # The exact header first: parsing it (for "application/json; charset=utf-8") is rarer work.
+    if request.headers.get(hdrs.CONTENT_TYPE) != _JSON and request.content_type != _JSON:
         raise BadRequest(
             f"Content-Type must be {_JSON}, got {request.content_type or 'none'}; "
             f"send {what} as JSON"
         )
-    if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLarge(
-            f"request body of {request.content_length} bytes is over the {limit} byte cap"
-        )
+    length = request.content_length
+    if length is not None and length > limit:
+        raise PayloadTooLarge(f"request body of {length} bytes is over the {limit} byte cap")
+    content = request.content
+    if content.is_eof():  # the whole body came with the headers: take it as one piece
+        return content.read_nowait()
     try:
-        if request.content.is_eof():  # the whole body came with the headers: nothing to wait for
-            return await request.read()
         # A client that stalls mid-body must not hold the connection (and a shutdown) forever;
         # aiohttp's keep-alive timer only covers connections waiting for their next request.
         async with asyncio.timeout(seconds):
-            return await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise PayloadTooLarge(f"request body is over the {limit} byte cap") from None
+            await _continue(request)
+            chunks, size = [], 0
+            while chunk := await content.readany():
+                size += len(chunk)
+                if size > limit:  # chunked, or more than Content-Length said
+                    raise PayloadTooLarge(f"request body is over the {limit} byte cap")
+                chunks.append(chunk)
+            return b"".join(chunks)
     except TimeoutError:
         raise RequestTimeout(
             f"the request body did not arrive within {seconds:g}s; send it at once"
         ) from None
+
+
+async def _continue(request: web.BaseRequest) -> None:
+    """Answer ``Expect: 100-continue`` (curl sends it before large bodies), as aiohttp's router
+    did; the body is only waited for after the size cap has been checked."""
+    expect = request.headers.get(hdrs.EXPECT)
+    if expect is None or request.version != HttpVersion11:
+        return
+    if expect.lower() != "100-continue":
+        raise BadRequest(f"Expect: {expect} is not supported; send Expect: 100-continue or none")
+    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    request.writer.output_size = 0  # the answer's own size is counted from here
 
 
 @dataclass(slots=True)
@@ -79,26 +109,26 @@ class _Exchange:
     status: int = 200
 
 
-Work = Callable[[web.Request, Runtime, _Exchange], Awaitable[web.Response]]
+Work = Callable[[web.BaseRequest, _Exchange], Awaitable[web.Response]]
 
 
-def _served(endpoint: str, work: Work) -> Callable[[web.Request], Awaitable[web.Response]]:
+def _served(endpoint: str, work: Work, runtime: Runtime) -> Handler:
     """Wrap a POST handler: in-flight counting, observers, and BadRequest -> a one-line 4xx."""
+    in_flight, observers = runtime.in_flight, runtime.observers
 
-    async def handle(request: web.Request) -> web.Response:
-        runtime = request.app[RUNTIME]
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
         started = time.perf_counter()
         exchange = _Exchange()
-        runtime.in_flight.enter()
+        in_flight.enter()
         try:
-            response = await work(request, runtime, exchange)
+            response = await work(request, exchange)
         except BadRequest as err:
             exchange.status = err.status
             response = _plain(err.status, err.message)
         finally:
-            runtime.in_flight.leave()
+            in_flight.leave()
             elapsed = time.perf_counter() - started
-            for observe in runtime.observers:
+            for observe in observers:
                 observe(endpoint, exchange.parsed, exchange.outcome, elapsed, exchange.status)
         if runtime.shutting_down:
             # Readiness is off and the listener closes soon: tell keep-alive clients (the API
@@ -110,15 +140,14 @@ def _served(endpoint: str, work: Work) -> Callable[[web.Request], Awaitable[web.
     return handle
 
 
-def admission_handler(
-    endpoint: admission.Endpoint,
-) -> Callable[[web.Request], Awaitable[web.Response]]:
+def admission_handler(endpoint: admission.Endpoint, runtime: Runtime) -> Handler:
     """The handler answering AdmissionReviews on ``/mutate`` or ``/validate``."""
     answer = admission.ANSWER[endpoint]
+    settings = runtime.settings
+    limit, seconds = settings.max_body, settings.body_timeout
 
-    async def work(request: web.Request, runtime: Runtime, exchange: _Exchange) -> web.Response:
-        settings = runtime.settings
-        body = await _read_body(request, settings.max_body, seconds=settings.body_timeout)
+    async def work(request: web.BaseRequest, exchange: _Exchange) -> web.Response:
+        body = await _read_body(request, limit, seconds=seconds)
         parsed = exchange.parsed = review.parse(body)
         try:
             outcome = answer(parsed, store=runtime.store, defaults=runtime.defaults)
@@ -130,21 +159,21 @@ def admission_handler(
                 reason="InternalError",
             )
         exchange.outcome = outcome
-        return web.Response(body=review.dumps(review.response(parsed, outcome)), content_type=_JSON)
+        return _json(review.dumps(review.response(parsed, outcome)))
 
-    return _served(endpoint, work)
+    return _served(endpoint, work, runtime)
 
 
-def extender_handler(verb: extender_wire.Verb) -> Callable[[web.Request], Awaitable[web.Response]]:
+def extender_handler(verb: extender_wire.Verb, runtime: Runtime) -> Handler:
     """The handler answering kube-scheduler's extender ``filter`` or ``prioritize`` verb.
 
     Bad input is a 4xx with a one-line reason. An internal error in ``filter`` is answered in
     ``ExtenderFilterResult.Error`` (kube-scheduler then reports it on the pod); in
     ``prioritize`` it is a 500, which kube-scheduler ignores, scoring with the other plugins.
     """
+    settings = runtime.settings
 
-    async def work(request: web.Request, runtime: Runtime, exchange: _Exchange) -> web.Response:
-        settings = runtime.settings
+    async def work(request: web.BaseRequest, exchange: _Exchange) -> web.Response:
         try:
             body = await _read_body(
                 request, settings.max_body, seconds=settings.body_timeout, what="ExtenderArgs"
@@ -173,12 +202,12 @@ def extender_handler(verb: extender_wire.Verb) -> Callable[[web.Request], Awaita
                 exchange.status = 500
                 return _plain(500, message)
             answer = extender_wire.dumps(extender.filter_error(args, message=message))
-        return web.Response(body=answer, content_type=_JSON)
+        return _json(answer)
 
-    return _served(f"extender/{verb}", work)
+    return _served(f"extender/{verb}", work, runtime)
 
 
-async def healthz(request: web.Request) -> web.Response:
+async def healthz(request: web.BaseRequest) -> web.Response:
     """Liveness: the event loop answers. Deliberately cheap."""
     return _plain(200, "ok")
 
@@ -189,64 +218,51 @@ def not_ready(runtime: Runtime) -> list[str]:
     return failures + runtime.failed_jobs
 
 
-async def readyz(request: web.Request) -> web.Response:
+def readyz(runtime: Runtime) -> Handler:
     """Readiness: every check passes and the server is not shutting down."""
-    runtime = request.app[RUNTIME]
-    if runtime.shutting_down:
-        return _plain(503, "shutting down")
-    failures = not_ready(runtime)
-    if failures:
-        return _plain(503, "not ready: " + "; ".join(failures))
-    return _plain(200, "ok")
+
+    async def handle(request: web.BaseRequest) -> web.Response:
+        if runtime.shutting_down:
+            return _plain(503, "shutting down")
+        failures = not_ready(runtime)
+        if failures:
+            return _plain(503, "not ready: " + "; ".join(failures))
+        return _plain(200, "ok")
+
+    return handle
 
 
-def _job_context(job: Job) -> Callable[[web.Application], AsyncIterator[None]]:
-    name = getattr(job, "__qualname__", repr(job))
+class App:
+    """The webhook's one request handler for aiohttp's low-level server: path -> route."""
 
-    async def context(app: web.Application) -> AsyncIterator[None]:
-        runtime = app[RUNTIME]
+    def __init__(self, runtime: Runtime, routes: Mapping[str, Route]) -> None:
+        self.runtime = runtime
+        #: The endpoints by path; read-only once serving.
+        self.routes = dict(routes)
 
-        def ended(task: asyncio.Task[None]) -> None:
-            # Jobs run for the app's lifetime: one that ends early (a metrics port already in
-            # use, a bug) is logged now, not at shutdown, and keeps /readyz from saying ready.
-            if task.cancelled() or task.exception() is None:
-                return
-            error = task.exception()
-            log.error("background job %s failed: %s", name, error, exc_info=error)
-            runtime.failed_jobs.append(f"background job {name} failed: {error}")
-
-        task = asyncio.create_task(job())
-        task.add_done_callback(ended)
-        yield
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            pass  # already logged by ended()
-
-    return context
+    async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
+        route = self.routes.get(request.path)
+        if route is None:
+            return _plain(404, "404: Not Found")
+        method = request.method
+        if method != route.method and not (method == hdrs.METH_HEAD and route.method == "GET"):
+            response = _plain(405, "405: Method Not Allowed")
+            response.headers[hdrs.ALLOW] = "GET,HEAD" if route.method == "GET" else route.method
+            return response
+        return await route.handler(request)
 
 
-def make_app(runtime: Runtime) -> web.Application:
-    """The aiohttp application; background jobs run as ``cleanup_ctx`` contexts."""
-    app = web.Application(client_max_size=runtime.settings.max_body)
-    app[RUNTIME] = runtime
-    app.add_routes(
-        [
-            web.post("/mutate", admission_handler("mutate")),
-            web.post("/validate", admission_handler("validate")),
-            web.post("/extender/filter", extender_handler("filter")),
-            web.post("/extender/prioritize", extender_handler("prioritize")),
-            web.get("/healthz", healthz),
-            web.get("/readyz", readyz),
-            *runtime.extra_routes,
-        ]
-    )
-    for job in runtime.jobs:
-        app.cleanup_ctx.append(_job_context(job))
-    return app
+def make_app(runtime: Runtime) -> App:
+    """The app serving ``runtime``; background jobs run with the runner (``make_runner``)."""
+    routes = {
+        "/mutate": Route("POST", admission_handler("mutate", runtime)),
+        "/validate": Route("POST", admission_handler("validate", runtime)),
+        "/extender/filter": Route("POST", extender_handler("filter", runtime)),
+        "/extender/prioritize": Route("POST", extender_handler("prioritize", runtime)),
+        "/healthz": Route("GET", healthz),
+        "/readyz": Route("GET", readyz(runtime)),
+    }
+    return App(runtime, {**routes, **runtime.extra_routes})
 
 
 def install_metrics(
@@ -282,7 +298,7 @@ def install_metrics(
     runtime.observers.append(metrics.observe)
     port = runtime.settings.metrics_port
     if port is None:
-        runtime.extra_routes.append(web.get("/metrics", metrics.handler))
+        runtime.extra_routes["/metrics"] = Route("GET", metrics.handler)
     else:
         host = runtime.settings.host
 

@@ -334,7 +334,7 @@ class Metrics:
         """The text exposition format of everything in the registry."""
         return generate_latest(self.registry)
 
-    async def handler(self, request: web.Request) -> web.Response:
+    async def handler(self, request: web.BaseRequest) -> web.Response:
         """``GET /metrics``."""
         response = web.Response(body=self.exposition())
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST

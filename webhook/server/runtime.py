@@ -3,16 +3,16 @@
 A :class:`Runtime` is assembled by ``stszone serve`` (or a test) and handed to
 :func:`~webhook.server.app.make_app`. Whatever feeds the view (the live reflectors, a
 certificate watcher, a metrics port) is attached as a job, and its health as a check, so this
-package never imports the cluster layer.
+package never imports the cluster layer. Extra endpoints (``/metrics``) are :class:`Route` s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
 
@@ -26,6 +26,15 @@ Check = Callable[[], tuple[bool, str]]
 Job = Callable[[], Coroutine[Any, Any, None]]
 #: Called with (endpoint, request or None, outcome or None, seconds, http status) after each review.
 Observer = Callable[[str, "review.Request | None", "review.Outcome | None", float, int], None]
+#: What answers one endpoint: aiohttp's low-level request in, a response out.
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+
+
+class Route(NamedTuple):
+    """The method an endpoint answers and its handler (``GET`` routes answer ``HEAD`` too)."""
+
+    method: str
+    handler: Handler
 
 
 def _idle_event() -> asyncio.Event:
@@ -82,7 +91,8 @@ class Runtime:
     checks: list[Check] = field(default_factory=list)
     jobs: list[Job] = field(default_factory=list)
     observers: list[Observer] = field(default_factory=list)
-    extra_routes: list[web.RouteDef] = field(default_factory=list)
+    #: Endpoints beyond the webhook's own, by path (``/metrics`` unless ``--metrics-port``).
+    extra_routes: dict[str, Route] = field(default_factory=dict)
     #: Set when SIGTERM arrives: /readyz fails so the Service stops routing here.
     shutting_down: bool = False
     #: Background jobs that ended with an error (each fails readiness, with its reason).
@@ -94,6 +104,3 @@ class Runtime:
         self.jobs.append(job)
         if check is not None:
             self.checks.append(check)
-
-
-RUNTIME: web.AppKey[Runtime] = web.AppKey("runtime", Runtime)

@@ -1,8 +1,9 @@
-"""Serving an app: the runner with its connection timeouts, and the SIGTERM sequence."""
+"""Serving an app: the runner with its connection timeouts and background jobs, and SIGTERM."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from typing import Any
@@ -10,12 +11,65 @@ from typing import Any
 from aiohttp import web
 
 from webhook.config import Settings
-from webhook.server.runtime import RUNTIME
+from webhook.server.app import App
+from webhook.server.runtime import Job, Runtime
 
 log = logging.getLogger("stszone.server")
 
 
-def make_runner(app: web.Application, settings: Settings) -> web.AppRunner:
+class Runner(web.BaseRunner):
+    """Serves an :class:`App` on aiohttp's low-level server and runs the runtime's jobs.
+
+    The jobs start when the server is set up and are cancelled (and awaited) after its
+    connections are closed at cleanup, the order an Application's ``cleanup_ctx`` kept.
+    """
+
+    __slots__ = ("_app", "_tasks")
+
+    def __init__(self, app: App, **kwargs: Any) -> None:
+        super().__init__(handle_signals=False, **kwargs)
+        self._app = app
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def app(self) -> App:
+        return self._app
+
+    async def shutdown(self) -> None:
+        pass  # the SIGTERM sequence of serve() has already run by the time cleanup comes
+
+    async def _make_server(self) -> web.Server:
+        runtime = self._app.runtime
+        self._tasks = [_start(job, runtime) for job in runtime.jobs]
+        return web.Server(self._app, **self._kwargs)
+
+    async def _cleanup_server(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # logged by _start
+                await task
+        self._tasks = []
+
+
+def _start(job: Job, runtime: Runtime) -> asyncio.Task[None]:
+    name = getattr(job, "__qualname__", repr(job))
+
+    def ended(task: asyncio.Task[None]) -> None:
+        # Jobs run for the app's lifetime: one that ends early (a metrics port already in use,
+        # a bug) is logged now, not at shutdown, and keeps /readyz from saying ready.
+        if task.cancelled() or task.exception() is None:
+            return
+        error = task.exception()
+        log.error("background job %s failed: %s", name, error, exc_info=error)
+        runtime.failed_jobs.append(f"background job {name} failed: {error}")
+
+    task = asyncio.create_task(job())
+    task.add_done_callback(ended)
+    return task
+
+
+def make_runner(app: App, settings: Settings) -> Runner:
     """The runner ``serve()`` uses, with its connection timeouts (tests build theirs with it).
 
     ``keepalive_timeout`` closes a connection that has no request in progress for
@@ -25,19 +79,18 @@ def make_runner(app: web.Application, settings: Settings) -> web.AppRunner:
     connections (a POST on a connection the server is closing fails and is not retried). A body
     that stalls is bounded by ``body_timeout`` in the handlers; a TLS handshake by asyncio's 60 s.
     """
-    return web.AppRunner(
+    return Runner(
         app,
         access_log=None,
-        handle_signals=False,
         keepalive_timeout=settings.idle_timeout,
         # Only responses being written remain at cleanup; the grace is spent waiting below.
         shutdown_timeout=min(settings.shutdown_grace, 1.0),
     )
 
 
-async def serve(app: web.Application, *, ssl_context: Any, settings: Settings) -> None:
+async def serve(app: App, *, ssl_context: Any, settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT; then fail readiness, stop accepting, finish in-flight work."""
-    runtime = app[RUNTIME]
+    runtime = app.runtime
     in_flight = runtime.in_flight  # counted by the handlers (see InFlight)
     runner = make_runner(app, settings)
     await runner.setup()
