@@ -19,18 +19,12 @@ from contextlib import ExitStack
 import pytest
 
 from tests.e2e.conftest import delete_namespace, opted_in_namespace, registrations
-from tests.e2e.kube import RUN_LABEL, Kubectl, Obj, wait_for, workload
+from tests.e2e.kube import MARKS, RUN_LABEL, Kubectl, Obj, wait_for, workload
 from tests.process import free_port
 from webhook.install.certfiles import issue
 from webhook.install.registration import MUTATE_NAME
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not os.environ.get("STSZONE_E2E_KUBECONFIG"),
-        reason="end-to-end tests need a cluster: set STSZONE_E2E_KUBECONFIG to its kubeconfig",
-    ),
-]
+pytestmark = MARKS
 
 TIMEOUT = float(os.environ.get("STSZONE_E2E_TIMEOUT", "180"))
 IMAGE = os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10")

@@ -14,15 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.kube import RUN_LABEL, Cluster, Obj, owned_pod, wait_for, workload
+from tests.e2e.kube import MARKS, RUN_LABEL, Cluster, Obj, owned_pod, wait_for, workload
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not os.environ.get("STSZONE_E2E_KUBECONFIG"),
-        reason="end-to-end tests need a cluster: set STSZONE_E2E_KUBECONFIG to its kubeconfig",
-    ),
-]
+pytestmark = MARKS
 
 #: Installed beside this interpreter by `pip install -e .` ([project.scripts]).
 PLUGIN = Path(sys.executable).parent / "kubectl-stszone"

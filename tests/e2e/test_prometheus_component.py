@@ -18,16 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import delete_namespace, opted_in_namespace
-from tests.e2e.kube import Kubectl, KubectlError, Obj, wait_for
+from tests.e2e.kube import MARKS, Kubectl, KubectlError, Obj, wait_for
 from tests.rendered import ROOT, base_with
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not os.environ.get("STSZONE_E2E_KUBECONFIG"),
-        reason="end-to-end tests need a cluster: set STSZONE_E2E_KUBECONFIG to its kubeconfig",
-    ),
-]
+pytestmark = MARKS
 
 CRD_FILE = Path(
     os.environ.get(

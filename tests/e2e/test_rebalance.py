@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.kube import (
+    MARKS,
     RUN_LABEL,
     ZONE_KEY,
     Cluster,
@@ -34,13 +35,7 @@ from tests.e2e.kube import (
 )
 from tests.e2e.server import ROOT
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not os.environ.get("STSZONE_E2E_KUBECONFIG"),
-        reason="end-to-end tests need a cluster: set STSZONE_E2E_KUBECONFIG to its kubeconfig",
-    ),
-]
+pytestmark = MARKS
 
 ENABLED = "stszone.io/enabled"
 
