@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import openloop  # noqa: E402
+from bench.run import PY_SPY, summarise_profile  # noqa: E402
 from tests import builders  # noqa: E402
 from tests.fakeapi import FakeApi  # noqa: E402
 from tests.fakestate import API_FIXTURES, Stored  # noqa: E402
@@ -292,6 +293,7 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
         webhook = subprocess.Popen(
             _pinned(cmd, args.server_core), stderr=log, env=env, cwd=args.root
         )
+        spy = _spy(webhook.pid, args) if args.profile else None
         try:
             context = ssl.create_default_context()
             context.check_hostname, context.verify_mode = (
@@ -321,6 +323,8 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
             webhook.send_signal(signal.SIGTERM)
             webhook.wait(30)
             log.close()
+            if spy is not None:
+                spy.wait(30)
     finally:
         fake.kill()
         fake.wait()
@@ -342,7 +346,21 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
         "caches": synced,
         "mutate_ms": latencies,
         "log_tail": text.splitlines()[-3:],
+        **({"profile": summarise_profile(args.profile / "serve.pyspy.txt")} if spy else {}),
     }
+
+
+def _spy(pid: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
+    """py-spy on the webhook from its start until it stops (on the client core), raw stacks.
+
+    py-spy pauses the process for each sample, so a profiled run's timings are not reported.
+    """
+    args.profile.mkdir(parents=True, exist_ok=True)
+    raw = args.profile / "serve.pyspy.txt"
+    command = [PY_SPY, "record", "-r", "250", "-p", str(pid), "--format", "raw", "-o", str(raw)]
+    return subprocess.Popen(
+        _pinned(command, args.client_core), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def met(figures: dict[str, Any]) -> dict[str, bool]:
@@ -443,6 +461,12 @@ def main() -> int:
         help="run `stszone serve` from this source tree (e.g. an older checkout to compare)",
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="py-spy the webhook from start to stop; raw stacks into DIR, the top frames printed",
+    )
     parser.add_argument("--fake-api", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fake_api:
