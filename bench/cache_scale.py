@@ -17,9 +17,14 @@ connections until it is ready, an open-loop client (``bench/openloop.py``, ``--s
 requests/s over eight keep-alive connections) sends ``/mutate`` reviews of generated pods. Each
 latency counts from the request's scheduled time, so a request that waited behind a stopped
 event loop shows the whole wait: the worst one bounds the longest stall of the loop while
-pages were folded. Targets (issue 13): ready in under 8 s, under 250 MB peak RSS, and no
-admission request delayed by more than 20 ms while listing. ``--sweep`` runs several sizes one
-after the other and prints the growth table (``--plot`` draws it, with matplotlib).
+pages were folded. The webhook's own loop-lag probe (``stszone_event_loop_lag_*`` on
+``/metrics``, a task that sleeps 5 ms and notes how late it wakes) is read once it is ready: the
+same stalls seen from inside, without the client's share of its core. Targets (issue 13): ready
+in under 8 s, under 250 MB peak RSS, and no admission request delayed by more than 20 ms (and
+no loop lag over 20 ms) while listing. ``--profile DIR`` runs py-spy on the webhook from its
+start and prints the top frames (its timings are then not the ones to report). ``--sweep`` runs
+several sizes one after the other and prints the growth table (``--plot`` draws it, with
+matplotlib).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -315,6 +322,7 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
                     break
                 time.sleep(0.1)
             listing = load.stop() if listening_after is not None else {}
+            lag = _loop_lag(port, context)
             memory = _status(webhook.pid)
             cpu = _cpu_seconds(webhook.pid)
             latencies = _mutate_latencies(port, context, args) if ready_after else []
@@ -343,6 +351,7 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
         "rss_mb_at_ready": memory["VmRSS"] / 1024,
         "peak_rss_mb_after_requests": after["VmHWM"] / 1024,
         "mutate_while_listing": listing,
+        "loop_lag_until_ready": lag,
         "caches": synced,
         "mutate_ms": latencies,
         "log_tail": text.splitlines()[-3:],
@@ -363,15 +372,39 @@ def _spy(pid: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
     )
 
 
+def _loop_lag(port: int, context: ssl.SSLContext) -> dict[str, Any]:
+    """The webhook's own event-loop lag probe so far (``/metrics``): worst wake, and wakes
+    later than the stall target; empty for a webhook without the probe (an older ``--root``)."""
+    status, text = _get(port, "/metrics", context)
+    samples = {
+        (sample.name, sample.labels.get("le")): sample.value
+        for family in text_string_to_metric_families(text.decode())
+        for sample in family.samples
+        if family.name.startswith("stszone_event_loop_lag")
+    }
+    if status != 200 or not samples:
+        return {}
+    wakes = samples[("stszone_event_loop_lag_seconds_count", None)]
+    on_time = samples[("stszone_event_loop_lag_seconds_bucket", repr(TARGET_STALL_MS / 1000))]
+    return {
+        "max_ms": round(samples[("stszone_event_loop_lag_max_seconds", None)] * 1e3, 2),
+        "wakes": int(wakes),
+        f"over_{TARGET_STALL_MS:g}_ms": int(wakes - on_time),
+    }
+
+
 def met(figures: dict[str, Any]) -> dict[str, bool]:
     """Each target of issue 13, met or not, for one run at the default size."""
     stall = figures["mutate_while_listing"].get("max_ms")
+    lag = figures["loop_lag_until_ready"].get("max_ms")
     return {
         f"ready < {TARGET_READY_S:g} s": figures["ready_seconds"] is not None
         and figures["ready_seconds"] < TARGET_READY_S,
         f"peak RSS < {TARGET_RSS_MB:g} MB": figures["peak_rss_mb_at_ready"] < TARGET_RSS_MB,
         f"worst /mutate wait while listing < {TARGET_STALL_MS:g} ms": stall is not None
         and stall < TARGET_STALL_MS,
+        f"worst event-loop lag until ready <= {TARGET_STALL_MS:g} ms": lag is not None
+        and lag <= TARGET_STALL_MS,
     }
 
 
@@ -396,14 +429,15 @@ def growth(runs: list[dict[str, Any]], plot: Path | None) -> str:
     """The growth table of a sweep (and its plot, when asked for)."""
     lines = [
         "| pods, PVs, claims each | nodes | ready (s) | peak RSS (MB) | worst /mutate wait "
-        "while listing (ms) |",
-        "|---:|---:|---:|---:|---:|",
+        "while listing (ms) | worst loop lag until ready (ms) |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         objects = run["objects"]
         lines.append(
             f"| {objects['pods']:,} | {objects['nodes']:,} | {run['ready_seconds']:.1f} | "
-            f"{run['peak_rss_mb_at_ready']:.0f} | {run['mutate_while_listing'].get('max_ms')} |"
+            f"{run['peak_rss_mb_at_ready']:.0f} | {run['mutate_while_listing'].get('max_ms')} | "
+            f"{run['loop_lag_until_ready'].get('max_ms')} |"
         )
     if plot is not None:
         import matplotlib
@@ -488,6 +522,7 @@ def main() -> int:
                             "ready_seconds",
                             "peak_rss_mb_at_ready",
                             "mutate_while_listing",
+                            "loop_lag_until_ready",
                         )
                     }
                 )
