@@ -19,7 +19,9 @@ latency counts from the request's scheduled time, so a request that waited behin
 event loop shows the whole wait: the worst one bounds the longest stall of the loop while
 pages were folded. The webhook's own loop-lag probe (``stszone_event_loop_lag_*`` on
 ``/metrics``, a task that sleeps 5 ms and notes how late it wakes) is read once it is ready: the
-same stalls seen from inside, without the client's share of its core. Targets (issue 13): ready
+same stalls seen from inside, without the client's share of its core, and how much of the
+worst one the loop's own work can explain (its CPU time over the probe's sleep; the rest is the
+process waiting for a core, which a shared machine adds). Targets (issue 13): ready
 in under 8 s, under 250 MB peak RSS, and no admission request delayed by more than 20 ms (and
 no loop lag over 20 ms) while listing. ``--profile DIR`` runs py-spy on the webhook from its
 start and prints the top frames (its timings are then not the ones to report). ``--sweep`` runs
@@ -380,14 +382,17 @@ def _loop_lag(port: int, context: ssl.SSLContext) -> dict[str, Any]:
         (sample.name, sample.labels.get("le")): sample.value
         for family in text_string_to_metric_families(text.decode())
         for sample in family.samples
-        if family.name.startswith("stszone_event_loop_lag")
+        if family.name.startswith("stszone_event_loop_")
     }
     if status != 200 or not samples:
         return {}
     wakes = samples[("stszone_event_loop_lag_seconds_count", None)]
     on_time = samples[("stszone_event_loop_lag_seconds_bucket", repr(TARGET_STALL_MS / 1000))]
+    busy = samples.get(("stszone_event_loop_busy_lag_max_seconds", None))
     return {
         "max_ms": round(samples[("stszone_event_loop_lag_max_seconds", None)] * 1e3, 2),
+        # The most of one lag the loop's own work can explain (the rest: waiting for a core).
+        "busy_max_ms": round(busy * 1e3, 2) if busy is not None else None,
         "wakes": int(wakes),
         f"over_{TARGET_STALL_MS:g}_ms": int(wakes - on_time),
     }
@@ -397,6 +402,7 @@ def met(figures: dict[str, Any]) -> dict[str, bool]:
     """Each target of issue 13, met or not, for one run at the default size."""
     stall = figures["mutate_while_listing"].get("max_ms")
     lag = figures["loop_lag_until_ready"].get("max_ms")
+    busy = figures["loop_lag_until_ready"].get("busy_max_ms")
     return {
         f"ready < {TARGET_READY_S:g} s": figures["ready_seconds"] is not None
         and figures["ready_seconds"] < TARGET_READY_S,
@@ -405,6 +411,8 @@ def met(figures: dict[str, Any]) -> dict[str, bool]:
         and stall < TARGET_STALL_MS,
         f"worst event-loop lag until ready <= {TARGET_STALL_MS:g} ms": lag is not None
         and lag <= TARGET_STALL_MS,
+        f"worst lag of the loop's own work until ready <= {TARGET_STALL_MS:g} ms": busy is not None
+        and busy <= TARGET_STALL_MS,
     }
 
 
@@ -429,7 +437,7 @@ def growth(runs: list[dict[str, Any]], plot: Path | None) -> str:
     """The growth table of a sweep (and its plot, when asked for)."""
     lines = [
         "| pods, PVs, claims each | nodes | ready (s) | peak RSS (MB) | worst /mutate wait "
-        "while listing (ms) | worst loop lag until ready (ms) |",
+        "while listing (ms) | worst loop lag until ready, of it own work at most (ms) |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
@@ -437,7 +445,8 @@ def growth(runs: list[dict[str, Any]], plot: Path | None) -> str:
         lines.append(
             f"| {objects['pods']:,} | {objects['nodes']:,} | {run['ready_seconds']:.1f} | "
             f"{run['peak_rss_mb_at_ready']:.0f} | {run['mutate_while_listing'].get('max_ms')} | "
-            f"{run['loop_lag_until_ready'].get('max_ms')} |"
+            f"{run['loop_lag_until_ready'].get('max_ms')}, "
+            f"{run['loop_lag_until_ready'].get('busy_max_ms')} |"
         )
     if plot is not None:
         import matplotlib

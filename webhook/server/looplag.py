@@ -2,14 +2,22 @@
 
 Exported (prefixed ``stszone_``)::
 
-    event_loop_lag_seconds       histogram  how late each probe woke
-    event_loop_lag_max_seconds   gauge      the latest wake since the process started
+    event_loop_lag_seconds             histogram  how late each probe woke
+    event_loop_lag_max_seconds         gauge      the latest wake since the process started
+    event_loop_busy_lag_max_seconds    gauge      the most of one wake's lag the loop's own
+                                                  work can explain
 
 Every admission request waits behind whatever holds the loop (a page of a list being folded,
 a scrape, a TLS handshake), so this is the wait a request may add on top of its own work. The
 probe wakes every :data:`INTERVAL` (5 ms); a stop of the loop of S seconds shows as a lag
-between S minus the interval and S. The probe costs a timer and a wake-up per interval (about
-0.2% of a core).
+between S minus the interval and S.
+
+A wake is also late when the process is not run at all: a container at its CPU limit is
+throttled until the next period (100 ms by default), and a busy node runs other processes.
+The loop thread's CPU time over the sleep tells the two apart: the loop's own work cannot
+have held it for longer than that, so ``min(lag, CPU time)`` bounds the part of a lag that was
+stszone's doing (the busy lag); the rest was the process waiting for a core. The probe costs a
+timer, a wake-up and two clock reads per interval (about 0.2% of a core).
 """
 
 from __future__ import annotations
@@ -36,28 +44,34 @@ class LoopLag(Collector):
         *,
         interval: float = INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        cpu: Callable[[], float] = time.thread_time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.interval = interval
         self._clock = clock
+        #: CPU time of the thread running the loop (the probe runs on it).
+        self._cpu = cpu
         self._sleep = sleep
         #: Wakes per bucket (the last one beyond every bound, not cumulative), their sum.
         self.counts = [0] * (len(BUCKETS) + 1)
         self.total = 0.0
         self.worst = 0.0
+        self.worst_busy = 0.0
 
-    def note(self, lag: float) -> None:
-        """Count one wake ``lag`` seconds late."""
+    def note(self, lag: float, *, busy: float) -> None:
+        """Count one wake ``lag`` seconds late, of which at most ``busy`` the loop's own work."""
         self.counts[bisect_left(BUCKETS, lag)] += 1
         self.total += lag
         self.worst = max(self.worst, lag)
+        self.worst_busy = max(self.worst_busy, min(lag, busy))
 
     async def run(self) -> None:
         """Sleep ``interval`` and note how late each wake is, until cancelled."""
         while True:
-            asleep = self._clock()
+            asleep, ran = self._clock(), self._cpu()
             await self._sleep(self.interval)
-            self.note(max(0.0, self._clock() - asleep - self.interval))
+            lag = max(0.0, self._clock() - asleep - self.interval)
+            self.note(lag, busy=self._cpu() - ran)
 
     def collect(self) -> Iterator[Metric]:
         lag = HistogramMetricFamily(
@@ -76,4 +90,10 @@ class LoopLag(Collector):
             "stszone_event_loop_lag_max_seconds",
             "The latest a loop-lag probe woke since the process started.",
             value=self.worst,
+        )
+        yield GaugeMetricFamily(
+            "stszone_event_loop_busy_lag_max_seconds",
+            "The most of one probe wake's lag that the loop's own work can explain (the loop "
+            "thread's CPU time over the sleep); the rest of a lag is the process not running.",
+            value=self.worst_busy,
         )
