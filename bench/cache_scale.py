@@ -17,9 +17,16 @@ connections until it is ready, an open-loop client (``bench/openloop.py``, ``--s
 requests/s over eight keep-alive connections) sends ``/mutate`` reviews of generated pods. Each
 latency counts from the request's scheduled time, so a request that waited behind a stopped
 event loop shows the whole wait: the worst one bounds the longest stall of the loop while
-pages were folded. Targets (issue 13): ready in under 8 s, under 250 MB peak RSS, and no
-admission request delayed by more than 20 ms while listing. ``--sweep`` runs several sizes one
-after the other and prints the growth table (``--plot`` draws it, with matplotlib).
+pages were folded. The webhook's own loop-lag probe (``stszone_event_loop_lag_*`` on
+``/metrics``, a task that sleeps 5 ms and notes how late it wakes) is read once it is ready: the
+same stalls seen from inside, without the client's share of its core, and how much of the
+worst one the loop's own work can explain (its CPU time over the probe's sleep; the rest is the
+process waiting for a core, which a shared machine adds). Targets (issue 13): ready
+in under 8 s, under 250 MB peak RSS, and no admission request delayed by more than 20 ms (and
+no loop lag over 20 ms) while listing. ``--profile DIR`` runs py-spy on the webhook from its
+start and prints the top frames (its timings are then not the ones to report). ``--sweep`` runs
+several sizes one after the other and prints the growth table (``--plot`` draws it, with
+matplotlib).
 """
 
 from __future__ import annotations
@@ -43,10 +50,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import openloop  # noqa: E402
+from bench.run import PY_SPY, summarise_profile  # noqa: E402
 from tests import builders  # noqa: E402
 from tests.fakeapi import FakeApi  # noqa: E402
 from tests.fakestate import API_FIXTURES, Stored  # noqa: E402
@@ -292,6 +302,7 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
         webhook = subprocess.Popen(
             _pinned(cmd, args.server_core), stderr=log, env=env, cwd=args.root
         )
+        spy = _spy(webhook.pid, args) if args.profile else None
         try:
             context = ssl.create_default_context()
             context.check_hostname, context.verify_mode = (
@@ -313,6 +324,7 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
                     break
                 time.sleep(0.1)
             listing = load.stop() if listening_after is not None else {}
+            lag = _loop_lag(port, context)
             memory = _status(webhook.pid)
             cpu = _cpu_seconds(webhook.pid)
             latencies = _mutate_latencies(port, context, args) if ready_after else []
@@ -321,6 +333,8 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
             webhook.send_signal(signal.SIGTERM)
             webhook.wait(30)
             log.close()
+            if spy is not None:
+                spy.wait(30)
     finally:
         fake.kill()
         fake.wait()
@@ -339,21 +353,66 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
         "rss_mb_at_ready": memory["VmRSS"] / 1024,
         "peak_rss_mb_after_requests": after["VmHWM"] / 1024,
         "mutate_while_listing": listing,
+        "loop_lag_until_ready": lag,
         "caches": synced,
         "mutate_ms": latencies,
         "log_tail": text.splitlines()[-3:],
+        **({"profile": summarise_profile(args.profile / "serve.pyspy.txt")} if spy else {}),
+    }
+
+
+def _spy(pid: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
+    """py-spy on the webhook from its start until it stops (on the client core), raw stacks.
+
+    py-spy pauses the process for each sample, so a profiled run's timings are not reported.
+    """
+    args.profile.mkdir(parents=True, exist_ok=True)
+    raw = args.profile / "serve.pyspy.txt"
+    command = [PY_SPY, "record", "-r", "250", "-p", str(pid), "--format", "raw", "-o", str(raw)]
+    return subprocess.Popen(
+        _pinned(command, args.client_core), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def _loop_lag(port: int, context: ssl.SSLContext) -> dict[str, Any]:
+    """The webhook's own event-loop lag probe so far (``/metrics``): worst wake, and wakes
+    later than the stall target; empty for a webhook without the probe (an older ``--root``)."""
+    status, text = _get(port, "/metrics", context)
+    samples = {
+        (sample.name, sample.labels.get("le")): sample.value
+        for family in text_string_to_metric_families(text.decode())
+        for sample in family.samples
+        if family.name.startswith("stszone_event_loop_")
+    }
+    if status != 200 or not samples:
+        return {}
+    wakes = samples[("stszone_event_loop_lag_seconds_count", None)]
+    on_time = samples[("stszone_event_loop_lag_seconds_bucket", repr(TARGET_STALL_MS / 1000))]
+    busy = samples.get(("stszone_event_loop_busy_lag_max_seconds", None))
+    return {
+        "max_ms": round(samples[("stszone_event_loop_lag_max_seconds", None)] * 1e3, 2),
+        # The most of one lag the loop's own work can explain (the rest: waiting for a core).
+        "busy_max_ms": round(busy * 1e3, 2) if busy is not None else None,
+        "wakes": int(wakes),
+        f"over_{TARGET_STALL_MS:g}_ms": int(wakes - on_time),
     }
 
 
 def met(figures: dict[str, Any]) -> dict[str, bool]:
     """Each target of issue 13, met or not, for one run at the default size."""
     stall = figures["mutate_while_listing"].get("max_ms")
+    lag = figures["loop_lag_until_ready"].get("max_ms")
+    busy = figures["loop_lag_until_ready"].get("busy_max_ms")
     return {
         f"ready < {TARGET_READY_S:g} s": figures["ready_seconds"] is not None
         and figures["ready_seconds"] < TARGET_READY_S,
         f"peak RSS < {TARGET_RSS_MB:g} MB": figures["peak_rss_mb_at_ready"] < TARGET_RSS_MB,
         f"worst /mutate wait while listing < {TARGET_STALL_MS:g} ms": stall is not None
         and stall < TARGET_STALL_MS,
+        f"worst event-loop lag until ready <= {TARGET_STALL_MS:g} ms": lag is not None
+        and lag <= TARGET_STALL_MS,
+        f"worst lag of the loop's own work until ready <= {TARGET_STALL_MS:g} ms": busy is not None
+        and busy <= TARGET_STALL_MS,
     }
 
 
@@ -378,14 +437,16 @@ def growth(runs: list[dict[str, Any]], plot: Path | None) -> str:
     """The growth table of a sweep (and its plot, when asked for)."""
     lines = [
         "| pods, PVs, claims each | nodes | ready (s) | peak RSS (MB) | worst /mutate wait "
-        "while listing (ms) |",
-        "|---:|---:|---:|---:|---:|",
+        "while listing (ms) | worst loop lag until ready, of it own work at most (ms) |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         objects = run["objects"]
         lines.append(
             f"| {objects['pods']:,} | {objects['nodes']:,} | {run['ready_seconds']:.1f} | "
-            f"{run['peak_rss_mb_at_ready']:.0f} | {run['mutate_while_listing'].get('max_ms')} |"
+            f"{run['peak_rss_mb_at_ready']:.0f} | {run['mutate_while_listing'].get('max_ms')} | "
+            f"{run['loop_lag_until_ready'].get('max_ms')}, "
+            f"{run['loop_lag_until_ready'].get('busy_max_ms')} |"
         )
     if plot is not None:
         import matplotlib
@@ -443,6 +504,12 @@ def main() -> int:
         help="run `stszone serve` from this source tree (e.g. an older checkout to compare)",
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="py-spy the webhook from start to stop; raw stacks into DIR, the top frames printed",
+    )
     parser.add_argument("--fake-api", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fake_api:
@@ -464,6 +531,7 @@ def main() -> int:
                             "ready_seconds",
                             "peak_rss_mb_at_ready",
                             "mutate_while_listing",
+                            "loop_lag_until_ready",
                         )
                     }
                 )

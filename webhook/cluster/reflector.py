@@ -5,8 +5,8 @@ Each :class:`Reflector` follows client-go's reflector contract:
 1. List in pages (``limit`` + ``continue``). Without ``resourceVersion`` the list is a consistent
    read the API server can paginate (``resourceVersion=0`` is served whole from its watch cache,
    which is what paging is meant to avoid), and each page is folded into compact records before
-   the next is fetched, so 100k pods never sit in memory as JSON. Pages are decoded by orjson
-   (:func:`webhook.wire.codec.loads`: read as the stdlib reads them), sized to about a megabyte,
+   the next is fetched, so 100k pods never sit in memory as JSON. Pages are decoded to the
+   fields the records read and no more (:mod:`webhook.cluster.pages`), sized to about a megabyte,
    and folded in chunks with a yield to the event loop in between, so a list never stops
    admission requests for long (:mod:`webhook.cluster.heap` keeps the collector out of it). The
    records go into a staging table that is swapped into the store at once: readers never see
@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.cluster import heap
+from webhook.cluster import heap, pages
 from webhook.cluster.api import Api, ApiError, api_error
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.resources import Resource, describe, object_key
@@ -159,7 +159,7 @@ class Reflector:
             # for long, whatever the objects weigh (a pod with its managedFields: 5-20 KB).
             limit = max(1, min(tuning.page_size, limit * tuning.page_bytes // max(1, len(body))))
             async with self._folding.page():  # decoded, folded into records and freed in here
-                items, meta = _page(codec.loads(body))
+                items, meta = pages.read_page(body, table=res.table)
                 del body
                 for start in range(0, len(items), tuning.fold_chunk):
                     if start:
@@ -302,12 +302,3 @@ class Reflector:
             self._unsynced_since = self._clock()
         if error is not None:
             self._last_error = error
-
-
-def _page(page: Any) -> tuple[list[Any], dict[str, Any]]:
-    if not isinstance(page, dict):
-        raise ValueError("list response is not a JSON object")
-    items, meta = page.get("items") or [], page.get("metadata") or {}
-    if not isinstance(items, list) or not isinstance(meta, dict):
-        raise ValueError("list response has no items list or no metadata")
-    return items, meta

@@ -218,9 +218,10 @@ def volume_info(obj: Mapping[str, Any]) -> VolumeInfo:
     # never binds again: a new claim of that name must not be pinned to where the old data was.
     phase = objects.string(objects.mapping(obj, "status"), "phase")
     if claim_ref.get("name") and phase not in ("Released", "Failed"):
+        # Interned: the claim's own record holds the same name (100k volumes: ~7 MB).
         claim = (
             _intern(objects.string(claim_ref, "namespace")),
-            objects.string(claim_ref, "name"),
+            _intern(objects.string(claim_ref, "name")),
         )
     return VolumeInfo(
         name=_name(meta),
@@ -253,7 +254,8 @@ def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
     return ClaimInfo(
         namespace=_intern(objects.string(meta, "namespace")),
         name=_name(meta),
-        volume=objects.string(objects.mapping(obj, "spec"), "volumeName"),
+        # Interned: the volume's record holds the same name.
+        volume=_intern(objects.string(objects.mapping(obj, "spec"), "volumeName")),
         uid=objects.string(meta, "uid"),
     )
 

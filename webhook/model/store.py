@@ -8,11 +8,12 @@ their extraction from API objects are in :mod:`webhook.model.records`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
+from webhook.model.index import Index
 from webhook.model.records import (
     HOSTNAME,
     TABLES,
@@ -26,9 +27,6 @@ from webhook.model.records import (
     Table,
     VolumeInfo,
 )
-
-R = TypeVar("R", NodeInfo, VolumeInfo, ClaimInfo, StatefulSetInfo, PodInfo, NamespaceInfo)
-S = TypeVar("S")
 
 
 class Store:
@@ -59,23 +57,23 @@ class Store:
         # Secondary indexes, kept in step with the tables by put/delete/replace, so that a
         # request about one set looks at its namespace's records, never a whole table.
         #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
-        self._volumes_by_claim: _Index[VolumeInfo, None] = _Index(lambda v: v.claim)
+        self._volumes_by_claim: Index[VolumeInfo, None] = Index(lambda v: v.claim)
         #: Claims and pre-bound PVs by (namespace, claim name without its "-<ordinal>"), i.e.
         #: by "<template>-<set>": the claims of one set are one lookup per template. Each
         #: group's ordinals are summarised once per change of the group (the guard asks).
-        self._volumes_by_stem: _Index[VolumeInfo, frozenset[int]] = _Index(
+        self._volumes_by_stem: Index[VolumeInfo, frozenset[int]] = Index(
             lambda v: _stem(v.claim[0], v.claim[1]) if v.claim else None,
             summarise=lambda volumes: _claim_ordinals(v.claim[1] for v in volumes if v.claim),
         )
-        self._claims_by_stem: _Index[ClaimInfo, frozenset[int]] = _Index(
+        self._claims_by_stem: Index[ClaimInfo, frozenset[int]] = Index(
             lambda c: _stem(c.namespace, c.name),
             summarise=lambda claims: _claim_ordinals(c.name for c in claims),
         )
-        self._sets_by_namespace: _Index[StatefulSetInfo, None] = _Index(lambda s: s.namespace)
-        self._pods_by_owner: _Index[PodInfo, SetPods] = _Index(
+        self._sets_by_namespace: Index[StatefulSetInfo, None] = Index(lambda s: s.namespace)
+        self._pods_by_owner: Index[PodInfo, SetPods] = Index(
             lambda p: (p.namespace, p.owner) if p.owner else None, summarise=SetPods.of
         )
-        self._indexes: dict[Table, tuple[_Index[Any, Any], ...]] = {
+        self._indexes: dict[Table, tuple[Index[Any, Any], ...]] = {
             "volumes": (self._volumes_by_claim, self._volumes_by_stem),
             "claims": (self._claims_by_stem,),
             "statefulsets": (self._sets_by_namespace,),
@@ -90,8 +88,8 @@ class Store:
 
     def put(self, name: Table, info: Info) -> None:
         """Insert or replace one record."""
-        table = self.table(name)
-        old = table.get(info.key)
+        table, key = self.table(name), info.key
+        old = table.get(key)
         if old == info:
             # Most MODIFIED events change nothing a record keeps (pod status, node heartbeats):
             # leave the indexes, their summaries and the node caches as they are.
@@ -99,8 +97,8 @@ class Store:
         for index in self._indexes.get(name, ()):
             if old is not None:
                 index.remove(old)
-            index.add(info)
-        table[info.key] = info
+            index.add(info, key=key)
+        table[key] = info
         if name == "nodes":
             self._node_generation += 1
 
@@ -325,7 +323,7 @@ class SetPods:
 class Staging:
     """A table being filled (a list in progress) and its indexes; see :meth:`Store.staging`."""
 
-    def __init__(self, name: Table, indexes: tuple[_Index[Any, Any], ...]) -> None:
+    def __init__(self, name: Table, indexes: tuple[Index[Any, Any], ...]) -> None:
         self.name: Table = name
         self.table: dict[Any, Any] = {}
         self.indexes = indexes
@@ -334,72 +332,15 @@ class Staging:
         """Add records (a key seen before is replaced: the last one wins, as in a dict)."""
         table, indexes = self.table, self.indexes
         for info in infos:
-            old = table.get(info.key)
+            # One key tuple for the table and every index: a namespaced record's key is built
+            # anew by each call of its property, and 100k pods would hold two copies each.
+            key = info.key
+            old = table.get(key)
             for index in indexes:
                 if old is not None:
                     index.remove(old)
-                index.add(info)
-            table[info.key] = info
+                index.add(info, key=key)
+            table[key] = info
 
     def __len__(self) -> int:
         return len(self.table)
-
-
-class _Index(Generic[R, S]):
-    """A secondary index over one table: group key -> {primary key: record}.
-
-    With ``summarise``, :meth:`summary` answers a question about one group's records and
-    keeps the answer until that group changes.
-    """
-
-    def __init__(
-        self,
-        group: Callable[[R], Hashable | None],
-        *,
-        summarise: Callable[[Iterable[R]], S] | None = None,
-    ) -> None:
-        self._group: Callable[[R], Hashable | None] = group
-        self._groups: dict[Hashable, dict[Key, R]] = {}
-        self._summarise: Callable[[Iterable[R]], S] | None = summarise
-        self._summaries: dict[Hashable, S] = {}
-
-    def add(self, info: R) -> None:
-        key = self._group(info)
-        if key is not None:
-            self._groups.setdefault(key, {})[info.key] = info
-            self._summaries.pop(key, None)
-
-    def remove(self, info: R) -> None:
-        key = self._group(info)
-        members = self._groups.get(key) if key is not None else None
-        if members is not None:
-            members.pop(info.key, None)
-            self._summaries.pop(key, None)
-            if not members:
-                del self._groups[key]
-
-    def empty(self) -> _Index[R, S]:
-        """A new, empty index grouping and summarising the same way."""
-        return _Index(self._group, summarise=self._summarise)
-
-    def adopt(self, other: _Index[R, S]) -> None:
-        """Take ``other``'s groups (built for a staging table) as this index's own."""
-        self._groups, self._summaries = other._groups, other._summaries
-
-    def summary(self, key: Hashable) -> S:
-        """``summarise`` of one group's records (an empty group included), kept until it changes."""
-        try:
-            return self._summaries[key]
-        except KeyError:
-            pass
-        if self._summarise is None:
-            raise TypeError("this index keeps no summaries")
-        members = self._groups.get(key)
-        if members is None:  # not kept: requests may name any number of absent groups
-            return self._summarise(())
-        value = self._summaries[key] = self._summarise(members.values())
-        return value
-
-    def get(self, key: Hashable) -> dict[Key, R]:
-        """The records of one group (empty when none)."""
-        return self._groups.get(key, {})

@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry
 from webhook.errors import BadRequest, PayloadTooLarge, RequestTimeout
 from webhook.rules import admission, extender
 from webhook.rules.risk import RiskScan
+from webhook.server.looplag import LoopLag
 from webhook.server.metrics import CacheLike, Metrics, serve_metrics, store_caches
 from webhook.server.riskmetrics import ZoneRisk
 from webhook.server.runtime import Handler, Route, Runtime
@@ -274,7 +275,7 @@ def install_metrics(
     zone_risk: ZoneRisk | None = None,
 ) -> Metrics:
     """Give ``runtime`` metrics: the observer, ``/metrics`` on the app or ``--metrics-port``,
-    and the zone-risk gauges with their background job.
+    the zone-risk gauges and the event-loop lag probe, with their background jobs.
 
     Call before ``make_app``. ``caches`` defaults to the sizes of the runtime's store tables;
     ``zone_risk`` to a scan of the runtime's store, refreshed while the runtime is ready.
@@ -287,13 +288,15 @@ def install_metrics(
             interval=runtime.settings.zone_risk_interval,
         )
     runtime.jobs.append(zone_risk.run)
+    lag = LoopLag()
+    runtime.jobs.append(lag.run)
     metrics = Metrics(
         registry=registry,
         caches=caches if caches is not None else store_caches(runtime.store),
         certificate=certificate,
         in_flight=lambda: runtime.in_flight.count,
         ready=lambda: not runtime.shutting_down and not not_ready(runtime),
-        collectors=[zone_risk.collector],
+        collectors=[zone_risk.collector, lag],
     )
     runtime.observers.append(metrics.observe)
     port = runtime.settings.metrics_port

@@ -20,6 +20,8 @@ Exported (all prefixed ``stszone_``)::
     certificate_expiry_timestamp_seconds        gauge     notAfter of the serving certificate
     statefulset_*{namespace,statefulset}        gauge     zone risk per opted-in StatefulSet
                                                           (:mod:`webhook.server.riskmetrics`)
+    event_loop_lag_seconds, _max_seconds        histogram how long the event loop is held
+                                                          (:mod:`webhook.server.looplag`)
 
 ``result`` of an AdmissionReview: ``patched`` (allowed with a non-empty patch), ``allowed``,
 ``denied`` (``allowed: false``: a rule or a malformed object), ``error`` (a 4xx for a request

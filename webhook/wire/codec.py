@@ -7,9 +7,10 @@ or a number beyond a float's range is refused as not valid JSON -- the API serve
 any of them), nesting is capped at 1024 levels, and an integer beyond 64 bits is read as a float
 (orjson does so without an error), so a field that must be an integer is refused as malformed.
 
-The live view's lists and watch events (:func:`loads`) are decoded by orjson too, but read
-exactly as the stdlib reads them: whatever orjson refuses or would read differently goes to
-``json.loads``, which then accepts it or raises what it always raised.
+The live view's watch events, and list pages that do not fit their table's shape
+(:mod:`webhook.cluster.pages` decodes the others), are decoded by orjson too (:func:`loads`),
+but read exactly as the stdlib reads them: whatever orjson refuses or would read differently
+goes to ``json.loads``, which then accepts it or raises what it always raised.
 """
 
 from __future__ import annotations
