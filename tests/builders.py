@@ -187,8 +187,9 @@ def node(name: str, zone: str | None, *, labels: dict[str, str] | None = None) -
     return {"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "labels": all_labels}}
 
 
-def pv(name: str, zone: str, *, claim: tuple[str, str] | None = None) -> JSON:
-    """A PersistentVolume pinned to ``zone`` by ``spec.nodeAffinity`` (like a local or EBS PV)."""
+def pv(name: str, *zones: str, claim: tuple[str, str] | None = None) -> JSON:
+    """A PersistentVolume pinned to its zone by ``spec.nodeAffinity`` (like a local or EBS PV),
+    or usable from several (a regional disk)."""
     spec: JSON = {
         "capacity": {"storage": "1Gi"},
         "nodeAffinity": {
@@ -199,7 +200,7 @@ def pv(name: str, zone: str, *, claim: tuple[str, str] | None = None) -> JSON:
                             {
                                 "key": "topology.kubernetes.io/zone",
                                 "operator": "In",
-                                "values": [zone],
+                                "values": list(zones),
                             }
                         ]
                     }

@@ -60,14 +60,18 @@ def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns")
 
 @dataclass(frozen=True)
 class Answer:
-    """What the rules say about one scale-down."""
+    """What the rules say about one scale-down; ordinals are listed in order."""
 
     refused: bool
-    #: Listed zone -> how many removed ordinals hold it (no kept ordinal of known zone does).
-    lost: dict[str, int]
+    #: Listed zone -> the removed ordinals that hold it (no kept ordinal of known zone does).
+    lost: dict[str, list[int]]
+    #: Listed zones no kept ordinal of known zone holds, that a removed unknown one may hold.
+    at_risk: list[str]
+    #: Zone outside the list -> the removed ordinals in it.
+    unlisted: dict[str, list[int]]
     depends_on_unknown: bool
-    unknown_removed: int
-    unknown_kept: int
+    unknown_removed: list[int]
+    unknown_kept: list[int]
 
 
 def judge(where: dict[int, str | None], policy: Policy, old: range, new: range) -> Answer:
@@ -75,16 +79,24 @@ def judge(where: dict[int, str | None], policy: Policy, old: range, new: range) 
     kept = {where[o] for o in new} - {None}
     removed = [o for o in old if o not in new]
     listed = set(policy.zones) or ({where[o] for o in old} - {None})
-    lost: dict[str, int] = {}
+    lost: dict[str, list[int]] = {}
+    unlisted: dict[str, list[int]] = {}
     for o in removed:
         zone = where[o]
         if zone is not None and zone in listed and zone not in kept:
-            lost[zone] = lost.get(zone, 0) + 1
-    unknown_removed = sum(1 for o in removed if where[o] is None)
-    unknown_kept = sum(1 for o in new if where[o] is None)
-    at_risk = bool(set(policy.zones) - kept - set(lost)) if policy.zones else True
-    depends = bool(lost and unknown_kept) or bool(unknown_removed and at_risk)
-    return Answer(bool(lost) or depends, lost, depends, unknown_removed, unknown_kept)
+            lost.setdefault(zone, []).append(o)
+        elif zone is not None and zone not in listed:
+            unlisted.setdefault(zone, []).append(o)
+    unknown_removed = [o for o in removed if where[o] is None]
+    unknown_kept = [o for o in new if where[o] is None]
+    at_risk = (
+        [z for z in policy.zones if z not in kept and z not in lost] if unknown_removed else []
+    )
+    risky = bool(at_risk) if policy.zones else True
+    depends = bool(lost and unknown_kept) or bool(unknown_removed and risky)
+    return Answer(
+        bool(lost) or depends, lost, at_risk, unlisted, depends, unknown_removed, unknown_kept
+    )
 
 
 def walk(

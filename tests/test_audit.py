@@ -285,9 +285,11 @@ def test_unreadable_cluster_file_is_a_usage_error(
     assert "cannot read cluster file" in capsys.readouterr().err
 
 
-def _small(*extra: dict[str, Any], annotations: dict[str, str] | None = None) -> Any:
+def _small(
+    *extra: dict[str, Any], annotations: dict[str, str] | None = None, replicas: int = 2
+) -> Any:
     """Nodes a1, a2 (zone a) and b1 (zone b); db with 2 replicas and zones a,b."""
-    sts = b.statefulset(replicas=2, annotations=annotations or {"stszone.io/zones": "a,b"})
+    sts = b.statefulset(replicas=replicas, annotations=annotations or {"stszone.io/zones": "a,b"})
     nodes = [b.node("a1", "a"), b.node("a2", "a"), b.node("b1", "b")]
     return audit(store_from_objects([*nodes, sts, *extra]))
 
@@ -310,6 +312,13 @@ def test_node_holding_a_local_volume_is_not_removable() -> None:
     pods = [b.sts_pod(ordinal=0, node="a1"), b.sts_pod(ordinal=1, node="b1")]
     report = _small(*pods, b.pvc("data-db-0", volume="pv-local"), local)
     assert "a1" not in report.removable and "a2" in report.removable
+
+
+def test_a_stopped_set_has_no_ordinal_to_audit() -> None:
+    """replicas: 0 (scaled to zero): no row, no zone held; its nodes are all removable."""
+    report = _small(replicas=0)
+    assert report.sets[0].rows == () and report.sets[0].held == ()
+    assert report.removable == ("a1", "a2", "b1")
 
 
 def test_node_ordinal_pod_on_an_unlabelled_node_is_misplaced() -> None:

@@ -146,3 +146,43 @@ def test_stszone_review_shows_the_kept_class(
     assert [op["path"] for op in patch] == ["/metadata/annotations"]
     assert patch[0]["value"] == {"stszone.io/zone": "zone-b"}
     assert "storageClassName kept" in response["warnings"][0]
+
+
+def test_a_claim_labelled_skip_is_left_alone() -> None:
+    """stszone.io/skip=true on the claim: no zone, no class, no warning (as for pods)."""
+    body = claim_review()
+    body["request"]["object"]["metadata"].setdefault("labels", {})["stszone.io/skip"] = "true"
+    outcome = admission.mutate(review.from_dict(body), store=cluster(), defaults=Defaults())
+    assert outcome.allowed and outcome.patch == [] and outcome.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("name", "zone"), [("data-db-1", "zone-b"), ("data-db-2", "zone-c"), ("data-db-0", "zone-b")]
+)
+def test_a_claim_naming_a_regional_volume_keeps_the_rule_zone_when_it_can(
+    name: str, zone: str
+) -> None:
+    """pv-bc is usable from zone-b and zone-c: ordinals 1 and 2 keep their rule zones; ordinal
+    0 (rule zone-a) takes zone-b, the first zone of the list the volume allows."""
+    got, _ = mutated(
+        claim_review(name, volumeName="pv-bc"), cluster(b.pv("pv-bc", "zone-b", "zone-c"))
+    )
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == zone
+
+
+@pytest.mark.parametrize(
+    ("annotations", "storage_class"),
+    [(TEMPLATE, "ssd-zone-b"), ({"stszone.io/zones": "zone-a,zone-b,zone-c"}, "manual")],
+    ids=["class-already-the-templates", "no-template"],
+)
+def test_a_claim_naming_its_volume_is_warned_only_when_its_class_differs(
+    annotations: dict[str, str], storage_class: str
+) -> None:
+    """The warning about a kept class is for a class the template would have changed: none
+    when the claim already has the template's class, or when the set has no template."""
+    store = store_from_objects(
+        [b.statefulset(namespace="cap", annotations=annotations), b.pv("pv-b", "zone-b")]
+    )
+    got, warnings = mutated(claim_review(volumeName="pv-b", storageClassName=storage_class), store)
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-b"
+    assert got["spec"]["storageClassName"] == storage_class and warnings == ()

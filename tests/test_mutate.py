@@ -14,7 +14,7 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.records import TABLES
 from webhook.model.store import Store
-from webhook.rules import admission, claims
+from webhook.rules import admission
 from webhook.wire import review
 from webhook.wire.patches import apply
 
@@ -160,6 +160,25 @@ def test_own_constraint_excluding_the_zone_is_denied_naming_both(
     assert named in outcome.message and "zone-a" in outcome.message
 
 
+@pytest.mark.parametrize(
+    ("objects", "zone", "why"),
+    [
+        ([], "zone-a", "the zone stszone chose for ordinal 0"),
+        ([b.pvc("data-db-0", volume="pv-c"), b.pv("pv-c", "zone-c")], "zone-c", "the zone of its volume pv-c"),
+    ],
+    ids=["rule", "volume"],
+)  # fmt: skip
+def test_a_refusal_says_where_the_excluded_zone_comes_from(
+    objects: list[dict[str, Any]], zone: str, why: str
+) -> None:
+    """The rule's zone, or the zone its bound volume pins it to: the user fixes one or the
+    other (the pod's nodeSelector here asks for zone-b)."""
+    store = store_from_objects(objects, zones=("zone-a", "zone-b", "zone-c"))
+    outcome, _ = run(b.sts_pod(ordinal=0, node_selector={ZONE_KEY: "zone-b"}), store)
+    assert not outcome.allowed
+    assert f"which excludes {ZONE_KEY}={zone}, {why}; remove that constraint" in outcome.message
+
+
 def test_one_term_still_allowing_the_zone_is_enough() -> None:
     """Terms are ORed: if one term allows the zone the pod is schedulable, so it is allowed."""
     pod = b.sts_pod(
@@ -259,8 +278,9 @@ def test_non_create_operations_are_not_mutated() -> None:
 def test_statefulset_create_fills_zones_from_server() -> None:
     """A new StatefulSet without stszone.io/zones gets the server's list, in its order."""
     sts = b.statefulset()
-    _, mutated = run(sts, store_from_objects([], zones=("c", "a", "b")))
+    outcome, mutated = run(sts, store_from_objects([], zones=("c", "a", "b")))
     assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "c,a,b"
+    assert outcome.warnings == (), "--zones lists the default key's zones: nothing to say"
     discovered = store_from_objects([b.node("n1", "zone-b"), b.node("n2", "zone-a")])
     _, mutated = run(b.statefulset(), discovered)
     assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "zone-a,zone-b"
@@ -280,10 +300,66 @@ def test_statefulset_create_fills_only_zones_its_template_allows() -> None:
     assert "stszone.io/zones" not in mutated["metadata"]["annotations"] and outcome.warnings
 
 
+def test_an_unnamed_statefulset_gets_its_zones_and_is_called_unnamed() -> None:
+    """A set created with generateName arrives without a name: its template is still read, and
+    the warnings call it (unnamed)."""
+    sts = b.statefulset(affinity=b.zone_affinity([(ZONE_KEY, "In", ["zone-b", "zone-c"])]))
+    del sts["metadata"]["name"]
+    sts["metadata"]["generateName"] = "db-"
+    outcome, mutated = run(sts, ZONES_ABC)
+    assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "zone-b,zone-c"
+    assert outcome.warnings == (
+        "(unnamed): stszone.io/zones set to zone-b,zone-c, the zones its template allows",
+    )
+
+
 def test_statefulset_with_zones_is_left_alone() -> None:
     """An explicit list is the user's choice."""
     outcome, _ = run(b.statefulset(annotations={"stszone.io/zones": "q"}), ZONES_ABC)
     assert outcome.patch == []
+
+
+ANNOTATED = {"example.io/owner": "team-a", "prometheus.io/scrape": "true"}
+
+
+def owned(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as its owner wrote it: with annotations of its own."""
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["annotations"] = dict(ANNOTATED)
+    return obj
+
+
+def changed(obj: dict[str, Any], *, spec: dict[str, Any], annotations: dict[str, str]) -> Any:
+    """``obj`` with these spec fields and annotations set, and nothing else changed."""
+    obj = copy.deepcopy(obj)
+    obj["spec"].update(spec)
+    obj["metadata"]["annotations"].update(annotations)
+    return obj
+
+
+SCHEDULED = {"stszone.io/zones": "a,b", "stszone.io/mode": "scheduler", "stszone.io/scheduler-name": "zoned"}  # fmt: skip
+TEMPLATED = {"stszone.io/zones": "a,b,c", "stszone.io/storage-class-template": "ssd-{zone}"}
+ZONE_B = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE_KEY, "operator": "In", "values": ["zone-b"]}]}]}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("obj", "store", "spec", "annotations"),
+    [
+        (owned(b.sts_pod(ordinal=1)), ZONES_ABC, {"affinity": ZONE_B}, {"stszone.io/zone": "zone-b"}),
+        (owned(b.sts_pod(ordinal=1)), store_from_objects([b.statefulset(annotations=SCHEDULED)]), {"schedulerName": "zoned"}, {"stszone.io/zone": "b"}),
+        (owned(b.pvc("data-db-2")), store_from_objects([b.statefulset(annotations=TEMPLATED)]), {"storageClassName": "ssd-c"}, {"stszone.io/zone": "c"}),
+        (owned(b.statefulset()), ZONES_ABC, {}, {"stszone.io/zones": "zone-a,zone-b,zone-c"}),
+    ],
+    ids=["pod", "pod-scheduler-mode", "claim", "statefulset"],
+)  # fmt: skip
+def test_stszone_adds_its_own_and_keeps_everything_else(
+    obj: dict[str, Any], store: Store, spec: dict[str, Any], annotations: dict[str, str]
+) -> None:
+    """The object's own annotations and the rest of its spec come through unchanged: stszone
+    adds its annotation and the one field its mode sets, and nothing else."""
+    outcome, mutated = run(obj, store)
+    assert outcome.allowed
+    assert mutated == changed(obj, spec=spec, annotations=annotations)
 
 
 def test_claim_gets_zone_and_storage_class() -> None:
@@ -399,7 +475,10 @@ def test_controller_claim_of_an_unseen_set_is_refused_for_retry() -> None:
     store = live_store_without_sets()
     claim = b.pvc("data-db-0")
     body = b.review(claim)
-    for controller in sorted(claims.STATEFULSET_CONTROLLERS):
+    recorded = b.fixture_review("001-PersistentVolumeClaim-CREATE")["request"]["userInfo"]
+    # The controller's own account (recorded), and kube-controller-manager's when it runs with
+    # --use-service-account-credentials=false (its default).
+    for controller in (recorded["username"], "system:kube-controller-manager"):
         body["request"]["userInfo"]["username"] = controller
         outcome = admission.mutate(review.from_dict(body), store=store, defaults=DEFAULTS)
         assert not outcome.allowed and outcome.reason == "StatefulSetNotYetSeen", controller

@@ -211,3 +211,42 @@ def test_claims_without_one_node_zone_are_left_alone(nodes: tuple[dict[str, Any]
     no_zones = {k: v for k, v in ANNOTATIONS.items() if k != "stszone.io/zones"}
     outcome, _ = mutate(b.pvc("data-db-0"), kafka(*nodes, annotations=no_zones))
     assert outcome.allowed and outcome.patch == []
+
+
+@pytest.mark.parametrize(
+    ("op", "bound", "ordinal", "allowed"),
+    [("Lt", "3", 2, True), ("Lt", "3", 3, False), ("Gt", "2", 3, True), ("Gt", "3", 3, False)],
+)
+def test_a_bound_on_the_ordinal_label_admits_the_ordinals_within_it(
+    op: str, bound: str, ordinal: int, allowed: bool
+) -> None:
+    """A template that keeps brokers 0-2 on their own machines says `example.io/node Lt 3`:
+    ordinals below the bound are pinned to their node, the others refused (Gt alike)."""
+    store = kafka(broker(f"n{ordinal}", "zone-a", str(ordinal)))
+    pod = b.sts_pod(ordinal=ordinal, affinity=b.zone_affinity([(NODE_LABEL, op, [bound])]))
+    outcome, mutated = mutate(pod, store)
+    assert outcome.allowed == allowed, outcome.message
+    if allowed:
+        pin = {"key": NODE_LABEL, "operator": "In", "values": [str(ordinal)]}
+        assert terms(mutated) == [{"matchExpressions": [{"key": NODE_LABEL, "operator": op, "values": [bound]}, pin]}]  # fmt: skip
+    else:
+        assert outcome.reason == "NodeConflict"
+        assert (
+            f"has required nodeAffinity {NODE_LABEL} {op} [{bound}], which excludes"
+            in outcome.message
+        )
+
+
+@pytest.mark.parametrize(("replicas", "refused"), [(3, ""), (5, "3, 4")])
+def test_a_template_bounding_the_ordinal_label_is_refused_past_the_bound(
+    replicas: int, refused: str
+) -> None:
+    """The same bound on the StatefulSet: fine for 3 replicas, refused for 5, naming the
+    ordinals that could never run."""
+    sts = b.statefulset(replicas=replicas, annotations=ANNOTATIONS,
+                        affinity=b.zone_affinity([(NODE_LABEL, "Lt", ["3"])]))  # fmt: skip
+    request = review.from_dict(b.review(sts))
+    outcome = admission.validate(request, store=kafka(), defaults=Defaults())
+    assert outcome.allowed == (not refused), outcome.message
+    if refused:
+        assert f"excludes {NODE_LABEL} value(s) {refused}, so those ordinals" in outcome.message

@@ -286,6 +286,75 @@ def test_match_fields_naming_a_node_the_view_lacks_is_given_the_benefit_of_the_d
     assert mutate(b.sts_pod(ordinal=0, affinity=terms_affinity(fields)), ABC).allowed
 
 
+GEN, SPOT = "example.io/generation", "example.io/spot"
+
+
+def req(key: str, op: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": op, **({"values": list(values)} if values else {})}
+
+
+def named(*names: str, op: str = "In") -> list[dict[str, Any]]:
+    return [{"key": "metadata.name", "operator": op, "values": [n]} for n in names]
+
+
+@pytest.mark.parametrize(
+    ("labels", "term", "selector", "allowed"),
+    [
+        ({GEN: "5"}, {"matchFields": named("n1"), "matchExpressions": [req(GEN, "Gt", "3")]}, {}, True),
+        ({GEN: "3"}, {"matchFields": named("n1"), "matchExpressions": [req(GEN, "Gt", "3")]}, {}, False),
+        ({GEN: "2"}, {"matchFields": named("n1"), "matchExpressions": [req(GEN, "Lt", "3")]}, {}, True),
+        ({GEN: "3"}, {"matchFields": named("n1"), "matchExpressions": [req(GEN, "Lt", "3")]}, {}, False),
+        ({}, {"matchFields": named("n1"), "matchExpressions": [req(GEN, "Gt", "3")]}, {}, False),
+        ({GEN: "new"}, {"matchFields": named("n1"), "matchExpressions": [req(GEN, "Gt", "3")]}, {}, False),
+        ({}, {"matchFields": named("n1"), "matchExpressions": [req(SPOT, "DoesNotExist")]}, {}, True),
+        ({SPOT: "true"}, {"matchFields": named("n1"), "matchExpressions": [req(SPOT, "DoesNotExist")]}, {}, False),
+        ({"disk": "hdd"}, {"matchFields": named("n1"), "matchExpressions": [req("disk", "In", "ssd")]}, {}, False),
+        ({"disk": "ssd"}, {"matchFields": named("n1"), "matchExpressions": [req("disk", "In", "ssd")]}, {}, True),
+        ({"pool": "p1"}, {"matchFields": named("n1")}, {"pool": "p2"}, False),
+        ({"pool": "p2"}, {"matchFields": named("n1")}, {"pool": "p2"}, True),
+        ({}, {"matchFields": named("n1", "nc")}, {}, False),
+        ({}, {"matchFields": named("n1", op="NotIn")}, {}, True),
+        ({GEN: "5"}, {"matchFields": named("n1"), "matchExpressions": [req(GEN, "Gte", "3")]}, {}, False),
+    ],
+    ids=[
+        "gt-above", "gt-at-the-bound", "lt-below", "lt-at-the-bound", "gt-without-the-label",
+        "gt-not-a-number", "does-not-exist-absent", "does-not-exist-present",
+        "expressions-and-fields-fail", "expressions-and-fields-hold", "node-selector-fails",
+        "node-selector-holds", "two-names-no-node", "not-in-avoids-one-node", "unknown-operator",
+    ],
+)  # fmt: skip
+def test_a_term_naming_a_known_node_is_judged_on_that_node(
+    labels: dict[str, str], term: dict[str, Any], selector: dict[str, str], allowed: bool
+) -> None:
+    """Ordinal 0 belongs in zone-a, where node n1 is. A term naming n1 admits the pod exactly
+    when n1 meets everything ANDed with the name: each expression (Gt/Lt need an integer label
+    beyond the bound, DoesNotExist an absent one, an operator Kubernetes does not know matches
+    nothing) and the pod's nodeSelector. Two names in one term select no node; NotIn only
+    avoids the node it names."""
+    store = store_from_objects(
+        [b.node("n1", "zone-a", labels=labels), b.node("nc", "zone-c")],
+        zones=("zone-a", "zone-b", "zone-c"),
+    )
+    pod = b.sts_pod(ordinal=0, affinity=terms_affinity(term), node_selector=selector or None)
+    outcome = mutate(pod, store)
+    assert outcome.allowed == allowed, outcome.message
+    assert outcome.allowed or outcome.reason == "ZoneConflict"
+
+
+def test_a_term_naming_two_nodes_selects_none_and_the_refusal_says_so() -> None:
+    """matchFields requirements are ANDed, and a node has one name: `In [n1]` with `In [nc]`
+    selects no node, whatever zones n1 and nc are in."""
+    store = store_from_objects(
+        [b.node("n1", "zone-a"), b.node("nc", "zone-c")], zones=("zone-a", "zone-b", "zone-c")
+    )
+    pod = b.sts_pod(ordinal=0, affinity=terms_affinity({"matchFields": named("n1", "nc")}))
+    outcome = mutate(pod, store)
+    assert outcome.message.startswith(
+        "pod db-0 has required nodeAffinity matchFields metadata.name In [] (no node), which "
+        "excludes topology.kubernetes.io/zone=zone-a"
+    )
+
+
 def test_a_template_naming_nodes_of_one_zone_is_refused_for_the_others() -> None:
     """The same rule on the StatefulSet: a template pinned by name to na (zone-a) cannot run
     the ordinals of zone-b and zone-c."""

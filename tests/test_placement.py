@@ -10,10 +10,14 @@ from hypothesis import strategies as st
 
 from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
 from webhook.errors import Denied
 from webhook.model.records import node_info, ordinal_of
 from webhook.model.store import Store
+from webhook.rules import admission
 from webhook.rules.placement import place, resolve_policy, rule_zone
+from webhook.wire import review
+from webhook.wire.patches import apply
 
 zone_names = st.lists(
     st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True),
@@ -235,3 +239,47 @@ def test_local_volume_pinned_by_hostname_is_in_its_nodes_zone() -> None:
         0, namespace="ns", policy=resolve_policy("ns", "db", store=store), store=store
     )
     assert (placement.zone, placement.volume) == ("zone-c", "pv-local")
+
+
+# --- pods with several claims (through /mutate) -----------------------------------------------
+
+TWO_TEMPLATES = b.statefulset(templates=("data", "logs"), annotations={"stszone.io/zones": "a,b,c"})
+
+
+def zone_of(ordinal: int, store: Store) -> tuple[str, tuple[str, ...]]:
+    """The zone /mutate records on the pod of ``ordinal`` (claims data and logs), and its
+    warnings."""
+    pod = b.sts_pod(ordinal=ordinal, claims=("data", "logs"))
+    outcome = admission.mutate(review.from_dict(b.review(pod)), store=store, defaults=Defaults())
+    assert outcome.allowed, outcome.message
+    zone: str = apply(pod, outcome.patch)["metadata"]["annotations"]["stszone.io/zone"]
+    return zone, outcome.warnings
+
+
+def test_a_pod_whose_first_claim_is_unbound_follows_its_second() -> None:
+    """data-db-0 is still Pending (no volume yet); logs-db-0 is bound to a volume in c: the pod
+    goes to c, where its bound data is, and says which claim took it there."""
+    store = store_from_objects(
+        [TWO_TEMPLATES, b.pvc("data-db-0"), b.pvc("logs-db-0", volume="pv-c"), b.pv("pv-c", "c")]
+    )
+    assert zone_of(0, store) == (
+        "c",
+        ("db-0 follows volume pv-c (claim logs-db-0) to c; the rule says a",),
+    )
+
+
+@pytest.mark.parametrize(("ordinal", "warned"), [(0, True), (1, False), (2, True)])
+def test_volumes_usable_from_several_zones_meet_where_all_allow(ordinal: int, warned: bool) -> None:
+    """data's regional disk is usable from a and b, logs' from b and c: only b can mount both,
+    whatever the rule says (ordinal 1's rule zone is b: no warning)."""
+    store = store_from_objects(
+        [
+            TWO_TEMPLATES,
+            b.pvc(f"data-db-{ordinal}", volume="pv-ab"),
+            b.pv("pv-ab", "a", "b"),
+            b.pvc(f"logs-db-{ordinal}", volume="pv-bc"),
+            b.pv("pv-bc", "b", "c"),
+        ]
+    )
+    zone, warnings = zone_of(ordinal, store)
+    assert zone == "b" and bool(warnings) == warned

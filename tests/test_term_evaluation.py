@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.test_node_selection import (
@@ -27,6 +27,8 @@ from webhook.rules.affinity import term_matches
     name=st.sampled_from([*VIEW, "fresh"]),
     term=terms(),
 )
+@example(labels={ZONE_KEY: "1"}, name="n1", term={})  # "a null or empty term matches no objects"
+@example(labels={ZONE_KEY: "1"}, name="n1", term={"matchExpressions": [], "matchFields": []})
 def test_property_term_evaluation_matches_the_reference(
     labels: dict[str, str], name: str, term: dict[str, Any]
 ) -> None:

@@ -165,13 +165,65 @@ def test_template_constraints_that_allow_every_zone_pass(affinity: dict[str, Any
     ).allowed
 
 
-def test_node_ordinal_template_excluding_an_ordinal_label_is_denied() -> None:
-    """In node-ordinal mode the template must not rule out the node labels of its ordinals."""
+@pytest.mark.parametrize(
+    ("affinity", "selector", "excluded"),
+    [
+        (b.zone_affinity([("example.io/node", "NotIn", ["2"])]), None, "2"),
+        (None, {"example.io/node": "1"}, "0, 2"),
+    ],
+    ids=["affinity", "nodeSelector"],
+)
+def test_node_ordinal_template_excluding_an_ordinal_label_is_denied(
+    affinity: dict[str, Any] | None, selector: dict[str, str] | None, excluded: str
+) -> None:
+    """In node-ordinal mode the template must not rule out the node labels of its ordinals,
+    by its affinity or by a nodeSelector copied from one pod."""
     spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
-    aff = b.zone_affinity([("example.io/node", "NotIn", ["2"])])
-    outcome = validate(b.statefulset(annotations=spec, affinity=aff, replicas=3))
+    sts = b.statefulset(annotations=spec, affinity=affinity, node_selector=selector, replicas=3)
+    outcome = validate(sts)
     assert not outcome.allowed
-    assert "excludes example.io/node value(s) 2" in outcome.message
+    assert f"excludes example.io/node value(s) {excluded}, so those" in outcome.message
+
+
+def test_a_node_ordinal_set_is_not_warned_about_zones() -> None:
+    """Node-ordinal pins ordinals to nodes, not zones: two replicas for three listed zones, or
+    a listed zone without nodes, are no reason to warn."""
+    spec = {"stszone.io/zones": "a,b,c", "stszone.io/mode": "node-ordinal",
+            "stszone.io/node-label": "example.io/node"}  # fmt: skip
+    store = store_from_objects([b.node("n0", "a", labels={"example.io/node": "0"})])
+    assert validate(b.statefulset(annotations=spec, replicas=2), store).warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("selector", "fix"),
+    [
+        ({ZONE_KEY: "b"}, 'list only the zones it allows in stszone.io/zones, e.g. stszone.io/zones: "b"'),
+        ({ZONE_KEY: "elsewhere"}, "list only the zones it allows in stszone.io/zones"),
+    ],
+    ids=["some-allowed", "none-allowed"],
+)  # fmt: skip
+def test_a_refused_template_is_told_the_zone_list_that_would_pass(
+    selector: dict[str, str], fix: str
+) -> None:
+    """The refusal ends with what to do: the list of the zones the template allows, when it
+    allows some."""
+    outcome = validate(
+        b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, node_selector=selector)
+    )
+    assert not outcome.allowed and outcome.message.endswith(fix)
+
+
+def test_an_unnamed_statefulset_is_called_unnamed() -> None:
+    """A set created with generateName is validated without a name: the warnings say
+    (unnamed)."""
+    sts = b.statefulset(replicas=2, annotations={"stszone.io/zones": "a,b,c"})
+    del sts["metadata"]["name"]
+    outcome = validate(sts)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "(unnamed): 2 replica(s) for 3 zones leaves a zone empty; 3 or more survive the loss of "
+        "any zone",
+    )
 
 
 def test_zone_list_change_warns_with_the_ordinals_that_move() -> None:
@@ -187,6 +239,43 @@ def test_zone_list_change_warns_with_the_ordinals_that_move() -> None:
         "db: new stszone.io/zones moves 2 ordinal(s) when re-created: 0 (a->c) and 2 (c->a)",
         "db: ordinal(s) 3 (a, pv-3) stay with their volumes",
     )
+
+
+def test_a_zone_list_change_lists_the_moves_past_an_ordinal_it_cannot_place() -> None:
+    """Ordinal 0's two volumes sit in different zones (it cannot be placed at all, and its pod
+    creation says so): the others that move are still listed."""
+    store = store_from_objects(
+        [b.pvc("data-db-0", volume="pv-a"), b.pv("pv-a", "a"),
+         b.pvc("logs-db-0", volume="pv-b"), b.pv("pv-b", "b")],
+        zones=("a", "b", "c"),
+    )  # fmt: skip
+    old = b.statefulset(templates=("data", "logs"), annotations={"stszone.io/zones": "a,b,c"})
+    new = b.statefulset(templates=("data", "logs"), annotations={"stszone.io/zones": "b,c,a"})
+    outcome = validate(new, store, operation="UPDATE", old=old)
+    assert outcome.warnings == (
+        "db: new stszone.io/zones moves 2 ordinal(s) when re-created: 1 (b->c) and 2 (c->a)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("old_annotations", "new_annotations", "store"),
+    [
+        ({"stszone.io/zones": "a,b,c", "stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"},
+         {"stszone.io/zones": "c,b,a", "stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"},
+         ABC),
+        ({}, {"stszone.io/zones": "a,b,c"}, store_from_objects([])),
+    ],
+    ids=["node-ordinal", "first-list-where-no-zone-was-known"],
+)  # fmt: skip
+def test_a_zone_list_change_that_moves_nothing_gives_no_warning(
+    old_annotations: dict[str, str], new_annotations: dict[str, str], store: Store
+) -> None:
+    """Zones pin nothing in node-ordinal mode; and a set that had no zone at all (no list, no
+    --zones, no labelled node) had no ordinal placed by one."""
+    old = b.statefulset(annotations=old_annotations)
+    new = b.statefulset(annotations=new_annotations)
+    outcome = validate(new, store, operation="UPDATE", old=old)
+    assert outcome.allowed and outcome.warnings == ()
 
 
 def test_unchanged_or_equivalent_zone_list_gives_no_warning() -> None:
@@ -229,7 +318,14 @@ def _mutated(pod: dict[str, Any], store: Store = ABC) -> dict[str, Any]:
             ]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"].append("a"),
             "ZoneRequirementMissing",
         ),
+        (  # a later webhook turns the requirement around: every zone but b
+            lambda p: p["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"][0]["matchExpressions"][0].update(operator="NotIn"),
+            "ZoneRequirementMissing",
+        ),
     ],
+    ids=["removed", "ored-term", "widened", "negated"],
 )
 def test_pod_that_lost_its_zone_requirement_is_denied(damage: Any, reason: str) -> None:
     """What a later mutating webhook did to the pod is refused at validation, saying why."""
@@ -237,8 +333,12 @@ def test_pod_that_lost_its_zone_requirement_is_denied(damage: Any, reason: str) 
     damage(pod)
     outcome = validate(pod)
     assert not outcome.allowed and outcome.reason == reason
-    assert "without the required nodeAffinity topology.kubernetes.io/zone In [b]" in outcome.message
-    assert "a mutating webhook that ran after stszone removed it" in outcome.message
+    assert outcome.message.startswith(
+        "pod db-1 reached validation without the required nodeAffinity topology.kubernetes.io/zone "
+        "In [b] that stszone sets for ordinal 1: a mutating webhook that ran after stszone "
+        "removed it, or stszone's mutating webhook was not called for this pod (check the "
+        "MutatingWebhookConfiguration and its namespaceSelector)"
+    )
 
 
 def test_pod_pinned_by_node_selector_passes() -> None:
@@ -267,6 +367,17 @@ def test_scheduler_mode_needs_scheduler_name_and_zone_annotation() -> None:
     wrong_zone = copy.deepcopy(good)
     wrong_zone["metadata"]["annotations"]["stszone.io/zone"] = "a"
     assert not validate(wrong_zone, store).allowed
+
+
+def test_scheduler_mode_denial_names_the_sets_own_scheduler() -> None:
+    """stszone.io/scheduler-name wins over the server's --scheduler-name in what it asks for."""
+    annotations = {"stszone.io/zones": "a,b,c", "stszone.io/mode": "scheduler",
+                   "stszone.io/scheduler-name": "zoned"}  # fmt: skip
+    outcome = validate(
+        b.sts_pod(ordinal=2), store_from_objects([b.statefulset(annotations=annotations)])
+    )
+    assert not outcome.allowed
+    assert "scheduler mode needs schedulerName 'zoned' and stszone.io/zone='c'" in outcome.message
 
 
 def test_node_ordinal_mode_needs_the_node_pin() -> None:

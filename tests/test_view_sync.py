@@ -85,7 +85,8 @@ def test_controller_claim_is_refused_until_statefulsets_and_volumes_are_listed()
 
 def test_scale_down_is_refused_until_pods_are_listed() -> None:
     """db's pods sit in a, a, b, c: 4 -> 3 drops c. Without the pods the rule (a, b, c, a) would
-    keep every zone; refused for retry instead. Scale-ups and scaling to 0 need no view."""
+    keep every zone; refused for retry instead. Scale-ups, updates that keep the count (an image
+    bump) and scaling to 0 need no view."""
     nodes = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
     pods = [b.sts_pod(ordinal=o, node=n) for o, n in enumerate(["na", "na", "nb", "nc"])]
     sts = b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, replicas=4)
@@ -99,6 +100,9 @@ def test_scale_down_is_refused_until_pods_are_listed() -> None:
     assert retryable(send("validate", update, loading))
     assert send("validate", b.recorded_scale("db", namespace="ns", old=4, new=6), loading).allowed
     assert send("validate", b.recorded_scale("db", namespace="ns", old=4, new=0), loading).allowed
+    bump = copy.deepcopy(sts)
+    bump["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    assert send("validate", b.review(bump, operation="UPDATE", old=sts), loading).allowed
     listed = store_from_objects(objects)  # a saved cluster: complete, answered at once
     denied = send("validate", b.recorded_scale("db", namespace="ns", old=4, new=3), listed)
     assert (denied.allowed, denied.reason) == (False, "ZoneLoss")

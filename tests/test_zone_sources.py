@@ -99,6 +99,18 @@ def test_a_listed_zone_without_nodes_is_a_warning_not_a_denial(operation: str) -
     )
 
 
+def test_many_listed_zones_without_nodes_are_summarised() -> None:
+    """Three of five listed zones have no node: the warning names two and counts the third,
+    so it stays short whatever the list."""
+    nodes = [b.node("n1", "zone-a"), b.node("n2", "zone-b")]
+    sts = b.statefulset(replicas=5, annotations={"stszone.io/zones": "zone-a,zone-b,zone-c,zone-d,zone-e"})  # fmt: skip
+    outcome = chain(sts, store_from_objects(nodes))
+    assert outcome.warnings == (
+        "db: no node in zone(s) zone-c, zone-d and 1 more (topology.kubernetes.io/zone) yet; its "
+        "pods there wait for one",
+    )
+
+
 # --- annotation values, whole-string ---------------------------------------------------------
 
 

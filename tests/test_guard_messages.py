@@ -1,0 +1,190 @@
+"""What a refused scale-down says: which ordinals hold the lost zone and why each counts, the
+unknown zones and their reasons, the lowest safe count; and warnings that stay short.
+
+Each case goes through ``/validate`` as ``kubectl scale`` (the recorded review) or a
+StatefulSet UPDATE sends it; the sets are ``ns/db`` on nodes na, nb, nc (zones a, b, c), nx
+(zone x, outside the list) and nbare (no zone label).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests import builders as b
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.model.store import Store
+from webhook.rules import admission
+from webhook.wire import review
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+ABC = {"stszone.io/zones": "a,b,c"}
+NODES = [b.node(f"n{z}", z) for z in "abcx"] + [b.node("nbare", None)]
+FORCE = 'set stszone.io/allow-zone-loss: "true" on the StatefulSet to force it'
+
+
+def cluster(
+    placed: dict[int, str],
+    *extra: dict[str, Any],
+    annotations: dict[str, str] = ABC,
+    nodes: list[dict[str, Any]] = NODES,
+) -> Store:
+    """``db`` with the pod of each ordinal of ``placed`` on that node, and ``extra`` objects."""
+    pods = [b.sts_pod(ordinal=o, node=n, claims=("data", "logs")) for o, n in placed.items()]
+    sts = b.statefulset(annotations=annotations, templates=("data", "logs"))
+    return store_from_objects([*nodes, sts, *pods, *extra])
+
+
+def volume(claim: str, zone: str) -> list[dict[str, Any]]:
+    """Claim ``claim`` bound to a volume of the same name in ``zone``."""
+    return [b.pvc(claim, volume=claim), b.pv(claim, zone)]
+
+
+def scale(store: Store, old: int, new: int) -> review.Outcome:
+    body = b.recorded_scale("db", namespace="ns", old=old, new=new)
+    return admission.validate(review.from_dict(body), store=store, defaults=Defaults())
+
+
+def test_a_pod_its_own_label_locates_is_a_running_pod() -> None:
+    """db-2's node lost its zone label but the pod keeps the zone c label Kubernetes copied
+    onto it: it is zone c's only pod, with nothing to explain."""
+    pod = b.sts_pod(ordinal=2, node="nbare", claims=("data", "logs"))
+    pod["metadata"]["labels"][ZONE_KEY] = "c"
+    outcome = scale(cluster({0: "na", 1: "nb"}, pod), 3, 2)
+    assert outcome.message.startswith(
+        "scale-down of db from 3 to 2 would drop zone c (ordinal 2 is its only pod); "
+    )
+
+
+def test_each_kind_of_holder_says_why_it_counts() -> None:
+    """Zone c is held by db-2, running on nbare (no zone label) where its volume puts it; by
+    ordinal 5, not running, whose two volumes are in c; and by ordinal 8, not running, that the
+    rule puts in c. Scaling 9 -> 2 drops c; every holder says why it counts."""
+    store = cluster(
+        {0: "na", 1: "nb", 2: "nbare"},
+        *volume("data-db-2", "c"),
+        *volume("data-db-5", "c"),
+        *volume("logs-db-5", "c"),
+    )
+    outcome = scale(store, 9, 2)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
+    assert outcome.message == (
+        "scale-down of db from 9 to 2 would drop zone c (ordinals 2, 5 and 8 are the only ones "
+        "there; ordinal 2 runs on nbare, whose zone its volume data-db-2 gives; ordinal 5 is not "
+        "running but its volume data-db-5, logs-db-5 is there; ordinal 8 is not running but the "
+        "placement rule puts it there); the smallest replica count that keeps every zone is 3; "
+        f"{FORCE}"
+    )
+
+
+def test_a_node_pinned_ordinal_names_its_nodes() -> None:
+    """Node-ordinal: ordinal 2 has no pod, but nodes p2 and q2 (both zone c) carry its label:
+    it is zone c's only holder, there by its nodes."""
+    pinned = [b.node(n, "c", labels={"example.io/node": "2"}) for n in ("p2", "q2")]
+    mode = {**ABC, "stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+    labelled = [b.node(f"p{o}", z, labels={"example.io/node": str(o)}) for o, z in ((0, "a"), (1, "b"))]  # fmt: skip
+    outcome = scale(cluster({}, annotations=mode, nodes=[*labelled, *pinned]), 3, 2)
+    assert outcome.message.startswith(
+        "scale-down of db from 3 to 2 would drop zone c (ordinal 2 is the only one there; "
+        "ordinal 2 is not running but node p2, q2, pinned to it by label, is there); "
+    )
+
+
+def test_several_lost_zones_are_named_together() -> None:
+    """3 -> 1 by the rule alone: zones b and c go."""
+    outcome = scale(cluster({0: "na", 1: "nb", 2: "nc"}), 3, 1)
+    assert outcome.message.startswith(
+        "scale-down of db from 3 to 1 would drop zones b (ordinal 1 is its only pod) and c "
+        "(ordinal 2 is its only pod); "
+    )
+
+
+def test_a_lost_zone_held_by_many_idle_ordinals_explains_the_first_three() -> None:
+    """Zone c is held by ordinals 2, 5, 8 and 11 that the rule puts there: four reasons would
+    be one too many, the list and the count say the rest."""
+    outcome = scale(cluster({}), 12, 2)
+    assert outcome.message.count("the placement rule puts it there") == 3
+    assert (
+        "zone c (ordinals 2, 5, 8 and 11 are the only ones there; ordinal 2 is" in outcome.message
+    )
+
+
+def test_several_unknown_zones_are_counted_after_three_reasons() -> None:
+    """Ordinals 2 to 5 run on nbare (no zone label): removing them may drop zone c. The
+    refusal names three ordinals with their reasons and counts the fourth."""
+    outcome = scale(
+        cluster({0: "na", 1: "nb", 2: "nbare", 3: "nbare", 4: "nbare", 5: "nbare"}), 6, 2
+    )
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    why = f"node nbare has no label {ZONE_KEY}"
+    assert outcome.message == (
+        "scale-down of db from 6 to 2 may drop zone c, which no kept pod is known to hold: it "
+        f"removes ordinals 2, 3, 4 and 1 more, whose zones are unknown (ordinal 2: {why}; ordinal 3: "
+        f"{why}; ordinal 4: {why}); the smallest replica count that keeps every zone is 6; label "
+        f"the node(s) with their zone, or {FORCE}"
+    )
+
+
+def test_pods_leaving_an_unlisted_zone_are_summarised() -> None:
+    """Ordinals 3, 4 and 5 sit in zone x, outside the list: 6 -> 3 lets them go, and the
+    warning names two and counts the third."""
+    outcome = scale(cluster({0: "na", 1: "nb", 2: "nc", 3: "nx", 4: "nx", 5: "nx"}), 6, 3)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: 6 -> 3 removes zone x (ordinals 3, 4 and 1 more), not in stszone.io/zones",
+    )
+
+
+NO_LIST: dict[str, str] = {}
+UNLABELLED = [b.node("n0", None), b.node("n1", None), b.node("n2", None)]
+
+
+def own_label(ordinal: int, zone: str | None) -> dict[str, Any]:
+    """The pod of ``ordinal`` on an unlabelled node, with its own zone label (or none)."""
+    pod = b.sts_pod(ordinal=ordinal, node=f"n{ordinal}", claims=("data", "logs"))
+    if zone is not None:
+        pod["metadata"]["labels"][ZONE_KEY] = zone
+    return pod
+
+
+def test_without_any_zone_list_the_zones_the_set_holds_are_kept() -> None:
+    """No stszone.io/zones, no --zones, no node with a zone label: the guard protects the zones
+    the pods' own labels show. 3 -> 2 keeps a (ordinal 0): allowed; with ordinal 2 the only pod
+    in c, refused."""
+    kept = cluster({}, own_label(0, "a"), own_label(1, "b"), own_label(2, "a"), annotations=NO_LIST, nodes=UNLABELLED)  # fmt: skip
+    assert scale(kept, 3, 2).allowed
+    lost = cluster({}, own_label(0, "a"), own_label(1, "b"), own_label(2, "c"), annotations=NO_LIST, nodes=UNLABELLED)  # fmt: skip
+    assert scale(lost, 3, 2).reason == "ZoneLoss"
+
+
+def test_without_any_zone_list_an_unknown_zone_may_be_any() -> None:
+    """No list, and db-1's zone unknown: removing it may drop a zone no kept pod holds; with
+    allow-zone-loss it goes, warned. Ordinal 2 has no pod at all: nothing says where it is."""
+    pods = [own_label(0, "a"), own_label(1, None)]
+    outcome = scale(cluster({}, *pods, annotations=NO_LIST, nodes=UNLABELLED), 3, 1)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    assert outcome.message.startswith(
+        "scale-down of db from 3 to 1 may drop a zone, which no kept pod is known to hold: it "
+        f"removes ordinals 1 and 2, whose zones are unknown (ordinal 1: node n1 has no label "
+        f"{ZONE_KEY}; ordinal 2: no pod, no zone-pinned volume and no zone list); "
+    )
+    forced = {"stszone.io/allow-zone-loss": "true"}
+    allowed = scale(cluster({}, *pods, annotations=forced, nodes=UNLABELLED), 3, 1)
+    assert allowed.allowed
+    assert allowed.warnings == (
+        'db: 3 -> 1 may drop a zone; allowed by stszone.io/allow-zone-loss="true" (remove it to '
+        "re-arm the guard)",
+    )
+
+
+def test_when_no_count_is_safe_the_refusal_says_so() -> None:
+    """An UPDATE moves ordinals.start from 2 down to 0 and keeps one replica: ordinals 2 and 3
+    go (db-3 in a, db-2 on nbare, zone unknown) and 0 and 1 come. No count up to 2 keeps the
+    unknown ordinal 2, so none is known to be safe."""
+    old = b.statefulset(replicas=2, start=2, annotations=ABC)
+    new = b.statefulset(replicas=1, start=0, annotations=ABC)
+    store = cluster({2: "nbare", 3: "na"})
+    body = b.review(new, operation="UPDATE", old=old)
+    outcome = admission.validate(review.from_dict(body), store=store, defaults=Defaults())
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    assert "; no replica count up to 2 is safe; label the node(s)" in outcome.message
