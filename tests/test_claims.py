@@ -186,3 +186,71 @@ def test_a_claim_naming_its_volume_is_warned_only_when_its_class_differs(
     got, warnings = mutated(claim_review(volumeName="pv-b", storageClassName=storage_class), store)
     assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-b"
     assert got["spec"]["storageClassName"] == storage_class and warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("claim_ref_uid", "zone"),
+    [("uid-of-this-claim", "zone-b"), ("", "zone-b"), ("uid-of-a-deleted-claim", "zone-a")],
+)
+def test_a_volume_pre_bound_to_an_earlier_claim_of_the_same_name_does_not_pin_it(
+    claim_ref_uid: str, zone: str
+) -> None:
+    """pv-b's claimRef names data-db-0. With this claim's uid (or none: pre-bound by name) the
+    PV controller binds them, so the claim follows pv-b to zone-b. With another uid it is the
+    leftover of a deleted claim of the same name, which the PV controller never binds to the new
+    one (``--move-data`` deletes claims and their successors arrive under the same name): the
+    claim gets the rule's zone-a and its template class."""
+    volume = b.pv("pv-b", "zone-b", claim=("cap", "data-db-0"))
+    if claim_ref_uid:
+        volume["spec"]["claimRef"]["uid"] = claim_ref_uid
+    body = claim_review()
+    body["request"]["object"]["metadata"]["uid"] = "uid-of-this-claim"
+    got, _ = mutated(body, cluster(volume))
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == zone
+    assert got["spec"]["storageClassName"] == ("manual" if zone == "zone-b" else "ssd-zone-a")
+
+
+def test_a_claim_whose_uid_is_not_a_string_is_refused_naming_the_field() -> None:
+    """A malformed object is denied with code 400 naming the field, never a crash."""
+    body = claim_review()
+    body["request"]["object"]["metadata"]["uid"] = 7
+    outcome = admission.mutate(review.from_dict(body), store=cluster(), defaults=Defaults())
+    assert not outcome.allowed and outcome.code == 400
+    assert "metadata.uid must be a string" in outcome.message
+
+
+def test_a_deleted_claim_still_in_the_view_does_not_pin_its_successor() -> None:
+    """``rebalance --move-data`` deletes data-db-0; the controller creates a new one at once,
+    before the view has seen the deletion. The old claim's record (another uid, bound to pv-b in
+    zone-b) says nothing about the new claim, which gets the rule's zone-a and template class."""
+    old = b.pvc("data-db-0", namespace="cap", volume="pv-b")
+    old["metadata"]["uid"] = "uid-of-a-deleted-claim"
+    store = cluster(b.pv("pv-b", "zone-b"), old)
+    body = claim_review()
+    body["request"]["object"]["metadata"]["uid"] = "uid-of-this-claim"
+    got, _ = mutated(body, store)
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
+    assert got["spec"]["storageClassName"] == "ssd-zone-a"
+
+
+@pytest.mark.parametrize("order", [("db-main", "main"), ("main", "db-main")])
+def test_a_claim_name_two_sets_produce_goes_to_the_same_one_with_a_warning(
+    order: tuple[str, str],
+) -> None:
+    """Template ``data`` of set ``db-main`` and template ``data-db`` of set ``main`` both name
+    their ordinal 0's claim ``data-db-main-0``. Whichever order the view lists them in, the
+    claim is placed for ``db-main`` (same prefix length, then by name) and the answer says the
+    name is shared; ``main`` would put it in zone-c (its list starts there)."""
+    sets = {
+        "db-main": b.statefulset("db-main", namespace="cap", templates=("data",),
+                                 annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"}),
+        "main": b.statefulset("main", namespace="cap", templates=("data-db",),
+                              annotations={"stszone.io/zones": "zone-c,zone-a,zone-b"}),
+    }  # fmt: skip
+    store = store_from_objects([sets[name] for name in order])
+    got, warnings = mutated(claim_review("data-db-main-0"), store)
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
+    assert (
+        "claim data-db-main-0 is also a claim name of main; placed for db-main (rename a set or template)"
+        in warnings
+    )

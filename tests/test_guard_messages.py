@@ -188,3 +188,13 @@ def test_when_no_count_is_safe_the_refusal_says_so() -> None:
     outcome = admission.validate(review.from_dict(body), store=store, defaults=Defaults())
     assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
     assert "; no replica count up to 2 is safe; label the node(s)" in outcome.message
+
+
+def test_a_lost_zone_names_ten_of_its_ordinals_and_counts_the_rest() -> None:
+    """Zones a,b and 23 -> 1 replicas: zone b's holders among the removed ordinals are the odd
+    ones 1..21, eleven of them, all running. The refusal names the first ten and counts one."""
+    placed = {o: "na" if o % 2 == 0 else "nb" for o in range(23)}
+    outcome = scale(cluster(placed, annotations={"stszone.io/zones": "a,b"}), 23, 1)
+    named = ", ".join(str(o) for o in range(1, 20, 2))
+    assert not outcome.allowed
+    assert f"would drop zone b (ordinals {named} and 1 more are its only pods)" in outcome.message

@@ -74,10 +74,10 @@ class CountingStore(Store):
         self.lookups = 0
 
     def claim_zones(
-        self, namespace: str, claim: str, topology_key: str
+        self, namespace: str, claim: str, topology_key: str, *, uid: str | None = None
     ) -> tuple[str, frozenset[str]]:
         self.lookups += 1
-        return super().claim_zones(namespace, claim, topology_key)
+        return super().claim_zones(namespace, claim, topology_key, uid=uid)
 
     def nodes_with_label(self, key: str, value: str) -> tuple[str, ...]:
         self.lookups += 1

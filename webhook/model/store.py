@@ -228,17 +228,22 @@ class Store:
         return self.volumes.get(name)
 
     def claim_zones(
-        self, namespace: str, claim: str, topology_key: str
+        self, namespace: str, claim: str, topology_key: str, *, uid: str | None = None
     ) -> tuple[str, frozenset[str]]:
         """(volume name, zones) of the PV bound to a claim; ``("", frozenset())`` if none.
 
         The PV's own ``claimRef`` counts too: a pre-bound PV pins the claim before binding. A
         local volume pinned to a node by hostname (local-path, OpenEBS, TopoLVM) is in that
-        node's zone.
+        node's zone. ``uid`` names the claim meant (one being created): a claim of the same name
+        with another uid in the view is an earlier one, deleted, and its volume is not this one's.
         """
         info = self.claims.get((namespace, claim))
+        if uid is not None and info is not None and info.uid and info.uid != uid:
+            info = None
         volume = info.volume if info is not None and info.volume else ""
-        volume = volume or self.prebound(namespace, claim, uid=info.uid if info is not None else "")
+        if uid is None:
+            uid = info.uid if info is not None else ""
+        volume = volume or self.prebound(namespace, claim, uid=uid)
         if not volume or volume not in self.volumes:
             return "", frozenset()
         return volume, self.volume_zones(volume, topology_key)

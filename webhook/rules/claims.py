@@ -41,22 +41,22 @@ STATEFULSET_CONTROLLERS = frozenset(
 )
 
 
-def claim_owner(name: str, *, namespace: str, store: Store) -> tuple[str, int] | None:
-    """(StatefulSet, ordinal) whose volumeClaimTemplate produces a claim of this name."""
-    best: tuple[str, int] | None = None
-    best_len = -1
+def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, int]]:
+    """Every (StatefulSet, ordinal) whose volumeClaimTemplate produces a claim of this name,
+    the likeliest first: the longest ``<template>-<set>-`` prefix, then the set's name.
+
+    Two sets can produce one name (template ``data`` of set ``db-main`` and template ``data-db``
+    of set ``main`` both make ``data-db-main-0``); the order keeps the answer the same however
+    the view lists them.
+    """
+    found: list[tuple[int, str, int]] = []
     for sts in store.statefulsets_in(namespace):
         for template in sts.templates:
             prefix = f"{template}-{sts.name}-"
             rest = name[len(prefix) :]
-            if (
-                name.startswith(prefix)
-                and rest.isascii()
-                and rest.isdigit()
-                and len(prefix) > best_len
-            ):
-                best, best_len = (sts.name, int(rest)), len(prefix)
-    return best
+            if name.startswith(prefix) and rest.isascii() and rest.isdigit():
+                found.append((-len(prefix), sts.name, int(rest)))
+    return [(owner, ordinal) for _, owner, ordinal in sorted(found)]
 
 
 def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = "") -> Outcome:
@@ -67,7 +67,8 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = 
     name = objects.string(meta, "name")
     if "statefulsets" in store.unsynced():  # whose claim it is cannot be known yet
         require_synced(store, what=f"claim {namespace}/{name}")
-    owner = claim_owner(name, namespace=namespace, store=store)
+    owners = claim_owners(name, namespace=namespace, store=store)
+    owner = owners[0] if owners else None
     if owner is None:
         if requester in STATEFULSET_CONTROLLERS and store.lagging():
             # The controller creates claims right after the set; an Immediate-binding class
@@ -80,6 +81,23 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = 
             )
         return review.allowed()
     statefulset, ordinal = owner
+    others = sorted({other for other, _ in owners[1:] if other != statefulset})
+    shared: tuple[str, ...] = ()
+    if others:
+        shared = (
+            f"claim {name} is also a claim name of {', '.join(others)}; placed for "
+            f"{statefulset} (rename a set or template)",
+        )
+    return _owned_claim(
+        claim, name=name, statefulset=statefulset, ordinal=ordinal, namespace=namespace, store=store
+    ).with_warnings(shared)
+
+
+def _owned_claim(
+    claim: JSON, *, name: str, statefulset: str, ordinal: int, namespace: str, store: Store
+) -> Outcome:
+    """The zone (and class) of the claim of ``ordinal`` of ``statefulset``."""
+    meta = objects.mapping(claim, "metadata")
     policy = resolve_policy(namespace, statefulset, store=store)
     spec = objects.mapping(claim, "spec")
     uid = objects.string(meta, "uid", path="metadata")
@@ -90,7 +108,9 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = 
         return _follow_volume(
             claim, volume=volume, ordinal=ordinal, namespace=namespace, policy=policy, store=store
         )
-    placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
+    placement = place_by_mode(
+        ordinal, namespace=namespace, policy=policy, store=store, creating=(name, uid)
+    )
     if not placement.zone:  # node-ordinal mode and no single node zone yet: nothing to record
         return review.allowed()
     mutated = with_annotation(claim, ZONE, placement.zone)

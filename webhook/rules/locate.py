@@ -127,8 +127,3 @@ class Locator:
             else f"node {node_name} is not in stszone's view"
         )
         return Located(ordinal, None, "unknown", why, node_name)
-
-
-def locate(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Located:
-    """The zone of ``ordinal`` (see :class:`Locator`, for many ordinals of one set)."""
-    return Locator(namespace=namespace, policy=policy, store=store)(ordinal)

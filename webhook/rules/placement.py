@@ -148,8 +148,19 @@ class Placement(NamedTuple):
     warnings: tuple[str, ...] = ()
 
 
-def place(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Placement:
+def place(
+    ordinal: int,
+    *,
+    namespace: str,
+    policy: Policy,
+    store: Store,
+    creating: tuple[str, str] | None = None,
+) -> Placement:
     """Zone of ``ordinal``: the rule, unless a bound volume pins it elsewhere (data gravity).
+
+    ``creating`` is (name, uid) of a claim being created: what the view holds under that name
+    belongs to it only when the uids agree (an earlier claim of the same name, deleted, may
+    still be listed, or still hold a volume by claimRef).
 
     Raises :class:`Denied` when no zone is known at all, or when two claims of the pod are
     bound to volumes in disjoint zones (no node could ever run it).
@@ -166,7 +177,8 @@ def place(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Plac
     pinned_by = ("", "")
     for template in policy.templates:
         claim = claim_name(template, policy.statefulset, ordinal)
-        volume, zones = store.claim_zones(namespace, claim, policy.declared.topology_key)
+        uid = creating[1] if creating is not None and creating[0] == claim else None
+        volume, zones = store.claim_zones(namespace, claim, policy.declared.topology_key, uid=uid)
         if not zones:
             continue
         if allowed is not None and not (allowed & zones):
@@ -200,7 +212,14 @@ def zone_among(zones: frozenset[str], ordinal: int, policy: Policy) -> str:
     return min(zones, key=lambda z: (order.get(z, len(order)), z))
 
 
-def place_by_mode(ordinal: int, *, namespace: str, policy: Policy, store: Store) -> Placement:
+def place_by_mode(
+    ordinal: int,
+    *,
+    namespace: str,
+    policy: Policy,
+    store: Store,
+    creating: tuple[str, str] | None = None,
+) -> Placement:
     """Where stszone puts ``ordinal`` in its StatefulSet's mode.
 
     Zone modes: :func:`place` (the rule, or the zone of its data). Node-ordinal mode: the node
@@ -208,7 +227,7 @@ def place_by_mode(ordinal: int, *, namespace: str, policy: Policy, store: Store)
     when no node carries the label or they span zones (the rule plays no part there).
     """
     if policy.declared.mode != "node-ordinal":
-        return place(ordinal, namespace=namespace, policy=policy, store=store)
+        return place(ordinal, namespace=namespace, policy=policy, store=store, creating=creating)
     nodes = store.nodes_with_label(policy.declared.node_label or "", str(ordinal))
     zones = store.zones_of(nodes, policy.declared.topology_key)
     zone = next(iter(zones)) if len(zones) == 1 else ""
