@@ -216,7 +216,7 @@ def test_a_claim_whose_uid_is_not_a_string_is_refused_naming_the_field() -> None
     body["request"]["object"]["metadata"]["uid"] = 7
     outcome = admission.mutate(review.from_dict(body), store=cluster(), defaults=Defaults())
     assert not outcome.allowed and outcome.code == 400
-    assert "metadata.uid must be a string" in outcome.message
+    assert "malformed PersistentVolumeClaim: metadata.uid must be a string" in outcome.message
 
 
 def test_a_deleted_claim_still_in_the_view_does_not_pin_its_successor() -> None:
@@ -254,3 +254,14 @@ def test_a_claim_name_two_sets_produce_goes_to_the_same_one_with_a_warning(
         "claim data-db-main-0 is also a claim name of main; placed for db-main (rename a set or template)"
         in warnings
     )
+
+
+def test_the_same_claim_already_in_the_view_keeps_what_the_view_says() -> None:
+    """The view may list a claim before its admission ends (a reinvocation, a watch event
+    racing the answer): under the same uid its record is this claim's, bound to pv-b."""
+    same = b.pvc("data-db-0", namespace="cap", volume="pv-b")
+    same["metadata"]["uid"] = "uid-of-this-claim"
+    body = claim_review()
+    body["request"]["object"]["metadata"]["uid"] = "uid-of-this-claim"
+    got, _ = mutated(body, cluster(b.pv("pv-b", "zone-b"), same))
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-b"
