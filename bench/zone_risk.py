@@ -44,9 +44,10 @@ def main() -> None:
     for _ in scan.sweep():
         pass
     elapsed = time.perf_counter() - started
+    per_ordinal = elapsed / max(scan.visited, 1) * 1e6
     print(
         f"{args.sets} set(s) x {args.replicas} replicas: one sweep {elapsed * 1000:.1f} ms, "
-        f"{elapsed / max(scan.visited, 1) * 1e6:.1f} us per ordinal ({scan.visited} ordinals visited)"
+        f"{per_ordinal:.1f} us per ordinal ({scan.visited} ordinals visited)"
     )
 
 
