@@ -6,10 +6,9 @@ import json
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from webhook.wire.review import Outcome, Request
+from webhook.wire.review import Outcome, Request, decision
 
 _RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 #: One debug line per admission decision (``--log-level debug``); identities only, never objects.
@@ -70,8 +69,6 @@ def log_decision(
     """
     if not _DECISIONS.isEnabledFor(logging.DEBUG) or endpoint not in ("mutate", "validate"):
         return
-    from webhook.wire.review import decision
-
     verdict = decision(outcome, status)
     zone = ""
     if outcome is not None and outcome.mutated is not None:
