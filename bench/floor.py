@@ -18,6 +18,7 @@ import base64
 import json
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -110,6 +111,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 if __name__ == "__main__":
     arguments = parse()
+    factory: Callable[[], asyncio.AbstractEventLoop]
     if arguments.loop == "uvloop":
         import uvloop
 

@@ -163,7 +163,8 @@ def measure(
 
 
 def median(rounds: list[dict[str, Any]], key: str) -> float:
-    return statistics.median(r[key] for r in rounds)
+    values: list[float] = [r[key] for r in rounds]
+    return statistics.median(values)
 
 
 def ratios(summary: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -340,16 +341,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     summary: dict[str, Any] = {}
     for name in ports:
-        closed = [r[name]["closed"] for r in report["rounds"]]
-        opened = [r[name]["open"] for r in report["rounds"]]
+        closed_rounds: list[dict[str, Any]] = [r[name]["closed"] for r in report["rounds"]]
+        open_rounds: list[dict[str, Any]] = [r[name]["open"] for r in report["rounds"]]
         summary[name] = {
-            "rps": median(closed, "rps"),
-            "p50_ms": median(opened, "p50_ms"),
-            "p99_ms": median(opened, "p99_ms"),
-            "max_ms": max(o["max_ms"] for o in opened),
-            "wrk_cpu": max(c["generator_cpu"] for c in closed),
-            "openloop_cpu": max(o["generator_cpu"] for o in opened),
-            "failed": sum(o["failed"] + 0 for o in opened) + sum(c["errors"] for c in closed),
+            "rps": median(closed_rounds, "rps"),
+            "p50_ms": median(open_rounds, "p50_ms"),
+            "p99_ms": median(open_rounds, "p99_ms"),
+            "max_ms": max(o["max_ms"] for o in open_rounds),
+            "wrk_cpu": max(c["generator_cpu"] for c in closed_rounds),
+            "openloop_cpu": max(o["generator_cpu"] for o in open_rounds),
+            "failed": sum(o["failed"] + 0 for o in open_rounds)
+            + sum(c["errors"] for c in closed_rounds),
         }
     report["summary"] = summary
     report["ratios"] = ratios(summary)

@@ -284,7 +284,7 @@ def recorded_lists() -> list[JSON]:
 
 def item(lists: list[JSON], kind_list: str, name: str, *, namespace: str | None = None) -> JSON:
     """One item of a recorded list, by the list's file name and the item's name."""
-    found = lists[RECORDED_LISTS.index(kind_list)]["items"]
+    found: list[JSON] = lists[RECORDED_LISTS.index(kind_list)]["items"]
     for obj in found:
         meta = obj["metadata"]
         if meta["name"] == name and (namespace is None or meta.get("namespace") == namespace):

@@ -239,6 +239,6 @@ def expired_line(rv: int, current: int) -> bytes:
 
 def error_line(code: int) -> bytes:
     """A watch ERROR event carrying a Status of ``code`` (e.g. an etcd error as a 500)."""
-    status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+    status: JSON = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
     status.update(message=f"injected watch error {code}", reason="InternalError", code=code)
     return json.dumps({"type": "ERROR", "object": status}).encode() + b"\n"

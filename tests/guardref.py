@@ -47,12 +47,12 @@ def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns")
         return by_volume
     if policy.declared.mode == "node-ordinal":
         label = policy.declared.node_label or ""
-        zones = {
+        labelled = {
             n.labels[key]
             for n in store.nodes.values()
             if n.labels.get(label) == str(ordinal) and key in n.labels
         }
-        return zones.pop() if len(zones) == 1 else None
+        return labelled.pop() if len(labelled) == 1 else None
     if policy.zones:
         return policy.zones[(ordinal - policy.start) % len(policy.zones)]
     return None

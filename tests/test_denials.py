@@ -21,6 +21,7 @@ from webhook.config import Defaults
 from webhook.model.records import TABLES
 from webhook.model.store import Store
 from webhook.rules import admission
+from webhook.rules.admission import Endpoint
 from webhook.wire import review
 
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -34,12 +35,11 @@ SCHEDULER = {**ZONES, "stszone.io/mode": "scheduler", "stszone.io/scheduler-name
 NODES = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
 
 
-def answer(endpoint: str, body: dict[str, Any], store: Store) -> dict[str, Any]:
+def answer(endpoint: Endpoint, body: dict[str, Any], store: Store) -> review.ResponseWire:
     """The AdmissionReview response the API server gets from ``/mutate`` or ``/validate``."""
     request = review.from_dict(body)
     outcome = admission.ANSWER[endpoint](request, store=store, defaults=Defaults())
-    response: dict[str, Any] = review.response(request, outcome)["response"]
-    return response
+    return review.response(request, outcome)["response"]
 
 
 def with_set(annotations: dict[str, str], *objects: dict[str, Any]) -> Store:
@@ -102,7 +102,7 @@ def unlabelled_pod_removed() -> tuple[dict[str, Any], Store]:
     return scaled(3, 2, *NODES, b.node("nx", None), *pods)
 
 
-CASES: list[tuple[str, str, Callable[[], tuple[dict[str, Any], Store]], int, str]] = [
+CASES: list[tuple[str, Endpoint, Callable[[], tuple[dict[str, Any], Store]], int, str]] = [
     # (cause, endpoint, the review and the view, Status code, Status reason)
     ("a pod with no ordinal", "mutate", lambda: (b.review(unnumbered_pod()), with_set(ZONES)), 403, "NoOrdinal"),
     ("no zone known at all", "mutate", lambda: (b.review(b.sts_pod()), store_from_objects([])), 403, "NoZones"),
@@ -129,7 +129,7 @@ CASES: list[tuple[str, str, Callable[[], tuple[dict[str, Any], Store]], int, str
     [pytest.param(*case[1:], id=case[0]) for case in CASES],
 )
 def test_each_refusal_carries_its_status_code_and_reason(
-    endpoint: str, make: Callable[[], tuple[dict[str, Any], Store]], code: int, reason: str
+    endpoint: Endpoint, make: Callable[[], tuple[dict[str, Any], Store]], code: int, reason: str
 ) -> None:
     """allowed: false with a Failure Status whose code and reason say which rule refused."""
     body, store = make()
@@ -157,7 +157,7 @@ def broken(obj: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 AFFINITY = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 POD_WITH_A_TERM = b.sts_pod(affinity=b.zone_affinity([("disk", "In", ["ssd"])]))
 
-MALFORMED: list[tuple[str, str, dict[str, Any], Store, str]] = [
+MALFORMED: list[tuple[Endpoint, str, dict[str, Any], Store, str]] = [
     # (endpoint, kind, object, view, what the message says after "malformed <kind>: ")
     ("mutate", "Pod", broken(b.sts_pod(), "spec.affinity", "zone-a"), with_set(ZONES), "spec.affinity must be an object, got str"),
     ("mutate", "Pod", broken(b.sts_pod(), "spec.affinity.nodeAffinity", []), with_set(ZONES), "spec.affinity.nodeAffinity must be an object, got list"),
@@ -187,7 +187,7 @@ MALFORMED: list[tuple[str, str, dict[str, Any], Store, str]] = [
     [pytest.param(*case, id=f"{case[0]}-{case[4].split(' must')[0]}") for case in MALFORMED],
 )
 def test_a_malformed_object_is_refused_naming_the_field(
-    endpoint: str, kind: str, obj: dict[str, Any], store: Store, says: str
+    endpoint: Endpoint, kind: str, obj: dict[str, Any], store: Store, says: str
 ) -> None:
     """A hand-written object of the wrong shape gets a 400 naming the field's full path and
     what it must be, never a crash and never another field's name."""
@@ -231,7 +231,7 @@ def renamed(pod: dict[str, Any], name: str | None) -> dict[str, Any]:
     ("name", "called"), [("db-4", "db-4"), (None, None)], ids=["named", "generate-name"]
 )
 def test_a_refused_pod_is_named_as_the_request_names_it(
-    endpoint: str, pod: dict[str, Any], says: str, name: str | None, called: str | None
+    endpoint: Endpoint, pod: dict[str, Any], says: str, name: str | None, called: str | None
 ) -> None:
     """The pod's own name, even when it disagrees with its pod-index label (a hand-written
     pod); without a name yet, its set and ordinal (mutation) or its ordinal (the rest)."""

@@ -65,7 +65,8 @@ def test_runs_as_the_numeric_user_the_deployment_expects() -> None:
     """USER is numeric (runAsNonRoot needs that) and equals runAsUser/runAsGroup."""
     users = [rest for keyword, rest in final_stage() if keyword == "USER"]
     assert users == [f"{deploybase.RUN_AS}:{deploybase.RUN_AS}"]
-    assert deploybase.RUN_AS != 0
+    run_as: int = deploybase.RUN_AS  # the value, not its Literal type: is it root?
+    assert run_as != 0
 
 
 def test_entrypoint_is_this_packages_serve_command() -> None:

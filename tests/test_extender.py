@@ -285,7 +285,7 @@ class BrokenStore(Store):
     """A view whose volume lookup fails: stands in for a bug behind the handler."""
 
     def claim_zones(
-        self, namespace: str, claim: str, topology_key: str
+        self, namespace: str, claim: str, topology_key: str, *, uid: str | None = None
     ) -> tuple[str, frozenset[str]]:
         raise RuntimeError("boom")
 

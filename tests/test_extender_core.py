@@ -57,9 +57,12 @@ def test_filter_partitions_and_agrees_with_prioritize(
     args = parse(b.sts_pod(annotations={"stszone.io/zone": zone}), nodes, cache=cache, store=store)
     result = extender.filter_nodes(args, store=store, defaults=DEFAULTS)
     names = [n["metadata"]["name"] for n in nodes]
-    kept = (
-        result["NodeNames"] if cache else [n["metadata"]["name"] for n in result["Nodes"]["items"]]
-    )
+    if cache:
+        kept = result["NodeNames"]
+        assert kept is not None  # exactly one of NodeNames and Nodes is set
+    else:
+        assert result["Nodes"] is not None
+        kept = [n["metadata"]["name"] for n in result["Nodes"]["items"]]
     failed = result["FailedAndUnresolvableNodes"]
     assert kept == [n for n in names if n not in failed], "kept keeps the request's order"
     assert set(kept) | set(failed) == set(names) and result["FailedNodes"] == {}

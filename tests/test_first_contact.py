@@ -102,6 +102,7 @@ def test_stszone_alone_lists_every_command_with_one_line(
     listed = [m.group(1) for m in names if m]
     assert listed == [c.__name__.rpartition(".")[2] for c in COMMANDS]
     choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert isinstance(choices, dict)  # the subcommands' action: name -> parser
     assert sorted(listed) == sorted(choices)
     assert "stszone COMMAND --help" in out
 

@@ -123,7 +123,7 @@ def deep_recursion(limit: int = 50_000) -> Iterator[None]:
         sys.setrecursionlimit(saved)
 
 
-def _request_of(body: bytes) -> tuple[str, str, JSONValue] | None:
+def _request_of(body: bytes) -> tuple[object, object, JSONValue] | None:
     """(apiVersion, uid, object) when the body is an envelope we must answer, else None."""
     try:
         data = json.loads(body)

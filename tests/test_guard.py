@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -29,7 +29,7 @@ NODES = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
 
 
 def cluster(
-    zones: list[str | None],
+    zones: Sequence[str | None],
     *,
     annotations: dict[str, str] | None = None,
     start: int = 0,
@@ -499,6 +499,7 @@ def apply_event(store: Store, kind: str, o: int, zone: str | None) -> None:
     elif kind == "claim" and zone is None:
         store.delete("claims", ("ns", f"data-db-{o}"))
     elif kind == "claim":
+        assert zone is not None  # None took the branch above
         store.put("volumes", volume_info(b.pv(f"pv-{o}-{zone}", zone)))
         store.put("claims", claim_info(b.pvc(f"data-db-{o}", volume=f"pv-{o}-{zone}")))
     else:

@@ -64,7 +64,7 @@ def pinned_zone(pod: dict[str, Any]) -> str:
         if expr["key"] == ZONE_KEY
         for value in expr["values"]
     }
-    annotation = pod["metadata"]["annotations"]["stszone.io/zone"]
+    annotation: str = pod["metadata"]["annotations"]["stszone.io/zone"]
     assert zones == {annotation}
     return annotation
 

@@ -117,7 +117,7 @@ def terms(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             exprs.append(draw(requirement(key)))
     term: dict[str, Any] = {}
-    if exprs or draw(st.booleans()):
+    if bool(exprs) or draw(st.booleans()):
         term["matchExpressions"] = exprs
     if draw(st.integers(0, 3)) == 0:
         name = draw(st.sampled_from([*VIEW, "ghost"]))

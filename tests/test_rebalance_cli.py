@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +140,12 @@ def test_move_data_confirmation_names_the_set_and_the_ordinals() -> None:
     asked: list[str] = []
     out = io.StringIO()
 
-    def answer(text: str) -> Any:
-        return lambda prompt: asked.append(prompt) or text
+    def answer(text: str) -> Callable[[str], str]:
+        def ask(prompt: str) -> str:
+            asked.append(prompt)
+            return text
+
+        return ask
 
     confirm(result, ask=answer("yes"), interactive=True, out=out)
     assert asked == ["Delete the data of shop/db ordinal(s) 2? Type yes: "]

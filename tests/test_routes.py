@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests import builders as b
-from tests.conftest import Served, ServeFactory
+from tests.conftest import ServeFactory
+from tests.served import Served
 from webhook.config import MAX_BODY
 from webhook.model.store import Store
 

@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,7 +82,7 @@ def converged(view: LiveView, api: FakeApi) -> bool:
     return all(set(view.store.table(t)) == truth(api, r) for r, t in TABLES.items())
 
 
-def pod(name: str, *, namespace: str = "cap", owner: str = "db") -> dict[str, object]:
+def pod(name: str, *, namespace: str = "cap", owner: str = "db") -> dict[str, Any]:
     ordinal = name.rsplit("-", 1)[1]
     return {
         "metadata": {
@@ -299,12 +300,15 @@ async def test_bad_objects_are_skipped_and_logged_once(
 ) -> None:
     """Unreadable objects never enter the store nor stop the watch; each is logged once."""
     caplog.set_level(logging.WARNING, logger="stszone.watch")
-    bad_pv = {"metadata": {"name": "pv-bad", "uid": "u-1"}, "spec": {"nodeAffinity": ["zone-a"]}}
+    bad_pv: dict[str, Any] = {
+        "metadata": {"name": "pv-bad", "uid": "u-1"},
+        "spec": {"nodeAffinity": ["zone-a"]},
+    }
     api.put("persistentvolumes", bad_pv)
     async with running(kubeconfig) as view:
         await eventually(lambda: view.ready()[0])
         bad_pod = pod("db-9")
-        bad_pod["spec"]["nodeName"] = 3  # type: ignore[index]  # a field the record reads
+        bad_pod["spec"]["nodeName"] = 3  # a field the record reads
         api.put("pods", bad_pod)
         api.put("persistentvolumes", {**bad_pv, "metadata": {**bad_pv["metadata"], "labels": {}}})
         api.put("nodes", {"metadata": {"name": "node-without-zone"}})
@@ -316,7 +320,7 @@ async def test_bad_objects_are_skipped_and_logged_once(
         api.put(
             "pods",
             {**pod("orphan-0"), "metadata": {**pod("orphan-0")["metadata"], "ownerReferences": []}},
-        )  # type: ignore[dict-item]
+        )
         await eventually(lambda: view.store.pod("cap", "db-10") is not None)
         await eventually(lambda: "node-odd" in view.store.nodes)
         api.inject("persistentvolumes", "watch", Fault.expired())  # a re-list meets pv-bad again

@@ -35,10 +35,23 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mutants_make import EQUIVALENT, MODULES, Mutant, mutants_of, read_equivalent, stale_entries
-from mutants_run import Worker, copy_repository, coverage_map, map_tests, serve, tests_of
+# Run as a script, tools/ is on sys.path and its modules are top-level; mypy checks tools/ as
+# the package it also is.
+if TYPE_CHECKING:
+    from tools.mutants_make import (
+        EQUIVALENT,
+        MODULES,
+        Mutant,
+        mutants_of,
+        read_equivalent,
+        stale_entries,
+    )
+    from tools.mutants_run import Worker, copy_repository, coverage_map, map_tests, serve, tests_of
+else:
+    from mutants_make import EQUIVALENT, MODULES, Mutant, mutants_of, read_equivalent, stale_entries
+    from mutants_run import Worker, copy_repository, coverage_map, map_tests, serve, tests_of
 
 #: A mutant whose tests run this many times longer than unmutated (plus a margin) is killed.
 HANG_FACTOR, HANG_MARGIN = 5.0, 20.0

@@ -165,8 +165,12 @@ def _apply(node: ast.AST, kind: str, which: int) -> ast.AST:
         value = node.value
         if kind == "bool":
             node.value = not value
+        elif kind == "str":
+            assert isinstance(value, str)  # kind is the constant's type name (_kinds)
+            node.value = "XX" + value
         else:
-            node.value = "XX" + value if kind == "str" else value + 1 if value != 1 else 0
+            assert isinstance(value, int)
+            node.value = value + 1 if value != 1 else 0
     elif isinstance(node, ast.Dict):
         del node.keys[which], node.values[which]
     elif isinstance(node, ast.Continue):

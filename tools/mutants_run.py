@@ -21,13 +21,18 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import coverage
 import pytest
-from mutants_make import IMPORT, MODULES, ROOT, Mutant
+
+# Run by tools/mutants.py, tools/ is on sys.path; mypy checks tools/ as the package it also is.
+if TYPE_CHECKING:
+    from tools.mutants_make import IMPORT, MODULES, ROOT, Mutant
+else:
+    from mutants_make import IMPORT, MODULES, ROOT, Mutant
 
 #: Imported by a worker before it forks: what every run would import anyway.
 WARM = ("pytest", "hypothesis", "aiohttp", "aiohttp.test_utils", "kubernetes", "cryptography.x509")
@@ -92,7 +97,7 @@ def map_tests(work: Path) -> int:
 
     class PerTest:
         @pytest.hookimpl(wrapper=True)
-        def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[object]:
+        def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
             cov.switch_context(item.nodeid.split("[")[0])
             try:
                 return (yield)

@@ -35,7 +35,7 @@ from collections.abc import Generator, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -197,7 +197,14 @@ def delete_namespace(kubectl: Kubectl, name: str) -> None:
         warnings.warn(f"{err}; check `kubectl get namespace {name} -o yaml`", stacklevel=1)
 
 
-def _san(host: str) -> dict[str, list[str]]:
+class _Names(TypedDict, total=False):
+    """The subject alternative names ``issue`` takes: IP addresses or DNS names."""
+
+    ips: list[str]
+    dns: list[str]
+
+
+def _san(host: str) -> _Names:
     return {"ips": [host]} if is_ip(host) else {"dns": [host]}
 
 

@@ -184,14 +184,13 @@ def misplace(
         for ordinal, zone in enumerate(wrong):
             cordons.only(zone)
             kubectl.run("scale", "statefulset", name, f"--replicas={ordinal + 1}")
-            wait_for(
-                f"{name}-{ordinal} Ready in {zone}",
-                lambda o=ordinal, z=zone: (
-                    pod_zones(cluster, name, zone_of).get(o) == z
-                    and ready(kubectl.get("pod", f"{name}-{o}"))
-                ),
-                timeout=cluster.timeout,
-            )
+
+            def placed(o: int = ordinal, z: str = zone) -> bool:
+                return pod_zones(cluster, name, zone_of).get(o) == z and ready(
+                    kubectl.get("pod", f"{name}-{o}")
+                )
+
+            wait_for(f"{name}-{ordinal} Ready in {zone}", placed, timeout=cluster.timeout)
 
 
 def rebalance(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
@@ -318,8 +317,8 @@ def test_move_data_gives_a_pinned_ordinal_a_fresh_volume_in_its_zone(cluster: Cl
         )
         for zone in zones:
             for index in range(2):
-                volume = f"stszone-e2e-{run}-{zone}-{index}"
-                kubectl.create(_local_volume(cluster, volume, zone, storage_class))
+                volume_name = f"stszone-e2e-{run}-{zone}-{index}"
+                kubectl.create(_local_volume(cluster, volume_name, zone, storage_class))
         claim_template = {
             "metadata": {"name": "data", "labels": {"app": name}},
             "spec": {
