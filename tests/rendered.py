@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate  # type: ignore[import-untyped]  # ships no py.typed nor stubs
+import kubernetes_validate
 import yaml
 
 from tests.tools import require

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate  # type: ignore[import-untyped]  # ships no py.typed nor stubs
+import kubernetes_validate
 import pytest
 import yaml
 
