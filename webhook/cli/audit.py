@@ -8,11 +8,11 @@ import json
 from typing import Any
 
 from webhook.cli.options import (
-    FORMATTER,
     add_output_flag,
     add_own_namespace_flag,
     add_target_namespace_flag,
     add_view_flags,
+    command_parser,
     settings_from,
     table_lines,
 )
@@ -47,14 +47,14 @@ StatefulSet's zone or pod (the exact rule is printed under the node lists)."""
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """The ``audit`` sub-parser."""
-    parser: argparse.ArgumentParser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "audit",
         help=HELP,
         description=DESCRIPTION,
         epilog=EXAMPLES,
-        formatter_class=FORMATTER,
+        run=run,
     )
-    parser.set_defaults(run=run)
     add_output_flag(parser)
     add_target_namespace_flag(parser)
     add_view_flags(parser)

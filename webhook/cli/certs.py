@@ -7,7 +7,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.options import DEFAULTS, FORMATTER
+from webhook.cli.options import DEFAULTS, command_parser
 from webhook.install.certfiles import issue
 from webhook.install.certs import CA_DAYS, KEY_TYPE, KEY_TYPES, SERVING_DAYS
 from webhook.install.deploybase import NAME
@@ -31,10 +31,14 @@ exit status: 0 written, 2 refused (files exist without --force, unusable CA or f
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """The ``certs`` sub-parser."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "certs", help=HELP, description=DESCRIPTION, epilog=EXAMPLES, formatter_class=FORMATTER
+    parser = command_parser(
+        commands,
+        "certs",
+        help=HELP,
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        run=run,
     )
-    parser.set_defaults(run=run)
     parser.add_argument(
         "--out",
         type=Path,

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.options import DEFAULTS, FORMATTER
+from webhook.cli.options import DEFAULTS, command_parser
 from webhook.install.manifests import COMPONENTS, run_manifests
 
 HELP = "print the installation YAML with the caBundle and the TLS Secret"
@@ -32,14 +32,14 @@ exit status: 0 printed, 2 refused (unreadable or mismatched certificates, bad fl
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """The ``manifests`` sub-parser."""
-    parser: argparse.ArgumentParser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "manifests",
         help=HELP,
         description=DESCRIPTION,
         epilog=EXAMPLES,
-        formatter_class=FORMATTER,
+        run=run,
     )
-    parser.set_defaults(run=run)
     parser.add_argument(
         "--ca", type=Path, metavar="FILE", help="CA bundle (PEM) the API server trusts"
     )

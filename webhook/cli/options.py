@@ -27,6 +27,18 @@ ZONES_ENV: Final = "STSZONE_ZONES"
 NAMESPACE_ENV: Final = "POD_NAMESPACE"
 
 
+def command_parser(
+    commands: Any, name: str, *, help: str, description: str, epilog: str, run: Any
+) -> argparse.ArgumentParser:
+    """The sub-parser of command ``name``: its help, description and examples, laid out as
+    written, and ``run`` as what it does."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, help=help, description=description, epilog=epilog, formatter_class=FORMATTER
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
 def zone_list(text: str, *, source: str = "--zones") -> tuple[str, ...]:
     """``a,b,c`` -> ``("a", "b", "c")``; argparse reports a malformed list as a usage error."""
     zones = split_zones(text)

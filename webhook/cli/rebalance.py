@@ -12,11 +12,11 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from webhook.cli.options import (
-    FORMATTER,
     add_output_flag,
     add_own_namespace_flag,
     add_target_namespace_flag,
     add_view_flags,
+    command_parser,
     settings_from,
 )
 from webhook.cli.rebalance_text import (
@@ -75,14 +75,14 @@ def _statefulset(text: str) -> tuple[str, str]:
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """The ``rebalance`` sub-parser."""
-    parser: argparse.ArgumentParser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "rebalance",
         help=HELP,
         description=DESCRIPTION,
         epilog=EXAMPLES,
-        formatter_class=FORMATTER,
+        run=run,
     )
-    parser.set_defaults(run=run)
     parser.add_argument(
         "--apply", action="store_true", help="carry the plan out (default: dry run)"
     )

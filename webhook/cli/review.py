@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from webhook.cli.options import (
-    FORMATTER,
     add_own_namespace_flag,
     add_view_flags,
+    command_parser,
     settings_from,
 )
 from webhook.cluster.live import live_store
@@ -36,18 +36,20 @@ exit status: 0 answered (allowed or denied), 2 the file is not an AdmissionRevie
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """The ``review`` sub-parser."""
-    parser: argparse.ArgumentParser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "review",
         help=HELP,
-        description="Answer one AdmissionReview as the API server would experience it: the "
-        "mutating webhook, then the validating webhook on the mutated object. Prints the "
-        "response AdmissionReview as JSON. The view is offline (--zones, --cluster) unless "
-        "--kubeconfig or --context names a cluster, which is then listed once; $KUBECONFIG "
-        "alone never makes review contact a cluster.",
+        description=(
+            "Answer one AdmissionReview as the API server would experience it: the "
+            "mutating webhook, then the validating webhook on the mutated object. Prints the "
+            "response AdmissionReview as JSON. The view is offline (--zones, --cluster) unless "
+            "--kubeconfig or --context names a cluster, which is then listed once; $KUBECONFIG "
+            "alone never makes review contact a cluster."
+        ),
         epilog=EXAMPLES,
-        formatter_class=FORMATTER,
+        run=run,
     )
-    parser.set_defaults(run=run)
     parser.add_argument("file", help="AdmissionReview JSON file, or - for stdin")
     parser.add_argument(
         "--endpoint",

@@ -12,9 +12,9 @@ from typing import Any
 
 from webhook.cli.options import (
     DEFAULTS,
-    FORMATTER,
     add_own_namespace_flag,
     add_view_flags,
+    command_parser,
     settings_from,
 )
 from webhook.cluster.live import start_live
@@ -66,15 +66,17 @@ def _label_rule(text: str) -> str:
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """The ``serve`` sub-parser."""
-    parser: argparse.ArgumentParser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "serve",
         help=HELP,
-        description="Run the admission webhook (mutate, validate, extender, healthz, readyz, "
-        "metrics) over HTTPS.",
+        description=(
+            "Run the admission webhook (mutate, validate, extender, healthz, readyz, "
+            "metrics) over HTTPS."
+        ),
         epilog=EXAMPLES,
-        formatter_class=FORMATTER,
+        run=run,
     )
-    parser.set_defaults(run=run)
     parser.add_argument("--host", help=f"address to listen on (default: {DEFAULTS.host})")
     parser.add_argument("--port", type=int, help=f"port (default: {DEFAULTS.port})")
     parser.add_argument("--cert", type=Path, help="serving certificate (PEM); with --key")
