@@ -378,8 +378,24 @@ def agrees_with_a_walk(store: Store, old: range, new: range) -> guard.ScaleDown:
 
 
 def held(zones: Mapping[str, guard.Holders]) -> dict[str, tuple[int, list[int]]]:
-    """Zone -> (how many ordinals hold it, the first few of them) as the guard says."""
+    """Zone -> (how many ordinals hold it, the first few of them) as the guard says; each one
+    named is located in that zone (the guard counts by zone, and locates only those it names)."""
+    for zone, h in zones.items():
+        assert [i.zone for i in h.first] == [zone] * len(h.first), (zone, h.first)
     return {z: (h.count, [i.ordinal for i in h.first]) for z, h in zones.items()}
+
+
+def test_a_scale_down_is_a_value_two_runs_over_one_view_are_equal() -> None:
+    """What the guard finds compares as data: not by the locator it names ordinals with."""
+    store = cluster(MISPLACED)
+    policy = resolve_policy("ns", "db", store=store)
+    one, two = (
+        guard.scale_down(
+            "db", old=range(6), new=range(3), namespace="ns", policy=policy, store=store
+        )
+        for _ in range(2)
+    )
+    assert one.lost and one == two
 
 
 def named(zones: dict[str, list[int]]) -> dict[str, tuple[int, list[int]]]:

@@ -191,7 +191,7 @@ class Store:
     def unsynced(self) -> tuple[Table, ...]:
         """Tables a live view has not listed yet (always none offline: a file or ``--zones``
         is complete by definition). Until there are none, an absent object proves nothing."""
-        if not self.live:
+        if not self.live or len(self.loaded) == len(TABLES):  # tables are only ever added
             return ()
         return tuple(table for table in TABLES if table not in self.loaded)
 

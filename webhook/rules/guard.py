@@ -19,8 +19,8 @@ count the guard itself would allow, unknown zones included.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import Final
 
@@ -28,7 +28,7 @@ from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules.locate import Located, Locator
 from webhook.rules.ordinals import walked
-from webhook.rules.placement import Policy
+from webhook.rules.placement import Policy, rule_zone
 
 #: How many ordinals a message names per zone (and unknown ordinals); the rest are counted.
 NAMED: Final = 10
@@ -43,8 +43,16 @@ def audited_ordinals(sts: StatefulSetInfo) -> range:
 class Holders:
     """The ordinals of a range that hold one zone: the first few, and how many in all."""
 
-    first: tuple[Located, ...]
+    #: The first few ordinals, in order.
+    ordinals: tuple[int, ...]
     count: int
+    #: Locates an ordinal of the set (only called for a message: see :attr:`first`).
+    where: Callable[[int], Located] = field(compare=False, repr=False)
+
+    @property
+    def first(self) -> tuple[Located, ...]:
+        """The first few ordinals with where each is and what says so."""
+        return tuple(map(self.where, self.ordinals))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +104,9 @@ class _Ranges:
     ``zones[(i - start) mod k]`` (or are unknown when there is no rule), so each question
     about a range is answered by stepping through one residue class and skipping known
     ordinals: bounded by the objects in the view, not by ``replicas`` (which may be 2**31-1).
+
+    Known ordinals are reduced to their zones (:meth:`Locator.zone`); the full
+    :class:`Located` (source, node, reason) is only built for the few a message names.
     """
 
     def __init__(self, span: range, *, namespace: str, policy: Policy, store: Store) -> None:
@@ -105,20 +116,38 @@ class _Ranges:
             label = policy.declared.node_label or ""
             known |= {int(v) for v in store.label_values(label) if v.isascii() and v.isdigit()}
         self.where = Locator(namespace=namespace, policy=policy, store=store)
-        self.known = {o: self.where(o) for o in sorted(known) if o in span}
+        self._located: dict[int, Located] = {}
         self.ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal"
+        self.k = k = len(policy.zones) or 1
+        #: Known ordinal of the span -> its zone (None: unknown), in order.
+        self.known: dict[int, str | None] = {}
         # Sorted ordinals per zone and per place in the rule's cycle: a range's share of each
         # is two bisections, whatever the range.
-        self.k = len(policy.zones) or 1
         self.by_zone: dict[str, list[int]] = {}
-        self.by_residue: list[list[int]] = [[] for _ in range(self.k)]
+        self.by_residue: list[list[int]] = [[] for _ in range(k)]
         self.unknowns: list[int] = []
-        for o, item in self.known.items():
-            self.by_residue[o % self.k].append(o)
-            if item.zone is not None:
-                self.by_zone.setdefault(item.zone, []).append(o)
+        zone_of, by_residue = self.where.zone, self.by_residue
+        for o in sorted(known):
+            if o in span:
+                zone = self.known[o] = zone_of(o)
+                by_residue[o % k].append(o)
+                if zone is not None:
+                    self.by_zone.setdefault(zone, []).append(o)
+                else:
+                    self.unknowns.append(o)
+
+    def located(self, ordinal: int) -> Located:
+        """Where ``ordinal`` is, with what says so (built once per ordinal)."""
+        item = self._located.get(ordinal)
+        if item is None:
+            if self.ruled and ordinal not in self.known:  # nothing in the view: the rule's
+                policy = self.policy
+                zone = rule_zone(ordinal, zones=policy.zones, start=policy.start)
+                item = Located(ordinal, zone, "rule")
             else:
-                self.unknowns.append(o)
+                item = self.where(ordinal)
+            self._located[ordinal] = item
+        return item
 
     def _rule_ordinals(self, r: range, zone: str) -> Iterator[int]:
         """Ordinals of ``r`` that are not known and that the rule puts in ``zone``."""
@@ -128,12 +157,12 @@ class _Ranges:
 
     def holders(self, r: range) -> dict[str, Holders]:
         """Zone -> the ordinals of ``r`` holding it (first few in order, and the count)."""
-        found: dict[str, list[Located]] = {}
+        found: dict[str, list[int]] = {}
         counts: dict[str, int] = {}
         for zone, ordinals in self.by_zone.items():
             lo, hi = bisect_left(ordinals, r.start), bisect_left(ordinals, r.stop)
             if hi > lo:
-                found[zone] = [self.known[o] for o in ordinals[lo : min(hi, lo + NAMED)]]
+                found[zone] = ordinals[lo : min(hi, lo + NAMED)]
                 counts[zone] = hi - lo
         if self.ruled:
             k = self.k
@@ -144,12 +173,11 @@ class _Ranges:
                 known_there = bisect_left(same, r.stop) - bisect_left(same, r.start)
                 if in_r - known_there <= 0:
                     continue
-                ruled = [
-                    Located(o, zone, "rule") for o in islice(self._rule_ordinals(r, zone), NAMED)
-                ]
-                found[zone] = sorted([*found.get(zone, []), *ruled], key=lambda i: i.ordinal)
+                ruled = islice(self._rule_ordinals(r, zone), NAMED)
+                found[zone] = sorted([*found.get(zone, ()), *ruled])
                 counts[zone] = counts.get(zone, 0) + in_r - known_there
-        return {z: Holders(tuple(found[z][:NAMED]), counts[z]) for z in sorted(found)}
+        where = self.located
+        return {z: Holders(tuple(found[z][:NAMED]), counts[z], where) for z in sorted(found)}
 
     def _unknown_ordinals(self, r: range) -> Iterator[int]:
         """The ordinals of ``r`` whose zone is unknown, in order (lazily: r may be huge)."""
@@ -157,18 +185,16 @@ class _Ranges:
         if self.ruled:
             return iter(self.unknowns[lo:hi])
         # No rule: every ordinal that is not known to have a zone is unknown.
-        return (o for o in r if o not in self.known or self.known[o].zone is None)
+        return (o for o in r if self.known.get(o) is None)
 
     def unknown(self, r: range) -> Unknown:
         """The ordinals of ``r`` whose zone is unknown, with reasons for the first few."""
         lo, hi = bisect_left(self.unknowns, r.start), bisect_left(self.unknowns, r.stop)
         count = hi - lo
         if not self.ruled:
-            located = sum(1 for o, item in self.known.items() if o in r and item.zone is not None)
+            located = sum(1 for o, zone in self.known.items() if o in r and zone is not None)
             count = len(r) - located
-        first = tuple(
-            self.known.get(o) or self.where(o) for o in islice(self._unknown_ordinals(r), NAMED)
-        )
+        first = tuple(self.located(o) for o in islice(self._unknown_ordinals(r), NAMED))
         return Unknown(first, count)
 
     def first_unknown(self, r: range) -> int | None:
@@ -181,9 +207,7 @@ class _Ranges:
             lo, hi = bisect_left(self.unknowns, r.start), bisect_left(self.unknowns, r.stop)
             return self.unknowns[hi - 1] if hi > lo else None
         backwards = range(r.stop - 1, r.start - 1, -1)
-        return next(
-            (o for o in backwards if o not in self.known or self.known[o].zone is None), None
-        )
+        return next((o for o in backwards if self.known.get(o) is None), None)
 
 
 def _removed(old: range, new: range) -> list[range]:
@@ -197,8 +221,8 @@ def _merged(parts: Iterable[dict[str, Holders]]) -> dict[str, Holders]:
     for part in parts:
         for zone, h in part.items():
             if zone in merged:
-                first = sorted([*merged[zone].first, *h.first], key=lambda i: i.ordinal)
-                h = Holders(tuple(first[:NAMED]), merged[zone].count + h.count)
+                first = sorted([*merged[zone].ordinals, *h.ordinals])
+                h = Holders(tuple(first[:NAMED]), merged[zone].count + h.count, h.where)
             merged[zone] = h
     return dict(sorted(merged.items()))
 
@@ -248,7 +272,7 @@ def _lowest(
     ordinal has an unknown zone (``n >= clear``). Each condition only gets easier as ``n``
     grows, so the answer is ``max(needed, min(full, clear))``.
     """
-    first_at = {z: h.first[0].ordinal for z, h in ranges.holders(widest).items()}
+    first_at = {z: h.ordinals[0] for z, h in ranges.holders(widest).items()}
 
     def reach(zones: Iterable[str]) -> int | None:
         zones = list(zones)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
+from webhook.model.records import PodInfo
 from webhook.model.store import Store
 from webhook.rules.placement import Policy, claim_name, rule_zone, zone_among
 
@@ -80,10 +81,21 @@ class Locator:
         self.pods = store.set_pods(namespace, policy.statefulset).by_name
         self.nodes = store.nodes
 
+    def zone(self, ordinal: int) -> str | None:
+        """``self(ordinal).zone``, without building the :class:`Located` in the usual case (a
+        scheduled pod on a node with the label): the scale-down guard asks it of every known
+        ordinal, and only names a few."""
+        pod = self.pods.get(ordinal)
+        if pod is not None and pod.node:
+            node = self.nodes.get(pod.node)
+            if node is not None and (zone := node.labels.get(self.key)):
+                return zone
+        return self(ordinal).zone
+
     def __call__(self, ordinal: int) -> Located:
         pod = self.pods.get(ordinal)
         if pod is not None and pod.node:
-            return self._scheduled(ordinal, node_name=pod.node, own=pod.zone_label(self.key))
+            return self._scheduled(ordinal, pod)
         policy, store = self.policy, self.store
         volume, zones = volume_zones(ordinal, namespace=self.namespace, policy=policy, store=store)
         if zones:
@@ -107,13 +119,14 @@ class Locator:
             )
         return Located(ordinal, None, "unknown", "no pod, no zone-pinned volume and no zone list")
 
-    def _scheduled(self, ordinal: int, *, node_name: str, own: str | None) -> Located:
+    def _scheduled(self, ordinal: int, pod: PodInfo) -> Located:
         """A scheduled pod: its node's label, its own label, its volume -- or unknown."""
+        node_name = pod.node
         node = self.nodes.get(node_name)
         zone = node.labels.get(self.key) if node is not None else None
         if zone:
             return Located(ordinal, zone, "pod", node_name, node_name)
-        if own:
+        if own := pod.zone_label(self.key):
             return Located(ordinal, own, "pod-label", node_name, node_name)
         policy = self.policy
         volume, zones = volume_zones(
