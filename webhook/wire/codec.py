@@ -6,6 +6,9 @@ client: bodies must be valid UTF-8 JSON (a lone surrogate escape such as ``"\\ud
 or a number beyond a float's range is refused as not valid JSON -- the API server never sends
 any of them), nesting is capped at 1024 levels, and an integer beyond 64 bits is read as a float
 (orjson does so without an error), so a field that must be an integer is refused as malformed.
+An AdmissionReview that fits :func:`webhook.wire.review.decode`'s shape is decoded by msgspec
+without its objects' managedFields, and only falls back to :func:`request_body`; what that
+changes is said there.
 
 The live view's watch events, and list pages that do not fit their table's shape
 (:mod:`webhook.cluster.pages` decodes the others), are decoded by orjson too (:func:`loads`),

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Literal, NamedTuple, NotRequired, TypedDict, TypeVar
 
+import msgspec
+
 from webhook.errors import BadRequest
 from webhook.wire import codec
 from webhook.wire.patches import Patch, diff_encoded, encode
@@ -84,7 +86,88 @@ class Request(NamedTuple):
 
 def parse(body: bytes | str) -> Request:
     """Parse a request body into a :class:`Request`; :class:`BadRequest` says what is wrong."""
-    return from_dict(codec.request_body(body, expected="an AdmissionReview"))
+    return from_dict(decode(body))
+
+
+# The decode, less what no rule reads. Every object the API server sends carries its
+# managedFields (a third of a recorded pod review's bytes, and most of its small dicts), and
+# nothing in stszone reads them: msgspec decodes a review against the shape below and steps
+# over them without building an object. Everything else is decoded as it is (``Any``), in the
+# body's order. The fields are those of AdmissionReview, AdmissionRequest and ObjectMeta
+# (k8s.io/api admission/v1, apimachinery meta/v1); an unknown one is left out like
+# managedFields -- no rule reads one either.
+
+
+class _ObjectMeta(TypedDict, total=False):
+    name: Any
+    generateName: Any
+    namespace: Any
+    selfLink: Any
+    uid: Any
+    resourceVersion: Any
+    generation: Any
+    creationTimestamp: Any
+    deletionTimestamp: Any
+    deletionGracePeriodSeconds: Any
+    labels: Any
+    annotations: Any
+    ownerReferences: Any
+    finalizers: Any
+
+
+class _Object(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: _ObjectMeta | None
+    spec: Any
+    status: Any
+
+
+class _Request(TypedDict, total=False):
+    uid: Any
+    kind: Any
+    resource: Any
+    subResource: Any
+    requestKind: Any
+    requestResource: Any
+    requestSubResource: Any
+    name: Any
+    namespace: Any
+    operation: Any
+    userInfo: Any
+    object: _Object | None
+    oldObject: _Object | None
+    dryRun: Any
+    options: Any
+
+
+class _Review(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    request: _Request | None
+
+
+_LEAN: Final = msgspec.json.Decoder(_Review)
+
+
+def decode(body: bytes | str) -> Any:
+    """The decoded review, without the objects' managedFields; :class:`BadRequest` if not JSON.
+
+    A body that does not fit the shape -- not ASCII (stepping over a string does not check its
+    UTF-8), an object or its metadata that is not a JSON object, a lone surrogate escape,
+    nesting past msgspec's limit, anything msgspec refuses -- is decoded whole by
+    :func:`webhook.wire.codec.request_body`, which then reads it or refuses it as it always
+    did. What the shape changes is only in what it steps over: there, an integer beyond 64
+    bits or a number beyond a float's range is not refused (the API server sends neither; it
+    decodes every object into Go's int32/int64 before it calls a webhook); and where it
+    decodes, such an integer is read as an ``int``, not as orjson's float.
+    """
+    if isinstance(body, bytes) and body.isascii():
+        try:
+            return _LEAN.decode(body)
+        except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+            pass
+    return codec.request_body(body, expected="an AdmissionReview")
 
 
 def from_dict(data: Any) -> Request:
