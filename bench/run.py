@@ -370,6 +370,18 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{label:16s} {r['rps']:8.2f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['max_ms']:8.2f}"
         )
+    # The machine's speed drifts between rounds (the floor itself moves by a fifth or more):
+    # each round's own ratio shows how far the median can be trusted.
+    for base in ("floor", "go"):
+        if base in summary:
+            each = [
+                r["stszone"]["closed"]["rps"] / r[base]["closed"]["rps"] for r in report["rounds"]
+            ]
+            report.setdefault("round_ratios", {})[f"stszone/{base}"] = each
+            print(
+                f"stszone/{base} req/s round by round: {' '.join(f'{x:.2f}' for x in each)} "
+                f"(range {min(each):.2f}-{max(each):.2f})"
+            )
     s = summary["stszone"]
     rps = s["rps"] / summary["floor"]["rps"]
     like = report["loops"]["stszone"] == report["loops"]["floor"]

@@ -17,7 +17,9 @@ throttled until the next period (100 ms by default), and a busy node runs other 
 The loop thread's CPU time over the sleep tells the two apart: the loop's own work cannot
 have held it for longer than that, so ``min(lag, CPU time)`` bounds the part of a lag that was
 stszone's doing (the busy lag); the rest was the process waiting for a core. The probe costs a
-timer, a wake-up and two clock reads per interval (about 0.2% of a core).
+timer, a wake-up and two clock reads per interval. On an idle server the wake-up is most of it:
+on the project's 2-core VM, 3.2-3.6% of a core at 5 ms (1.1% at 20 ms, uvloop, resource usage
+over 5 s); under load the loop is awake anyway and a wake is one more task step.
 """
 
 from __future__ import annotations
