@@ -90,8 +90,9 @@ def _add_dependency(project: dict[str, Any], text: str) -> tuple[dict[str, Any],
 
 def _raise_a_bound(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
     deps = project["project"]["dependencies"]
-    deps[deps.index("aiohttp>=3.9")] = "aiohttp>=99"
-    return project, text.replace("#   input: aiohttp>=3.9", "#   input: aiohttp>=99")
+    (i, bound), *_ = ((i, d) for i, d in enumerate(deps) if d.startswith("aiohttp>="))
+    deps[i] = "aiohttp>=99"
+    return project, text.replace(f"#   input: {bound}", "#   input: aiohttp>=99")
 
 
 def _drop_hashes(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
