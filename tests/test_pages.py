@@ -154,6 +154,10 @@ def test_a_page_that_does_not_fit_reads_as_a_full_decode(
             _pod_page(_set("metadata.managedFields.0.manager", "@")).replace(b'"@"', b"[" * 3000),
             id="broken JSON where nothing is read",
         ),
+        pytest.param(
+            _pod_page(_set("spec.nodeName", "@lab-node-6")).replace(b"@", b"\xed\xa0\x80"),
+            id="a surrogate's UTF-8 bytes where it is read",  # msgspec < 0.23 raised on it
+        ),
         pytest.param(b"[]", id="not an object"),
         pytest.param(b'{"items": null, "metadata": {"resourceVersion": "7"}}', id="null items"),
         pytest.param(b'{"items": {}, "metadata": {}}', id="items not a list"),

@@ -163,7 +163,9 @@ def read_page(body: bytes, *, table: Table) -> tuple[list[Any], dict[str, Any]]:
     if decoder is not None and _utf8(body):
         try:
             page = decoder.decode(body)
-        except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+        # ValidationError is a DecodeError; msgspec before 0.23 raises UnicodeDecodeError on a
+        # string holding a surrogate's UTF-8 bytes (which _utf8 lets through, as json.loads does).
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             pass  # does not fit the shape: decode it whole, as the extractors always saw it
         else:
             return page.get("items") or [], page.get("metadata") or {}
