@@ -99,22 +99,14 @@ class JsonAnswer(web.StreamResponse):
             connection = b"Connection: keep-alive\r\n" if version == HttpVersion10 else b""
         else:
             connection = b"Connection: close\r\n" if version == HttpVersion11 else b""
-        body = self.body
-        head = b"HTTP/%d.%d 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n" % (
-            version.major,
-            version.minor,
-            len(body),
-        )
         writer = self._payload_writer = request.writer
         self._req = request
         await writer.write(
-            b"%sDate: %s\r\nServer: stszone\r\n%s\r\n%s" % (head, _http_date(), connection, body)
+            b"HTTP/%d.%d 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+            b"Date: %s\r\nServer: stszone\r\n%s\r\n%s"
+            % (version.major, version.minor, len(self.body), _http_date(), connection, self.body)
         )
         return writer
-
-
-def _json(body: bytes) -> JsonAnswer:
-    return JsonAnswer(body)
 
 
 async def _read_body(
@@ -221,7 +213,7 @@ def admission_handler(endpoint: admission.Endpoint, runtime: Runtime) -> Handler
                 reason="InternalError",
             )
         exchange.outcome = outcome
-        return _json(review.dumps(review.response(parsed, outcome)))
+        return JsonAnswer(review.dumps(review.response(parsed, outcome)))
 
     return _served(endpoint, work, runtime)
 
@@ -264,7 +256,7 @@ def extender_handler(verb: extender_wire.Verb, runtime: Runtime) -> Handler:
                 exchange.status = 500
                 return _plain(500, message)
             answer = extender_wire.dumps(extender.filter_error(args, message=message))
-        return _json(answer)
+        return JsonAnswer(answer)
 
     return _served(f"extender/{verb}", work, runtime)
 
