@@ -1,14 +1,21 @@
-"""The admission decode leaves out managedFields, and nothing else, against a full decode.
+"""The admission decode leaves out only what no rule reads, against a full decode.
 
 ``webhook.wire.review.decode`` decodes a review against a shape (msgspec) that steps over the
-objects' managedFields. The reference here is orjson's decode of the whole body, the decode
-every review went through before: a body that fits must give the same dicts in the same key
-order less managedFields, and one that does not must be read, or refused, exactly as the whole
-decode reads or refuses it.
+objects' managedFields, a pod's containers and the other fields no rule reads. The reference
+here is orjson's decode of the whole body, the decode every review went through before:
+
+* a body that fits gives the whole decode's dicts, in the same key order, with keys left out
+  and nothing else changed;
+* what it leaves out, no rule reads: with every left-out field of the whole decode replaced by
+  a value no rule could read, every answer of ``/mutate`` and ``/validate`` (and of both
+  chained) is the same, and the same as the lean decode's, over the recorded reviews and built
+  ones that reach every mode and constraint the rules read;
+* a body that does not fit is read, or refused, exactly as the whole decode reads or refuses it.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,21 +25,15 @@ import orjson
 import pytest
 
 from tests import builders as b
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Settings
 from webhook.errors import BadRequest
+from webhook.model.annotations import MODE, NODE_LABEL, STORAGE_CLASS_TEMPLATE, ZONE, ZONES
+from webhook.model.store import Store
+from webhook.rules import admission
 from webhook.wire import codec, review
 
 ADMISSION = sorted((Path(__file__).parent / "fixtures" / "admission").glob("*.json"))
-
-
-def without_managed_fields(data: Any) -> Any:
-    """``data`` as the whole decode gives it, with the objects' managedFields taken out."""
-    request = data.get("request") if isinstance(data, dict) else None
-    for part in ("object", "oldObject"):
-        obj = request.get(part) if isinstance(request, dict) else None
-        meta = obj.get("metadata") if isinstance(obj, dict) else None
-        if isinstance(meta, dict):
-            meta.pop("managedFields", None)
-    return data
 
 
 def shape(data: Any, path: str = "") -> Iterator[tuple[str, Any]]:
@@ -48,19 +49,88 @@ def shape(data: Any, path: str = "") -> Iterator[tuple[str, Any]]:
         yield path, (type(data), data)
 
 
-def test_recorded_reviews_carry_managed_fields() -> None:
-    """The comparison below is not vacuous: the API server's objects carry managedFields."""
+def assert_left_out_only(got: Any, whole: Any, path: str = "") -> None:
+    """``got`` is ``whole`` with some keys of its objects left out: same order, same values."""
+    if isinstance(whole, dict):
+        assert isinstance(got, dict), path
+        keys = list(got)
+        assert keys == [k for k in whole if k in got], f"{path}: {keys} not in {list(whole)}"
+        for key in keys:
+            assert_left_out_only(got[key], whole[key], f"{path}/{key}")
+    elif isinstance(whole, list):
+        assert isinstance(got, list) and len(got) == len(whole), path
+        for i, (mine, theirs) in enumerate(zip(got, whole, strict=True)):
+            assert_left_out_only(mine, theirs, f"{path}/{i}")
+    else:
+        assert type(got) is type(whole) and got == whole, path
+
+
+class ReadPoison(AssertionError):
+    """A rule used a value the lean decode leaves out."""
+
+
+class Poison:
+    """Stands for a left-out value: anything but holding it fails (no rule may read it)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Poison:
+        return self  # copying is not reading (stszone review's chain patches a copy)
+
+    def __getattr__(self, name: str) -> Any:
+        raise ReadPoison(f"a rule read {self.path} ({name}), which the lean decode leaves out")
+
+    def __iter__(self) -> Iterator[Any]:
+        raise ReadPoison(f"a rule iterated {self.path}, which the lean decode leaves out")
+
+    def __bool__(self) -> bool:
+        raise ReadPoison(f"a rule tested {self.path}, which the lean decode leaves out")
+
+
+def poisoned(whole: Any, lean: Any, path: str = "") -> tuple[Any, int]:
+    """``whole`` with every value ``lean`` leaves out replaced by a :class:`Poison`, and how
+    many were replaced."""
+    if isinstance(whole, dict) and isinstance(lean, dict):
+        out, count = {}, 0
+        for key, value in whole.items():
+            if key in lean:
+                out[key], n = poisoned(value, lean[key], f"{path}/{key}")
+                count += n
+            else:
+                out[key], count = Poison(f"{path}/{key}"), count + 1
+        return out, count
+    if isinstance(whole, list) and isinstance(lean, list):
+        items = [
+            poisoned(w, g, f"{path}/{i}") for i, (w, g) in enumerate(zip(whole, lean, strict=True))
+        ]
+        return [item for item, _ in items], sum(n for _, n in items)
+    return whole, 0
+
+
+def test_recorded_reviews_carry_what_is_left_out() -> None:
+    """The comparisons below are not vacuous: the API server's objects carry managedFields,
+    and its pods their containers and their service account's projected token."""
     carrying = [p.name for p in ADMISSION if b'"managedFields"' in p.read_bytes()]
     assert len(carrying) >= len(ADMISSION) // 2, carrying
+    pods = [p for p in ADMISSION if "-Pod-" in p.name]
+    assert pods and all(b'"containers"' in p.read_bytes() for p in pods)
+    assert all(b'"projected"' in p.read_bytes() for p in pods)
 
 
 @pytest.mark.parametrize("path", ADMISSION, ids=lambda p: p.stem)
-def test_a_recorded_review_decodes_as_a_whole_decode_less_managed_fields(path: Path) -> None:
+def test_a_recorded_review_decodes_as_a_whole_decode_with_keys_left_out(path: Path) -> None:
     body = path.read_bytes()
     got = review.decode(body)
-    want = without_managed_fields(orjson.loads(body))
-    assert list(shape(got)) == list(shape(want))
+    whole = orjson.loads(body)
+    assert_left_out_only(got, whole)
     assert b'"managedFields"' not in orjson.dumps(got)
+    request = got["request"]
+    if request["kind"]["kind"] == "Pod":
+        assert "containers" not in request["object"]["spec"]
+        assert [v.get("persistentVolumeClaim") for v in request["object"]["spec"]["volumes"]] == [
+            v.get("persistentVolumeClaim") for v in whole["request"]["object"]["spec"]["volumes"]
+        ]
 
 
 def test_an_update_steps_over_the_old_objects_managed_fields_too() -> None:
@@ -70,8 +140,118 @@ def test_an_update_steps_over_the_old_objects_managed_fields_too() -> None:
         obj["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
     body = json.dumps(b.review(new, operation="UPDATE", old=old)).encode()
     got = review.decode(body)
-    assert list(shape(got)) == list(shape(without_managed_fields(orjson.loads(body))))
+    assert_left_out_only(got, orjson.loads(body))
     assert "managedFields" not in got["request"]["oldObject"]["metadata"]
+    # A StatefulSet's spec is kept whole, its pod template (containers and all) included.
+    assert got["request"]["oldObject"]["spec"] == old["spec"]
+
+
+NODES = [b.node(f"n-{z}", f"zone-{z}", labels={"broker": str(i)}) for i, z in enumerate("abc")]
+AFFINITY_B = b.zone_affinity([("topology.kubernetes.io/zone", "In", ["zone-b"])])
+
+
+def built_reviews() -> list[tuple[str, bytes]]:
+    """Reviews that reach what the rules read: every mode, nodeSelector, required affinity,
+    spec.nodeName, schedulerName, claims, StatefulSet templates, scales, and pods as the
+    mutation left them (the validating webhook's input)."""
+    pods = [
+        b.sts_pod("db", 1),
+        b.sts_pod("db", 2, node_selector={"topology.kubernetes.io/zone": "zone-a"}),
+        b.sts_pod("db", 1, affinity=AFFINITY_B),
+        b.sts_pod("db", 0, affinity=AFFINITY_B),
+        b.sts_pod("db", 0, node="n-b"),
+        b.sts_pod("db", 5, claims=("data", "logs")),
+        b.sts_pod("sched", 1, scheduler="default-scheduler"),
+        b.sts_pod("sched", 2, scheduler="other-scheduler"),
+        b.sts_pod("broker", 1),
+        b.sts_pod("broker", 7),
+        b.sts_pod("unknown", 4, annotations={ZONES: "zone-c,zone-a"}),
+        b.plain_pod(),
+    ]
+    mutated = []
+    for pod in pods[:10]:
+        done = copy.deepcopy(pod)
+        done["metadata"].setdefault("annotations", {})[ZONE] = "zone-b"
+        done["spec"]["affinity"] = AFFINITY_B
+        mutated.append(done)
+    sets = [
+        b.statefulset("new", node_selector={"topology.kubernetes.io/zone": "zone-c"}),
+        b.statefulset("new", affinity=AFFINITY_B, annotations={MODE: "affinity"}),
+    ]
+    reviews = [b.review(obj) for obj in [*pods, *mutated, *sets]]
+    reviews.append(
+        b.review(
+            b.statefulset("db", start=2, annotations={ZONES: "zone-b,zone-a"}),
+            operation="UPDATE",
+            old=b.statefulset("db", start=2, annotations={ZONES: "zone-a,zone-b,zone-c"}),
+        )
+    )
+    classed = b.pvc("data-classy-1")
+    classed["spec"]["storageClassName"] = "standard"
+    reviews += [
+        b.review(b.pvc("data-db-9")),
+        b.review(classed),
+        b.review(b.pvc("data-classy-2", volume="pv-5")),
+    ]
+    for new in (9, 1, 0):
+        reviews.append(b.recorded_scale("db", namespace="ns", old=3, new=new))
+    return [(f"built-{i}", json.dumps(r).encode()) for i, r in enumerate(reviews)]
+
+
+def store() -> Store:
+    """The recorded cluster, and the sets the built reviews name."""
+    return store_from_objects(
+        [
+            *b.recorded_lists(),
+            *NODES,
+            b.statefulset("db", annotations={ZONES: "zone-a,zone-b,zone-c"}),
+            b.statefulset("sched", annotations={MODE: "scheduler"}),
+            b.statefulset("broker", annotations={MODE: "node-ordinal", NODE_LABEL: "broker"}),
+            b.statefulset("classy", annotations={STORAGE_CLASS_TEMPLATE: "ssd-{zone}"}),
+            b.pvc("data-db-5", volume="pv-5"),
+            b.pv("pv-5", "zone-c"),
+        ]
+    )
+
+
+CORPUS = [(p.stem, p.read_bytes()) for p in ADMISSION] + built_reviews()
+
+
+def answers(data: Any, view: Store) -> list[Any]:
+    request = review.from_dict(data)
+    defaults = Settings().defaults()
+    return [
+        review.response(request, decide(request, store=view, defaults=defaults))
+        for decide in (admission.mutate, admission.validate, admission.chain)
+    ]
+
+
+@pytest.mark.parametrize(("name", "body"), CORPUS, ids=[name for name, _ in CORPUS])
+def test_no_rule_reads_what_the_lean_decode_leaves_out(name: str, body: bytes) -> None:
+    view = store()
+    whole = orjson.loads(body)
+    lean = review.decode(body)
+    trap, count = poisoned(whole, lean)
+    assert count > 0  # the request's echoes at least (requestKind, options)
+    want = answers(whole, view)
+    assert answers(lean, view) == want
+    assert answers(trap, view) == want
+
+
+def test_the_built_reviews_reach_every_outcome() -> None:
+    """The corpus above exercises the rules, not only their early exits."""
+    view = store()
+    seen: set[str] = set()
+    for _, body in CORPUS:
+        for answer in answers(review.decode(body), view):
+            response = answer["response"]
+            seen.add("patch" if "patch" in response else "allowed")
+            if not response["allowed"]:
+                seen.add(response["status"].get("reason", ""))
+            if response.get("warnings"):
+                seen.add("warnings")
+    want = {"patch", "allowed", "warnings", "ZoneConflict", "NodeNameConflict", "ZoneLoss"}
+    assert want <= seen, seen
 
 
 def recorded(edit: str) -> bytes:
@@ -89,17 +269,33 @@ def recorded(edit: str) -> bytes:
         data = [data]
     elif edit == "not ascii":
         obj["metadata"]["labels"]["note"] = "zone é"
+    elif edit == "spec a string":
+        obj["spec"] = "none"
+    elif edit == "a volume a string":
+        obj["spec"]["volumes"].append("data")
+    elif edit == "userInfo a list":
+        data["request"]["userInfo"] = [data["request"]["userInfo"]]
     else:
         raise AssertionError(edit)
     return json.dumps(data, ensure_ascii=False).encode()
 
 
 @pytest.mark.parametrize(
-    "edit", ["metadata a string", "object a list", "request a string", "review a list", "not ascii"]
+    "edit",
+    [
+        "metadata a string",
+        "object a list",
+        "request a string",
+        "review a list",
+        "not ascii",
+        "spec a string",
+        "a volume a string",
+        "userInfo a list",
+    ],
 )
 def test_a_body_off_the_shape_is_decoded_whole(edit: str) -> None:
     body = recorded(edit)
-    assert review.decode(body) == orjson.loads(body)  # managedFields and all
+    assert review.decode(body) == orjson.loads(body)  # managedFields, containers and all
 
 
 def refusal(body: bytes) -> str:

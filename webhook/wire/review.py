@@ -72,6 +72,8 @@ class Request(NamedTuple):
     operation: str
     namespace: str
     name: str
+    #: The objects as :func:`decode` reads them: what no rule reads (managedFields, a pod's
+    #: containers) may be left out.
     object: dict[str, Any]
     old_object: dict[str, Any]
     dry_run: bool
@@ -90,12 +92,17 @@ def parse(body: bytes | str) -> Request:
 
 
 # The decode, less what no rule reads. Every object the API server sends carries its
-# managedFields (a third of a recorded pod review's bytes, and most of its small dicts), and
-# nothing in stszone reads them: msgspec decodes a review against the shape below and steps
-# over them without building an object. Everything else is decoded as it is (``Any``), in the
-# body's order. The fields are those of AdmissionReview, AdmissionRequest and ObjectMeta
-# (k8s.io/api admission/v1, apimachinery meta/v1); an unknown one is left out like
-# managedFields -- no rule reads one either.
+# managedFields (a third of a recorded pod review's bytes, and most of its small dicts), and a
+# pod its containers, tolerations and projected token volume (most of what is left): msgspec
+# decodes a review against the shape below and steps over what is not in it without building
+# an object. What it keeps is decoded as it is (``Any``), in the body's order. The fields are
+# those of AdmissionReview and AdmissionRequest (k8s.io/api admission/v1) less the request's
+# echoes (requestKind, requestResource, options) and userInfo's groups and extras; ObjectMeta
+# (apimachinery meta/v1) less managedFields; and a spec that is the union of what the rules read
+# of a PodSpec (its volumes' claims and where it may run) with every field of StatefulSetSpec,
+# ScaleSpec and PersistentVolumeClaimSpec. tests/test_review_decode.py holds the rules to it:
+# every field the shape leaves out of the recorded reviews is replaced by a value no rule could
+# read, and every answer stays the same.
 
 
 class _ObjectMeta(TypedDict, total=False):
@@ -115,12 +122,51 @@ class _ObjectMeta(TypedDict, total=False):
     finalizers: Any
 
 
+class _Volume(TypedDict, total=False):
+    name: Any
+    persistentVolumeClaim: Any
+
+
+class _Spec(TypedDict, total=False):
+    # PodSpec: what the rules read.
+    volumes: list[_Volume] | None
+    affinity: Any
+    nodeSelector: Any
+    nodeName: Any
+    schedulerName: Any
+    # StatefulSetSpec (a Scale's spec is its replicas).
+    replicas: Any
+    selector: Any
+    template: Any
+    serviceName: Any
+    volumeClaimTemplates: Any
+    updateStrategy: Any
+    podManagementPolicy: Any
+    revisionHistoryLimit: Any
+    minReadySeconds: Any
+    persistentVolumeClaimRetentionPolicy: Any
+    ordinals: Any
+    # PersistentVolumeClaimSpec (selector above).
+    accessModes: Any
+    resources: Any
+    volumeName: Any
+    storageClassName: Any
+    volumeMode: Any
+    dataSource: Any
+    dataSourceRef: Any
+    volumeAttributesClassName: Any
+
+
 class _Object(TypedDict, total=False):
     apiVersion: Any
     kind: Any
     metadata: _ObjectMeta | None
-    spec: Any
+    spec: _Spec | None
     status: Any
+
+
+class _UserInfo(TypedDict, total=False):
+    username: Any
 
 
 class _Request(TypedDict, total=False):
@@ -128,17 +174,13 @@ class _Request(TypedDict, total=False):
     kind: Any
     resource: Any
     subResource: Any
-    requestKind: Any
-    requestResource: Any
-    requestSubResource: Any
     name: Any
     namespace: Any
     operation: Any
-    userInfo: Any
+    userInfo: _UserInfo | None
     object: _Object | None
     oldObject: _Object | None
     dryRun: Any
-    options: Any
 
 
 class _Review(TypedDict, total=False):
@@ -151,11 +193,13 @@ _LEAN: Final = msgspec.json.Decoder(_Review)
 
 
 def decode(body: bytes | str) -> Any:
-    """The decoded review, without the objects' managedFields; :class:`BadRequest` if not JSON.
+    """The decoded review, less what no rule reads (see the shape above); :class:`BadRequest`
+    if not JSON.
 
     A body that does not fit the shape -- not ASCII (stepping over a string does not check its
-    UTF-8), an object or its metadata that is not a JSON object, a lone surrogate escape,
-    nesting past msgspec's limit, anything msgspec refuses -- is decoded whole by
+    UTF-8), an object, its metadata, spec, userInfo or a pod volume that is not a JSON object,
+    a lone surrogate escape, nesting past msgspec's limit, anything msgspec refuses -- is
+    decoded whole by
     :func:`webhook.wire.codec.request_body`, which then reads it or refuses it as it always
     did. What the shape changes is only in what it steps over: there, an integer beyond 64
     bits or a number beyond a float's range is not refused (the API server sends neither; it
