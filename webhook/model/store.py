@@ -54,6 +54,7 @@ class Store:
         self._zone_cache: dict[str, tuple[int, tuple[str, ...]]] = {}
         self._label_cache: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {}
         self._values_cache: dict[str, tuple[int, frozenset[str]]] = {}
+        self._derived: dict[Any, Any] = {}
         # Secondary indexes, kept in step with the tables by put/delete/replace, so that a
         # request about one set looks at its namespace's records, never a whole table.
         #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
@@ -101,6 +102,8 @@ class Store:
         table[key] = info
         if name == "nodes":
             self._node_generation += 1
+        if self._derived:
+            self._derived.clear()
 
     def delete(self, name: Table, key: Key) -> None:
         """Remove one record (missing is fine: a DELETED may follow a re-list)."""
@@ -110,6 +113,8 @@ class Store:
                 index.remove(old)
             if name == "nodes":
                 self._node_generation += 1
+            if self._derived:
+                self._derived.clear()
 
     def replace(self, name: Table, infos: Iterable[Info]) -> None:
         """Swap the whole table ``name`` (a fresh list) and mark it loaded."""
@@ -135,6 +140,16 @@ class Store:
         self.loaded.add(name)
         if name == "nodes":
             self._node_generation += 1
+        self._derived.clear()
+
+    def derived(self) -> dict[Any, Any]:
+        """Scratch space for what requests compute from this view, emptied by every change.
+
+        ``put`` (of a record that changed), ``delete`` and ``swap`` empty it, so a result
+        kept here under a key naming all its other inputs is the one the view gives now.
+        Callers bound what they keep.
+        """
+        return self._derived
 
     # queries
     def server_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:

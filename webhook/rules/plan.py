@@ -7,11 +7,11 @@ the same zone for the same pod.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from webhook.errors import Denied
 from webhook.model import objects
-from webhook.model.annotations import SKIP
+from webhook.model.annotations import SKIP, stszone_annotations
 from webhook.model.objects import JSON
 from webhook.model.records import ordinal_of, statefulset_owner
 from webhook.model.store import Store
@@ -41,10 +41,20 @@ class PodPlan(NamedTuple):
     placement: Placement
 
 
-def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
+#: Plans kept for the validating call that follows a mutating one (the oldest go first).
+KEPT_PLANS: Final = 256
+
+
+def plan_pod(pod: JSON, *, namespace: str, store: Store, keep: bool = False) -> PodPlan | None:
     """The plan for a pod stszone manages, or None for pods it leaves alone.
 
-    Shared by the mutating and the validating webhook so both compute the same zone.
+    Shared by the mutating and the validating webhook so both compute the same zone. The API
+    server sends the validating webhook the pod the mutating one has just answered: with
+    ``keep`` (``/mutate``), the plan is kept in the view's :meth:`~Store.derived` space under
+    everything it is computed from besides the view -- the namespace, and the pod's owner,
+    ordinal, stszone annotations and claims -- and the next call with the same inputs takes it
+    (once) instead of computing it again. Any change to the view empties that space, so a plan
+    taken from it is the one the view gives now.
     """
     meta = objects.mapping(pod, "metadata")
     owner = statefulset_owner(meta)
@@ -57,15 +67,22 @@ def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
             "ordinal (no apps.kubernetes.io/pod-index label, no -N name suffix)",
             reason="NoOrdinal",
         )
-    policy = resolve_policy(
-        namespace,
-        owner,
-        store=store,
-        pod_annotations=objects.str_map(meta, "annotations", path="metadata"),
-        pod_claims=pod_claims(pod),
-    )
-    placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
-    return PodPlan(policy, ordinal, placement)
+    annotations = stszone_annotations(objects.str_map(meta, "annotations", path="metadata"))
+    claims = pod_claims(pod)
+    key = ("plan", namespace, owner, ordinal, tuple(annotations.items()), claims)
+    kept = store.derived()
+    plan: PodPlan | None = kept.pop(key, None)
+    if plan is None:
+        policy = resolve_policy(
+            namespace, owner, store=store, pod_annotations=annotations, pod_claims=claims
+        )
+        placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
+        plan = PodPlan(policy, ordinal, placement)
+    if keep:
+        if len(kept) >= KEPT_PLANS:
+            del kept[next(iter(kept))]
+        kept[key] = plan
+    return plan
 
 
 def node_labels(store: Store) -> Nodes:
