@@ -8,7 +8,8 @@ claims and volumes) straight into a Store, freezes it out of the garbage collect
 view does once synced, then cycles through the benchmark corpus (``bench/corpus.py``) the way a
 server sees it, every review after a different one, and reports microseconds per request for:
 
-* ``decode``: ``review.parse`` (orjson and the envelope checks);
+* ``decode``: ``review.parse`` (the lean msgspec decode of ``review.decode`` and the envelope
+  checks);
 * ``answer``: decode, ``admission.mutate``/``validate``, the response envelope and its JSON,
   and the metrics and log observers, i.e. all a handler does besides aiohttp's own work;
 * ``json.loads``: the stdlib decode the floor does, for comparison.
