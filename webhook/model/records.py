@@ -295,9 +295,14 @@ def statefulset_owner(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
-def ordinal_of(meta: Mapping[str, Any]) -> int | None:
-    """Ordinal from the ``apps.kubernetes.io/pod-index`` label, else the name's ``-N`` suffix."""
-    index = objects.str_map(meta, "labels").get(POD_INDEX_LABEL, "")
+def ordinal_of(meta: Mapping[str, Any], *, labels: Mapping[str, str] | None = None) -> int | None:
+    """Ordinal from the ``apps.kubernetes.io/pod-index`` label, else the name's ``-N`` suffix.
+
+    ``labels``: the metadata's labels, when the caller has already read them.
+    """
+    if labels is None:
+        labels = objects.str_map(meta, "labels")
+    index = labels.get(POD_INDEX_LABEL, "")
     if index.isascii() and index.isdigit():
         return int(index)
     match = _SUFFIX.search(objects.string(meta, "name"))

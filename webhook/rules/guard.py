@@ -157,6 +157,11 @@ class _Ranges:
 
     def holders(self, r: range) -> dict[str, Holders]:
         """Zone -> the ordinals of ``r`` holding it (first few in order, and the count)."""
+        where = self.located
+        return {z: Holders(tuple(first), n, where) for z, (first, n) in self.held(r).items()}
+
+    def held(self, r: range) -> dict[str, tuple[list[int], int]]:
+        """:meth:`holders` as (first few ordinals, count) pairs, by zone in order."""
         found: dict[str, list[int]] = {}
         counts: dict[str, int] = {}
         for zone, ordinals in self.by_zone.items():
@@ -176,8 +181,7 @@ class _Ranges:
                 ruled = islice(self._rule_ordinals(r, zone), NAMED)
                 found[zone] = sorted([*found.get(zone, ()), *ruled])
                 counts[zone] = counts.get(zone, 0) + in_r - known_there
-        where = self.located
-        return {z: Holders(tuple(found[z][:NAMED]), counts[z], where) for z in sorted(found)}
+        return {z: (found[z][:NAMED], counts[z]) for z in sorted(found)}
 
     def _unknown_ordinals(self, r: range) -> Iterator[int]:
         """The ordinals of ``r`` whose zone is unknown, in order (lazily: r may be huge)."""
@@ -216,15 +220,17 @@ def _removed(old: range, new: range) -> list[range]:
     return [r for r in runs if len(r)]
 
 
-def _merged(parts: Iterable[dict[str, Holders]]) -> dict[str, Holders]:
-    merged: dict[str, Holders] = {}
+def _merged(
+    parts: Iterable[dict[str, tuple[list[int], int]]], where: Callable[[int], Located]
+) -> dict[str, Holders]:
+    merged: dict[str, tuple[list[int], int]] = {}
     for part in parts:
-        for zone, h in part.items():
+        for zone, (first, count) in part.items():
             if zone in merged:
-                first = sorted([*merged[zone].ordinals, *h.ordinals])
-                h = Holders(tuple(first[:NAMED]), merged[zone].count + h.count, h.where)
-            merged[zone] = h
-    return dict(sorted(merged.items()))
+                earlier, before = merged[zone]
+                first, count = sorted([*earlier, *first])[:NAMED], before + count
+            merged[zone] = (first, count)
+    return {z: Holders(tuple(first), n, where) for z, (first, n) in sorted(merged.items())}
 
 
 def _joined(parts: list[Unknown]) -> Unknown:
@@ -239,11 +245,11 @@ def scale_down(
     widest = range(new.start, new.start + max(len(old), len(new)))
     span = range(min(old.start, new.start), max(old.stop, new.stop, widest.stop))
     ranges = _Ranges(span, namespace=namespace, policy=policy, store=store)
-    before, kept = ranges.holders(old), ranges.holders(new)
+    before, kept = ranges.holders(old), ranges.held(new)
     removed = _removed(old, new)
     listed = set(policy.zones) or set(before)  # no list at all: what the set holds now
     lost = {z: h for z, h in before.items() if z in listed and z not in kept}
-    gone = _merged(ranges.holders(r) for r in removed)
+    gone = _merged((ranges.held(r) for r in removed), ranges.located)
     unknown_removed = _joined([ranges.unknown(r) for r in removed])
     at_risk: tuple[str, ...] = ()
     if unknown_removed.count:
@@ -272,7 +278,7 @@ def _lowest(
     ordinal has an unknown zone (``n >= clear``). Each condition only gets easier as ``n``
     grows, so the answer is ``max(needed, min(full, clear))``.
     """
-    first_at = {z: h.ordinals[0] for z, h in ranges.holders(widest).items()}
+    first_at = {z: first[0] for z, (first, _) in ranges.held(widest).items()}
 
     def reach(zones: Iterable[str]) -> int | None:
         zones = list(zones)

@@ -58,9 +58,12 @@ def plan_pod(pod: JSON, *, namespace: str, store: Store, keep: bool = False) -> 
     """
     meta = objects.mapping(pod, "metadata")
     owner = statefulset_owner(meta)
-    if owner is None or skipped(meta):
+    if owner is None:
         return None
-    ordinal = ordinal_of(meta)
+    labels = objects.str_map(meta, "labels", path="metadata")
+    if labels.get(SKIP) == "true":  # skipped(meta), with the labels read once
+        return None
+    ordinal = ordinal_of(meta, labels=labels)
     if ordinal is None:
         raise Denied(
             f"pod {objects.string(meta, 'name') or '(unnamed)'} of StatefulSet {owner} has no "
