@@ -199,12 +199,11 @@ def decode(body: bytes | str) -> Any:
     A body that does not fit the shape -- not ASCII (stepping over a string does not check its
     UTF-8), an object, its metadata, spec, userInfo or a pod volume that is not a JSON object,
     a lone surrogate escape, nesting past msgspec's limit, anything msgspec refuses -- is
-    decoded whole by
-    :func:`webhook.wire.codec.request_body`, which then reads it or refuses it as it always
-    did. What the shape changes is only in what it steps over: there, an integer beyond 64
-    bits or a number beyond a float's range is not refused (the API server sends neither; it
-    decodes every object into Go's int32/int64 before it calls a webhook); and where it
-    decodes, such an integer is read as an ``int``, not as orjson's float.
+    decoded whole by :func:`webhook.wire.codec.request_body`, which then reads it or refuses
+    it as it always did. What the shape changes is only in what it steps over: there, an
+    integer beyond 64 bits or a number beyond a float's range is not refused (the API server
+    sends neither; it decodes every object into Go's int32/int64 before it calls a webhook);
+    and where it decodes, such an integer is read as an ``int``, not as orjson's float.
     """
     if isinstance(body, bytes) and body.isascii():
         try:
