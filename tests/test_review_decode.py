@@ -87,6 +87,11 @@ class Poison:
     def __bool__(self) -> bool:
         raise ReadPoison(f"a rule tested {self.path}, which the lean decode leaves out")
 
+    def __eq__(self, other: object) -> bool:
+        raise ReadPoison(f"a rule compared {self.path}, which the lean decode leaves out")
+
+    __hash__ = object.__hash__
+
 
 def poisoned(whole: Any, lean: Any, path: str = "") -> tuple[Any, int]:
     """``whole`` with every value ``lean`` leaves out replaced by a :class:`Poison`, and how
