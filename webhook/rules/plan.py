@@ -19,9 +19,14 @@ from webhook.rules.affinity import Nodes
 from webhook.rules.placement import Placement, Policy, place_by_mode, resolve_policy
 
 
-def skipped(meta: JSON) -> bool:
-    """Whether the object carries the label ``stszone.io/skip=true`` (left alone)."""
-    return objects.str_map(meta, "labels", path="metadata").get(SKIP) == "true"
+def skipped(meta: JSON, *, labels: Mapping[str, str] | None = None) -> bool:
+    """Whether the object carries the label ``stszone.io/skip=true`` (left alone).
+
+    ``labels``: the metadata's labels, when the caller has already read them.
+    """
+    if labels is None:
+        labels = objects.str_map(meta, "labels", path="metadata")
+    return labels.get(SKIP) == "true"
 
 
 def pod_claims(pod: JSON) -> tuple[str, ...]:
@@ -61,7 +66,7 @@ def plan_pod(pod: JSON, *, namespace: str, store: Store, keep: bool = False) -> 
     if owner is None:
         return None
     labels = objects.str_map(meta, "labels", path="metadata")
-    if labels.get(SKIP) == "true":  # skipped(meta), with the labels read once
+    if skipped(meta, labels=labels):
         return None
     ordinal = ordinal_of(meta, labels=labels)
     if ordinal is None:
