@@ -7,8 +7,8 @@ or a number beyond a float's range is refused as not valid JSON -- the API serve
 any of them), nesting is capped at 1024 levels, and an integer beyond 64 bits is read as a float
 (orjson does so without an error), so a field that must be an integer is refused as malformed.
 An AdmissionReview that fits :func:`webhook.wire.review.decode`'s shape is decoded by msgspec
-without its objects' managedFields, and only falls back to :func:`request_body`; what that
-changes is said there.
+without what no rule reads (managedFields, a pod's containers), and only falls back to
+:func:`request_body`; what that changes is said there.
 
 The live view's watch events, and list pages that do not fit their table's shape
 (:mod:`webhook.cluster.pages` decodes the others), are decoded by orjson too (:func:`loads`),
