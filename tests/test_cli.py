@@ -136,3 +136,17 @@ def test_loop_flag_picks_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop now raises ImportError
     with pytest.raises(ConfigError, match="--loop asyncio"):
         loop_factory("uvloop")
+
+
+def test_zone_risk_interval_flag_sets_the_refresh_and_refuses_non_positive(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--zone-risk-interval reaches Settings; 0, negative, nan, inf and words are refused."""
+    parser = build_parser()
+    assert settings_from(parser.parse_args(["serve"])).zone_risk_interval == 30.0
+    given = parser.parse_args(["serve", "--zone-risk-interval", "2.5"])
+    assert settings_from(given).zone_risk_interval == 2.5
+    for bad in ("0", "-1", "nan", "inf", "soon"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["serve", "--zone-risk-interval", bad])
+        assert "is not a number of seconds above 0" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,10 +13,11 @@ from tests.conftest import ServeFactory
 from tests.test_metrics import Samples, parse, scrape, value
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Settings
-from webhook.model.records import statefulset_info
+from webhook.model.records import pod_info, statefulset_info
 from webhook.model.store import Store
+from webhook.rules.audit import PAUSE_EVERY, audit_set, audit_steps, finish
 from webhook.rules.ordinals import WALK_LIMIT
-from webhook.rules.risk import RiskScan, SetRisk
+from webhook.rules.risk import LIST_SLICE, RiskScan, SetRisk
 from webhook.server.app import install_metrics
 from webhook.server.metrics import Metrics
 from webhook.server.riskmetrics import ZoneRisk
@@ -154,6 +156,106 @@ def test_new_sets_are_refreshed_before_the_rest_of_a_pass() -> None:
     store.put("statefulsets", statefulset_info(b.statefulset("new", replicas=10, templates=())))
     refreshed(scan)
     assert set(scan.sets) == {("ns", "s0"), ("ns", "new")}
+
+
+def spread_set(replicas: int, *, misplaced: int | None = None) -> Store:
+    """ns/db over zones a,b,c, every pod scheduled where the rule puts it (``misplaced``, if
+    given, on the next zone's node instead)."""
+    zones = ("zone-a", "zone-b", "zone-c")
+    objects = [namespace("ns", enabled=True), *(b.node(z, z) for z in zones)]
+    annotations = {"stszone.io/zones": ",".join(zones)}
+    objects.append(
+        b.statefulset(
+            "db", namespace="ns", replicas=replicas, templates=(), annotations=annotations
+        )
+    )
+    for i in range(replicas):
+        node = zones[(i + (i == misplaced)) % 3]
+        objects.append(b.sts_pod("db", i, namespace="ns", claims=(), node=node))
+    return store_from_objects(objects)
+
+
+def pauses_of(steps: Iterator[None]) -> int:
+    return sum(1 for _ in steps)
+
+
+def test_a_large_set_is_audited_in_slices_with_the_same_report() -> None:
+    """A set of 100 is 100 / PAUSE_EVERY slices, and slicing changes nothing in its report."""
+    store = spread_set(100, misplaced=37)
+    sts = store.statefulsets[("ns", "db")]
+    whole = audit_set(sts, store=store)
+    assert whole.misplaced == 1 and whole.lowest == 3
+    for every in (1, 7, PAUSE_EVERY, 100, 10**9):
+        steps = audit_steps(sts, store=store, every=every)
+        assert finish(steps) == whole, every
+        assert pauses_of(audit_steps(sts, store=store, every=every)) == -(-100 // every)
+    scan = RiskScan(store)
+    # One pause before each slice of the set, and one after the set.
+    assert pauses_of(scan.sweep()) == -(-100 // PAUSE_EVERY) + 1
+    assert scan.sets[("ns", "db")].misplaced == 1
+
+
+def test_a_change_at_a_pause_is_seen_by_the_later_slices() -> None:
+    """Each slice reads the view as it is then: a pod moved while the audit waits is counted."""
+    store = spread_set(3 * PAUSE_EVERY)
+    scan = RiskScan(store)
+    sweep = scan.sweep()
+    next(sweep)  # paused before the first slice
+    next(sweep)  # and before the second: the first slice has read the view
+    moved = 2 * PAUSE_EVERY + 1  # in the last slice
+    elsewhere = ("zone-a", "zone-b", "zone-c")[(moved + 1) % 3]  # not the rule's zone
+    store.put("pods", pod_info(b.sts_pod("db", moved, namespace="ns", claims=(), node=elsewhere)))
+    for _ in sweep:
+        pass
+    assert scan.sets[("ns", "db")].misplaced == 1
+
+
+def test_a_set_deleted_during_its_audit_gets_no_figures() -> None:
+    """A set the view drops at a pause is not published when its audit ends."""
+    store = spread_set(3 * PAUSE_EVERY)
+    scan = refreshed(RiskScan(store))
+    assert ("ns", "db") in scan.sets
+    sweep = scan.sweep()
+    next(sweep)
+    store.delete("statefulsets", ("ns", "db"))
+    for _ in sweep:
+        pass
+    assert ("ns", "db") not in scan.sets
+
+
+def test_listing_many_sets_pauses_too() -> None:
+    """Finding the opted-in sets among thousands is done in slices of LIST_SLICE."""
+    count = 3 * LIST_SLICE + 1
+    # Sets of zero replicas: no ordinal slices, so the pauses are the listing's and one per set.
+    assert pauses_of(RiskScan(many_sets(count, 0)).sweep()) == 3 + count
+
+
+async def test_the_refresh_waits_and_lets_the_loop_run_at_each_pause() -> None:
+    """The job waits ``pause`` s at every pause: a task on the same loop runs during one set's
+    audit, and the refresh takes at least the pauses' time."""
+    scan = RiskScan(spread_set(10 * PAUSE_EVERY))
+    expected = pauses_of(RiskScan(spread_set(10 * PAUSE_EVERY)).sweep())
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    before = ticks
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await ZoneRisk(scan, ready=lambda: True, interval=30, pause=0.002).refresh()
+    elapsed = loop.time() - started
+    stop.set()
+    await task
+    assert ticks - before >= expected
+    assert elapsed >= 0.9 * expected * 0.002  # timers may fire a clock tick early
+    assert ("ns", "db") in scan.sets
 
 
 class Ticks:

@@ -39,6 +39,7 @@ examples:
   stszone serve --cluster cluster.yaml             offline view from a saved cluster
   stszone serve --kubeconfig ~/.kube/config        live view (list+watch) of a cluster
   stszone serve --cert /tls/tls.crt --key /tls/tls.key --port 8443   in a pod
+  stszone serve --offline --zones a,b,c --zone-risk-interval 60   gauges refreshed each minute
 """
 
 
@@ -50,6 +51,16 @@ def _condition_type(text: str) -> str:
             "StorageUnhealthy"
         )
     return text.strip()
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0; e.g. 30")
+    return value
 
 
 def _label_rule(text: str) -> str:
@@ -119,6 +130,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="time to finish in-flight requests after SIGTERM "
         f"(default: {DEFAULTS.shutdown_grace:g})",
+    )
+    parser.add_argument(
+        "--zone-risk-interval",
+        type=_seconds,
+        metavar="SECONDS",
+        help="time between refreshes of the zone-risk gauges, a background job "
+        f"(default: {DEFAULTS.zone_risk_interval:g})",
     )
     parser.add_argument(
         "--storage-unhealthy-condition",

@@ -17,9 +17,9 @@ StatefulSet's annotations are malformed.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Generator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from webhook.errors import Denied
 from webhook.model.records import StatefulSetInfo
@@ -105,14 +105,12 @@ def audited(
     Namespaces stszone never intercepts (kube-system, its own) are left out even then.
     """
     sets = store.statefulsets.values() if namespace is None else store.statefulsets_in(namespace)
-    return sorted(
-        (
-            s
-            for s in sets
-            if s.namespace not in excluded and store.namespace_enabled(s.namespace) is not False
-        ),
-        key=lambda s: s.key,
-    )
+    return sorted((s for s in sets if audits(store, s, excluded=excluded)), key=lambda s: s.key)
+
+
+def audits(store: Store, sts: StatefulSetInfo, *, excluded: Collection[str] = ()) -> bool:
+    """Whether :func:`audited` lists ``sts`` (leaving its ``namespace`` argument aside)."""
+    return sts.namespace not in excluded and store.namespace_enabled(sts.namespace) is not False
 
 
 def _expectation(
@@ -150,8 +148,38 @@ def _row(ordinal: int, policy: Policy, store: Store, namespace: str, located: Lo
     return Row(ordinal, expected, by, pod.node, zone, status, why)
 
 
+#: Ordinals :func:`audit_steps` visits between pauses (about 0.1 ms of work each).
+PAUSE_EVERY: Final = 16
+
+#: What :func:`audit_steps` is: pauses (``None``), then the report as its return value.
+AuditSteps = Generator[None, None, "SetReport"]
+
+
 def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
     """The audit of one StatefulSet (a malformed one gets a ``problem`` and no rows)."""
+    return finish(audit_steps(sts, store=store))
+
+
+def finish(steps: AuditSteps) -> SetReport:
+    """Run :func:`audit_steps` through its pauses; its report."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY) -> AuditSteps:
+    """:func:`audit_set` in slices: pauses (yields) before each slice of ``every`` ordinals it
+    visits one by one, and returns the report.
+
+    A caller on an event loop answers requests at each pause, so a set holds the loop for one
+    slice at a time; the longest hold is the first, with the set's policy and the guard's answer
+    for the lowest safe count (one call, bounded by the set's objects in the view, as for a
+    scale-down request of that set). The view may change at a pause: the policy and the lowest
+    count are then those at the start, each row is of the view at its own slice, and the next
+    refresh sees the change whole.
+    """
     try:
         policy = resolve_policy(sts.namespace, sts.name, store=store)
     except Denied as err:
@@ -167,10 +195,6 @@ def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
             lowest=None,
             problem=err.message,
         )
-    ordinals = guard.audited_ordinals(sts)
-    where = Locator(namespace=sts.namespace, policy=policy, store=store)
-    located = [where(o) for o in ordinals]
-    held = {item.zone for item in located if item.zone is not None}
     # The lowest count is the guard's own answer for a scale-down to zero replicas, so the
     # audit and the guard agree on every cluster.
     everything = range(sts.start, sts.start + sts.replicas)
@@ -182,13 +206,28 @@ def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
         policy=policy,
         store=store,
     ).lowest
-    missing: tuple[int, ...] = ()
-    duplicate: dict[int, tuple[str, ...]] = {}
-    if policy.declared.mode == "node-ordinal":
-        label = policy.declared.node_label or ""
-        pinned = {o: store.nodes_with_label(label, str(o)) for o in ordinals}
-        missing = tuple(o for o, nodes in pinned.items() if not nodes)
-        duplicate = {o: nodes for o, nodes in pinned.items() if len(nodes) > 1}
+    node_ordinal = policy.declared.mode == "node-ordinal"
+    label = policy.declared.node_label or ""
+    rows: list[Row] = []
+    unknown: list[int] = []
+    held: set[str] = set()
+    pinned: dict[int, tuple[str, ...]] = {}
+    ordinals, step = guard.audited_ordinals(sts), max(every, 1)
+    for first in range(ordinals.start, ordinals.stop, step):
+        yield
+        # A Locator per slice: it holds the set's pods as the view has them now.
+        where = Locator(namespace=sts.namespace, policy=policy, store=store)
+        for o in range(first, min(first + step, ordinals.stop)):
+            at = where(o)
+            if at.zone is None:
+                unknown.append(o)
+            else:
+                held.add(at.zone)
+            rows.append(_row(o, policy, store, sts.namespace, at))
+            if node_ordinal:
+                pinned[o] = store.nodes_with_label(label, str(o))
+    missing = tuple(o for o, nodes in pinned.items() if not nodes)
+    duplicate = {o: nodes for o, nodes in pinned.items() if len(nodes) > 1}
     return SetReport(
         namespace=sts.namespace,
         name=sts.name,
@@ -196,13 +235,10 @@ def audit_set(sts: StatefulSetInfo, *, store: Store) -> SetReport:
         zones=policy.zones,
         replicas=sts.replicas,
         start=sts.start,
-        rows=tuple(
-            _row(o, policy, store, sts.namespace, at)
-            for o, at in zip(ordinals, located, strict=True)
-        ),
+        rows=tuple(rows),
         held=tuple(sorted(held)),
         lowest=lowest,
-        unknown=tuple(item.ordinal for item in located if item.zone is None),
+        unknown=tuple(unknown),
         missing_labels=missing,
         duplicate_labels=duplicate or None,
     )

@@ -5,13 +5,17 @@ the scale-down guard where each ordinal is), reduced to numbers a Prometheus gau
 Nothing here re-implements placement: a stricter guard or audit changes these figures too.
 
 Cost. A :meth:`RiskScan.sweep` is one refresh cycle. It lists the opted-in sets (one pass over
-the StatefulSet table), drops the sets that went, then audits sets round robin until it has
-visited ``budget`` ordinals (at least one set, so every cycle makes progress). A set's audit
-visits ``min(replicas, WALK_LIMIT)`` ordinals, each a few dictionary lookups. So a
-cycle costs at most ``budget + WALK_LIMIT`` ordinal visits whatever the cluster's size; on a
-cluster with more ordinals than the budget, a full refresh takes several cycles, and each set
-keeps its last figures until its turn comes. The sweep yields after each set, so the server's
-job awaits between sets and admission requests are answered in between.
+the StatefulSet table, pausing every :data:`LIST_SLICE` sets), drops the sets that went, then
+audits sets round robin until it has visited ``budget`` ordinals (at least one set, so every
+cycle makes progress). A set's audit visits ``min(replicas, WALK_LIMIT)`` ordinals, each a few
+dictionary lookups. So a cycle costs at most ``budget + WALK_LIMIT`` ordinal visits whatever
+the cluster's size; on a cluster with more ordinals than the budget, a full refresh takes
+several cycles, and each set keeps its last figures until its turn comes.
+
+The sweep pauses (yields) within each set's audit, every
+:data:`~webhook.rules.audit.PAUSE_EVERY` ordinals (:func:`~webhook.rules.audit.audit_steps`),
+and after each set; the server's job waits at each pause, so admission requests are answered
+in between: a set of 1,000 ordinals is 63 slices, not one hold of the loop.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from typing import Final
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import guard
-from webhook.rules.audit import SetReport, audit_set, audited
+from webhook.rules.audit import SetReport, audit_steps, audits
 
 #: Ordinals one refresh cycle visits (plus at most one set's worth beyond it).
 BUDGET: Final = 20_000
+#: StatefulSets a sweep lists between pauses (finding the opted-in ones).
+LIST_SLICE: Final = 256
 
 Key = tuple[str, str]
 
@@ -87,9 +93,17 @@ class RiskScan:
         self._queue: deque[Key] = deque()
         self._queued: set[Key] = set()
 
-    def sweep(self) -> Iterator[SetRisk]:
-        """One refresh cycle; yields each set's new figures as it is audited (await between)."""
-        present = {sts.key: sts for sts in audited(self.store, excluded=self.excluded)}
+    def sweep(self) -> Iterator[None]:
+        """One refresh cycle; yields at each pause (await there), a set's figures replacing its
+        last ones when its audit is done."""
+        present: dict[Key, StatefulSetInfo] = {}
+        listed = list(self.store.statefulsets.values())  # a copy: the view may change at a pause
+        for first in range(0, len(listed), LIST_SLICE):
+            if first:
+                yield
+            for each in listed[first : first + LIST_SLICE]:
+                if audits(self.store, each, excluded=self.excluded):
+                    present[each.key] = each
         for key in [key for key in self.sets if key not in present]:
             del self.sets[key]  # its series go at once, not at the end of a pass
         for key in sorted(present.keys() - self.sets.keys() - self._queued, reverse=True):
@@ -107,10 +121,14 @@ class RiskScan:
             if sts is None:
                 continue
             spent += self._cost(sts)
-            risk = self.sets[key] = SetRisk.of(audit_set(sts, store=self.store))
+            report = yield from audit_steps(sts, store=self.store)
+            if key in self.store.statefulsets:
+                self.sets[key] = SetRisk.of(report)
+            else:  # deleted at a pause: no figures for a set that is gone
+                self.sets.pop(key, None)
             if not self._queue:
                 self.passes += 1
-            yield risk
+            yield
         self.visited += spent
 
     def _enqueue(self, key: Key, *, first: bool = False) -> None:
@@ -122,5 +140,5 @@ class RiskScan:
 
     @staticmethod
     def _cost(sts: StatefulSetInfo) -> int:
-        # What audit_set visits; a set of zero replicas still costs its policy lookup.
+        # What audit_steps visits; a set of zero replicas still costs its policy lookup.
         return max(1, len(guard.audited_ordinals(sts)))
