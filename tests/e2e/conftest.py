@@ -181,6 +181,8 @@ def cluster(
                 schedulable=schedulable,
                 image=os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10"),
                 timeout=float(os.environ.get("STSZONE_E2E_TIMEOUT", "180")),
+                url=url,
+                ca=certs / "ca.crt",
             )
     finally:
         signal.signal(signal.SIGTERM, previous)

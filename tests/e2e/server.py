@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 120.0
 #: Seconds the server may take to stop after SIGTERM (its drain is 20 s by default).
 STOP_TIMEOUT = 40.0
+#: Seconds between zone-risk refreshes: short, so a test sees a new set's gauges soon.
+ZONE_RISK_INTERVAL = 2.0
 
 
 def is_ip(host: str) -> bool:
@@ -53,6 +55,7 @@ def serving(
         "--key", str(certs / "tls.key"),
         "--zones", ",".join(zones),
         "--log-level", "debug",
+        "--zone-risk-interval", str(ZONE_RISK_INTERVAL),
         environ=os.environ,
         cwd=ROOT,
         bind=bind,

@@ -21,6 +21,7 @@ from tests.e2e.kube import (
     wait_for,
     workload,
 )
+from tests.test_metrics import parse
 
 pytestmark = MARKS
 
@@ -146,6 +147,35 @@ def test_scheduler_places_each_ordinal_in_its_zone(cluster: Cluster, place: Obj)
         ordinal = int(pod["metadata"]["name"].rsplit("-", 1)[1])
         expected = cluster.zones[ordinal % len(cluster.zones)]
         assert node_zone[pod["spec"]["nodeName"]] == expected, pod["metadata"]["name"]
+
+
+def test_zone_risk_gauges_report_the_set(cluster: Cluster, place: Obj) -> None:
+    """/metrics carries the set's zone risk from the live view: its replicas, every listed zone
+    held, nothing misplaced, and k as the lowest safe count (ordinals 0..k-1 cover the zones)."""
+    labels = {"namespace": cluster.namespace, "statefulset": "place"}
+    k = len(cluster.zones)
+    wanted = {
+        "stszone_statefulset_replicas": replicas_for(cluster),
+        "stszone_statefulset_zones": k,
+        "stszone_statefulset_zones_held": k,
+        "stszone_statefulset_misplaced_pods": 0,
+        "stszone_statefulset_unknown_zone_ordinals": 0,
+        "stszone_statefulset_lowest_safe_replicas": k,
+    }
+
+    found: dict[str, float] = {}
+
+    def reported() -> bool:
+        samples = parse(cluster.scrape())
+        key = frozenset(labels.items())
+        found.clear()
+        found.update({name: samples[(name, key)] for name in wanted if (name, key) in samples})
+        return found == wanted
+
+    try:
+        wait_for("the zone-risk gauges of place", reported, timeout=cluster.timeout, interval=1)
+    except AssertionError as err:
+        raise AssertionError(f"{err}; last scrape: {found}, wanted {wanted}") from None
 
 
 def _replicas(cluster: Cluster, name: str) -> int:
