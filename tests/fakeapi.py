@@ -13,6 +13,7 @@ watches are open and inject faults into the next request of a resource and verb:
     api.inject("pods", "list", Fault.status(500))     HTTP 500 with a Status body
     api.inject("pods", "list", Fault.drop())          connection cut half-way through the body
     api.inject("pods", "watch", Fault.slow(0.5))      answer delayed
+    api.inject("pods", "watch", Fault.stall())        half an event, then silence
     api.cut("pods")                                   open pods watches cut mid-event
     api.bookmark("pods")                              BOOKMARK on open pods watches
 
@@ -59,7 +60,7 @@ Verb = Literal["list", "watch", "get", "evict", "delete"]
 class Fault:
     """What goes wrong with one request."""
 
-    what: Literal["status", "expired", "error-event", "drop", "slow"]
+    what: Literal["status", "expired", "error-event", "drop", "slow", "stall"]
     code: int = 0
     seconds: float = 0.0
     retry_after: int | None = None
@@ -83,6 +84,11 @@ class Fault:
     @classmethod
     def slow(cls, seconds: float) -> Fault:
         return cls("slow", seconds=seconds)
+
+    @classmethod
+    def stall(cls) -> Fault:
+        """A watch that sends half an event, then nothing until the client goes (at most 10 s)."""
+        return cls("stall")
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +333,13 @@ class FakeApi:
             return response
         if fault is not None and fault.what == "drop":
             return _abort(request, response)
+        if fault is not None and fault.what == "stall":
+            await response.write(b'{"type":"MODIFIED","object":{"kind":"' + kind.encode())
+            for _ in range(200):
+                if request.transport is None or request.transport.is_closing():
+                    break
+                await asyncio.sleep(0.05)
+            return response
         selector = query.get("labelSelector", "")
         bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
         loop = asyncio.get_running_loop()

@@ -141,8 +141,9 @@ class Api:
         """Open a watch; yields an iterator over its newline-framed JSON events.
 
         The API server writes one JSON object and a newline per event (``json.Encoder``).
-        ``idle_timeout`` bounds the silence between reads, which catches a half-open connection
-        (the server sends a BOOKMARK at least every minute when asked for them).
+        ``idle_timeout`` bounds the silence between reads, which catches a half-open connection;
+        silence between two events ends the iteration with :class:`StreamSilent` (a quiet
+        resource gets no BOOKMARKs), silence inside one raises aiohttp's timeout error.
         """
         async with self._request(
             "GET", path, params=params, accept=accept, read_timeout=idle_timeout
@@ -206,15 +207,29 @@ class StreamCut(aiohttp.ClientPayloadError):
     """The watch stream ended in the middle of an event (the connection was dropped)."""
 
 
+class StreamSilent(Exception):
+    """The watch stream sent nothing for its idle timeout, between two events.
+
+    Not a failure in itself: Kubernetes sends no BOOKMARK while a watched resource is quiet
+    (a watch of StatefulSets in a quiet cluster stays silent for minutes), and a half-open
+    connection looks the same. Either way the answer is a new watch from the last version.
+    """
+
+
 async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
     pending = b""
-    async for chunk in content.iter_any():
-        data = pending + chunk if pending else chunk
-        *complete, pending = data.split(b"\n")
-        if len(pending) > MAX_EVENT:
-            raise StreamCut(f"watch event larger than {MAX_EVENT} bytes")
-        for line in complete:
-            if line.strip():
-                yield line
+    try:
+        async for chunk in content.iter_any():
+            data = pending + chunk if pending else chunk
+            *complete, pending = data.split(b"\n")
+            if len(pending) > MAX_EVENT:
+                raise StreamCut(f"watch event larger than {MAX_EVENT} bytes")
+            for line in complete:
+                if line.strip():
+                    yield line
+    except aiohttp.ServerTimeoutError:
+        if pending.strip():
+            raise  # silent in the middle of an event: a broken stream
+        raise StreamSilent from None
     if pending.strip():
         raise StreamCut("watch stream ended in the middle of an event")

@@ -16,9 +16,11 @@ Each :class:`Reflector` follows client-go's reflector contract:
 3. ADDED/MODIFIED upsert, DELETED removes (a label-selector watch also sends DELETED when an
    object stops matching), BOOKMARK only advances the resourceVersion, and ERROR carries a
    ``Status``: code 410 (``Expired``) means that version was compacted, so re-list.
-4. Whenever the stream ends -- server timeout, dropped connection, error -- reconnect from the
-   last resourceVersion seen, after a capped, jittered backoff (:mod:`webhook.cluster.backoff`) that
-   resets once a watch is healthy again. A 410 on the list itself (an expired ``continue``
+4. Whenever the stream ends -- server timeout, silence for ``idle_timeout`` (a quiet resource
+   gets no BOOKMARKs, and a half-open connection is silent too; neither is counted as a
+   failure), dropped connection, error -- reconnect from the last resourceVersion seen, after a
+   capped, jittered backoff (:mod:`webhook.cluster.backoff`) that resets once a watch is
+   healthy again. A 410 on the list itself (an expired ``continue``
    token, or the HTTP 410 shape of an expired version) restarts the list from scratch.
 
 Objects the extractors cannot read are logged once each and skipped; their old record is dropped,
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cluster import heap, pages
-from webhook.cluster.api import Api, ApiError, api_error
+from webhook.cluster.api import Api, ApiError, StreamSilent, api_error
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.resources import Resource, describe, object_key
 from webhook.errors import BadObject
@@ -57,7 +59,8 @@ class Tuning:
     #: Records folded between two yields to the event loop.
     fold_chunk: int = 100
     watch_timeout: tuple[float, float] = (300.0, 600.0)
-    #: Silence after which a watch is presumed dead (bookmarks arrive about once a minute).
+    #: Silence after which a watch is re-opened: the connection may be half-open. Not an error:
+    #: a watch of a quiet resource gets no BOOKMARKs (seen on Kubernetes 1.36), so is silent.
     idle_timeout: float = 90.0
     request_timeout: float = 60.0
     backoff_initial: float = 0.8
@@ -233,10 +236,20 @@ class Reflector:
             res.path, params=params, accept=accept, idle_timeout=tuning.idle_timeout
         ) as lines:
             self._in_sync()
-            async for line in lines:
-                # An unparseable frame is a broken stream, not a bad object: reconnecting from
-                # the last resourceVersion replays it instead of losing the event.
-                self._apply(codec.loads(line))
+            try:
+                async for line in lines:
+                    # An unparseable frame is a broken stream, not a bad object: reconnecting
+                    # from the last resourceVersion replays it instead of losing the event.
+                    self._apply(codec.loads(line))
+            except StreamSilent:
+                # A quiet resource (no events, so no BOOKMARKs either) or a half-open
+                # connection: re-open, as at the end of timeoutSeconds; not a failure.
+                log.debug(
+                    "%s watch silent for %gs; re-opening it from resourceVersion %s",
+                    res.table,
+                    tuning.idle_timeout,
+                    self._rv,
+                )
         if self._clock() - opened >= tuning.healthy_after:
             self._backoff.reset()
 
