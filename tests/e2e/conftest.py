@@ -160,11 +160,12 @@ def cluster(
             # client-side may still have happened.
             stack.callback(delete_namespace, kubectl, name)
             kubectl.create(opted_in_namespace(name, run))
-            url = stack.enter_context(
+            webhook = stack.enter_context(
                 serving(
                     host=host, bind=bind, kubeconfig=kubeconfig, certs=certs, zones=zones, work=work
                 )
             )
+            url = webhook.url
             ca_bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
             for config in registrations(
                 name=name, url=url, ca_bundle=ca_bundle, namespace=name, run=run
@@ -181,8 +182,7 @@ def cluster(
                 schedulable=schedulable,
                 image=os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10"),
                 timeout=float(os.environ.get("STSZONE_E2E_TIMEOUT", "180")),
-                url=url,
-                ca=certs / "ca.crt",
+                webhook=webhook,
             )
     finally:
         signal.signal(signal.SIGTERM, previous)

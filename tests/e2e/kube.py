@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import ssl
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+
+from tests.process import Webhook
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -197,13 +196,5 @@ class Cluster:
     schedulable: bool
     image: str
     timeout: float
-    #: The webhook's base URL (https://host:port) and the CA its certificate chains to.
-    url: str
-    ca: Path
-
-    def scrape(self) -> str:
-        """The webhook's /metrics exposition."""
-        context = ssl.create_default_context(cafile=str(self.ca))
-        with urllib.request.urlopen(f"{self.url}/metrics", context=context, timeout=10) as answer:
-            text: str = answer.read().decode()
-            return text
+    #: The running webhook, with HTTPS clients that trust its certificate.
+    webhook: Webhook

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.process import start_serve
+from tests.process import Webhook, start_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds the server may take to list the cluster and become Ready.
@@ -43,8 +43,8 @@ def serving(
     certs: Path,
     zones: Sequence[str],
     work: Path,
-) -> Iterator[str]:
-    """Start the webhook, wait until /readyz answers 200, yield its base URL, then stop it.
+) -> Iterator[Webhook]:
+    """Start the webhook, wait until /readyz answers 200, yield it, then stop it.
 
     Its log is ``work/serve.log``.
     """
@@ -65,6 +65,6 @@ def serving(
         wait=READY_TIMEOUT,
     )  # fmt: skip
     try:
-        yield server.url
+        yield server
     finally:
         server.stop(grace=STOP_TIMEOUT)

@@ -166,7 +166,9 @@ def test_zone_risk_gauges_report_the_set(cluster: Cluster, place: Obj) -> None:
     found: dict[str, float] = {}
 
     def reported() -> bool:
-        samples = parse(cluster.scrape())
+        status, text = cluster.webhook.fetch("/metrics")
+        assert status == 200, text
+        samples = parse(text)
         key = frozenset(labels.items())
         found.clear()
         found.update({name: samples[(name, key)] for name in wanted if (name, key) in samples})
