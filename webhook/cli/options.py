@@ -27,6 +27,17 @@ ZONES_ENV: Final = "STSZONE_ZONES"
 NAMESPACE_ENV: Final = "POD_NAMESPACE"
 
 
+def seconds(text: str, *, finite: bool = False) -> float:
+    """An argparse type: a number of seconds above 0 (and not infinite, when ``finite``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or (finite and value == float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
 def command_parser(
     commands: Any, name: str, *, help: str, description: str, epilog: str, run: Any
 ) -> argparse.ArgumentParser:

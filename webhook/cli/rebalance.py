@@ -17,6 +17,7 @@ from webhook.cli.options import (
     add_target_namespace_flag,
     add_view_flags,
     command_parser,
+    seconds,
     settings_from,
 )
 from webhook.cli.rebalance_text import (
@@ -56,16 +57,6 @@ exit status: 0 converged or nothing to do (dry run: applying would leave nothing
 DEFAULT_TIMEOUT = 300.0
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return value
-
-
 def _statefulset(text: str) -> tuple[str, str]:
     namespace, slash, name = text.partition("/")
     if not (slash and namespace and name) or "/" in name:
@@ -97,7 +88,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--timeout",
-        type=_seconds,
+        type=seconds,
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help="how long one step may take: the set becoming whole, the PodDisruptionBudget "

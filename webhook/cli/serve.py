@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from webhook.cli.options import (
     add_own_namespace_flag,
     add_view_flags,
     command_parser,
+    seconds,
     settings_from,
 )
 from webhook.cluster.live import start_live
@@ -51,16 +53,6 @@ def _condition_type(text: str) -> str:
             "StorageUnhealthy"
         )
     return text.strip()
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0; e.g. 30")
-    return value
 
 
 def _label_rule(text: str) -> str:
@@ -133,7 +125,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--zone-risk-interval",
-        type=_seconds,
+        type=functools.partial(seconds, finite=True),
         metavar="SECONDS",
         help="time between refreshes of the zone-risk gauges, a background job "
         f"(default: {DEFAULTS.zone_risk_interval:g})",
