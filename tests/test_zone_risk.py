@@ -215,6 +215,8 @@ def test_a_set_deleted_during_its_audit_gets_no_figures() -> None:
     store = spread_set(3 * PAUSE_EVERY)
     scan = refreshed(RiskScan(store))
     assert ("ns", "db") in scan.sets
+    # A pod moved: the set is audited again, and deleted at its first pause.
+    store.put("pods", pod_info(b.sts_pod("db", 1, namespace="ns", claims=(), node="zone-a")))
     sweep = scan.sweep()
     next(sweep)
     store.delete("statefulsets", ("ns", "db"))
@@ -224,10 +226,15 @@ def test_a_set_deleted_during_its_audit_gets_no_figures() -> None:
 
 
 def test_listing_many_sets_pauses_too() -> None:
-    """Finding the opted-in sets among thousands is done in slices of LIST_SLICE."""
+    """Finding the opted-in sets among thousands, and queueing them for a pass, are done in
+    slices of LIST_SLICE; so is finding them unchanged at the next refresh."""
     count = 3 * LIST_SLICE + 1
-    # Sets of zero replicas: no ordinal slices, so the pauses are the listing's and one per set.
-    assert pauses_of(RiskScan(many_sets(count, 0)).sweep()) == 3 + count
+    scan = RiskScan(many_sets(count, 0))
+    # Sets of zero replicas: no ordinal slices, so the pauses are the listing's (3), the
+    # queueing's (3) and one after each set's audit.
+    assert pauses_of(scan.sweep()) == 3 + 3 + count
+    # The view unchanged: no audit, a pause every LIST_SLICE sets found unchanged (3).
+    assert pauses_of(scan.sweep()) == 3 + 3 + 3
 
 
 async def test_the_refresh_waits_and_lets_the_loop_run_at_each_pause() -> None:
@@ -264,9 +271,11 @@ class Ticks:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.waits = 0
+        self.seconds: list[float] = []
 
     async def __call__(self, seconds: float) -> None:
         self.waits += 1
+        self.seconds.append(seconds)
         if self.waits >= self.limit:
             raise asyncio.CancelledError
 
@@ -289,6 +298,16 @@ async def test_the_job_waits_for_a_ready_view() -> None:
     await run_job(risk)
     assert set(risk.scan.sets) == {("shop", "db"), ("shop", "kafka"), ("shop", "broken")}
     assert risk.last_pass == 1e9
+
+
+async def test_the_job_comes_back_within_a_second_while_sets_wait_for_their_first_figures() -> None:
+    """Five sets of 10 and a budget of 25: the first refresh leaves two sets without figures,
+    so the next comes after a second, not a whole interval; then the interval again."""
+    ticks = Ticks(limit=3)
+    scan = RiskScan(many_sets(5, 10), budget=25)
+    await run_job(ZoneRisk(scan, ready=lambda: True, interval=30, sleep=ticks))
+    assert ticks.seconds == [1.0, 30, 30]
+    assert len(scan.sets) == 5
 
 
 async def test_served_metrics_carry_the_gauges_readiness_and_denials_by_kind(

@@ -55,6 +55,16 @@ class Store:
         self._label_cache: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {}
         self._values_cache: dict[str, tuple[int, frozenset[str]]] = {}
         self._derived: dict[Any, Any] = {}
+        # Revisions: one counter, bumped by every change of a record that changed something.
+        # What a StatefulSet's audit reads is its record and pods, its namespace's claims (and
+        # pods no set owns), and cluster-wide records (nodes, volumes, namespaces); each of
+        # those keeps the revision it last changed at, so :meth:`revision_of` tells whether
+        # anything a set's figures read has changed since. Only sets that exist and namespaces
+        # that hold sets are kept: a set created later starts with a revision above all before.
+        self._revision = 0
+        self._cluster_revision = 0
+        self._namespace_revisions: dict[str, int] = {}
+        self._set_revisions: dict[tuple[str, str], int] = {}
         # Secondary indexes, kept in step with the tables by put/delete/replace, so that a
         # request about one set looks at its namespace's records, never a whole table.
         #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
@@ -104,6 +114,10 @@ class Store:
             self._node_generation += 1
         if self._derived:
             self._derived.clear()
+        self._revision += 1
+        if old is not None:
+            self._changed(old)
+        self._changed(info)
 
     def delete(self, name: Table, key: Key) -> None:
         """Remove one record (missing is fine: a DELETED may follow a re-list)."""
@@ -115,6 +129,41 @@ class Store:
                 self._node_generation += 1
             if self._derived:
                 self._derived.clear()
+            self._revision += 1
+            self._changed(old)
+
+    def _changed(self, info: Info) -> None:
+        """Record that ``info`` (put, replaced or deleted) changed at this revision."""
+        now = self._revision
+        if isinstance(info, StatefulSetInfo):
+            if info.key in self.statefulsets:
+                self._set_revisions[info.key] = now
+            else:  # deleted: a set created later starts above every revision before
+                self._set_revisions.pop(info.key, None)
+                if not self._sets_by_namespace.get(info.namespace):
+                    self._namespace_revisions.pop(info.namespace, None)
+        elif isinstance(info, PodInfo) and info.owner is not None:
+            if (owner := (info.namespace, info.owner)) in self.statefulsets:
+                self._set_revisions[owner] = now
+        elif isinstance(info, ClaimInfo):
+            if self._sets_by_namespace.get(info.namespace):
+                self._namespace_revisions[info.namespace] = now
+        elif isinstance(info, (NodeInfo, VolumeInfo)):  # a volume is reached by name from any claim
+            self._cluster_revision = now
+        # Otherwise a pod no set owns (the audit reads it as none; the live view keeps none) or
+        # a namespace (it decides which sets are audited, and every sweep lists them anew).
+
+    def revision_of(self, namespace: str, statefulset: str) -> int:
+        """The revision at which anything the audit of one StatefulSet reads last changed.
+
+        Equal at two moments: nothing the set's figures (``stszone audit`` of that set) depend
+        on has changed in between, so they need not be worked out again.
+        """
+        return max(
+            self._cluster_revision,
+            self._namespace_revisions.get(namespace, 0),
+            self._set_revisions.get((namespace, statefulset), 0),
+        )
 
     def replace(self, name: Table, infos: Iterable[Info]) -> None:
         """Swap the whole table ``name`` (a fresh list) and mark it loaded."""
@@ -141,6 +190,11 @@ class Store:
         if name == "nodes":
             self._node_generation += 1
         self._derived.clear()
+        # A re-list may change anything: every set's revision moves past all earlier ones.
+        self._revision += 1
+        self._cluster_revision = self._revision
+        self._namespace_revisions.clear()
+        self._set_revisions.clear()
 
     def derived(self) -> dict[Any, Any]:
         """Scratch space for what requests compute from this view, emptied by every change.

@@ -12,6 +12,13 @@ dictionary lookups. So a cycle costs at most ``budget + WALK_LIMIT`` ordinal vis
 the cluster's size; on a cluster with more ordinals than the budget, a full refresh takes
 several cycles, and each set keeps its last figures until its turn comes.
 
+A set whose inputs have not changed since its figures were made is not audited again: the view
+keeps, per set, the revision at which anything its audit reads last changed (its record and
+pods, its namespace's claims, any node or volume: :meth:`Store.revision_of`), and the sweep
+compares it with the one the figures were made at. On a quiet cluster a refresh then costs the
+listing and one comparison per set; a pod that moves re-audits its set alone, a claim its
+namespace's sets, a node or a volume every set.
+
 The sweep pauses (yields) within each set's audit, every
 :data:`~webhook.rules.audit.PAUSE_EVERY` ordinals (:func:`~webhook.rules.audit.audit_steps`),
 and after each set; the server's job waits at each pause, so admission requests are answered
@@ -90,6 +97,10 @@ class RiskScan:
         self.visited = 0
         #: Sweeps that completed a pass over every set (each set refreshed at least once since).
         self.passes = 0
+        #: Sets a sweep found unchanged since their figures were made, so did not audit again.
+        self.unchanged = 0
+        #: The view's revision (:meth:`Store.revision_of`) each set's figures were made at.
+        self._revisions: dict[Key, int] = {}
         self._queue: deque[Key] = deque()
         self._queued: set[Key] = set()
 
@@ -106,30 +117,57 @@ class RiskScan:
                     present[each.key] = each
         for key in [key for key in self.sets if key not in present]:
             del self.sets[key]  # its series go at once, not at the end of a pass
-        for key in sorted(present.keys() - self.sets.keys() - self._queued, reverse=True):
+            self._revisions.pop(key, None)
+        # In the order listed (the API lists by namespace and name): a few simple steps per
+        # set, where sorting thousands of keys would hold the loop for milliseconds.
+        starting = not self._queue  # the last pass is done: this sweep starts the next
+        new = [key for key in present if key not in self.sets and key not in self._queued]
+        for key in reversed(new):
             self._enqueue(key, first=True)  # new sets are audited before the others
-        if not self._queue:
-            for key in sorted(present):
-                self._enqueue(key)
+        if starting:
+            for count, key in enumerate(present, 1):
+                if key not in self._queued:
+                    self._enqueue(key)
+                if count % LIST_SLICE == 0:
+                    yield
             if not present:
                 self.passes += 1  # nothing to refresh: every set (none) is current
-        spent = 0
+        spent = unchanged = 0
         while self._queue and (spent == 0 or spent < self.budget):
             key = self._queue.popleft()
             self._queued.discard(key)
-            sts = present.get(key)
+            # The record as it is now (it may have changed at a pause since the listing).
+            sts = self.store.statefulsets.get(key) if key in present else None
             if sts is None:
                 continue
-            spent += self._cost(sts)
-            report = yield from audit_steps(sts, store=self.store)
-            if key in self.store.statefulsets:
-                self.sets[key] = SetRisk.of(report)
-            else:  # deleted at a pause: no figures for a set that is gone
-                self.sets.pop(key, None)
+            revision = self.store.revision_of(*key)
+            if key in self.sets and self._revisions.get(key) == revision:
+                unchanged += 1  # nothing its figures read has changed since: they stand
+                pause = unchanged % LIST_SLICE == 0
+            else:
+                spent += self._cost(sts)
+                report = yield from audit_steps(sts, store=self.store)
+                if key in self.store.statefulsets:
+                    self.sets[key] = SetRisk.of(report)
+                    # The revision before the audit: a change at one of its pauses is newer.
+                    self._revisions[key] = revision
+                else:  # deleted at a pause: no figures for a set that is gone
+                    self.sets.pop(key, None)
+                    self._revisions.pop(key, None)
+                pause = True
             if not self._queue:
                 self.passes += 1
-            yield
+            if pause:
+                yield
         self.visited += spent
+        self.unchanged += unchanged
+
+    @property
+    def catching_up(self) -> bool:
+        """Whether sets wait for their first figures (new sets are queued first, so the head
+        of the queue tells): the job then refreshes again soon rather than a whole interval
+        later, so a restart or a new set is not without gauges for minutes on a big cluster."""
+        return bool(self._queue) and self._queue[0] not in self.sets
 
     def _enqueue(self, key: Key, *, first: bool = False) -> None:
         if first:
