@@ -152,10 +152,28 @@ def test_scheduler_places_each_ordinal_in_its_zone(cluster: Cluster, place: Obj)
 def test_zone_risk_gauges_report_the_set(cluster: Cluster, place: Obj) -> None:
     """/metrics carries the set's zone risk from the live view: its replicas, every listed zone
     held, nothing misplaced, and k as the lowest safe count (ordinals 0..k-1 cover the zones)."""
-    labels = {"namespace": cluster.namespace, "statefulset": "place"}
+    wait_for_gauges(cluster, "place", replicas=replicas_for(cluster))
+
+
+def test_zone_risk_gauges_follow_a_change_of_the_set(
+    cluster: Cluster, make_statefulset: Make
+) -> None:
+    """A refresh audits again only what changed since: a set scaled up after its first figures
+    is reported with its new replica count, the rest unchanged."""
+    make_statefulset("risk")
+    replicas = replicas_for(cluster)
+    wait_for_gauges(cluster, "risk", replicas=replicas)
+    cluster.kubectl.run("scale", "statefulset", "risk", f"--replicas={replicas + 1}")
+    wait_for_gauges(cluster, "risk", replicas=replicas + 1)
+
+
+def wait_for_gauges(cluster: Cluster, name: str, *, replicas: int) -> None:
+    """Wait until /metrics reports set ``name`` with ``replicas``, every zone held, nothing
+    misplaced or unknown, and k (the number of zones) as its lowest safe count."""
+    labels = {"namespace": cluster.namespace, "statefulset": name}
     k = len(cluster.zones)
     wanted = {
-        "stszone_statefulset_replicas": replicas_for(cluster),
+        "stszone_statefulset_replicas": replicas,
         "stszone_statefulset_zones": k,
         "stszone_statefulset_zones_held": k,
         "stszone_statefulset_misplaced_pods": 0,
@@ -171,11 +189,11 @@ def test_zone_risk_gauges_report_the_set(cluster: Cluster, place: Obj) -> None:
         samples = parse(text)
         key = frozenset(labels.items())
         found.clear()
-        found.update({name: samples[(name, key)] for name in wanted if (name, key) in samples})
+        found.update({g: samples[(g, key)] for g in wanted if (g, key) in samples})
         return found == wanted
 
     try:
-        wait_for("the zone-risk gauges of place", reported, timeout=cluster.timeout, interval=1)
+        wait_for(f"the zone-risk gauges of {name}", reported, timeout=cluster.timeout, interval=1)
     except AssertionError as err:
         raise AssertionError(f"{err}; last scrape: {found}, wanted {wanted}") from None
 
