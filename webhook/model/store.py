@@ -56,11 +56,11 @@ class Store:
         self._values_cache: dict[str, tuple[int, frozenset[str]]] = {}
         self._derived: dict[Any, Any] = {}
         # Revisions: one counter, bumped by every change of a record that changed something.
-        # What a StatefulSet's audit reads is its record and pods, its namespace's claims (and
-        # pods no set owns), and cluster-wide records (nodes, volumes, namespaces); each of
-        # those keeps the revision it last changed at, so :meth:`revision_of` tells whether
-        # anything a set's figures read has changed since. Only sets that exist and namespaces
-        # that hold sets are kept: a set created later starts with a revision above all before.
+        # What a StatefulSet's audit reads is its record and pods, its namespace's claims, and
+        # cluster-wide records (nodes, volumes); each of those keeps the revision it last
+        # changed at, so :meth:`revision_of` tells whether anything a set's figures read has
+        # changed since (a re-list moves every set's). Only sets that exist and namespaces that
+        # hold sets are kept: a set created later starts with a revision above all before.
         self._revision = 0
         self._cluster_revision = 0
         self._namespace_revisions: dict[str, int] = {}
