@@ -19,6 +19,7 @@ from tests import builders as b
 from tests.test_zone_risk import namespace, refreshed
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.model.records import (
+    Table,
     claim_info,
     namespace_info,
     node_info,
@@ -104,7 +105,7 @@ def change(rng: random.Random, store: Store) -> None:
         store.put("namespaces", namespace_info(namespace(name, enabled=rng.random() < 0.7)))
 
 
-def relist(store: Store, table: Any) -> None:
+def relist(store: Store, table: Table) -> None:
     """A re-list of one table bringing the same records (the revision moves all the same)."""
     store.replace(table, list(store.table(table).values()))
 
@@ -118,7 +119,8 @@ def test_figures_after_any_changes_are_those_of_a_fresh_scan(seed: int) -> None:
         for _ in range(rng.randrange(4)):
             change(rng, store)
         if step % 25 == 24:
-            relist(store, rng.choice(["nodes", "pods", "statefulsets", "namespaces"]))
+            tables: list[Table] = ["nodes", "pods", "statefulsets", "namespaces"]
+            relist(store, rng.choice(tables))
         # Some changes land at the sweep's pauses, in the middle of a set's audit.
         for _ in scan.sweep():
             if rng.random() < 0.05:
