@@ -110,14 +110,10 @@ class Store:
                 index.remove(old)
             index.add(info, key=key)
         table[key] = info
-        if name == "nodes":
-            self._node_generation += 1
-        if self._derived:
-            self._derived.clear()
-        self._revision += 1
-        if old is not None:
-            self._changed(old)
-        self._changed(info)
+        if old is None:
+            self._changed(name, info)
+        else:
+            self._changed(name, old, info)
 
     def delete(self, name: Table, key: Key) -> None:
         """Remove one record (missing is fine: a DELETED may follow a re-list)."""
@@ -125,15 +121,22 @@ class Store:
         if old is not None:
             for index in self._indexes.get(name, ()):
                 index.remove(old)
-            if name == "nodes":
-                self._node_generation += 1
-            if self._derived:
-                self._derived.clear()
-            self._revision += 1
-            self._changed(old)
+            self._changed(name, old)
 
-    def _changed(self, info: Info) -> None:
-        """Record that ``info`` (put, replaced or deleted) changed at this revision."""
+    def _changed(self, name: Table, *infos: Info) -> None:
+        """One change of table ``name`` touching ``infos`` (the record put, the one it replaced,
+        or the one deleted): node caches and derived results go stale, the revision moves on,
+        and each record's set, namespace or the whole view is marked changed at it."""
+        if name == "nodes":
+            self._node_generation += 1
+        if self._derived:
+            self._derived.clear()
+        self._revision += 1
+        for info in infos:
+            self._mark(info)
+
+    def _mark(self, info: Info) -> None:
+        """Record that what ``info`` stands for changed at the current revision."""
         now = self._revision
         if isinstance(info, StatefulSetInfo):
             if info.key in self.statefulsets:
