@@ -107,14 +107,16 @@ class RiskScan:
     def sweep(self) -> Iterator[None]:
         """One refresh cycle; yields at each pause (await there), a set's figures replacing its
         last ones when its audit is done."""
-        present: dict[Key, StatefulSetInfo] = {}
+        # The opted-in sets, in the order listed (keys only: a set's record is read when its
+        # audit starts, as the view has it then).
+        present: dict[Key, None] = {}
         listed = list(self.store.statefulsets.values())  # a copy: the view may change at a pause
         for first in range(0, len(listed), LIST_SLICE):
             if first:
                 yield
             for each in listed[first : first + LIST_SLICE]:
                 if audits(self.store, each, excluded=self.excluded):
-                    present[each.key] = each
+                    present[each.key] = None
         for key in [key for key in self.sets if key not in present]:
             del self.sets[key]  # its series go at once, not at the end of a pass
             self._revisions.pop(key, None)
@@ -136,7 +138,6 @@ class RiskScan:
         while self._queue and (spent == 0 or spent < self.budget):
             key = self._queue.popleft()
             self._queued.discard(key)
-            # The record as it is now (it may have changed at a pause since the listing).
             sts = self.store.statefulsets.get(key) if key in present else None
             if sts is None:
                 continue
