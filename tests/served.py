@@ -1,7 +1,7 @@
 """The app served in-process as ``stszone serve`` serves it: the one way tests start it.
 
-:func:`served` runs ``make_app(runtime)`` with :func:`~webhook.server.serve.make_runner` (the
-runner ``stszone serve`` uses, its connection timeouts taken from ``runtime.settings``) over the
+:func:`served` runs ``make_app(runtime)`` on :class:`~webhook.server.serve.Server` (the
+server ``stszone serve`` uses, its connection timeouts taken from ``runtime.settings``) over the
 hardened TLS context of a :class:`~webhook.server.tls.CertReloader`, on 127.0.0.1 at a port the
 kernel picks, and stops it when the block ends. :class:`InThread` runs the same in a thread with
 its own event loop, for tests whose clients block (``ssl`` sockets, ``http.client``).
@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
 from tests.hang import HANG_GUARD
 from webhook.server.app import make_app
 from webhook.server.runtime import Runtime
-from webhook.server.serve import make_runner
+from webhook.server.serve import Server
 from webhook.server.tls import CertReloader
 
 
@@ -73,11 +72,10 @@ async def served(
     Background jobs run with the runner, as in production: attach
     ``tls.run`` to ``runtime`` to have certificates reloaded.
     """
-    runner = make_runner(make_app(runtime), runtime.settings)
-    await runner.setup()
+    server = Server(make_app(runtime), runtime.settings)
+    await server.start("127.0.0.1", 0, ssl_context=tls.context)
     try:
-        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.context).start()
-        port = runner.addresses[0][1]
+        port = server.port
         async with aiohttp.ClientSession() as session:
             yield Served(
                 url=f"https://127.0.0.1:{port}",
@@ -87,7 +85,7 @@ async def served(
                 ssl=client,
             )
     finally:
-        await runner.cleanup()
+        await server.close()
 
 
 class InThread:

@@ -1,7 +1,7 @@
 """The JSON answers' own HTTP framing, checked against aiohttp's Response on the same requests.
 
 stszone writes its ``200 application/json`` answers as one piece of bytes instead of going
-through aiohttp's Response (``webhook.server.app.JsonAnswer``). What a client sees must not
+through aiohttp's Response (``webhook.server.http.encode``). What a client sees must not
 change: for each request form below -- HTTP/1.1 and HTTP/1.0, with and without a
 ``Connection`` header -- the status line, the header names in order and their values (Date
 aside: it is checked as a date), and whether the connection stays open are compared with what

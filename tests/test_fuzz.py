@@ -1,6 +1,6 @@
 """Fuzzing the running app over TLS: whatever arrives, the answer is a 4xx or a sound review.
 
-The real app (``tests.served``: ``make_app`` + ``make_runner`` + the hardened TLS context, the
+The real app (``tests.served``: ``make_app`` on ``Server`` + the hardened TLS context, the
 recorded cluster of ``fixtures/api`` as its view) runs in a thread with its own event loop; hypothesis drives a
 plain keep-alive HTTPS client against ``/mutate`` and ``/validate`` with:
 

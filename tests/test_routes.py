@@ -1,4 +1,4 @@
-"""The app's own dispatch on aiohttp's low-level server: what the Application's router did.
+"""The app's own dispatch (``webhook.server.app.App``): what aiohttp's router did before.
 
 Paths and methods (404, 405 with ``Allow``, HEAD on GET endpoints), and the body as the
 handlers read it themselves: chunked uploads under and over the 7 MiB cap, and

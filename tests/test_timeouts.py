@@ -1,6 +1,6 @@
 """Slow clients: trickled headers, stalled bodies and idle connections are cut, on the real app.
 
-The app runs as ``stszone serve`` runs it (``tests.served``: ``server.make_runner`` over the
+The app runs as ``stszone serve`` runs it (``tests.served``: ``server.serve.Server`` over the
 hardened TLS context) on 127.0.0.1, with the timeout under test shrunk to a fraction of a second;
 the clients are raw TLS streams. Nothing here times the server: each test checks what the
 client saw happen, and in which order. ``HANG_GUARD`` only fails a test that would otherwise

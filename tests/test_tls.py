@@ -1,6 +1,6 @@
 """TLS: protocol and cipher floor, certificate loading, and hot reload under continuous load.
 
-The real app (``tests.served``: ``make_app`` + ``make_runner`` over :class:`CertReloader`, its
+The real app (``tests.served``: ``make_app`` on ``Server`` over :class:`CertReloader`, its
 poller attached as ``stszone serve`` does) runs on 127.0.0.1 in a thread with its own event
 loop, so the clients here are plain blocking ``ssl`` and ``http.client`` connections that can
 read the certificate the server really presented. Nothing is timed: the tests wait (under a

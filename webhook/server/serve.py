@@ -1,4 +1,4 @@
-"""Serving an app: the runner with its connection timeouts and background jobs, and SIGTERM."""
+"""Serving an app: the listener with its connection timeouts and background jobs, and SIGTERM."""
 
 from __future__ import annotations
 
@@ -8,42 +8,64 @@ import logging
 import signal
 from typing import Any
 
-from aiohttp import web
-
 from webhook.config import Settings
 from webhook.server.app import App
+from webhook.server.http import Limits, Listener
 from webhook.server.runtime import Job, Runtime
 
 log = logging.getLogger("stszone.server")
 
 
-class Runner(web.BaseRunner):
-    """Serves an :class:`App` on aiohttp's low-level server and runs the runtime's jobs.
+class Server:
+    """The app on a listening socket (:mod:`webhook.server.http`), and the runtime's jobs.
 
-    The jobs start when the server is set up and are cancelled (and awaited) after its
-    connections are closed at cleanup, the order an Application's ``cleanup_ctx`` kept.
+    The jobs start with the server and are cancelled (and awaited) after its connections are
+    closed, so nothing the answers read goes away while they are written.
+
+    Connection timeouts: a connection with no request in progress is closed ``idle_timeout``
+    seconds after it opened or its last answer. That bounds idle keep-alive connections and a
+    client trickling its request headers. It is longer than kube-apiserver's 90 s
+    idle-connection timeout, so the API server, not us, closes idle connections (a POST on a
+    connection the server is closing fails and is not retried). A body that stalls is bounded
+    by ``body_timeout``; a TLS handshake by asyncio's 60 s.
     """
 
-    __slots__ = ("_app", "_tasks")
-
-    def __init__(self, app: App, **kwargs: Any) -> None:
-        super().__init__(handle_signals=False, **kwargs)
-        self._app = app
+    def __init__(self, app: App, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+        limits = Limits(
+            idle_timeout=settings.idle_timeout,
+            body_timeout=settings.body_timeout,
+            max_body=settings.max_body,
+        )
+        self.listener = Listener(app, limits, app.runtime.in_flight)
         self._tasks: list[asyncio.Task[None]] = []
 
-    @property
-    def app(self) -> App:
-        return self._app
-
-    async def shutdown(self) -> None:
-        pass  # the SIGTERM sequence of serve() has already run by the time cleanup comes
-
-    async def _make_server(self) -> web.Server:
-        runtime = self._app.runtime
+    async def start(self, host: str, port: int, *, ssl_context: Any) -> None:
+        """Start the jobs, then listen on ``host:port`` (port 0: one the kernel picks)."""
+        runtime = self.app.runtime
         self._tasks = [_start(job, runtime) for job in runtime.jobs]
-        return web.Server(self._app, **self._kwargs)
+        try:
+            await self.listener.start(host, port, ssl=ssl_context)
+        except BaseException:
+            await self._stop_jobs()
+            raise
 
-    async def _cleanup_server(self) -> None:
+    @property
+    def port(self) -> int:
+        return self.listener.port
+
+    def stop_accepting(self) -> None:
+        self.listener.stop_accepting()
+
+    async def close(self) -> None:
+        """Close every connection (cut after at most 1 s), then stop the jobs."""
+        try:
+            await self.listener.close(grace=min(self.settings.shutdown_grace, 1.0))
+        finally:
+            await self._stop_jobs()
+
+    async def _stop_jobs(self) -> None:
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -69,39 +91,12 @@ def _start(job: Job, runtime: Runtime) -> asyncio.Task[None]:
     return task
 
 
-def make_runner(app: App, settings: Settings) -> Runner:
-    """The runner ``serve()`` uses, with its connection timeouts (tests build theirs with it).
-
-    ``keepalive_timeout`` closes a connection that has no request in progress for
-    ``idle_timeout`` seconds, counted from the connection's start or its last response: it bounds
-    both idle keep-alive connections and a client trickling its request headers. It is longer
-    than kube-apiserver's 90 s idle-connection timeout, so the API server, not us, closes idle
-    connections (a POST on a connection the server is closing fails and is not retried). A body
-    that stalls is bounded by ``body_timeout`` in the handlers; a TLS handshake by asyncio's 60 s.
-    """
-    return Runner(
-        app,
-        access_log=None,
-        keepalive_timeout=settings.idle_timeout,
-        # Only responses being written remain at cleanup; the grace is spent waiting below.
-        shutdown_timeout=min(settings.shutdown_grace, 1.0),
-    )
-
-
 async def serve(app: App, *, ssl_context: Any, settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT; then fail readiness, stop accepting, finish in-flight work."""
     runtime = app.runtime
-    in_flight = runtime.in_flight  # counted by the handlers (see InFlight)
-    runner = make_runner(app, settings)
-    await runner.setup()
-    site = web.TCPSite(
-        runner,
-        host=settings.host,
-        port=settings.port,
-        ssl_context=ssl_context,
-        reuse_address=True,
-    )
-    await site.start()
+    in_flight = runtime.in_flight  # counted by the connections (see InFlight)
+    server = Server(app, settings)
+    await server.start(settings.host, settings.port, ssl_context=ssl_context)
     log.info(
         "serving https://%s:%d (mutate, validate, extender, healthz, readyz)",
         settings.host,
@@ -116,7 +111,7 @@ async def serve(app: App, *, ssl_context: Any, settings: Settings) -> None:
         runtime.shutting_down = True
         log.info("shutting down: readiness off, closing in %.1fs", settings.shutdown_delay)
         await asyncio.sleep(settings.shutdown_delay)
-        await site.stop()  # refuse new connections; open ones keep being served
+        server.stop_accepting()  # refuse new connections; open ones keep being served
         try:
             # A connection accepted just before the close may have its request on the wire
             # (every answer since SIGTERM said Connection: close, so clients reconnect, and the
@@ -126,5 +121,5 @@ async def serve(app: App, *, ssl_context: Any, settings: Settings) -> None:
         except TimeoutError:
             log.warning("%d requests still in flight after the grace period; cut", in_flight.count)
     finally:
-        await runner.cleanup()
+        await server.close()
         log.info("stopped")
