@@ -19,6 +19,7 @@ from webhook.cli.options import (
     seconds,
     settings_from,
 )
+from webhook.cluster import heap
 from webhook.cluster.live import start_live
 from webhook.cluster.view import choose_view, offline_store, zone_source
 from webhook.config import Settings, split_label_rule
@@ -188,7 +189,12 @@ async def _main(settings: Settings) -> None:
         certificate=lambda: reloader.not_after,
     )
     runtime.observers.append(logs.log_decision)
-    await serve(make_app(runtime), ssl_context=reloader.context, settings=settings)
+    app = make_app(runtime)
+    if live is None:
+        # What start-up built (the offline view, modules, the app) stays: out of the cycle
+        # collector's sight, as the live view freezes once its caches are listed.
+        heap.collect_and_freeze()
+    await serve(app, ssl_context=reloader.context, settings=settings)
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
