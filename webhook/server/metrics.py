@@ -4,11 +4,11 @@ Exported (all prefixed ``stszone_``)::
 
     requests_total{endpoint,kind,result}        counter   answered requests; result is
                                                           allowed|patched|denied|error
-    request_duration_seconds{endpoint}          histogram handler time, body read to answer
+    request_duration_seconds{endpoint}          histogram handler time, complete body to answer
     denials_total{endpoint,kind,reason}         counter   denials by reviewed kind and Status
                                                           reason (kinds stszone is not
                                                           registered for count as "other")
-    in_flight_requests                          gauge     requests being answered now
+    in_flight_requests                          gauge     requests being received or answered now
     ready                                       gauge     1 when /readyz would answer 200
     cache_objects{resource}                     gauge     records in the cluster view
     cache_synced{resource}                      gauge     1 once listed (0 before / when lost)
@@ -161,7 +161,7 @@ class _StateCollector(Collector):
         if self._in_flight is not None:
             yield GaugeMetricFamily(
                 f"{PREFIX}_in_flight_requests",
-                "Requests being answered now.",
+                "Requests with a body (reviews, extender calls) being received or answered now.",
                 value=self._in_flight(),
             )
         if self._certificate is not None:
@@ -262,7 +262,7 @@ class _RequestCollector(Collector):
         yield requests
         duration = HistogramMetricFamily(
             f"{PREFIX}_request_duration_seconds",
-            "Time to answer a request, from reading its body to the answer being built.",
+            "Time to answer a request, from its complete body to the answer being built.",
             labels=["endpoint"],
         )
         bounds = [*(repr(float(b)) for b in BUCKETS), "+Inf"]  # "0.0005", "1.0": as Go prints
