@@ -94,13 +94,11 @@ class Response:
     content_type: str = "application/json"
     #: Extra headers, written after ``Server``.
     headers: tuple[tuple[str, str], ...] = ()
-    #: Close the connection after this answer (``Connection: close``).
-    close: bool = False
 
 
-def plain(status: int, text: str, *, close: bool = False) -> Response:
+def plain(status: int, text: str) -> Response:
     """A one-line ``text/plain`` answer."""
-    return Response(status, (text + "\n").encode(), "text/plain; charset=utf-8", close=close)
+    return Response(status, (text + "\n").encode(), "text/plain; charset=utf-8")
 
 
 class Dispatcher(Protocol):
@@ -282,9 +280,7 @@ class Connection(asyncio.Protocol):
         self.deadline = self.loop.time() + self.limits.body_timeout
         refusal = self.dispatcher.admit(request)
         if refusal is not None and (
-            refusal.close
-            or request.expect is not None
-            or (request.content_length or 0) > self.limits.max_body
+            request.expect is not None or (request.content_length or 0) > self.limits.max_body
         ):
             # A body that will not be read, or that the client waits to be asked for: answer now.
             self._answer_and_close(refusal, linger=True)
@@ -323,9 +319,7 @@ class Connection(asyncio.Protocol):
         except Exception:  # the dispatcher answers its own errors; this is the last resort
             log.exception("internal error answering %s %s", request.method, request.path)
             response = plain(500, "500: stszone hit an internal error; see the webhook's logs")
-        keep_alive = (
-            not response.close and not self.dispatcher.closing and self.parser.should_keep_alive()
-        )
+        keep_alive = not self.dispatcher.closing and self.parser.should_keep_alive()
         version = self.parser.get_http_version().encode("ascii")
         self.transport.write(
             encode(response, version=version, keep_alive=keep_alive, head=request.method == "HEAD")
