@@ -4,15 +4,14 @@
 
     StszoneError              base of everything raised on purpose
     ├── BadRequest            the HTTP request itself is wrong       -> HTTP 4xx, plain message
-    │   ├── PayloadTooLarge   body over the 7 MiB cap                -> HTTP 413
-    │   └── RequestTimeout    body not received in time (slow client) -> HTTP 408
+    │   └── PayloadTooLarge   body over the 7 MiB cap                -> HTTP 413
     ├── BadObject             a field of the reviewed object has the -> allowed: false, code 400
     │                         wrong shape (the review itself is fine)
     ├── Denied                the object breaks a placement rule     -> allowed: false, code 403
     └── ConfigError           a flag, file or setting is unusable    -> CLI exit 2, never HTTP
 
 Each error carries the HTTP status it maps to (like h11's ``error_status_hint``) so that
-``server.py`` is the only place that turns them into responses, and the pure modules never
+``server/app.py`` is the only place that turns them into responses, and the pure modules never
 import aiohttp.
 """
 
@@ -39,12 +38,6 @@ class PayloadTooLarge(BadRequest):
     """The request body exceeds the configured cap (413)."""
 
     status = 413
-
-
-class RequestTimeout(BadRequest):
-    """The request body did not arrive within the body timeout (408)."""
-
-    status = 408
 
 
 class BadObject(StszoneError):
