@@ -217,6 +217,8 @@ def summary(result: Result, *, wall: float, cpu: float) -> dict[str, object]:
         "p999_ms": percentile(lat, 99.9) * 1e3,
         "max_ms": max(lat) * 1e3 if lat else float("nan"),
         "generator_cpu": cpu / wall if wall else 0.0,
+        #: Every answer's latency, for percentiles pooled over several runs (bench/run.py).
+        "latencies_ms": [round(x * 1e3, 4) for x in lat],
     }
 
 
