@@ -106,9 +106,11 @@ def connect(
     *,
     idle: float = 120.0,
     body: float = 30.0,
-    max_body: int = 7 * 1024 * 1024,
+    max_body: int = MAX_BODY,
     metrics: bool = False,
+    clock: Clock | None = None,
 ) -> Client:
+    """A connection to the real app; with ``clock``, its timers run on the test's clock."""
     settings = Settings(host="127.0.0.1", port=0, max_body=max_body)
     runtime = Runtime(
         store=Store(zones=("a", "b", "c")), defaults=settings.defaults(), settings=settings
@@ -117,6 +119,8 @@ def connect(
         install_metrics(runtime, registry=CollectorRegistry())
     listener = Listener(make_app(runtime), Limits(idle, body, max_body), runtime.in_flight)
     conn = listener._connection()
+    if clock is not None:
+        conn.loop = clock  # type: ignore[assignment]
     transport = Transport()
     conn.connection_made(transport)  # type: ignore[arg-type]
     return Client(conn, transport, runtime.in_flight, runtime)
@@ -336,22 +340,9 @@ class Handle:
         self.cancelled = True
 
 
-def clocked(*, idle: float, body: float) -> tuple[Client, Clock]:
-    clock = Clock()
-    settings = Settings(host="127.0.0.1", port=0)
-    runtime = Runtime(
-        store=Store(zones=("a", "b", "c")), defaults=settings.defaults(), settings=settings
-    )
-    listener = Listener(make_app(runtime), Limits(idle, body, MAX_BODY), runtime.in_flight)
-    conn = listener._connection()
-    conn.loop = clock  # type: ignore[assignment]
-    transport = Transport()
-    conn.connection_made(transport)  # type: ignore[arg-type]
-    return Client(conn, transport, runtime.in_flight, runtime), clock
-
-
 async def test_a_stalled_body_gets_408_at_the_body_timeout_not_the_idle_one() -> None:
-    client, clock = clocked(idle=120, body=30)
+    clock = Clock()
+    client = connect(clock=clock)
     clock.advance(10)
     client.send(post()[:-10])
     assert clock.due() == 40, "the body timer was not brought forward"
@@ -364,7 +355,8 @@ async def test_a_stalled_body_gets_408_at_the_body_timeout_not_the_idle_one() ->
 
 
 async def test_an_idle_connection_is_closed_idle_timeout_after_its_last_answer() -> None:
-    client, clock = clocked(idle=120, body=30)
+    clock = Clock()
+    client = connect(clock=clock)
     clock.advance(100)
     client.send(post())  # answered at 100: the idle clock starts again
     clock.advance(219.9)  # the first timer (due at 120) found the connection answered since
@@ -374,7 +366,8 @@ async def test_an_idle_connection_is_closed_idle_timeout_after_its_last_answer()
 
 
 async def test_a_body_arriving_in_time_is_answered_and_the_idle_clock_follows() -> None:
-    client, clock = clocked(idle=120, body=30)
+    clock = Clock()
+    client = connect(clock=clock)
     request = post()
     client.send(request[:-10])
     clock.advance(29)

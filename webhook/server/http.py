@@ -21,8 +21,9 @@ What the connection owns, and aiohttp's server did before:
   that has not arrived ``body_timeout`` seconds after its headers gets 408 and the connection
   closes. One timer per connection, moved only when it fires early.
 * **Back-pressure**: a client that does not read its answers stops being read from.
-* **Shutdown**: :class:`Listener` stops accepting, closes idle connections at once and lets
-  requests in progress finish (their answers say ``Connection: close``), then cuts what is left.
+* **Shutdown**: once the dispatcher says it is closing, every answer says ``Connection: close``
+  and closes its connection; :class:`Listener` stops accepting on its own, and
+  :meth:`Listener.close` closes what is left (``serve()`` first waits for requests in flight).
 """
 
 from __future__ import annotations
@@ -245,8 +246,7 @@ class Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         if self.state >= _LINGER:
             return
-        self.state = _HEAD
-        self.url = b""
+        self.state, self.url, self.request = _HEAD, b"", Request("", "")
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -255,8 +255,7 @@ class Connection(asyncio.Protocol):
         if self.state != _HEAD:
             return
         request = self.request
-        if request is None:
-            request = self.request = Request("", "")
+        assert request is not None  # made at the message's beginning
         lower = name.lower()
         if lower == b"content-type":
             request.content_type_header = value.decode("latin-1")
@@ -269,8 +268,7 @@ class Connection(asyncio.Protocol):
         if self.state != _HEAD:
             return
         request = self.request
-        if request is None:
-            request = self.request = Request("", "")
+        assert request is not None
         request.method = self.parser.get_method().decode("ascii")
         request.path = _path(self.url)
         self.state, self.size, self.head_size = _BODY, 0, 0
@@ -320,7 +318,7 @@ class Connection(asyncio.Protocol):
             log.exception("internal error answering %s %s", request.method, request.path)
             response = plain(500, "500: stszone hit an internal error; see the webhook's logs")
         keep_alive = not self.dispatcher.closing and self.parser.should_keep_alive()
-        version = self.parser.get_http_version().encode("ascii")
+        version = self._version()
         self.transport.write(
             encode(response, version=version, keep_alive=keep_alive, head=request.method == "HEAD")
         )
@@ -363,14 +361,7 @@ class Connection(asyncio.Protocol):
     ) -> None:
         """Send ``response`` with ``Connection: close`` and close; with ``linger``, first read
         and drop what the client still sends, for up to :data:`LINGER` seconds."""
-        if version is None:
-            try:
-                version = self.parser.get_http_version().encode("ascii")
-            except Exception:
-                version = b"1.1"
-            if version not in (b"1.0", b"1.1"):
-                version = b"1.1"
-        self.transport.write(encode(response, version=version, keep_alive=False))
+        self.transport.write(encode(response, version=version or self._version(), keep_alive=False))
         self._leave()
         if not linger:
             self.close()
@@ -379,6 +370,11 @@ class Connection(asyncio.Protocol):
         self.deadline = self.loop.time() + LINGER
         if self.timer_at > self.deadline:
             self._arm(self.deadline)
+
+    def _version(self) -> bytes:
+        """The request's HTTP version for the answer ("1.1" before a request line was read)."""
+        version = self.parser.get_http_version()
+        return b"1.0" if version == "1.0" else b"1.1"
 
     def close(self) -> None:
         self.state = _DONE
