@@ -16,7 +16,8 @@ from tests.conftest import ServeFactory
 from tests.work import CountingStore, line_budget
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.model.records import claim_info, pod_info, volume_info
+from webhook.model import store as store_module
+from webhook.model.records import claim_info, node_info, pod_info, volume_info
 from webhook.model.store import Store
 from webhook.rules import admission, guard
 from webhook.rules.placement import resolve_policy
@@ -499,9 +500,12 @@ def test_edge_shapes_match_a_brute_force_walk(
 
 #: A watch event: (kind, ordinal, zone or None) -- kind "pod" puts pod db-<o> on the node of
 #: that zone (None: not scheduled), "gone" deletes it, "claim" binds data-db-<o> to a PV in that
-#: zone (None: deletes the claim), "prebound" a PV whose claimRef names it, before any claim.
+#: zone (None: deletes the claim), "prebound" a PV whose claimRef names it, before any claim;
+#: "node" relabels node n<zone> (na, nb, nc, nx) with zone "abcx"[o % 4] (o >= 8: no label),
+#: "nodegone" deletes n<zone>. The guard keeps its reading of where running pods are until the
+#: set's pods or a node change: node events check it lets go.
 EVENTS = st.tuples(
-    st.sampled_from(["pod", "gone", "claim", "prebound"]),
+    st.sampled_from(["pod", "gone", "claim", "prebound", "node", "nodegone"]),
     st.integers(0, 12),
     st.sampled_from(["a", "b", "c", "x", None]),
 )
@@ -512,6 +516,12 @@ def apply_event(store: Store, kind: str, o: int, zone: str | None) -> None:
         store.put("pods", pod_info(b.sts_pod(ordinal=o, node=f"n{zone}" if zone else None)))
     elif kind == "gone":
         store.delete("pods", ("ns", f"db-{o}"))
+    elif kind == "node" and zone is not None:
+        store.put("nodes", node_info(b.node(f"n{zone}", "abcx"[o % 4] if o < 8 else None)))
+    elif kind == "nodegone" and zone is not None:
+        store.delete("nodes", f"n{zone}")
+    elif kind in ("node", "nodegone"):
+        pass  # no node to change
     elif kind == "claim" and zone is None:
         store.delete("claims", ("ns", f"data-db-{o}"))
     elif kind == "claim":
@@ -537,6 +547,50 @@ def test_property_guard_follows_watch_events(
             apply_event(store, *event)
         for new in {0, old // 2, old - 1}:
             agrees_with_a_walk(store, range(old), range(new))
+
+
+def test_where_running_pods_are_is_read_once_per_change_of_the_pods_or_nodes() -> None:
+    """The zones of a set's running pods are read from the view once and kept for the next
+    scale-down; a node relabelled, a node deleted or a pod moved in between changes the answer.
+
+    Ordinals 0-3 run on na, nb, nc and nd; nd is in zone c too, so 4 -> 3 keeps c on nc.
+    """
+    store = cluster(["a", "b", "c", "d"], extra=[b.node("nd", "c")])
+    assert store.pod_zones("ns", "db", ZONE_KEY) is not store.pod_zones("ns", "db", ZONE_KEY)
+    assert scale(store, 4, 3).allowed  # admission keeps what it read
+    first = store.pod_zones("ns", "db", ZONE_KEY)
+    assert dict(first.zones) == {0: "a", 1: "b", 2: "c", 3: "c"}
+    assert scale(store, 4, 3).allowed
+    assert store.pod_zones("ns", "db", ZONE_KEY) is first  # nothing changed: kept
+    store.put("nodes", node_info(b.node("nc", "a")))  # ordinal 2 is in a now: c leaves with 3
+    relabelled = scale(store, 4, 3)
+    assert (relabelled.allowed, relabelled.reason) == (False, "ZoneLoss"), relabelled
+    assert "would drop zone c (ordinal 3 is its only pod)" in relabelled.message
+    store.put("nodes", node_info(b.node("nc", "c")))
+    assert scale(store, 4, 3).allowed
+    store.delete("nodes", "nc")  # ordinal 2's node is gone from the view: its zone is unknown
+    gone = scale(store, 4, 3)
+    assert (gone.allowed, gone.reason) == (False, "ZoneUnknown"), gone
+    store.put("nodes", node_info(b.node("nc", "c")))
+    assert scale(store, 4, 3).allowed
+    store.put("pods", pod_info(b.sts_pod(ordinal=2, node="na")))  # moved: a again
+    assert not scale(store, 4, 3).allowed
+    assert dict(store.pod_zones("ns", "db", ZONE_KEY).zones) == {0: "a", 1: "b", 2: "a", 3: "c"}
+
+
+def test_where_running_pods_are_is_kept_for_the_last_sets_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kept for the sets asked about last, a bounded number: the oldest one goes first."""
+    monkeypatch.setattr(store_module, "KEPT_POD_ZONES", 2)
+    sets = [b.statefulset(name=n, annotations=ABC, replicas=1) for n in ("s0", "s1", "s2")]
+    pods = [b.sts_pod(ordinal=0, node="na", sts=n) for n in ("s0", "s1", "s2")]
+    store = store_from_objects([*NODES, *sets, *pods])
+    read = {n: store.pod_zones("ns", n, ZONE_KEY, keep=True) for n in ("s0", "s1", "s2")}
+    assert dict(read["s2"].zones) == {0: "a"}
+    assert store.pod_zones("ns", "s2", ZONE_KEY) is read["s2"]
+    assert store.pod_zones("ns", "s1", ZONE_KEY) is read["s1"]
+    assert store.pod_zones("ns", "s0", ZONE_KEY) is not read["s0"]  # the oldest: let go
 
 
 def test_two_billion_replicas_is_answered_at_once_with_a_bounded_message() -> None:

@@ -63,6 +63,10 @@ class Unknown:
     count: int = 0
 
 
+#: No ordinal of unknown zone.
+NO_UNKNOWN: Final = Unknown()
+
+
 @dataclass(frozen=True, slots=True)
 class ScaleDown:
     """What a scale-down does to a StatefulSet's zones."""
@@ -105,11 +109,13 @@ class _Ranges:
     about a range is answered by stepping through one residue class and skipping known
     ordinals: bounded by the objects in the view, not by ``replicas`` (which may be 2**31-1).
 
-    Known ordinals are reduced to their zones (:meth:`Locator.zone`); the full
+    Known ordinals are reduced to their zones (:meth:`Locator.zones`); the full
     :class:`Located` (source, node, reason) is only built for the few a message names.
     """
 
-    def __init__(self, span: range, *, namespace: str, policy: Policy, store: Store) -> None:
+    def __init__(
+        self, span: range, *, namespace: str, policy: Policy, store: Store, keep: bool = False
+    ) -> None:
         self.policy = policy
         known = store.known_ordinals(namespace, policy.statefulset, templates=policy.templates)
         if policy.declared.mode == "node-ordinal":
@@ -117,24 +123,47 @@ class _Ranges:
             known |= {int(v) for v in store.label_values(label) if v.isascii() and v.isdigit()}
         self.where = Locator(namespace=namespace, policy=policy, store=store)
         self._located: dict[int, Located] = {}
+        #: held() of each range asked (a scale-down asks the old range twice).
+        self._held: dict[range, dict[str, tuple[list[int], int]]] = {}
         self.ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal"
         self.k = k = len(policy.zones) or 1
         #: Known ordinal of the span -> its zone (None: unknown), in order.
-        self.known: dict[int, str | None] = {}
-        # Sorted ordinals per zone and per place in the rule's cycle: a range's share of each
-        # is two bisections, whatever the range.
-        self.by_zone: dict[str, list[int]] = {}
-        self.by_residue: list[list[int]] = [[] for _ in range(k)]
+        self.known: Mapping[int, str | None]
+        #: Sorted ordinals per zone, and per place in the rule's cycle (residue mod k): a
+        #: range's share of each is two bisections, whatever the range.
+        self.by_zone: Mapping[str, list[int]]
+        by_residue: list[list[int]]
+        #: Known ordinals of the span whose zone is unknown, sorted.
         self.unknowns: list[int] = []
-        zone_of, by_residue = self.where.zone, self.by_residue
-        for o in sorted(known):
-            if o in span:
-                zone = self.known[o] = zone_of(o)
+        running = store.pod_zones(
+            namespace, policy.statefulset, policy.declared.topology_key, keep=keep
+        )
+        if known == running.ordinals and (not known or (min(known) in span and max(known) in span)):
+            # The usual set: every known ordinal is a running pod on a labelled node. Its
+            # zones are read once per change of the set's pods or of the nodes, and shared.
+            self.known, self.by_zone, by_residue = (
+                running.zones,
+                running.by_zone,
+                running.residues(k),
+            )
+        else:
+            inside = sorted(o for o in known if o in span)
+            self.known = dict(self.where.zones(inside, running=running.zones))
+            self.by_zone = by_zone = dict[str, list[int]]()
+            by_residue = [[] for _ in range(k)]
+            for o, zone in self.known.items():
                 by_residue[o % k].append(o)
-                if zone is not None:
-                    self.by_zone.setdefault(zone, []).append(o)
-                else:
+                if zone is None:
                     self.unknowns.append(o)
+                else:
+                    by_zone.setdefault(zone, []).append(o)
+        #: The rule's cycle, when there is one: (zone, its residue mod k, the known ordinals
+        #: of that residue) for each listed zone.
+        self.cycle: list[tuple[str, int, list[int]]] = []
+        if self.ruled:
+            for index, zone in enumerate(policy.zones):
+                residue = (index + policy.start) % k
+                self.cycle.append((zone, residue, by_residue[residue]))
 
     def located(self, ordinal: int) -> Located:
         """Where ``ordinal`` is, with what says so (built once per ordinal)."""
@@ -161,27 +190,30 @@ class _Ranges:
         return {z: Holders(tuple(first), n, where) for z, (first, n) in self.held(r).items()}
 
     def held(self, r: range) -> dict[str, tuple[list[int], int]]:
-        """:meth:`holders` as (first few ordinals, count) pairs, by zone in order."""
+        """:meth:`holders` as (first few ordinals, count) pairs, by zone in order (kept per
+        range: callers read it, never change it)."""
+        kept = self._held.get(r)
+        if kept is not None:
+            return kept
         found: dict[str, list[int]] = {}
         counts: dict[str, int] = {}
         for zone, ordinals in self.by_zone.items():
-            lo, hi = bisect_left(ordinals, r.start), bisect_left(ordinals, r.stop)
+            lo = bisect_left(ordinals, r.start)
+            hi = bisect_left(ordinals, r.stop, lo)
             if hi > lo:
                 found[zone] = ordinals[lo : min(hi, lo + NAMED)]
                 counts[zone] = hi - lo
-        if self.ruled:
-            k = self.k
-            for index, zone in enumerate(self.policy.zones):
-                residue = (index + self.policy.start) % k
-                in_r = len(range(r.start + (residue - r.start) % k, r.stop, k))
-                same = self.by_residue[residue]
-                known_there = bisect_left(same, r.stop) - bisect_left(same, r.start)
-                if in_r - known_there <= 0:
-                    continue
-                ruled = islice(self._rule_ordinals(r, zone), NAMED)
-                found[zone] = sorted([*found.get(zone, ()), *ruled])
-                counts[zone] = counts.get(zone, 0) + in_r - known_there
-        return {z: (found[z][:NAMED], counts[z]) for z in sorted(found)}
+        k = self.k
+        for zone, residue, same in self.cycle:
+            in_r = len(range(r.start + (residue - r.start) % k, r.stop, k))
+            known_there = bisect_left(same, r.stop) - bisect_left(same, r.start)
+            if in_r - known_there <= 0:
+                continue
+            ruled = islice(self._rule_ordinals(r, zone), NAMED)
+            found[zone] = sorted([*found.get(zone, ()), *ruled])
+            counts[zone] = counts.get(zone, 0) + in_r - known_there
+        kept = self._held[r] = {z: (found[z][:NAMED], counts[z]) for z in sorted(found)}
+        return kept
 
     def _unknown_ordinals(self, r: range) -> Iterator[int]:
         """The ordinals of ``r`` whose zone is unknown, in order (lazily: r may be huge)."""
@@ -195,6 +227,8 @@ class _Ranges:
         """The ordinals of ``r`` whose zone is unknown, with reasons for the first few."""
         lo, hi = bisect_left(self.unknowns, r.start), bisect_left(self.unknowns, r.stop)
         count = hi - lo
+        if self.ruled and not count:
+            return NO_UNKNOWN
         if not self.ruled:
             located = sum(1 for o, zone in self.known.items() if o in r and zone is not None)
             count = len(r) - located
@@ -239,12 +273,23 @@ def _joined(parts: list[Unknown]) -> Unknown:
 
 
 def scale_down(
-    name: str, *, old: range, new: range, namespace: str, policy: Policy, store: Store
+    name: str,
+    *,
+    old: range,
+    new: range,
+    namespace: str,
+    policy: Policy,
+    store: Store,
+    keep: bool = False,
 ) -> ScaleDown:
-    """Compare the zones of the ``old`` ordinals with those of the ``new`` (kept) ordinals."""
+    """Compare the zones of the ``old`` ordinals with those of the ``new`` (kept) ordinals.
+
+    ``keep``: keep where the set's pods run for the next scale-down of it
+    (:meth:`Store.pod_zones`), as admission does; the zone-risk sweep does not.
+    """
     widest = range(new.start, new.start + max(len(old), len(new)))
     span = range(min(old.start, new.start), max(old.stop, new.stop, widest.stop))
-    ranges = _Ranges(span, namespace=namespace, policy=policy, store=store)
+    ranges = _Ranges(span, namespace=namespace, policy=policy, store=store, keep=keep)
     before, kept = ranges.holders(old), ranges.held(new)
     removed = _removed(old, new)
     listed = set(policy.zones) or set(before)  # no list at all: what the set holds now

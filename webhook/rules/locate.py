@@ -20,6 +20,7 @@ this one :class:`Locator`, so they agree on every cluster.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Literal, NamedTuple
 
 from webhook.model.records import PodInfo
@@ -81,16 +82,14 @@ class Locator:
         self.pods = store.set_pods(namespace, policy.statefulset).by_name
         self.nodes = store.nodes
 
-    def zone(self, ordinal: int) -> str | None:
-        """``self(ordinal).zone``, without building the :class:`Located` in the usual case (a
-        scheduled pod on a node with the label): the scale-down guard asks it of every known
-        ordinal, and only names a few."""
-        pod = self.pods.get(ordinal)
-        if pod is not None and pod.node:
-            node = self.nodes.get(pod.node)
-            if node is not None and (zone := node.labels.get(self.key)):
-                return zone
-        return self(ordinal).zone
+    def zones(
+        self, ordinals: Iterable[int], *, running: Mapping[int, str]
+    ) -> list[tuple[int, str | None]]:
+        """``(ordinal, self(ordinal).zone)`` for each of ``ordinals``, without building the
+        :class:`Located` in the usual case, a scheduled pod on a node with the label, whose
+        zone ``running`` gives (:meth:`Store.pod_zones`): the scale-down guard asks it of every
+        known ordinal, and only names a few."""
+        return [(o, running.get(o) or self(o).zone) for o in ordinals]
 
     def __call__(self, ordinal: int) -> Located:
         pod = self.pods.get(ordinal)

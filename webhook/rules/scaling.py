@@ -44,7 +44,7 @@ def judge(
         return verdict.stopped(name, old=len(old))
     require_synced(store, what=f"a scale-down of StatefulSet {namespace}/{name}")
     result = guard.scale_down(
-        name, old=old, new=new, namespace=namespace, policy=policy, store=store
+        name, old=old, new=new, namespace=namespace, policy=policy, store=store, keep=True
     )
     return verdict.verdict(result, allow_zone_loss=allow_zone_loss)
 

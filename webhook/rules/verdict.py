@@ -37,10 +37,11 @@ def _note(item: Located) -> str | None:
 
 
 def _zone_phrase(zone: str, holders: Holders) -> str:
-    items = holders.first
-    ordinals = some([i.ordinal for i in items], holders.count, shown=len(items))
+    shown = holders.ordinals
+    ordinals = some(shown, holders.count, shown=len(shown))
     one = holders.count == 1
-    notes = list(dict.fromkeys(n for i in items[:3] if (n := _note(i)) is not None))
+    # Only the first three are located in full (source, node, volume) for the notes.
+    notes = list(dict.fromkeys(n for o in shown[:3] if (n := _note(holders.where(o))) is not None))
     if notes:  # not every holder is a running pod
         held = (
             f"ordinal {ordinals} is the only one there"
