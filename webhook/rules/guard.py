@@ -113,9 +113,7 @@ class _Ranges:
     :class:`Located` (source, node, reason) is only built for the few a message names.
     """
 
-    def __init__(
-        self, span: range, *, namespace: str, policy: Policy, store: Store, keep: bool = False
-    ) -> None:
+    def __init__(self, span: range, *, namespace: str, policy: Policy, store: Store) -> None:
         self.policy = policy
         known = store.known_ordinals(namespace, policy.statefulset, templates=policy.templates)
         if policy.declared.mode == "node-ordinal":
@@ -135,9 +133,7 @@ class _Ranges:
         by_residue: list[list[int]]
         #: Known ordinals of the span whose zone is unknown, sorted.
         self.unknowns: list[int] = []
-        running = store.pod_zones(
-            namespace, policy.statefulset, policy.declared.topology_key, keep=keep
-        )
+        running = store.pod_zones(namespace, policy.statefulset, policy.declared.topology_key)
         if known == running.ordinals and (not known or (min(known) in span and max(known) in span)):
             # The usual set: every known ordinal is a running pod on a labelled node. Its
             # zones are read once per change of the set's pods or of the nodes, and shared.
@@ -273,23 +269,12 @@ def _joined(parts: list[Unknown]) -> Unknown:
 
 
 def scale_down(
-    name: str,
-    *,
-    old: range,
-    new: range,
-    namespace: str,
-    policy: Policy,
-    store: Store,
-    keep: bool = False,
+    name: str, *, old: range, new: range, namespace: str, policy: Policy, store: Store
 ) -> ScaleDown:
-    """Compare the zones of the ``old`` ordinals with those of the ``new`` (kept) ordinals.
-
-    ``keep``: keep where the set's pods run for the next scale-down of it
-    (:meth:`Store.pod_zones`), as admission does; the zone-risk sweep does not.
-    """
+    """Compare the zones of the ``old`` ordinals with those of the ``new`` (kept) ordinals."""
     widest = range(new.start, new.start + max(len(old), len(new)))
     span = range(min(old.start, new.start), max(old.stop, new.stop, widest.stop))
-    ranges = _Ranges(span, namespace=namespace, policy=policy, store=store, keep=keep)
+    ranges = _Ranges(span, namespace=namespace, policy=policy, store=store)
     before, kept = ranges.holders(old), ranges.held(new)
     removed = _removed(old, new)
     listed = set(policy.zones) or set(before)  # no list at all: what the set holds now
