@@ -67,7 +67,7 @@ def _brief(zones: dict[str, Holders]) -> str:
     """``zone c (ordinal 3)`` / ``zones b (ordinals 2, 4) and c (ordinal 3)``, for warnings."""
     parts = []
     for zone, holders in zones.items():
-        ordinals = some([i.ordinal for i in holders.first], holders.count, shown=2)
+        ordinals = some(holders.ordinals, holders.count, shown=2)
         parts.append(f"{zone} (ordinal{'s' if holders.count > 1 else ''} {ordinals})")
     return f"zone{'s' if len(parts) > 1 else ''} {joined(parts)}"
 
