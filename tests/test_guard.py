@@ -363,8 +363,12 @@ async def test_recorded_template_update_is_allowed(serve: ServeFactory) -> None:
 
 
 def agrees_with_a_walk(store: Store, old: range, new: range) -> guard.ScaleDown:
-    """The guard's answer for ns/db, checked against the brute-force walk of tests/guardref."""
+    """The guard's answer for ns/db, checked against the brute-force walk of tests/guardref.
+
+    Where the set's pods run is kept first, as admission keeps it: a store that goes on
+    changing (the watch-events property) then checks that what was kept is let go."""
     policy = resolve_policy("ns", "db", store=store)
+    store.pod_zones("ns", "db", policy.declared.topology_key, keep=True)
     got = guard.scale_down("db", old=old, new=new, namespace="ns", policy=policy, store=store)
     want, lowest = guardref.walk(store, policy, old, new)
     assert held(got.lost) == named(want.lost) and held(got.unlisted) == named(want.unlisted)
@@ -502,8 +506,8 @@ def test_edge_shapes_match_a_brute_force_walk(
 #: that zone (None: not scheduled), "gone" deletes it, "claim" binds data-db-<o> to a PV in that
 #: zone (None: deletes the claim), "prebound" a PV whose claimRef names it, before any claim;
 #: "node" relabels node n<zone> (na, nb, nc, nx) with zone "abcx"[o % 4] (o >= 8: no label),
-#: "nodegone" deletes n<zone>. The guard keeps its reading of where running pods are until the
-#: set's pods or a node change: node events check it lets go.
+#: "nodegone" deletes n<zone>. Where the set's running pods are is kept between two checks
+#: until the set's pods or a node change (:func:`agrees_with_a_walk` keeps it, as admission does).
 EVENTS = st.tuples(
     st.sampled_from(["pod", "gone", "claim", "prebound", "node", "nodegone"]),
     st.integers(0, 12),
