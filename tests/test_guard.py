@@ -597,6 +597,26 @@ def test_where_running_pods_are_is_kept_for_the_last_sets_asked(
     assert store.pod_zones("ns", "s0", ZONE_KEY) is not read["s0"]  # the oldest: let go
 
 
+def test_where_running_pods_are_is_kept_up_to_a_number_of_pods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pods kept in all are bounded too: the oldest sets go until the newest fits, and a
+    set larger than the bound is not kept at all."""
+    monkeypatch.setattr(store_module, "KEPT_POD_ORDINALS", 3)
+    sizes = {"s0": 1, "s1": 2, "s2": 2, "big": 4}
+    sets = [b.statefulset(name=n, annotations=ABC, replicas=k) for n, k in sizes.items()]
+    pods = [b.sts_pod(ordinal=o, node="na", sts=n) for n, k in sizes.items() for o in range(k)]
+    store = store_from_objects([*NODES, *sets, *pods])
+    read = {n: store.pod_zones("ns", n, ZONE_KEY, keep=True) for n in ("s0", "s1")}
+    assert all(store.pod_zones("ns", n, ZONE_KEY) is read[n] for n in ("s0", "s1"))  # 3 pods
+    read["s2"] = store.pod_zones("ns", "s2", ZONE_KEY, keep=True)  # 5 pods: s0 and s1 go
+    assert store.pod_zones("ns", "s2", ZONE_KEY) is read["s2"]
+    assert all(store.pod_zones("ns", n, ZONE_KEY) is not read[n] for n in ("s0", "s1"))
+    big = store.pod_zones("ns", "big", ZONE_KEY, keep=True)
+    assert len(big.zones) == 4 and store.pod_zones("ns", "big", ZONE_KEY) is not big
+    assert store.pod_zones("ns", "s2", ZONE_KEY) is read["s2"]  # not let go for nothing
+
+
 def test_two_billion_replicas_is_answered_at_once_with_a_bounded_message() -> None:
     """replicas is an int32: 2147483647 -> 1 must not walk two billion ordinals. The ordinals
     located one by one are bounded by the objects in the view (counted through the Store, the

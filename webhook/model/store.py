@@ -28,8 +28,10 @@ from webhook.model.records import (
     VolumeInfo,
 )
 
-#: Sets whose :meth:`Store.pod_zones` is kept (the ones scale-downs asked about last).
+#: Sets whose :meth:`Store.pod_zones` is kept (the ones scale-downs asked about last), and the
+#: pods they may hold in all (about 100 bytes each: 10 MB).
 KEPT_POD_ZONES = 256
+KEPT_POD_ORDINALS = 100_000
 
 
 class Store:
@@ -60,6 +62,8 @@ class Store:
         self._derived: dict[Any, Any] = {}
         #: :meth:`pod_zones` kept: (the set's pods it was read from, the node generation, it).
         self._pod_zones: dict[tuple[str, str, str], tuple[SetPods, int, PodZones]] = {}
+        #: The ordinals those hold in all (bounded by KEPT_POD_ORDINALS).
+        self._pod_zones_held = 0
         # Revisions: one counter, bumped by every change of a record that changed something.
         # What a StatefulSet's audit reads is its record and pods, its namespace's claims, and
         # cluster-wide records (nodes, volumes); each of those keeps the revision it last
@@ -304,9 +308,10 @@ class Store:
         """Where the scheduled pods of one set are by their nodes' ``topology_key`` label.
 
         With ``keep``, kept for the next call until the set's pods or any node change (for the
-        last :data:`KEPT_POD_ZONES` sets asked): a scale-down of a 50-pod set would otherwise
-        look up 50 pods, 50 nodes and 50 labels on every request, and a refused one is retried
-        (the HPA, the StatefulSet's owner). The zone-risk sweep reads each set once per change
+        last :data:`KEPT_POD_ZONES` sets asked, :data:`KEPT_POD_ORDINALS` pods in all, the
+        oldest let go first): a scale-down of a 50-pod set would otherwise look up 50 pods, 50
+        nodes and 50 labels on every request, and a refused one is retried (the HPA, the
+        StatefulSet's owner). The zone-risk sweep reads each set once per change
         and keeps none: 2,000 sets of 50 pods would hold 20 MB.
         """
         pods = self.set_pods(namespace, statefulset)
@@ -322,11 +327,18 @@ class Store:
             if node is not None and (zone := node.labels.get(topology_key)):
                 zones[ordinal] = zone
         found = PodZones.of(zones)
-        if keep:
-            self._pod_zones.pop(key, None)  # the newest goes last
-            if len(self._pod_zones) >= KEPT_POD_ZONES:
-                del self._pod_zones[next(iter(self._pod_zones))]
-            self._pod_zones[key] = (pods, self._node_generation, found)
+        if keep and len(zones) <= KEPT_POD_ORDINALS:
+            kept_sets = self._pod_zones
+            if (gone := kept_sets.pop(key, None)) is not None:  # the newest goes last
+                self._pod_zones_held -= len(gone[2].zones)
+            while kept_sets and (
+                len(kept_sets) >= KEPT_POD_ZONES
+                or self._pod_zones_held + len(zones) > KEPT_POD_ORDINALS
+            ):
+                oldest = next(iter(kept_sets))
+                self._pod_zones_held -= len(kept_sets.pop(oldest)[2].zones)
+            kept_sets[key] = (pods, self._node_generation, found)
+            self._pod_zones_held += len(zones)
         return found
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
