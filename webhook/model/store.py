@@ -445,6 +445,23 @@ class SetPods:
         return cls(frozenset(ordinals), by_name)
 
 
+def by_zone(zones: Mapping[int, str | None]) -> dict[str, list[int]]:
+    """Zone -> its ordinals, in the order of ``zones`` (ordinals of unknown zone left out)."""
+    grouped: dict[str, list[int]] = {}
+    for ordinal, zone in zones.items():
+        if zone is not None:
+            grouped.setdefault(zone, []).append(ordinal)
+    return grouped
+
+
+def by_residue(ordinals: Iterable[int], k: int) -> list[list[int]]:
+    """The ordinals whose residue mod ``k`` is 0, 1, ..., k - 1, each in the order given."""
+    grouped: list[list[int]] = [[] for _ in range(k)]
+    for ordinal in ordinals:
+        grouped[ordinal % k].append(ordinal)
+    return grouped
+
+
 @dataclass(frozen=True, slots=True)
 class PodZones:
     """The zones of a set's pods that run on a node the view holds with the zone label: the
@@ -453,10 +470,9 @@ class PodZones:
 
     #: Ordinal (by pod name) -> its node's zone, in ordinal order.
     zones: Mapping[int, str]
-    ordinals: frozenset[int]
     #: Zone -> its ordinals, sorted.
     by_zone: Mapping[str, list[int]]
-    #: The ordinals of ``zones`` by their residue mod k, sorted, per k asked (see :meth:`residues`).
+    #: :func:`by_residue` of the ordinals, per k asked (see :meth:`residues`).
     _residues: dict[int, list[list[int]]] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
@@ -464,18 +480,13 @@ class PodZones:
     @classmethod
     def of(cls, zones: dict[int, str]) -> PodZones:
         """From ordinal -> zone, in ordinal order."""
-        by_zone: dict[str, list[int]] = {}
-        for ordinal, zone in zones.items():
-            by_zone.setdefault(zone, []).append(ordinal)
-        return cls(zones, frozenset(zones), by_zone)
+        return cls(zones, by_zone(zones))
 
     def residues(self, k: int) -> list[list[int]]:
         """The ordinals (sorted) whose residue mod ``k`` is 0, 1, ..., k - 1."""
         kept = self._residues.get(k)
         if kept is None:
-            kept = self._residues[k] = [[] for _ in range(k)]
-            for ordinal in self.zones:
-                kept[ordinal % k].append(ordinal)
+            kept = self._residues[k] = by_residue(self.zones, k)
         return kept
 
 

@@ -25,7 +25,7 @@ from itertools import islice
 from typing import Final
 
 from webhook.model.records import StatefulSetInfo
-from webhook.model.store import Store
+from webhook.model.store import Store, by_residue, by_zone
 from webhook.rules.locate import Located, Locator
 from webhook.rules.ordinals import walked
 from webhook.rules.placement import Policy, rule_zone
@@ -130,14 +130,16 @@ class _Ranges:
         #: Sorted ordinals per zone, and per place in the rule's cycle (residue mod k): a
         #: range's share of each is two bisections, whatever the range.
         self.by_zone: Mapping[str, list[int]]
-        by_residue: list[list[int]]
+        residues: list[list[int]]
         #: Known ordinals of the span whose zone is unknown, sorted.
         self.unknowns: list[int] = []
         running = store.pod_zones(namespace, policy.statefulset, policy.declared.topology_key)
-        if known == running.ordinals and (not known or (min(known) in span and max(known) in span)):
+        if known == running.zones.keys() and (
+            not known or (min(known) in span and max(known) in span)
+        ):
             # The usual set: every known ordinal is a running pod on a labelled node. Its
             # zones are read once per change of the set's pods or of the nodes, and shared.
-            self.known, self.by_zone, by_residue = (
+            self.known, self.by_zone, residues = (
                 running.zones,
                 running.by_zone,
                 running.residues(k),
@@ -145,21 +147,15 @@ class _Ranges:
         else:
             inside = sorted(o for o in known if o in span)
             self.known = dict(self.where.zones(inside, running=running.zones))
-            self.by_zone = by_zone = dict[str, list[int]]()
-            by_residue = [[] for _ in range(k)]
-            for o, zone in self.known.items():
-                by_residue[o % k].append(o)
-                if zone is None:
-                    self.unknowns.append(o)
-                else:
-                    by_zone.setdefault(zone, []).append(o)
+            self.by_zone, residues = by_zone(self.known), by_residue(self.known, k)
+            self.unknowns = [o for o, zone in self.known.items() if zone is None]
         #: The rule's cycle, when there is one: (zone, its residue mod k, the known ordinals
         #: of that residue) for each listed zone.
         self.cycle: list[tuple[str, int, list[int]]] = []
         if self.ruled:
             for index, zone in enumerate(policy.zones):
                 residue = (index + policy.start) % k
-                self.cycle.append((zone, residue, by_residue[residue]))
+                self.cycle.append((zone, residue, residues[residue]))
 
     def located(self, ordinal: int) -> Located:
         """Where ``ordinal`` is, with what says so (built once per ordinal)."""
