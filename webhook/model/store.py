@@ -29,7 +29,7 @@ from webhook.model.records import (
 )
 
 #: Sets whose :meth:`Store.pod_zones` is kept (the ones scale-downs asked about last), and the
-#: pods they may hold in all (about 100 bytes each: 10 MB).
+#: pods they may hold in all (about 50 bytes each: 5 MB).
 KEPT_POD_ZONES = 256
 KEPT_POD_ORDINALS = 100_000
 
@@ -312,7 +312,7 @@ class Store:
         oldest let go first): a scale-down of a 50-pod set would otherwise look up 50 pods, 50
         nodes and 50 labels on every request, and a refused one is retried (the HPA, the
         StatefulSet's owner). The zone-risk sweep reads each set once per change
-        and keeps none: 2,000 sets of 50 pods would hold 20 MB.
+        and keeps none: 2,000 sets of 50 pods would hold 9 MB.
         """
         pods = self.set_pods(namespace, statefulset)
         key = (namespace, statefulset, topology_key)
