@@ -18,6 +18,7 @@ pays after a gap is mostly the code and shared state it runs through, not the re
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import random
 import statistics
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench, tests
     if args.root is not None:
         sys.path.insert(0, str(args.root.resolve()))  # before the repository: its webhook
+        importlib.import_module("webhook")  # now, as bench's modules put the repository first
     # Imported here so that --root decides which webhook they load.
     from bench import inprocess
     from bench.corpus import corpus
