@@ -49,7 +49,9 @@ def modules(root: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
-    parser.add_argument("dest", type=Path, help="where the copy goes (replaced if it exists)")
+    parser.add_argument(
+        "dest", type=Path, help="where the copy goes (an earlier copy there is replaced)"
+    )
     args = parser.parse_args(argv)
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         print("no C compiler on PATH (apt-get install gcc); mypyc needs one", file=sys.stderr)
@@ -57,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     dest = args.dest.resolve()
     if dest == ROOT or ROOT in dest.parents:
         print(f"{dest} is inside the repository; give a directory outside it", file=sys.stderr)
+        return 2
+    if dest.exists() and any(dest.iterdir()) and not (dest / "webhook" / "__init__.py").exists():
+        print(f"{dest} exists and is not an earlier copy; give a new directory", file=sys.stderr)
         return 2
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(ROOT / "webhook", dest / "webhook", ignore=shutil.ignore_patterns("*.so"))

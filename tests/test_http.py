@@ -393,3 +393,23 @@ async def test_observers_run_after_the_answer_is_written(client: Client) -> None
     await asyncio.sleep(0)
     assert [s[:4] for s in seen] == [("mutate", UID, 200, 2), ("validate", "", 400, 2)]
     assert all(s[4] > 0 for s in seen)  # the handler's own duration
+
+
+async def test_an_observer_that_fails_is_logged_and_the_others_still_run(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An observer runs after the answer is written, so its failure cannot reach the client:
+    it is logged (the loop's own handler logs through asyncio's logger, which serve silences)."""
+    seen: list[str] = []
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("a bug in an observer")
+
+    client.runtime.observers[:] = [broken, lambda endpoint, *_: seen.append(endpoint)]
+    client.send(post())
+    assert reviewed(client.answers()[0]) == UID
+    with caplog.at_level("ERROR", logger="stszone.server"):
+        await asyncio.sleep(0)
+    assert seen == ["mutate"]
+    assert "internal error observing a request to /mutate" in caplog.text
+    assert "a bug in an observer" in caplog.text

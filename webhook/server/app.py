@@ -61,7 +61,10 @@ def _served(endpoint: str, work: Work, runtime: Runtime) -> Handler:
 
     def observe(exchange: _Exchange, elapsed: float) -> None:
         for observer in observers:
-            observer(endpoint, exchange.parsed, exchange.outcome, elapsed, exchange.status)
+            try:
+                observer(endpoint, exchange.parsed, exchange.outcome, elapsed, exchange.status)
+            except Exception:  # the answer is gone already: say so here, not to the loop
+                log.exception("internal error observing a request to /%s", endpoint)
 
     def handle(request: Request) -> Response:
         started = time.perf_counter()
