@@ -83,15 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     }
     for body, _ in pods * 20:
         answer(body, None)
+    # For each set, the reviews of the other sets' pods (they warm the code, not its records).
+    others = {owner: [b for b, o in pods if o != owner] for _, owner in pods}
     for _ in range(args.passes):
         for body, owner in pods:
-            others = [other for other, set_name in pods if set_name != owner]
             answer(body, None)
             answer(body, ways["warm"])
             time.sleep(gap)
             answer(body, ways["cold"])
             time.sleep(gap)
-            answer(random.choice(others), None)
+            answer(random.choice(others[owner]), None)
             answer(body, ways["code warm"])
 
     def cell(values: list[float]) -> str:

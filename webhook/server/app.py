@@ -28,7 +28,7 @@ from webhook.server.http import Request, Response, plain
 from webhook.server.looplag import LoopLag
 from webhook.server.metrics import CacheLike, Metrics, serve_metrics, store_caches
 from webhook.server.riskmetrics import ZoneRisk
-from webhook.server.runtime import Body, Handler, Route, Runtime
+from webhook.server.runtime import Body, Handler, Observer, Route, Runtime
 from webhook.wire import extender as extender_wire
 from webhook.wire import review
 
@@ -59,13 +59,6 @@ def _served(endpoint: str, work: Work, runtime: Runtime) -> Handler:
     """
     observers = runtime.observers
 
-    def observe(exchange: _Exchange, elapsed: float) -> None:
-        for observer in observers:
-            try:
-                observer(endpoint, exchange.parsed, exchange.outcome, elapsed, exchange.status)
-            except Exception:  # the answer is gone already: say so here, not to the loop
-                log.exception("internal error observing a request to /%s", endpoint)
-
     def handle(request: Request) -> Response:
         started = time.perf_counter()
         exchange = _Exchange()
@@ -75,10 +68,36 @@ def _served(endpoint: str, work: Work, runtime: Runtime) -> Handler:
             exchange.status = err.status
             response = plain(err.status, err.message)
         finally:
-            asyncio.get_running_loop().call_soon(observe, exchange, time.perf_counter() - started)
+            asyncio.get_running_loop().call_soon(
+                _observe,
+                observers,
+                endpoint,
+                exchange.parsed,
+                exchange.outcome,
+                time.perf_counter() - started,
+                exchange.status,
+            )
         return response
 
     return handle
+
+
+def _observe(
+    observers: Iterable[Observer],
+    endpoint: str,
+    parsed: review.Request | None,
+    outcome: review.Outcome | None,
+    seconds: float,
+    status: int,
+) -> None:
+    """Tell every observer about one request; one that fails is logged and the others still
+    run (after an answer is written, nothing else would report it: the loop's own handler logs
+    through asyncio's logger, which ``serve`` silences)."""
+    for observer in observers:
+        try:
+            observer(endpoint, parsed, outcome, seconds, status)
+        except Exception:
+            log.exception("internal error observing a request to /%s", endpoint)
 
 
 def admission_handler(endpoint: admission.Endpoint, runtime: Runtime) -> Handler:
@@ -231,8 +250,7 @@ class App:
         return self._refused(body, err)
 
     def _refused(self, body: Body, err: BadRequest) -> Response:
-        for observe in self.runtime.observers:
-            observe(body.endpoint, None, None, 0.0, err.status)
+        _observe(self.runtime.observers, body.endpoint, None, None, 0.0, err.status)
         return plain(err.status, err.message)
 
     def __call__(self, request: Request) -> Response:
