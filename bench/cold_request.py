@@ -1,7 +1,7 @@
 """What a Pod review costs when it comes after an idle gap, step by step, and why.
 
     taskset -c 0 python bench/cold_request.py
-    taskset -c 0 python bench/cold_request.py --root /tmp/stszone-mypyc   # bench/compiled.py
+    taskset -c 0 python bench/cold_request.py --root /tmp/stszone-compiled
 
 In process, on the benchmark's live-size view (bench/inprocess.py), the corpus' Pod reviews for
 ``/mutate`` are answered as the server's handler answers them, each step timed: the decode,
@@ -12,7 +12,8 @@ another StatefulSet (the code warm, this pod's records and its set's still cold)
 code-warm is what this pod's own data costs; code-warm minus warm is small when what a review
 pays after a gap is mostly the code and shared state it runs through, not the records it reads.
 
-``--root`` imports ``webhook`` from another tree: a copy built by ``bench/compiled.py``.
+``--root`` imports ``webhook`` from another tree, e.g. the compiled build the image ships,
+unpacked by ``python tools/build_compiled.py /tmp/dist --unpack /tmp/stszone-compiled``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ No image is built here (tools/image-check.sh builds and runs one), so these test
 can be checked: the entrypoint is a console script of this package and works in a virtualenv;
 every file it copies exists and survives .dockerignore; its user is the numeric non-root user
 the Deployment's securityContext names; the locked dependencies are installed before the source
-is copied, and pip and setuptools do not reach the runtime stage.
+is copied; the build tools (build.lock) live in a virtualenv of their own that the runtime stage
+never sees, and the runtime virtualenv has no pip; the wheel is built with the mypyc hook on, by
+a build stage that has a compiler, and the build fails unless the engine imports compiled.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,34 +96,120 @@ def build_stage() -> list[Instruction]:
     return steps[:second_from]
 
 
-def test_locked_dependencies_are_installed_before_the_source_is_copied() -> None:
-    """Hash-checked, no resolver, in a layer that depends on the lock files alone."""
-    steps = build_stage()
+BUILD_VENV = "/opt/build"
+RUNTIME_VENV = "/opt/stszone"
+
+
+def build_commands() -> list[str]:
+    """The build stage's RUN instructions split into commands at ``&&``, in order."""
+    runs = [rest for keyword, rest in build_stage() if keyword == "RUN"]
+    return [" ".join(command.split()) for rest in runs for command in rest.split("&&")]
+
+
+def _lock_install(steps: list[Instruction], lock: str) -> int:
     installs = [
         i
         for i, (keyword, rest) in enumerate(steps)
-        if keyword == "RUN" and "-r requirements/image.lock" in rest
+        if keyword == "RUN" and f"-r requirements/{lock}" in rest
     ]
-    assert len(installs) == 1, "one RUN installs requirements/image.lock"
-    install = steps[installs[0]][1]
-    for flag in ("--require-hashes", "--no-deps", "--no-compile", "-r requirements/build.lock"):
-        assert flag in install, flag
-    copies_before = [rest for keyword, rest in steps[: installs[0]] if keyword == "COPY"]
-    assert copies_before == ["requirements/image.lock requirements/build.lock ./requirements/"]
+    assert len(installs) == 1, f"one RUN installs requirements/{lock}"
+    return installs[0]
+
+
+def test_locked_dependencies_are_installed_before_the_source_is_copied() -> None:
+    """Hash-checked, no resolver, each lock in a layer that depends on that lock file alone."""
+    steps = build_stage()
     source = next(
         i for i, (keyword, rest) in enumerate(steps) if keyword == "COPY" and "webhook" in rest
     )
-    assert installs[0] < source
+    for lock, extra_flags in (("build.lock", ()), ("image.lock", ("--no-compile",))):
+        at = _lock_install(steps, lock)
+        install = steps[at][1]
+        for flag in ("--require-hashes", "--no-deps", "--only-binary=:all:", *extra_flags):
+            assert flag in install, (lock, flag)
+        copy = max(i for i, (keyword, _) in enumerate(steps[:at]) if keyword == "COPY")
+        assert steps[copy][1] == f"requirements/{lock} ./requirements/", lock
+        assert at < source, lock
 
 
-def test_pip_and_setuptools_stay_in_the_build_stage() -> None:
-    """The venv the runtime copies has had pip and setuptools removed, after their last use."""
+def test_build_tools_stay_in_their_own_virtualenv() -> None:
+    """build.lock goes to /opt/build; /opt/stszone, made without pip, gets image.lock and the
+    wheel from /opt/build's pip (--python), and is the only thing the runtime stage copies."""
+    steps = build_stage()
+    build_install = steps[_lock_install(steps, "build.lock")][1]
+    assert f"{BUILD_VENV}/bin/pip install " in build_install
+    assert "--python" not in build_install
+    assert f"python -m venv {BUILD_VENV}" in build_install
+    commands = build_commands()
+    assert f"python -m venv --without-pip {RUNTIME_VENV}" in commands
+    # Every pip the stage runs, whatever precedes it (an environment assignment, say).
+    pips = [c for c in commands if re.search(r"(^|[\s/])pip3?\s|-m pip\b", c)]
+    assert len(pips) == 4, pips  # build.lock, image.lock, the wheel, its install
+    for command in pips:
+        assert re.search(rf"(^|\s){BUILD_VENV}/bin/pip ", command), command
+    into_runtime = [c for c in pips if f"--python {RUNTIME_VENV}/bin/python" in c]
+    assert [("-r requirements/image.lock" in c, ".whl" in c) for c in into_runtime] == [
+        (True, False),
+        (False, True),
+    ]
+    for command in into_runtime:
+        assert "--no-deps" in command and "--no-compile" in command, command
+    assert not any(f"{RUNTIME_VENV}/bin/pip" in c for c in commands)
+    copies = [rest for keyword, rest in final_stage() if keyword == "COPY"]
+    assert copies == [f"--from=build {RUNTIME_VENV} {RUNTIME_VENV}"]
+    runtime = " ".join(rest for keyword, rest in final_stage() if keyword == "RUN")
+    for word in ("pip ", "apt-get", "gcc", BUILD_VENV):
+        assert word not in runtime, word
+
+
+def mypyc_hook() -> dict[str, Any]:
+    """pyproject.toml's ``[tool.hatch.build.targets.wheel.hooks.mypyc]``."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    hook: dict[str, Any] = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["mypyc"]
+    return hook
+
+
+def test_the_wheel_is_built_with_the_mypyc_hook_by_a_stage_with_a_compiler() -> None:
+    """The hook is off by default, so the build must enable it; gcc and the headers are there."""
+    assert mypyc_hook()["enable-by-default"] is False
+    commands = build_commands()
+    wheel = next(i for i, c in enumerate(commands) if " wheel " in c)
+    assert re.fullmatch(
+        rf"HATCH_BUILD_HOOK_ENABLE_MYPYC=1 {BUILD_VENV}/bin/pip wheel .*--no-build-isolation .*\.",
+        commands[wheel],
+    ), commands[wheel]
+    assert "--no-deps" in commands[wheel]
+    compiler = next(i for i, c in enumerate(commands) if "apt-get install" in c)
+    assert compiler < wheel
+    assert re.search(r"\bgcc\b", commands[compiler]) and "libc6-dev" in commands[compiler]
+    # python3-dev only where the interpreter has no Python.h of its own, and checked after.
+    headers = " ".join(commands[: compiler + 3])
+    assert 'sysconfig.get_path("include")' in headers
+    assert '"$include/Python.h"' in headers and "python3-dev" in headers
+    assert 'test -f "$include/Python.h"' in commands[compiler + 1 : compiler + 3]
+
+
+def test_the_build_fails_unless_the_installed_engine_is_compiled() -> None:
+    """After the wheel is installed, the same RUN imports webhook.rules.plan from /opt/stszone
+    without the current directory on sys.path (-P: /src holds mypyc's own copies) and exits
+    non-zero unless it is a .so; precompile.py and `stszone serve --help` run after it."""
     runs = [rest for keyword, rest in build_stage() if keyword == "RUN"]
-    commands = [command.strip() for rest in runs for command in rest.split("&&")]
-    uninstall = next(i for i, c in enumerate(commands) if " uninstall " in c)
-    assert re.search(r"pip uninstall .*\bpip setuptools$", commands[uninstall])
-    assert not any("pip" in c.split()[0] for c in commands[uninstall + 1 :])
-    assert not any("pip " in rest for keyword, rest in final_stage() if keyword == "RUN")
+    (build,) = [rest for rest in runs if " wheel " in rest]
+    commands = [" ".join(command.split()) for command in build.split("&&")]
+    install = next(i for i, c in enumerate(commands) if ".whl" in c)
+    check = next(i for i, c in enumerate(commands) if "webhook.rules.plan" in c)
+    assert install < check
+    assert commands[check].startswith(f"{RUNTIME_VENV}/bin/python -P -c ")
+    assert "sys.exit(" in commands[check]
+    assert f'm.__file__.startswith("{RUNTIME_VENV}/")' in commands[check]
+    assert 'm.__file__.endswith(".so")' in commands[check]
+    rest = commands[check + 1 :]
+    assert [c for c in rest if "precompile.py" in c] == [
+        f"{RUNTIME_VENV}/bin/python -B tools/precompile.py --site-packages"
+    ]
+    assert rest[-1] == f"{RUNTIME_VENV}/bin/stszone serve --help > /dev/null"
+    # A .so that came with the build context is removed before mypyc writes its own.
+    assert commands[0] == "find webhook -name '*.so' -delete"
 
 
 def _ignored(path: str, patterns: list[str]) -> bool:

@@ -1,10 +1,11 @@
 """The image's lock files keep up with pyproject.toml (offline, no resolver run).
 
 ``requirements/image.lock`` and ``requirements/build.lock`` are what the Dockerfile installs
-with ``pip install --require-hashes --no-deps``. They fall behind when pyproject.toml's
-dependencies (or build requirements, or requires-python) change and nobody reruns
-``python tools/lock.py``; these tests catch that from the inputs each lock records, and check
-that every pin is exact, hashed, and inside the bounds pyproject.toml sets.
+with ``pip install --require-hashes --no-deps``: the runtime dependencies, and what builds the
+wheel with the engine compiled by mypyc (``[build-system] requires`` and the mypyc build hook's
+``dependencies``). They fall behind when any of those, or requires-python, change and nobody
+reruns ``python tools/lock.py``; these tests catch that from the inputs each lock records, and
+check that every pin is exact, hashed, and inside the bounds pyproject.toml sets.
 """
 
 from __future__ import annotations
@@ -47,9 +48,12 @@ def problems(project: dict[str, Any], lock_text: str, *, lock: Path) -> list[str
     wanted = inputs(project, lock=lock)
     recorded = recorded_inputs(lock_text)
     if recorded != wanted:
-        gone = [item for item in recorded if item not in wanted] or "(the same, reordered)"
-        new = [item for item in wanted if item not in recorded] or "(the same, reordered)"
-        found.append(f"{lock.name} was resolved from {gone}; pyproject.toml now has {new}")
+        gone = [item for item in recorded if item not in wanted]
+        new = [item for item in wanted if item not in recorded]
+        if gone or new:  # one of them may be empty: an input added, or one dropped
+            found.append(f"{lock.name} was resolved from {gone}; pyproject.toml now has {new}")
+        else:
+            found.append(f"{lock.name} was resolved from the same inputs, in another order")
     pins: dict[str, Requirement] = {}
     for requirement, hashes in entries(lock_text):
         name = canonicalize_name(requirement.name)
@@ -105,6 +109,60 @@ def _loosen_a_pin(project: dict[str, Any], text: str) -> tuple[dict[str, Any], s
 
 def _drop_a_marker(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
     return project, re.sub(r"^(uvloop==\S+) ; sys_platform != 'win32'", r"\1", text, flags=re.M)
+
+
+def test_build_lock_holds_the_backend_and_the_mypyc_hooks_dependencies() -> None:
+    """The Dockerfile builds with the hook on and no build isolation: its tools must be locked."""
+    project = pyproject()
+    hook = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["mypyc"]
+    wanted = [*project["build-system"]["requires"], *hook["dependencies"]]
+    assert inputs(project, lock=BUILD_LOCK)[1:] == wanted
+    names = {canonicalize_name(Requirement(item).name) for item in wanted}
+    assert {"hatchling", "hatch-mypyc", "mypy"} <= names
+    pinned = {canonicalize_name(r.name) for r, _ in entries(BUILD_LOCK.read_text())}
+    # What mypyc compiles through, and what the compiled engine imports at run time.
+    assert {"setuptools", "mypy-extensions"} <= pinned
+    image = {canonicalize_name(r.name) for r, _ in entries(IMAGE_LOCK.read_text())}
+    assert "mypy-extensions" in image
+    assert not {"hatchling", "hatch-mypyc", "mypy", "setuptools"} & image
+
+
+def test_a_pyproject_without_the_mypyc_hook_is_refused() -> None:
+    """No hook table: the lock would lack the compiler's tools, so tools/lock.py stops."""
+    project = pyproject()
+    del project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]
+    with pytest.raises(SystemExit, match=r"no \[tool.hatch.build.targets.wheel.hooks.mypyc\]"):
+        inputs(project, lock=BUILD_LOCK)
+
+
+def _add_hook_dependency(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
+    hook = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["mypyc"]
+    hook["dependencies"].append("cython>=3")
+    return project, text
+
+
+def _raise_a_hook_bound(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
+    hook = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["mypyc"]
+    deps = hook["dependencies"]
+    (i, bound), *_ = ((i, d) for i, d in enumerate(deps) if d.startswith("mypy>="))
+    deps[i] = "mypy>=99"
+    return project, text.replace(f"#   input: {bound}", "#   input: mypy>=99")
+
+
+@pytest.mark.parametrize(
+    ("tamper", "expected"),
+    [
+        (_add_hook_dependency, ["was resolved from", "cython is missing from build.lock"]),
+        (_raise_a_hook_bound, ["does not satisfy mypy>=99"]),
+    ],
+)
+def test_a_stale_build_lock_is_reported(tamper: Any, expected: list[str]) -> None:
+    """A change to the mypyc hook's dependencies makes build.lock stale, as the backend's does."""
+    assert problems(pyproject(), BUILD_LOCK.read_text(), lock=BUILD_LOCK) == []
+    project, text = tamper(pyproject(), BUILD_LOCK.read_text())
+    report = "\n".join(problems(project, text, lock=BUILD_LOCK))
+    for words in expected:
+        assert words in report, report
 
 
 @pytest.mark.parametrize(

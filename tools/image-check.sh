@@ -99,7 +99,9 @@ say "build: podman build ${build_args[*]} -t $IMAGE"
 start=$(date +%s)
 flock -s "$CPU_LOCK" "${PODMAN[@]}" build --pull=never --layers "${build_args[@]}" \
     -t "$IMAGE" "$ROOT" > "$work/build.log" 2>&1 || { tail -40 "$work/build.log"; fail "build"; }
-grep -E '^(precompile|Successfully installed)' "$work/build.log" | cut -c1-160 || true
+# The build stage prints where webhook.rules.plan is imported from (it fails unless a .so).
+grep -E '^(precompile|Successfully installed|/opt/stszone/.*\.so$)' "$work/build.log" \
+    | cut -c1-160 || true
 echo "built $IMAGE in $(($(date +%s) - start)) s"
 
 # --- 3. run as the Deployment runs it ------------------------------------------------------
@@ -207,6 +209,29 @@ print(" ".join([m for m in ("pip", "setuptools") if importlib.util.find_spec(m)]
 [ -z "$tools_found" ] || fail "the image carries $tools_found"
 echo "pip, setuptools: not importable by the server's python, no pip on PATH"
 
+# The engine is the one mypyc compiled: its modules are C extensions in the venv, and what the
+# command line imports of webhook.* comes from them where a .so exists.
+engine=$(run --rm --entrypoint python "$IMAGE" -P -c '
+import importlib, pathlib, sys, sysconfig
+site = pathlib.Path(sysconfig.get_path("purelib"))
+checked = ("webhook.rules.plan", "webhook.wire.review", "webhook.model.store")
+for name in checked:
+    origin = importlib.import_module(name).__file__
+    if not (origin.startswith(f"{site}/") and origin.endswith(".so")):
+        sys.exit(f"{name} is not compiled: imported from {origin}")
+import webhook.cli
+loaded = [getattr(m, "__file__", None) or "" for n, m in list(sys.modules.items())
+          if n.split(".")[0] == "webhook"]
+native = sum(path.endswith(".so") for path in loaded)
+modules = sorted(site.glob("webhook/**/*.so"))
+(shared,) = site.glob("*__mypyc.*.so")
+size, names = sum(path.stat().st_size for path in modules), ", ".join(checked)
+print(f"{len(modules)} compiled modules ({size} B) and mypyc\x27s {shared.name}"
+      f" ({shared.stat().st_size} B) in the venv; importing webhook.cli loads {native} of"
+      f" {len(loaded)} webhook modules from them, {names} among them")
+') || fail "the image's engine is not compiled: $engine"
+echo "engine: $engine"
+
 # --- 4. bytecode audit ---------------------------------------------------------------------
 say "audit: modules loaded from bytecode (a second run, same flags plus PYTHONVERBOSE=1)"
 name=stszone-audit-$$
@@ -221,6 +246,12 @@ cached=$(grep -c "^# code object from '" "$work/verbose.log" || true)
 compiled=$(grep "^# code object from /" "$work/verbose.log" | sort -u || true)
 echo "from bytecode: $cached modules; compiled from source: $(grep -c . <<< "$compiled" || true)"
 [ -z "$compiled" ] || printf '  %s\n' "$compiled"
+# "extension module 'webhook.x' loaded from" is a module of the engine mypyc compiled, imported
+# by the import system. Fewer than the engine's: a compiled module imported only by compiled
+# modules is set up by mypyc's shared library directly, and logs nothing.
+native=$(grep -c "^# extension module 'webhook\.[^']*' loaded from" "$work/verbose.log" || true)
+echo "compiled webhook modules the server imported through the import system: $native"
+[ "$native" -gt 0 ] || fail "the server imported no compiled webhook module"
 
 # --- 5. sizes ------------------------------------------------------------------------------
 say "sizes"

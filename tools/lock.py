@@ -5,8 +5,11 @@ Two files, both pinned to exact versions with every file's sha256, for
 
 - ``requirements/image.lock``: ``[project] dependencies`` and everything they pull in, the
   virtualenv the image runs.
-- ``requirements/build.lock``: ``[build-system] requires`` (setuptools), used only to build
-  the stszone wheel in the build stage, never shipped.
+- ``requirements/build.lock``: what builds the stszone wheel with the engine compiled by mypyc
+  (``pip wheel --no-build-isolation``): ``[build-system] requires`` (hatchling), then the
+  ``dependencies`` of the mypyc build hook, ``[tool.hatch.build.targets.wheel.hooks.mypyc]``
+  (hatch-mypyc, mypy), and everything they pull in (setuptools among them: mypyc compiles its
+  C through it). The build stage installs it into a virtualenv of its own, never shipped.
 
 They are resolved by ``uv pip compile --universal``: one resolution valid for every Python the
 project supports (``requires-python``) and every platform, so the same lock serves the
@@ -44,8 +47,27 @@ def inputs(pyproject: dict[str, object], *, lock: Path) -> list[str]:
     else:
         build_system = pyproject["build-system"]
         assert isinstance(build_system, dict)
-        requirements = list(build_system["requires"])
+        requirements = [*build_system["requires"], *mypyc_hook_dependencies(pyproject)]
     return [f"requires-python {project['requires-python']}", *requirements]
+
+
+def mypyc_hook_dependencies(pyproject: dict[str, object]) -> list[str]:
+    """The ``dependencies`` of the build hook that compiles the engine, ``hooks.mypyc``.
+
+    The table is ``[tool.hatch.build.targets.wheel.hooks.mypyc]``; its dependencies are what
+    hatchling would install into an isolated build environment when the hook is enabled. The
+    image builds without isolation, so they are locked with the backend. A pyproject.toml
+    without the hook is an error, not an empty list: the Dockerfile builds with it enabled.
+    """
+    table: object = pyproject
+    for key in ("tool", "hatch", "build", "targets", "wheel", "hooks", "mypyc"):
+        if not isinstance(table, dict) or key not in table:
+            sys.exit("pyproject.toml has no [tool.hatch.build.targets.wheel.hooks.mypyc]")
+        table = table[key]
+    assert isinstance(table, dict)
+    dependencies = table.get("dependencies", [])
+    assert isinstance(dependencies, list)
+    return [str(item) for item in dependencies]
 
 
 def recorded_inputs(lock_text: str) -> list[str]:
@@ -62,7 +84,10 @@ def header(lock: Path, *, lock_inputs: list[str]) -> str:
     role = (
         "the image's runtime dependencies (pyproject.toml [project] dependencies)"
         if lock == IMAGE_LOCK
-        else "the build backend of the stszone wheel (pyproject.toml [build-system] requires)"
+        else (
+            "what builds the compiled stszone wheel"
+            " (pyproject.toml [build-system] requires and the mypyc hook's dependencies)"
+        )
     )
     lines = [
         f"# {lock.relative_to(ROOT)}: {role},",

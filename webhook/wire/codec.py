@@ -36,7 +36,7 @@ def request_body(body: bytes | str, *, expected: str) -> Any:
 
 #: Every digit to "0", every other byte to a space: 19 zeros in a row then mark an integer (or
 #: a string) that orjson may read as a float where the stdlib reads an int (2**63 has 19 digits).
-_DIGITS: Final = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_DIGITS: Final = bytes([0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256)])
 _LONG_NUMBER: Final = b"0" * 19
 
 

@@ -1,0 +1,113 @@
+"""The shape of an AdmissionReview that the admission path decodes: what the rules read. Pure.
+
+Kept apart from :mod:`webhook.wire.review`, and left as Python when the image compiles the
+engine with mypyc (pyproject.toml): msgspec reads these TypedDict classes' annotations at
+import, which a compiled module's classes do not carry.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypedDict
+
+import msgspec
+
+# The decode, less what no rule reads. Every object the API server sends carries its
+# managedFields (a third of a recorded pod review's bytes, and most of its small dicts), and a
+# pod its containers, tolerations and projected token volume (most of what is left): msgspec
+# decodes a review against the shape below and steps over what is not in it without building
+# an object. What it keeps is decoded as it is (``Any``), in the body's order. The fields are
+# those of AdmissionReview and AdmissionRequest (k8s.io/api admission/v1) less the request's
+# echoes (requestKind, requestResource, options) and userInfo's groups and extras; ObjectMeta
+# (apimachinery meta/v1) less managedFields; and a spec that is the union of what the rules read
+# of a PodSpec (its volumes' claims and where it may run) with every field of StatefulSetSpec,
+# ScaleSpec and PersistentVolumeClaimSpec. tests/test_review_decode.py holds the rules to it:
+# every field the shape leaves out of the recorded reviews is replaced by a value no rule could
+# read, and every answer stays the same.
+
+
+class _ObjectMeta(TypedDict, total=False):
+    name: Any
+    generateName: Any
+    namespace: Any
+    selfLink: Any
+    uid: Any
+    resourceVersion: Any
+    generation: Any
+    creationTimestamp: Any
+    deletionTimestamp: Any
+    deletionGracePeriodSeconds: Any
+    labels: Any
+    annotations: Any
+    ownerReferences: Any
+    finalizers: Any
+
+
+class _Volume(TypedDict, total=False):
+    name: Any
+    persistentVolumeClaim: Any
+
+
+class _Spec(TypedDict, total=False):
+    # PodSpec: what the rules read.
+    volumes: list[_Volume] | None
+    affinity: Any
+    nodeSelector: Any
+    nodeName: Any
+    schedulerName: Any
+    # StatefulSetSpec (a Scale's spec is its replicas).
+    replicas: Any
+    selector: Any
+    template: Any
+    serviceName: Any
+    volumeClaimTemplates: Any
+    updateStrategy: Any
+    podManagementPolicy: Any
+    revisionHistoryLimit: Any
+    minReadySeconds: Any
+    persistentVolumeClaimRetentionPolicy: Any
+    ordinals: Any
+    # PersistentVolumeClaimSpec (selector above).
+    accessModes: Any
+    resources: Any
+    volumeName: Any
+    storageClassName: Any
+    volumeMode: Any
+    dataSource: Any
+    dataSourceRef: Any
+    volumeAttributesClassName: Any
+
+
+class _Object(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: _ObjectMeta | None
+    spec: _Spec | None
+    status: Any
+
+
+class _UserInfo(TypedDict, total=False):
+    username: Any
+
+
+class _Request(TypedDict, total=False):
+    uid: Any
+    kind: Any
+    resource: Any
+    subResource: Any
+    name: Any
+    namespace: Any
+    operation: Any
+    userInfo: _UserInfo | None
+    object: _Object | None
+    oldObject: _Object | None
+    dryRun: Any
+
+
+class _Review(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    request: _Request | None
+
+
+#: Decodes a review to the shape above (:func:`webhook.wire.review.decode` uses it).
+LEAN: Final = msgspec.json.Decoder(_Review)
