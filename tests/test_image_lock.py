@@ -150,35 +150,27 @@ def _raise_a_hook_bound(project: dict[str, Any], text: str) -> tuple[dict[str, A
 
 
 @pytest.mark.parametrize(
-    ("tamper", "expected"),
+    ("lock", "tamper", "expected"),
     [
-        (_add_hook_dependency, ["was resolved from", "cython is missing from build.lock"]),
-        (_raise_a_hook_bound, ["does not satisfy mypy>=99"]),
+        # The mypyc hook's dependencies make build.lock stale, as the backend's do.
+        (
+            BUILD_LOCK,
+            _add_hook_dependency,
+            ["was resolved from", "cython is missing from build.lock"],
+        ),
+        (BUILD_LOCK, _raise_a_hook_bound, ["does not satisfy mypy>=99"]),
+        (IMAGE_LOCK, _add_dependency, ["was resolved from", "rich is missing from image.lock"]),
+        (IMAGE_LOCK, _raise_a_bound, ["does not satisfy aiohttp>=99"]),
+        (IMAGE_LOCK, _drop_hashes, ["yarl==", "has no sha256 hash"]),
+        (IMAGE_LOCK, _loosen_a_pin, ["orjson>=", "is not pinned to one version"]),
+        (IMAGE_LOCK, _drop_a_marker, ["uvloop==", "is installed where"]),
     ],
+    ids=lambda v: v.name if isinstance(v, Path) else getattr(v, "__name__", None),
 )
-def test_a_stale_build_lock_is_reported(tamper: Any, expected: list[str]) -> None:
-    """A change to the mypyc hook's dependencies makes build.lock stale, as the backend's does."""
-    assert problems(pyproject(), BUILD_LOCK.read_text(), lock=BUILD_LOCK) == []
-    project, text = tamper(pyproject(), BUILD_LOCK.read_text())
-    report = "\n".join(problems(project, text, lock=BUILD_LOCK))
-    for words in expected:
-        assert words in report, report
-
-
-@pytest.mark.parametrize(
-    ("tamper", "expected"),
-    [
-        (_add_dependency, ["was resolved from", "rich is missing from image.lock"]),
-        (_raise_a_bound, ["does not satisfy aiohttp>=99"]),
-        (_drop_hashes, ["yarl==", "has no sha256 hash"]),
-        (_loosen_a_pin, ["orjson>=", "is not pinned to one version"]),
-        (_drop_a_marker, ["uvloop==", "is installed where"]),
-    ],
-)
-def test_a_stale_or_loose_lock_is_reported(tamper: Any, expected: list[str]) -> None:
+def test_a_stale_or_loose_lock_is_reported(lock: Path, tamper: Any, expected: list[str]) -> None:
     """Each way a lock can fall behind or loosen is named, so the test above can fail."""
-    assert problems(pyproject(), IMAGE_LOCK.read_text(), lock=IMAGE_LOCK) == []
-    project, text = tamper(pyproject(), IMAGE_LOCK.read_text())
-    report = "\n".join(problems(project, text, lock=IMAGE_LOCK))
+    assert problems(pyproject(), lock.read_text(), lock=lock) == []
+    project, text = tamper(pyproject(), lock.read_text())
+    report = "\n".join(problems(project, text, lock=lock))
     for words in expected:
         assert words in report, report
