@@ -300,7 +300,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.baseline_root:
             report["builds"]["baseline"] = build(args.baseline_root)
             print(f"baseline: {report['builds']['baseline']}", flush=True)
-        if args.baseline_root:
             ports["baseline"] = harness.free_port()
             procs["baseline"] = h.stszone(
                 port=ports["baseline"],

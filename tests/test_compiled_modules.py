@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from tools.lock import mypyc_hook
+
 ROOT = Path(__file__).resolve().parent.parent
-HOOK = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"][
-    "wheel"
-]["hooks"]["mypyc"]
+HOOK = mypyc_hook(tomllib.loads((ROOT / "pyproject.toml").read_text()))
 #: Calls that mypyc compiles with a generator expression as first argument without a list of it
 #: (any, all, sum, next), or that consume the whole sequence anyway (mypyc/irbuild/specialize.py;
 #: checked against mypyc's warnings on this package: these gave none).

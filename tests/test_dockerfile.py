@@ -18,11 +18,11 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.rendered import ROOT
+from tools.lock import mypyc_hook
 from webhook.install import deploybase
 
 Instruction = tuple[str, str]
@@ -162,16 +162,10 @@ def test_build_tools_stay_in_their_own_virtualenv() -> None:
         assert word not in runtime, word
 
 
-def mypyc_hook() -> dict[str, Any]:
-    """pyproject.toml's ``[tool.hatch.build.targets.wheel.hooks.mypyc]``."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    hook: dict[str, Any] = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["mypyc"]
-    return hook
-
-
 def test_the_wheel_is_built_with_the_mypyc_hook_by_a_stage_with_a_compiler() -> None:
     """The hook is off by default, so the build must enable it; gcc and the headers are there."""
-    assert mypyc_hook()["enable-by-default"] is False
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert mypyc_hook(project)["enable-by-default"] is False
     commands = build_commands()
     wheel = next(i for i, c in enumerate(commands) if " wheel " in c)
     assert re.fullmatch(

@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tests.rendered import ROOT
-from tools.lock import BUILD_LOCK, IMAGE_LOCK, inputs, recorded_inputs
+from tools.lock import BUILD_LOCK, IMAGE_LOCK, inputs, mypyc_hook, recorded_inputs
 
 LOCKS = [IMAGE_LOCK, BUILD_LOCK]
 HASH = re.compile(r"sha256:[0-9a-f]{64}")
@@ -136,14 +136,12 @@ def test_a_pyproject_without_the_mypyc_hook_is_refused() -> None:
 
 
 def _add_hook_dependency(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
-    hook = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["mypyc"]
-    hook["dependencies"].append("cython>=3")
+    mypyc_hook(project)["dependencies"].append("cython>=3")
     return project, text
 
 
 def _raise_a_hook_bound(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
-    hook = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["mypyc"]
-    deps = hook["dependencies"]
+    deps = mypyc_hook(project)["dependencies"]
     (i, bound), *_ = ((i, d) for i, d in enumerate(deps) if d.startswith("mypy>="))
     deps[i] = "mypy>=99"
     return project, text.replace(f"#   input: {bound}", "#   input: mypy>=99")

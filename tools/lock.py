@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE_LOCK = ROOT / "requirements" / "image.lock"
@@ -51,13 +52,10 @@ def inputs(pyproject: dict[str, object], *, lock: Path) -> list[str]:
     return [f"requires-python {project['requires-python']}", *requirements]
 
 
-def mypyc_hook_dependencies(pyproject: dict[str, object]) -> list[str]:
-    """The ``dependencies`` of the build hook that compiles the engine, ``hooks.mypyc``.
+def mypyc_hook(pyproject: dict[str, Any]) -> dict[str, Any]:
+    """The build hook that compiles the engine: ``[tool.hatch.build.targets.wheel.hooks.mypyc]``.
 
-    The table is ``[tool.hatch.build.targets.wheel.hooks.mypyc]``; its dependencies are what
-    hatchling would install into an isolated build environment when the hook is enabled. The
-    image builds without isolation, so they are locked with the backend. A pyproject.toml
-    without the hook is an error, not an empty list: the Dockerfile builds with it enabled.
+    A pyproject.toml without it is an error (the Dockerfile builds with it enabled).
     """
     table: object = pyproject
     for key in ("tool", "hatch", "build", "targets", "wheel", "hooks", "mypyc"):
@@ -65,7 +63,14 @@ def mypyc_hook_dependencies(pyproject: dict[str, object]) -> list[str]:
             sys.exit("pyproject.toml has no [tool.hatch.build.targets.wheel.hooks.mypyc]")
         table = table[key]
     assert isinstance(table, dict)
-    dependencies = table.get("dependencies", [])
+    return table
+
+
+def mypyc_hook_dependencies(pyproject: dict[str, Any]) -> list[str]:
+    """The ``dependencies`` of :func:`mypyc_hook`: what hatchling would install into an isolated
+    build environment when the hook is enabled. The image builds without isolation, so they
+    are locked with the backend; no hook is an error, not an empty list."""
+    dependencies = mypyc_hook(pyproject).get("dependencies", [])
     assert isinstance(dependencies, list)
     return [str(item) for item in dependencies]
 
