@@ -252,15 +252,15 @@ class ListingLoad:
         self._thread = threading.Thread(
             target=asyncio.run,
             args=(
-                openloop.run(
+                openloop.together(
                     host="127.0.0.1",
-                    port=port,
+                    ports=[port],
                     ctx=context,
                     requests=_pod_reviews(args),
                     rate=args.stall_rate,
                     duration=args.timeout,
                     connections=8,
-                    result=self.result,
+                    results=[self.result],
                     until=self.ready.is_set,
                 ),
             ),

@@ -75,16 +75,16 @@ class Run:
         """Open-loop load for ``seconds``; ``during`` runs beside it and returns its figures."""
         result = openloop.Result()
         load = asyncio.create_task(
-            openloop.run(
+            openloop.together(
                 host="127.0.0.1",
-                port=self.port,
+                ports=[self.port],
                 ctx=self.ctx,
                 requests=self.requests,
                 rate=self.args.rate,
                 duration=seconds,
                 connections=self.args.connections,
                 reconnect_every=reconnect_every,
-                result=result,
+                results=[result],
             )
         )
         extra = await during(result) if during is not None else {}

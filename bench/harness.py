@@ -14,6 +14,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -214,19 +215,24 @@ def post(port: int, path: str, body: bytes, *, ca: Path) -> tuple[int, Any]:
 
 
 def run_measured(cmd: list[str], *, core: int | None, timeout: float) -> tuple[str, float]:
-    """Run a generator to completion; (stdout, CPU seconds it used, from wait4's rusage)."""
-    popen = subprocess.Popen(pinned(cmd, core), stdout=subprocess.PIPE, cwd=ROOT)
-    deadline = time.monotonic() + timeout
-    while True:
-        pid, status, usage = os.wait4(popen.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() > deadline:
-            popen.kill()
-            raise RuntimeError(f"{cmd[0]} did not finish in {timeout}s")
-        time.sleep(0.05)
-    assert popen.stdout is not None
-    out = popen.stdout.read().decode()
+    """Run a generator to completion; (stdout, CPU seconds it used, from wait4's rusage).
+
+    Its output goes to a file, not a pipe: the open loop prints every latency, more than a
+    pipe holds, and would block on a full pipe that is only read once it has exited."""
+    with tempfile.TemporaryFile() as stdout:
+        popen = subprocess.Popen(pinned(cmd, core), stdout=stdout, cwd=ROOT)
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(popen.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                popen.kill()
+                popen.wait()
+                raise RuntimeError(f"{cmd[0]} did not finish in {timeout}s")
+            time.sleep(0.05)
+        stdout.seek(0)
+        out = stdout.read().decode()
     popen.returncode = os.waitstatus_to_exitcode(status)
     if popen.returncode != 0:
         raise RuntimeError(f"{cmd} exited {popen.returncode}: {out[-2000:]}")
@@ -250,7 +256,7 @@ def wrk(
 
 
 def openloop(
-    port: int,
+    ports: list[int],
     index: Path,
     *,
     ca: Path,
@@ -258,11 +264,14 @@ def openloop(
     duration: float,
     connections: int,
     core: int | None,
-) -> dict[str, Any]:
-    """Open loop at a fixed rate (bench/openloop.py in its own process)."""
-    cmd = [PYTHON, "bench/openloop.py", "--port", str(port), "--ca", str(ca)]
-    cmd += ["--corpus", str(index), "--rate", f"{rate:g}", "--duration", f"{duration:g}"]
+) -> list[dict[str, Any]]:
+    """Open loop at ``rate`` (bench/openloop.py in its own process) on every port at once,
+    their schedules interleaved; one summary per port."""
+    cmd = [PYTHON, "bench/openloop.py", "--ca", str(ca), "--corpus", str(index)]
+    cmd += ["--rate", f"{rate:g}", "--duration", f"{duration:g}"]
     cmd += ["--connections", str(connections)]
+    for port in ports:
+        cmd += ["--port", str(port)]
     out, _ = run_measured(cmd, core=core, timeout=duration + 60)
-    data: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return data
+    lines = out.strip().splitlines()[-len(ports) :]
+    return [json.loads(line) for line in lines]

@@ -7,6 +7,15 @@ its connection (coordinated omission corrected), else from the moment it was wri
 client is a few lines over ``asyncio`` streams, lighter than any library client, so it runs far
 below one core at the rates used here (``bench/run.py`` reports its CPU time).
 
+Connections are opened (TLS handshake and all) before the schedule starts, as the API server
+keeps its connections to a webhook open: the latencies are those of requests, not of
+handshakes. A connection the server closes, or one ``reconnect_every`` ends, is opened again
+inside the schedule, and that request's latency includes the handshake.
+
+With ``--port`` given several times, every server gets ``--rate`` at the same time, their
+schedules interleaved (server k's requests fall ``k / servers`` of the way between server 0's),
+so whatever slows the machine for a moment lands on all of them alike; one JSON line per port.
+
     python bench/openloop.py --port 8443 --ca certs/ca.crt --corpus DIR/index --rate 1000
 """
 
@@ -106,6 +115,13 @@ async def connection(
 ) -> None:
     loop = asyncio.get_running_loop()
     conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+    try:  # before the schedule: a failure here shows as the first request's, on a new attempt
+        conn = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=ctx), limit)
+        result.connects += 1
+        if reconnect_every:
+            result.serials.add(_serial(conn[1]))
+    except (OSError, TimeoutError, ssl.SSLError):
+        conn = None
     scheduled = start
     k = index
     on_this_connection = 0
@@ -150,10 +166,17 @@ async def connection(
         conn[1].close()
 
 
-async def run(
+def offsets(*, rate: float, connections: int, servers: int) -> list[list[float]]:
+    """When each server's connections first send, in seconds after the start: every server's
+    requests ``1 / rate`` apart, and server k's ``k / servers`` of the way between server 0's."""
+    gap = 1 / rate
+    return [[(i + k / servers) * gap for i in range(connections)] for k in range(servers)]
+
+
+async def together(
     *,
     host: str,
-    port: int,
+    ports: list[int],
     ctx: ssl.SSLContext,
     requests: list[bytes],
     rate: float,
@@ -161,17 +184,13 @@ async def run(
     connections: int,
     limit: float = 10.0,
     reconnect_every: int = 0,
-    result: Result | None = None,
+    results: list[Result] | None = None,
     until: Callable[[], bool] | None = None,
-) -> Result:
-    """Offer ``rate`` requests/s for ``duration`` seconds; return what happened.
-
-    ``reconnect_every``: open a new connection (a new TLS handshake) after that many requests.
-    ``result`` may be passed in to watch it fill while the load runs; ``until`` ends the load
-    early once it returns True (checked before each request).
-    """
+) -> list[Result]:
+    """Offer ``rate`` requests/s to every port at once, schedules interleaved (``offsets``);
+    one Result per port. The connections are opened in the half second before the start."""
     loop = asyncio.get_running_loop()
-    result = result if result is not None else Result()
+    results = results if results is not None else [Result() for _ in ports]
     period = connections / rate
     start = loop.time() + 0.5
     tasks = [
@@ -182,17 +201,23 @@ async def run(
             ctx=ctx,
             requests=requests,
             period=period,
-            start=start + i * period / connections,
+            start=start + first,
             end=start + duration,
             result=result,
             limit=limit,
             reconnect_every=reconnect_every,
             until=until,
         )
-        for i in range(connections)
+        for port, result, firsts in zip(
+            ports,
+            results,
+            offsets(rate=rate, connections=connections, servers=len(ports)),
+            strict=True,
+        )
+        for i, first in enumerate(firsts)
     ]
     await asyncio.gather(*tasks)
-    return result
+    return results
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -225,7 +250,13 @@ def summary(result: Result, *, wall: float, cpu: float) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="fixed-rate open-loop TLS load")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument(
+        "--port",
+        type=int,
+        action="append",
+        required=True,
+        help="the server's port; several: all of them at once, schedules interleaved",
+    )
     parser.add_argument("--ca", required=True, help="CA that signed the server's certificate")
     parser.add_argument("--corpus", type=Path, required=True, help="corpus index (bench/corpus.py)")
     parser.add_argument("--rate", type=float, default=1000.0, help="requests per second")
@@ -235,10 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     ctx = ssl.create_default_context(cafile=args.ca)
     requests = load_corpus(args.corpus)
     wall0, cpu0 = time.monotonic(), time.process_time()
-    result = asyncio.run(
-        run(
+    results = asyncio.run(
+        together(
             host=args.host,
-            port=args.port,
+            ports=args.port,
             ctx=ctx,
             requests=requests,
             rate=args.rate,
@@ -246,9 +277,10 @@ def main(argv: list[str] | None = None) -> int:
             connections=args.connections,
         )
     )
-    out = summary(result, wall=time.monotonic() - wall0, cpu=time.process_time() - cpu0)
-    json.dump(out, sys.stdout)
-    print()
+    wall, cpu = time.monotonic() - wall0, time.process_time() - cpu0
+    for result in results:  # the generator's CPU share is the whole process's, on every line
+        json.dump(summary(result, wall=wall, cpu=cpu), sys.stdout)
+        print()
     return 0
 
 

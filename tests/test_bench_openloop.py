@@ -1,0 +1,95 @@
+"""bench/openloop.py, the benchmark's fixed-rate generator: connections open before the
+schedule, and several servers driven at once get interleaved schedules."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import ssl
+import statistics
+from bisect import bisect_right
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from bench import openloop
+from webhook.install.certfiles import DevCerts
+
+
+@dataclass
+class Recorder:
+    """A TLS server that answers every POST with 200 and notes when things happened."""
+
+    port: int = 0
+    #: loop time of every connection's accept (after its TLS handshake) and of every request.
+    accepted: list[float] = field(default_factory=list)
+    requests: list[float] = field(default_factory=list)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        self.accepted.append(loop.time())
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.requests.append(loop.time())
+                length = next(
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                await reader.readexactly(length)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+@pytest.fixture
+async def recorders(dev_certs: DevCerts) -> AsyncIterator[list[Recorder]]:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(dev_certs.cert, dev_certs.key)
+    made = [Recorder(), Recorder()]
+    servers = []
+    for recorder in made:
+        server = await asyncio.start_server(recorder.handle, "127.0.0.1", 0, ssl=context)
+        recorder.port = server.sockets[0].getsockname()[1]
+        servers.append(server)
+    yield made
+    for server in servers:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_two_servers_at_once_get_interleaved_schedules(
+    recorders: list[Recorder], client_ssl: ssl.SSLContext
+) -> None:
+    rate, connections = 100.0, 4
+    results = await openloop.together(
+        host="127.0.0.1",
+        ports=[r.port for r in recorders],
+        ctx=client_ssl,
+        requests=[openloop.request_bytes("/mutate", b"{}")],
+        rate=rate,
+        duration=1.0,
+        connections=connections,
+    )
+    for result, recorder in zip(results, recorders, strict=True):
+        assert result.failed == 0, result.errors
+        assert abs(len(result.latencies) - rate) <= 2
+        # Every connection was open (handshake done) before the first request was sent.
+        assert result.connects == connections == len(recorder.accepted)
+        assert max(recorder.accepted) < min(recorder.requests)
+    # The second server's requests fall halfway between the first's (1 / rate apart).
+    first, second = (sorted(r.requests) for r in recorders)
+    after = [t - first[i - 1] for t in second if (i := bisect_right(first, t)) > 0]
+    assert statistics.median(after) == pytest.approx(0.5 / rate, abs=0.25 / rate)
+
+
+def test_offsets_spread_each_server_evenly_and_the_servers_between_each_other() -> None:
+    gap = 1 / 200
+    firsts = openloop.offsets(rate=200, connections=3, servers=4)
+    merged = sorted(t for server in firsts for t in server)
+    steps = [b - a for a, b in itertools.pairwise(merged)]
+    assert steps == pytest.approx([gap / 4] * 11)
+    assert [server[0] for server in firsts] == pytest.approx([k * gap / 4 for k in range(4)])
