@@ -187,6 +187,7 @@ async def _main(settings: Settings) -> None:
         runtime,
         caches=live.statuses if live is not None else store_caches(store, loaded_at=time.time()),
         certificate=lambda: reloader.not_after,
+        settle=heap.collect_and_freeze,
     )
     runtime.observers.append(logs.log_decision)
     app = make_app(runtime)
