@@ -114,12 +114,18 @@ async def connection(
     until: Callable[[], bool] | None = None,
 ) -> None:
     loop = asyncio.get_running_loop()
-    conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-    try:  # before the schedule: a failure here shows as the first request's, on a new attempt
-        conn = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=ctx), limit)
+
+    async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A new connection (its TLS handshake), counted, its certificate noted if rotating."""
+        made = await asyncio.open_connection(host, port, ssl=ctx)
         result.connects += 1
         if reconnect_every:
-            result.serials.add(_serial(conn[1]))
+            result.serials.add(_serial(made[1]))
+        return made
+
+    conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+    try:  # before the schedule: a failure here shows as the first request's, on a new attempt
+        conn = await asyncio.wait_for(connect(), limit)
     except (OSError, TimeoutError, ssl.SSLError):
         conn = None
     scheduled = start
@@ -139,12 +145,9 @@ async def connection(
         phase = "connect " if conn is None else ""  # failures say whether a connection was made
         try:
             if conn is None:
-                conn = await asyncio.open_connection(host, port, ssl=ctx)
+                conn = await connect()
                 phase = ""
-                result.connects += 1
                 on_this_connection = 0
-                if reconnect_every:
-                    result.serials.add(_serial(conn[1]))
             status, _, close = await asyncio.wait_for(exchange(*conn, request), limit)
             on_this_connection += 1
             now = loop.time()
