@@ -655,7 +655,7 @@ def test_set_pods_are_found_by_the_names_the_controller_gives() -> None:
     """Ordinal N's pod is the one named "<set>-<N>": "db-03" or "db-x" are not ordinal pods,
     but their pod-index labels still count as ordinals the set has."""
     from webhook.model.records import PodInfo
-    from webhook.model.store import SetPods
+    from webhook.model.setpods import SetPods
 
     pods = [
         PodInfo("ns", "db-3", "db", 3, "na"),

@@ -11,15 +11,17 @@ is held as the record itself, not as a dict of one -- 100,000 volumes would othe
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from webhook.model.records import (
     ClaimInfo,
+    Info,
     Key,
     NamespaceInfo,
     NodeInfo,
     PodInfo,
     StatefulSetInfo,
+    Table,
     VolumeInfo,
 )
 
@@ -103,3 +105,29 @@ class Index(Generic[R, S]):
         if isinstance(members, dict):
             return members
         return {members.key: members}
+
+
+class Staging:
+    """A table being filled (a list in progress) and its indexes; see :meth:`Store.staging`."""
+
+    def __init__(self, name: Table, indexes: tuple[Index[Any, Any], ...]) -> None:
+        self.name: Table = name
+        self.table: dict[Any, Any] = {}
+        self.indexes = indexes
+
+    def add(self, infos: Iterable[Info]) -> None:
+        """Add records (a key seen before is replaced: the last one wins, as in a dict)."""
+        table, indexes = self.table, self.indexes
+        for info in infos:
+            # One key tuple for the table and every index: a namespaced record's key is built
+            # anew by each call of its property, and 100k pods would hold two copies each.
+            key = info.key
+            old = table.get(key)
+            for index in indexes:
+                if old is not None:
+                    index.remove(old)
+                index.add(info, key=key)
+            table[key] = info
+
+    def __len__(self) -> int:
+        return len(self.table)

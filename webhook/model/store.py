@@ -8,14 +8,11 @@ their extraction from API objects are in :mod:`webhook.model.records`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from mypy_extensions import mypyc_attr
-
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
-from webhook.model.index import Index
+from webhook.model.index import Index, Staging
 from webhook.model.records import (
     HOSTNAME,
     TABLES,
@@ -29,6 +26,7 @@ from webhook.model.records import (
     Table,
     VolumeInfo,
 )
+from webhook.model.setpods import PodZones, SetPods, claim_ordinals, claim_stem
 
 #: Sets whose :meth:`Store.pod_zones` is kept (the ones scale-downs asked about last), and the
 #: pods they may hold in all (about 50 bytes each: 5 MB).
@@ -36,9 +34,6 @@ KEPT_POD_ZONES = 256
 KEPT_POD_ORDINALS = 100_000
 
 
-# Compiled by mypyc in the image (pyproject.toml); a view of a test's own, counting or failing
-# lookups, subclasses it in Python, which mypyc allows only where a class says so.
-@mypyc_attr(allow_interpreted_subclasses=True)
 class Store:
     """In-memory cluster view. Writers: ``put``/``delete``/``replace``. Readers: the queries.
 
@@ -87,12 +82,12 @@ class Store:
         #: by "<template>-<set>": the claims of one set are one lookup per template. Each
         #: group's ordinals are summarised once per change of the group (the guard asks).
         self._volumes_by_stem: Index[VolumeInfo, frozenset[int]] = Index(
-            lambda v: _stem(v.claim[0], v.claim[1]) if v.claim else None,
-            summarise=lambda volumes: _claim_ordinals([v.claim[1] for v in volumes if v.claim]),
+            lambda v: claim_stem(v.claim[0], v.claim[1]) if v.claim else None,
+            summarise=lambda volumes: claim_ordinals([v.claim[1] for v in volumes if v.claim]),
         )
         self._claims_by_stem: Index[ClaimInfo, frozenset[int]] = Index(
-            lambda c: _stem(c.namespace, c.name),
-            summarise=lambda claims: _claim_ordinals([c.name for c in claims]),
+            lambda c: claim_stem(c.namespace, c.name),
+            summarise=lambda claims: claim_ordinals([c.name for c in claims]),
         )
         self._sets_by_namespace: Index[StatefulSetInfo, None] = Index(lambda s: s.namespace)
         self._pods_by_owner: Index[PodInfo, SetPods] = Index(
@@ -413,109 +408,3 @@ class Store:
             return None
         info = self.namespaces.get(namespace)
         return info.enabled if info is not None else False
-
-
-def _stem(namespace: str, claim: str) -> tuple[str, str] | None:
-    """(namespace, "<template>-<set>") of a claim named "<template>-<set>-<ordinal>", else None."""
-    stem, dash, ordinal = claim.rpartition("-")
-    return (namespace, stem) if dash and ordinal.isascii() and ordinal.isdigit() else None
-
-
-def _claim_ordinals(names: Iterable[str]) -> frozenset[int]:
-    """The ordinals of claims named "<template>-<set>-<ordinal>" (indexed: all well-formed)."""
-    return frozenset(int(name.rpartition("-")[2]) for name in names)
-
-
-@dataclass(frozen=True, slots=True)
-class SetPods:
-    """The pods of one StatefulSet, as the guard reads them."""
-
-    #: Every pod's ordinal (its ``pod-index`` label, else its name's suffix).
-    ordinals: frozenset[int]
-    #: Pods by the ordinal their name carries: the pod ``<set>-<N>`` is ordinal N's pod.
-    by_name: Mapping[int, PodInfo]
-
-    @classmethod
-    def of(cls, pods: Iterable[PodInfo]) -> SetPods:
-        ordinals: set[int] = set()
-        by_name: dict[int, PodInfo] = {}
-        for pod in pods:
-            if pod.ordinal is not None:
-                ordinals.add(pod.ordinal)
-            if pod.owner and pod.name.startswith(f"{pod.owner}-"):
-                suffix = pod.name[len(pod.owner) + 1 :]
-                # "<set>-<N>" exactly, as the controller names it: "db-03" is nobody's pod.
-                if suffix.isascii() and suffix.isdigit() and (suffix == "0" or suffix[0] != "0"):
-                    by_name[int(suffix)] = pod
-        return cls(frozenset(ordinals), by_name)
-
-
-def by_zone(zones: Mapping[int, str | None]) -> dict[str, list[int]]:
-    """Zone -> its ordinals, in the order of ``zones`` (ordinals of unknown zone left out)."""
-    grouped: dict[str, list[int]] = {}
-    for ordinal, zone in zones.items():
-        if zone is not None:
-            grouped.setdefault(zone, []).append(ordinal)
-    return grouped
-
-
-def by_residue(ordinals: Iterable[int], k: int) -> list[list[int]]:
-    """The ordinals whose residue mod ``k`` is 0, 1, ..., k - 1, each in the order given."""
-    grouped: list[list[int]] = [[] for _ in range(k)]
-    for ordinal in ordinals:
-        grouped[ordinal % k].append(ordinal)
-    return grouped
-
-
-@dataclass(frozen=True, slots=True)
-class PodZones:
-    """The zones of a set's pods that run on a node the view holds with the zone label: the
-    common case of :class:`webhook.rules.locate.Locator`, read once per change. Read-only:
-    every request shares it."""
-
-    #: Ordinal (by pod name) -> its node's zone, in ordinal order.
-    zones: Mapping[int, str]
-    #: Zone -> its ordinals, sorted.
-    by_zone: Mapping[str, list[int]]
-    #: :func:`by_residue` of the ordinals, per k asked (see :meth:`residues`).
-    _residues: dict[int, list[list[int]]] = field(
-        default_factory=dict, init=False, compare=False, repr=False
-    )
-
-    @classmethod
-    def of(cls, zones: dict[int, str]) -> PodZones:
-        """From ordinal -> zone, in ordinal order."""
-        return cls(zones, by_zone(zones))
-
-    def residues(self, k: int) -> list[list[int]]:
-        """The ordinals (sorted) whose residue mod ``k`` is 0, 1, ..., k - 1."""
-        kept = self._residues.get(k)
-        if kept is None:
-            kept = self._residues[k] = by_residue(self.zones, k)
-        return kept
-
-
-class Staging:
-    """A table being filled (a list in progress) and its indexes; see :meth:`Store.staging`."""
-
-    def __init__(self, name: Table, indexes: tuple[Index[Any, Any], ...]) -> None:
-        self.name: Table = name
-        self.table: dict[Any, Any] = {}
-        self.indexes = indexes
-
-    def add(self, infos: Iterable[Info]) -> None:
-        """Add records (a key seen before is replaced: the last one wins, as in a dict)."""
-        table, indexes = self.table, self.indexes
-        for info in infos:
-            # One key tuple for the table and every index: a namespaced record's key is built
-            # anew by each call of its property, and 100k pods would hold two copies each.
-            key = info.key
-            old = table.get(key)
-            for index in indexes:
-                if old is not None:
-                    index.remove(old)
-                index.add(info, key=key)
-            table[key] = info
-
-    def __len__(self) -> int:
-        return len(self.table)

@@ -25,7 +25,8 @@ from itertools import islice
 from typing import Final
 
 from webhook.model.records import StatefulSetInfo
-from webhook.model.store import Store, by_residue, by_zone
+from webhook.model.setpods import by_residue, by_zone
+from webhook.model.store import Store
 from webhook.rules.locate import Located, Locator
 from webhook.rules.ordinals import walked
 from webhook.rules.placement import Policy, rule_zone

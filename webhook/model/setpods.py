@@ -1,0 +1,90 @@
+"""What the Store keeps about one StatefulSet: its pods by ordinal, their zones, its claims'
+ordinals. Pure: summaries of records, built once per change of the group they summarise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from webhook.model.records import PodInfo
+
+
+def claim_stem(namespace: str, claim: str) -> tuple[str, str] | None:
+    """(namespace, "<template>-<set>") of a claim named "<template>-<set>-<ordinal>", else None."""
+    stem, dash, ordinal = claim.rpartition("-")
+    return (namespace, stem) if dash and ordinal.isascii() and ordinal.isdigit() else None
+
+
+def claim_ordinals(names: Iterable[str]) -> frozenset[int]:
+    """The ordinals of claims named "<template>-<set>-<ordinal>" (indexed: all well-formed)."""
+    return frozenset(int(name.rpartition("-")[2]) for name in names)
+
+
+@dataclass(frozen=True, slots=True)
+class SetPods:
+    """The pods of one StatefulSet, as the guard reads them."""
+
+    #: Every pod's ordinal (its ``pod-index`` label, else its name's suffix).
+    ordinals: frozenset[int]
+    #: Pods by the ordinal their name carries: the pod ``<set>-<N>`` is ordinal N's pod.
+    by_name: Mapping[int, PodInfo]
+
+    @classmethod
+    def of(cls, pods: Iterable[PodInfo]) -> SetPods:
+        ordinals: set[int] = set()
+        by_name: dict[int, PodInfo] = {}
+        for pod in pods:
+            if pod.ordinal is not None:
+                ordinals.add(pod.ordinal)
+            if pod.owner and pod.name.startswith(f"{pod.owner}-"):
+                suffix = pod.name[len(pod.owner) + 1 :]
+                # "<set>-<N>" exactly, as the controller names it: "db-03" is nobody's pod.
+                if suffix.isascii() and suffix.isdigit() and (suffix == "0" or suffix[0] != "0"):
+                    by_name[int(suffix)] = pod
+        return cls(frozenset(ordinals), by_name)
+
+
+def by_zone(zones: Mapping[int, str | None]) -> dict[str, list[int]]:
+    """Zone -> its ordinals, in the order of ``zones`` (ordinals of unknown zone left out)."""
+    grouped: dict[str, list[int]] = {}
+    for ordinal, zone in zones.items():
+        if zone is not None:
+            grouped.setdefault(zone, []).append(ordinal)
+    return grouped
+
+
+def by_residue(ordinals: Iterable[int], k: int) -> list[list[int]]:
+    """The ordinals whose residue mod ``k`` is 0, 1, ..., k - 1, each in the order given."""
+    grouped: list[list[int]] = [[] for _ in range(k)]
+    for ordinal in ordinals:
+        grouped[ordinal % k].append(ordinal)
+    return grouped
+
+
+@dataclass(frozen=True, slots=True)
+class PodZones:
+    """The zones of a set's pods that run on a node the view holds with the zone label: the
+    common case of :class:`webhook.rules.locate.Locator`, read once per change. Read-only:
+    every request shares it."""
+
+    #: Ordinal (by pod name) -> its node's zone, in ordinal order.
+    zones: Mapping[int, str]
+    #: Zone -> its ordinals, sorted.
+    by_zone: Mapping[str, list[int]]
+    #: :func:`by_residue` of the ordinals, per k asked (see :meth:`residues`).
+    _residues: dict[int, list[list[int]]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+
+    @classmethod
+    def of(cls, zones: dict[int, str]) -> PodZones:
+        """From ordinal -> zone, in ordinal order."""
+        return cls(zones, by_zone(zones))
+
+    def residues(self, k: int) -> list[list[int]]:
+        """The ordinals (sorted) whose residue mod ``k`` is 0, 1, ..., k - 1."""
+        kept = self._residues.get(k)
+        if kept is None:
+            kept = self._residues[k] = by_residue(self.zones, k)
+        return kept
