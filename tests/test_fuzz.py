@@ -303,9 +303,9 @@ def test_every_recorded_review_is_sound(app: App, review: Path) -> None:
 
 
 def test_lone_surrogates_are_a_clear_400(app: App) -> None:
-    """Found by the fuzzer: a lone surrogate in the uid or name (a JSON escape that is not
-    UTF-8) once made encoding the answer fail with a 500. The decoder now refuses such a body
-    (the API server never sends one) with a 400 that says why."""
+    """A lone surrogate in the uid or a label (a JSON escape that is not UTF-8) is refused with
+    a 400 that says why: the answer echoes the uid, which UTF-8 cannot carry, and the API server
+    never sends one."""
     review = json.loads((FIXTURES / "admission" / "003-Pod-CREATE.json").read_text())
     review["request"]["uid"] = "uid-\ud800"
     review["request"]["object"]["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = "x\udfff"
@@ -316,6 +316,25 @@ def test_lone_surrogates_are_a_clear_400(app: App) -> None:
         assert status == 400 and b"not valid JSON" in payload
 
 
-def test_unencodable_strings_still_give_valid_json() -> None:
-    """Should a lone surrogate reach an answer, it is written as a JSON escape, never a 500."""
-    assert codec.dumps({"uid": "uid-\ud800"}) == b'{"uid":"uid-\\ud800"}'
+class Name(str):
+    """A ``str`` subclass, which msgspec does not write."""
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        pytest.param({"uid": "uid-\ud800"}, b'{"uid":"uid-\\ud800"}', id="a lone surrogate"),
+        pytest.param({"name": Name("db-0")}, b'{"name":"db-0"}', id="a str subclass"),
+        pytest.param(
+            [2**64, -(2**63) - 1],
+            b"[18446744073709551616,-9223372036854775809]",
+            id="beyond 64 bits",
+        ),
+        pytest.param({"zone": "é\u2028\x00"}, '{"zone":"é\u2028\\u0000"}'.encode(), id="not ascii"),
+    ],
+)
+def test_whatever_reaches_an_answer_is_written_as_valid_json(value: Any, written: bytes) -> None:
+    """Should an odd value reach an answer, it is written as JSON the stdlib reads back,
+    never a 500."""
+    assert codec.dumps(value) == written
+    assert json.loads(written) == value

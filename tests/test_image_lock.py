@@ -104,7 +104,7 @@ def _drop_hashes(project: dict[str, Any], text: str) -> tuple[dict[str, Any], st
 
 
 def _loosen_a_pin(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
-    return project, re.sub(r"^orjson==", "orjson>=", text, flags=re.M)
+    return project, re.sub(r"^msgspec==", "msgspec>=", text, flags=re.M)
 
 
 def _drop_a_marker(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
@@ -160,7 +160,7 @@ def _raise_a_hook_bound(project: dict[str, Any], text: str) -> tuple[dict[str, A
         (IMAGE_LOCK, _add_dependency, ["was resolved from", "rich is missing from image.lock"]),
         (IMAGE_LOCK, _raise_a_bound, ["does not satisfy aiohttp>=99"]),
         (IMAGE_LOCK, _drop_hashes, ["yarl==", "has no sha256 hash"]),
-        (IMAGE_LOCK, _loosen_a_pin, ["orjson>=", "is not pinned to one version"]),
+        (IMAGE_LOCK, _loosen_a_pin, ["msgspec>=", "is not pinned to one version"]),
         (IMAGE_LOCK, _drop_a_marker, ["uvloop==", "is installed where"]),
     ],
     ids=lambda v: v.name if isinstance(v, Path) else getattr(v, "__name__", None),

@@ -2,15 +2,17 @@
 
 ``webhook.wire.review.decode`` decodes a review against a shape (msgspec) that steps over the
 objects' managedFields, a pod's containers and the other fields no rule reads. The reference
-here is orjson's decode of the whole body, the decode every review went through before:
+here is the stdlib's decode of the whole body, ``json.loads``:
 
-* a body that fits gives the whole decode's dicts, in the same key order, with keys left out
-  and nothing else changed;
+* a body gives the whole decode's dicts, in the same key order, with keys left out and nothing
+  else changed; where a body leaves the shape (a string where an object belongs), the value is
+  the whole decode's, and its answer too;
 * what it leaves out, no rule reads: with every left-out field of the whole decode replaced by
   a value no rule could read, every answer of ``/mutate`` and ``/validate`` (and of both
   chained) is the same, and the same as the lean decode's, over the recorded reviews and built
   ones that reach every mode and constraint the rules read;
-* a body that does not fit is read, or refused, exactly as the whole decode reads or refuses it.
+* a body that is not JSON, or JSON that the API server never sends, is refused with a one-line
+  message saying so, as :func:`webhook.wire.codec.request_body` refuses it decoded whole.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from tests import builders as b
@@ -127,9 +128,9 @@ def test_recorded_reviews_carry_what_is_left_out() -> None:
 def test_a_recorded_review_decodes_as_a_whole_decode_with_keys_left_out(path: Path) -> None:
     body = path.read_bytes()
     got = review.decode(body)
-    whole = orjson.loads(body)
+    whole = json.loads(body)
     assert_left_out_only(got, whole)
-    assert b'"managedFields"' not in orjson.dumps(got)
+    assert '"managedFields"' not in json.dumps(got)
     request = got["request"]
     if request["kind"]["kind"] == "Pod":
         assert "containers" not in request["object"]["spec"]
@@ -145,7 +146,7 @@ def test_an_update_steps_over_the_old_objects_managed_fields_too() -> None:
         obj["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
     body = json.dumps(b.review(new, operation="UPDATE", old=old)).encode()
     got = review.decode(body)
-    assert_left_out_only(got, orjson.loads(body))
+    assert_left_out_only(got, json.loads(body))
     assert "managedFields" not in got["request"]["oldObject"]["metadata"]
     # A StatefulSet's spec is kept whole, its pod template (containers and all) included.
     assert got["request"]["oldObject"]["spec"] == old["spec"]
@@ -234,7 +235,7 @@ def answers(data: Any, view: Store) -> list[Any]:
 @pytest.mark.parametrize(("name", "body"), CORPUS, ids=[name for name, _ in CORPUS])
 def test_no_rule_reads_what_the_lean_decode_leaves_out(name: str, body: bytes) -> None:
     view = store()
-    whole = orjson.loads(body)
+    whole = json.loads(body)
     lean = review.decode(body)
     trap, count = poisoned(whole, lean)
     assert count > 0  # the request's echoes at least (requestKind, options)
@@ -259,13 +260,31 @@ def test_the_built_reviews_reach_every_outcome() -> None:
     assert want <= seen, seen
 
 
+#: Each edit that takes the first recorded pod review off the shape, and where (in the decoded
+#: review) the value it puts there is.
+OFF_SHAPE: dict[str, tuple[Any, ...]] = {
+    "metadata a string": ("request", "object", "metadata"),
+    "metadata a number beyond 64 bits": ("request", "object", "metadata"),
+    "object a list": ("request", "object"),
+    "request a string": ("request",),
+    "review a list": (),
+    "not ascii": ("request", "object", "metadata", "labels", "note"),
+    "spec a string": ("request", "object", "spec"),
+    "a volume a string": ("request", "object", "spec", "volumes", -1),
+    "userInfo a list": ("request", "userInfo"),
+    "nodeName beyond 64 bits": ("request", "object", "spec", "nodeName"),
+}
+
+
 def recorded(edit: str) -> bytes:
-    """The first recorded pod review, with one edit that takes it off the shape."""
+    """The first recorded pod review, with one edit of :data:`OFF_SHAPE`."""
     text = (ADMISSION[0].parent / "003-Pod-CREATE.json").read_text()
     data = json.loads(text)
     obj = data["request"]["object"]
     if edit == "metadata a string":
         obj["metadata"] = "db-0"
+    elif edit == "metadata a number beyond 64 bits":
+        obj["metadata"] = 2**70
     elif edit == "object a list":
         data["request"]["object"] = [obj]
     elif edit == "request a string":
@@ -280,36 +299,49 @@ def recorded(edit: str) -> bytes:
         obj["spec"]["volumes"].append("data")
     elif edit == "userInfo a list":
         data["request"]["userInfo"] = [data["request"]["userInfo"]]
+    elif edit == "nodeName beyond 64 bits":
+        obj["spec"]["nodeName"] = -(2**64)
     else:
         raise AssertionError(edit)
     return json.dumps(data, ensure_ascii=False).encode()
 
 
-@pytest.mark.parametrize(
-    "edit",
-    [
-        "metadata a string",
-        "object a list",
-        "request a string",
-        "review a list",
-        "not ascii",
-        "spec a string",
-        "a volume a string",
-        "userInfo a list",
-    ],
-)
-def test_a_body_off_the_shape_is_decoded_whole(edit: str) -> None:
+def at(data: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        data = data[step]
+    return data
+
+
+def verdicts(data: Any, view: Store) -> Any:
+    """The answers to a decoded body, or the envelope's refusal."""
+    try:
+        return answers(data, view)
+    except BadRequest as err:
+        return err.message
+
+
+@pytest.mark.parametrize("edit", OFF_SHAPE)
+def test_a_body_off_the_shape_keeps_the_whole_decodes_value_and_answer(edit: str) -> None:
     body = recorded(edit)
-    assert review.decode(body) == orjson.loads(body)  # managedFields, containers and all
+    got, whole = review.decode(body), json.loads(body)
+    assert_left_out_only(got, whole)
+    value = at(got, OFF_SHAPE[edit])
+    assert repr(value) == repr(at(whole, OFF_SHAPE[edit]))  # same types: an int stays an int
+    assert verdicts(got, store()) == verdicts(whole, store())
 
 
-def refusal(body: bytes) -> str:
+def test_a_review_as_a_str_decodes_as_its_utf8_bytes_do() -> None:
+    body = recorded("not ascii")
+    assert review.decode(body.decode()) == review.decode(body)
+
+
+def refusal(body: bytes | str) -> str:
     with pytest.raises(BadRequest) as caught:
         review.decode(body)
     return caught.value.message
 
 
-def whole_refusal(body: bytes) -> str:
+def whole_refusal(body: bytes | str) -> str:
     with pytest.raises(BadRequest) as caught:
         codec.request_body(body, expected="an AdmissionReview")
     return caught.value.message
@@ -318,36 +350,58 @@ def whole_refusal(body: bytes) -> str:
 MANAGED = b'"managedFields":[{"manager":"kubectl","fieldsV1":'
 
 
+def stepped_over(value: bytes) -> bytes:
+    """A review whose object's managedFields (which the shape steps over) hold ``value``."""
+    return b'{"request":{"object":{"metadata":{' + MANAGED + value + b"}]}}}}"
+
+
 @pytest.mark.parametrize(
     "body",
     [
         pytest.param(b'{"kind":"AdmissionReview","request":{"uid":"a', id="truncated"),
-        pytest.param(
-            b'{"request":{"object":{"metadata":{' + MANAGED + b'"\\ud800"}]}}}}',
-            id="lone surrogate in managedFields",
-        ),
+        pytest.param(b"", id="empty"),
+        pytest.param(stepped_over(b'"\\ud800"'), id="lone surrogate in managedFields"),
         pytest.param(b'{"request":{"uid":"\\udc00"}}', id="lone surrogate where read"),
         pytest.param(
-            b'{"request":{"object":{"metadata":{' + MANAGED + b"[" * 1100 + b"]" * 1100 + b"}]}}}}",
-            id="nesting past the limit in managedFields",
+            stepped_over(b'"\xed\xa0\x80"'), id="a surrogate's UTF-8 bytes in managedFields"
+        ),
+        pytest.param(stepped_over(b'"\xff"'), id="not UTF-8 in managedFields"),
+        pytest.param(b'{"request":{"uid":"\xc3"}}', id="not UTF-8 where read"),
+        pytest.param(stepped_over(b'"a\x01"'), id="a control character in managedFields"),
+        pytest.param(
+            stepped_over(b"[" * 1100 + b"]" * 1100), id="nesting past the limit in managedFields"
         ),
         pytest.param(b'{"request":{"object":{"spec":{"replicas":NaN}}}}', id="NaN"),
+        pytest.param(stepped_over(b"-Infinity"), id="Infinity in managedFields"),
         pytest.param(b'{"request":{"object":{"spec":{"replicas":1e400}}}}', id="beyond a float"),
+        pytest.param(b'{"request":{"uid":' + b"1" * 5000 + b"}}", id="an integer of 5000 digits"),
         pytest.param(b'{"request":{}} {}', id="trailing data"),
+        pytest.param(stepped_over(b"[1,]"), id="a trailing comma in managedFields"),
+        pytest.param(b"\xef\xbb\xbf{}", id="byte order mark"),
         pytest.param(b"\xff\xfe{}", id="not UTF-8"),
+        pytest.param(
+            json.dumps({"request": {"uid": "\ud800"}}, ensure_ascii=False),
+            id="a str holding a lone surrogate",
+        ),
     ],
 )
-def test_what_a_whole_decode_refuses_is_refused_with_its_message(body: bytes) -> None:
-    assert refusal(body) == whole_refusal(body)
+def test_what_is_no_json_the_api_server_sends_is_refused_in_one_line(body: bytes | str) -> None:
+    """Refused as the whole decode refuses it, saying it is not JSON and what to send."""
+    for message in (refusal(body), whole_refusal(body)):
+        assert message.startswith("request body is not valid JSON (")
+        assert message.endswith("); send an AdmissionReview") and "\n" not in message
 
 
 def test_what_the_shape_steps_over_is_not_judged() -> None:
-    """The documented difference: in managedFields, numbers orjson refuses or reads as floats
-    are stepped over (the API server never sends them: it decodes objects into Go ints)."""
+    """The documented difference: in managedFields, numbers beyond a float's range or the
+    interpreter's digits are stepped over (the API server never sends them: it decodes objects
+    into Go ints)."""
     body = (
         b'{"request":{"object":{"metadata":{"name":"db-0",'
         + MANAGED
-        + b"[1e400,12345678901234567890123]}]}}}}"
+        + b"[1e400,"
+        + b"1" * 5000
+        + b"]}]}}}}"
     )
     with pytest.raises(BadRequest):
         codec.request_body(body, expected="an AdmissionReview")

@@ -184,6 +184,19 @@ async def test_denial_carries_status_for_kubectl(serve: ServeFactory) -> None:
         ),
         (b"{}", "text/plain", 400, "Content-Type"),
         (b"\xff\xfe", "application/json", 400, "not valid JSON"),
+        (b'{"request": {"uid": "\\ud800"}}', "application/json", 400, "not valid JSON"),
+        (
+            b'{"request": {"object": {"spec": {"replicas": NaN}}}}',
+            "application/json",
+            400,
+            "not valid JSON",
+        ),
+        (
+            b'{"request": {"object": {"metadata": {"managedFields": ["\xff"]}}}}',
+            "application/json",
+            400,
+            "not valid JSON",
+        ),
         (b"[" * 100_000, "application/json", 400, "not valid JSON"),
     ],
 )

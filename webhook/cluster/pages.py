@@ -3,11 +3,11 @@
 A list of 100,000 StatefulSet pods is 500 MB of JSON, and almost none of it is read:
 :mod:`webhook.model.records` keeps a pod's name, namespace, labels, owner and node, while
 ``managedFields`` alone are 40-50% of every object, and the containers, volumes and status most
-of the rest. Decoding all of it into Python objects and freeing them again was what a list cost
-(orjson: about 7 ms a megabyte, decode and free). msgspec decodes a page against a *shape* --
+of the rest. Decoding all of it into Python objects and freeing them again costs 5-10 ms a
+megabyte (``bench/pages.py``, decode and free). msgspec decodes a page against a *shape* --
 TypedDicts naming exactly the fields an extractor reads, with the types a well-formed object
-carries there -- and steps over everything else without building an object for it: about
-1 ms a megabyte, and nothing to free.
+carries there -- and steps over everything else without building an object for it: 1-1.5 ms
+a megabyte, and nothing to free.
 
 The records must be those a full decode gives, and they are:
 
@@ -16,11 +16,11 @@ The records must be those a full decode gives, and they are:
   shape, and compares the records built both ways).
 * A page that does not fit -- a ``null`` or a number where a string belongs, a lone surrogate
   escape, ``NaN``, nesting past msgspec's limit -- is decoded whole by
-  :func:`webhook.wire.codec.loads`, as every page was before: the extractors then see what they
-  always saw, and skip (and log) an unreadable object as they always did.
+  :func:`webhook.wire.codec.loads`, which reads it as ``json.loads`` does: the extractors then
+  see what the stdlib reads, and skip (and log) an unreadable object.
 * Stepping over a string does not check its UTF-8, which ``json.loads`` does for the whole page;
   a page that is not pure ASCII is therefore checked as the stdlib decodes it, and one that fails
-  goes to :func:`~webhook.wire.codec.loads`, which raises what it always raised.
+  goes to :func:`~webhook.wire.codec.loads`, which raises what ``json.loads`` raises.
 
 Only the big collections have a shape (nodes, volumes, claims, pods). StatefulSets are few, and
 their record keeps raw nodeSelectorTerms, which a shape could only pass through as they are.

@@ -1,19 +1,22 @@
-"""JSON on the hot paths: orjson, with its differences from the stdlib in one place.
+"""JSON on the hot paths: msgspec, with the stdlib where exactness needs it, in one place.
 
-Every admission request is decoded and answered as JSON, and the stdlib's decoder is the
-largest single cost of a request after aiohttp itself; orjson halves it. What changes for a
-client: bodies must be valid UTF-8 JSON (a lone surrogate escape such as ``"\\ud800"``, ``NaN``
-or a number beyond a float's range is refused as not valid JSON -- the API server never sends
-any of them), nesting is capped at 1024 levels, and an integer beyond 64 bits is read as a float
-(orjson does so without an error), so a field that must be an integer is refused as malformed.
-An AdmissionReview that fits :func:`webhook.wire.review.decode`'s shape is decoded by msgspec
-without what no rule reads (managedFields, a pod's containers), and only falls back to
-:func:`request_body`; what that changes is said there.
+msgspec does every decode and encode at run time: request bodies (against a shape when the
+caller has one, :mod:`webhook.wire.lean`), the answers, the live view's watch events and the list
+pages that do not fit their table's shape (:mod:`webhook.cluster.pages` decodes the others). It
+reads every document it accepts as ``json.loads`` does: the same values of the same types in
+the same key order, an integer an ``int`` however long (up to the 4300 digits the interpreter
+reads), the last of duplicate keys kept (tests/test_live_decode.py holds it to that). Where it
+differs is in what it accepts, and each use settles that its own way:
 
-The live view's watch events, and list pages that do not fit their table's shape
-(:mod:`webhook.cluster.pages` decodes the others), are decoded by orjson too (:func:`loads`),
-but read exactly as the stdlib reads them: whatever orjson refuses or would read differently
-goes to ``json.loads``, which then accepts it or raises what it always raised.
+* A request body (:func:`request_body`) must be valid UTF-8 JSON: a lone surrogate escape such
+  as ``"\\ud800"``, ``NaN`` or ``Infinity``, a number beyond a float's range, nesting past the
+  interpreter's recursion limit (under 1000 levels) or trailing data is refused with a one-line
+  400 that says what to send. The API server never sends any of them: it decodes every object
+  into Go types before it calls a webhook.
+* The API server's own JSON (:func:`loads`) is read exactly as the stdlib reads it: whatever
+  msgspec refuses goes to ``json.loads``, which reads it or raises its own error.
+* An answer (:func:`dumps`) that msgspec cannot write (a lone surrogate in a string, a ``str``
+  subclass) is written by ``json.dumps``, which escapes the one and writes the other.
 """
 
 from __future__ import annotations
@@ -21,46 +24,55 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-import orjson
+import msgspec
 
 from webhook.errors import BadRequest
 
+#: A decode into plain Python objects (dicts, lists, str, int, float, bool, None).
+_WHOLE: Final[msgspec.json.Decoder[Any]] = msgspec.json.Decoder()
 
-def request_body(body: bytes | str, *, expected: str) -> Any:
-    """Decode a request body; :class:`BadRequest` (HTTP 400) saying what to send instead."""
+
+def request_body(
+    body: bytes | str, *, expected: str, decoder: msgspec.json.Decoder[Any] = _WHOLE
+) -> Any:
+    """Decode a request body; :class:`BadRequest` (HTTP 400) saying what to send instead.
+
+    ``decoder`` may step over what its shape leaves out; stepping over a string does not check
+    its UTF-8, so a body that is not ASCII is checked as UTF-8 first, whatever the decoder.
+    """
     try:
-        return orjson.loads(body)
-    except (ValueError, RecursionError) as err:
+        if not body.isascii():
+            if isinstance(body, bytes):
+                body.decode("utf-8")
+            else:
+                body.encode("utf-8")  # a str holding a lone surrogate cannot be UTF-8
+        return decoder.decode(body)
+    except (msgspec.DecodeError, UnicodeError, RecursionError) as err:
         raise BadRequest(f"request body is not valid JSON ({err}); send {expected}") from None
 
 
-#: Every digit to "0", every other byte to a space: 19 zeros in a row then mark an integer (or
-#: a string) that orjson may read as a float where the stdlib reads an int (2**63 has 19 digits).
-_DIGITS: Final = bytes([0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256)])
-_LONG_NUMBER: Final = b"0" * 19
-
-
 def loads(data: bytes) -> Any:
-    """Decode JSON from the API server exactly as ``json.loads`` does, at orjson's speed.
+    """Decode JSON from the API server exactly as ``json.loads`` does, at msgspec's speed.
 
-    orjson raises on what it refuses (lone surrogates, ``NaN``, nesting over 1024 levels,
-    invalid UTF-8) and reads integers beyond 64 bits as floats; both go to the stdlib. The
-    digit scan costs about a tenth of the decode (a list page of pods), the fallback only runs
-    on such input.
+    msgspec refuses what the stdlib reads (lone surrogates, escaped or as UTF-8 bytes; ``NaN``
+    and ``Infinity``; numbers beyond a float's range, read as infinities; a byte order mark,
+    UTF-16 and UTF-32) and some of what it refuses: all of it goes to the stdlib. Nesting is
+    the one difference left: each stops at the interpreter's recursion limit, counted its own
+    way (msgspec reads a few levels deeper), far beyond any object the API server holds.
     """
-    if _LONG_NUMBER not in data.translate(_DIGITS):
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(data)
+    try:
+        return _WHOLE.decode(data)
+    # ValidationError is a DecodeError; msgspec before 0.23 raises UnicodeDecodeError on a
+    # string holding a surrogate's UTF-8 bytes.
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return json.loads(data)
 
 
 def dumps(obj: Any) -> bytes:
     """Compact UTF-8 JSON of ``obj`` (keys in insertion order, like ``json.dumps``)."""
     try:
-        return orjson.dumps(obj)
-    except TypeError:
-        # orjson refuses what UTF-8 cannot hold (a lone surrogate in a str) and integers beyond
-        # 64 bits; the stdlib escapes the one and writes the other, which is still valid JSON.
+        return msgspec.json.encode(obj)
+    except (TypeError, UnicodeEncodeError):
+        # msgspec refuses what UTF-8 cannot hold (a lone surrogate in a str) and subclasses of
+        # str; the stdlib escapes the one and writes the other, which is still valid JSON.
         return json.dumps(obj, separators=(",", ":")).encode()

@@ -23,6 +23,14 @@ import msgspec
 # ScaleSpec and PersistentVolumeClaimSpec. tests/test_review_decode.py holds the rules to it:
 # every field the shape leaves out of the recorded reviews is replaced by a value no rule could
 # read, and every answer stays the same.
+#
+# Every JSON document fits: where the shape expects an object, any other value is decoded as it
+# is, so the envelope checks and the rules see it and refuse it as they would in a whole decode,
+# and the shape is the only decode a review goes through.
+
+_Scalar = str | int | float | bool | None
+#: Any JSON value but an object (msgspec takes at most one object type in a union).
+_NotObject = list[Any] | _Scalar
 
 
 class _ObjectMeta(TypedDict, total=False):
@@ -49,7 +57,7 @@ class _Volume(TypedDict, total=False):
 
 class _Spec(TypedDict, total=False):
     # PodSpec: what the rules read.
-    volumes: list[_Volume] | None
+    volumes: list[_Volume | _NotObject] | _Scalar
     affinity: Any
     nodeSelector: Any
     nodeName: Any
@@ -80,8 +88,8 @@ class _Spec(TypedDict, total=False):
 class _Object(TypedDict, total=False):
     apiVersion: Any
     kind: Any
-    metadata: _ObjectMeta | None
-    spec: _Spec | None
+    metadata: _ObjectMeta | _NotObject
+    spec: _Spec | _NotObject
     status: Any
 
 
@@ -97,17 +105,17 @@ class _Request(TypedDict, total=False):
     name: Any
     namespace: Any
     operation: Any
-    userInfo: _UserInfo | None
-    object: _Object | None
-    oldObject: _Object | None
+    userInfo: _UserInfo | _NotObject
+    object: _Object | _NotObject
+    oldObject: _Object | _NotObject
     dryRun: Any
 
 
 class _Review(TypedDict, total=False):
     apiVersion: Any
     kind: Any
-    request: _Request | None
+    request: _Request | _NotObject
 
 
-#: Decodes a review to the shape above (:func:`webhook.wire.review.decode` uses it).
-LEAN: Final = msgspec.json.Decoder(_Review)
+#: Decodes any JSON document, a review to the shape above (:func:`webhook.wire.review.decode`).
+LEAN: Final[msgspec.json.Decoder[Any]] = msgspec.json.Decoder(_Review | _NotObject)

@@ -10,7 +10,8 @@ own output, with paths escaped by jsonpatch (``~1`` for ``/`` in annotation keys
 walks them), while the pruned inputs repeat: every pod of a StatefulSet gets the same affinity
 and annotation in the same zone. So the patch, and its base64 wire form, are memoised by the
 JSON text of the pruned pair, which determines ``make_patch``'s output exactly (key order
-included). A memoised patch is shared between requests: treat every patch as read-only.
+included) for a pair of JSON values (string keys: decoded objects and what mutations write).
+A memoised patch is shared between requests: treat every patch as read-only.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from base64 import b64encode
 from typing import Any
 
 import jsonpatch
-import orjson
+import msgspec
 
 from webhook.wire import codec
 
@@ -65,8 +66,8 @@ def diff_encoded(original: dict[str, Any], mutated: dict[str, Any]) -> tuple[Pat
     if not left and not right:
         return [], ""
     try:
-        key = orjson.dumps([left, right])
-    except TypeError:  # not JSON (a caller's own structure)
+        key = msgspec.json.encode([left, right])
+    except (TypeError, UnicodeEncodeError, RecursionError):  # not JSON (a caller's own structure)
         key = b""
     hit = _PATCHES.get(key) if key else None
     if hit is not None:

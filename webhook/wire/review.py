@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Literal, NamedTuple, NotRequired, TypedDict, TypeVar
 
-import msgspec
-
 from webhook.errors import BadRequest
 from webhook.wire import codec
 from webhook.wire.lean import LEAN
@@ -96,21 +94,14 @@ def decode(body: bytes | str) -> Any:
     """The decoded review, less what no rule reads (:mod:`webhook.wire.lean`); :class:`BadRequest`
     if not JSON.
 
-    A body that does not fit the shape -- not ASCII (stepping over a string does not check its
-    UTF-8), an object, its metadata, spec, userInfo or a pod volume that is not a JSON object,
-    a lone surrogate escape, nesting past msgspec's limit, anything msgspec refuses -- is
-    decoded whole by :func:`webhook.wire.codec.request_body`, which then reads it or refuses
-    it as it always did. What the shape changes is only in what it steps over: there, an
-    integer beyond 64 bits or a number beyond a float's range is not refused (the API server
-    sends neither; it decodes every object into Go's int32/int64 before it calls a webhook);
-    and where it decodes, such an integer is read as an ``int``, not as orjson's float.
+    Refused as :func:`webhook.wire.codec.request_body` refuses a body, with its message; every
+    other body is decoded against the shape, whatever it holds (a body that is no review is
+    kept as it is, for :func:`from_dict` to refuse). The shape changes only what it steps over:
+    a number there is not read, so one beyond a float's range, or an integer longer than the
+    interpreter reads (4300 digits by default), is not refused (the API server sends neither:
+    it decodes every object into Go types before it calls a webhook).
     """
-    if isinstance(body, bytes) and body.isascii():
-        try:
-            return LEAN.decode(body)
-        except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
-            pass
-    return codec.request_body(body, expected="an AdmissionReview")
+    return codec.request_body(body, expected="an AdmissionReview", decoder=LEAN)
 
 
 def from_dict(data: Any) -> Request:
