@@ -184,7 +184,7 @@ def template_problems(template: str, *, zones: tuple[str, ...]) -> list[str]:
         return [f"{STORAGE_CLASS_TEMPLATE} {template!r} has no {{zone}} placeholder; {example}"]
     bad = [
         (zone, name)
-        for zone in dict.fromkeys([z for z in zones if z]) or ("zone-a",)
+        for zone in dict.fromkeys(z for z in zones if z) or ("zone-a",)
         if not is_dns_subdomain(name := storage_class_for(template, zone))
     ]
     if not bad:

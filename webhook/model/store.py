@@ -83,11 +83,11 @@ class Store:
         #: group's ordinals are summarised once per change of the group (the guard asks).
         self._volumes_by_stem: Index[VolumeInfo, frozenset[int]] = Index(
             lambda v: claim_stem(v.claim[0], v.claim[1]) if v.claim else None,
-            summarise=lambda volumes: claim_ordinals([v.claim[1] for v in volumes if v.claim]),
+            summarise=lambda volumes: claim_ordinals(v.claim[1] for v in volumes if v.claim),
         )
         self._claims_by_stem: Index[ClaimInfo, frozenset[int]] = Index(
             lambda c: claim_stem(c.namespace, c.name),
-            summarise=lambda claims: claim_ordinals([c.name for c in claims]),
+            summarise=lambda claims: claim_ordinals(c.name for c in claims),
         )
         self._sets_by_namespace: Index[StatefulSetInfo, None] = Index(lambda s: s.namespace)
         self._pods_by_owner: Index[PodInfo, SetPods] = Index(
@@ -394,7 +394,7 @@ class Store:
             return frozenset()
         zones = pv.zones_for(topology_key)
         if not zones and HOSTNAME in pv.zones:
-            nodes = [n for h in pv.zones[HOSTNAME] for n in self.nodes_with_label(HOSTNAME, h)]
+            nodes = (n for h in pv.zones[HOSTNAME] for n in self.nodes_with_label(HOSTNAME, h))
             zones = self.zones_of(nodes, topology_key)
         return zones
 

@@ -111,11 +111,8 @@ def set_blockers(sts: StatefulSetInfo, state: LiveState, ordinals: range) -> lis
             f"its pod template is labelled {SKIP}=true, so stszone would not place the "
             "re-created pod"
         )
-    unready: list[str] = []
-    for ordinal in ordinals:
-        name = f"{sts.name}-{ordinal}"
-        if why := states.unready(name, state.pods.get((sts.namespace, name))):
-            unready.append(why)
+    names = (f"{sts.name}-{ordinal}" for ordinal in ordinals)
+    unready = [w for n in names if (w := states.unready(n, state.pods.get((sts.namespace, n))))]
     if unready:
         reasons.append(
             f"not every replica is Ready ({len(ordinals) - len(unready)}/{len(ordinals)}: "
@@ -138,7 +135,7 @@ def zone_blocker(
         for name in nodes
     }
     if all(why.values()):
-        return f"no node of {zone} can take it ({some([f'{n} {w}' for n, w in why.items()])})"
+        return f"no node of {zone} can take it ({some(f'{n} {w}' for n, w in why.items())})"
     return None
 
 

@@ -175,7 +175,7 @@ class _Ranges:
         """Ordinals of ``r`` that are not known and that the rule puts in ``zone``."""
         zones, start = self.policy.zones, self.policy.start
         first = r.start + (zones.index(zone) - (r.start - start)) % len(zones)
-        return _absent(range(first, r.stop, len(zones)), self.known)
+        return (o for o in range(first, r.stop, len(zones)) if o not in self.known)
 
     def holders(self, r: range) -> dict[str, Holders]:
         """Zone -> the ordinals of ``r`` holding it (first few in order, and the count)."""
@@ -214,7 +214,7 @@ class _Ranges:
         if self.ruled:
             return iter(self.unknowns[lo:hi])
         # No rule: every ordinal that is not known to have a zone is unknown.
-        return _zoneless(r, self.known)
+        return (o for o in r if self.known.get(o) is None)
 
     def unknown(self, r: range) -> Unknown:
         """The ordinals of ``r`` whose zone is unknown, with reasons for the first few."""
@@ -247,23 +247,6 @@ def _removed(old: range, new: range) -> list[range]:
     return [r for r in runs if len(r)]
 
 
-# Generator functions, not generator expressions: the ranges may hold two billion ordinals,
-# and mypyc (which compiles this module for the image) builds a generator expression's whole
-# list before the first item is read.
-def _absent(ordinals: range, known: Mapping[int, str | None]) -> Iterator[int]:
-    """The ordinals that ``known`` does not hold, lazily."""
-    for o in ordinals:
-        if o not in known:
-            yield o
-
-
-def _zoneless(ordinals: range, known: Mapping[int, str | None]) -> Iterator[int]:
-    """The ordinals that ``known`` gives no zone (absent, or None), lazily."""
-    for o in ordinals:
-        if known.get(o) is None:
-            yield o
-
-
 def _merged(
     parts: Iterable[dict[str, tuple[list[int], int]]], where: Callable[[int], Located]
 ) -> dict[str, Holders]:
@@ -293,7 +276,7 @@ def scale_down(
     removed = _removed(old, new)
     listed = set(policy.zones) or set(before)  # no list at all: what the set holds now
     lost = {z: h for z, h in before.items() if z in listed and z not in kept}
-    gone = _merged([ranges.held(r) for r in removed], ranges.located)
+    gone = _merged((ranges.held(r) for r in removed), ranges.located)
     unknown_removed = _joined([ranges.unknown(r) for r in removed])
     at_risk: tuple[str, ...] = ()
     if unknown_removed.count:

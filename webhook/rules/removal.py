@@ -69,7 +69,7 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
     try:
         policy = resolve_policy(sts.namespace, sts.name, store=store)
     except Denied:
-        pods = [store.pod(sts.namespace, f"{sts.name}-{o}") for o in ordinals]
+        pods = (store.pod(sts.namespace, f"{sts.name}-{o}") for o in ordinals)
         stuck = [Slot(p.node, None, frozenset(), None, False) for p in pods if p and p.node]
         return stuck, DEFAULT_TOPOLOGY_KEY
     key = policy.declared.topology_key
@@ -118,7 +118,7 @@ def safe(ordinals: list[Slot], removed: Collection[str], *, key: str, store: Sto
         if not moved:
             after.add(slot.zone)
         elif slot.by_label:
-            after.add(_unique_zone([h for h in slot.homes if h not in removed], key, store))
+            after.add(_unique_zone((h for h in slot.homes if h not in removed), key, store))
         else:
             after.add(slot.recreated)
     return before <= after

@@ -41,9 +41,7 @@ def _zone_phrase(zone: str, holders: Holders) -> str:
     ordinals = some(shown, holders.count, shown=len(shown))
     one = holders.count == 1
     # Only the first three are located in full (source, node, volume) for the notes.
-    notes = list(
-        dict.fromkeys([n for o in shown[:3] if (n := _note(holders.where(o))) is not None])
-    )
+    notes = list(dict.fromkeys(n for o in shown[:3] if (n := _note(holders.where(o))) is not None))
     if notes:  # not every holder is a running pod
         held = (
             f"ordinal {ordinals} is the only one there"
