@@ -1,7 +1,6 @@
 """What a Pod review costs when it comes after an idle gap, step by step, and why.
 
     taskset -c 0 python bench/cold_request.py
-    taskset -c 0 python bench/cold_request.py --root /tmp/stszone-compiled
 
 In process, on the benchmark's live-size view (bench/inprocess.py), the corpus' Pod reviews for
 ``/mutate`` are answered as the server's handler answers them, each step timed: the decode,
@@ -11,15 +10,11 @@ request at 200/s finds the core); and after the same sleep followed by another p
 another StatefulSet (the code warm, this pod's records and its set's still cold). Cold minus
 code-warm is what this pod's own data costs; code-warm minus warm is small when what a review
 pays after a gap is mostly the code and shared state it runs through, not the records it reads.
-
-``--root`` imports ``webhook`` from another tree, e.g. the compiled build the image ships,
-unpacked by ``python tools/build_compiled.py /tmp/dist --unpack /tmp/stszone-compiled``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import random
 import statistics
@@ -34,13 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--gap-ms", type=float, default=5.0, help="the idle gap before a review")
     parser.add_argument("--passes", type=int, default=20, help="passes over the Pod reviews")
-    parser.add_argument("--root", type=Path, help="import webhook from this tree instead")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench, tests
-    if args.root is not None:
-        sys.path.insert(0, str(args.root.resolve()))  # before the repository: its webhook
-        importlib.import_module("webhook")  # now, as bench's modules put the repository first
-    # Imported here so that --root decides which webhook they load.
     from bench import inprocess
     from bench.corpus import corpus
     from webhook.config import Settings

@@ -2,7 +2,6 @@
 
     python bench/inprocess.py               # the benchmark's corpus over a view of live size
     python bench/inprocess.py --per-item    # and each corpus item on its own
-    VENV/bin/python bench/inprocess.py      # VENV holds the wheel of tools/build_compiled.py
 
 Builds the benchmark's cluster (``bench/cluster.py``: 5,000 nodes, 100,000 pods with their
 claims and volumes) straight into a Store, freezes it out of the garbage collector as the live
@@ -30,9 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# After site-packages: bench and tests come from here, webhook from the interpreter's install
-# (a venv with the compiled wheel measures the compiled engine; an editable one, the sources).
-sys.path.append(str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import cluster
 from bench.corpus import Item, chained, corpus

@@ -3,10 +3,6 @@
     python bench/run.py                      # 5 alternating rounds, live view of 305k objects
     python bench/run.py --rounds 3 --profile # and a py-spy profile of stszone under load
 
-    # the build the image ships (engine compiled by mypyc), the sources as 'baseline':
-    python tools/build_compiled.py /tmp/dist --unpack /tmp/stszone-compiled
-    python bench/run.py --stszone-root /tmp/stszone-compiled --baseline-root .
-
 What it does, in order:
 
 1. Makes a CA and serving certificate; starts the fake kube-apiserver (``tests/fakeapi.py``)
@@ -209,12 +205,6 @@ def ratios(summary: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
-def build(root: Path) -> str:
-    """Which build of stszone runs from ``root``: the engine compiled by mypyc, or sources."""
-    compiled = any((root / "webhook" / "rules").glob("plan.*.so"))
-    return f"{'engine compiled by mypyc' if compiled else 'sources'} at {root}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -245,13 +235,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-go", action="store_true", help="leave the Go floor out")
     parser.add_argument(
-        "--stszone-root",
-        type=Path,
-        default=harness.ROOT,
-        help="run `stszone serve` from this tree (default: this repository's sources); the "
-        "build the image ships: python tools/build_compiled.py dist --unpack DIR, then DIR",
-    )
-    parser.add_argument(
         "--baseline-root",
         type=Path,
         help="also measure `stszone serve` run from this source tree (e.g. an older checkout), "
@@ -273,11 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             view = ["--offline", "--zones", "zone-a,zone-b,zone-c", "--log-level", "warning"]
         ports = {"stszone": harness.free_port(), "floor": harness.free_port()}
         server = h.stszone(
-            port=ports["stszone"],
-            core=args.server_core,
-            certs=certs,
-            view=view + args.stszone_arg,
-            root=args.stszone_root,
+            port=ports["stszone"], core=args.server_core, certs=certs, view=view + args.stszone_arg
         )
         floor = h.floor(
             port=ports["floor"], core=args.server_core, certs=certs, loop=args.floor_loop
@@ -302,11 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         report["loops"] = {"stszone": stszone_loop, "floor": args.floor_loop}
-        report["builds"] = {"stszone": build(args.stszone_root)}
-        print(f"stszone: {report['builds']['stszone']}", flush=True)
         if args.baseline_root:
-            report["builds"]["baseline"] = build(args.baseline_root)
-            print(f"baseline: {report['builds']['baseline']}", flush=True)
             ports["baseline"] = harness.free_port()
             procs["baseline"] = h.stszone(
                 port=ports["baseline"],

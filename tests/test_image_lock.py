@@ -1,11 +1,11 @@
 """The image's lock files keep up with pyproject.toml (offline, no resolver run).
 
 ``requirements/image.lock`` and ``requirements/build.lock`` are what the Dockerfile installs
-with ``pip install --require-hashes --no-deps``: the runtime dependencies, and what builds the
-wheel with the engine compiled by mypyc (``[build-system] requires`` and the mypyc build hook's
-``dependencies``). They fall behind when any of those, or requires-python, change and nobody
-reruns ``python tools/lock.py``; these tests catch that from the inputs each lock records, and
-check that every pin is exact, hashed, and inside the bounds pyproject.toml sets.
+with ``pip install --require-hashes --no-deps``: the runtime dependencies, and the build
+backend that makes the stszone wheel (``[build-system] requires``). They fall behind when
+either, or requires-python, changes and nobody reruns ``python tools/lock.py``; these tests
+catch that from the inputs each lock records, and check that every pin is exact, hashed, and
+inside the bounds pyproject.toml sets.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tests.rendered import ROOT
-from tools.lock import BUILD_LOCK, IMAGE_LOCK, inputs, mypyc_hook, recorded_inputs
+from tools.lock import BUILD_LOCK, IMAGE_LOCK, inputs, recorded_inputs
 
 LOCKS = [IMAGE_LOCK, BUILD_LOCK]
 HASH = re.compile(r"sha256:[0-9a-f]{64}")
@@ -104,63 +104,50 @@ def _drop_hashes(project: dict[str, Any], text: str) -> tuple[dict[str, Any], st
 
 
 def _loosen_a_pin(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
-    return project, re.sub(r"^msgspec==", "msgspec>=", text, flags=re.M)
+    return project, re.sub(r"^jsonpatch==", "jsonpatch>=", text, flags=re.M)
 
 
 def _drop_a_marker(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
     return project, re.sub(r"^(uvloop==\S+) ; sys_platform != 'win32'", r"\1", text, flags=re.M)
 
 
-def test_build_lock_holds_the_backend_and_the_mypyc_hooks_dependencies() -> None:
-    """The Dockerfile builds with the hook on and no build isolation: its tools must be locked."""
+def test_build_lock_holds_the_backend_and_nothing_the_image_runs() -> None:
+    """The Dockerfile builds the wheel without isolation: the backend must be locked, and none
+    of it (nor a compiler's tools) reaches the runtime lock."""
     project = pyproject()
-    hook = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["mypyc"]
-    wanted = [*project["build-system"]["requires"], *hook["dependencies"]]
-    assert inputs(project, lock=BUILD_LOCK)[1:] == wanted
-    names = {canonicalize_name(Requirement(item).name) for item in wanted}
-    assert {"hatchling", "hatch-mypyc", "mypy"} <= names
+    assert inputs(project, lock=BUILD_LOCK)[1:] == project["build-system"]["requires"]
     pinned = {canonicalize_name(r.name) for r, _ in entries(BUILD_LOCK.read_text())}
-    # What mypyc compiles through, and what the compiled engine imports at run time.
-    assert {"setuptools", "mypy-extensions"} <= pinned
+    assert "hatchling" in pinned
+    assert not {"hatch-mypyc", "mypy", "setuptools", "cython"} & pinned
     image = {canonicalize_name(r.name) for r, _ in entries(IMAGE_LOCK.read_text())}
-    assert "mypy-extensions" in image
-    assert not {"hatchling", "hatch-mypyc", "mypy", "setuptools"} & image
+    assert not {"hatchling", "mypy-extensions", "mypy"} & image
 
 
-def test_a_pyproject_without_the_mypyc_hook_is_refused() -> None:
-    """No hook table: the lock would lack the compiler's tools, so tools/lock.py stops."""
-    project = pyproject()
-    del project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]
-    with pytest.raises(SystemExit, match=r"no \[tool.hatch.build.targets.wheel.hooks.mypyc\]"):
-        inputs(project, lock=BUILD_LOCK)
-
-
-def _add_hook_dependency(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
-    mypyc_hook(project)["dependencies"].append("cython>=3")
+def _add_build_requirement(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
+    project["build-system"]["requires"].append("hatch-vcs>=0.4")
     return project, text
 
 
-def _raise_a_hook_bound(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
-    deps = mypyc_hook(project)["dependencies"]
-    (i, bound), *_ = ((i, d) for i, d in enumerate(deps) if d.startswith("mypy>="))
-    deps[i] = "mypy>=99"
-    return project, text.replace(f"#   input: {bound}", "#   input: mypy>=99")
+def _raise_the_backend_bound(project: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
+    requires = project["build-system"]["requires"]
+    (i, bound), *_ = ((i, d) for i, d in enumerate(requires) if d.startswith("hatchling>="))
+    requires[i] = "hatchling>=99"
+    return project, text.replace(f"#   input: {bound}", "#   input: hatchling>=99")
 
 
 @pytest.mark.parametrize(
     ("lock", "tamper", "expected"),
     [
-        # The mypyc hook's dependencies make build.lock stale, as the backend's do.
         (
             BUILD_LOCK,
-            _add_hook_dependency,
-            ["was resolved from", "cython is missing from build.lock"],
+            _add_build_requirement,
+            ["was resolved from", "hatch-vcs is missing from build.lock"],
         ),
-        (BUILD_LOCK, _raise_a_hook_bound, ["does not satisfy mypy>=99"]),
+        (BUILD_LOCK, _raise_the_backend_bound, ["does not satisfy hatchling>=99"]),
         (IMAGE_LOCK, _add_dependency, ["was resolved from", "rich is missing from image.lock"]),
         (IMAGE_LOCK, _raise_a_bound, ["does not satisfy aiohttp>=99"]),
         (IMAGE_LOCK, _drop_hashes, ["yarl==", "has no sha256 hash"]),
-        (IMAGE_LOCK, _loosen_a_pin, ["msgspec>=", "is not pinned to one version"]),
+        (IMAGE_LOCK, _loosen_a_pin, ["jsonpatch>=", "is not pinned to one version"]),
         (IMAGE_LOCK, _drop_a_marker, ["uvloop==", "is installed where"]),
     ],
     ids=lambda v: v.name if isinstance(v, Path) else getattr(v, "__name__", None),

@@ -221,9 +221,6 @@ def test_renders_from_the_package_alone_without_the_repository(tmp_path: Path) -
         site / "webhook",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    # A compiled build's modules load mypyc's shared library, installed beside the package.
-    for runtime in Path(webhook.__file__).parent.parent.glob("*__mypyc.*"):
-        shutil.copy2(runtime, site)
     elsewhere.mkdir()
 
     def python(*args: str) -> str:

@@ -14,7 +14,8 @@
 #           serving pair mounted where the Deployment mounts its Secret (0440, group 65532),
 #           the Deployment's container args; then GET /readyz, POST /mutate with a recorded
 #           AdmissionReview (tests/fixtures/admission) that must come back with a patch, and
-#           SIGTERM, after which the process must exit 0 within the grace period.
+#           SIGTERM, after which the process must exit 0 within the grace period. The
+#           installed package must be the tree's webhook/, byte for byte.
 # 4. audit: the same run with PYTHONVERBOSE=1 counts modules loaded from bytecode and modules
 #           compiled from source at start (which a read-only root repeats at every start).
 # 5. sizes: podman image inspect, podman history, du inside the image.
@@ -99,9 +100,7 @@ say "build: podman build ${build_args[*]} -t $IMAGE"
 start=$(date +%s)
 flock -s "$CPU_LOCK" "${PODMAN[@]}" build --pull=never --layers "${build_args[@]}" \
     -t "$IMAGE" "$ROOT" > "$work/build.log" 2>&1 || { tail -40 "$work/build.log"; fail "build"; }
-# The build stage prints where webhook.rules.plan is imported from (it fails unless a .so).
-grep -E '^(precompile|Successfully installed|/opt/stszone/.*\.so$)' "$work/build.log" \
-    | cut -c1-160 || true
+grep -E '^(precompile|Successfully installed)' "$work/build.log" | cut -c1-160 || true
 echo "built $IMAGE in $(($(date +%s) - start)) s"
 
 # --- 3. run as the Deployment runs it ------------------------------------------------------
@@ -209,28 +208,29 @@ print(" ".join([m for m in ("pip", "setuptools") if importlib.util.find_spec(m)]
 [ -z "$tools_found" ] || fail "the image carries $tools_found"
 echo "pip, setuptools: not importable by the server's python, no pip on PATH"
 
-# The engine is the one mypyc compiled: its modules are C extensions in the venv, and what the
-# command line imports of webhook.* comes from them where a .so exists.
-engine=$(run --rm --entrypoint python "$IMAGE" -P -c '
-import importlib, pathlib, sys, sysconfig
-site = pathlib.Path(sysconfig.get_path("purelib"))
-checked = ("webhook.rules.plan", "webhook.wire.review", "webhook.model.store")
-for name in checked:
-    origin = importlib.import_module(name).__file__
-    if not (origin.startswith(f"{site}/") and origin.endswith(".so")):
-        sys.exit(f"{name} is not compiled: imported from {origin}")
+# The image runs the code the tests run: the installed package is the tree's webhook/, file for
+# file and byte for byte (bytecode aside), and every webhook module the command line imports is
+# one of those .py files.
+same=$(run --rm --volume "$ROOT/webhook:/tree:ro" --entrypoint python "$IMAGE" -P -c '
+import hashlib, pathlib, sys, sysconfig
 import webhook.cli
-loaded = [getattr(m, "__file__", None) or "" for n, m in list(sys.modules.items())
+package = pathlib.Path(sysconfig.get_path("purelib")) / "webhook"
+def files(root):
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+installed, tree = files(package), files(pathlib.Path("/tree"))
+differ = sorted(n for n in installed.keys() | tree.keys() if installed.get(n) != tree.get(n))
+if differ:
+    sys.exit(f"the installed package differs from the tree in {len(differ)} files: {differ[:8]}")
+loaded = [getattr(m, "__file__", None) for n, m in list(sys.modules.items())
           if n.split(".")[0] == "webhook"]
-native = sum(path.endswith(".so") for path in loaded)
-modules = sorted(site.glob("webhook/**/*.so"))
-(shared,) = site.glob("*__mypyc.*.so")
-size, names = sum(path.stat().st_size for path in modules), ", ".join(checked)
-print(f"{len(modules)} compiled modules ({size} B) and mypyc\x27s {shared.name}"
-      f" ({shared.stat().st_size} B) in the venv; importing webhook.cli loads {native} of"
-      f" {len(loaded)} webhook modules from them, {names} among them")
-') || fail "the image's engine is not compiled: $engine"
-echo "engine: $engine"
+elsewhere = [f for f in loaded if not (f or "").startswith(f"{package}/") or not f.endswith(".py")]
+if elsewhere:
+    sys.exit(f"webhook modules loaded from elsewhere than the package sources: {elsewhere[:8]}")
+print(f"{len(installed)} files in {package}, identical to the tree; importing webhook.cli"
+      f" loads {len(loaded)} webhook modules, every one a .py file of them")
+') || fail "$same"
+echo "package: $same"
 
 # --- 4. bytecode audit ---------------------------------------------------------------------
 say "audit: modules loaded from bytecode (a second run, same flags plus PYTHONVERBOSE=1)"
@@ -246,12 +246,6 @@ cached=$(grep -c "^# code object from '" "$work/verbose.log" || true)
 compiled=$(grep "^# code object from /" "$work/verbose.log" | sort -u || true)
 echo "from bytecode: $cached modules; compiled from source: $(grep -c . <<< "$compiled" || true)"
 [ -z "$compiled" ] || printf '  %s\n' "$compiled"
-# "extension module 'webhook.x' loaded from" is a module of the engine mypyc compiled, imported
-# by the import system. Fewer than the engine's: a compiled module imported only by compiled
-# modules is set up by mypyc's shared library directly, and logs nothing.
-native=$(grep -c "^# extension module 'webhook\.[^']*' loaded from" "$work/verbose.log" || true)
-echo "compiled webhook modules the server imported through the import system: $native"
-[ "$native" -gt 0 ] || fail "the server imported no compiled webhook module"
 
 # --- 5. sizes ------------------------------------------------------------------------------
 say "sizes"

@@ -5,11 +5,10 @@ Two files, both pinned to exact versions with every file's sha256, for
 
 - ``requirements/image.lock``: ``[project] dependencies`` and everything they pull in, the
   virtualenv the image runs.
-- ``requirements/build.lock``: what builds the stszone wheel with the engine compiled by mypyc
-  (``pip wheel --no-build-isolation``): ``[build-system] requires`` (hatchling), then the
-  ``dependencies`` of the mypyc build hook, ``[tool.hatch.build.targets.wheel.hooks.mypyc]``
-  (hatch-mypyc, mypy), and everything they pull in (setuptools among them: mypyc compiles its
-  C through it). The build stage installs it into a virtualenv of its own, never shipped.
+- ``requirements/build.lock``: ``[build-system] requires`` (hatchling) and what it pulls in,
+  which builds the stszone wheel in the image's build stage (``pip wheel
+  --no-build-isolation``: the pinned backend, not whatever an isolated build would fetch). The
+  build stage installs it into a virtualenv of its own, never shipped.
 
 They are resolved by ``uv pip compile --universal``: one resolution valid for every Python the
 project supports (``requires-python``) and every platform, so the same lock serves the
@@ -39,40 +38,14 @@ INPUT_PREFIX = "#   input: "
 COMMAND = "python tools/lock.py"
 
 
-def inputs(pyproject: dict[str, object], *, lock: Path) -> list[str]:
+def inputs(pyproject: dict[str, Any], *, lock: Path) -> list[str]:
     """What ``lock`` is resolved from: requires-python, then the requirement strings."""
     project = pyproject["project"]
-    assert isinstance(project, dict)
     if lock == IMAGE_LOCK:
-        requirements = list(project["dependencies"])
+        requirements = project["dependencies"]
     else:
-        build_system = pyproject["build-system"]
-        assert isinstance(build_system, dict)
-        requirements = [*build_system["requires"], *mypyc_hook_dependencies(pyproject)]
-    return [f"requires-python {project['requires-python']}", *requirements]
-
-
-def mypyc_hook(pyproject: dict[str, Any]) -> dict[str, Any]:
-    """The build hook that compiles the engine: ``[tool.hatch.build.targets.wheel.hooks.mypyc]``.
-
-    A pyproject.toml without it is an error (the Dockerfile builds with it enabled).
-    """
-    table: object = pyproject
-    for key in ("tool", "hatch", "build", "targets", "wheel", "hooks", "mypyc"):
-        if not isinstance(table, dict) or key not in table:
-            sys.exit("pyproject.toml has no [tool.hatch.build.targets.wheel.hooks.mypyc]")
-        table = table[key]
-    assert isinstance(table, dict)
-    return table
-
-
-def mypyc_hook_dependencies(pyproject: dict[str, Any]) -> list[str]:
-    """The ``dependencies`` of :func:`mypyc_hook`: what hatchling would install into an isolated
-    build environment when the hook is enabled. The image builds without isolation, so they
-    are locked with the backend; no hook is an error, not an empty list."""
-    dependencies = mypyc_hook(pyproject).get("dependencies", [])
-    assert isinstance(dependencies, list)
-    return [str(item) for item in dependencies]
+        requirements = pyproject["build-system"]["requires"]
+    return [f"requires-python {project['requires-python']}", *map(str, requirements)]
 
 
 def recorded_inputs(lock_text: str) -> list[str]:
@@ -89,10 +62,7 @@ def header(lock: Path, *, lock_inputs: list[str]) -> str:
     role = (
         "the image's runtime dependencies (pyproject.toml [project] dependencies)"
         if lock == IMAGE_LOCK
-        else (
-            "what builds the compiled stszone wheel"
-            " (pyproject.toml [build-system] requires and the mypyc hook's dependencies)"
-        )
+        else "what builds the stszone wheel (pyproject.toml [build-system] requires)"
     )
     lines = [
         f"# {lock.relative_to(ROOT)}: {role},",
