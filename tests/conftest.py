@@ -12,9 +12,6 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-import webhook.model.store
-import webhook.rules.plan
-import webhook.wire.review
 from tests.fakeapi import FakeApi
 from tests.kubeconfig import write_kubeconfig
 from tests.served import Served, served
@@ -24,45 +21,8 @@ from webhook.model.store import Store
 from webhook.server.runtime import Runtime
 from webhook.server.tls import CertReloader
 
-#: One module of each package the image compiles with mypyc (pyproject.toml).
-ENGINE = (webhook.model.store, webhook.rules.plan, webhook.wire.review)
-#: The package's sources, beside the tests.
-SOURCES = Path(__file__).resolve().parent.parent / "webhook"
-#: Set by .ci/run when it runs the suite against the compiled wheel (tools/build_compiled.py).
-EXPECT_COMPILED = os.environ.get("STSZONE_EXPECT_COMPILED") == "1"
-
-
-def _compiled() -> list[str]:
-    return [m.__name__ for m in ENGINE if not str(m.__file__).endswith(".py")]
-
-
-def pytest_report_header() -> str:
-    where = Path(str(webhook.rules.plan.__file__)).parent.parent
-    kind = "compiled by mypyc" if _compiled() else "sources"
-    return f"stszone engine: {kind}, from {where}"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Test the build that was meant: the compiled wheel when .ci/run says so, else the sources
-    (a compiled module in the source tree is a build's leftover, and it would hide every edit)."""
-    compiled = _compiled()
-    if EXPECT_COMPILED and len(compiled) != len(ENGINE):
-        where = ", ".join(str(m.__file__) for m in ENGINE)
-        pytest.exit(
-            f"STSZONE_EXPECT_COMPILED=1, but the engine is imported from its sources ({where}): "
-            "install the wheel of tools/build_compiled.py and run its pytest with "
-            "--import-mode=append and PYTHONSAFEPATH=1",
-            returncode=4,
-        )
-    package = Path(str(webhook.rules.plan.__file__)).parent.parent
-    if not EXPECT_COMPILED and compiled and package == SOURCES:
-        pytest.exit(
-            f"{', '.join(compiled)} are compiled modules in {package}, beside the sources: a mypyc "
-            "build's leftovers? Remove them (git clean -fX webhook), or set "
-            "STSZONE_EXPECT_COMPILED=1 to test a compiled build",
-            returncode=4,
-        )
-
+#: .ci/run sets STSZONE_NO_SKIP=1: a skipped test fails there (tests/noskip.py).
+pytest_plugins = ["tests.noskip"]
 
 settings.register_profile("ci", max_examples=100, deadline=None)
 settings.register_profile("dev", max_examples=100, deadline=None)
