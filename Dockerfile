@@ -5,7 +5,7 @@
 #
 # The Deployment in deploy/ runs it with runAsUser 65532, readOnlyRootFilesystem and the
 # serving pair mounted at /etc/stszone/tls; tests/test_dockerfile.py keeps the two in step.
-# The package ships as the Python the tests run, with its bytecode; no stage has a compiler.
+# The package ships as the Python the tests run, with its bytecode; no stage installs a compiler.
 # Dependencies come from requirements/*.lock (exact versions and sha256 of every file, made by
 # `python tools/lock.py`); tools/image-check.sh builds and checks the image with no registry.
 # docs/image.md says what the image holds and how big each part is.
