@@ -131,16 +131,18 @@ def start_serve(
     ca: Path | None = None,
     ready: str = "/healthz",
     wait: float = HANG_GUARD,
+    port: int | None = None,
 ) -> Webhook:
-    """``python -m webhook serve ARGS --host BIND --port FREE``, returned once ``ready`` answers
+    """``python -m webhook serve ARGS --host BIND --port PORT``, returned once ``ready`` answers
     200 (the later flags win over any in ``args``); its output goes to ``TMP/serve.log``.
+    ``PORT`` is ``port``, else one free now.
 
     Without ``ca`` it serves development certificates from ``--certs-dir TMP/certs`` and clients
     trust their CA; with ``ca``, ``args`` name the certificate and clients trust ``ca``. Clients
     connect to ``host`` (default: ``bind``). ``wait`` is a hang guard: the seconds the server
     may take to answer before the test fails.
     """
-    port = free_port(bind)
+    port = free_port(bind) if port is None else port
     log = tmp_path / "serve.log"
     certs = tmp_path / "certs"
     cmd = [sys.executable, "-m", "webhook", "serve", *args, "--host", bind, "--port", str(port)]

@@ -1,9 +1,10 @@
 """The app served in-process as ``stszone serve`` serves it: the one way tests start it.
 
-:func:`served` runs ``make_app(runtime)`` on :class:`~webhook.server.serve.Server` (the
-server ``stszone serve`` uses, its connection timeouts taken from ``runtime.settings``) over the
-hardened TLS context of a :class:`~webhook.server.tls.CertReloader`, on 127.0.0.1 at a port the
-kernel picks, and stops it when the block ends. :class:`InThread` runs the same in a thread with
+:func:`served` runs ``make_app(runtime)`` on :class:`~webhook.server.serve.Server` (aiohttp's
+runner and TLS site as ``stszone serve`` uses them, its connection timeouts taken from
+``runtime.settings``) over the hardened TLS context of a
+:class:`~webhook.server.tls.CertReloader`, on 127.0.0.1 at a port the kernel picks (or the one
+given), and stops it when the block ends. :class:`InThread` runs the same in a thread with
 its own event loop, for tests whose clients block (``ssl`` sockets, ``http.client``).
 
 The ``serve`` fixture (conftest) is :func:`served` for async tests. The real process
@@ -64,16 +65,17 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def served(
-    runtime: Runtime, *, tls: CertReloader, client: ssl.SSLContext
+    runtime: Runtime, *, tls: CertReloader, client: ssl.SSLContext, port: int = 0
 ) -> AsyncIterator[Served]:
-    """Serve ``make_app(runtime)`` on 127.0.0.1:<free port> over ``tls`` until the block ends.
+    """Serve ``make_app(runtime)`` on 127.0.0.1:``port`` (0: a free one) over ``tls`` until
+    the block ends.
 
     ``client`` is the context the yielded session's requests use (it must trust ``tls``).
     Background jobs run with the runner, as in production: attach
     ``tls.run`` to ``runtime`` to have certificates reloaded.
     """
     server = Server(make_app(runtime), runtime.settings)
-    await server.start("127.0.0.1", 0, ssl_context=tls.context)
+    await server.start("127.0.0.1", port, ssl_context=tls.context)
     try:
         port = server.port
         async with aiohttp.ClientSession() as session:

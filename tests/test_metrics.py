@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 from pathlib import Path
 
 import aiohttp
@@ -12,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests import builders as b
 from tests.conftest import ServeFactory
 from tests.fakeapi import FakeApi, eventually
+from tests.rawhttp import FIXTURE, connected, request, response
 from tests.served import Served
 from webhook.cluster.credentials import load_credentials
 from webhook.cluster.live import LiveView
@@ -218,3 +220,20 @@ def test_histogram_buckets_are_cumulative_and_bounds_inclusive() -> None:
         samples, "stszone_requests_total", endpoint="validate", kind="other", result="allowed"
     )
     assert other == 300 - 255
+
+
+async def test_in_flight_counts_a_review_uploading_and_not_the_scrape(
+    serve: ServeFactory, client_ssl: ssl.SSLContext
+) -> None:
+    """A review whose body is still on its way counts in flight (a shutdown waits for it); the
+    scrape reading the gauge does not count itself."""
+    served = await serve(runtime=runtime_with_metrics(Store(zones=("a", "b", "c"))))
+    assert value(await scrape(served), "stszone_in_flight_requests") == 0
+    body = FIXTURE.read_bytes()
+    async with connected(served.port, client_ssl) as (reader, writer):
+        writer.write(request(body)[:-10])
+        await eventually(lambda: served.runtime.in_flight.count == 1)  # the handler has it
+        assert value(await scrape(served), "stszone_in_flight_requests") == 1
+        writer.write(body[-10:])
+        assert (await response(reader)).status == 200
+    assert value(await scrape(served), "stszone_in_flight_requests") == 0

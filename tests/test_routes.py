@@ -1,20 +1,22 @@
-"""The app's own dispatch (``webhook.server.app.App``): what aiohttp's router did before.
+"""The app's routes over TLS: paths, methods, and the body under the 7 MiB cap.
 
-Paths and methods (404, 405 with ``Allow``, HEAD on GET endpoints), and the body as the
-handlers read it themselves: chunked uploads under and over the 7 MiB cap, and
-``Expect: 100-continue`` (curl sends it before large bodies), answered only under the cap.
+Paths and methods (404, 405 with ``Allow``, HEAD on GET endpoints, from aiohttp's router), and
+the body as the handlers read it (``webhook.server.body``): announced and chunked uploads under
+and over the cap, and ``Expect: 100-continue`` (curl sends it before large bodies), answered
+only under the cap, so a refused client never uploads.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
+import ssl
 from collections.abc import AsyncIterator
 
 import pytest
 
 from tests import builders as b
 from tests.conftest import ServeFactory
+from tests.rawhttp import closed, connected, request, response
 from tests.served import Served
 from webhook.config import MAX_BODY
 from webhook.model.store import Store
@@ -71,44 +73,41 @@ async def test_chunked_bodies_are_read_up_to_the_cap(
         served.url + "/mutate", data=chunks(review_of_size(size)), headers=headers, ssl=served.ssl
     ) as resp:
         assert resp.headers.get("Content-Length") is not None
-        assert resp.status == status, await resp.text()
-
-
-async def raw_exchange(served: Served, head: bytes, body: bytes) -> tuple[bytes, bytes]:
-    """Send ``head``; read what comes before the body is sent, then send it and read the rest."""
-    host, port = served.url.removeprefix("https://").split(":")
-    reader, writer = await asyncio.open_connection(
-        host, int(port), ssl=served.ssl, server_hostname=host
-    )
-    try:
-        writer.write(head)
-        first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
-        if first.startswith(b"HTTP/1.1 100"):
-            writer.write(body)
-            rest = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
-        else:
-            rest = b""
-        return first, rest
-    finally:
-        writer.close()
+        text = await resp.text()
+        assert resp.status == status, text
+        if status == 413:
+            assert text == f"request body is over the {MAX_BODY} byte cap\n"
 
 
 def expecting(length: int) -> bytes:
-    return (
-        f"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {length}\r\nExpect: 100-continue\r\n\r\n"
-    ).encode()
+    return request(length=length, headers=("Expect: 100-continue",))
 
 
-async def test_expect_100_continue_is_answered_before_the_body(served: Served) -> None:
+async def test_expect_100_continue_is_answered_before_the_body(
+    served: Served, client_ssl: ssl.SSLContext
+) -> None:
     """A client that waits for 100 Continue gets it, then the answer to its body."""
     body = review_of_size(4096)
-    first, rest = await raw_exchange(served, expecting(len(body)), body)
-    assert first.startswith(b"HTTP/1.1 100 Continue")
-    assert rest.startswith(b"HTTP/1.1 200 ")
+    async with connected(served.port, client_ssl) as (reader, writer):
+        writer.write(expecting(len(body)))
+        assert (await response(reader)).status_line == b"HTTP/1.1 100 Continue"
+        writer.write(body)
+        assert (await response(reader)).status == 200
 
 
-async def test_expect_over_the_cap_is_refused_without_continue(served: Served) -> None:
-    """An announced body over 7 MiB gets 413 at once: the client never uploads it."""
-    first, _ = await raw_exchange(served, expecting(MAX_BODY + 1), b"")
-    assert first.startswith(b"HTTP/1.1 413 ")
+TOO_LARGE = f"request body of {MAX_BODY + 1} bytes is over the {MAX_BODY} byte cap\n".encode()
+
+
+@pytest.mark.parametrize("expect", [True, False], ids=["expect-100-continue", "no-expect"])
+async def test_an_announced_body_over_the_cap_is_refused_before_it_is_sent(
+    served: Served, client_ssl: ssl.SSLContext, expect: bool
+) -> None:
+    """A Content-Length over 7 MiB gets a one-line 413 at once, never a 100 Continue: the
+    client is told before it uploads anything, and the connection closes."""
+    head = expecting(MAX_BODY + 1) if expect else request(length=MAX_BODY + 1)
+    async with connected(served.port, client_ssl) as (reader, writer):
+        writer.write(head)
+        answer = await response(reader)
+        assert (answer.status, answer.body) == (413, TOO_LARGE)
+        assert answer.headers["connection"] == "close"
+        assert await closed(reader) == b""

@@ -117,7 +117,11 @@ def test_extender_url_reaches_the_routes_stszone_serves(objects: list[Obj]) -> N
     assert match, ext["urlPrefix"]
     service, namespace, port, prefix = match.groups()
     app = make_app(Runtime(store=Store(), defaults=Settings().defaults()))
-    routes = {(route.method, path) for path, route in app.routes.items()}
+    routes = {
+        (route.method, route.resource.canonical)
+        for route in app.router.routes()
+        if route.resource is not None
+    }
     for verb in (ext["filterVerb"], ext["prioritizeVerb"]):
         assert ("POST", f"{prefix}/{verb}") in routes
     base = [d for d in yaml.safe_load_all((BASE / "service.yaml").read_text()) if d]

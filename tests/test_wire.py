@@ -207,6 +207,7 @@ async def test_malformed_bodies_get_a_clear_400(
     served = await serve()
     got, text = await served.post_raw("/mutate", data, content_type=content_type)
     assert (got, says in text) == (status, True), text
+    assert text.endswith("\n") and text.count("\n") == 1, text  # one line
     assert "Traceback" not in text
 
 
@@ -274,3 +275,32 @@ async def test_a_background_job_that_dies_fails_readiness_at_once(
     status, text = await served.get("/readyz")
     assert status == 503 and "metrics_port_taken failed" in text and "already in use" in text
     assert any("metrics_port_taken failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_observer_that_fails_is_logged_and_the_answer_and_others_stand(
+    serve: ServeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Observers (metrics, the decision log) run after the answer is written: one that fails
+    cannot reach the client; it is logged, and the observers after it still run."""
+    seen: list[tuple[str, int]] = []
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("a bug in an observer")
+
+    settings = Settings(host="127.0.0.1", port=0)
+    runtime = Runtime(
+        store=Store(zones=("a", "b", "c")), defaults=settings.defaults(), settings=settings
+    )
+    runtime.observers[:] = [
+        broken,
+        lambda endpoint, _r, _o, _s, status: seen.append((endpoint, status)),
+    ]
+    served = await serve(runtime=runtime)
+    with caplog.at_level("ERROR", logger="stszone.server"):
+        status, body = await served.post_json("/mutate", b.fixture_review("003-Pod-CREATE"))
+        assert status == 200 and body["response"]["allowed"] is True
+        status, _ = await served.post_raw("/validate", b"{")
+        assert status == 400
+    assert seen == [("mutate", 200), ("validate", 400)]
+    assert "internal error observing a request to /mutate" in caplog.text
+    assert "a bug in an observer" in caplog.text

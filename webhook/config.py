@@ -32,6 +32,9 @@ class Settings:
 
     host: str = "0.0.0.0"
     port: int = 8443
+    #: Bind with SO_REUSEPORT, so that several processes listen on one address (the kernel
+    #: spreads new connections over them; one that stops accepting on SIGTERM drops out).
+    reuse_port: bool = False
     cert: Path | None = None
     key: Path | None = None
     certs_dir: Path = Path("certs")

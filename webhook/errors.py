@@ -11,8 +11,8 @@
     └── ConfigError           a flag, file or setting is unusable    -> CLI exit 2, never HTTP
 
 Each error carries the HTTP status it maps to (like h11's ``error_status_hint``) so that
-``server/app.py`` is the only place that turns them into responses, and the pure modules never
-import aiohttp.
+``server/handlers.py`` is the only place that turns them into responses, and the pure modules
+never import aiohttp.
 """
 
 from __future__ import annotations

@@ -83,6 +83,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--host", help=f"address to listen on (default: {DEFAULTS.host})")
     parser.add_argument("--port", type=int, help=f"port (default: {DEFAULTS.port})")
+    parser.add_argument(
+        "--reuse-port",
+        action="store_true",
+        default=None,
+        help="bind with SO_REUSEPORT so that several stszone processes share --host:--port; the "
+        "kernel spreads new connections over them, and one stopping on SIGTERM drops out",
+    )
     parser.add_argument("--cert", type=Path, help="serving certificate (PEM); with --key")
     parser.add_argument("--key", type=Path, help="serving key (PEM); with --cert")
     parser.add_argument(

@@ -8,11 +8,15 @@ import sys
 import time
 from typing import Any
 
+from aiohttp.http_exceptions import HttpProcessingError
+
 from webhook.wire.review import Outcome, Request, decision
 
 _RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 #: One debug line per admission decision (``--log-level debug``); identities only, never objects.
 _DECISIONS = logging.getLogger("stszone.decision")
+#: Requests aiohttp could not parse, one debug line each.
+_CLIENTS = logging.getLogger("stszone.server")
 #: Longest request-supplied string written to a log line (names are <= 253 characters).
 _MAX_FIELD = 256
 
@@ -46,6 +50,25 @@ def setup(*, fmt: str = "text", level: str = "info") -> None:
     root.setLevel(level.upper())
     # aiohttp logs every TLS handshake reset at error level; they are client problems.
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    server = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, ClientErrors) for f in server.filters):
+        server.addFilter(ClientErrors())
+
+
+class ClientErrors(logging.Filter):
+    """aiohttp's records of requests it could not parse, as one debug line each.
+
+    aiohttp answers a malformed request (no ``Host``, an over-long header, not HTTP at all) with
+    a 400 and logs it at error level with a traceback: anyone who can reach the port could fill
+    the log. The client's mistake is told to the client; the log keeps a line at debug level.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not isinstance(error, HttpProcessingError):
+            return True
+        _CLIENTS.debug("%s: %s", record.getMessage(), str(error.message).replace("\n", " "))
+        return False
 
 
 def _field(text: str) -> str:

@@ -59,7 +59,6 @@ from prometheus_client.registry import Collector
 
 from webhook.model.records import TABLES
 from webhook.model.store import Store
-from webhook.server.http import Request, Response
 from webhook.wire import review
 
 PREFIX: Final = "stszone"
@@ -337,17 +336,17 @@ class Metrics:
         """The text exposition format of everything in the registry."""
         return generate_latest(self.registry)
 
-    def handler(self, request: Request) -> Response:
-        """``GET /metrics`` on the webhook's own port."""
-        return Response(200, self.exposition(), CONTENT_TYPE_LATEST)
+    def handler(self, request: web.Request) -> web.Response:
+        """``GET /metrics``: the exposition, read now."""
+        response = web.Response(body=self.exposition())
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
 
     def app(self) -> web.Application:
         """A plain-HTTP app serving only ``/metrics`` (for ``--metrics-port``)."""
 
         async def metrics(request: web.Request) -> web.Response:
-            response = web.Response(body=self.exposition())
-            response.headers["Content-Type"] = CONTENT_TYPE_LATEST
-            return response
+            return self.handler(request)
 
         app = web.Application()
         app.router.add_get("/metrics", metrics)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from aiohttp import web
+
 from webhook.config import Defaults, Settings
 from webhook.model.store import Store
-from webhook.server.http import Request, Response
 from webhook.wire import review
 
 #: A readiness check: returns (ready, detail).
@@ -25,19 +26,8 @@ Check = Callable[[], tuple[bool, str]]
 Job = Callable[[], Coroutine[Any, Any, None]]
 #: Called with (endpoint, request or None, outcome or None, seconds, http status) after each review.
 Observer = Callable[[str, "review.Request | None", "review.Outcome | None", float, int], None]
-#: What answers one endpoint: a complete request in, its answer out (no I/O, no waiting).
-Handler = Callable[[Request], Response]
-
-
-class Body(NamedTuple):
-    """What a POST endpoint reads: a JSON body, named in messages, under the body cap."""
-
-    #: What the body must be, in messages ("the AdmissionReview").
-    what: str
-    #: The endpoint's name for the observers (a refused body is observed with its status).
-    endpoint: str
-    #: Added to the 413 message (how the client can send less).
-    too_large_hint: str = ""
+#: What answers one endpoint: an aiohttp request handler.
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Route(NamedTuple):
@@ -45,8 +35,6 @@ class Route(NamedTuple):
 
     method: str
     handler: Handler
-    #: The body a POST endpoint takes (checked before it is read).
-    body: Body | None = None
 
 
 def _idle_event() -> asyncio.Event:
@@ -59,9 +47,11 @@ def _idle_event() -> asyncio.Event:
 class InFlight:
     """Requests being answered, counted by the handlers themselves for graceful shutdown.
 
-    A request counts from its headers to its answer (``webhook.server.http``), so one whose
-    body is still uploading counts too. ``serve()`` stops the listener, waits until
-    :meth:`drained` (bounded), and only then closes the connections.
+    aiohttp calls a handler once the request's headers are in, so a request counts from its
+    headers to its answer, one whose body is still uploading too. aiohttp's cleanup closes
+    every connection and drops what arrives on them after, so ``serve()`` stops the listener,
+    waits until :meth:`drained` (bounded), and only then cleans up. Counting in the handlers
+    rather than in a middleware keeps aiohttp's request path free of middlewares.
     """
 
     count: int = 0

@@ -1,106 +1,103 @@
-"""Serving an app: the listener with its connection timeouts and background jobs, and SIGTERM."""
+"""Serving the app: aiohttp's runner and TLS site with the connection timeouts, and SIGTERM."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
-from typing import Any
+import ssl
+from typing import Final
+
+from aiohttp import web
 
 from webhook.config import Settings
-from webhook.server.app import App
-from webhook.server.http import Limits, Listener
-from webhook.server.runtime import Job, Runtime
+from webhook.server.app import RUNTIME
 
 log = logging.getLogger("stszone.server")
 
+#: After refusing a body that is still coming, read and drop it this long before closing: a
+#: socket closed with unread bytes sends a reset, which can destroy the answer unread.
+LINGER: Final = 2.0
+
 
 class Server:
-    """The app on a listening socket (:mod:`webhook.server.http`), and the runtime's jobs.
-
-    The jobs start with the server and are cancelled (and awaited) after its connections are
-    closed, so nothing the answers read goes away while they are written.
+    """An app on aiohttp's ``AppRunner`` and one ``TCPSite`` over TLS.
 
     Connection timeouts: a connection with no request in progress is closed ``idle_timeout``
-    seconds after it opened or its last answer. That bounds idle keep-alive connections and a
-    client trickling its request headers. It is longer than kube-apiserver's 90 s
-    idle-connection timeout, so the API server, not us, closes idle connections (a POST on a
-    connection the server is closing fails and is not retried). A body that stalls is bounded
-    by ``body_timeout``; a TLS handshake by asyncio's 60 s.
+    seconds after it opened or its last answer (aiohttp's ``keepalive_timeout``). That bounds
+    idle keep-alive connections and a client trickling its request headers. It is longer than
+    kube-apiserver's 90 s idle-connection timeout, so the API server, not us, closes idle
+    connections (a POST on a connection the server is closing fails and is not retried). A body
+    that stalls is bounded by ``body_timeout`` in the handlers; a TLS handshake by asyncio's
+    60 s. Pipelined requests wait in a queue aiohttp bounds (``MAX_MSG_QUEUE_SIZE``), beyond
+    which it stops reading, as it does from a client that does not read its answers.
+
+    The runtime's jobs start with the runner (before the site listens) and are cancelled, and
+    awaited, at cleanup, after the connections are closed: nothing the answers read goes away
+    while they are written.
     """
 
-    def __init__(self, app: App, settings: Settings) -> None:
-        self.app = app
+    def __init__(self, app: web.Application, settings: Settings) -> None:
         self.settings = settings
-        limits = Limits(
-            idle_timeout=settings.idle_timeout,
-            body_timeout=settings.body_timeout,
-            max_body=settings.max_body,
+        self.runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=settings.idle_timeout,
+            lingering_time=LINGER,
+            # Only answers being written remain at cleanup; the grace is spent in serve().
+            shutdown_timeout=min(settings.shutdown_grace, 1.0),
         )
-        self.listener = Listener(app, limits, app.runtime.in_flight)
-        self._tasks: list[asyncio.Task[None]] = []
+        self.site: web.TCPSite | None = None
 
-    async def start(self, host: str, port: int, *, ssl_context: Any) -> None:
+    async def start(self, host: str, port: int, *, ssl_context: ssl.SSLContext) -> None:
         """Start the jobs, then listen on ``host:port`` (port 0: one the kernel picks)."""
-        runtime = self.app.runtime
-        self._tasks = [_start(job, runtime) for job in runtime.jobs]
+        await self.runner.setup()
+        site = web.TCPSite(
+            self.runner,
+            host,
+            port,
+            ssl_context=ssl_context,
+            reuse_address=True,
+            # Several processes on one address (SO_REUSEPORT): the kernel spreads new
+            # connections over the listeners, and one that stops accepting drops out.
+            reuse_port=self.settings.reuse_port,
+        )
         try:
-            await self.listener.start(host, port, ssl=ssl_context)
+            await site.start()
         except BaseException:
-            await self._stop_jobs()
+            await self.runner.cleanup()
             raise
+        self.site = site
 
     @property
     def port(self) -> int:
-        return self.listener.port
+        """The port listened on."""
+        assert self.site is not None, "not started"
+        return self.site.port
 
-    def stop_accepting(self) -> None:
-        self.listener.stop_accepting()
+    async def stop_accepting(self) -> None:
+        """Close the listening socket; accepted connections are served on."""
+        if self.site is not None:
+            await self.site.stop()
+            self.site = None
 
     async def close(self) -> None:
         """Close every connection (cut after at most 1 s), then stop the jobs."""
-        try:
-            await self.listener.close(grace=min(self.settings.shutdown_grace, 1.0))
-        finally:
-            await self._stop_jobs()
-
-    async def _stop_jobs(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):  # logged by _start
-                await task
-        self._tasks = []
+        await self.runner.cleanup()
 
 
-def _start(job: Job, runtime: Runtime) -> asyncio.Task[None]:
-    name = getattr(job, "__qualname__", repr(job))
-
-    def ended(task: asyncio.Task[None]) -> None:
-        # Jobs run for the app's lifetime: one that ends early (a metrics port already in use,
-        # a bug) is logged now, not at shutdown, and keeps /readyz from saying ready.
-        if task.cancelled() or task.exception() is None:
-            return
-        error = task.exception()
-        log.error("background job %s failed: %s", name, error, exc_info=error)
-        runtime.failed_jobs.append(f"background job {name} failed: {error}")
-
-    task = asyncio.create_task(job())
-    task.add_done_callback(ended)
-    return task
-
-
-async def serve(app: App, *, ssl_context: Any, settings: Settings) -> None:
+async def serve(app: web.Application, *, ssl_context: ssl.SSLContext, settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT; then fail readiness, stop accepting, finish in-flight work."""
-    runtime = app.runtime
-    in_flight = runtime.in_flight  # counted by the connections (see InFlight)
+    runtime = app[RUNTIME]
+    in_flight = runtime.in_flight  # counted by the handlers (see InFlight)
     server = Server(app, settings)
     await server.start(settings.host, settings.port, ssl_context=ssl_context)
     log.info(
-        "serving https://%s:%d (mutate, validate, extender, healthz, readyz)",
+        "serving https://%s:%d (mutate, validate, extender, healthz, readyz)%s",
         settings.host,
-        settings.port,
+        server.port,
+        ", sharing the port with other listeners (--reuse-port)" if settings.reuse_port else "",
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -111,7 +108,7 @@ async def serve(app: App, *, ssl_context: Any, settings: Settings) -> None:
         runtime.shutting_down = True
         log.info("shutting down: readiness off, closing in %.1fs", settings.shutdown_delay)
         await asyncio.sleep(settings.shutdown_delay)
-        server.stop_accepting()  # refuse new connections; open ones keep being served
+        await server.stop_accepting()  # refuse new connections; open ones keep being served
         try:
             # A connection accepted just before the close may have its request on the wire
             # (every answer since SIGTERM said Connection: close, so clients reconnect, and the

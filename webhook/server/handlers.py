@@ -1,0 +1,212 @@
+"""The webhook's request handlers, and the one place errors become HTTP.
+
+Admission handlers read the body (:mod:`webhook.server.body`), parse it, ask the engine, and
+write the review back. A :class:`~webhook.errors.BadRequest` becomes a 4xx with a one-line
+message; anything unexpected in the engine becomes a logged ``allowed: false`` answer with code
+500 in an HTTP 200 (so the API server shows the reason instead of a connection error), never a
+traceback. Once SIGTERM came, every answer says ``Connection: close``: keep-alive clients (the
+API server) reconnect, to a ready replica, instead of sending their next request on a
+connection that may be closed under them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from webhook.errors import BadRequest
+from webhook.rules import admission, extender
+from webhook.server.body import JSON, Body, read_body
+from webhook.server.runtime import Handler, Observer, Runtime
+from webhook.wire import extender as extender_wire
+from webhook.wire import review
+
+log = logging.getLogger("stszone.server")
+
+ADMISSION_BODY = Body("the AdmissionReview")
+EXTENDER_BODY = Body("ExtenderArgs", "; set nodeCacheCapable: true to send node names")
+
+
+def plain(status: int, text: str) -> web.Response:
+    """A one-line ``text/plain`` answer."""
+    return web.Response(status=status, text=text + "\n", content_type="text/plain")
+
+
+@dataclass(slots=True)
+class _Exchange:
+    """What one request came to, for the observers: the review, the decision, the status."""
+
+    parsed: review.Request | None = None
+    outcome: review.Outcome | None = None
+    status: int = 200
+
+
+Work = Callable[[bytes, _Exchange], web.Response]
+
+
+def _served(endpoint: str, body: Body, work: Work, runtime: Runtime) -> Handler:
+    """A POST handler: in-flight counting, the body read, observers, BadRequest -> a 4xx.
+
+    The observers (metrics, the decision log) run once the answer is written: aiohttp writes
+    it when the handler returns, and the loop calls them soon after (``call_soon``). Their cost
+    is then off the API server's wait. The duration they record runs from the complete body to
+    the answer (0 for a body refused before it was read).
+    """
+    in_flight, observers = runtime.in_flight, runtime.observers
+    settings = runtime.settings
+    limit, seconds = settings.max_body, settings.body_timeout
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        in_flight.enter()
+        exchange = _Exchange()
+        elapsed = 0.0
+        try:
+            try:
+                data = await read_body(request, body, limit=limit, seconds=seconds)
+            except BadRequest as err:
+                exchange.status = err.status
+                response = plain(err.status, err.message)
+                if not request.content.is_eof():
+                    # The rest of the body is still coming, or never will: aiohttp reads and
+                    # drops what comes for a moment (so the answer is not lost to a reset),
+                    # then the connection closes.
+                    response.force_close()
+                return response
+            started = time.perf_counter()
+            try:
+                response = work(data, exchange)
+            except BadRequest as err:
+                exchange.status = err.status
+                response = plain(err.status, err.message)
+            elapsed = time.perf_counter() - started
+            if runtime.shutting_down:
+                response.force_close()
+            return response
+        finally:
+            in_flight.leave()
+            asyncio.get_running_loop().call_soon(
+                _observe,
+                observers,
+                endpoint,
+                exchange.parsed,
+                exchange.outcome,
+                elapsed,
+                exchange.status,
+            )
+
+    return handle
+
+
+def _observe(
+    observers: Iterable[Observer],
+    endpoint: str,
+    parsed: review.Request | None,
+    outcome: review.Outcome | None,
+    seconds: float,
+    status: int,
+) -> None:
+    """Tell every observer about one request; one that fails is logged and the others still
+    run (after an answer is written, nothing else would report it: the loop's own handler logs
+    through asyncio's logger, which ``serve`` silences)."""
+    for observer in observers:
+        try:
+            observer(endpoint, parsed, outcome, seconds, status)
+        except Exception:
+            log.exception("internal error observing a request to /%s", endpoint)
+
+
+def admission_handler(endpoint: admission.Endpoint, runtime: Runtime) -> Handler:
+    """The handler answering AdmissionReviews on ``/mutate`` or ``/validate``."""
+    answer = admission.ANSWER[endpoint]
+
+    def work(data: bytes, exchange: _Exchange) -> web.Response:
+        parsed = exchange.parsed = review.parse(data)
+        try:
+            outcome = answer(parsed, store=runtime.store, defaults=runtime.defaults)
+        except Exception:
+            log.exception("internal error answering %s %s/%s", endpoint, parsed.kind, parsed.name)
+            outcome = review.denied(
+                "stszone hit an internal error on this request; see the webhook's logs",
+                code=500,
+                reason="InternalError",
+            )
+        exchange.outcome = outcome
+        return web.Response(body=review.dumps(review.response(parsed, outcome)), content_type=JSON)
+
+    return _served(endpoint, ADMISSION_BODY, work, runtime)
+
+
+def extender_handler(verb: extender_wire.Verb, runtime: Runtime) -> Handler:
+    """The handler answering kube-scheduler's extender ``filter`` or ``prioritize`` verb.
+
+    Bad input is a 4xx with a one-line reason. An internal error in ``filter`` is answered in
+    ``ExtenderFilterResult.Error`` (kube-scheduler then reports it on the pod); in
+    ``prioritize`` it is a 500, which kube-scheduler ignores, scoring with the other plugins.
+    """
+
+    def work(data: bytes, exchange: _Exchange) -> web.Response:
+        args = extender_wire.parse_args(data, store=runtime.store)
+        store, defaults = runtime.store, runtime.defaults
+        try:
+            if verb == "filter":
+                answer = extender_wire.dumps(
+                    extender.filter_nodes(args, store=store, defaults=defaults)
+                )
+            else:
+                answer = extender_wire.dumps(
+                    extender.prioritize(args, store=store, defaults=defaults)
+                )
+        except BadRequest:
+            raise
+        except Exception:
+            log.exception("internal error answering extender/%s", verb)
+            message = "stszone hit an internal error on this pod; see the webhook's logs"
+            if verb != "filter":
+                exchange.status = 500
+                return plain(500, message)
+            answer = extender_wire.dumps(extender.filter_error(args, message=message))
+        return web.Response(body=answer, content_type=JSON)
+
+    return _served(f"extender/{verb}", EXTENDER_BODY, work, runtime)
+
+
+def closing(runtime: Runtime, answer: Callable[[web.Request], web.StreamResponse]) -> Handler:
+    """A GET handler answering from memory; its answers close the connection once SIGTERM came."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        response = answer(request)
+        if runtime.shutting_down:
+            response.force_close()
+        return response
+
+    return handle
+
+
+def healthz(request: web.Request) -> web.Response:
+    """Liveness: the event loop answers. Deliberately cheap."""
+    return plain(200, "ok")
+
+
+def not_ready(runtime: Runtime) -> list[str]:
+    """Why ``runtime`` is not ready: failed checks and failed jobs (empty when ready)."""
+    failures = [detail for ok, detail in (check() for check in runtime.checks) if not ok]
+    return failures + runtime.failed_jobs
+
+
+def readyz(runtime: Runtime) -> Callable[[web.Request], web.Response]:
+    """Readiness: every check passes and the server is not shutting down."""
+
+    def handle(request: web.Request) -> web.Response:
+        if runtime.shutting_down:
+            return plain(503, "shutting down")
+        failures = not_ready(runtime)
+        if failures:
+            return plain(503, "not ready: " + "; ".join(failures))
+        return plain(200, "ok")
+
+    return handle
