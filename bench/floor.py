@@ -1,11 +1,13 @@
 """The Python floor: bare aiohttp over TLS that parses an AdmissionReview, answers a fixed patch.
 
-What any aiohttp admission webhook must do at the least -- TLS with stszone's own hardened
-context and certificate, read the body, ``json.loads`` it, echo the uid with a fixed zone patch,
-``json.dumps`` the answer -- on asyncio's own event loop (``--loop uvloop`` for the loop
-``stszone serve`` runs by default), one process, no access log. The benchmark runs it beside
-``stszone serve``, so the ratio between them is what stszone's own work costs, less what its
-choices of loop and JSON library save.
+What any aiohttp admission webhook must do at the least, on the stack stszone runs: a
+``web.Application`` on ``AppRunner``/``TCPSite`` over stszone's own TLS context (a
+``CertReloader``: hardened, every handshake through its ``sni_callback``) and certificate; read
+the body, ``json.loads`` it, echo the uid with a fixed zone patch, ``json.dumps`` the answer; on
+asyncio's own event loop (``--loop uvloop`` for the loop ``stszone serve`` runs by default), one
+process, no access log. The benchmark runs it beside ``stszone serve``, so the ratio between them
+is what stszone's own work costs (its view, its rules, its patch), less what its choice of JSON
+library saves.
 
     python bench/floor.py --port 9443 --cert certs/tls.crt --key certs/tls.key
 """
@@ -25,7 +27,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from webhook.server.tls import hardened_context
+from webhook.server.tls import CertReloader
 
 _PATCH = base64.b64encode(
     json.dumps(
@@ -78,8 +80,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def main(args: argparse.Namespace) -> None:
-    ctx = hardened_context()
-    ctx.load_cert_chain(args.cert, args.key)
+    ctx = CertReloader(args.cert, args.key).context
     app = web.Application(client_max_size=7 * 1024 * 1024)
     app.add_routes(
         [web.post("/mutate", answer), web.post("/validate", answer), web.get("/healthz", healthz)]

@@ -74,7 +74,7 @@ async def served(
     Background jobs run with the runner, as in production: attach
     ``tls.run`` to ``runtime`` to have certificates reloaded.
     """
-    server = Server(make_app(runtime), runtime.settings)
+    server = Server(make_app(runtime), settings=runtime.settings)
     await server.start("127.0.0.1", port, ssl_context=tls.context)
     try:
         port = server.port

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.fakeapi import eventually
 from tests.rawhttp import FIXTURE, closed, connected, request, response
 from tests.served import InThread
 from webhook.config import Settings
@@ -186,3 +187,27 @@ async def test_an_over_long_header_line_is_a_400(app: InThread, client_ssl: ssl.
         answer = await response(reader)
         assert answer.status == 400, answer
         assert await closed(reader) == b""
+
+
+async def test_a_client_gone_mid_body_is_neither_an_error_nor_counted(
+    app: InThread, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Half a review, then the connection drops: nothing is in flight any more, no error is
+    logged, no answer is counted (nobody got one), and the next client is served."""
+    seen: list[bool] = []  # per answer observed: was a review read?
+    app.runtime.observers.append(lambda _, parsed, *__: seen.append(parsed is not None))
+    try:
+        with caplog.at_level(logging.DEBUG):
+            async with connected(app.port, client_ssl) as (_, writer):
+                writer.write(request(BODY)[:-100])
+                await writer.drain()
+                await eventually(lambda: app.runtime.in_flight.count == 1)
+            await eventually(lambda: app.runtime.in_flight.count == 0)
+            async with connected(app.port, client_ssl) as (reader, writer):
+                writer.write(request(BODY))
+                assert (await response(reader)).status == 200
+            await eventually(lambda: True in seen)
+    finally:
+        app.runtime.observers.clear()
+    assert seen == [True], "the request whose client left was counted"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]

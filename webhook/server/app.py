@@ -57,15 +57,19 @@ def make_app(runtime: Runtime) -> web.Application:
     app[RUNTIME] = runtime
     limit = runtime.settings.max_body
 
-    def post(path: str, handler: Handler, body: Body) -> None:
+    def post(path: str, handler: Handler, *, body: Body) -> None:
         app.router.add_post(path, handler, expect_handler=expect_handler(body, limit=limit))
 
-    post("/mutate", admission_handler("mutate", runtime), ADMISSION_BODY)
-    post("/validate", admission_handler("validate", runtime), ADMISSION_BODY)
-    post("/extender/filter", extender_handler("filter", runtime), EXTENDER_BODY)
-    post("/extender/prioritize", extender_handler("prioritize", runtime), EXTENDER_BODY)
-    app.router.add_get("/healthz", closing(runtime, healthz))
-    app.router.add_get("/readyz", closing(runtime, readyz(runtime)))
+    post("/mutate", admission_handler("mutate", runtime=runtime), body=ADMISSION_BODY)
+    post("/validate", admission_handler("validate", runtime=runtime), body=ADMISSION_BODY)
+    post("/extender/filter", extender_handler("filter", runtime=runtime), body=EXTENDER_BODY)
+    post(
+        "/extender/prioritize",
+        extender_handler("prioritize", runtime=runtime),
+        body=EXTENDER_BODY,
+    )
+    app.router.add_get("/healthz", closing(healthz, runtime=runtime))
+    app.router.add_get("/readyz", closing(readyz(runtime), runtime=runtime))
     for path, route in runtime.extra_routes.items():
         if route.method == "GET":
             app.router.add_get(path, route.handler)  # HEAD too, as for aiohttp's own GET routes
@@ -78,7 +82,7 @@ def make_app(runtime: Runtime) -> web.Application:
 async def _jobs(app: web.Application) -> AsyncIterator[None]:
     """Run the runtime's jobs from start-up (before the listener opens) to cleanup."""
     runtime = app[RUNTIME]
-    tasks = app[JOBS] = [_start(job, runtime) for job in runtime.jobs]
+    tasks = app[JOBS] = [_start(job, runtime=runtime) for job in runtime.jobs]
     yield
     for task in tasks:
         task.cancel()
@@ -87,7 +91,7 @@ async def _jobs(app: web.Application) -> AsyncIterator[None]:
             await task
 
 
-def _start(job: Job, runtime: Runtime) -> asyncio.Task[None]:
+def _start(job: Job, *, runtime: Runtime) -> asyncio.Task[None]:
     name = getattr(job, "__qualname__", repr(job))
 
     def ended(task: asyncio.Task[None]) -> None:
@@ -142,7 +146,7 @@ def install_metrics(
     runtime.observers.append(metrics.observe)
     port = runtime.settings.metrics_port
     if port is None:
-        runtime.extra_routes["/metrics"] = Route("GET", closing(runtime, metrics.handler))
+        runtime.extra_routes["/metrics"] = Route("GET", closing(metrics.handler, runtime=runtime))
     else:
         host = runtime.settings.host
 

@@ -41,7 +41,7 @@ class Body(NamedTuple):
     too_large_hint: str = ""
 
 
-def check_head(request: web.Request, body: Body, *, limit: int) -> None:
+def check_head(request: web.Request, *, body: Body, limit: int) -> None:
     """Refuse, from the headers alone, a body the endpoint will not take (BadRequest)."""
     # The exact header first: parsing it ("application/json; charset=utf-8") is rarer work.
     if request.headers.get(hdrs.CONTENT_TYPE) != JSON and request.content_type != JSON:
@@ -59,9 +59,9 @@ def check_head(request: web.Request, body: Body, *, limit: int) -> None:
         raise BadRequest(f"Expect: {expect} is not supported; send Expect: 100-continue or none")
 
 
-async def read_body(request: web.Request, body: Body, *, limit: int, seconds: float) -> bytes:
+async def read_body(request: web.Request, *, body: Body, limit: int, seconds: float) -> bytes:
     """The whole body, checked (:func:`check_head`), under ``limit`` bytes, within ``seconds``."""
-    check_head(request, body, limit=limit)
+    check_head(request, body=body, limit=limit)
     content = request.content
     if content.is_eof():  # the whole body came with the headers: take it as one piece
         return content.read_nowait()
@@ -97,7 +97,7 @@ def expect_handler(body: Body, *, limit: int) -> ExpectHandler:
         if request.version != HttpVersion11:
             return
         try:
-            check_head(request, body, limit=limit)
+            check_head(request, body=body, limit=limit)
         except BadRequest:
             return
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")

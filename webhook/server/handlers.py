@@ -32,7 +32,7 @@ ADMISSION_BODY = Body("the AdmissionReview")
 EXTENDER_BODY = Body("ExtenderArgs", "; set nodeCacheCapable: true to send node names")
 
 
-def plain(status: int, text: str) -> web.Response:
+def plain(status: int, *, text: str) -> web.Response:
     """A one-line ``text/plain`` answer."""
     return web.Response(status=status, text=text + "\n", content_type="text/plain")
 
@@ -49,7 +49,7 @@ class _Exchange:
 Work = Callable[[bytes, _Exchange], web.Response]
 
 
-def _served(endpoint: str, body: Body, work: Work, runtime: Runtime) -> Handler:
+def _served(endpoint: str, *, body: Body, work: Work, runtime: Runtime) -> Handler:
     """A POST handler: in-flight counting, the body read, observers, BadRequest -> a 4xx.
 
     The observers (metrics, the decision log) run once the answer is written: aiohttp writes
@@ -65,39 +65,46 @@ def _served(endpoint: str, body: Body, work: Work, runtime: Runtime) -> Handler:
         in_flight.enter()
         exchange = _Exchange()
         elapsed = 0.0
+        answered = True
         try:
             try:
-                data = await read_body(request, body, limit=limit, seconds=seconds)
+                data = await read_body(request, body=body, limit=limit, seconds=seconds)
             except BadRequest as err:
                 exchange.status = err.status
-                response = plain(err.status, err.message)
+                response = plain(err.status, text=err.message)
                 if not request.content.is_eof():
                     # The rest of the body is still coming, or never will: aiohttp reads and
                     # drops what comes for a moment (so the answer is not lost to a reset),
                     # then the connection closes.
                     response.force_close()
                 return response
+            except ConnectionError:
+                # The client went away mid-body: nobody to answer, nothing to count. The
+                # answer returned here is never written (aiohttp drops it quietly).
+                answered = False
+                return plain(400, text="the connection closed before the body was complete")
             started = time.perf_counter()
             try:
                 response = work(data, exchange)
             except BadRequest as err:
                 exchange.status = err.status
-                response = plain(err.status, err.message)
+                response = plain(err.status, text=err.message)
             elapsed = time.perf_counter() - started
             if runtime.shutting_down:
                 response.force_close()
             return response
         finally:
             in_flight.leave()
-            asyncio.get_running_loop().call_soon(
-                _observe,
-                observers,
-                endpoint,
-                exchange.parsed,
-                exchange.outcome,
-                elapsed,
-                exchange.status,
-            )
+            if answered:
+                asyncio.get_running_loop().call_soon(
+                    _observe,
+                    observers,
+                    endpoint,
+                    exchange.parsed,
+                    exchange.outcome,
+                    elapsed,
+                    exchange.status,
+                )
 
     return handle
 
@@ -120,7 +127,7 @@ def _observe(
             log.exception("internal error observing a request to /%s", endpoint)
 
 
-def admission_handler(endpoint: admission.Endpoint, runtime: Runtime) -> Handler:
+def admission_handler(endpoint: admission.Endpoint, *, runtime: Runtime) -> Handler:
     """The handler answering AdmissionReviews on ``/mutate`` or ``/validate``."""
     answer = admission.ANSWER[endpoint]
 
@@ -138,10 +145,10 @@ def admission_handler(endpoint: admission.Endpoint, runtime: Runtime) -> Handler
         exchange.outcome = outcome
         return web.Response(body=review.dumps(review.response(parsed, outcome)), content_type=JSON)
 
-    return _served(endpoint, ADMISSION_BODY, work, runtime)
+    return _served(endpoint, body=ADMISSION_BODY, work=work, runtime=runtime)
 
 
-def extender_handler(verb: extender_wire.Verb, runtime: Runtime) -> Handler:
+def extender_handler(verb: extender_wire.Verb, *, runtime: Runtime) -> Handler:
     """The handler answering kube-scheduler's extender ``filter`` or ``prioritize`` verb.
 
     Bad input is a 4xx with a one-line reason. An internal error in ``filter`` is answered in
@@ -168,14 +175,14 @@ def extender_handler(verb: extender_wire.Verb, runtime: Runtime) -> Handler:
             message = "stszone hit an internal error on this pod; see the webhook's logs"
             if verb != "filter":
                 exchange.status = 500
-                return plain(500, message)
+                return plain(500, text=message)
             answer = extender_wire.dumps(extender.filter_error(args, message=message))
         return web.Response(body=answer, content_type=JSON)
 
-    return _served(f"extender/{verb}", EXTENDER_BODY, work, runtime)
+    return _served(f"extender/{verb}", body=EXTENDER_BODY, work=work, runtime=runtime)
 
 
-def closing(runtime: Runtime, answer: Callable[[web.Request], web.StreamResponse]) -> Handler:
+def closing(answer: Callable[[web.Request], web.StreamResponse], *, runtime: Runtime) -> Handler:
     """A GET handler answering from memory; its answers close the connection once SIGTERM came."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
@@ -189,7 +196,7 @@ def closing(runtime: Runtime, answer: Callable[[web.Request], web.StreamResponse
 
 def healthz(request: web.Request) -> web.Response:
     """Liveness: the event loop answers. Deliberately cheap."""
-    return plain(200, "ok")
+    return plain(200, text="ok")
 
 
 def not_ready(runtime: Runtime) -> list[str]:
@@ -203,10 +210,10 @@ def readyz(runtime: Runtime) -> Callable[[web.Request], web.Response]:
 
     def handle(request: web.Request) -> web.Response:
         if runtime.shutting_down:
-            return plain(503, "shutting down")
+            return plain(503, text="shutting down")
         failures = not_ready(runtime)
         if failures:
-            return plain(503, "not ready: " + "; ".join(failures))
-        return plain(200, "ok")
+            return plain(503, text="not ready: " + "; ".join(failures))
+        return plain(200, text="ok")
 
     return handle

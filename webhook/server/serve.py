@@ -37,7 +37,7 @@ class Server:
     while they are written.
     """
 
-    def __init__(self, app: web.Application, settings: Settings) -> None:
+    def __init__(self, app: web.Application, *, settings: Settings) -> None:
         self.settings = settings
         self.runner = web.AppRunner(
             app,
@@ -91,7 +91,7 @@ async def serve(app: web.Application, *, ssl_context: ssl.SSLContext, settings: 
     """Serve until SIGTERM/SIGINT; then fail readiness, stop accepting, finish in-flight work."""
     runtime = app[RUNTIME]
     in_flight = runtime.in_flight  # counted by the handlers (see InFlight)
-    server = Server(app, settings)
+    server = Server(app, settings=settings)
     await server.start(settings.host, settings.port, ssl_context=ssl_context)
     log.info(
         "serving https://%s:%d (mutate, validate, extender, healthz, readyz)%s",
