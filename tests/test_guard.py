@@ -16,7 +16,6 @@ from tests.conftest import ServeFactory
 from tests.work import CountingStore, line_budget
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.model import store as store_module
 from webhook.model.records import claim_info, node_info, pod_info, volume_info
 from webhook.model.store import Store
 from webhook.rules import admission, guard
@@ -363,12 +362,8 @@ async def test_recorded_template_update_is_allowed(serve: ServeFactory) -> None:
 
 
 def agrees_with_a_walk(store: Store, old: range, new: range) -> guard.ScaleDown:
-    """The guard's answer for ns/db, checked against the brute-force walk of tests/guardref.
-
-    Where the set's pods run is kept first, as admission keeps it: a store that goes on
-    changing (the watch-events property) then checks that what was kept is let go."""
+    """The guard's answer for ns/db, checked against the brute-force walk of tests/guardref."""
     policy = resolve_policy("ns", "db", store=store)
-    store.pod_zones("ns", "db", policy.declared.topology_key, keep=True)
     got = guard.scale_down("db", old=old, new=new, namespace="ns", policy=policy, store=store)
     want, lowest = guardref.walk(store, policy, old, new)
     assert held(got.lost) == named(want.lost) and held(got.unlisted) == named(want.unlisted)
@@ -553,19 +548,15 @@ def test_property_guard_follows_watch_events(
             agrees_with_a_walk(store, range(old), range(new))
 
 
-def test_where_running_pods_are_is_read_once_per_change_of_the_pods_or_nodes() -> None:
-    """The zones of a set's running pods are read from the view once and kept for the next
-    scale-down; a node relabelled, a node deleted or a pod moved in between changes the answer.
+def test_where_running_pods_are_follows_every_change_of_the_pods_or_nodes() -> None:
+    """A node relabelled, a node deleted or a pod moved between two scale-downs changes the
+    answer.
 
     Ordinals 0-3 run on na, nb, nc and nd; nd is in zone c too, so 4 -> 3 keeps c on nc.
     """
     store = cluster(["a", "b", "c", "d"], extra=[b.node("nd", "c")])
-    assert store.pod_zones("ns", "db", ZONE_KEY) is not store.pod_zones("ns", "db", ZONE_KEY)
-    assert scale(store, 4, 3).allowed  # admission keeps what it read
-    first = store.pod_zones("ns", "db", ZONE_KEY)
-    assert dict(first.zones) == {0: "a", 1: "b", 2: "c", 3: "c"}
     assert scale(store, 4, 3).allowed
-    assert store.pod_zones("ns", "db", ZONE_KEY) is first  # nothing changed: kept
+    assert dict(store.pod_zones("ns", "db", ZONE_KEY).zones) == {0: "a", 1: "b", 2: "c", 3: "c"}
     store.put("nodes", node_info(b.node("nc", "a")))  # ordinal 2 is in a now: c leaves with 3
     relabelled = scale(store, 4, 3)
     assert (relabelled.allowed, relabelled.reason) == (False, "ZoneLoss"), relabelled
@@ -580,41 +571,6 @@ def test_where_running_pods_are_is_read_once_per_change_of_the_pods_or_nodes() -
     store.put("pods", pod_info(b.sts_pod(ordinal=2, node="na")))  # moved: a again
     assert not scale(store, 4, 3).allowed
     assert dict(store.pod_zones("ns", "db", ZONE_KEY).zones) == {0: "a", 1: "b", 2: "a", 3: "c"}
-
-
-def test_where_running_pods_are_is_kept_for_the_last_sets_asked(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Kept for the sets asked about last, a bounded number: the oldest one goes first."""
-    monkeypatch.setattr(store_module, "KEPT_POD_ZONES", 2)
-    sets = [b.statefulset(name=n, annotations=ABC, replicas=1) for n in ("s0", "s1", "s2")]
-    pods = [b.sts_pod(ordinal=0, node="na", sts=n) for n in ("s0", "s1", "s2")]
-    store = store_from_objects([*NODES, *sets, *pods])
-    read = {n: store.pod_zones("ns", n, ZONE_KEY, keep=True) for n in ("s0", "s1", "s2")}
-    assert dict(read["s2"].zones) == {0: "a"}
-    assert store.pod_zones("ns", "s2", ZONE_KEY) is read["s2"]
-    assert store.pod_zones("ns", "s1", ZONE_KEY) is read["s1"]
-    assert store.pod_zones("ns", "s0", ZONE_KEY) is not read["s0"]  # the oldest: let go
-
-
-def test_where_running_pods_are_is_kept_up_to_a_number_of_pods(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The pods kept in all are bounded too: the oldest sets go until the newest fits, and a
-    set larger than the bound is not kept at all."""
-    monkeypatch.setattr(store_module, "KEPT_POD_ORDINALS", 3)
-    sizes = {"s0": 1, "s1": 2, "s2": 2, "big": 4}
-    sets = [b.statefulset(name=n, annotations=ABC, replicas=k) for n, k in sizes.items()]
-    pods = [b.sts_pod(ordinal=o, node="na", sts=n) for n, k in sizes.items() for o in range(k)]
-    store = store_from_objects([*NODES, *sets, *pods])
-    read = {n: store.pod_zones("ns", n, ZONE_KEY, keep=True) for n in ("s0", "s1")}
-    assert all(store.pod_zones("ns", n, ZONE_KEY) is read[n] for n in ("s0", "s1"))  # 3 pods
-    read["s2"] = store.pod_zones("ns", "s2", ZONE_KEY, keep=True)  # 5 pods: s0 and s1 go
-    assert store.pod_zones("ns", "s2", ZONE_KEY) is read["s2"]
-    assert all(store.pod_zones("ns", n, ZONE_KEY) is not read[n] for n in ("s0", "s1"))
-    big = store.pod_zones("ns", "big", ZONE_KEY, keep=True)
-    assert len(big.zones) == 4 and store.pod_zones("ns", "big", ZONE_KEY) is not big
-    assert store.pod_zones("ns", "s2", ZONE_KEY) is read["s2"]  # not let go for nothing
 
 
 def test_two_billion_replicas_is_answered_at_once_with_a_bounded_message() -> None:

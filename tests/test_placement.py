@@ -205,13 +205,17 @@ def test_no_zones_known_is_denied_with_what_to_do() -> None:
         place(0, namespace="ns", policy=resolve_policy("ns", "db", store=store), store=store)
 
 
-def test_node_heartbeats_keep_the_zone_caches() -> None:
+def test_node_heartbeats_keep_the_node_labels_read() -> None:
     """A MODIFIED node with the same labels does not invalidate discovery; a label change does."""
     store = store_from_objects([b.node("n1", "zone-b"), b.node("n2", "zone-a")])
-    first = store.discovered_zones()
+    key = "topology.kubernetes.io/zone"
+    assert store.discovered_zones() == ("zone-a", "zone-b")
+    first = store._labelled(key)
     store.put("nodes", node_info(b.node("n1", "zone-b")))
-    assert store.discovered_zones() is first, "an unchanged node must not force a rescan"
+    assert store._labelled(key) is first, "an unchanged node must not force a rescan"
+    assert store.nodes_with_label(key, "zone-b") == ("n1",)
     store.put("nodes", node_info(b.node("n1", "zone-c")))
+    assert store.nodes_with_label(key, "zone-b") == ()
     assert store.discovered_zones() == ("zone-a", "zone-c")
     store.delete("nodes", "gone")
     assert store.discovered_zones() == ("zone-a", "zone-c")

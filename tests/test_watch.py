@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -124,11 +125,13 @@ async def test_ready_only_once_the_records_are_frozen(
     api: FakeApi, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every cache listed is not yet ready: the post-sync collection stops the loop, and a
-    request let in before it would wait behind it. Ready never comes before the freeze."""
+    request let in before it would wait behind it. Ready never comes before the one freeze,
+    and the collector is never switched off while the lists load."""
     frozen: list[bool] = []
-    monkeypatch.setattr("webhook.cluster.heap.collect_and_freeze", lambda: frozen.append(True))
+    monkeypatch.setattr("webhook.cluster.live.gc.freeze", lambda: frozen.append(True))
     async with running(kubeconfig) as view, asyncio.timeout(HANG_GUARD):
         while not view.ready()[0]:
+            assert gc.isenabled()
             if all(status.synced for status in view.statuses()):
                 assert view.ready() == (False, "caches listed; finishing start-up") or frozen
             await asyncio.sleep(0.001)

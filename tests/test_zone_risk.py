@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +11,6 @@ import pytest
 from tests import builders as b
 from tests.conftest import ServeFactory
 from tests.test_metrics import Samples, parse, scrape, value
-from webhook.cluster import heap
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Settings
 from webhook.model.records import pod_info, statefulset_info
@@ -339,40 +337,3 @@ async def test_served_metrics_carry_the_gauges_readiness_and_denials_by_kind(
     assert denied == 1
     runtime.checks.append(lambda: (False, "caches not listed yet"))
     assert value(await scrape(served), "stszone_ready") == 0
-
-
-async def test_the_first_full_pass_is_settled_once_with_every_set_in_it() -> None:
-    """Five sets of 10, a budget of 25: the pass ends in the second refresh, and only then is
-    ``settle`` called (with every set's figures made); later passes do not call it again."""
-    scan = RiskScan(many_sets(5, 10), budget=25)
-    settled: list[int] = []
-    risk = ZoneRisk(
-        scan,
-        ready=lambda: True,
-        interval=30,
-        pause=0,
-        settle=lambda: settled.append(len(scan.sets)),
-    )
-    await risk.refresh()
-    assert settled == [] and risk.last_pass is None
-    await risk.refresh()
-    assert settled == [5] and risk.last_pass is not None
-    for _ in range(4):
-        await risk.refresh()
-    assert scan.passes > 1 and settled == [5]
-
-
-async def test_what_the_first_pass_built_is_out_of_the_collectors_sight() -> None:
-    """``stszone serve`` settles with heap.collect_and_freeze: a later full collection walks
-    neither the figures nor the view (measured: 10-16 ms a collection at the benchmark's size
-    without this, under 1 ms with it)."""
-    scan = RiskScan(many_sets(3, 10))
-    risk = ZoneRisk(scan, ready=lambda: True, interval=30, pause=0, settle=heap.collect_and_freeze)
-    try:
-        await risk.refresh()
-        assert risk.last_pass is not None and len(scan.sets) == 3
-        tracked = {id(o) for o in gc.get_objects()}
-        figures = [o for o in scan.sets.values() if gc.is_tracked(o)]
-        assert figures and not any(id(o) in tracked for o in figures)
-    finally:
-        gc.unfreeze()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import logging
 import time
 from collections.abc import Callable
@@ -19,7 +20,6 @@ from webhook.cli.options import (
     seconds,
     settings_from,
 )
-from webhook.cluster import heap
 from webhook.cluster.live import start_live
 from webhook.cluster.view import choose_view, offline_store, zone_source
 from webhook.config import Settings, split_label_rule
@@ -194,14 +194,15 @@ async def _main(settings: Settings) -> None:
         runtime,
         caches=live.statuses if live is not None else store_caches(store, loaded_at=time.time()),
         certificate=lambda: reloader.not_after,
-        settle=heap.collect_and_freeze,
     )
     runtime.observers.append(logs.log_decision)
     app = make_app(runtime)
     if live is None:
-        # What start-up built (the offline view, modules, the app) stays: out of the cycle
-        # collector's sight, as the live view freezes once its caches are listed.
-        heap.collect_and_freeze()
+        # The offline view is whole from the start: what start-up built (the view, modules,
+        # the app) stays, out of the cycle collector's sight, as the live view is frozen once
+        # its caches are listed.
+        gc.collect()
+        gc.freeze()
     await serve(app, ssl_context=reloader.context, settings=settings)
 
 

@@ -8,9 +8,10 @@ Each :class:`Reflector` follows client-go's reflector contract:
    the next is fetched, so 100k pods never sit in memory as JSON. Pages are decoded to the
    fields the records read and no more (:mod:`webhook.cluster.pages`), sized to about a megabyte,
    and folded in chunks with a yield to the event loop in between, so a list never stops
-   admission requests for long (:mod:`webhook.cluster.heap` keeps the collector out of it). The
-   records go into a staging table that is swapped into the store at once: readers never see
-   half a re-list.
+   admission requests for long. The reflectors of one view fold their pages one at a time (a
+   shared lock), so a request waits behind one step of one page, never behind a step of every
+   list at once. The records go into a staging table that is swapped into the store at once:
+   readers never see half a re-list.
 2. Watch from the list's resourceVersion with ``allowWatchBookmarks=true`` and a random
    ``timeoutSeconds`` of 5-10 minutes (client-go's spread, so replicas do not reconnect together).
 3. ADDED/MODIFIED upsert, DELETED removes (a label-selector watch also sends DELETED when an
@@ -37,7 +38,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.cluster import heap, pages
+from webhook.cluster import pages
 from webhook.cluster.api import Api, ApiError, StreamSilent, api_error
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.resources import Resource, describe, object_key
@@ -102,13 +103,13 @@ class Reflector:
         tuning: Tuning | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        folding: heap.Folding | None = None,
+        folding: asyncio.Lock | None = None,
     ) -> None:
         self.resource = resource
         self._api = api
         self._store = store
         #: Shared by the reflectors of one view: their pages fold one at a time.
-        self._folding = folding or heap.Folding()
+        self._folding = folding or asyncio.Lock()
         self._tuning = tuning or Tuning()
         self._clock = clock
         #: Waits out each retry's backoff; injectable, like the clock, so tests count no seconds.
@@ -161,7 +162,7 @@ class Reflector:
             # page_bytes (never more than page_size objects) so that no decode stops the loop
             # for long, whatever the objects weigh (a pod with its managedFields: 5-20 KB).
             limit = max(1, min(tuning.page_size, limit * tuning.page_bytes // max(1, len(body))))
-            async with self._folding.page():  # decoded, folded into records and freed in here
+            async with self._folding:  # decoded, folded into records and freed in here
                 items, meta = pages.read_page(body, table=res.table)
                 del body
                 for start in range(0, len(items), tuning.fold_chunk):

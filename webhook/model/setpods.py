@@ -5,7 +5,7 @@ ordinals. Pure: summaries of records, built once per change of the group they su
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from webhook.model.records import PodInfo
 
@@ -65,17 +65,12 @@ def by_residue(ordinals: Iterable[int], k: int) -> list[list[int]]:
 @dataclass(frozen=True, slots=True)
 class PodZones:
     """The zones of a set's pods that run on a node the view holds with the zone label: the
-    common case of :class:`webhook.rules.locate.Locator`, read once per change. Read-only:
-    every request shares it."""
+    common case of :class:`webhook.rules.locate.Locator`."""
 
     #: Ordinal (by pod name) -> its node's zone, in ordinal order.
     zones: Mapping[int, str]
     #: Zone -> its ordinals, sorted.
     by_zone: Mapping[str, list[int]]
-    #: :func:`by_residue` of the ordinals, per k asked (see :meth:`residues`).
-    _residues: dict[int, list[list[int]]] = field(
-        default_factory=dict, init=False, compare=False, repr=False
-    )
 
     @classmethod
     def of(cls, zones: dict[int, str]) -> PodZones:
@@ -84,7 +79,4 @@ class PodZones:
 
     def residues(self, k: int) -> list[list[int]]:
         """The ordinals (sorted) whose residue mod ``k`` is 0, 1, ..., k - 1."""
-        kept = self._residues.get(k)
-        if kept is None:
-            kept = self._residues[k] = by_residue(self.zones, k)
-        return kept
+        return by_residue(self.zones, k)

@@ -28,11 +28,6 @@ from webhook.model.records import (
 )
 from webhook.model.setpods import PodZones, SetPods, claim_ordinals, claim_stem
 
-#: Sets whose :meth:`Store.pod_zones` is kept (the ones scale-downs asked about last), and the
-#: pods they may hold in all (about 50 bytes each: 5 MB).
-KEPT_POD_ZONES = 256
-KEPT_POD_ORDINALS = 100_000
-
 
 class Store:
     """In-memory cluster view. Writers: ``put``/``delete``/``replace``. Readers: the queries.
@@ -55,15 +50,11 @@ class Store:
         self.namespaces: dict[str, NamespaceInfo] = {}
         #: Kinds that have been filled (a file load, or a watch's first list).
         self.loaded: set[Table] = set()
-        self._node_generation = 0
-        self._zone_cache: dict[str, tuple[int, tuple[str, ...]]] = {}
-        self._label_cache: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {}
-        self._values_cache: dict[str, tuple[int, frozenset[str]]] = {}
-        self._derived: dict[Any, Any] = {}
-        #: :meth:`pod_zones` kept: (the set's pods it was read from, the node generation, it).
-        self._pod_zones: dict[tuple[str, str, str], tuple[SetPods, int, PodZones]] = {}
-        #: The ordinals those hold in all (bounded by KEPT_POD_ORDINALS).
-        self._pod_zones_held = 0
+        #: Node labels by key: value -> the names of the nodes carrying it (sorted), made on
+        #: first use and dropped by any change of the nodes table (:meth:`_changed`,
+        #: :meth:`swap`). Every pod of a set whose StatefulSet carries no zone list reads the
+        #: zones on nodes, and a scan of 5,000 nodes per request would double a request's cost.
+        self._by_label: dict[str, dict[str, tuple[str, ...]]] = {}
         # Revisions: one counter, bumped by every change of a record that changed something.
         # What a StatefulSet's audit reads is its record and pods, its namespace's claims, and
         # cluster-wide records (nodes, volumes); each of those keeps the revision it last
@@ -134,12 +125,10 @@ class Store:
 
     def _changed(self, name: Table, *infos: Info) -> None:
         """One change of table ``name`` touching ``infos`` (the record put, the one it replaced,
-        or the one deleted): node caches and derived results go stale, the revision moves on,
-        and each record's set, namespace or the whole view is marked changed at it."""
+        or the one deleted): the node labels go stale, the revision moves on, and each record's
+        set, namespace or the whole view is marked changed at it."""
         if name == "nodes":
-            self._node_generation += 1
-        if self._derived:
-            self._derived.clear()
+            self._by_label.clear()
         self._revision += 1
         for info in infos:
             self._mark(info)
@@ -200,22 +189,12 @@ class Store:
         setattr(self, name, staged.table)
         self.loaded.add(name)
         if name == "nodes":
-            self._node_generation += 1
-        self._derived.clear()
+            self._by_label.clear()
         # A re-list may change anything: every set's revision moves past all earlier ones.
         self._revision += 1
         self._cluster_revision = self._revision
         self._namespace_revisions.clear()
         self._set_revisions.clear()
-
-    def derived(self) -> dict[Any, Any]:
-        """Scratch space for what requests compute from this view, emptied by every change.
-
-        ``put`` (of a record that changed), ``delete`` and ``swap`` empty it, so a result
-        kept here under a key naming all its other inputs is the one the view gives now.
-        Callers bound what they keep.
-        """
-        return self._derived
 
     # queries
     def server_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:
@@ -229,17 +208,8 @@ class Store:
         return self.discovered_zones(topology_key)
 
     def discovered_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:
-        """Sorted distinct values of ``topology_key`` over all nodes (cached per node change)."""
-        cached = self._zone_cache.get(topology_key)
-        if cached is not None and cached[0] == self._node_generation:
-            return cached[1]
-        zones = tuple(
-            sorted(
-                {n.labels[topology_key] for n in self.nodes.values() if topology_key in n.labels}
-            )
-        )
-        self._zone_cache[topology_key] = (self._node_generation, zones)
-        return zones
+        """Sorted distinct values of ``topology_key`` over all nodes."""
+        return tuple(sorted(self._labelled(topology_key)))
 
     def node_zone(self, node: str, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> str | None:
         """The zone label of a node, or None when the node or its label is unknown."""
@@ -247,24 +217,24 @@ class Store:
         return info.labels.get(topology_key) if info is not None else None
 
     def label_values(self, key: str) -> frozenset[str]:
-        """Distinct values of node label ``key`` (cached per node change)."""
-        cached = self._values_cache.get(key)
-        if cached is not None and cached[0] == self._node_generation:
-            return cached[1]
-        values = frozenset(n.labels[key] for n in self.nodes.values() if key in n.labels)
-        self._values_cache[key] = (self._node_generation, values)
-        return values
+        """Distinct values of node label ``key``."""
+        return frozenset(self._labelled(key))
 
     def nodes_with_label(self, key: str, value: str) -> tuple[str, ...]:
-        """Names of nodes whose label ``key`` equals ``value`` (sorted; cached per node change)."""
-        cached = self._label_cache.get((key, value))
-        if cached is not None and cached[0] == self._node_generation:
-            return cached[1]
-        if len(self._label_cache) > 4096:
-            self._label_cache.clear()
-        names = tuple(sorted(n.name for n in self.nodes.values() if n.labels.get(key) == value))
-        self._label_cache[(key, value)] = (self._node_generation, names)
-        return names
+        """Names of nodes whose label ``key`` equals ``value`` (sorted)."""
+        return self._labelled(key).get(value, ())
+
+    def _labelled(self, key: str) -> dict[str, tuple[str, ...]]:
+        """Value of node label ``key`` -> the nodes carrying it: one pass over the nodes per key
+        and change of the nodes table."""
+        found = self._by_label.get(key)
+        if found is None:
+            grouped: dict[str, list[str]] = {}
+            for node in self.nodes.values():
+                if (value := node.labels.get(key)) is not None:
+                    grouped.setdefault(value, []).append(node.name)
+            found = self._by_label[key] = {v: tuple(sorted(n)) for v, n in grouped.items()}
+        return found
 
     def statefulset(self, namespace: str, name: str) -> StatefulSetInfo | None:
         return self.statefulsets.get((namespace, name))
@@ -302,23 +272,9 @@ class Store:
         """The pods of one set by ordinal (summarised once per change of the set's pods)."""
         return self._pods_by_owner.summary((namespace, statefulset))
 
-    def pod_zones(
-        self, namespace: str, statefulset: str, topology_key: str, *, keep: bool = False
-    ) -> PodZones:
-        """Where the scheduled pods of one set are by their nodes' ``topology_key`` label.
-
-        With ``keep``, kept for the next call until the set's pods or any node change (for the
-        last :data:`KEPT_POD_ZONES` sets asked, :data:`KEPT_POD_ORDINALS` pods in all, the
-        oldest let go first): a scale-down of a 50-pod set would otherwise look up 50 pods, 50
-        nodes and 50 labels on every request, and a refused one is retried (the HPA, the
-        StatefulSet's owner). The zone-risk sweep reads each set once per change
-        and keeps none: 2,000 sets of 50 pods would hold 9 MB.
-        """
+    def pod_zones(self, namespace: str, statefulset: str, topology_key: str) -> PodZones:
+        """Where the scheduled pods of one set are by their nodes' ``topology_key`` label."""
         pods = self.set_pods(namespace, statefulset)
-        key = (namespace, statefulset, topology_key)
-        kept = self._pod_zones.get(key)
-        if kept is not None and kept[0] is pods and kept[1] == self._node_generation:
-            return kept[2]
         zones: dict[int, str] = {}
         nodes = self.nodes
         for ordinal in sorted(pods.by_name):
@@ -326,20 +282,7 @@ class Store:
             node = nodes.get(node_name) if node_name else None
             if node is not None and (zone := node.labels.get(topology_key)):
                 zones[ordinal] = zone
-        found = PodZones.of(zones)
-        if keep and len(zones) <= KEPT_POD_ORDINALS:
-            kept_sets = self._pod_zones
-            if (gone := kept_sets.pop(key, None)) is not None:  # the newest goes last
-                self._pod_zones_held -= len(gone[2].zones)
-            while kept_sets and (
-                len(kept_sets) >= KEPT_POD_ZONES
-                or self._pod_zones_held + len(zones) > KEPT_POD_ORDINALS
-            ):
-                oldest = next(iter(kept_sets))
-                self._pod_zones_held -= len(kept_sets.pop(oldest)[2].zones)
-            kept_sets[key] = (pods, self._node_generation, found)
-            self._pod_zones_held += len(zones)
-        return found
+        return PodZones.of(zones)
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))

@@ -7,7 +7,7 @@ the same zone for the same pod.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+from typing import NamedTuple
 
 from webhook.errors import Denied
 from webhook.model import objects
@@ -46,20 +46,10 @@ class PodPlan(NamedTuple):
     placement: Placement
 
 
-#: Plans kept for the validating call that follows a mutating one (the oldest go first).
-KEPT_PLANS: Final = 256
-
-
-def plan_pod(pod: JSON, *, namespace: str, store: Store, keep: bool = False) -> PodPlan | None:
+def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
     """The plan for a pod stszone manages, or None for pods it leaves alone.
 
-    Shared by the mutating and the validating webhook so both compute the same zone. The API
-    server sends the validating webhook the pod the mutating one has just answered: with
-    ``keep`` (``/mutate``), the plan is kept in the view's :meth:`~Store.derived` space under
-    everything it is computed from besides the view -- the namespace, and the pod's owner,
-    ordinal, stszone annotations and claims -- and the next call with the same inputs takes it
-    (once) instead of computing it again. Any change to the view empties that space, so a plan
-    taken from it is the one the view gives now.
+    Shared by the mutating and the validating webhook so both compute the same zone.
     """
     meta = objects.mapping(pod, "metadata")
     owner = statefulset_owner(meta)
@@ -77,20 +67,11 @@ def plan_pod(pod: JSON, *, namespace: str, store: Store, keep: bool = False) -> 
         )
     annotations = stszone_annotations(objects.str_map(meta, "annotations", path="metadata"))
     claims = pod_claims(pod)
-    key = ("plan", namespace, owner, ordinal, tuple(annotations.items()), claims)
-    kept = store.derived()
-    plan: PodPlan | None = kept.pop(key, None)
-    if plan is None:
-        policy = resolve_policy(
-            namespace, owner, store=store, pod_annotations=annotations, pod_claims=claims
-        )
-        placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
-        plan = PodPlan(policy, ordinal, placement)
-    if keep:
-        if len(kept) >= KEPT_PLANS:
-            del kept[next(iter(kept))]
-        kept[key] = plan
-    return plan
+    policy = resolve_policy(
+        namespace, owner, store=store, pod_annotations=annotations, pod_claims=claims
+    )
+    placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
+    return PodPlan(policy, ordinal, placement)
 
 
 def node_labels(store: Store) -> Nodes:

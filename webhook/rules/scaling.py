@@ -43,9 +43,6 @@ def judge(
     if not new:
         return verdict.stopped(name, old=len(old))
     require_synced(store, what=f"a scale-down of StatefulSet {namespace}/{name}")
-    # Where the set's pods run is kept for its next scale-down (a refused one is retried by
-    # the HPA or the set's owner); the zone-risk sweep reads each set once and keeps none.
-    store.pod_zones(namespace, name, policy.declared.topology_key, keep=True)
     result = guard.scale_down(
         name, old=old, new=new, namespace=namespace, policy=policy, store=store
     )

@@ -115,14 +115,12 @@ def install_metrics(
     certificate: Callable[[], dt.datetime] | None = None,
     registry: CollectorRegistry | None = None,
     zone_risk: ZoneRisk | None = None,
-    settle: Callable[[], None] | None = None,
 ) -> Metrics:
     """Give ``runtime`` metrics: the observer, ``/metrics`` on the app or ``--metrics-port``,
     the zone-risk gauges and the event-loop lag probe, with their background jobs.
 
     Call before ``make_app``. ``caches`` defaults to the sizes of the runtime's store tables;
-    ``zone_risk`` to a scan of the runtime's store, refreshed while the runtime is ready, which
-    calls ``settle`` once its first pass is done.
+    ``zone_risk`` to a scan of the runtime's store, refreshed while the runtime is ready.
     """
     if zone_risk is None:
         scan = RiskScan(runtime.store, excluded=runtime.defaults.excluded_namespaces)
@@ -130,7 +128,6 @@ def install_metrics(
             scan,
             ready=lambda: not not_ready(runtime),
             interval=runtime.settings.zone_risk_interval,
-            settle=settle,
         )
     runtime.jobs.append(zone_risk.run)
     lag = LoopLag()

@@ -110,11 +110,8 @@ class ZoneRisk:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.time,
         pause: float = PAUSE,
-        settle: Callable[[], None] | None = None,
     ) -> None:
         self.scan = scan
-        #: Called once, when the first pass is done (``stszone serve``: heap.collect_and_freeze).
-        self._settle = settle
         self.collector = ZoneRiskCollector(scan, last_pass=lambda: self.last_pass)
         self.last_pass: float | None = None
         self._ready = ready
@@ -135,10 +132,6 @@ class ZoneRisk:
         for _ in self.scan.sweep():
             await asyncio.sleep(self._pause)
         if self.scan.passes != passes:
-            if self.last_pass is None and self._settle is not None:
-                # The first pass built every set's figures and index entries, after the view
-                # was frozen: left in sight, each later full collection walks them all.
-                self._settle()
             self.last_pass = self._clock()
 
     async def run(self) -> None:
