@@ -88,8 +88,11 @@ def sts_pod(
     claims: tuple[str, ...] = ("data",),
     scheduler: str = "default-scheduler",
     node: str | None = None,
+    phase: str | None = None,
+    deleting: bool = False,
 ) -> JSON:
-    """A pod as the StatefulSet controller creates it (owner reference, pod-index label)."""
+    """A pod as the StatefulSet controller creates it (owner reference, pod-index label); with
+    ``phase``, its ``status.phase``; ``deleting``: its deletion has begun (Terminating)."""
     base = fixture_review("003-Pod-CREATE")["request"]["object"]
     pod: JSON = copy.deepcopy(base)
     name = f"{sts}-{ordinal}"
@@ -119,6 +122,11 @@ def sts_pod(
         spec["nodeSelector"] = node_selector
     if node is not None:
         spec["nodeName"] = node
+    if phase is not None:
+        pod["status"] = {"phase": phase}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T10:00:00Z"
+        meta["deletionGracePeriodSeconds"] = 30
     return pod
 
 
@@ -140,8 +148,10 @@ def statefulset(
     templates: tuple[str, ...] = ("data",),
     affinity: JSON | None = None,
     node_selector: dict[str, str] | None = None,
+    when_scaled: str | None = None,
 ) -> JSON:
-    """A StatefulSet like the recorded ``db`` one, with the given knobs."""
+    """A StatefulSet like the recorded ``db`` one, with the given knobs (``when_scaled``: its
+    ``persistentVolumeClaimRetentionPolicy.whenScaled``)."""
     spec: JSON = {
         "replicas": replicas,
         "serviceName": name,
@@ -160,6 +170,11 @@ def statefulset(
         spec["template"]["spec"]["affinity"] = affinity
     if node_selector is not None:
         spec["template"]["spec"]["nodeSelector"] = node_selector
+    if when_scaled is not None:
+        spec["persistentVolumeClaimRetentionPolicy"] = {
+            "whenDeleted": "Retain",
+            "whenScaled": when_scaled,
+        }
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -179,31 +194,48 @@ def scale(name: str = "db", *, namespace: str = "ns", replicas: int = 3) -> JSON
     }
 
 
-def node(name: str, zone: str | None, *, labels: dict[str, str] | None = None) -> JSON:
-    """A metadata-only node, as the node watch sees it."""
+def node(
+    name: str,
+    zone: str | None,
+    *,
+    labels: dict[str, str] | None = None,
+    ready: str | None = None,
+    taint: str | None = None,
+) -> JSON:
+    """A node with its labels; with ``ready`` ("True", "False", "Unknown"), the Ready condition
+    its kubelet (or the node lifecycle controller) posts, and with ``taint`` that NoExecute
+    taint (``node.kubernetes.io/unreachable``, ...). Without either: metadata only."""
     all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
     if zone is not None:
         all_labels["topology.kubernetes.io/zone"] = zone
-    return {"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "labels": all_labels}}
+    made: JSON = {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "labels": all_labels},
+    }
+    if ready is not None:
+        made["status"] = {"conditions": [{"type": "Ready", "status": ready}]}
+    if taint is not None:
+        made["spec"] = {"taints": [{"key": taint, "effect": "NoExecute"}]}
+    return made
 
 
-def pv(name: str, *zones: str, claim: tuple[str, str] | None = None) -> JSON:
-    """A PersistentVolume pinned to its zone by ``spec.nodeAffinity`` (like a local or EBS PV),
-    or usable from several (a regional disk)."""
+def pv(
+    name: str,
+    *zones: str,
+    claim: tuple[str, str] | None = None,
+    key: str = "topology.kubernetes.io/zone",
+    reclaim: str | None = None,
+) -> JSON:
+    """A PersistentVolume pinned to its zone by ``spec.nodeAffinity`` (like an EBS PV), or usable
+    from several (a regional disk); with another ``key`` (``kubernetes.io/hostname``, a driver's
+    node key) pinned to the nodes carrying one of the values (a local volume)."""
     spec: JSON = {
         "capacity": {"storage": "1Gi"},
         "nodeAffinity": {
             "required": {
                 "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {
-                                "key": "topology.kubernetes.io/zone",
-                                "operator": "In",
-                                "values": list(zones),
-                            }
-                        ]
-                    }
+                    {"matchExpressions": [{"key": key, "operator": "In", "values": list(zones)}]}
                 ]
             }
         },
@@ -214,6 +246,8 @@ def pv(name: str, *zones: str, claim: tuple[str, str] | None = None) -> JSON:
             "namespace": claim[0],
             "name": claim[1],
         }
+    if reclaim is not None:
+        spec["persistentVolumeReclaimPolicy"] = reclaim
     return {
         "kind": "PersistentVolume",
         "apiVersion": "v1",

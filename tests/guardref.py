@@ -1,48 +1,155 @@
 """An independent, brute-force reading of the scale-down guard's rules, for property tests.
 
 Written from the rules as the product states them, not from the guard's code: it visits every
-ordinal one by one and reads the store's raw tables (never ``webhook.rules.locate``):
+ordinal one by one and reads the store's raw tables (never ``webhook.rules`` nor the Store's
+queries, nor ``webhook.model.pinning``):
 
-- a scheduled pod is in its node's zone label, else its own topology label, else its bound
-  volume's zone, else its zone is unknown (never the placement rule);
-- an ordinal without a scheduled pod is in its bound volume's zone, else where the rule puts
-  it (node-ordinal mode: the one zone of the nodes labelled with it), else unknown;
+- a volume's zones are those of the nodes it can attach to: of each nodeSelectorTerm (ORed),
+  the values of its zone-key expressions, and the zone labels of every node its other
+  expressions (ANDed) select, found by scanning every node; a term without expressions admits
+  any node, and a volume whose terms admit no zone is *nowhere* (its zone is unknown);
+- a pod is the ordinal's when it is named ``<set>-<ordinal>`` and owned by the set; its claims
+  are the ones it mounts, and without a pod the ones the controller names ``<t>-<set>-<o>``;
+- a scheduled pod that is not going away (Terminating, Failed, Succeeded) is in its node's zone
+  label, else its own topology label, else its bound volumes' zone, else its zone is unknown
+  (never the placement rule);
+- any other ordinal -- no pod, a pod not scheduled, a pod going away (its replacement) -- is in
+  its bound volumes' zone (unknown when one of them is nowhere), else where the rule puts it
+  (node-ordinal mode: the one zone of the nodes labelled with it), else unknown;
 - a scale-down is refused when a listed zone held by a removed ordinal of known zone is held by
   no kept ordinal of known zone, or when an unknown zone could change that answer (a kept
   unknown ordinal with a lost zone; a removed unknown ordinal with a listed zone no kept
-  ordinal of known zone holds). With no list at all, any removed unknown ordinal refuses.
+  ordinal of known zone holds). With no list at all, any removed unknown ordinal refuses;
+- a lost zone names the kept ordinals whose going pod still sits there; a listed zone held by
+  a removed ordinal whose kept holders are all pods on nodes that are not Ready is reported.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
+from webhook.model.annotations import Declared
+from webhook.model.records import PodInfo, VolumeInfo
 from webhook.model.store import Store
-from webhook.rules.placement import Policy
+
+
+class Policy(Protocol):
+    """What the reference reads of a set's policy (``webhook.rules.placement.Policy`` has it)."""
+
+    @property
+    def statefulset(self) -> str: ...
+    @property
+    def declared(self) -> Declared: ...
+    @property
+    def zones(self) -> tuple[str, ...]: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def templates(self) -> tuple[str, ...]: ...
+
 
 ZONE_KEY = "topology.kubernetes.io/zone"
+#: The zone keys, written out again here (the product's list), not imported.
+ZONE_KEYS = (
+    "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.ebs.csi.aws.com/zone",
+    "topology.gke.io/zone",
+    "topology.disk.csi.azure.com/zone",
+    "topology.cinder.csi.openstack.org/zone",
+)
+#: The first few ordinals a finding names (the guard's own limit, by the product's messages).
+NAMED = 10
+
+#: A volume usable from any zone.
+ANY = frozenset({"*"})
+
+
+def _volume(store: Store, namespace: str, claim: str) -> VolumeInfo | None:
+    """The PV a claim is bound to (``spec.volumeName``), else one pre-bound to it by claimRef."""
+    info = store.claims.get((namespace, claim))
+    if info is not None and info.volume:
+        return store.volumes.get(info.volume)
+    uid = info.uid if info is not None else ""
+    for pv in store.volumes.values():
+        if pv.claim == (namespace, claim) and (not (uid and pv.claim_uid) or pv.claim_uid == uid):
+            return pv
+    return None
+
+
+def volume_where(store: Store, pv: VolumeInfo, key: str) -> frozenset[str] | None:
+    """ANY, the zones the volume can be used from, or None (nowhere)."""
+    if not pv.terms:
+        return ANY
+    zone_keys = ZONE_KEYS if key in ZONE_KEYS else (key,)
+    found: set[str] = set()
+    for term in pv.terms:
+        zoned = [set(values) for k, values in term if k in zone_keys]
+        by_node = [(k, values) for k, values in term if k not in zone_keys]
+        if not zoned and not by_node:
+            return ANY
+        zones: set[str] | None = set.intersection(*zoned) if zoned else None
+        if by_node:
+            admitted = {
+                n.labels[key]
+                for n in store.nodes.values()
+                if n.labels.get(key) and all(n.labels.get(k) in vals for k, vals in by_node)
+            }
+            zones = admitted if zones is None else zones & admitted
+        assert zones is not None
+        found |= zones
+    return frozenset(found) or None
+
+
+def _claims_of(pod: PodInfo | None, policy: Policy, ordinal: int) -> list[str]:
+    if pod is not None:
+        return [*[f"{t}-{pod.name}" for t in pod.templates], *pod.other_claims]
+    return [f"{t}-{policy.statefulset}-{ordinal}" for t in policy.templates]
+
+
+def own_pod(store: Store, policy: Policy, ordinal: int, namespace: str) -> PodInfo | None:
+    """The ordinal's pod: ``<set>-<ordinal>``, owned by the set."""
+    pod = store.pods.get((namespace, f"{policy.statefulset}-{ordinal}"))
+    return pod if pod is not None and pod.owner == policy.statefulset else None
+
+
+def sits(store: Store, pod: PodInfo, key: str) -> str | None:
+    """Where a scheduled pod runs: its node's zone label, else its own (None: unread)."""
+    if not pod.node:
+        return None
+    node = store.nodes.get(pod.node)
+    if node is not None and node.labels.get(key):
+        return node.labels[key]
+    own = dict(pod.topology)
+    found = own.get(key)
+    if found is None and key in ZONE_KEYS:
+        found = next((own[k] for k in ZONE_KEYS if k in own), None)
+    return found
 
 
 def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns") -> str | None:
     """The zone of one ordinal from the raw tables, or None when it is unknown."""
-    key, name = policy.declared.topology_key, policy.statefulset
+    key = policy.declared.topology_key
+    rule = policy.zones[(ordinal - policy.start) % len(policy.zones)] if policy.zones else None
+    pod = own_pod(store, policy, ordinal, namespace)
     volume: set[str] | None = None
-    for template in policy.templates:
-        _, zones = store.claim_zones(namespace, f"{template}-{name}-{ordinal}", key)
-        if zones:
-            volume = set(zones) if volume is None else volume & set(zones)
+    nowhere = False
+    for claim in _claims_of(pod, policy, ordinal):
+        pv = _volume(store, namespace, claim)
+        where = volume_where(store, pv, key) if pv is not None else ANY
+        if where is None:
+            nowhere = True
+        elif where != ANY:
+            volume = set(where) if volume is None else volume & where
     by_volume = None
     if volume:
         ordered = [z for z in policy.zones if z in volume] or sorted(volume)
-        rule = policy.zones[(ordinal - policy.start) % len(policy.zones)] if policy.zones else None
         by_volume = rule if rule in volume else ordered[0]
-    pod = store.pods.get((namespace, f"{name}-{ordinal}"))
-    if pod is not None and pod.owner == name and pod.node:
-        node = store.nodes.get(pod.node)
-        if node is not None and key in node.labels:
-            return node.labels[key]
-        own = dict(pod.topology).get(key)
-        return own or by_volume
+    if pod is not None and pod.node and not pod.going:
+        return sits(store, pod, key) or by_volume
+    if nowhere:
+        return None
     if by_volume is not None:
         return by_volume
     if policy.declared.mode == "node-ordinal":
@@ -53,9 +160,7 @@ def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns")
             if n.labels.get(label) == str(ordinal) and key in n.labels
         }
         return labelled.pop() if len(labelled) == 1 else None
-    if policy.zones:
-        return policy.zones[(ordinal - policy.start) % len(policy.zones)]
-    return None
+    return rule
 
 
 @dataclass(frozen=True)
@@ -72,13 +177,28 @@ class Answer:
     depends_on_unknown: bool
     unknown_removed: list[int]
     unknown_kept: list[int]
+    #: Lost zone -> kept ordinals whose pod, going away, still sits there.
+    leaving: dict[str, list[int]] = field(default_factory=dict)
+    #: Listed zone held by a removed ordinal -> its kept holders, all on nodes not Ready.
+    unready: dict[str, list[int]] = field(default_factory=dict)
 
 
-def judge(where: dict[int, str | None], policy: Policy, old: range, new: range) -> Answer:
-    """The rules applied to the zones ``where`` of every ordinal."""
+@dataclass(frozen=True)
+class Facts:
+    """Per ordinal of the span: its zone, where its going pod sits, whether its pod (scheduled,
+    staying) runs on a node that is not Ready."""
+
+    where: dict[int, str | None]
+    leaving_from: dict[int, str | None]
+    unready: set[int]
+
+
+def judge(facts: Facts, policy: Policy, old: range, new: range) -> Answer:
+    """The rules applied to the zones of every ordinal."""
+    where = facts.where
     kept = {where[o] for o in new} - {None}
     removed = [o for o in old if o not in new]
-    listed = set(policy.zones) or ({where[o] for o in old} - {None})
+    listed: set[str] = set(policy.zones) or {z for o in old if (z := where[o]) is not None}
     lost: dict[str, list[int]] = {}
     unlisted: dict[str, list[int]] = {}
     for o in removed:
@@ -94,9 +214,45 @@ def judge(where: dict[int, str | None], policy: Policy, old: range, new: range) 
     )
     risky = bool(at_risk) if policy.zones else True
     depends = bool(lost and unknown_kept) or bool(unknown_removed and risky)
+    leaving: dict[str, list[int]] = {}
+    for o in new:
+        if (sat := facts.leaving_from.get(o)) is not None and sat in lost:
+            leaving.setdefault(sat, []).append(o)
+    unready: dict[str, list[int]] = {}
+    gone = {z for o in removed if (z := where[o]) is not None}
+    for zone in sorted(listed & gone & {z for z in kept if z is not None}):
+        holders = [o for o in new if where[o] == zone]
+        if all(o in facts.unready for o in holders):
+            unready[zone] = holders
     return Answer(
-        bool(lost) or depends, lost, at_risk, unlisted, depends, unknown_removed, unknown_kept
+        bool(lost) or depends,
+        lost,
+        at_risk,
+        unlisted,
+        depends,
+        unknown_removed,
+        unknown_kept,
+        dict(sorted(leaving.items())),
+        unready,
     )
+
+
+def facts(store: Store, policy: Policy, span: range, *, namespace: str = "ns") -> Facts:
+    """Every ordinal of ``span``, one by one."""
+    key = policy.declared.topology_key
+    where: dict[int, str | None] = {}
+    leaving_from: dict[int, str | None] = {}
+    unready: set[int] = set()
+    for o in span:
+        where[o] = locate(store, policy, o, namespace=namespace)
+        pod = own_pod(store, policy, o, namespace)
+        if pod is None or not pod.node:
+            continue
+        if pod.going:
+            leaving_from[o] = sits(store, pod, key)
+        elif (node := store.nodes.get(pod.node)) is not None and not node.ready:
+            unready.add(o)
+    return Facts(where, leaving_from, unready)
 
 
 def walk(
@@ -105,13 +261,13 @@ def walk(
     """(the answer for ``old`` -> ``new``, the smallest count the rules allow, or None)."""
     widest = range(new.start, new.start + max(len(old), len(new)))
     span = range(min(old.start, new.start), max(old.stop, widest.stop))
-    where = {o: locate(store, policy, o, namespace=namespace) for o in span}
+    found = facts(store, policy, span, namespace=namespace)
     lowest = next(
         (
             n
             for n in range(len(widest) + 1)
-            if not judge(where, policy, old, range(widest.start, widest.start + n)).refused
+            if not judge(found, policy, old, range(widest.start, widest.start + n)).refused
         ),
         None,
     )
-    return judge(where, policy, old, new), lowest
+    return judge(found, policy, old, new), lowest

@@ -120,8 +120,13 @@ PODS = [("shop", "db", 0, "a1"), ("shop", "db", 1, "c1"), ("shop", "db", 2, ""),
 
 
 def pod_yaml(namespace: str, sts: str, ordinal: int, node: str) -> str:
-    """One StatefulSet pod as `kubectl get -o yaml` lists it."""
-    spec = f"{{nodeName: {node}}}" if node else "{}"
+    """One StatefulSet pod as `kubectl get -o yaml` lists it (db's pods mount their claim)."""
+    fields = [f"nodeName: {node}"] if node else []
+    if sts == "db":
+        fields.append(
+            f"volumes: [{{name: data, persistentVolumeClaim: {{claimName: data-db-{ordinal}}}}}]"
+        )
+    spec = f"{{{', '.join(fields)}}}"
     return (
         f"- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: {sts}-{ordinal}\n"
         f"    namespace: {namespace}\n    labels: {{apps.kubernetes.io/pod-index: '{ordinal}'}}\n"
@@ -153,6 +158,7 @@ def row(
         "zone": at,
         "status": status,
         "why": why,
+        "nodeReady": True if node else None,
     }
 
 

@@ -374,6 +374,12 @@ def agrees_with_a_walk(store: Store, old: range, new: range) -> guard.ScaleDown:
         assert unknown.count == len(ordinals)
         assert [i.ordinal for i in unknown.first] == ordinals[: guard.NAMED]
     assert got.lowest == lowest
+    assert {z: [i.ordinal for i in got.leaving[z]] for z in got.leaving} == {
+        z: o[: guard.NAMED] for z, o in want.leaving.items()
+    }
+    assert {z: [i.ordinal for i in got.unready[z]] for z in got.unready} == {
+        z: o[: guard.NAMED] for z, o in want.unready.items()
+    }
     return got
 
 
@@ -403,27 +409,153 @@ def named(zones: dict[str, list[int]]) -> dict[str, tuple[int, list[int]]]:
     return {z: (len(o), o[: guard.NAMED]) for z, o in zones.items()}
 
 
+#: Pods in every state a pod can be in: (zone of its node or None, status.phase, Terminating).
+POD_STATES = st.tuples(
+    st.sampled_from(["a", "b", "c", "x", "bare", None]),
+    st.sampled_from([None, "Pending", "Running", "Succeeded", "Failed", "Unknown"]),
+    st.booleans(),
+)
+#: How a node reports itself: Ready, NotReady, Unknown (its kubelet is gone), or only the taint
+#: the node lifecycle controller adds.
+READINESS = st.sampled_from(["True", "False", "Unknown", "taint"])
+#: Volumes bound to an ordinal's claim: pinned to a zone, to a node by hostname, by TopoLVM's
+#: node key, to a node that is gone, to an unlabelled node, or to nodes of two zones.
+VOLUMES = st.sampled_from(
+    [
+        ("topology.kubernetes.io/zone", ("b",)),
+        ("kubernetes.io/hostname", ("nc",)),
+        ("kubernetes.io/hostname", ("na", "nb")),
+        ("topology.topolvm.io/node", ("disk-b",)),
+        ("kubernetes.io/hostname", ("gone",)),
+        ("topology.topolvm.io/node", ("disk-gone",)),
+        ("kubernetes.io/hostname", ("nbare",)),
+    ]
+)
+
+
+def moving_cluster(
+    pods: dict[int, tuple[str | None, str | None, bool]],
+    readiness: dict[str, str],
+    volumes: dict[int, tuple[str, tuple[str, ...]]],
+    *,
+    start: int,
+    replicas: int,
+) -> Store:
+    """``db`` with pods in any phase, some Terminating, on nodes in any readiness, with claims
+    bound to volumes pinned to zones or to nodes (some gone)."""
+    nodes = []
+    for name, zone in (("na", "a"), ("nb", "b"), ("nc", "c"), ("nx", "x"), ("nbare", None)):
+        state = readiness.get(name, "True")
+        labels = {"topology.topolvm.io/node": "disk-b"} if name == "nb" else {}
+        nodes.append(
+            b.node(
+                name,
+                zone,
+                labels=labels,
+                ready=state if state != "taint" else "True",
+                taint="node.kubernetes.io/unreachable" if state == "taint" else None,
+            )
+        )
+    made = [
+        b.sts_pod(ordinal=start + o, node=f"n{z}" if z else None, phase=phase, deleting=gone)
+        for o, (z, phase, gone) in pods.items()
+    ]
+    for o, (key, values) in volumes.items():
+        claim = f"data-db-{start + o}"
+        made += [b.pvc(claim, volume=f"pv-{o}"), b.pv(f"pv-{o}", *values, key=key)]
+    sts = b.statefulset(replicas=replicas, start=start, annotations=ABC)
+    return store_from_objects([*nodes, sts, *made])
+
+
 @given(
-    pods=st.dictionaries(
-        st.integers(0, 60), st.sampled_from(["a", "b", "c", "x", None]), max_size=8
-    ),
+    pods=st.dictionaries(st.integers(0, 60), POD_STATES, max_size=8),
+    readiness=st.dictionaries(st.sampled_from(["na", "nb", "nc", "nx", "nbare"]), READINESS),
+    volumes=st.dictionaries(st.integers(0, 60), VOLUMES, max_size=4),
     start=st.integers(0, 3),
     old=st.integers(1, 70),
     data=st.data(),
 )
 def test_property_matches_a_brute_force_walk(
-    pods: dict[int, str | None], start: int, old: int, data: Any
+    pods: dict[int, tuple[str | None, str | None, bool]],
+    readiness: dict[str, str],
+    volumes: dict[int, tuple[str, tuple[str, ...]]],
+    start: int,
+    old: int,
+    data: Any,
 ) -> None:
-    """Sparse pods anywhere (zone x is outside the list): the bounded walk gives the lost zones,
-    their holder counts, the lowest safe count and the unknown count of a walk over every ordinal."""
+    """Sparse pods anywhere (zone x is outside the list), in every phase and some Terminating,
+    on nodes Ready or not, with volumes pinned to zones or to nodes (some gone): the bounded
+    walk gives the lost zones, their holder counts, the lowest safe count, the unknown count,
+    the dying pods in lost zones and the zones left to nodes that are not Ready, of a walk over
+    every ordinal."""
     new = data.draw(st.integers(0, old - 1), label="new")
-    nodes = [*NODES, b.node("nx", "x")]
-    objs = [b.sts_pod(ordinal=start + o, node=f"n{z}" if z else None) for o, z in pods.items()]
-    store = store_from_objects(
-        [*nodes, b.statefulset(replicas=old, start=start, annotations=ABC), *objs]
-    )
+    store = moving_cluster(pods, readiness, volumes, start=start, replicas=old)
     got = agrees_with_a_walk(store, range(start, start + old), range(start, start + new))
     assert all(len(h.first) == min(h.count, guard.NAMED) for h in got.lost.values())
+
+
+@given(
+    pods=st.dictionaries(st.integers(0, 8), POD_STATES, min_size=3, max_size=9),
+    readiness=st.fixed_dictionaries(dict.fromkeys(("na", "nb", "nc", "nx", "nbare"), READINESS)),
+    volumes=st.dictionaries(st.integers(0, 8), VOLUMES, max_size=3),
+    old=st.integers(1, 9),
+    data=st.data(),
+)
+def test_property_dense_sets_in_motion_match_a_brute_force_walk(
+    pods: dict[int, tuple[str | None, str | None, bool]],
+    readiness: dict[str, str],
+    volumes: dict[int, tuple[str, tuple[str, ...]]],
+    old: int,
+    data: Any,
+) -> None:
+    """Small sets with a pod on most ordinals and most nodes not Ready: the shapes where a
+    dying pod sits in a lost zone, or a zone is left to pods on nodes not Ready, are common
+    here; the guard's findings agree with the walk's."""
+    new = data.draw(st.integers(0, old - 1), label="new")
+    store = moving_cluster(pods, readiness, volumes, start=0, replicas=old)
+    agrees_with_a_walk(store, range(old), range(new))
+
+
+#: (the shape, pods, node readiness, volumes, old and new replica counts, what must be found)
+MOTION: list[tuple[str, dict[int, tuple[str | None, str | None, bool]], dict[str, str], dict[int, tuple[str, tuple[str, ...]]], int, int, str]] = [
+    ("a Terminating kept pod in the lost zone", {0: ("c", "Running", True), 1: ("b", None, False), 2: ("a", None, False), 3: ("c", None, False)}, {}, {}, 4, 3, "leaving"),
+    ("two dying pods in two lost zones", {0: ("c", "Failed", False), 1: ("a", "Succeeded", False), 2: ("a", None, False), 3: ("c", None, False), 4: ("b", None, False)}, {}, {}, 5, 3, "leaving"),
+    ("a removed Failed pod counted where its replacement goes", {0: ("a", None, False), 1: ("b", None, False), 2: ("a", "Failed", False)}, {}, {}, 3, 2, "lost"),
+    ("the replacement follows a hostname volume", {0: ("a", None, False), 1: ("a", None, True), 2: ("c", None, False)}, {}, {1: ("kubernetes.io/hostname", ("nc",))}, 3, 2, "allowed"),
+    ("a zone left to a pod on a NotReady node", {0: ("a", None, False), 1: ("b", None, False), 2: ("c", None, False), 3: ("c", None, False)}, {"nc": "False"}, {}, 4, 3, "unready"),
+    ("a zone left to pods on an unreachable node", {0: ("a", None, False), 1: ("b", None, False), 2: ("c", None, False), 5: ("c", None, False), 3: ("a", None, False)}, {"nc": "taint"}, {}, 6, 4, "unready"),
+    ("a zone kept by a pod on an Unknown node and by the rule", {0: ("a", None, False), 1: ("b", None, False), 2: ("c", None, False), 5: ("b", None, False)}, {"nb": "Unknown"}, {}, 6, 5, "allowed"),
+    ("a pod-less ordinal's volume on a deleted node", {0: ("a", None, False), 1: ("b", None, False)}, {}, {2: ("kubernetes.io/hostname", ("gone",))}, 3, 2, "unknown"),
+    ("a Terminating pod whose volume attaches nowhere", {0: ("a", None, False), 1: ("b", None, False), 2: ("c", None, True)}, {}, {2: ("topology.topolvm.io/node", ("disk-gone",))}, 3, 2, "unknown"),
+    ("a TopoLVM volume on nb", {0: ("a", None, False), 2: ("c", None, False)}, {}, {1: ("topology.topolvm.io/node", ("disk-b",))}, 3, 1, "lost"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("pods", "readiness", "volumes", "old", "new", "finds"),
+    [pytest.param(*m[1:], id=m[0]) for m in MOTION],
+)
+def test_motion_shapes_match_a_brute_force_walk(
+    pods: dict[int, tuple[str | None, str | None, bool]],
+    readiness: dict[str, str],
+    volumes: dict[int, tuple[str, tuple[str, ...]]],
+    old: int,
+    new: int,
+    finds: str,
+) -> None:
+    """Shapes of pods in motion the generated sets reach rarely, each with the finding it must
+    make (so the comparison with the walk is never about nothing)."""
+    got = agrees_with_a_walk(
+        moving_cluster(pods, readiness, volumes, start=0, replicas=old), range(old), range(new)
+    )
+    found = {
+        "leaving": bool(got.leaving),
+        "unready": bool(got.unready) and not got.refused,
+        "lost": bool(got.lost) and not got.depends_on_unknown,
+        "unknown": got.depends_on_unknown,
+        "allowed": not got.refused and not got.unready,
+    }
+    assert found[finds], got
 
 
 def on(nodes: dict[int, str]) -> list[dict[str, Any]]:

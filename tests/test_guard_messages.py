@@ -187,7 +187,10 @@ def test_when_no_count_is_safe_the_refusal_says_so() -> None:
     body = b.review(new, operation="UPDATE", old=old)
     outcome = admission.validate(review.from_dict(body), store=store, defaults=Defaults())
     assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
-    assert "; no replica count up to 2 is safe; label the node(s)" in outcome.message
+    assert outcome.message.startswith("ordinals.start 2 -> 0, replicas 2 -> 1 of db may drop ")
+    assert "; with ordinals.start 0, no replica count up to 2 is safe; label the node(s)" in (
+        outcome.message
+    )
 
 
 def test_a_lost_zone_names_ten_of_its_ordinals_and_counts_the_rest() -> None:

@@ -17,7 +17,7 @@ CLAIMS = [("ns", "data-db-0"), ("ns", "data-db-1"), ("other", "data-db-0")]
 
 
 def _volume(name: str, claim: int, uid: str) -> VolumeInfo:
-    return VolumeInfo(name=name, zones={}, claim=CLAIMS[claim], claim_uid=uid)
+    return VolumeInfo(name=name, claim=CLAIMS[claim], claim_uid=uid)
 
 
 _volumes = st.builds(

@@ -99,7 +99,7 @@ def pod(name: str, *, namespace: str = "cap", owner: str = "db") -> dict[str, An
 
 
 async def test_first_list_mirrors_the_recorded_cluster(api: FakeApi, kubeconfig: Path) -> None:
-    """Paged lists (metadata-only nodes, selected pods) fill every table; watches start at 666."""
+    """Paged lists (full nodes, selected pods) fill every table; watches start at 666."""
     async with running(kubeconfig) as view:
         await eventually(lambda: view.ready()[0])
         assert converged(view, api)
@@ -113,7 +113,8 @@ async def test_first_list_mirrors_the_recorded_cluster(api: FakeApi, kubeconfig:
             await api.wait_watching(resource)
     nodes = api.seen("nodes", "list")
     assert len(nodes) == 2 and nodes[1].query["continue"]  # 6 nodes in pages of 5
-    assert all(s.metadata for s in api.seen("nodes", "list") + api.seen("nodes", "watch"))
+    # Full nodes: the guard reads their readiness (status.conditions, spec.taints).
+    assert not any(s.metadata for s in api.seen("nodes", "list") + api.seen("nodes", "watch"))
     assert not any(s.metadata for s in api.seen("pods", "list") + api.seen("pods", "watch"))
     watch = api.seen("pods", "watch")[0].query
     assert watch["resourceVersion"] == "666" and watch["allowWatchBookmarks"] == "true"
@@ -139,7 +140,8 @@ async def test_ready_only_once_the_records_are_frozen(
 
 
 async def test_full_nodes_when_a_node_condition_is_needed(api: FakeApi, kubeconfig: Path) -> None:
-    """--storage-unhealthy-condition needs ``status.conditions``: nodes are listed in full."""
+    """--storage-unhealthy-condition needs ``status.conditions``, as readiness does: nodes are
+    listed in full, and their True conditions kept."""
     settings = Settings(storage_unhealthy_condition="StorageUnhealthy")
     async with running(kubeconfig, settings=settings) as view:
         await eventually(lambda: view.ready()[0])

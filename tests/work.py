@@ -75,7 +75,7 @@ class CountingStore(Store):
 
     def claim_zones(
         self, namespace: str, claim: str, topology_key: str, *, uid: str | None = None
-    ) -> tuple[str, frozenset[str]]:
+    ) -> tuple[str, frozenset[str] | None]:
         self.lookups += 1
         return super().claim_zones(namespace, claim, topology_key, uid=uid)
 

@@ -105,12 +105,22 @@ def _set_lines(report: SetReport) -> list[str]:
             r.expected_by,
             r.node or "-",
             r.zone or "-",
-            r.status,
+            r.status if r.node_ready else f"{r.status}, node not Ready",
         )
         for r in report.rows
     ]
     lines = [head, *table_lines(("ORDINAL", "EXPECTED", "SET BY", "NODE", "ZONE", "STATUS"), rows)]
-    lines += [f"  ordinal {r.ordinal}: zone unknown: {r.why}" for r in report.rows if r.why]
+    for r in report.rows:
+        if r.status == "going":
+            lines.append(f"  ordinal {r.ordinal}: going away: {r.why}")
+        elif r.why:
+            lines.append(f"  ordinal {r.ordinal}: zone unknown: {r.why}")
+        if not r.node_ready:
+            lines.append(
+                f"  ordinal {r.ordinal}: node {r.node} is not Ready: its pod still holds "
+                f"{r.zone or 'its zone'}, but a scale-down that leaves it the zone's last pod "
+                "relies on the node coming back"
+            )
     lowest = "none keeps them all" if report.lowest is None else str(report.lowest)
     lines.append(
         f"  zones held now: {', '.join(report.held) or '(none)'}; lowest replica count that "
@@ -176,6 +186,7 @@ def render_json(report: Report) -> dict[str, Any]:
                         "zone": r.zone,
                         "status": r.status,
                         "why": r.why or None,
+                        "nodeReady": r.node_ready if r.node else None,
                     }
                     for r in s.rows
                 ],

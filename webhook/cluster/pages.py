@@ -1,7 +1,8 @@
 """Decoding a list page: the fields the records read, and nothing of the rest.
 
 A list of 100,000 StatefulSet pods is 500 MB of JSON, and almost none of it is read:
-:mod:`webhook.model.records` keeps a pod's name, namespace, labels, owner and node, while
+:mod:`webhook.model.records` keeps a pod's name, namespace, labels, owner, node, claims and
+whether it is going away, while
 ``managedFields`` alone are 40-50% of every object, and the containers, volumes and status most
 of the rest. Decoding all of it into Python objects and freeing them again costs 5-10 ms a
 megabyte (``bench/pages.py``, decode and free). msgspec decodes a page against a *shape* --
@@ -38,6 +39,10 @@ from webhook.wire import codec
 Item = TypeVar("Item")
 
 
+class _Phase(TypedDict, total=False):
+    phase: str
+
+
 class _Owner(TypedDict, total=False):
     apiVersion: str
     kind: str
@@ -53,17 +58,30 @@ class _Meta(TypedDict, total=False):
     labels: dict[str, str]
 
 
-class _OwnedMeta(_Meta, total=False):
+class _PodMeta(_Meta, total=False):
     ownerReferences: list[_Owner]
+    # Set once the pod's deletion has begun (Terminating): its ordinal holds no zone.
+    deletionTimestamp: str
+
+
+class _ClaimSource(TypedDict, total=False):
+    claimName: str
+
+
+class _PodVolume(TypedDict, total=False):
+    name: str
+    persistentVolumeClaim: _ClaimSource
 
 
 class _PodSpec(TypedDict, total=False):
     nodeName: str
+    volumes: list[_PodVolume]
 
 
 class _Pod(TypedDict, total=False):
-    metadata: _OwnedMeta
+    metadata: _PodMeta
     spec: _PodSpec
+    status: _Phase
 
 
 class _Condition(TypedDict, total=False):
@@ -75,10 +93,20 @@ class _NodeStatus(TypedDict, total=False):
     conditions: list[_Condition]
 
 
+class _Taint(TypedDict, total=False):
+    key: str
+
+
+class _NodeSpec(TypedDict, total=False):
+    taints: list[_Taint]
+
+
 class _Node(TypedDict, total=False):
-    # Metadata-only nodes (PartialObjectMetadata) have no status; full ones are read for the
+    # Metadata-only nodes (PartialObjectMetadata) have no spec or status; full ones are read for
+    # their readiness (the Ready condition, the not-ready and unreachable taints) and the
     # conditions the extender filters on.
     metadata: _Meta
+    spec: _NodeSpec
     status: _NodeStatus
 
 
@@ -109,10 +137,7 @@ class _ClaimRef(TypedDict, total=False):
 class _VolumeSpec(TypedDict, total=False):
     nodeAffinity: _VolumeAffinity
     claimRef: _ClaimRef
-
-
-class _Phase(TypedDict, total=False):
-    phase: str
+    persistentVolumeReclaimPolicy: str
 
 
 class _Volume(TypedDict, total=False):

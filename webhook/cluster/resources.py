@@ -1,9 +1,10 @@
 """What the live view mirrors: one API collection per store table, asked for as little as possible.
 
-* nodes -- metadata only (``PartialObjectMetadata``): zone and node-ordinal labels are all the
-  rules read, and a full Node (images, conditions, addresses) is ten times larger. Only when the
-  extender filters on a node *condition* (``--storage-unhealthy-condition``, which lives in
-  ``status``) are full Nodes listed.
+* nodes -- full objects: besides the zone and node-ordinal labels, the guard reads whether a
+  node is Ready (``status.conditions``, the not-ready and unreachable taints in ``spec``), and
+  the extender the condition ``--storage-unhealthy-condition`` names. A full Node (images,
+  addresses) is ten times larger than its metadata, but the list decoder steps over all but
+  those fields (:mod:`webhook.cluster.pages`), and a record keeps the labels and one flag.
 * persistentvolumes, persistentvolumeclaims, statefulsets -- full objects: the fields we keep
   (``spec.nodeAffinity``, ``spec.volumeName``, the pod template) are not metadata.
 * pods -- only StatefulSet pods, by the server-side selector ``statefulset.kubernetes.io/pod-name``
@@ -50,11 +51,7 @@ class Resource:
 def resources(settings: Settings) -> tuple[Resource, ...]:
     """The six collections the live view watches, in the order they are listed."""
     return (
-        Resource(
-            table="nodes",
-            path="/api/v1/nodes",
-            metadata_only=settings.storage_unhealthy_condition is None,
-        ),
+        Resource(table="nodes", path="/api/v1/nodes"),
         Resource(table="volumes", path="/api/v1/persistentvolumes"),
         Resource(table="claims", path="/api/v1/persistentvolumeclaims"),
         Resource(table="statefulsets", path="/apis/apps/v1/statefulsets"),

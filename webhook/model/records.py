@@ -1,8 +1,8 @@
 """The compact records the cluster view holds, and how raw API objects become them. Pure.
 
-Each record keeps only what a rule reads (a node's labels, a volume's zones, a claim's volume,
-a pod's node and its own topology labels), so a cluster of thousands of nodes and 100k pods
-stays small in memory. The
+Each record keeps only what a rule reads (a node's labels and readiness, a volume's node
+affinity, a claim's volume, a pod's node, its own topology labels, its claims and whether it is
+going away), so a cluster of thousands of nodes and 100k pods stays small in memory. The
 ``*_info`` functions turn a raw API object (full or metadata-only) into a record and raise
 :class:`~webhook.errors.BadObject` for shapes they cannot read; ``EXTRACTORS`` maps each
 store kind to its function for the watches and the file loader.
@@ -14,26 +14,23 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from webhook.errors import BadObject
 from webhook.model import objects
 from webhook.model.annotations import ENABLED, POD_INDEX_LABEL, stszone_annotations
-
-#: Node/PV label keys that name a zone, in order of preference. CSI drivers publish their own
-#: topology key on PV nodeAffinity; their values are the same zone names as the node label.
-ZONE_KEYS: Final = (
-    "topology.kubernetes.io/zone",
-    "failure-domain.beta.kubernetes.io/zone",
-    "topology.ebs.csi.aws.com/zone",
-    "topology.gke.io/zone",
-    "topology.disk.csi.azure.com/zone",
-    "topology.cinder.csi.openstack.org/zone",
-)
+from webhook.model.pinning import ZONE_KEYS, Terms, volume_terms
+from webhook.model.podspec import Going, going, mounted
 
 #: Node label naming the node itself; local PersistentVolumes are pinned to a node with it.
 HOSTNAME: Final = "kubernetes.io/hostname"
+
+#: Taints the node lifecycle controller puts on a node whose kubelet stopped reporting
+#: (unreachable) or reports it NotReady; the Ready condition says the same a moment earlier.
+NOT_READY_TAINTS: Final = frozenset(
+    {"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"}
+)
+
 
 Table = Literal["nodes", "volumes", "claims", "statefulsets", "pods", "namespaces"]
 TABLES: Final[tuple[Table, ...]] = (
@@ -52,11 +49,16 @@ _SUFFIX = re.compile(r"-([0-9]+)$")
 
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
-    """A node: its labels, and the condition types currently True (when known)."""
+    """A node: its labels, the condition types currently True (when known), and readiness."""
 
     name: str
     labels: Mapping[str, str]
     true_conditions: frozenset[str] = frozenset()
+    #: False when the node says it is not Ready: its Ready condition is False or Unknown, or
+    #: it carries the not-ready or unreachable taint. A node that reports no conditions (a
+    #: metadata-only object) counts as Ready: a pod there holds its zone either way, and only
+    #: a warning turns on it.
+    ready: bool = True
 
     @property
     def key(self) -> str:
@@ -65,28 +67,21 @@ class NodeInfo:
 
 @dataclass(frozen=True, slots=True)
 class VolumeInfo:
-    """A PersistentVolume: the zones it is pinned to per topology key, and its claim."""
+    """A PersistentVolume: the nodes it can attach to (:mod:`webhook.model.pinning`), its
+    claim, and whether deleting its claim deletes its data."""
 
     name: str
-    zones: Mapping[str, frozenset[str]]
+    #: Its node affinity: terms ORed, each term's ``In`` expressions ANDed. Empty: any node.
+    terms: Terms = ()
     claim: tuple[str, str] | None = None
     #: ``spec.claimRef.uid``: "" when pre-bound by name (the claim may not exist yet).
     claim_uid: str = ""
+    #: ``spec.persistentVolumeReclaimPolicy`` is Delete: the data goes when its claim does.
+    reclaim_delete: bool = False
 
     @property
     def key(self) -> str:
         return self.name
-
-    def zones_for(self, topology_key: str) -> frozenset[str]:
-        """Zones this volume can be used from, on ``topology_key`` (or an equivalent zone key)."""
-        found = self.zones.get(topology_key)
-        if found is not None:
-            return found
-        if topology_key in ZONE_KEYS:
-            for key in ZONE_KEYS:
-                if key in self.zones:
-                    return self.zones[key]
-        return frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +112,9 @@ class StatefulSetInfo:
     #: The pod template's ``requiredDuringScheduling...`` nodeSelectorTerms and nodeSelector.
     node_terms: tuple[Mapping[str, Any], ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    #: ``spec.persistentVolumeClaimRetentionPolicy.whenScaled`` is Delete: the controller
+    #: deletes the claims of the ordinals a scale-down (or a move of ordinals.start) removes.
+    deletes_claims: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -125,7 +123,8 @@ class StatefulSetInfo:
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
-    """A StatefulSet pod: ordinal, node, owning set, and its own topology labels."""
+    """A StatefulSet pod: ordinal, node, owning set, its own topology labels, the claims it
+    mounts, and whether it is going away."""
 
     namespace: str
     name: str
@@ -136,10 +135,26 @@ class PodInfo:
     #: ``topology.kubernetes.io/{zone,region}`` onto a pod when it is bound (PodTopologyLabels),
     #: so a pod stays located when its node later loses the label or leaves the view.
     topology: tuple[tuple[str, str], ...] = ()
+    #: Why the pod is going away, or "": "Terminating" (``metadata.deletionTimestamp`` set),
+    #: else its phase once it has ended ("Failed": evicted, OOM-killed; "Succeeded"). The
+    #: StatefulSet controller replaces such a pod. Not the phase itself: a pod going from
+    #: Pending to Running (a routine status update) changes no record.
+    going: Going = ""
+    #: The persistentVolumeClaim volumes that mount the claim the StatefulSet controller names
+    #: for them, ``<volume>-<pod name>``, by volume name: one shared tuple for a set's pods.
+    templates: tuple[str, ...] = ()
+    #: The claims it mounts under any other name (a pod made by hand, a volume of the pod
+    #: template naming a claim of its own), in full.
+    other_claims: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.namespace, self.name)
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        """The names of the claims the pod mounts (``spec.volumes[].persistentVolumeClaim``)."""
+        return tuple([f"{t}-{self.name}" for t in self.templates]) + self.other_claims
 
     def zone_label(self, topology_key: str) -> str | None:
         """The pod's own label for ``topology_key`` (or an equivalent zone key), if any."""
@@ -181,37 +196,40 @@ def _name(meta: Mapping[str, Any]) -> str:
     return _intern(name)
 
 
+#: One shared frozenset per distinct set of True conditions: nodes report the same few.
+_CONDITIONS: dict[frozenset[str], frozenset[str]] = {}
+
+
 def node_info(obj: Mapping[str, Any]) -> NodeInfo:
     """Record of a Node or a metadata-only ``PartialObjectMetadata`` node."""
     meta = _meta(obj)
     labels = {_intern(k): _intern(v) for k, v in objects.str_map(meta, "labels").items()}
     status = objects.mapping(obj, "status")
-    conditions = frozenset(
-        _intern(c["type"])
-        for c in objects.dicts(status, "conditions", path="status")
-        if c.get("status") == "True" and isinstance(c.get("type"), str)
-    )
-    return NodeInfo(name=_name(meta), labels=labels, true_conditions=conditions)
+    true: set[str] = set()
+    ready = True
+    for condition in objects.dicts(status, "conditions", path="status"):
+        kind, value = condition.get("type"), condition.get("status")
+        if value == "True" and isinstance(kind, str):
+            true.add(kind)
+        elif kind == "Ready":  # False, or Unknown: the kubelet stopped posting its status
+            ready = False
+    taints = objects.dicts(objects.mapping(obj, "spec"), "taints", path="spec")
+    if any(t.get("key") in NOT_READY_TAINTS for t in taints):
+        ready = False
+    conditions = frozenset(true)
+    shared = _CONDITIONS.get(conditions)
+    if shared is None:
+        if len(_CONDITIONS) >= 256:  # distinct sets are few; bound them all the same
+            _CONDITIONS.clear()
+        shared = _CONDITIONS[conditions] = frozenset(map(_intern, conditions))
+    return NodeInfo(name=_name(meta), labels=labels, true_conditions=shared, ready=ready)
 
 
 def volume_info(obj: Mapping[str, Any]) -> VolumeInfo:
-    """Record of a PersistentVolume: zones from ``spec.nodeAffinity`` (In terms) or labels."""
+    """Record of a PersistentVolume: where it can attach (``spec.nodeAffinity``, its zone
+    labels), its claim, and its reclaim policy."""
     meta = _meta(obj)
     spec = objects.mapping(obj, "spec")
-    zones: dict[str, set[str]] = {}
-    required = objects.mapping(objects.mapping(spec, "nodeAffinity"), "required")
-    terms = objects.dicts(required, "nodeSelectorTerms", path="spec.nodeAffinity.required")
-    for term in terms:
-        for expr in objects.dicts(term, "matchExpressions", path="nodeSelectorTerms[]"):
-            key, op = expr.get("key"), expr.get("operator")
-            values = expr.get("values")
-            if isinstance(key, str) and op == "In" and isinstance(values, list):
-                zones.setdefault(key, set()).update(v for v in values if isinstance(v, str))
-    labels = objects.str_map(meta, "labels")
-    for key in ZONE_KEYS:
-        if key in labels and key not in zones:
-            # Zone labels on PVs may hold several zones joined by "__" (regional disks).
-            zones[key] = set(labels[key].split("__"))
     claim_ref = objects.mapping(spec, "claimRef")
     claim = None
     # A Released (or Failed) volume keeps the claimRef of its deleted claim, uid and all, but
@@ -225,27 +243,11 @@ def volume_info(obj: Mapping[str, Any]) -> VolumeInfo:
         )
     return VolumeInfo(
         name=_name(meta),
-        zones=_shared_zones(zones),
+        terms=volume_terms(spec, labels=objects.str_map(meta, "labels")),
         claim=claim,
         claim_uid=objects.string(claim_ref, "uid") if claim else "",
+        reclaim_delete=objects.string(spec, "persistentVolumeReclaimPolicy") == "Delete",
     )
-
-
-#: One read-only zones mapping per distinct value: 100k volumes pinned to three zones share
-#: three mappings instead of holding 100k dicts and frozensets (~45 MB).
-_ZONE_MAPS: dict[tuple[tuple[str, tuple[str, ...]], ...], Mapping[str, frozenset[str]]] = {}
-
-
-def _shared_zones(zones: dict[str, set[str]]) -> Mapping[str, frozenset[str]]:
-    key = tuple(sorted((k, tuple(sorted(v))) for k, v in zones.items()))
-    shared = _ZONE_MAPS.get(key)
-    if shared is None:
-        if len(_ZONE_MAPS) >= 4096:  # distinct zone sets are few; bound them all the same
-            _ZONE_MAPS.clear()
-        shared = _ZONE_MAPS[key] = MappingProxyType(
-            {_intern(k): frozenset(map(_intern, v)) for k, v in zones.items()}
-        )
-    return shared
 
 
 def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
@@ -281,6 +283,10 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
         templates=templates,
         node_terms=tuple(terms),
         node_selector=objects.str_map(template_spec, "nodeSelector"),
+        deletes_claims=objects.string(
+            objects.mapping(spec, "persistentVolumeClaimRetentionPolicy"), "whenScaled"
+        )
+        == "Delete",
     )
 
 
@@ -337,13 +343,19 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
     topology = _shared(
         tuple(sorted((_intern(k), _intern(v)) for k, v in labels.items() if is_topology_label(k)))
     )
+    name = _name(meta)
+    spec = objects.mapping(obj, "spec")
+    templates, others = mounted(name, spec)
     return PodInfo(
         namespace=_intern(objects.string(meta, "namespace")),
-        name=_name(meta),
+        name=name,
         owner=_intern(owner) if owner else None,
         ordinal=ordinal_of(meta),
-        node=_intern(objects.string(objects.mapping(obj, "spec"), "nodeName")),
+        node=_intern(objects.string(spec, "nodeName")),
         topology=topology,
+        going=going(meta, objects.mapping(obj, "status")),
+        templates=templates,
+        other_claims=others,
     )
 
 

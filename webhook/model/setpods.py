@@ -5,7 +5,7 @@ ordinals. Pure: summaries of records, built once per change of the group they su
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from webhook.model.records import PodInfo
 
@@ -64,18 +64,20 @@ def by_residue(ordinals: Iterable[int], k: int) -> list[list[int]]:
 
 @dataclass(frozen=True, slots=True)
 class PodZones:
-    """The zones of a set's pods that run on a node the view holds with the zone label: the
-    common case of :class:`webhook.rules.locate.Locator`."""
+    """The zones of a set's pods that run on a node the view holds with the zone label and are
+    not going away: the common case of :class:`webhook.rules.locate.Locator`."""
 
     #: Ordinal (by pod name) -> its node's zone, in ordinal order.
     zones: Mapping[int, str]
     #: Zone -> its ordinals, sorted.
     by_zone: Mapping[str, list[int]]
+    #: Ordinal -> its node, for the pods (not going away) on a node that is not Ready.
+    unready: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, zones: dict[int, str]) -> PodZones:
-        """From ordinal -> zone, in ordinal order."""
-        return cls(zones, by_zone(zones))
+    def of(cls, zones: dict[int, str], *, unready: dict[int, str] | None = None) -> PodZones:
+        """From ordinal -> zone, in ordinal order (and the pods on nodes not Ready)."""
+        return cls(zones, by_zone(zones), unready or {})
 
     def residues(self, k: int) -> list[list[int]]:
         """The ordinals (sorted) whose residue mod ``k`` is 0, 1, ..., k - 1."""

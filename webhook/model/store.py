@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from webhook.model import pinning
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
 from webhook.model.index import Index, Staging
 from webhook.model.records import (
-    HOSTNAME,
     TABLES,
     ClaimInfo,
     Info,
@@ -273,16 +273,22 @@ class Store:
         return self._pods_by_owner.summary((namespace, statefulset))
 
     def pod_zones(self, namespace: str, statefulset: str, topology_key: str) -> PodZones:
-        """Where the scheduled pods of one set are by their nodes' ``topology_key`` label."""
+        """Where the scheduled pods of one set that are not going away are, by their nodes'
+        ``topology_key`` label, and which of them run on nodes that are not Ready."""
         pods = self.set_pods(namespace, statefulset)
         zones: dict[int, str] = {}
+        unready: dict[int, str] = {}
         nodes = self.nodes
         for ordinal in sorted(pods.by_name):
-            node_name = pods.by_name[ordinal].node
-            node = nodes.get(node_name) if node_name else None
-            if node is not None and (zone := node.labels.get(topology_key)):
+            pod = pods.by_name[ordinal]
+            node = nodes.get(pod.node) if pod.node and not pod.going else None
+            if node is None:
+                continue  # not scheduled, going away (it holds no zone), or on a node unknown
+            if zone := node.labels.get(topology_key):
                 zones[ordinal] = zone
-        return PodZones.of(zones)
+            if not node.ready:
+                unready[ordinal] = node.name
+        return PodZones.of(zones, unready=unready)
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))
@@ -292,13 +298,13 @@ class Store:
 
     def claim_zones(
         self, namespace: str, claim: str, topology_key: str, *, uid: str | None = None
-    ) -> tuple[str, frozenset[str]]:
-        """(volume name, zones) of the PV bound to a claim; ``("", frozenset())`` if none.
+    ) -> tuple[str, frozenset[str] | None]:
+        """(volume name, :meth:`volume_zones`) of the PV bound to a claim; ``("", frozenset())``
+        if none.
 
-        The PV's own ``claimRef`` counts too: a pre-bound PV pins the claim before binding. A
-        local volume pinned to a node by hostname (local-path, OpenEBS, TopoLVM) is in that
-        node's zone. ``uid`` names the claim meant (one being created): a claim of the same name
-        with another uid in the view is an earlier one, deleted, and its volume is not this one's.
+        The PV's own ``claimRef`` counts too: a pre-bound PV pins the claim before binding.
+        ``uid`` names the claim meant (one being created): a claim of the same name with another
+        uid in the view is an earlier one, deleted, and its volume is not this one's.
         """
         info = self.claims.get((namespace, claim))
         if uid is not None and info is not None and info.uid and info.uid != uid:
@@ -327,19 +333,26 @@ class Store:
             "",
         )
 
-    def volume_zones(self, volume: str, topology_key: str) -> frozenset[str]:
-        """Zones a PersistentVolume can be used from (none when unknown or not zone-pinned).
-
-        A local volume pinned to a node by hostname is in that node's zone.
-        """
+    def volume_zones(self, volume: str, topology_key: str) -> frozenset[str] | None:
+        """Zones a PersistentVolume can be used from: those of the nodes it can attach to
+        (:mod:`webhook.model.pinning`). Empty: any zone, or a volume the view does not hold;
+        None: nowhere (its terms select no node of a known zone), so its zone is unknown."""
         pv = self.volumes.get(volume)
         if pv is None:
             return frozenset()
-        zones = pv.zones_for(topology_key)
-        if not zones and HOSTNAME in pv.zones:
-            nodes = (n for h in pv.zones[HOSTNAME] for n in self.nodes_with_label(HOSTNAME, h))
-            zones = self.zones_of(nodes, topology_key)
-        return zones
+        return pinning.zones(pv.terms, topology_key, view=self)
+
+    def volume_nodes(self, volume: str, topology_key: str) -> frozenset[str] | None:
+        """The nodes a volume pinned to nodes (by hostname, a driver's node key) can attach to;
+        None when it is not pinned to nodes."""
+        pv = self.volumes.get(volume)
+        return pinning.nodes(pv.terms, topology_key, view=self) if pv is not None else None
+
+    def volume_nowhere(self, volume: str, topology_key: str) -> str:
+        """Why :meth:`volume_zones` of a volume is None, in words."""
+        pv = self.volumes.get(volume)
+        terms = pv.terms if pv is not None else ()
+        return f"volume {volume} {pinning.nowhere(terms, topology_key, view=self)}"
 
     def zones_of(self, nodes: Iterable[str], topology_key: str) -> frozenset[str]:
         """The zones of the given nodes (unknown nodes and nodes without the label skipped)."""

@@ -5,10 +5,12 @@ Namespace objects) and each ordinal in ``[start, start + replicas)``: the zone s
 (the rule, or the volume's zone; in node-ordinal mode the node(s) carrying the ordinal's label),
 the node and zone its pod really has (located as the scale-down guard locates it: the node's
 label, else the pod's own label, else its volume), and a status -- ``ok``, ``MISPLACED``
-(running outside what is expected), ``pending`` (no node yet), ``no pod``, or ``unknown`` (a
-zone is not known, with the reason). Also the zones the set holds now and the lowest replica
-count the scale-down guard would allow (unknown zones included), and, in node-ordinal mode,
-ordinal label values no node or several nodes carry.
+(running outside what is expected), ``pending`` (no node yet), ``no pod``, ``going`` (its pod
+is Terminating, Failed or Succeeded: the ordinal counts where its replacement goes, and the
+reason says where), or ``unknown`` (a zone is not known, with the reason). A pod on a node
+that is not Ready is marked: it still holds its zone, but maybe not for long. Also the zones
+the set holds now and the lowest replica count the scale-down guard would allow (unknown zones
+included), and, in node-ordinal mode, ordinal label values no node or several nodes carry.
 
 Removable nodes are computed by :mod:`webhook.rules.removal`. A report has *problems* -- the CLI
 exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, or a
@@ -28,7 +30,7 @@ from webhook.rules import guard, removal
 from webhook.rules.locate import Located, Locator
 from webhook.rules.placement import Policy, place_by_mode, resolve_policy
 
-Status = Literal["ok", "MISPLACED", "pending", "no pod", "unknown"]
+Status = Literal["ok", "MISPLACED", "pending", "no pod", "going", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +44,12 @@ class Row:
     node: str
     zone: str | None
     status: Status
-    #: Why the status is ``unknown`` ("node n7 has no label topology.kubernetes.io/zone").
+    #: Why the status is ``unknown`` ("node n7 has no label topology.kubernetes.io/zone"), or
+    #: where a ``going`` pod's replacement goes ("db-0 is Terminating on node n1 in zone-c;
+    #: its replacement goes to zone-a").
     why: str = ""
+    #: False when its pod runs on a node that is not Ready (NotReady, Unknown, or tainted so).
+    node_ready: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,25 +120,33 @@ def audits(store: Store, sts: StatefulSetInfo, *, excluded: Collection[str] = ()
 
 
 def _expectation(
-    ordinal: int, policy: Policy, store: Store, namespace: str
+    ordinal: int, policy: Policy, store: Store, namespace: str, *, claims: tuple[str, ...]
 ) -> tuple[str | None, str, tuple[str, ...]]:
     """(expected zone, what sets it, nodes pinned in node-ordinal mode)."""
-    placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
+    placement = place_by_mode(
+        ordinal, namespace=namespace, policy=policy, store=store, claims=claims
+    )
     if policy.declared.mode == "node-ordinal":
         nodes = store.nodes_with_label(policy.declared.node_label or "", str(ordinal))
         what = f"nodes {', '.join(nodes)}" if nodes else "no node labelled"
         return placement.zone or None, what, nodes
+    if placement.nowhere:
+        return None, f"volume {placement.volume} (attaches nowhere)", ()
     return placement.zone, f"volume {placement.volume}" if placement.volume else "rule", ()
 
 
-def _row(ordinal: int, policy: Policy, store: Store, namespace: str, located: Located) -> Row:
+def _row(ordinal: int, policy: Policy, store: Store, where: Locator, located: Located) -> Row:
+    namespace = where.namespace
     try:
-        expected, by, pinned = _expectation(ordinal, policy, store, namespace)
+        claims = where.claims(ordinal)
+        expected, by, pinned = _expectation(ordinal, policy, store, namespace, claims=claims)
     except Denied as err:
         expected, by, pinned = None, err.message, ()
     pod = store.pod(namespace, f"{policy.statefulset}-{ordinal}")
     if pod is None or pod.owner != policy.statefulset:
         return Row(ordinal, expected, by, "", None, "no pod")
+    if pod.going:  # where it sits; the guard counts it where its replacement goes (why)
+        return Row(ordinal, expected, by, pod.node, where.sits(pod), "going", located.detail)
     if not pod.node:
         return Row(ordinal, expected, by, "", None, "pending")
     zone = located.zone  # the guard's own facts: node label, pod label, volume
@@ -145,7 +159,9 @@ def _row(ordinal: int, policy: Policy, store: Store, namespace: str, located: Lo
         why = located.detail if zone is None else "no expected zone"
     else:
         status = "ok" if zone == expected else "MISPLACED"
-    return Row(ordinal, expected, by, pod.node, zone, status, why)
+    node = store.nodes.get(pod.node)
+    ready = node is None or node.ready
+    return Row(ordinal, expected, by, pod.node, zone, status, why, node_ready=ready)
 
 
 #: Ordinals :func:`audit_steps` visits between pauses (about 0.1 ms of work each).
@@ -223,7 +239,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
                 unknown.append(o)
             else:
                 held.add(at.zone)
-            rows.append(_row(o, policy, store, sts.namespace, at))
+            rows.append(_row(o, policy, store, where, at))
             if node_ordinal:
                 pinned[o] = store.nodes_with_label(label, str(o))
     missing = tuple(o for o, nodes in pinned.items() if not nodes)

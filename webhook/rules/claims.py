@@ -111,8 +111,8 @@ def _owned_claim(
     placement = place_by_mode(
         ordinal, namespace=namespace, policy=policy, store=store, creating=(name, uid)
     )
-    if not placement.zone:  # node-ordinal mode and no single node zone yet: nothing to record
-        return review.allowed()
+    if not placement.zone:  # node-ordinal mode without one node zone yet, or nowhere to run
+        return review.allowed(warnings=placement.warnings)
     mutated = with_annotation(claim, ZONE, placement.zone)
     warnings = placement.warnings
     template = policy.declared.storage_class_template
@@ -143,7 +143,12 @@ def _follow_volume(
         return review.allowed(
             warnings=(f"claim {name} names volume {volume}, not in stszone's view: no zone set",)
         )
-    zones = store.volume_zones(volume, policy.declared.topology_key)
+    key = policy.declared.topology_key
+    zones = store.volume_zones(volume, key)
+    if zones is None:  # it can attach to no node of a known zone: no zone to record
+        return review.allowed(
+            warnings=(f"claim {name}: {store.volume_nowhere(volume, key)}; no zone set",)
+        )
     if zones:
         zone = zone_among(zones, ordinal, policy)
     else:  # a volume usable from any zone (NFS, say): its pod goes where the rule says

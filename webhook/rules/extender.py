@@ -14,10 +14,9 @@ invite pointless evictions). Reasons name no node: kube-scheduler counts identic
 its event ("0/6 nodes are available: 4 node(s) in zone zone-b, ...").
 
 Storage health: a node condition of the configured type with status True, and/or a node label.
-With ``nodeCacheCapable: true`` conditions come from the view, and the live view watches node
-*metadata* only (small at thousands of nodes), so it never sees conditions: the condition then
-cannot fail a node (unknown counts as healthy; as broken it would stop all scheduling). Use the
-label there, or ``nodeCacheCapable: false`` (full Nodes in each request), or a ``--cluster`` file.
+With ``nodeCacheCapable: true`` conditions come from the view (the live view watches full Nodes,
+and keeps the True condition types of each); a node the view does not hold yet cannot fail on a
+condition (unknown counts as healthy; as broken it would stop all scheduling).
 
 Prioritize scores 0..``MAX_SCORE`` (``MaxExtenderPriority``; kube-scheduler multiplies by the
 weight and rescales): half for the zone of the pod's bound volume (else its placement zone),
@@ -104,7 +103,11 @@ def target(pod: JSON, *, store: Store) -> Goal | None:
             ordinal = ordinal_of(meta)
             if ordinal is None:
                 raise Denied(f"pod {namespace}/{name} of StatefulSet {owner} has no ordinal")
-            zone = place(ordinal, namespace=namespace, policy=policy, store=store).zone
+            zone = place(
+                ordinal, namespace=namespace, policy=policy, store=store, claims=claims
+            ).zone
+            if not zone:
+                return None  # its volume can attach nowhere: no zone to keep it in
     volume_zones: frozenset[str] | None = None
     for claim in claims:
         _, zones = store.claim_zones(namespace, claim, declared.topology_key)

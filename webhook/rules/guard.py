@@ -14,6 +14,14 @@ A lost zone with an unknown kept ordinal, or a zone at risk, makes the answer de
 unknown zone. Removed ordinals in zones outside the list (pods placed before stszone, a zone
 taken off the list) are reported, not protected. The lowest safe replica count is the smallest
 count the guard itself would allow, unknown zones included.
+
+A pod going away holds no zone (its ordinal is where its replacement goes): a lost zone where
+a kept ordinal's dying pod still sits names that pod. A pod on a node that is not Ready still
+holds its zone, but a listed zone the removed ordinals hold that is left only to such pods is
+reported, so the answer can warn of it.
+
+A move of ``ordinals.start`` is a scale-down like any other: ``old`` and ``new`` are the two
+ranges, and the removed ordinals are those of ``old`` that ``new`` does not keep.
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ from typing import Final
 from webhook.model.records import StatefulSetInfo
 from webhook.model.setpods import by_residue, by_zone
 from webhook.model.store import Store
+from webhook.rules import motion
 from webhook.rules.locate import Located, Locator
+from webhook.rules.ordinals import removed as removed_ordinals
 from webhook.rules.ordinals import walked
 from webhook.rules.placement import Policy, rule_zone
 
@@ -87,6 +97,22 @@ class ScaleDown:
     unknown_kept: Unknown
     #: Smallest replica count the guard allows (None: none up to the old count does).
     lowest: int | None
+    #: Lost zone -> the kept ordinals whose pod, going away, still sits there (the first few).
+    leaving: Mapping[str, tuple[Located, ...]] = field(default_factory=dict)
+    #: Listed zone the removed ordinals hold -> its kept holders, when all of them are pods on
+    #: nodes that are not Ready (the first few).
+    unready: Mapping[str, tuple[Located, ...]] = field(default_factory=dict)
+    #: ``ordinals.start`` before and after (they differ when the change moves it).
+    starts: tuple[int, int] = (0, 0)
+
+    @property
+    def change(self) -> str:
+        """``3 -> 2``, or ``ordinals.start 0 -> 1`` (and the replicas, when they change too)."""
+        counts = f"{self.old} -> {self.new}"
+        if self.starts[0] == self.starts[1]:
+            return counts
+        moved = f"ordinals.start {self.starts[0]} -> {self.starts[1]}"
+        return moved if self.old == self.new else f"{moved}, replicas {counts}"
 
     @property
     def depends_on_unknown(self) -> bool:
@@ -135,6 +161,8 @@ class _Ranges:
         #: Known ordinals of the span whose zone is unknown, sorted.
         self.unknowns: list[int] = []
         running = store.pod_zones(namespace, policy.statefulset, policy.declared.topology_key)
+        #: Ordinal -> its node, for the set's pods on nodes that are not Ready.
+        self.unready = running.unready
         if known == running.zones.keys() and (
             not known or (min(known) in span and max(known) in span)
         ):
@@ -241,12 +269,6 @@ class _Ranges:
         return next((o for o in backwards if self.known.get(o) is None), None)
 
 
-def _removed(old: range, new: range) -> list[range]:
-    """The ordinals of ``old`` that ``new`` does not keep (two runs when start moved)."""
-    runs = [range(old.start, min(old.stop, new.start)), range(max(old.start, new.stop), old.stop)]
-    return [r for r in runs if len(r)]
-
-
 def _merged(
     parts: Iterable[dict[str, tuple[list[int], int]]], where: Callable[[int], Located]
 ) -> dict[str, Holders]:
@@ -273,7 +295,7 @@ def scale_down(
     span = range(min(old.start, new.start), max(old.stop, new.stop, widest.stop))
     ranges = _Ranges(span, namespace=namespace, policy=policy, store=store)
     before, kept = ranges.holders(old), ranges.held(new)
-    removed = _removed(old, new)
+    removed = removed_ordinals(old, new)
     listed = set(policy.zones) or set(before)  # no list at all: what the set holds now
     lost = {z: h for z, h in before.items() if z in listed and z not in kept}
     gone = _merged((ranges.held(r) for r in removed), ranges.located)
@@ -281,6 +303,7 @@ def scale_down(
     at_risk: tuple[str, ...] = ()
     if unknown_removed.count:
         at_risk = tuple(z for z in policy.zones if z not in kept and z not in lost)
+    relied = {z for z in gone if z in listed and z in kept}
     return ScaleDown(
         name=name,
         old=len(old),
@@ -292,6 +315,17 @@ def scale_down(
         unknown_removed=unknown_removed,
         unknown_kept=ranges.unknown(new),
         lowest=_lowest(ranges, old=old, widest=widest, held=set(before) & listed, policy=policy),
+        leaving=motion.leaving(ranges.where, ranges.located, new=new, lost=set(lost), named=NAMED),
+        unready=motion.unready(
+            ranges.unready,
+            ranges.known,
+            ranges.located,
+            new=new,
+            zones=relied,
+            kept=kept,
+            named=NAMED,
+        ),
+        starts=(old.start, new.start),
     )
 
 

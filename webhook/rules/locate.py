@@ -2,16 +2,22 @@
 
 The zone of an ordinal is, in order of trust:
 
-1. a *scheduled* pod (``spec.nodeName`` set) is where its node is: the node's topology label,
-   else the pod's own topology label (Kubernetes 1.33+ copies the node's zone onto a pod when
-   it binds it: PodTopologyLabels), else the zone of the volume bound to its claim. When none
-   of these says, its zone is **unknown** -- never filled in from the placement rule, which
-   says where a pod *should* go, not where a pod placed before stszone (or by hand) *is*;
-2. an ordinal with no scheduled pod is where its data is: the zone of its bound volume (a local
-   volume pinned to a node by hostname counts as that node's zone);
+1. a *scheduled* pod (``spec.nodeName`` set) that is not going away is where its node is: the
+   node's topology label, else the pod's own topology label (Kubernetes 1.33+ copies the
+   node's zone onto a pod when it binds it: PodTopologyLabels), else the zone of the volumes
+   bound to the claims it mounts. When none of these says, its zone is **unknown** -- never
+   filled in from the placement rule, which says where a pod *should* go, not where a pod
+   placed before stszone (or by hand) *is*;
+2. an ordinal with no scheduled pod is where its data is: the zone of the volumes bound to
+   its claims (a volume pinned to nodes, by hostname or a driver's node key, is in those
+   nodes' zones; one whose nodes are gone is nowhere, and the ordinal's zone unknown);
 3. else where stszone will put it: the placement rule (affinity and scheduler modes), or, in
    node-ordinal mode, the zone of the node(s) carrying its ordinal label when they share one
    zone. Without an answer there, the zone is unknown too.
+
+A pod that is going away (Terminating, Failed, Succeeded) holds no zone: the StatefulSet
+controller replaces it, and stszone places the replacement by 2 and 3, so the ordinal is where
+its replacement will be, never where the dying pod sits.
 
 Every unknown carries the reason, in words a person can act on ("node n7 has no label
 topology.kubernetes.io/zone"). The scale-down guard, ``stszone audit`` and node removal all use
@@ -20,14 +26,14 @@ this one :class:`Locator`, so they agree on every cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Literal, NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, Literal, NamedTuple
 
 from webhook.model.records import PodInfo
 from webhook.model.store import Store
-from webhook.rules.placement import Policy, claim_name, rule_zone, zone_among
+from webhook.rules.placement import Policy, controller_claims, rule_zone, zone_among
 
-Source = Literal["pod", "pod-label", "volume", "node-label", "rule", "unknown"]
+Source = Literal["pod", "pod-label", "volume", "node-label", "rule", "replacement", "unknown"]
 
 #: Sources that are facts about a pod that exists and is scheduled.
 SCHEDULED: frozenset[Source] = frozenset({"pod", "pod-label"})
@@ -45,29 +51,47 @@ class Located(NamedTuple):
     zone: str | None
     source: Source
     detail: str = ""
-    #: The node of a scheduled pod ("" when there is none).
+    #: The node of a scheduled pod, going away or not ("" when there is none).
     node: str = ""
 
 
-def volume_zones(
-    ordinal: int, *, namespace: str, policy: Policy, store: Store
-) -> tuple[str, frozenset[str]]:
-    """(volume names, zones) allowed by the volumes bound to the ordinal's claims.
+#: How each kind of going away reads in a message.
+_GOING: Final = {
+    "Terminating": "is Terminating",
+    "Failed": "has Failed",
+    "Succeeded": "has Succeeded",
+}
 
-    Several claims intersect (the pod must reach all of them); a local PV pinned by hostname
-    counts as its node's zone (``Store.claim_zones``).
+
+class Pinned(NamedTuple):
+    """What the volumes bound to an ordinal's claims say of its zone."""
+
+    #: Their names, joined ("" when none pins it).
+    volumes: str
+    #: The zones all of them allow (several claims intersect); empty when none pins it.
+    zones: frozenset[str]
+    #: Why one of them can attach to no node of a known zone ("" when none is so).
+    nowhere: str = ""
+
+
+def volume_zones(claims: Sequence[str], *, namespace: str, policy: Policy, store: Store) -> Pinned:
+    """What the volumes bound to ``claims`` (an ordinal's) say of where it can run.
+
+    Several claims intersect (the pod must reach all of them); a volume pinned to nodes counts
+    as their zones, and one that can attach to none makes the ordinal's zone unknown
+    (``Store.volume_zones``).
     """
     key = policy.declared.topology_key
     names: list[str] = []
     allowed: frozenset[str] | None = None
-    for template in policy.templates:
-        volume, zones = store.claim_zones(
-            namespace, claim_name(template, policy.statefulset, ordinal), key
-        )
+    for claim in claims:
+        volume, zones = store.claim_zones(namespace, claim, key)
+        if zones is None:
+            return Pinned(volume, frozenset(), store.volume_nowhere(volume, key))
         if zones:
             names.append(volume)
             allowed = zones if allowed is None else allowed & zones
-    return ", ".join(names), allowed or frozenset()
+    return Pinned(", ".join(names), allowed or frozenset())
 
 
 class Locator:
@@ -93,22 +117,47 @@ class Locator:
 
     def __call__(self, ordinal: int) -> Located:
         pod = self.pods.get(ordinal)
-        if pod is not None and pod.node:
+        if pod is None:
+            return self._unscheduled(ordinal, controller_claims(ordinal, policy=self.policy))
+        if pod.going:
+            return self._replaced(ordinal, pod)
+        if pod.node:
             return self._scheduled(ordinal, pod)
+        return self._unscheduled(ordinal, pod.claims)
+
+    def claims(self, ordinal: int) -> tuple[str, ...]:
+        """The claims ``ordinal``'s pod mounts, or (no pod) those its controller names for it."""
+        pod = self.pods.get(ordinal)
+        return pod.claims if pod is not None else controller_claims(ordinal, policy=self.policy)
+
+    def sits(self, pod: PodInfo) -> str | None:
+        """The zone a scheduled pod runs in by its node's label, else its own (None: unread)."""
+        node = self.nodes.get(pod.node) if pod.node else None
+        zone = node.labels.get(self.key) if node is not None else None
+        return zone or (pod.zone_label(self.key) if pod.node else None)
+
+    def _unscheduled(self, ordinal: int, claims: Sequence[str]) -> Located:
+        """An ordinal without a running pod: its volumes, else the rule (or node label)."""
         policy, store = self.policy, self.store
-        volume, zones = volume_zones(ordinal, namespace=self.namespace, policy=policy, store=store)
-        if zones:
-            return Located(ordinal, zone_among(zones, ordinal, policy), "volume", volume)
+        pinned = volume_zones(claims, namespace=self.namespace, policy=policy, store=store)
+        if pinned.nowhere:
+            return Located(ordinal, None, "unknown", pinned.nowhere)
+        if pinned.zones:
+            return Located(
+                ordinal, zone_among(pinned.zones, ordinal, policy), "volume", pinned.volumes
+            )
         if policy.declared.mode == "node-ordinal":
             label = policy.declared.node_label or ""
             nodes = store.nodes_with_label(label, str(ordinal))
-            pinned = store.zones_of(nodes, self.key)
-            if len(pinned) == 1:
-                return Located(ordinal, next(iter(pinned)), "node-label", ", ".join(nodes))
+            pinned_zones = store.zones_of(nodes, self.key)
+            if len(pinned_zones) == 1:
+                return Located(ordinal, next(iter(pinned_zones)), "node-label", ", ".join(nodes))
             if not nodes:
                 why = f"no pod and no node labelled {label}={ordinal}"
-            elif pinned:
-                why = f"nodes labelled {label}={ordinal} span zones {', '.join(sorted(pinned))}"
+            elif pinned_zones:
+                why = (
+                    f"nodes labelled {label}={ordinal} span zones {', '.join(sorted(pinned_zones))}"
+                )
             else:
                 why = f"no node labelled {label}={ordinal} has a label {self.key}"
             return Located(ordinal, None, "unknown", why)
@@ -117,6 +166,28 @@ class Locator:
                 ordinal, rule_zone(ordinal, zones=policy.zones, start=policy.start), "rule"
             )
         return Located(ordinal, None, "unknown", "no pod, no zone-pinned volume and no zone list")
+
+    def _replaced(self, ordinal: int, pod: PodInfo) -> Located:
+        """A pod going away: the ordinal is where its replacement goes (its volumes, else the
+        rule), and the detail says so: "db-0 is Terminating on node n1 in zone-c; its
+        replacement goes to zone-a"."""
+        after = self._unscheduled(ordinal, pod.claims)
+        where = f" on node {pod.node}" if pod.node else ""
+        if (sits := self.sits(pod)) is not None:
+            where += f" in {sits}"
+        head = f"{pod.name} {_GOING[pod.going]}{where}"
+        if after.zone is None:
+            return Located(
+                ordinal,
+                None,
+                "unknown",
+                f"{head}; its replacement's zone is unknown: {after.detail}",
+                pod.node,
+            )
+        goes = f"{head}; its replacement goes to {after.zone}"
+        if after.source == "volume":
+            goes += f" with its volume {after.detail}"
+        return Located(ordinal, after.zone, "replacement", goes, pod.node)
 
     def _scheduled(self, ordinal: int, pod: PodInfo) -> Located:
         """A scheduled pod: its node's label, its own label, its volume -- or unknown."""
@@ -128,14 +199,15 @@ class Locator:
         if own := pod.zone_label(self.key):
             return Located(ordinal, own, "pod-label", node_name, node_name)
         policy = self.policy
-        volume, zones = volume_zones(
-            ordinal, namespace=self.namespace, policy=policy, store=self.store
-        )
-        if zones:
-            return Located(ordinal, zone_among(zones, ordinal, policy), "volume", volume, node_name)
+        pinned = volume_zones(pod.claims, namespace=self.namespace, policy=policy, store=self.store)
+        if pinned.zones:
+            zone = zone_among(pinned.zones, ordinal, policy)
+            return Located(ordinal, zone, "volume", pinned.volumes, node_name)
         why = (
             f"node {node_name} has no label {self.key}"
             if node is not None
             else f"node {node_name} is not in stszone's view"
         )
+        if pinned.nowhere:
+            why += f", and its {pinned.nowhere}"
         return Located(ordinal, None, "unknown", why, node_name)

@@ -23,7 +23,7 @@ from webhook.model.objects import JSON, with_annotation
 from webhook.model.records import statefulset_info
 from webhook.model.store import Store
 from webhook.rules import affinity
-from webhook.rules.placement import claim_name, require_synced
+from webhook.rules.placement import require_synced
 from webhook.rules.plan import PodPlan, check_node_name, node_labels, plan_pod
 from webhook.rules.text import some
 from webhook.wire import review
@@ -75,6 +75,8 @@ def _pin(
 
 def _affinity_mode(pod: JSON, plan: PodPlan, *, store: Store) -> Outcome:
     zone = plan.placement.zone
+    if not zone:  # its volume can attach nowhere: no zone to pin it to (the warning says so)
+        return review.allowed(warnings=plan.placement.warnings)
     key = plan.policy.declared.topology_key
     why = f"the zone stszone chose for ordinal {plan.ordinal}"
     if plan.placement.volume:
@@ -85,6 +87,8 @@ def _affinity_mode(pod: JSON, plan: PodPlan, *, store: Store) -> Outcome:
 
 
 def _scheduler_mode(pod: JSON, plan: PodPlan, *, defaults: Defaults) -> Outcome:
+    if not plan.placement.zone:  # its volume can attach nowhere: no zone for the scheduler
+        return review.allowed(warnings=plan.placement.warnings)
     spec = objects.mapping(pod, "spec")
     current = objects.string(spec, "schedulerName", path="spec")
     wanted = plan.policy.declared.scheduler_name or defaults.scheduler_name
@@ -143,10 +147,11 @@ def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, namespace: str, store: Store
             warnings += (
                 f"{name} stays Pending: node {label}={value} is in {zone}; its own: {own}",
             )
-    for template in plan.policy.templates if zones else ():
-        claim = claim_name(template, plan.policy.statefulset, plan.ordinal)
+    for claim in plan.claims if zones else ():
         volume, at = store.claim_zones(namespace, claim, key)
-        if at and not at & set(zones):
+        if at is None:
+            warnings += (f"{name} stays Pending: {store.volume_nowhere(volume, key)}",)
+        elif at and not at & set(zones):
             warnings += (
                 f"{name} stays Pending: its volume {volume} is in {', '.join(sorted(at))}, "
                 f"node {label}={value} in {', '.join(zones)}",

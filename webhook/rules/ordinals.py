@@ -25,3 +25,10 @@ def walked(start: int, replicas: int) -> range:
     """The ordinals a check visits one by one: ``[start, start + replicas)``, at most
     :data:`WALK_LIMIT` of them."""
     return range(start, start + min(max(replicas, 0), WALK_LIMIT))
+
+
+def removed(old: range, new: range) -> list[range]:
+    """The ordinals of ``old`` that ``new`` does not keep: those above the new count and, when
+    ``ordinals.start`` moved up, those below the new start (two runs)."""
+    runs = [range(old.start, min(old.stop, new.start)), range(max(old.start, new.stop), old.stop)]
+    return [r for r in runs if len(r)]

@@ -3,14 +3,16 @@
 Ordinal ``i`` of a StatefulSet whose ordinals start at ``s`` goes to ``zones[(i - s) mod k]``,
 so every prefix of ``k`` or more ordinals covers every zone, and a scale-down (which always
 removes the highest ordinals) keeps every zone while ``replicas >= k``. A pod whose claim is
-bound to a zone-pinned volume goes where its data is, whatever the rule says.
+bound to a zone-pinned volume goes where its data is, whatever the rule says: the claims it
+mounts decide (``spec.volumes[].persistentVolumeClaim.claimName``), and for a pod not yet made,
+the claims its StatefulSet controller names for the ordinal.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from webhook.errors import Denied
@@ -32,6 +34,11 @@ def rule_zone(ordinal: int, *, zones: tuple[str, ...], start: int = 0) -> str:
 def claim_name(template: str, statefulset: str, ordinal: int) -> str:
     """Name the StatefulSet controller gives the claim of ``template`` for ``ordinal``."""
     return f"{template}-{statefulset}-{ordinal}"
+
+
+def controller_claims(ordinal: int, *, policy: Policy) -> tuple[str, ...]:
+    """The claims the StatefulSet controller makes (and mounts) for ``ordinal``'s pod."""
+    return tuple([claim_name(t, policy.statefulset, ordinal) for t in policy.templates])
 
 
 class Policy(NamedTuple):
@@ -146,6 +153,9 @@ class Placement(NamedTuple):
     volume: str = ""
     claim: str = ""
     warnings: tuple[str, ...] = ()
+    #: Why no zone is chosen (``zone`` is ""): a claim's volume can attach to no node of a
+    #: known zone, so the pod can run nowhere and pinning it to the rule's zone would be a guess.
+    nowhere: str = ""
 
 
 def place(
@@ -154,16 +164,21 @@ def place(
     namespace: str,
     policy: Policy,
     store: Store,
+    claims: Sequence[str] | None = None,
     creating: tuple[str, str] | None = None,
+    pod: str = "",
 ) -> Placement:
     """Zone of ``ordinal``: the rule, unless a bound volume pins it elsewhere (data gravity).
 
-    ``creating`` is (name, uid) of a claim being created: what the view holds under that name
-    belongs to it only when the uids agree (an earlier claim of the same name, deleted, may
-    still be listed, or still hold a volume by claimRef).
+    ``claims``: the claims the pod mounts; None for an ordinal whose pod is not at hand (the
+    claims its controller names for it). ``pod``: its name, for the messages (by default the
+    one its controller gives it). ``creating`` is (name, uid) of a claim being created:
+    what the view holds under that name belongs to it only when the uids agree (an earlier
+    claim of the same name, deleted, may still be listed, or still hold a volume by claimRef).
 
     Raises :class:`Denied` when no zone is known at all, or when two claims of the pod are
-    bound to volumes in disjoint zones (no node could ever run it).
+    bound to volumes in disjoint zones (no node could ever run it). A claim whose volume is
+    nowhere (:meth:`Store.volume_zones`) gives no zone and a warning saying why.
     """
     if not policy.zones:
         raise Denied(
@@ -175,15 +190,30 @@ def place(
     by_rule = rule_zone(ordinal, zones=policy.zones, start=policy.start)
     allowed: frozenset[str] | None = None
     pinned_by = ("", "")
-    for template in policy.templates:
-        claim = claim_name(template, policy.statefulset, ordinal)
+    key = policy.declared.topology_key
+    pod = pod or f"{policy.statefulset}-{ordinal}"
+    for claim in controller_claims(ordinal, policy=policy) if claims is None else claims:
         uid = creating[1] if creating is not None and creating[0] == claim else None
-        volume, zones = store.claim_zones(namespace, claim, policy.declared.topology_key, uid=uid)
+        volume, zones = store.claim_zones(namespace, claim, key, uid=uid)
+        if zones is None:
+            why = store.volume_nowhere(volume, key)
+            warning = (
+                f"{pod} cannot run anywhere: {why} (claim {claim}); stszone leaves it unpinned: "
+                "restore the node, or give the ordinal a new claim"
+            )
+            return Placement(
+                zone="",
+                rule_zone=by_rule,
+                volume=volume,
+                claim=claim,
+                warnings=(warning,),
+                nowhere=why,
+            )
         if not zones:
             continue
         if allowed is not None and not (allowed & zones):
             raise Denied(
-                f"claims {pinned_by[1]} and {claim} of {policy.statefulset}-{ordinal} are bound "
+                f"claims {pinned_by[1]} and {claim} of {pod} are bound "
                 f"to volumes in different zones ({', '.join(sorted(allowed))} vs "
                 f"{', '.join(sorted(zones))}); no node can mount both. Move or re-create one.",
                 reason="VolumeZoneConflict",
@@ -194,10 +224,7 @@ def place(
         return Placement(zone=by_rule, rule_zone=by_rule)
     zone = zone_among(allowed, ordinal, policy)
     volume, claim = pinned_by
-    warning = (
-        f"{policy.statefulset}-{ordinal} follows volume {volume} (claim {claim}) to {zone}; "
-        f"the rule says {by_rule}"
-    )
+    warning = f"{pod} follows volume {volume} (claim {claim}) to {zone}; the rule says {by_rule}"
     return Placement(zone=zone, rule_zone=by_rule, volume=volume, claim=claim, warnings=(warning,))
 
 
@@ -218,7 +245,9 @@ def place_by_mode(
     namespace: str,
     policy: Policy,
     store: Store,
+    claims: Sequence[str] | None = None,
     creating: tuple[str, str] | None = None,
+    pod: str = "",
 ) -> Placement:
     """Where stszone puts ``ordinal`` in its StatefulSet's mode.
 
@@ -227,7 +256,15 @@ def place_by_mode(
     when no node carries the label or they span zones (the rule plays no part there).
     """
     if policy.declared.mode != "node-ordinal":
-        return place(ordinal, namespace=namespace, policy=policy, store=store, creating=creating)
+        return place(
+            ordinal,
+            namespace=namespace,
+            policy=policy,
+            store=store,
+            claims=claims,
+            creating=creating,
+            pod=pod,
+        )
     nodes = store.nodes_with_label(policy.declared.node_label or "", str(ordinal))
     zones = store.zones_of(nodes, policy.declared.topology_key)
     zone = next(iter(zones)) if len(zones) == 1 else ""

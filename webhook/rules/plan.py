@@ -39,11 +39,13 @@ def pod_claims(pod: JSON) -> tuple[str, ...]:
 
 
 class PodPlan(NamedTuple):
-    """What a StatefulSet pod must look like: the policy, its ordinal and its placement."""
+    """What a StatefulSet pod must look like: the policy, its ordinal and its placement, and
+    the claims it mounts (which decide where its data is)."""
 
     policy: Policy
     ordinal: int
     placement: Placement
+    claims: tuple[str, ...] = ()
 
 
 def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
@@ -67,11 +69,14 @@ def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
         )
     annotations = stszone_annotations(objects.str_map(meta, "annotations", path="metadata"))
     claims = pod_claims(pod)
+    name = objects.string(meta, "name")  # the placement's warnings name it
     policy = resolve_policy(
         namespace, owner, store=store, pod_annotations=annotations, pod_claims=claims
     )
-    placement = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
-    return PodPlan(policy, ordinal, placement)
+    placement = place_by_mode(
+        ordinal, namespace=namespace, policy=policy, store=store, claims=claims, pod=name
+    )
+    return PodPlan(policy, ordinal, placement, claims)
 
 
 def node_labels(store: Store) -> Nodes:

@@ -176,19 +176,24 @@ def _draft(ordinal: int, ctx: _Set) -> _Draft:
     zone = located.zone if node or located.source == "volume" else None
     if zone is None or zone == target:
         return _Draft(Row(ordinal, name, node, zone, target, "in place"), False)
-    volume, allowed = volume_zones(ordinal, namespace=sts.namespace, policy=policy, store=store)
+    found = volume_zones(
+        ctx.where.claims(ordinal), namespace=sts.namespace, policy=policy, store=store
+    )
+    volume, allowed = found.volumes, found.zones
     pinned = bool(allowed) and target not in allowed
     notes: list[str] = []
     claims: tuple[Claim, ...] = ()
     reasons = list(ctx.blockers)
+    if found.nowhere:  # the re-created pod could not run anywhere
+        reasons.append(f"its {found.nowhere}: a re-created pod would stay Pending")
     if pinned:
         notes.append(f"its volume {volume} is in {some(sorted(allowed))}")
         claims = _claims(ordinal, sts=sts, policy=policy, store=store, state=state)
     else:
         reasons += owned_claims(ordinal, sts=sts, policy=policy, state=state)
     if target not in ctx.homes:
-        found = zone_blocker(target, sts=sts, policy=policy, store=store, state=state)
-        ctx.homes[target] = found or ""
+        home = zone_blocker(target, sts=sts, policy=policy, store=store, state=state)
+        ctx.homes[target] = home or ""
     if ctx.homes[target]:
         reasons.append(ctx.homes[target])
     kind: Kind = "blocked" if reasons else ("pinned by data" if pinned else "movable")

@@ -5,7 +5,8 @@ StatefulSet and every ordinal ``o`` in ``[start, start + replicas)``:
 
 1. **no pod is lost**: the *homes* of ``o`` are the nodes it may run on -- the nodes of its
    expected zone (affinity and scheduler modes) or the nodes carrying its ordinal label
-   (node-ordinal mode), narrowed to the node of a local volume pinned by hostname. If ``o``
+   (node-ordinal mode), narrowed to the nodes of its volumes pinned to nodes (by hostname, a
+   driver's node key). If ``o``
    runs on a node of ``S``, or has any home today, some home must lie outside ``S``: a pod
    drained off ``S`` is re-created on a home, and every other pod needs one at its next
    re-creation (a rolling update re-creates them all). A local volume on ``S`` dies with it.
@@ -23,16 +24,16 @@ the remaining nodes, taints, other workloads, and ordinals beyond the current re
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from webhook.errors import Denied
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
-from webhook.model.records import HOSTNAME, StatefulSetInfo
+from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import guard
 from webhook.rules.locate import Locator
-from webhook.rules.placement import Policy, claim_name, place, resolve_policy
+from webhook.rules.placement import Policy, place, resolve_policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,17 +49,16 @@ class Slot:
 
 
 def _local_nodes(
-    ordinal: int, policy: Policy, store: Store, namespace: str
+    claims: Sequence[str], policy: Policy, store: Store, namespace: str
 ) -> frozenset[str] | None:
-    """Nodes the ordinal's local volumes (pinned by hostname) allow, or None when unpinned."""
+    """Nodes the ordinal's volumes pinned to nodes (by hostname, a driver's node key) allow,
+    or None when none of them is."""
     allowed: frozenset[str] | None = None
-    for template in policy.templates:
-        claim = claim_name(template, policy.statefulset, ordinal)
-        volume, _ = store.claim_zones(namespace, claim, policy.declared.topology_key)
-        info = store.volume(volume) if volume else None
-        hosts = info.zones.get(HOSTNAME) if info is not None else None
-        if hosts:
-            nodes = frozenset(n for h in hosts for n in store.nodes_with_label(HOSTNAME, h))
+    key = policy.declared.topology_key
+    for claim in claims:
+        volume, _ = store.claim_zones(namespace, claim, key)
+        nodes = store.volume_nodes(volume, key) if volume else None
+        if nodes is not None:
             allowed = nodes if allowed is None else allowed & nodes
     return allowed
 
@@ -90,12 +90,16 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
                 store.nodes_with_label(policy.declared.node_label or "", str(ordinal))
             )
         else:
+            claims = where.claims(ordinal)
             try:
-                expected = place(ordinal, namespace=sts.namespace, policy=policy, store=store).zone
+                placed = place(
+                    ordinal, namespace=sts.namespace, policy=policy, store=store, claims=claims
+                )
+                expected = placed.zone or None  # "": its volume can attach nowhere
             except Denied:
                 expected = None  # no zones, or volumes in disjoint zones: nowhere to go
             homes = frozenset(by_zone.get(expected, ()) if expected else ())
-        local = _local_nodes(ordinal, policy, store, sts.namespace)
+        local = _local_nodes(where.claims(ordinal), policy, store, sts.namespace)
         if local is not None:
             homes &= local
         found.append(Slot(node, located.zone, homes, expected, by_label))

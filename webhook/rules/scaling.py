@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 from webhook.model import objects
 from webhook.model.objects import JSON
+from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
-from webhook.rules import guard, verdict
+from webhook.rules import guard, retention, verdict
 from webhook.rules.placement import Policy, require_synced, resolve_policy
 from webhook.wire import review
 from webhook.wire.review import Outcome
@@ -38,15 +39,22 @@ def judge(
     policy: Policy,
     store: Store,
     allow_zone_loss: bool,
+    sts: StatefulSetInfo | None = None,
 ) -> Outcome:
-    """The answer to a decrease of replicas from ``len(old)`` to ``len(new)``."""
+    """The answer to a change of the set's ordinals from ``old`` to ``new``: a decrease of
+    replicas, a move of ``ordinals.start``, or both. ``sts``: the set as it will be, whose
+    claims an allowed answer says go with the pods (``whenScaled: Delete``)."""
     if not new:
-        return verdict.stopped(name, old=len(old))
-    require_synced(store, what=f"a scale-down of StatefulSet {namespace}/{name}")
-    result = guard.scale_down(
-        name, old=old, new=new, namespace=namespace, policy=policy, store=store
-    )
-    return verdict.verdict(result, allow_zone_loss=allow_zone_loss)
+        outcome = verdict.stopped(name, old=len(old))
+    else:
+        require_synced(store, what=f"a scale-down of StatefulSet {namespace}/{name}")
+        result = guard.scale_down(
+            name, old=old, new=new, namespace=namespace, policy=policy, store=store
+        )
+        outcome = verdict.verdict(result, allow_zone_loss=allow_zone_loss)
+    if sts is None or not outcome.allowed:
+        return outcome
+    return outcome.with_warnings(retention.warning(sts, old=old, new=new, store=store))
 
 
 def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Outcome:
@@ -59,8 +67,14 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         old_count = known.replicas if known is not None else new_count
     if new_count >= old_count:
         return review.allowed()  # not a scale-down: no lookups
+    sts = store.statefulset(namespace, name)
     if new_count == 0:
-        return verdict.stopped(name, old=old_count)
+        stopped = verdict.stopped(name, old=old_count)
+        if sts is None:
+            return stopped
+        everything = range(sts.start, sts.start + old_count)
+        gone = retention.warning(sts, old=everything, new=range(sts.start, sts.start), store=store)
+        return stopped.with_warnings(gone)
     # Live: a set missing from the view is refused for retry by resolve_policy. Offline (a saved
     # cluster file without it): guarded on its pods and the server's zones, with a warning.
     policy = resolve_policy(namespace, name, store=store, tolerate_malformed=True)
@@ -80,6 +94,7 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         policy=policy,
         store=store,
         allow_zone_loss=policy.declared.allow_zone_loss,
+        sts=sts,
     )
     return outcome.with_warnings(warnings)
 

@@ -110,10 +110,14 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
         warnings += _zones_without_nodes(name, policy, store=store)
     if old is None:
         return review.allowed(warnings=warnings)
-    warnings += _zone_list_change(info, policy, old=old, namespace=namespace, store=store)
     before = statefulset_info(old)
-    if info.replicas >= before.replicas:
-        return review.allowed(warnings=warnings)  # not a scale-down: no lookups
+    warnings += _zone_list_change(
+        info, policy, old=old, before=before, namespace=namespace, store=store
+    )
+    if info.replicas >= before.replicas and info.start == before.start:
+        return review.allowed(warnings=warnings)  # no ordinal removed: no lookups
+    # A move of spec.ordinals.start removes the ordinals below the new start (and at or above
+    # the new start + replicas), whatever replicas does: the guard checks them alike.
     outcome = scaling.judge(
         name,
         old=range(before.start, before.start + before.replicas),
@@ -122,6 +126,7 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
         policy=policy,
         store=store,
         allow_zone_loss=declared.allow_zone_loss,
+        sts=info,
     )
     return outcome.with_warnings(warnings)
 
@@ -196,9 +201,18 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
 
 
 def _zone_list_change(
-    info: StatefulSetInfo, policy: Policy, *, old: JSON, namespace: str, store: Store
+    info: StatefulSetInfo,
+    policy: Policy,
+    *,
+    old: JSON,
+    before: StatefulSetInfo,
+    namespace: str,
+    store: Store,
 ) -> tuple[str, ...]:
-    """A warning listing the ordinals whose zone a changed ``stszone.io/zones`` moves."""
+    """A warning listing the ordinals whose zone a changed ``stszone.io/zones`` or a moved
+    ``spec.ordinals.start`` moves: both change ``zones[(i - start) mod k]``. A move of the
+    start names only the ordinals the set had before (the others are new)."""
+    start = before.start
     old_annotations = objects.str_map(objects.mapping(old, "metadata"), "annotations")
     try:
         old_declared: Declared = parse_annotations(old_annotations)
@@ -207,29 +221,41 @@ def _zone_list_change(
     old_zones = old_declared.zones or store.server_zones(old_declared.topology_key)
     if policy.declared.mode == "node-ordinal" or not (policy.zones and old_zones):
         return ()  # zones pin nothing in node-ordinal mode; with no list, nothing was placed
-    if old_zones == policy.zones:
+    if old_zones == policy.zones and start == policy.start:
         return ()
-    before_policy = policy._replace(declared=old_declared, zones=old_zones)
+    before_policy = policy._replace(declared=old_declared, zones=old_zones, start=start)
     moved: list[str] = []
     stay: list[str] = []
     ordinals = walked(info.start, info.replicas)
     checked = len(ordinals)
+    existed = range(start, start + before.replicas)
     for ordinal in ordinals:
+        if start != policy.start and ordinal not in existed:
+            continue
         try:
             after = place(ordinal, namespace=namespace, policy=policy, store=store)
-            before = place(ordinal, namespace=namespace, policy=before_policy, store=store)
+            was = place(ordinal, namespace=namespace, policy=before_policy, store=store)
         except Denied:
             continue  # no zones before, or conflicting volumes: reported where it matters
-        if before.zone != after.zone:
-            moved.append(f"{ordinal} ({before.zone}->{after.zone})")
-        elif after.volume and before.rule_zone != after.rule_zone:
+        if was.zone != after.zone:
+            moved.append(f"{ordinal} ({was.zone}->{after.zone})")
+        elif after.volume and was.rule_zone != after.rule_zone:
             stay.append(f"{ordinal} ({after.zone}, {after.volume})")
+    if old_zones == policy.zones and not (moved or stay):
+        return ()  # ordinals.start moved by a multiple of the zone count: no zone changes
     count = len(moved)
     scope = "" if checked == info.replicas else f" of the first {checked}"
     moves = f": {some(moved, count, shown=2 if count <= 2 else 1)}" if moved else ""
+    what = [ZONES] if old_zones != policy.zones else []
+    if start != policy.start:
+        what.append(f"spec.ordinals.start {policy.start}")
+    verb = "moves" if len(what) == 1 else "move"
     warnings: tuple[str, ...] = (
-        f"{info.name}: new {ZONES} moves {count} ordinal(s){scope} when re-created{moves}",
+        f"{info.name}: new {' and '.join(what)} {verb} {count} ordinal(s){scope} when "
+        f"re-created{moves}",
     )
+    if start != policy.start and moved:
+        warnings += (f"{info.name}: `stszone rebalance` can move its existing pods to their zones",)
     if stay:
         warnings += (
             f"{info.name}: ordinal(s) {some(stay, len(stay), shown=2)} stay with their volumes",
@@ -247,6 +273,8 @@ def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults)
     name = objects.string(objects.mapping(pod, "metadata"), "name") or f"ordinal {plan.ordinal}"
     mode = plan.policy.declared.mode
     zone = plan.placement.zone
+    if mode != "node-ordinal" and not zone:
+        return review.allowed()  # its volume can attach nowhere: stszone pins it to no zone
     if mode == "affinity":
         key = plan.policy.declared.topology_key
         if not affinity.pins(spec, key, zone):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
+from webhook.model.pinning import NOWHERE
 from webhook.rules.guard import Holders, ScaleDown, Unknown
 from webhook.rules.locate import SCHEDULED, Located
 from webhook.rules.text import SHOWN, joined, some
@@ -24,6 +25,8 @@ def _note(item: Located) -> str | None:
     """Why a holder that is not a running pod on a labelled node counts (None: it is one)."""
     if item.source in SCHEDULED:
         return None
+    if item.source == "replacement":  # "db-3 is Terminating on node n1; its replacement goes to"
+        return item.detail
     if item.node:  # scheduled, but only its volume says where
         return (
             f"ordinal {item.ordinal} runs on {item.node}, whose zone its volume {item.detail} gives"
@@ -36,7 +39,7 @@ def _note(item: Located) -> str | None:
     return f"{idle} the placement rule puts it there"
 
 
-def _zone_phrase(zone: str, holders: Holders) -> str:
+def _zone_phrase(zone: str, holders: Holders, *, leaving: tuple[Located, ...] = ()) -> str:
     shown = holders.ordinals
     ordinals = some(shown, holders.count, shown=len(shown))
     one = holders.count == 1
@@ -54,13 +57,37 @@ def _zone_phrase(zone: str, holders: Holders) -> str:
             if one
             else f"ordinals {ordinals} are its only pods"
         )
+    if leaving:  # kept ordinals whose pods still sit there, going away: they hold it no longer
+        held += " not going away"
+        notes += [item.detail for item in leaving[:SHOWN]]
     return f"{zone} ({'; '.join([held, *notes])})"
 
 
 def describe_loss(result: ScaleDown) -> str:
     """``zone zone-c (ordinal 3 is its only pod)``, joined with ``and`` for several zones."""
     noun = "zones" if len(result.lost) > 1 else "zone"
-    return f"{noun} {joined([_zone_phrase(z, items) for z, items in result.lost.items()])}"
+    phrases = [
+        _zone_phrase(z, items, leaving=tuple(result.leaving.get(z, ())))
+        for z, items in result.lost.items()
+    ]
+    return f"{noun} {joined(phrases)}"
+
+
+def _unready_warning(result: ScaleDown) -> str:
+    """``db: 4 -> 3 leaves zone c only to db-2 (node nc), which is not Ready: ...``."""
+    parts = [
+        f"{zone} only to {joined([f'{result.name}-{i.ordinal} (node {i.node})' for i in items])}"
+        for zone, items in result.unready.items()
+    ]
+    nodes = {i.node for items in result.unready.values() for i in items}
+    one, zones = len(nodes) == 1, len(parts) > 1
+    which, does = ("which is", "it does") if one else ("on nodes that are", "they do")
+    return (
+        f"{result.name}: {result.change} leaves zone{'s' if zones else ''} {joined(parts)}, "
+        f"{which} not Ready: if {does} not come back, "
+        f"{'those zones have' if zones else 'the zone has'} no pod; check the "
+        f"node{'' if one else 's'} before scaling further"
+    )
 
 
 def _brief(zones: dict[str, Holders]) -> str:
@@ -84,14 +111,18 @@ def why_unknown(unknown: Unknown) -> str:
 
 
 def _lowest(result: ScaleDown) -> str:
+    start = result.starts[1]
+    at = f"with ordinals.start {start}, " if result.starts[0] != start else ""
     if result.lowest is None:
-        return f"no replica count up to {result.old} is safe"
-    return f"the smallest replica count that keeps every zone is {result.lowest}"
+        return f"{at}no replica count up to {max(result.old, result.new)} is safe"
+    return f"{at}the smallest replica count that keeps every zone is {result.lowest}"
 
 
 def _denial(result: ScaleDown) -> str:
     """The message of a refused scale-down."""
     what = f"scale-down of {result.name} from {result.old} to {result.new}"
+    if result.starts[0] != result.starts[1]:
+        what = f"{result.change} of {result.name}"
     parts = []
     if result.lost:
         parts.append(f"would drop {describe_loss(result)}")
@@ -106,7 +137,17 @@ def _denial(result: ScaleDown) -> str:
         )
     fix = OVERRIDE
     if result.depends_on_unknown:
-        fix = f"label the node(s) with their zone, or {OVERRIDE}"
+        unknown = [*result.unknown_removed.first, *result.unknown_kept.first]
+        volumes = sum(NOWHERE in item.detail for item in unknown)
+        if volumes == len(unknown):
+            fix = f"restore the node(s) the volume(s) can attach to, or {OVERRIDE}"
+        elif volumes:
+            fix = (
+                "label the node(s) with their zone and restore those the volume(s) need, or "
+                f"{OVERRIDE}"
+            )
+        else:
+            fix = f"label the node(s) with their zone, or {OVERRIDE}"
     return f"{what} {'; and '.join(parts)}; {_lowest(result)}; {fix}"
 
 
@@ -117,9 +158,10 @@ def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Outcome:
     warnings: tuple[str, ...] = ()
     if result.unlisted:
         warnings += (
-            f"{name}: {result.old} -> {result.new} removes {_brief(dict(result.unlisted))}, "
-            f"not in {ZONES}",
+            f"{name}: {result.change} removes {_brief(dict(result.unlisted))}, not in {ZONES}",
         )
+    if result.unready:
+        warnings += (_unready_warning(result),)
     if not result.refused:
         unknown = result.unknown_removed if result.unknown_removed.count else result.unknown_kept
         if unknown.count:
@@ -131,7 +173,7 @@ def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Outcome:
         return review.allowed(
             warnings=(
                 *warnings,
-                f"{name}: {result.old} -> {result.new} {risk} {some(zones, len(zones))}; allowed "
+                f"{name}: {result.change} {risk} {some(zones, len(zones))}; allowed "
                 f'by {ALLOW_ZONE_LOSS}="true" (remove it to re-arm the guard)',
             )
         )

@@ -1,0 +1,344 @@
+"""Facts in motion on a real control plane: a Terminating pod, a local volume, a moved start.
+
+Skipped unless ``STSZONE_E2E_KUBECONFIG`` names a cluster; see ``conftest.py`` for the knobs
+and for what is created and always deleted. Besides the test namespace, these tests
+
+- restart the lab's fake kubelet with ``FAKE_KUBELET_FINALIZE_DELETES=0`` for a while, so that
+  a deleted pod stays Terminating (as it does behind a finalizer or an unreachable kubelet),
+  and always put the default kubelet back, force-deleting the pods left Terminating first.
+  They need the lab's scripts (``$STSZONE_LAB_SCRIPTS``, else ``../shared/lab`` beside the
+  repository) and its folder (``$STSZONE_LAB``, else ``~/stszone-lab``), and must run while
+  holding the lab lock, as every run against the shared lab does;
+- create a local PersistentVolume (cluster-scoped, labelled with the run) and delete it.
+
+With k zones Z0..Zk-1, the rule puts ordinal i in Zi mod k.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.kube import (
+    MARKS,
+    RUN_LABEL,
+    ZONE_KEY,
+    Cluster,
+    Kubectl,
+    KubectlError,
+    Obj,
+    owned_pod,
+    pod_template,
+    wait_for,
+    workload,
+)
+from tests.e2e.test_unknown_zone import HOSTNAME, _nodes_by_zone
+
+pytestmark = MARKS
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB = Path(os.environ.get("STSZONE_LAB", str(Path.home() / "stszone-lab")))
+HANG = "FAKE_KUBELET_FINALIZE_DELETES"
+
+
+def _lab_scripts() -> Path | None:
+    """The folder holding ``fake-kubelet.sh`` (as ``.ci/run`` finds the lab's scripts)."""
+    for candidate in (os.environ.get("STSZONE_LAB_SCRIPTS"), ROOT.parent / "shared" / "lab", LAB):
+        if candidate and (Path(candidate) / "fake-kubelet.sh").is_file():
+            return Path(candidate)
+    return None
+
+
+def _fake_kubelet(
+    scripts: Path, action: str, *, hang: bool = False
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != HANG}
+    env["LAB"] = str(LAB)
+    if hang:
+        env[HANG] = "0"
+    return subprocess.run(
+        [str(scripts / "fake-kubelet.sh"), action],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _force_delete_terminating(kubectl: Kubectl) -> None:
+    """Finish off every pod left Terminating, as the default fake kubelet would (grace 0)."""
+    for pod in kubectl.get("pods", "--all-namespaces")["items"]:
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            kubectl.run(
+                "delete",
+                "pod",
+                meta["name"],
+                "-n",
+                meta["namespace"],
+                "--grace-period=0",
+                "--force",
+                "--ignore-not-found",
+                "--wait=false",
+            )
+
+
+@contextmanager
+def deletions_hang(everywhere: Kubectl) -> Iterator[None]:
+    """The fake kubelet leaves deleted pods Terminating for the block; afterwards those pods
+    are force-deleted and the kubelet runs as before (default settings), however it ends."""
+    scripts = _lab_scripts()
+    if scripts is None:
+        pytest.skip("no lab scripts (fake-kubelet.sh): set STSZONE_LAB_SCRIPTS to run this test")
+    was_running = _fake_kubelet(scripts, "status").returncode == 0
+    if not was_running:
+        pytest.skip("the lab's fake kubelet is not running: start it (fake-kubelet.sh start)")
+    try:
+        started = _fake_kubelet(scripts, "restart", hang=True)
+        assert started.returncode == 0, f"fake-kubelet.sh restart: {started.stdout}{started.stderr}"
+        yield
+    finally:
+        try:
+            _force_delete_terminating(everywhere)
+        finally:
+            back = _fake_kubelet(scripts, "restart")
+            assert back.returncode == 0, f"fake-kubelet.sh restart: {back.stdout}{back.stderr}"
+
+
+@pytest.fixture
+def everywhere(cluster: Cluster) -> Kubectl:
+    """kubectl on the same cluster, not scoped to the test namespace."""
+    return Kubectl(cluster.kubectl.binary, cluster.kubectl.kubeconfig)
+
+
+def _skipped_set(cluster: Cluster, name: str) -> Obj:
+    """A set whose pods stszone leaves alone (labelled skip), as pods placed before it."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "labels": {RUN_LABEL: cluster.run}},
+        "spec": {
+            "serviceName": name,
+            "replicas": 0,
+            "updateStrategy": {"type": "OnDelete"},
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name, "stszone.io/skip": "true"}},
+                "spec": pod_template(cluster.image),
+            },
+        },
+    }
+
+
+def _place(cluster: Cluster, name: str, ordinal: int, node: str) -> None:
+    """Create pod ``<name>-<ordinal>`` on ``node``: pin the template there, scale up by one."""
+    kubectl = cluster.kubectl
+    patch = f'{{"spec":{{"template":{{"spec":{{"nodeSelector":{{"{HOSTNAME}":"{node}"}}}}}}}}}}'
+    kubectl.run("patch", "statefulset", name, "--type=merge", "-p", patch)
+    kubectl.run("scale", "statefulset", name, f"--replicas={ordinal + 1}")
+
+    def placed() -> bool:
+        pod = kubectl.get("pod", f"{name}-{ordinal}")
+        return bool(pod["spec"].get("nodeName") == node)
+
+    wait_for(f"{name}-{ordinal} on {node}", placed, timeout=cluster.timeout)
+
+
+def _dry_scale(kubectl: Kubectl, name: str, replicas: int) -> str | None:
+    """The webhook's refusal of a server-side dry-run scale, or None when it is allowed."""
+    try:
+        kubectl.run("scale", "statefulset", name, f"--replicas={replicas}", "--dry-run=server")
+    except KubectlError as err:
+        return err.stderr
+    return None
+
+
+def _replicas(kubectl: Kubectl, name: str) -> int:
+    count: int = kubectl.get("statefulset", name)["spec"]["replicas"]
+    return count
+
+
+def test_a_scale_down_relying_on_a_terminating_pod_is_refused(
+    cluster: Cluster, everywhere: Kubectl
+) -> None:
+    """Placed before stszone: ordinal 0 in Zk-1 (its rule zone is Z0), 1..k-2 in their zones,
+    k-1 in Z0, k in Zk-1. Scaling k+1 -> k removes ordinal k and keeps Zk-1 through ordinal 0.
+    Once pod 0 is Terminating (its deletion hangs), its replacement is due in Z0, Zk-1 rests on
+    ordinal k alone, and the same scale-down is refused, naming pod 0 and why."""
+    if not cluster.schedulable or len(cluster.zones) < 2:
+        pytest.skip(f"zones {', '.join(cluster.zones)} do not all have schedulable nodes")
+    zones, k = cluster.zones, len(cluster.zones)
+    nodes = _nodes_by_zone(cluster.kubectl, zones)
+    last, first = zones[-1], zones[0]
+    homes = [nodes[last][0], *[nodes[zones[i]][0] for i in range(1, k - 1)], nodes[first][0]]
+    homes.append(nodes[last][-1])
+    name, kubectl = "going", cluster.kubectl
+    kubectl.create(_skipped_set(cluster, name))
+    for ordinal, node in enumerate(homes):
+        _place(cluster, name, ordinal, node)
+    assert _dry_scale(kubectl, name, k) is None, "with pod 0 running, k replicas keep every zone"
+
+    with deletions_hang(everywhere):
+        kubectl.run("delete", "pod", f"{name}-0", "--wait=false")
+        wanted = (
+            f"would drop zone {last} (ordinal {k} is its only pod not going away; {name}-0 is "
+            f"Terminating on node {homes[0]} in {last}; its replacement goes to {first})"
+        )
+
+        def refused() -> bool:
+            pod = kubectl.get("pod", f"{name}-0")
+            assert pod["metadata"].get("deletionTimestamp"), "pod 0 is Terminating"
+            return wanted in (_dry_scale(kubectl, name, k) or "")
+
+        wait_for("the guard to see pod 0 Terminating", refused, timeout=cluster.timeout)
+        with pytest.raises(KubectlError) as denied:
+            kubectl.run("scale", "statefulset", name, f"--replicas={k}")
+        assert wanted in denied.value.stderr and "stszone.io/allow-zone-loss" in denied.value.stderr
+        assert _replicas(kubectl, name) == k + 1
+        assert kubectl.get("pod", f"{name}-0")["metadata"].get("deletionTimestamp")
+
+
+def _local_volume(cluster: Cluster, name: str, *, node: str, claim: str) -> Obj:
+    """A local PersistentVolume on ``node`` (pinned by hostname), pre-bound to ``claim``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": {RUN_LABEL: cluster.run}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "local": {"path": "/mnt/stszone-e2e"},
+            "claimRef": {"namespace": cluster.namespace, "name": claim},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": HOSTNAME, "operator": "In", "values": [node]}
+                            ]
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+def _with_claim(sts: Obj) -> Obj:
+    """``sts`` with a volumeClaimTemplate ``data`` (no class: binds to a pre-bound volume)."""
+    sts["spec"]["volumeClaimTemplates"] = [
+        {
+            "metadata": {"name": "data"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+    ]
+    return sts
+
+
+def _zone_of(pod: Obj) -> str | None:
+    zone: str | None = pod["metadata"].get("annotations", {}).get("stszone.io/zone")
+    return zone
+
+
+def test_a_local_volume_pinned_by_hostname_pulls_its_pod_to_that_nodes_zone(
+    cluster: Cluster, everywhere: Kubectl
+) -> None:
+    """Ordinal 0's rule zone is Z0; its claim is pre-bound to a local volume on a node of Z1.
+    stszone pins the pod to Z1 (its data's zone), and the scheduler puts it on that node."""
+    if not cluster.schedulable or len(cluster.zones) < 2:
+        pytest.skip(f"zones {', '.join(cluster.zones)} do not all have schedulable nodes")
+    zones = cluster.zones
+    node = _nodes_by_zone(cluster.kubectl, zones)[zones[1]][0]
+    name, kubectl = "local", cluster.kubectl
+    volume, claim = f"stszone-e2e-{cluster.run}-local", f"data-{name}-0"
+    with ExitStack() as stack:
+        # Deleted in reverse: the set, its claim, then the volume (a bound one waits for them).
+        stack.callback(_delete_volume, everywhere, volume)
+        everywhere.create(_local_volume(cluster, volume, node=node, claim=claim))
+        stack.callback(kubectl.delete, "pvc", claim)
+        stack.callback(kubectl.delete, "statefulset", name)
+        sts = _with_claim(
+            workload(
+                "StatefulSet",
+                name,
+                image=cluster.image,
+                replicas=0,
+                labels={RUN_LABEL: cluster.run},
+            )
+        )
+        made = kubectl.create(sts)
+
+        # The webhook's view follows the volume watch: its dry-run answer shows when it has it.
+        probe = owned_pod(made, 0, image=cluster.image, labels={"app": f"{name}-dry-run"})
+        probe["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+
+        def seen() -> bool:
+            return _zone_of(kubectl.create(probe, dry_run=True)) == zones[1]
+
+        wait_for(f"the webhook to see volume {volume}", seen, timeout=cluster.timeout)
+        kubectl.run("scale", "statefulset", name, "--replicas=1")
+
+        def scheduled() -> Obj | None:
+            pod = kubectl.get("pod", f"{name}-0")
+            return pod if pod["spec"].get("nodeName") else None
+
+        pod = wait_for(f"{name}-0 to be scheduled", scheduled, timeout=cluster.timeout)
+        assert _zone_of(pod) == zones[1]
+        required = pod["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
+        wanted = {"key": ZONE_KEY, "operator": "In", "values": [zones[1]]}
+        assert all(wanted in t["matchExpressions"] for t in required["nodeSelectorTerms"])
+        assert pod["spec"]["nodeName"] == node
+        bound = kubectl.get("pvc", claim)
+        assert bound["spec"].get("volumeName") == volume
+        assert bound["metadata"].get("annotations", {}).get("stszone.io/zone") == zones[1]
+
+
+def _delete_volume(kubectl: Kubectl, name: str) -> None:
+    """Delete the test's PersistentVolume and wait (bounded) until it is gone."""
+    kubectl.delete("pv", name)
+    wait_for(f"volume {name} to be deleted", lambda: kubectl.gone("pv", name), timeout=180)
+
+
+def test_moving_ordinals_start_that_would_drop_a_zone_is_refused(cluster: Cluster) -> None:
+    """k replicas placed by stszone hold Z0..Zk-1, ordinal 0 alone in Z0. Moving
+    spec.ordinals.start to 1 removes ordinal 0 and adds ordinal k, which the rule (counted from
+    1) puts in Zk-1: Z0 would be lost, and the update is refused, replicas unchanged."""
+    if not cluster.schedulable:
+        pytest.skip(f"zones {', '.join(cluster.zones)} do not all have schedulable nodes")
+    zones, k = cluster.zones, len(cluster.zones)
+    name, kubectl = "moved", cluster.kubectl
+    kubectl.create(
+        workload(
+            "StatefulSet", name, image=cluster.image, replicas=k, labels={RUN_LABEL: cluster.run}
+        )
+    )
+
+    def all_scheduled() -> bool:
+        pods = kubectl.get("pods", "-l", f"app={name}")["items"]
+        return len(pods) == k and all(p["spec"].get("nodeName") for p in pods)
+
+    wait_for(f"every pod of {name} to be scheduled", all_scheduled, timeout=cluster.timeout)
+    patch = '{"spec":{"ordinals":{"start":1}}}'
+    with pytest.raises(KubectlError) as refused:
+        kubectl.run("patch", "statefulset", name, "--type=merge", "-p", patch)
+    message = refused.value.stderr
+    assert (
+        f"ordinals.start 0 -> 1 of {name} would drop zone {zones[0]} (ordinal 0 is its only "
+        in (message)
+    )
+    assert "stszone.io/allow-zone-loss" in message
+    assert "ordinals" not in kubectl.get("statefulset", name)["spec"]

@@ -1,0 +1,347 @@
+"""Facts in motion: pods going away, nodes not Ready, ordinals.start moved, claims deleted.
+
+Zones a, b, c on nodes na, nb, nc (tests/test_guard.py). The rule puts ordinal i in
+``zones[(i - start) mod 3]``: with start 0, 0 a, 1 b, 2 c, 3 a.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests import builders as b
+from tests.test_guard import ABC, ALLOW, NODES, scale
+from webhook.cli import main
+from webhook.cli.audit import render_json, render_text
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.model.records import node_info, pod_info
+from webhook.model.store import Store
+from webhook.rules import admission
+from webhook.rules.audit import audit, audit_set
+from webhook.rules.risk import RiskScan
+from webhook.wire import review
+
+JSON = dict[str, Any]
+FORCE = 'set stszone.io/allow-zone-loss: "true" on the StatefulSet to force it'
+
+
+def cluster(
+    pods: list[JSON],
+    *,
+    nodes: list[JSON] | None = None,
+    extra: list[JSON] | None = None,
+    **sts: Any,
+) -> Store:
+    """``db`` (zones a,b,c unless told) with ``pods`` on ``nodes`` (na, nb, nc unless told)."""
+    sts.setdefault("annotations", ABC)
+    sts.setdefault("replicas", len(pods))
+    made = b.statefulset(**sts)
+    everything = [*(NODES if nodes is None else nodes), made, *pods, *(extra or [])]
+    return store_from_objects(everything)
+
+
+def placed(*nodes: str | None, **going: dict[str, Any]) -> list[JSON]:
+    """Pods db-0, db-1, ... on the given nodes; ``going``: ``db2={"phase": "Failed"}`` ..."""
+    return [b.sts_pod(ordinal=o, node=n, **going.get(f"db{o}", {})) for o, n in enumerate(nodes)]
+
+
+def sts_update(store: Store, before: JSON, after: JSON) -> review.Outcome:
+    body = b.review(after, operation="UPDATE", old=before)
+    return admission.validate(review.from_dict(body), store=store, defaults=Defaults())
+
+
+# --- a pod that is going away holds no zone ---------------------------------------------------
+
+GOING = [
+    pytest.param({"deleting": True}, "is Terminating", id="Terminating"),
+    pytest.param({"phase": "Failed"}, "has Failed", id="Failed (evicted)"),
+    pytest.param({"phase": "Succeeded"}, "has Succeeded", id="Succeeded"),
+    pytest.param({"phase": "Failed", "deleting": True}, "is Terminating", id="Failed, deleted"),
+]
+
+
+@pytest.mark.parametrize(("how", "says"), GOING)
+def test_a_kept_pod_going_away_does_not_hold_the_zone_it_sits_in(
+    how: dict[str, Any], says: str
+) -> None:
+    """db-0 sits in c (placed before stszone) and is going away: its replacement goes to a,
+    the rule's zone. 4 -> 3 removes db-3, the last pod in c that stays: refused, naming db-0."""
+    store = cluster(placed("nc", "nb", "na", "nc", db0=how))
+    outcome = scale(store, 4, 3)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
+    assert outcome.message == (
+        "scale-down of db from 4 to 3 would drop zone c (ordinal 3 is its only pod not going "
+        f"away; db-0 {says} on node nc in c; its replacement goes to a); the smallest replica "
+        f"count that keeps every zone is 4; {FORCE}"
+    )
+
+
+@pytest.mark.parametrize("phase", [None, "Pending", "Running", "Unknown"])
+def test_a_pod_in_any_other_phase_holds_its_zone(phase: str | None) -> None:
+    """Pending (scheduled, starting), Running and Unknown (its node stopped reporting) pods are
+    not being replaced: db-0 holds c, and 4 -> 3 keeps every zone."""
+    store = cluster(placed("nc", "nb", "na", "nc", db0={"phase": phase}))
+    assert scale(store, 4, 3).allowed
+
+
+def test_a_removed_pod_going_away_counts_where_its_replacement_goes() -> None:
+    """db-2 has Failed on na (zone a); the controller would re-create it in c, its rule zone.
+    So the set holds c through ordinal 2 alone, and 3 -> 2 drops c."""
+    store = cluster(placed("na", "nb", "na", db2={"phase": "Failed"}))
+    outcome = scale(store, 3, 2)
+    assert outcome.message == (
+        "scale-down of db from 3 to 2 would drop zone c (ordinal 2 is the only one there; db-2 "
+        "has Failed on node na in a; its replacement goes to c); the smallest replica count "
+        f"that keeps every zone is 3; {FORCE}"
+    )
+
+
+def test_the_replacement_goes_where_its_volume_is() -> None:
+    """db-1 is Terminating on na, and its claim is bound to a volume in c: its replacement will
+    run in c, so 3 -> 2 (removing db-2, in c) keeps c, and a, and b was never held."""
+    volume = [b.pvc("data-db-1", volume="pv-1"), b.pv("pv-1", "c")]
+    store = cluster(placed("na", "na", "nc", db1={"deleting": True}), extra=volume)
+    assert scale(store, 3, 2).allowed
+    # Through the audit: db-1 is going, and where its replacement goes says why.
+    (report,) = audit(store).sets
+    row = report.rows[1]
+    assert (row.status, row.node, row.zone) == ("going", "na", "a")
+    assert (
+        row.why
+        == "db-1 is Terminating on node na in a; its replacement goes to c with its volume pv-1"
+    )
+    assert report.held == ("a", "c")
+
+
+def test_a_saved_cluster_through_stszone_review(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same refusal from `stszone review --cluster FILE` on the recorded Scale review."""
+    pods = placed("nc", "nb", "na", "nc", db0={"deleting": True})
+    items = [*NODES, b.statefulset(annotations=ABC, replicas=4), *pods]
+    saved = tmp_path / "cluster.yaml"
+    saved.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    sent = tmp_path / "scale.json"
+    sent.write_text(json.dumps(b.recorded_scale("db", namespace="ns", old=4, new=3)))
+    assert main(["review", "--cluster", str(saved), str(sent)]) == 0
+    response = json.loads(capsys.readouterr().out)["response"]
+    assert response["allowed"] is False
+    assert (
+        "db-0 is Terminating on node nc in c; its replacement goes to a"
+        in (response["status"]["message"])
+    )
+
+
+# --- a pod on a node that is not Ready still holds its zone, with a warning -------------------
+
+UNREADY = [
+    pytest.param({"ready": "False"}, id="NotReady"),
+    pytest.param({"ready": "Unknown"}, id="Unknown"),
+    pytest.param({"taint": "node.kubernetes.io/unreachable"}, id="unreachable taint"),
+    pytest.param({"taint": "node.kubernetes.io/not-ready"}, id="not-ready taint"),
+]
+
+
+@pytest.mark.parametrize("how", UNREADY)
+def test_a_scale_down_that_leaves_a_zone_to_a_pod_on_a_node_not_ready_warns(
+    how: dict[str, Any],
+) -> None:
+    """db-2 and db-3 run in c, db-2 on nc2, which is not Ready: 4 -> 3 keeps c through db-2
+    alone, so it is allowed with a warning naming the pod and the node."""
+    nodes = [*NODES, b.node("nc2", "c", **how)]
+    store = cluster(placed("na", "nb", "nc2", "nc"), nodes=nodes)
+    outcome = scale(store, 4, 3)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: 4 -> 3 leaves zone c only to db-2 (node nc2), which is not Ready: if it does not "
+        "come back, the zone has no pod; check the node before scaling further",
+    )
+    # The audit marks the row, in the table and in JSON.
+    report = audit(store)
+    assert "  2        c         rule    nc2   c     ok, node not Ready" in render_text(report)
+    ordinals = render_json(report)["statefulsets"][0]["ordinals"]
+    assert [o["nodeReady"] for o in ordinals] == [True, True, False, True]
+
+
+def test_no_warning_while_the_zone_keeps_a_pod_on_a_ready_node() -> None:
+    """The same with db-3 kept too (4 -> 4 is no scale-down; 5 -> 4 removes db-4 in a, which
+    db-0 keeps): c keeps db-3 on a Ready node, a keeps db-0, so nothing relies on nc2."""
+    nodes = [*NODES, b.node("nc2", "c", ready="False")]
+    store = cluster(placed("na", "nb", "nc2", "nc", "na"), nodes=nodes)
+    assert scale(store, 5, 4).warnings == ()
+    # Removing db-3 too leaves c to db-2 alone: now it warns.
+    assert "leaves zone c only to db-2 (node nc2)" in scale(store, 5, 3).warnings[0]
+
+
+def test_a_node_heartbeat_changes_no_record_but_readiness_does() -> None:
+    """Readiness is one flag of the node's record: a heartbeat (new timestamps) leaves the record
+    equal, so the view's caches stay; Ready turning False makes a new record."""
+    beat = b.node("nc", "c", ready="True")
+    beat["status"]["conditions"][0].update(lastHeartbeatTime="2026-12-01T10:00:00Z")
+    later = json.loads(json.dumps(beat))
+    later["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-12-01T10:00:40Z"
+    assert node_info(beat) == node_info(later) and node_info(beat).ready
+    down = json.loads(json.dumps(later))
+    down["status"]["conditions"][0]["status"] = "Unknown"
+    assert node_info(down) != node_info(later) and not node_info(down).ready
+
+
+def test_a_pods_status_updates_change_no_record_but_its_deletion_does() -> None:
+    """Pending -> Running, a new condition, container restarts: the same record. Deletion
+    (deletionTimestamp) and the end of the pod (Failed) each change it."""
+    pending = b.sts_pod(ordinal=0, node="na", phase="Pending")
+    running = json.loads(json.dumps(pending))
+    running["status"] = {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [{"name": "db", "restartCount": 3, "ready": True}],
+    }
+    assert pod_info(pending) == pod_info(running)
+    assert pod_info(b.sts_pod(ordinal=0, node="na", deleting=True)).going == "Terminating"
+    assert pod_info(b.sts_pod(ordinal=0, node="na", phase="Failed")).going == "Failed"
+    assert pod_info(running).going == ""
+
+
+# --- a change of ordinals.start is a change of which ordinals exist ---------------------------
+
+
+def test_moving_ordinals_start_up_is_guarded_like_a_scale_down() -> None:
+    """3 replicas on a, b, c; start 0 -> 1 removes ordinal 0 (a's only pod) and adds ordinal 3,
+    which the rule (counted from 1) puts in c: a is lost, with replicas unchanged."""
+    store = cluster(placed("na", "nb", "nc"))
+    before = b.statefulset(replicas=3, annotations=ABC)
+    after = b.statefulset(replicas=3, annotations=ABC, start=1)
+    outcome = sts_update(store, before, after)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
+    assert outcome.message == (
+        "ordinals.start 0 -> 1 of db would drop zone a (ordinal 0 is its only pod); with "
+        f"ordinals.start 1, no replica count up to 3 is safe; {FORCE}"
+    )
+    assert outcome.warnings == (
+        "db: new spec.ordinals.start 1 moves 2 ordinal(s) when re-created: 1 (b->a) and 2 (c->b)",
+        "db: `stszone rebalance` can move its existing pods to their zones",
+    )
+    forced = sts_update(store, before, b.statefulset(replicas=3, annotations=ALLOW, start=1))
+    assert forced.allowed
+    assert forced.warnings[0] == (
+        'db: ordinals.start 0 -> 1 drops a; allowed by stszone.io/allow-zone-loss="true" '
+        "(remove it to re-arm the guard)"
+    )
+
+
+def test_moving_ordinals_start_with_replicas_is_judged_on_both_runs() -> None:
+    """start 0 -> 2 and replicas 6 -> 3 keep 2, 3, 4: ordinals 0 and 1 (below the new start)
+    and 5 (above it) go. Placed 0 a, 1 b, 2 a, 3 a, 4 a, 5 c: b and c are lost."""
+    store = cluster(placed("na", "nb", "na", "na", "na", "nc"))
+    before = b.statefulset(replicas=6, annotations=ABC)
+    after = b.statefulset(replicas=3, annotations=ABC, start=2)
+    outcome = sts_update(store, before, after)
+    assert outcome.message.startswith(
+        "ordinals.start 0 -> 2, replicas 6 -> 3 of db would drop zones b (ordinal 1 is its only "
+        "pod) and c (ordinal 5 is its only pod)"
+    )
+
+
+def test_moving_ordinals_start_that_keeps_every_zone_warns_of_the_moved_rule() -> None:
+    """0 a, 1 b, 2 c, 3 a; start 0 -> 1 removes 0 (a is kept by 3) and adds 4, which the rule
+    puts in a: allowed, and every ordinal's rule zone moved: the warning names them."""
+    store = cluster(placed("na", "nb", "nc", "na"))
+    before = b.statefulset(replicas=4, annotations=ABC)
+    outcome = sts_update(store, before, b.statefulset(replicas=4, annotations=ABC, start=1))
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: new spec.ordinals.start 1 moves 3 ordinal(s) when re-created: 1 (b->a) and 2 more",
+        "db: `stszone rebalance` can move its existing pods to their zones",
+    )
+
+
+def test_moving_ordinals_start_by_the_zone_count_moves_no_rule_zone() -> None:
+    """start 0 -> 3 with 3 replicas: every ordinal is new (3, 4, 5 in a, b, c by the rule
+    counted from 3) and none of the old ones' zones is lost: allowed, no zone-change warning."""
+    store = cluster(placed("na", "nb", "nc"))
+    before = b.statefulset(replicas=3, annotations=ABC)
+    outcome = sts_update(store, before, b.statefulset(replicas=3, annotations=ABC, start=3))
+    assert outcome.allowed and outcome.warnings == ()
+
+
+# --- data that a scale-down deletes -----------------------------------------------------------
+
+
+def claimed(count: int, *, reclaim: str) -> list[JSON]:
+    """Claims data-db-0.. bound to volumes in the rule's zones, reclaimed as told."""
+    made: list[JSON] = []
+    for o in range(count):
+        made += [
+            b.pvc(f"data-db-{o}", volume=f"pv-{o}"),
+            b.pv(f"pv-{o}", "abc"[o % 3], claim=("ns", f"data-db-{o}"), reclaim=reclaim),
+        ]
+    return made
+
+
+POLICY = "(persistentVolumeClaimRetentionPolicy.whenScaled: Delete)"
+
+
+@pytest.mark.parametrize(
+    ("reclaim", "tail"),
+    [
+        ("Delete", "their volumes' reclaim policy is Delete: the data goes with them"),
+        ("Retain", "their volumes are kept (reclaim policy not Delete)"),
+    ],
+)
+def test_an_allowed_scale_down_names_the_claims_it_deletes(reclaim: str, tail: str) -> None:
+    """whenScaled: Delete: 9 -> 3 deletes the claims of 3-8 (six, named up to three), and says
+    whether their data goes too."""
+    pods = placed(*["na", "nb", "nc"] * 3)
+    store = cluster(pods, extra=claimed(9, reclaim=reclaim), when_scaled="Delete")
+    outcome = scale(store, 9, 3)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        f"db: 9 -> 3 deletes claims data-db-3, data-db-4, data-db-5 and 3 more with their pods "
+        f"{POLICY}; {tail}",
+    )
+
+
+def test_the_claims_warning_on_an_update_and_on_scaling_to_zero() -> None:
+    """An UPDATE is judged as written (the policy is the new object's); scaling to zero deletes
+    every claim; a refused scale-down deletes nothing and says nothing of claims."""
+    pods = placed("na", "nb", "nc", "na")
+    store = cluster(pods, extra=claimed(4, reclaim="Delete"), when_scaled="Delete")
+    before = b.statefulset(replicas=4, annotations=ABC)
+    after = b.statefulset(replicas=3, annotations=ABC, when_scaled="Delete")
+    assert sts_update(store, before, after).warnings == (
+        f"db: 4 -> 3 deletes claim data-db-3 with its pod {POLICY}; its volume's reclaim policy "
+        "is Delete: the data goes with it",
+    )
+    assert (
+        "db: 4 -> 0 deletes claims data-db-0, data-db-1, data-db-2 and 1 more"
+        in (scale(store, 4, 0).warnings[1])
+    )
+    refused = scale(store, 4, 2)
+    assert not refused.allowed and not any("claim" in w for w in refused.warnings)
+    kept = cluster(pods, extra=claimed(4, reclaim="Delete"))  # whenScaled: Retain (the default)
+    assert scale(kept, 4, 3).warnings == ()
+
+
+# --- the same facts in the zone-risk gauges ---------------------------------------------------
+
+
+def test_zone_risk_counts_a_going_pod_where_its_replacement_goes() -> None:
+    """db-0 runs in c (placed before stszone; its rule zone is a): the set holds b and c, 2 of
+    3. Its deletion begins (the watch delivers it with a deletionTimestamp): its replacement
+    goes to a, so the next refresh counts 3 of 3 -- the record changed, so the set is
+    audited again."""
+    store = cluster(placed("nc", "nb", "nc"))
+    scan = RiskScan(store)
+    for _ in scan.sweep():
+        pass
+    assert scan.sets[("ns", "db")].held == 2
+    store.put("pods", pod_info(b.sts_pod(ordinal=0, node="nc", deleting=True)))
+    for _ in scan.sweep():
+        pass
+    assert scan.sets[("ns", "db")].held == 3
+    assert audit_set(store.statefulsets[("ns", "db")], store=store).held == ("a", "b", "c")

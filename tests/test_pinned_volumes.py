@@ -1,0 +1,254 @@
+"""Volumes pinned to nodes, not zones, and the claims a pod really mounts.
+
+Zones a, b, c on nodes na, nb, nc (tests/test_guard.py), each labelled with its hostname; nc
+also carries TopoLVM's node key. The rule puts ordinal i in zones[i mod 3]: 0 a, 1 b, 2 c.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from tests import rebalancing as r
+from tests.test_guard import ABC, scale
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.cluster.snapshot import from_objects
+from webhook.config import Defaults
+from webhook.model.store import Store
+from webhook.rules import admission
+from webhook.rules.audit import audit
+from webhook.rules.rebalance import chosen, plan
+from webhook.rules.removal import removable_nodes
+from webhook.wire import review
+
+JSON = dict[str, Any]
+TOPOLVM = "topology.topolvm.io/node"
+HOSTNAME = "kubernetes.io/hostname"
+NODES = [
+    b.node("na", "a"),
+    b.node("nb", "b"),
+    b.node("nc", "c", labels={TOPOLVM: "disk-c"}),
+    b.node("nbare", None),
+]
+
+
+def bound(ordinal: int, *values: str, key: str, claim: str = "") -> list[JSON]:
+    """Claim ``claim`` (default data-db-<ordinal>) bound to a PV pinned by ``key In values``."""
+    name = claim or f"data-db-{ordinal}"
+    return [b.pvc(name, volume=f"pv-{ordinal}"), b.pv(f"pv-{ordinal}", *values, key=key)]
+
+
+def view(*objects: JSON, replicas: int = 3) -> Store:
+    return store_from_objects([*NODES, b.statefulset(annotations=ABC, replicas=replicas), *objects])
+
+
+def mutated(pod: JSON, store: Store) -> review.Outcome:
+    return admission.mutate(review.from_dict(b.review(pod)), store=store, defaults=Defaults())
+
+
+def validated(pod: JSON, store: Store) -> review.Outcome:
+    return admission.validate(review.from_dict(b.review(pod)), store=store, defaults=Defaults())
+
+
+def pinned_zone(outcome: review.Outcome) -> list[str] | None:
+    """The zone values of the required affinity a mutation adds, None when it adds none."""
+    for op in outcome.patch or []:
+        if op["path"] == "/spec/affinity":
+            term = op["value"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            values: list[str] = term["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+            return values
+    return None
+
+
+# --- a volume's zones are the zones of the nodes it can attach to -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "values"),
+    [
+        pytest.param(HOSTNAME, ("nc",), id="local volume by hostname"),
+        pytest.param(TOPOLVM, ("disk-c",), id="TopoLVM node key"),
+        pytest.param("example.com/rack-host", ("nc",), id="any node key"),
+    ],
+)
+def test_a_volume_pinned_to_a_node_pulls_its_pod_to_that_nodes_zone(
+    key: str, values: tuple[str, ...]
+) -> None:
+    """db-1's claim is bound to a volume only node nc (zone c) can attach: the pod goes to c
+    (the rule says b), and a scale-down that removes db-1 loses c."""
+    labels = {TOPOLVM: "disk-c", "example.com/rack-host": "nc"}
+    nodes = [*NODES[:2], b.node("nc", "c", labels=labels), NODES[3]]
+    store = store_from_objects(
+        [*nodes, b.statefulset(annotations=ABC, replicas=2), b.sts_pod(ordinal=0, node="na"),
+         *bound(1, *values, key=key)]
+    )  # fmt: skip
+    outcome = mutated(b.sts_pod(ordinal=1), store)
+    assert pinned_zone(outcome) == ["c"]
+    assert outcome.warnings == ("db-1 follows volume pv-1 (claim data-db-1) to c; the rule says b",)
+    assert "zone c (ordinal 1 is the only one there; ordinal 1 is not running but its volume " in (
+        scale(store, 2, 1).message
+    )
+
+
+def test_a_volume_on_nodes_of_two_zones_takes_the_rules_zone_among_them() -> None:
+    """A volume either na or nb can attach (two hosts): ordinal 1 goes to b, its rule zone."""
+    outcome = mutated(b.sts_pod(ordinal=1), view(*bound(1, "na", "nb", key=HOSTNAME)))
+    assert pinned_zone(outcome) == ["b"] and outcome.warnings == ()
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "topology.ebs.csi.aws.com/zone",
+        "topology.gke.io/zone",
+        "topology.disk.csi.azure.com/zone",
+        "failure-domain.beta.kubernetes.io/zone",
+    ],
+)
+def test_the_zone_keys_of_csi_drivers_name_zones(key: str) -> None:
+    """Zone keys read as zones, whatever node carries them: a volume in c pulls ordinal 1."""
+    assert pinned_zone(mutated(b.sts_pod(ordinal=1), view(*bound(1, "c", key=key)))) == ["c"]
+
+
+@pytest.mark.parametrize(
+    ("key", "values", "why"),
+    [
+        pytest.param(
+            HOSTNAME,
+            ("gone",),
+            "volume pv-1 can attach only to nodes with kubernetes.io/hostname In [gone], and no "
+            "such node is in stszone's view",
+            id="its node was deleted",
+        ),
+        pytest.param(
+            TOPOLVM,
+            ("disk-x",),
+            "volume pv-1 can attach only to nodes with topology.topolvm.io/node In [disk-x], "
+            "and no such node is in stszone's view",
+            id="its key is on no node",
+        ),
+        pytest.param(
+            HOSTNAME,
+            ("nbare",),
+            "volume pv-1 can attach only to node(s) nbare, which have no label "
+            "topology.kubernetes.io/zone",
+            id="its node has no zone",
+        ),
+    ],
+)
+def test_a_volume_that_selects_no_node_is_in_an_unknown_zone(
+    key: str, values: tuple[str, ...], why: str
+) -> None:
+    """Its pod can run nowhere: stszone pins it to no zone and says why; the validating webhook
+    lets it through; a scale-down that removes it, with no other pod in b and c, is refused as
+    unknown, naming the volume."""
+    store = view(b.sts_pod(ordinal=0, node="na"), *bound(1, *values, key=key), replicas=2)
+    pod = b.sts_pod(ordinal=1)
+    outcome = mutated(pod, store)
+    assert outcome.allowed and pinned_zone(outcome) is None
+    assert outcome.warnings == (
+        f"db-1 cannot run anywhere: {why} (claim data-db-1); stszone leaves it unpinned: "
+        "restore the node, or give the ordinal a new claim",
+    )
+    assert validated(pod, store).allowed
+    refused = scale(store, 2, 1)
+    assert (refused.allowed, refused.reason) == (False, "ZoneUnknown")
+    assert f"it removes ordinal 1, whose zone is unknown ({why})" in refused.message
+    (report,) = audit(store).sets
+    assert report.unknown == (1,) and report.rows[1].expected_zone is None
+
+
+def test_a_claim_created_for_a_volume_that_attaches_nowhere_gets_no_zone() -> None:
+    """The claim names its volume (pre-provisioned local PV whose node is gone)."""
+    store = view(b.pv("pv-1", "gone", key=HOSTNAME))
+    claim = b.pvc("data-db-1", volume="pv-1")
+    outcome = admission.mutate(review.from_dict(b.review(claim)), store=store, defaults=Defaults())
+    assert outcome.allowed and not outcome.patch
+    assert outcome.warnings == (
+        "claim data-db-1: volume pv-1 can attach only to nodes with kubernetes.io/hostname In "
+        "[gone], and no such node is in stszone's view; no zone set",
+    )
+
+
+def test_a_node_holding_a_topolvm_volume_is_not_removable() -> None:
+    """db-2's data lives on nc's disk (TopoLVM): nc cannot go, though db-2 could run elsewhere
+    in c by the rule alone."""
+    nodes = [*NODES, b.node("nc2", "c")]
+    store = store_from_objects(
+        [*nodes, b.statefulset(annotations=ABC, replicas=3),
+         *[b.sts_pod(ordinal=o, node=n) for o, n in enumerate(["na", "nb", "nc"])],
+         *bound(2, "disk-c", key=TOPOLVM)]
+    )  # fmt: skip
+    alone, _ = removable_nodes(store, [store.statefulsets[("ns", "db")]])
+    assert "nc" not in alone and "nc2" in alone
+
+
+# --- data gravity follows the claims the pod mounts -------------------------------------------
+
+
+def test_the_mounted_claim_decides_when_the_ordinal_label_and_the_name_disagree() -> None:
+    """Pod db-3 carries pod-index 5 (its ordinal, for the rule) but mounts data-db-3, bound in
+    a; data-db-5 is bound in b. Its data is where its mounted claim is: a."""
+    store = view(
+        b.pvc("data-db-3", volume="pv-3"), b.pv("pv-3", "a"),
+        b.pvc("data-db-5", volume="pv-5"), b.pv("pv-5", "b"), replicas=6,
+    )  # fmt: skip
+    pod = b.sts_pod(ordinal=3)
+    pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = "5"
+    outcome = mutated(pod, store)
+    assert pinned_zone(outcome) == ["a"]
+    assert outcome.warnings == ("db-3 follows volume pv-3 (claim data-db-3) to a; the rule says c",)
+
+
+def test_a_pod_mounting_claims_bound_in_different_zones_is_denied_naming_both() -> None:
+    """db-1 mounts its template's claim (in b) and a claim of its own, shared-1 (in c)."""
+    store = view(
+        b.pvc("data-db-1", volume="pv-1"), b.pv("pv-1", "b"),
+        b.pvc("shared-1", volume="pv-s"), b.pv("pv-s", "c"),
+    )  # fmt: skip
+    pod = b.sts_pod(ordinal=1)
+    pod["spec"]["volumes"].append(
+        {"name": "shared", "persistentVolumeClaim": {"claimName": "shared-1"}}
+    )
+    outcome = mutated(pod, store)
+    assert (outcome.allowed, outcome.reason) == (False, "VolumeZoneConflict")
+    assert outcome.message == (
+        "claims data-db-1 and shared-1 of db-1 are bound to volumes in different zones (b vs c); "
+        "no node can mount both. Move or re-create one."
+    )
+
+
+def test_the_guard_reads_the_claim_a_running_pod_mounts() -> None:
+    """db-2 runs on nbare (no zone label) and mounts old-data-2, bound in c; no data-db-2 exists.
+    Its mounted claim says c, so 3 -> 2 drops c -- a fact, not an unknown."""
+    pod = b.sts_pod(ordinal=2, node="nbare")
+    pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "old-data-2"
+    store = view(
+        b.sts_pod(ordinal=0, node="na"), b.sts_pod(ordinal=1, node="nb"), pod,
+        b.pvc("old-data-2", volume="pv-old"), b.pv("pv-old", "c"),
+    )  # fmt: skip
+    outcome = scale(store, 3, 2)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
+    assert "zone c (ordinal 2 is the only one there; ordinal 2 runs on nbare, whose zone its " in (
+        outcome.message
+    )
+
+
+def test_rebalance_does_not_move_a_pod_whose_volume_attaches_nowhere() -> None:
+    """db-1 runs in a (its rule zone is b), and its volume's node is gone: a re-created pod
+    would stay Pending, so it is blocked, saying why."""
+    objects = r.cluster(
+        {0: "a1", 1: "a2", 2: "c1"},
+        sts=r.statefulset(3, templates=("data",)),
+        extra=[r.claim("data-db-1", "pv-1"), b.pv("pv-1", "gone", key=HOSTNAME)],
+    )
+    snap = from_objects(objects)
+    (result,) = plan(snap.store, snap.state, sets=chosen(snap.store)).sets
+    row = result.rows[1]
+    assert row.kind == "blocked"
+    assert (
+        "its volume pv-1 can attach only to nodes with kubernetes.io/hostname In [gone], and no "
+        "such node is in stszone's view: a re-created pod would stay Pending"
+    ) in row.notes

@@ -1,0 +1,71 @@
+"""The claims a scale-down deletes, under ``persistentVolumeClaimRetentionPolicy.whenScaled:
+Delete``. Pure.
+
+With that policy the StatefulSet controller deletes the claims of the ordinals a scale-down
+removes (a move of ``spec.ordinals.start`` removes ordinals too) once their pods are gone, and
+a volume whose reclaim policy is Delete goes with its claim, data and all. A scale-down the
+guard allows says so: which claims go (a count past a few), and whether their data goes too.
+Only claims the view holds are named: an ordinal without one has nothing to delete.
+"""
+
+from __future__ import annotations
+
+from webhook.model.records import StatefulSetInfo
+from webhook.model.store import Store
+from webhook.rules.ordinals import removed as removed_ordinals
+from webhook.rules.placement import claim_name
+from webhook.rules.text import some
+
+#: The field, as a user finds it in the StatefulSet.
+POLICY = "persistentVolumeClaimRetentionPolicy.whenScaled: Delete"
+
+
+def deleted_claims(
+    sts: StatefulSetInfo, *, old: range, new: range, store: Store
+) -> tuple[list[str], list[str]]:
+    """(the claims the view holds of the ordinals of ``old`` that ``new`` removes, those of
+    them whose volume's reclaim policy is Delete), in ordinal order; bounded by the set's
+    objects in the view, not by the ranges (which may hold two billion ordinals)."""
+    gone = removed_ordinals(old, new)
+    known = store.known_ordinals(sts.namespace, sts.name, templates=sts.templates)
+    claims: list[str] = []
+    with_data: list[str] = []
+    for ordinal in sorted(known):
+        if not any(ordinal in r for r in gone):
+            continue
+        for template in sts.templates:
+            name = claim_name(template, sts.name, ordinal)
+            claim = store.claims.get((sts.namespace, name))
+            if claim is None:
+                continue
+            claims.append(name)
+            volume = store.volume(claim.volume) if claim.volume else None
+            if volume is not None and volume.reclaim_delete:
+                with_data.append(name)
+    return claims, with_data
+
+
+def warning(sts: StatefulSetInfo, *, old: range, new: range, store: Store) -> tuple[str, ...]:
+    """The warning of an allowed change from ``old`` to ``new`` ordinals of a set whose claims
+    go with its pods (none without that policy, or when the view holds no claim that goes)."""
+    if not sts.deletes_claims:
+        return ()
+    claims, with_data = deleted_claims(sts, old=old, new=new, store=store)
+    if not claims:
+        return ()
+    plural = len(claims) > 1
+    head = (
+        f"{sts.name}: {len(old)} -> {len(new)} deletes claim{'s' if plural else ''} "
+        f"{some(claims, len(claims))} with {'their pods' if plural else 'its pod'} ({POLICY})"
+    )
+    if len(with_data) == len(claims):
+        tail = "their volumes' reclaim policy is Delete: the data goes with them"
+        if not plural:
+            tail = "its volume's reclaim policy is Delete: the data goes with it"
+    elif with_data:
+        tail = f"the data of {len(with_data)} of them goes too (volume reclaim policy Delete)"
+    else:
+        tail = "their volumes are kept (reclaim policy not Delete)"
+        if not plural:
+            tail = "its volume is kept (reclaim policy not Delete)"
+    return (f"{head}; {tail}",)
