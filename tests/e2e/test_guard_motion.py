@@ -179,7 +179,20 @@ def test_a_scale_down_relying_on_a_terminating_pod_is_refused(
     homes = [nodes[last][0], *[nodes[zones[i]][0] for i in range(1, k - 1)], nodes[first][0]]
     homes.append(nodes[last][-1])
     name, kubectl = "going", cluster.kubectl
-    kubectl.create(_skipped_set(cluster, name))
+    with ExitStack() as stack:
+        # The set goes at the end (other tests audit the namespace), after the kubelet is back.
+        stack.callback(kubectl.delete, "statefulset", name)
+        kubectl.create(_skipped_set(cluster, name))
+        _relying_on_a_terminating_pod(cluster, everywhere, name=name, homes=homes)
+
+
+def _relying_on_a_terminating_pod(
+    cluster: Cluster, everywhere: Kubectl, *, name: str, homes: list[str]
+) -> None:
+    """Place ordinal i of ``name`` on ``homes[i]``, then check the guard before and while pod 0
+    is Terminating."""
+    kubectl, zones, k = cluster.kubectl, cluster.zones, len(cluster.zones)
+    last, first = zones[-1], zones[0]
     for ordinal, node in enumerate(homes):
         _place(cluster, name, ordinal, node)
     assert _dry_scale(kubectl, name, k) is None, "with pod 0 running, k replicas keep every zone"
@@ -319,13 +332,25 @@ def test_moving_ordinals_start_that_would_drop_a_zone_is_refused(cluster: Cluste
     1) puts in Zk-1: Z0 would be lost, and the update is refused, replicas unchanged."""
     if not cluster.schedulable:
         pytest.skip(f"zones {', '.join(cluster.zones)} do not all have schedulable nodes")
-    zones, k = cluster.zones, len(cluster.zones)
+    k = len(cluster.zones)
     name, kubectl = "moved", cluster.kubectl
-    kubectl.create(
-        workload(
-            "StatefulSet", name, image=cluster.image, replicas=k, labels={RUN_LABEL: cluster.run}
+    with ExitStack() as stack:
+        stack.callback(kubectl.delete, "statefulset", name)  # other tests audit the namespace
+        kubectl.create(
+            workload(
+                "StatefulSet",
+                name,
+                image=cluster.image,
+                replicas=k,
+                labels={RUN_LABEL: cluster.run},
+            )
         )
-    )
+        _moving_start(cluster, name=name)
+
+
+def _moving_start(cluster: Cluster, *, name: str) -> None:
+    """Wait for the set's k pods, then try moving its start from 0 to 1."""
+    zones, k, kubectl = cluster.zones, len(cluster.zones), cluster.kubectl
 
     def all_scheduled() -> bool:
         pods = kubectl.get("pods", "-l", f"app={name}")["items"]
