@@ -132,6 +132,7 @@ def start_serve(
     ready: str = "/healthz",
     wait: float = HANG_GUARD,
     port: int | None = None,
+    check_hostname: bool = True,
 ) -> Webhook:
     """``python -m webhook serve ARGS --host BIND --port PORT``, returned once ``ready`` answers
     200 (the later flags win over any in ``args``); its output goes to ``TMP/serve.log``.
@@ -139,8 +140,10 @@ def start_serve(
 
     Without ``ca`` it serves development certificates from ``--certs-dir TMP/certs`` and clients
     trust their CA; with ``ca``, ``args`` name the certificate and clients trust ``ca``. Clients
-    connect to ``host`` (default: ``bind``). ``wait`` is a hang guard: the seconds the server
-    may take to answer before the test fails.
+    connect to ``host`` (default: ``bind``) at ``port`` (default: a free one), and check the
+    certificate's names unless ``check_hostname`` is false (a certificate for a Service's DNS
+    name, served at its ClusterIP, which nothing here resolves). ``wait`` is a hang guard: the
+    seconds the server may take to answer before the test fails.
     """
     port = free_port(bind) if port is None else port
     log = tmp_path / "serve.log"
@@ -157,7 +160,9 @@ def start_serve(
         if proc.poll() is not None:
             raise AssertionError(f"the server exited with status {proc.returncode}:\n{tail(log)}")
         if ca.exists():
-            server = Webhook(proc, host or bind, port, ssl.create_default_context(cafile=ca), log)
+            ctx = ssl.create_default_context(cafile=ca)
+            ctx.check_hostname = check_hostname
+            server = Webhook(proc, host or bind, port, ctx, log)
             try:
                 if server.get(ready) == 200:
                     return server

@@ -1,0 +1,93 @@
+{{/*
+The objects' name: the release name when it already says stszone, else RELEASE-stszone.
+At most 52 characters, so that every suffix below still makes a valid name.
+*/}}
+{{- define "stszone.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- else if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The selector: the same two labels as deploy/base, so that `helm install --take-ownership`
+adopts a kustomize install (a Deployment's selector cannot change).
+Call with (dict "component" "webhook").
+*/}}
+{{- define "stszone.selectorLabels" -}}
+app.kubernetes.io/name: stszone
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/*
+Every object's labels: the selector's, and Helm's four for finding a release's objects.
+Call with (dict "ctx" $ "component" "webhook").
+*/}}
+{{- define "stszone.labels" -}}
+{{ include "stszone.selectorLabels" . }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "stszone.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The Secret the Deployment mounts: the provided one, else FULLNAME-tls. */}}
+{{- define "stszone.tlsSecret" -}}
+{{- if eq .Values.certificates.mode "provided" -}}
+{{- with .Values.certificates.provided -}}
+{{- if not (and .secretName .ca) -}}
+{{- fail "certificates.mode is provided, so certificates.provided.secretName must name a kubernetes.io/tls Secret in the release namespace and certificates.provided.ca hold the PEM of the CA that signed it: --set certificates.provided.secretName=NAME --set-file certificates.provided.ca=ca.crt" -}}
+{{- end -}}
+{{- .secretName -}}
+{{- end -}}
+{{- else -}}
+{{- printf "%s-tls" (include "stszone.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The names the API server may dial for the Service, as a JSON list. */}}
+{{- define "stszone.dnsNames" -}}
+{{- $service := include "stszone.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- list $service (printf "%s.%s" $service $ns) (printf "%s.%s.svc" $service $ns) (printf "%s.%s.svc.cluster.local" $service $ns) | toJson -}}
+{{- end -}}
+
+{{/*
+"true" when the Prometheus Operator objects are rendered: metrics.enabled true, or auto and the
+cluster serves monitoring.coreos.com/v1 (helm template: pass --api-versions to say it does).
+*/}}
+{{- define "stszone.metrics" -}}
+{{- $on := .Values.metrics.enabled -}}
+{{- if eq (toString $on) "auto" -}}
+{{- $on = .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" -}}
+{{- end -}}
+{{- if $on -}}true{{- end -}}
+{{- end -}}
+
+{{/* The restricted Pod Security profile, for every container of the chart. */}}
+{{- define "stszone.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+capabilities:
+  drop:
+  - ALL
+{{- end -}}
+
+{{- define "stszone.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
