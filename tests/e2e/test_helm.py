@@ -295,8 +295,13 @@ def test_install_place_test_upgrade_uninstall(helm: Helm, kubectl: Kubectl, tmp_
                 kubectl, pod_name=f"{name}-test", namespace=namespace, work=tmp_path
             )
             tested, _ = tester.communicate(timeout=TIMEOUT)
-        finally:
+        except (AssertionError, subprocess.TimeoutExpired) as err:
             tester.kill()
+            raise AssertionError(f"{err}\nhelm test said:\n{tester.communicate()[0]}") from None
+        finally:
+            if tester.poll() is None:
+                tester.kill()
+                tester.wait()
         assert checked.returncode == 0, f"{checked.stdout}{checked.stderr}"
         assert f"got stszone.io/zones={zones}" in checked.stdout, checked.stdout
         assert tester.returncode == 0, tested
