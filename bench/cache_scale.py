@@ -21,7 +21,7 @@ pages were folded. The webhook's own loop-lag probe (``stszone_event_loop_lag_*`
 ``/metrics``, a task that sleeps 5 ms and notes how late it wakes) is read once it is ready: the
 same stalls seen from inside, without the client's share of its core, and how much of the
 worst one the loop's own work can explain (its CPU time over the probe's sleep; the rest is the
-process waiting for a core, which a shared machine adds). Targets (issue 13): ready
+process waiting for a core, which a shared machine adds). Targets: ready
 in under 8 s, under 250 MB peak RSS, and no admission request delayed by more than 20 ms (and
 no loop lag over 20 ms) while listing. ``--profile DIR`` runs py-spy on the webhook from its
 start and prints the top frames (its timings are then not the ones to report). ``--sweep`` runs
@@ -399,7 +399,7 @@ def _loop_lag(port: int, context: ssl.SSLContext) -> dict[str, Any]:
 
 
 def met(figures: dict[str, Any]) -> dict[str, bool]:
-    """Each target of issue 13, met or not, for one run at the default size."""
+    """Each target, met or not, for one run at the default size."""
     stall = figures["mutate_while_listing"].get("max_ms")
     lag = figures["loop_lag_until_ready"].get("max_ms")
     busy = figures["loop_lag_until_ready"].get("busy_max_ms")

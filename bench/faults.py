@@ -5,7 +5,7 @@
     python bench/faults.py cert-rotation   the serving certificate re-issued every 5 s under load
     python bench/faults.py sigterm         SIGTERM under load: drain, then exit 0
     python bench/faults.py flood           20 connections x 2,000 pipelined reviews; fresh reviews
-    python bench/faults.py no-reader       a client writes reviews for 30 s, never reads an answer
+    python bench/faults.py no-reader       a client writes reviews for 60 s, never reads an answer
     python bench/faults.py all             the six, one after the other
 
 Every run starts the fake kube-apiserver with the live-size cluster (``bench/cluster.py``: 5,000

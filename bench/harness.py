@@ -158,18 +158,6 @@ class Harness:
         cmd += ["--cert", str(certs.cert), "--key", str(certs.key)]
         return self.start("floor", cmd, core=core)
 
-    def gofloor(self, binary: Path, *, port: int, core: int | None, certs: Any) -> Proc:
-        """The Go floor on one core: GOMAXPROCS=1, pinned as the Python servers are."""
-        cmd = [str(binary), "--host", "127.0.0.1", "--port", str(port)]
-        cmd += ["--cert", str(certs.cert), "--key", str(certs.key)]
-        cmd += ["--zones", "zone-a,zone-b,zone-c"]
-        return self.start("go", cmd, core=core, env={**os.environ, "GOMAXPROCS": "1"})
-
-    def trivial(self, *, port: int, core: int | None, certs: Any) -> Proc:
-        cmd = [PYTHON, "bench/trivial.py", "--port", str(port)]
-        cmd += ["--cert", str(certs.cert), "--key", str(certs.key)]
-        return self.start("trivial", cmd, core=core)
-
 
 def get(port: int, path: str, *, ca: Path, timeout: float = 5.0) -> tuple[int, str]:
     ctx = ssl.create_default_context(cafile=str(ca))
@@ -182,16 +170,14 @@ def get(port: int, path: str, *, ca: Path, timeout: float = 5.0) -> tuple[int, s
         return err.code, err.read().decode()
 
 
-def wait_ready(
-    proc: Proc, port: int, *, ca: Path, path: str, timeout: float, any_status: bool = False
-) -> float:
-    """Poll ``path`` until 200 (any HTTP answer with ``any_status``); returns the seconds taken."""
+def wait_ready(proc: Proc, port: int, *, ca: Path, path: str, timeout: float) -> float:
+    """Poll ``path`` until it answers 200; returns the seconds taken."""
     started = time.monotonic()
     while time.monotonic() - started < timeout:
         if not proc.alive():
             raise RuntimeError(f"{proc.name} exited: {proc.log.read_text()[-3000:]}")
         try:
-            if get(port, path, ca=ca, timeout=2)[0] == 200 or any_status:
+            if get(port, path, ca=ca, timeout=2)[0] == 200:
                 return time.monotonic() - started
         except (OSError, ssl.SSLError):
             pass

@@ -14,7 +14,8 @@ HTTP 200 AdmissionReview echoing the request's apiVersion and uid, with a Status
 denied, and a base64 JSON Patch that applies cleanly to the object it was computed for.
 
 CI runs the profile's examples (``HYPOTHESIS_PROFILE=ci``); ``STSZONE_FUZZ_EXAMPLES=N`` sets
-the count per test for a long campaign (``bench/fuzz_long.py``).
+the count per test for a long campaign (``STSZONE_FUZZ_EXAMPLES=40000 python -m pytest
+tests/test_fuzz.py``).
 """
 
 from __future__ import annotations

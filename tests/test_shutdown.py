@@ -1,6 +1,6 @@
 """Graceful shutdown of the real process: ``python -m webhook serve`` and SIGTERM.
 
-The order users rely on (issue 5): readiness fails at once so the Service stops routing here;
+The order users rely on: readiness fails at once so the Service stops routing here;
 the listener stays open for ``shutdown_delay`` (2 s) while endpoints propagate, then closes;
 requests already in flight -- even one whose body is still being uploaded -- finish; the
 process exits 0, cutting what is still in flight after ``--shutdown-grace``.

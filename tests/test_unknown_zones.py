@@ -105,7 +105,7 @@ def test_a_node_missing_from_the_view_is_unknown_too() -> None:
 
 
 def test_the_rule_still_answers_for_ordinals_without_a_scheduled_pod() -> None:
-    """A pending pod (no node) and no volume: the rule places it, as before."""
+    """A pending pod (no node) and no volume: its zone is the rule's, not unknown (a ZoneLoss)."""
     pods = [b.sts_pod(ordinal=0, node="na"), b.sts_pod(ordinal=1, node="nb"), b.sts_pod(ordinal=2)]
     nodes = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
     store = store_from_objects([*nodes, b.statefulset(annotations=ABC), *pods])

@@ -34,7 +34,7 @@ ZONES = "zone-a,zone-b,zone-c"
 #   discovered zones; 2 replicas): 0 on k1 ok -> zone-a | 1 no node labelled 1: unknown.
 #   Held: zone-a, 1 of 3; 1 ordinal of unknown zone. Lowest 2: scaling to 1 would remove
 #   ordinal 1, whose zone is unknown while zone-b and zone-c are uncovered, which the guard
-#   refuses (issue 15: an answer that depends on an unknown zone is a refusal).
+#   refuses (an answer that depends on an unknown zone is a refusal).
 # shop/broken: malformed annotation -> replicas only.
 # lab/cache: namespace not opted in -> no series.
 EXPECTED = {

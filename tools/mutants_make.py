@@ -27,9 +27,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The pure rules, module -> file: placement and its pod plan, the mutations (pods, sets,
-#: claims), validation and the scale-down guard, with the modules issue 15 split out of them
-#: (locate and verdict from the guard, claims from mutate, scaling from validate, text and
-#: ordinals from both) and the one writer that left mutate for the model (see ``ONLY``).
+#: claims), validation and the scale-down guard, with the modules they are built from (locate
+#: and verdict for the guard, claims for mutate, scaling for validate, text and ordinals for
+#: several) and the one writer of the model the mutations call (see ``ONLY``).
 MODULES = {
     **{
         name: f"webhook/rules/{name}.py"

@@ -52,7 +52,7 @@ class LiveView:
         self._settled = False
 
     def statuses(self) -> tuple[CacheStatus, ...]:
-        """Health of every cache (what issue 7 exports as Prometheus gauges)."""
+        """Health of every cache (what ``/readyz`` and the ``stszone_cache_*`` gauges report)."""
         return tuple(reflector.status() for reflector in self.reflectors)
 
     def ready(self) -> tuple[bool, str]:

@@ -72,7 +72,7 @@ class Tuning:
 
 @dataclass(frozen=True, slots=True)
 class CacheStatus:
-    """Health of one cache, for ``/readyz`` now and Prometheus gauges later."""
+    """Health of one cache, for ``/readyz`` and the ``stszone_cache_*`` gauges."""
 
     table: Table
     #: The first list has completed.

@@ -15,7 +15,7 @@ The safety choices, each one a lesson from admission webhooks that took clusters
   evaluates the condition itself, so it holds while stszone is down. It needs Kubernetes 1.28
   (beta, on by default; GA in 1.30); older clusters install with ``match_conditions=False``
   (``stszone manifests --no-match-conditions``, or the ``deploy/components/no-match-conditions``
-  kustomize component), which sends every pod of an opted-in namespace, as before.
+  kustomize component), which sends every pod of an opted-in namespace.
 - ``failurePolicy: Fail``: a pod admitted without its zone is the failure stszone exists to
   prevent; the blast radius is kept small by the selectors above and a short timeout instead.
 - ``sideEffects: None``: dry-run requests are answered like real ones.

@@ -37,8 +37,8 @@ from webhook.rules.risk import RiskScan, SetRisk
 PREFIX: Final = "stszone"
 #: Seconds between readiness checks while the view is not ready.
 READY_POLL: Final = 1.0
-#: Seconds the refresh waits at each pause of a sweep (a slice is about 0.1-0.2 ms of work, so
-#: a refresh takes at most a fifth of the loop's time while it runs).
+#: Seconds the refresh waits at each pause of a sweep: the loop is free that long between two
+#: slices, so requests that arrive during a refresh are answered between them.
 PAUSE: Final = 0.001
 LABELS: Final = ("namespace", "statefulset")
 
