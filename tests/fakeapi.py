@@ -19,7 +19,11 @@ watches are open and inject faults into the next request of a resource and verb:
 
 It also serves one object by name, namespaced lists, Evictions and claim deletions
 (:mod:`tests.fakeobjects`), for ``stszone rebalance``; ``api.on_evict`` holds the hooks a test
-uses to play the StatefulSet controller once an eviction has deleted a pod.
+uses to play the StatefulSet controller once an eviction has deleted a pod. For
+``--manage-certs`` it serves Secrets, Leases and the two webhook configurations: lists and
+watches narrowed by ``fieldSelector=metadata.name=NAME``, and create, update and JSON Patch
+with resourceVersion conflicts (:mod:`tests.fakewrites`); ``api.on_write`` holds hooks run
+after each write, and every request records its ``User-Agent`` (who wrote what).
 """
 
 from __future__ import annotations
@@ -36,24 +40,27 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from tests import fakeobjects
+from tests import fakeobjects, fakewrites
 from tests.fakeobjects import EvictHook
 from tests.fakestate import (
     RESOURCES,
+    Change,
     Objects,
     Stored,
     bookmark_line,
     error_line,
     event_line,
     expired_line,
+    field_matches,
     http_fixture,
     matches,
     representation,
 )
+from tests.fakewrites import WriteHook
 from tests.hang import HANG_GUARD
 
 JSON = dict[str, Any]
-Verb = Literal["list", "watch", "get", "evict", "delete"]
+Verb = Literal["list", "watch", "get", "evict", "delete", "create", "update", "patch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +113,8 @@ class Seen:
     namespace: str = ""
     name: str = ""
     body: Any = None
+    #: The client's User-Agent header.
+    agent: str = ""
 
 
 class FakeApi:
@@ -133,12 +142,16 @@ class FakeApi:
         self._runner: web.AppRunner | None = None
         #: Called with (namespace, pod) after an eviction deleted the pod.
         self.on_evict: list[EvictHook] = []
+        #: Called with (resource, verb, object) after a create, update or patch landed.
+        self.on_write: list[WriteHook] = []
 
     async def __aenter__(self) -> FakeApi:
         app = web.Application()
         app.router.add_get("/{tail:.*}", self._handle)
         app.router.add_post("/{tail:.*}", self._write)
         app.router.add_delete("/{tail:.*}", self._write)
+        app.router.add_put("/{tail:.*}", self._write)
+        app.router.add_patch("/{tail:.*}", self._write)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._ssl)
@@ -216,13 +229,21 @@ class FakeApi:
         now = asyncio.get_running_loop().time()
         accept = request.headers.get("Accept", "")
         seen = Seen(verb, where.resource, dict(request.query), accept, False, now)
-        self.requests.append(replace(seen, namespace=where.namespace, name=where.name, body=body))
+        agent = request.headers.get("User-Agent", "")
+        self.requests.append(
+            replace(seen, namespace=where.namespace, name=where.name, body=body, agent=agent)
+        )
         queued = self._faults[(where.resource, verb)]
         return queued.pop(0) if queued else None
 
     async def _write(self, request: web.Request) -> web.StreamResponse:
         refused = self._refused(request)
-        return refused if refused is not None else await fakeobjects.write(self, request)
+        if refused is not None:
+            return refused
+        where = fakeobjects.route(request.path)
+        if where is not None and where.resource in fakewrites.WRITABLE:
+            return await fakewrites.write(self, request, where)
+        return await fakeobjects.write(self, request)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         where = fakeobjects.route(request.path)
@@ -249,7 +270,9 @@ class FakeApi:
                 406, "NotAcceptable", "only JSON representations are served here"
             )
         accept, now = request.headers.get("Accept", ""), asyncio.get_running_loop().time()
-        self.requests.append(Seen(verb, resource, query, accept, form, now, where.namespace))
+        agent = request.headers.get("User-Agent", "")
+        seen = Seen(verb, resource, query, accept, form, now, where.namespace, agent=agent)
+        self.requests.append(seen)
         queued = self._faults[(resource, verb)]
         fault = queued.pop(0) if queued else None
         if fault is not None and fault.what == "slow":
@@ -280,9 +303,16 @@ class FakeApi:
                 return web.Response(status=410, body=body, content_type="application/json")
         else:
             selector, namespace = query.get("labelSelector", ""), query.get("namespace")
+            fields = query.get("fieldSelector", "")
             table = self.objects.tables[resource].values()
             snapshot = sorted(
-                (s for s in table if matches(selector, s.labels) and namespace in (None, s.key[0])),
+                (
+                    s
+                    for s in table
+                    if matches(selector, s.labels)
+                    and field_matches(fields, s)
+                    and namespace in (None, s.key[0])
+                ),
                 key=lambda s: s.key,
             )
             sid, offset = f"{self.objects.rv}-{len(self._snapshots)}-{id(snapshot)}", 0
@@ -340,7 +370,8 @@ class FakeApi:
                     break
                 await asyncio.sleep(0.05)
             return response
-        selector = query.get("labelSelector", "")
+        selector, fields = query.get("labelSelector", ""), query.get("fieldSelector", "")
+        namespace = query.get("namespace")
         bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + float(query.get("timeoutSeconds") or 1800)
@@ -356,8 +387,10 @@ class FakeApi:
                     return _abort(request, response)
                 for change in self.objects.since(resource, rv):
                     rv = change.rv
-                    line = event_line(kind, api_version, change, selector, metadata=metadata)
-                    if line is not None:
+                    line = event_line(
+                        kind, api_version, change, selector, metadata=metadata, fields=fields
+                    )
+                    if line is not None and namespace in (None, _namespace_of(change)):
                         await response.write(line)
                 if signals[0] != seen_bookmarks:
                     seen_bookmarks = signals[0]
@@ -383,6 +416,11 @@ async def eventually(check: Callable[[], bool], *, within: float = HANG_GUARD) -
             if check():
                 return
             await asyncio.sleep(0.01)
+
+
+def _namespace_of(change: Change) -> str:
+    stored = change.after or change.before
+    return stored.key[0] if stored is not None else ""
 
 
 def _failure(fault: Fault, verb: Verb) -> web.Response:

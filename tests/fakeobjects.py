@@ -34,7 +34,7 @@ JSON = dict[str, Any]
 EvictHook = Callable[[str, str], None]
 
 _PATH = re.compile(
-    r"^/(?P<group>api/v1|apis/apps/v1)(?:/namespaces/(?P<namespace>[^/]+))?"
+    r"^/(?P<group>api/v1|apis/[a-z0-9.]+/v1)(?:/namespaces/(?P<namespace>[^/]+))?"
     r"/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>eviction))?$"
 )
 _PLURALS = {path.rpartition("/")[2]: name for name, (path, *_) in RESOURCES.items()}

@@ -30,6 +30,21 @@ RESOURCES: Final = {
     "statefulsets": ("/apis/apps/v1/statefulsets", "StatefulSet", "apps/v1", True),
     "pods": ("/api/v1/pods", "Pod", "v1", True),
     "namespaces": ("/api/v1/namespaces", "Namespace", "v1", False),
+    # What ``--manage-certs`` reads and writes (tests.fakewrites): served, never in fixtures.
+    "secrets": ("/api/v1/secrets", "Secret", "v1", True),
+    "leases": ("/apis/coordination.k8s.io/v1/leases", "Lease", "coordination.k8s.io/v1", True),
+    "mutatingwebhookconfigurations": (
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        "admissionregistration.k8s.io/v1",
+        False,
+    ),
+    "validatingwebhookconfigurations": (
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        "admissionregistration.k8s.io/v1",
+        False,
+    ),
 }
 
 JSON = dict[str, Any]
@@ -200,11 +215,34 @@ def representation(accept: str, *, watch: bool) -> bool | None:
     return None
 
 
+def field_matches(selector: str, stored: Stored) -> bool:
+    """The one field selector served: ``metadata.name=NAME`` (what a watch of one object uses)."""
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        field, _, value = term.replace("==", "=").partition("=")
+        if field.strip() != "metadata.name":
+            raise ValueError(f"field selector {term!r} is not served by the fake")
+        if stored.key[1] != value.strip():
+            return False
+    return True
+
+
 def event_line(
-    kind: str, api_version: str, change: Change, selector: str, *, metadata: bool
+    kind: str,
+    api_version: str,
+    change: Change,
+    selector: str,
+    *,
+    metadata: bool,
+    fields: str = "",
 ) -> bytes | None:
-    before = change.before is not None and matches(selector, change.before.labels)
-    after = change.after is not None and matches(selector, change.after.labels)
+    def selected(stored: Stored | None) -> bool:
+        return (
+            stored is not None
+            and matches(selector, stored.labels)
+            and field_matches(fields, stored)
+        )
+
+    before, after = selected(change.before), selected(change.after)
     if change.type == "DELETED":
         obj, event = (change.before, "DELETED") if before else (None, "")
     elif after:

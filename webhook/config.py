@@ -10,6 +10,13 @@ from typing import Final, Literal
 MAX_BODY: Final = 7 * 1024 * 1024
 DEFAULT_NAMESPACE: Final = "stszone-system"
 DEFAULT_SCHEDULER_NAME: Final = "stszone-scheduler"
+#: The Service the API server calls, and the name of both webhook configurations.
+SERVICE_NAME: Final = "stszone"
+#: The Secret holding the serving pair (kubernetes.io/tls); cert-manager writes the same name.
+SECRET_NAME: Final = "stszone-tls"
+#: The Lease electing the one replica that writes certificates (``--manage-certs``).
+CERTS_LEASE: Final = "stszone-certs"
+YEAR: Final = 365 * 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +79,25 @@ class Settings:
     storage_unhealthy_label: str | None = None
     #: Seconds between refreshes of the zone-risk gauges (a background job, never per request).
     zone_risk_interval: float = 30.0
+    #: Keep the serving pair and its CA in a Secret and the CA in both caBundles: created,
+    #: renewed and rotated by the replica holding the Lease, served by every replica.
+    manage_certs: bool = False
+    #: The Secret of ``--manage-certs``, in ``namespace``.
+    certs_secret: str = SECRET_NAME
+    #: Seconds a serving pair made with ``--manage-certs`` is valid; renewed two thirds in.
+    cert_validity: float = YEAR
+    #: The Service the API server calls: the serving pair names its DNS names.
+    service: str = SERVICE_NAME
+    #: The name of both webhook configurations, whose caBundle ``--manage-certs`` keeps.
+    webhook_config_name: str = SERVICE_NAME
+    #: The Lease of ``--manage-certs``, in ``namespace``.
+    certs_lease: str = CERTS_LEASE
+    #: client-go's leader-election durations (seconds), with its defaults.
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    #: The Lease holder's identity (None: $POD_NAME, else hostname_pid).
+    identity: str | None = None
 
     def defaults(self) -> Defaults:
         """The pure engine's view of these settings."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from webhook.cli import managedcerts
 from webhook.cli.options import (
     DEFAULTS,
     add_own_namespace_flag,
@@ -31,7 +32,7 @@ from webhook.server.app import install_metrics, make_app
 from webhook.server.metrics import store_caches
 from webhook.server.runtime import Runtime
 from webhook.server.serve import serve
-from webhook.server.tls import CertReloader
+from webhook.server.tls import CertReloader, TlsContext
 
 log = logging.getLogger("stszone")
 
@@ -42,6 +43,7 @@ examples:
   stszone serve --cluster cluster.yaml             offline view from a saved cluster
   stszone serve --kubeconfig ~/.kube/config        live view (list+watch) of a cluster
   stszone serve --cert /tls/tls.crt --key /tls/tls.key --port 8443   in a pod
+  stszone serve --manage-certs --port 8443         in a pod: its own CA and pair, rotated
   stszone serve --offline --zones a,b,c --zone-risk-interval 60   gauges refreshed each minute
 """
 
@@ -154,6 +156,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     add_view_flags(parser)
     add_own_namespace_flag(parser, "--namespace")
+    managedcerts.add_flags(parser)
     return parser
 
 
@@ -177,24 +180,35 @@ def _certificate(settings: Settings) -> tuple[str, str]:
 
 
 async def _main(settings: Settings) -> None:
-    cert, key = _certificate(settings)
-    reloader = CertReloader(cert, key, interval=settings.cert_reload_interval)
+    managedcerts.check(settings)
+    managed = await managedcerts.start(settings) if settings.manage_certs else None
+    tls: TlsContext
+    if managed is not None:
+        tls = managed.tls
+    else:
+        cert, key = _certificate(settings)
+        tls = reloader = CertReloader(cert, key, interval=settings.cert_reload_interval)
     choice = choose_view(settings)
     log.info("%s", choice.describe())
     # Live: the listener opens at once and /readyz fails until every cache is listed.
     live = await start_live(settings) if choice.live else None
     store = live.store if live is not None else offline_store(settings)
     runtime = Runtime(store=store, defaults=settings.defaults(), settings=settings)
-    runtime.attach(reloader.run)
+    if managed is not None:
+        managed.attach(runtime)  # the Secret's watch, its readiness, the Lease campaign
+    else:
+        runtime.attach(reloader.run)
     if live is not None:
         runtime.attach(live.run, check=live.ready)  # logs the zone source once synced
     else:
         log.info("zone source: %s", zone_source(settings, runtime.store))
-    install_metrics(
+    metrics = install_metrics(
         runtime,
         caches=live.statuses if live is not None else store_caches(store, loaded_at=time.time()),
-        certificate=lambda: reloader.not_after,
+        certificate=tls.expiry,
     )
+    if managed is not None:
+        metrics.registry.register(managed.collector)
     runtime.observers.append(logs.log_decision)
     app = make_app(runtime)
     if live is None:
@@ -203,7 +217,7 @@ async def _main(settings: Settings) -> None:
         # its caches are listed.
         gc.collect()
         gc.freeze()
-    await serve(app, ssl_context=reloader.context, settings=settings)
+    await serve(app, ssl_context=tls.context, settings=settings)
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:

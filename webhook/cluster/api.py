@@ -1,5 +1,6 @@
 """Requests to the Kubernetes API over aiohttp: paged JSON lists, newline-framed watches, and
-the few writes ``stszone rebalance`` makes (an Eviction, a claim's deletion).
+the few writes stszone makes (``stszone rebalance``: an Eviction, a claim's deletion;
+``--manage-certs``: its Secret, its Lease, a JSON Patch of its webhook configurations).
 
 :class:`Api` asks :class:`~webhook.cluster.credentials.Credentials` for fresh settings before
 every request (see :mod:`webhook.cluster.credentials` for why aiohttp and not the ``kubernetes``
@@ -84,9 +85,17 @@ class Api:
     reflectors holding it) can be built before the loop starts serving.
     """
 
-    def __init__(self, credentials: Credentials, *, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        connect_timeout: float = 10.0,
+        user_agent: str | None = None,
+    ) -> None:
         self.credentials = credentials
         self._connect_timeout = connect_timeout
+        #: Names this process in the API server's audit log (e.g. the Lease holder's identity).
+        self._agent = {"User-Agent": user_agent} if user_agent else {}
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -121,13 +130,20 @@ class Api:
         path: str,
         *,
         params: Mapping[str, str] | None = None,
-        body: Mapping[str, Any] | None = None,
+        body: Mapping[str, Any] | list[Any] | None = None,
+        content_type: str = JSON_MEDIA,
         read_timeout: float = 30,
     ) -> dict[str, Any]:
-        """One JSON request (GET an object, POST an Eviction, DELETE a claim): the decoded
-        answer, or :class:`ApiError` on any status but 200/201/202."""
+        """One JSON request (GET an object, POST an Eviction, PUT a Secret, PATCH with
+        ``content_type`` ``application/json-patch+json``): the decoded answer, or
+        :class:`ApiError` on any status but 200/201/202."""
         async with self._request(
-            method, path, params=params or {}, read_timeout=read_timeout, body=body
+            method,
+            path,
+            params=params or {},
+            read_timeout=read_timeout,
+            body=body,
+            content_type=content_type,
         ) as resp:
             answer: Any = json.loads(await resp.read())
         if not isinstance(answer, dict):
@@ -159,7 +175,8 @@ class Api:
         params: Mapping[str, str],
         read_timeout: float,
         accept: str = JSON_MEDIA,
-        body: Mapping[str, Any] | None = None,
+        body: Mapping[str, Any] | list[Any] | None = None,
+        content_type: str = JSON_MEDIA,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         target = await self.credentials.target()
         if self._session is None:
@@ -167,12 +184,17 @@ class Api:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self._connect_timeout, sock_read=read_timeout
         )
+        headers = {**target.headers, **self._agent, "Accept": accept}
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body).encode()
         async with self._session.request(
             method,
             target.base + path,
             params=params,
-            headers={**target.headers, "Accept": accept},
-            json=body,
+            headers=headers,
+            data=data,
             ssl=target.ssl,
             server_hostname=target.server_hostname,
             proxy=target.proxy,

@@ -27,7 +27,8 @@ KEY_TYPE: Final = "ecdsa-p256"
 SERVING_DAYS: Final = 365
 CA_DAYS: Final = 3650
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
-#: Certificates start a little in the past, so a client whose clock lags accepts them.
+#: Certificates start a little in the past, so a client whose clock lags accepts them: five
+#: minutes, or a tenth of a short lifetime (a pair of 3 minutes is not mostly backdating).
 _BACKDATE: Final = dt.timedelta(minutes=5)
 
 _PEM: Final = serialization.Encoding.PEM
@@ -78,12 +79,32 @@ def _days(days: int, *, what: str) -> dt.timedelta:
     return dt.timedelta(days=days)
 
 
+def _lifetime(
+    days: int, lifetime: dt.timedelta | None, *, what: str
+) -> tuple[dt.timedelta, dt.timedelta]:
+    """(validity, backdating): ``lifetime`` when given (``--cert-validity 3m``), else days."""
+    if lifetime is None:
+        return _days(days, what=what), _BACKDATE
+    if lifetime <= dt.timedelta(0):
+        raise ConfigError(f"{what} must be above 0, got {lifetime}")
+    return lifetime, min(_BACKDATE, lifetime / 10)
+
+
 def new_ca(
-    *, common_name: str = "stszone-ca", days: int = CA_DAYS, key_type: str = KEY_TYPE
+    *,
+    common_name: str = "stszone-ca",
+    days: int = CA_DAYS,
+    lifetime: dt.timedelta | None = None,
+    key_type: str = KEY_TYPE,
+    now: dt.datetime | None = None,
 ) -> tuple[bytes, bytes]:
-    """A self-signed CA that may sign serving certificates only: (cert PEM, key PEM)."""
+    """A self-signed CA that may sign serving certificates only: (cert PEM, key PEM).
+
+    Valid for ``lifetime`` when given, else ``days``; from ``now`` (default: the clock).
+    """
     key = _new_key(key_type)
-    now = dt.datetime.now(dt.UTC)
+    now = now or dt.datetime.now(dt.UTC)
+    valid, backdate = _lifetime(days, lifetime, what="CA validity")
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
@@ -92,8 +113,8 @@ def new_ca(
         .issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + _days(days, what="CA validity"))
+        .not_valid_before(now - backdate)
+        .not_valid_after(now + valid)
         # path_length=0: this CA signs leaves, never intermediate CAs.
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(_key_usage(key_cert_sign=True, crl_sign=True), critical=True)
@@ -125,22 +146,24 @@ def new_serving(
     dns_names: Iterable[str],
     ips: Iterable[str] = (),
     days: int = SERVING_DAYS,
+    lifetime: dt.timedelta | None = None,
     key_type: str = KEY_TYPE,
+    now: dt.datetime | None = None,
 ) -> tuple[bytes, bytes]:
     """A serving certificate signed by the CA, for the given names: (cert PEM, key PEM).
 
     The API server (Go) checks the subjectAltName only, so every name goes there; the first
-    one is also the common name, for humans reading ``openssl x509 -text``.
+    one is also the common name, for humans reading ``openssl x509 -text``. Valid for
+    ``lifetime`` when given, else ``days``, from ``now`` (default: the clock).
     """
     ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
     ca_key = private_key(ca_key_pem, "CA key")
     names = subject_alt_names(dns_names, ips)
     key = _new_key(key_type)
-    now = dt.datetime.now(dt.UTC)
+    now = now or dt.datetime.now(dt.UTC)
+    valid, backdate = _lifetime(days, lifetime, what="serving certificate validity")
     # A leaf that outlives its CA stops verifying when the CA expires: do not promise more.
-    not_after = min(
-        now + _days(days, what="serving certificate validity"), ca_cert.not_valid_after_utc
-    )
+    not_after = min(now + valid, ca_cert.not_valid_after_utc)
     try:
         aki = x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(
             ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
@@ -155,7 +178,7 @@ def new_serving(
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
+        .not_valid_before(now - backdate)
         .not_valid_after(not_after)
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)

@@ -16,13 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from webhook import __version__
-from webhook.config import DEFAULT_NAMESPACE, Settings
+from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME, Settings
 
 Obj = dict[str, Any]
 
 NAME: Final = "stszone"
-#: The Secret holding the serving pair (kubernetes.io/tls); cert-manager writes the same name.
-SECRET_NAME: Final = "stszone-tls"
 TLS_DIR: Final = "/etc/stszone/tls"
 #: Numeric, so ``runAsNonRoot`` can be checked by the kubelet without an /etc/passwd entry.
 RUN_AS: Final = 65532

@@ -23,13 +23,12 @@ from typing import Final, TextIO
 import yaml
 
 from webhook import __version__
-from webhook.config import DEFAULT_NAMESPACE
+from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME
 from webhook.errors import ConfigError
 from webhook.install import registration
 from webhook.install.deploybase import (
     IMAGE,
     NAME,
-    SECRET_NAME,
     SELECTOR,
     Install,
     Obj,

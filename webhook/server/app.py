@@ -112,7 +112,7 @@ def install_metrics(
     runtime: Runtime,
     *,
     caches: Callable[[], Iterable[CacheLike]] | None = None,
-    certificate: Callable[[], dt.datetime] | None = None,
+    certificate: Callable[[], dt.datetime | None] | None = None,
     registry: CollectorRegistry | None = None,
     zone_risk: ZoneRisk | None = None,
 ) -> Metrics:

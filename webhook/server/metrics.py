@@ -18,6 +18,13 @@ Exported (all prefixed ``stszone_``)::
     cache_relists_total{resource}               counter   full re-lists after the first (410)
     cache_bad_objects{resource}                 gauge     objects skipped as unreadable
     certificate_expiry_timestamp_seconds        gauge     notAfter of the serving certificate
+    certificate_rotation_last_success_timestamp_seconds
+                                                gauge     --manage-certs: when the leader last
+                                                          found or left the Secret and both
+                                                          caBundles in order
+    certificate_rotation_failures_total         counter   --manage-certs: steps that failed
+    certificate_leader                          gauge     --manage-certs: 1 on the replica
+                                                          holding the Lease
     statefulset_*{namespace,statefulset}        gauge     zone risk per opted-in StatefulSet
                                                           (:mod:`webhook.server.riskmetrics`)
     event_loop_lag_seconds, _max_seconds        histogram how long the event loop is held
@@ -134,6 +141,44 @@ def store_caches(store: Store, *, loaded_at: float | None = None) -> Callable[[]
     return read
 
 
+class RotationLike(Protocol):
+    """What the metrics read of the certificate work (``webhook.cluster.certkeeper.Outcome``)."""
+
+    @property
+    def last_success(self) -> float | None: ...
+    @property
+    def failures(self) -> int: ...
+
+
+class RotationCollector(Collector):
+    """The outcome of ``--manage-certs``, read at scrape time: register it on the registry."""
+
+    def __init__(self, outcome: RotationLike, *, leading: Callable[[], bool]) -> None:
+        self._outcome = outcome
+        self._leading = leading
+
+    def collect(self) -> Iterator[Metric]:
+        outcome = self._outcome
+        if outcome.last_success is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_certificate_rotation_last_success_timestamp_seconds",
+                "Unix time the certificate leader last found, or left, the Secret and both "
+                "caBundles in order.",
+                value=outcome.last_success,
+            )
+        yield CounterMetricFamily(
+            f"{PREFIX}_certificate_rotation_failures",
+            "Certificate steps that failed: API errors other than conflicts, a missing webhook "
+            "configuration, a Secret stszone did not create.",
+            value=outcome.failures,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_certificate_leader",
+            "1 on the replica holding the certificate Lease (the one that writes), else 0.",
+            value=1.0 if self._leading() else 0.0,
+        )
+
+
 class _StateCollector(Collector):
     """Cache and certificate figures, read at scrape time."""
 
@@ -141,7 +186,7 @@ class _StateCollector(Collector):
         self,
         *,
         caches: Callable[[], Iterable[CacheLike]] | None,
-        certificate: Callable[[], dt.datetime] | None,
+        certificate: Callable[[], dt.datetime | None] | None,
         in_flight: Callable[[], int] | None,
         ready: Callable[[], bool] | None,
     ) -> None:
@@ -163,11 +208,12 @@ class _StateCollector(Collector):
                 "Requests with a body (reviews, extender calls) being received or answered now.",
                 value=self._in_flight(),
             )
-        if self._certificate is not None:
+        expiry = self._certificate() if self._certificate is not None else None
+        if expiry is not None:  # None: no serving certificate yet (--manage-certs, starting)
             yield GaugeMetricFamily(
                 f"{PREFIX}_certificate_expiry_timestamp_seconds",
                 "Expiry (notAfter, Unix time) of the certificate new TLS handshakes get.",
-                value=self._certificate().timestamp(),
+                value=expiry.timestamp(),
             )
         if self._caches is None:
             return
@@ -290,7 +336,7 @@ class Metrics:
         *,
         registry: CollectorRegistry | None = None,
         caches: Callable[[], Iterable[CacheLike]] | None = None,
-        certificate: Callable[[], dt.datetime] | None = None,
+        certificate: Callable[[], dt.datetime | None] | None = None,
         in_flight: Callable[[], int] | None = None,
         ready: Callable[[], bool] | None = None,
         collectors: Iterable[Collector] = (),

@@ -1,12 +1,16 @@
-"""The server's TLS context, hardened, and a certificate watcher that hot-reloads it.
+"""The server's TLS context, hardened, and the serving pair it hot-swaps.
 
-:class:`CertReloader` owns the listening :class:`ssl.SSLContext`. Every handshake goes
-through its ``sni_callback`` (OpenSSL calls it for every ClientHello, with ``server_name=None``
-when the client sends no SNI, as the API server does when it dials an IP), which points the
-connection at the *current* context. Reloading builds a fresh context from the new files and
-swaps it in: new handshakes use the new certificate, established connections keep theirs, the
-listener is never closed. A pair that does not load (unreadable, half-written, key not matching
-the certificate) is logged and the old one kept; it is retried when the files change again.
+:class:`TlsContext` owns the listening :class:`ssl.SSLContext`. Every handshake goes through
+its ``sni_callback`` (OpenSSL calls it for every ClientHello, with ``server_name=None`` when the
+client sends no SNI, as the API server does when it dials an IP), which points the connection
+at the *current* pair's context. :meth:`TlsContext.install` builds a fresh context from a pair's
+PEM bytes and swaps it in: new handshakes use the new certificate, established connections keep
+theirs, the listener is never closed. A pair that does not load (half-written, key not matching
+the certificate) is logged and the old one kept.
+
+The bytes come from files (:class:`CertReloader` polls ``--cert``/``--key``: a mounted Secret,
+cert-manager's, ``stszone certs``'), or from the API (``--manage-certs``: the Secret is watched
+and each new version installed).
 """
 
 from __future__ import annotations
@@ -86,27 +90,36 @@ def _no_password() -> bytes:
     raise ConfigError("the key is encrypted; give an unencrypted PEM key")
 
 
-class CertReloader:
-    """The listening TLS context for ``cert``/``key``, reloaded when the files change."""
+class TlsContext:
+    """The listening TLS context, and the pair it points handshakes at, replaced from bytes.
 
-    def __init__(self, cert: str | Path, key: str | Path, *, interval: float = 2.0) -> None:
-        self.cert_path = Path(cert)
-        self.key_path = Path(key)
-        self.interval = interval
-        cert_pem, key_pem = self._read()
+    ``placeholder=True`` starts on a pair that is not the webhook's (a throw-away self-signed
+    certificate, made by the caller): the listener can open, the kubelet's probes (which do not
+    verify certificates) get answers, and :meth:`ready` says no until :meth:`install` has put a
+    real pair in place. ``waiting`` says what the placeholder waits for.
+    """
+
+    def __init__(
+        self, cert_pem: bytes, key_pem: bytes, *, source: str, placeholder: bool = False
+    ) -> None:
+        self.source = source
         try:
             self._pair = self._load(cert_pem, key_pem)
         except (OSError, ValueError, ConfigError) as err:
-            raise ConfigError(
-                f"cannot serve TLS with {self.cert_path} and {self.key_path}: {_reason(err)}"
-            ) from None
+            raise ConfigError(f"cannot serve TLS with {source}: {_reason(err)}") from None
         self._rejected: str | None = None
+        self.placeholder = placeholder
+        #: Why there is no real pair yet (shown by :meth:`ready` while on the placeholder).
+        self.waiting = f"waiting for {source}"
         #: The context handed to the listening site; it only routes handshakes to the current one.
         self.context = hardened_context()
         with _as_file(cert_pem) as cert_file, _as_file(key_pem) as key_file:
             self.context.load_cert_chain(cert_file, key_file, password=_no_password)
         self.context.sni_callback = self._route
-        log.info("serving certificate serial %x, expires %s", self.serial, self.not_after)
+        if placeholder:
+            log.info("no serving certificate yet (%s): handshakes get a placeholder", source)
+        else:
+            log.info("serving certificate serial %x, expires %s", self.serial, self.not_after)
 
     @property
     def serial(self) -> int:
@@ -118,16 +131,25 @@ class CertReloader:
         """Expiry (UTC) of the certificate new handshakes get."""
         return self._pair.not_after
 
+    def expiry(self) -> dt.datetime | None:
+        """Expiry of the served pair; None while on the placeholder (it is not the webhook's)."""
+        return None if self.placeholder else self._pair.not_after
+
+    def ready(self) -> tuple[bool, str]:
+        """A readiness check: a real pair is served and has not expired."""
+        if self.placeholder:
+            return False, f"no serving certificate yet: {self.waiting}"
+        if self._pair.not_after <= dt.datetime.now(dt.UTC):
+            return (
+                False,
+                f"the serving certificate (serial {self.serial:x}) expired {self.not_after}",
+            )
+        return True, f"serving certificate serial {self.serial:x}"
+
     def _route(self, conn: ssl.SSLObject, server_name: str | None, ctx: ssl.SSLContext) -> None:
         # Swapping the context per connection changes its certificate; the protocol and cipher
         # limits stay those of the listening context, which is hardened the same way.
         conn.context = self._pair.context
-
-    def _read(self) -> tuple[bytes, bytes]:
-        try:
-            return self.cert_path.read_bytes(), self.key_path.read_bytes()
-        except OSError as err:
-            raise ConfigError(f"cannot read {err.filename}: {err.strerror}") from None
 
     @staticmethod
     def _load(cert_pem: bytes, key_pem: bytes) -> _Pair:
@@ -140,6 +162,73 @@ class CertReloader:
             ctx.load_cert_chain(cert_file, key_file, password=_no_password)
         return _Pair(_digest(cert_pem, key_pem), ctx, leaf.serial_number, leaf.not_valid_after_utc)
 
+    def install(self, cert_pem: bytes, key_pem: bytes, *, source: str | None = None) -> bool:
+        """Serve this pair to new handshakes; True when it replaced another.
+
+        False when it is the pair already served, or broken (logged once per content; the old
+        pair stays).
+        """
+        source = source or self.source
+        digest = _digest(cert_pem, key_pem)
+        if digest == self._rejected or (digest == self._pair.digest and not self.placeholder):
+            return False
+        try:
+            pair = self._load(cert_pem, key_pem)
+        except (OSError, ValueError, ConfigError) as err:  # OSError covers ssl.SSLError
+            return self._reject(_reason(err), digest=digest, source=source)
+        old, self._pair, self._rejected = self._pair, pair, None
+        if self.placeholder:
+            self.placeholder = False
+            log.info("serving certificate serial %x, expires %s", pair.serial, pair.not_after)
+        else:
+            log.info(
+                "serving certificate reloaded: serial %x, expires %s (was %x)",
+                pair.serial,
+                pair.not_after,
+                old.serial,
+            )
+        if pair.not_after <= dt.datetime.now(dt.UTC):
+            log.warning(
+                "the new serving certificate expired on %s; clients will refuse it", pair.not_after
+            )
+        return True
+
+    def reject(self, reason: str, *, source: str | None = None) -> None:
+        """Note that ``source`` holds no usable pair (logged once per reason)."""
+        self.waiting = f"{source or self.source} {reason}"
+        self._reject(reason, digest=f"unusable: {reason}", source=source or self.source)
+
+    def _reject(self, reason: str, *, digest: str, source: str) -> bool:
+        if digest != self._rejected:
+            if self.placeholder:
+                log.error("%s cannot be served: %s", source, reason)
+            else:
+                log.error(
+                    "new certificate in %s not used, still serving serial %x: %s",
+                    source,
+                    self.serial,
+                    reason,
+                )
+        self._rejected = digest
+        return False
+
+
+class CertReloader(TlsContext):
+    """The listening TLS context for ``cert``/``key``, reloaded when the files change."""
+
+    def __init__(self, cert: str | Path, key: str | Path, *, interval: float = 2.0) -> None:
+        self.cert_path = Path(cert)
+        self.key_path = Path(key)
+        self.interval = interval
+        cert_pem, key_pem = self._read()
+        super().__init__(cert_pem, key_pem, source=f"{self.cert_path} and {self.key_path}")
+
+    def _read(self) -> tuple[bytes, bytes]:
+        try:
+            return self.cert_path.read_bytes(), self.key_path.read_bytes()
+        except OSError as err:
+            raise ConfigError(f"cannot read {err.filename}: {err.strerror}") from None
+
     def reload(self) -> bool:
         """Load the files now; True when a new certificate was installed.
 
@@ -149,38 +238,14 @@ class CertReloader:
             cert_pem, key_pem = self._read()
         except ConfigError as err:
             # Same message, same "content": logged once, not every poll, until it changes.
-            return self._reject(err.message, digest=f"unreadable: {err.message}")
-        digest = _digest(cert_pem, key_pem)
-        if digest in (self._pair.digest, self._rejected):
-            return False
-        try:
-            pair = self._load(cert_pem, key_pem)
-        except (OSError, ValueError, ConfigError) as err:  # OSError covers ssl.SSLError
-            return self._reject(_reason(err), digest=digest)
-        old, self._pair, self._rejected = self._pair, pair, None
-        log.info(
-            "serving certificate reloaded: serial %x, expires %s (was %x)",
-            pair.serial,
-            pair.not_after,
-            old.serial,
-        )
-        if pair.not_after <= dt.datetime.now(dt.UTC):
-            log.warning(
-                "the new serving certificate expired on %s; clients will refuse it", pair.not_after
+            return self._reject(
+                err.message, digest=f"unreadable: {err.message}", source=self._files
             )
-        return True
+        return self.install(cert_pem, key_pem, source=self._files)
 
-    def _reject(self, reason: str, *, digest: str) -> bool:
-        if digest != self._rejected:
-            log.error(
-                "new certificate in %s / %s not used, still serving serial %x: %s",
-                self.cert_path,
-                self.key_path,
-                self.serial,
-                reason,
-            )
-        self._rejected = digest
-        return False
+    @property
+    def _files(self) -> str:
+        return f"{self.cert_path} / {self.key_path}"
 
     def _fingerprint(self) -> tuple[tuple[int, int, int, int], ...] | None:
         try:

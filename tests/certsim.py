@@ -1,0 +1,168 @@
+"""A cluster on paper for the certificate planner: a Secret, two webhook configurations, a clock.
+
+:class:`Paper` applies each :class:`~webhook.install.rotation.Decision` as the API server
+would (a version per write) and checks, at every write, the two rules a rotation must keep
+(:func:`check_write`): a Secret write never serves a pair from a CA the configurations have not
+trusted for the settling time (unless they trusted nothing yet: a fresh install), and a
+configuration write never drops a CA the Secret's pair comes from. The checks read only the
+objects, never the planner's memory, so they hold the planner to account.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography import x509
+
+from webhook.install import cabundle, tlssecret
+from webhook.install.issuing import Policy
+from webhook.install.rotation import Decision, Rotation
+
+JSON = dict[str, Any]
+START = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+NAMES = (
+    "stszone",
+    "stszone.certs-ns",
+    "stszone.certs-ns.svc",
+    "stszone.certs-ns.svc.cluster.local",
+)
+
+
+def policy(*, validity: float = 180.0, settle: float = 18.0) -> Policy:
+    return Policy(
+        validity=dt.timedelta(seconds=validity),
+        dns_names=NAMES,
+        settle=dt.timedelta(seconds=settle),
+    )
+
+
+def config(kind: str, bundle: bytes = b"") -> JSON:
+    """A webhook configuration of one webhook, as the API server holds it."""
+    client: JSON = {"service": {"name": "stszone", "namespace": "certs-ns", "port": 443}}
+    if bundle:
+        client["caBundle"] = base64.b64encode(bundle).decode()
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": "stszone", "resourceVersion": "1"},
+        "webhooks": [{"name": f"{kind[:4].lower()}.stszone.io", "clientConfig": client}],
+    }
+
+
+def issuer_of(secret: JSON) -> x509.Certificate | None:
+    """The CA in the Secret's bundle that signed its serving pair."""
+    contents = tlssecret.read(secret)
+    if contents.serving is None:
+        return None
+    for ca in contents.bundle:
+        try:
+            contents.serving.cert.verify_directly_issued_by(ca)
+        except Exception:
+            continue
+        return ca
+    return None
+
+
+@dataclass
+class Paper:
+    """The objects, the clock, and a record of every write with the time it landed."""
+
+    plan: Policy
+    secret: JSON | None = None
+    configs: list[JSON] = field(
+        default_factory=lambda: [
+            config("MutatingWebhookConfiguration"),
+            config("ValidatingWebhookConfiguration"),
+        ]
+    )
+    now: dt.datetime = START
+    version: int = 1
+    #: (time, "secret" | kind, the object written)
+    writes: list[tuple[dt.datetime, str, JSON]] = field(default_factory=list)
+    #: fingerprint -> when every configuration first held it (from the writes, not the planner).
+    trusted_since: dict[str, dt.datetime] = field(default_factory=dict)
+    #: CA fingerprint -> when the Secret's pair last stopped coming from it.
+    served_until: dict[str, dt.datetime] = field(default_factory=dict)
+
+    def rotation(self) -> Rotation:
+        return Rotation(self.plan, name="stszone-tls", namespace="certs-ns")
+
+    def apply(self, decision: Decision) -> None:
+        self.version += 1
+        if decision.secret is not None:
+            written = copy.deepcopy(decision.secret)
+            written["metadata"]["resourceVersion"] = str(self.version)
+            check_write(self, written)
+            before = issuer_of(self.secret) if self.secret is not None else None
+            if before is not None and before != issuer_of(written):
+                self.served_until[tlssecret.fingerprint(before)] = self.now
+            self.secret = written
+            self.writes.append((self.now, "secret", written))
+        for planned in decision.configs:
+            written = copy.deepcopy(planned)
+            written["metadata"]["resourceVersion"] = str(self.version)
+            check_config(self, written)
+            self.configs = [written if c["kind"] == written["kind"] else c for c in self.configs]
+            self.writes.append((self.now, written["kind"], written))
+        trusted = cabundle.trusted(self.configs)
+        self.trusted_since = {fp: self.trusted_since.get(fp, self.now) for fp in trusted}
+
+    def run(
+        self,
+        rotation: Rotation,
+        *,
+        until: dt.datetime,
+        tick: float = 1.0,
+        stop: Callable[[Paper], bool] = lambda paper: False,
+    ) -> None:
+        """Ask and apply until ``until`` (or ``stop``), moving the clock when there is nothing to do."""
+        while self.now < until and not stop(self):
+            decision = rotation.decide(self.secret, self.configs, self.now)
+            assert not decision.problem, decision.problem
+            if decision.secret is None and not decision.configs:
+                self.now += dt.timedelta(seconds=max(min(decision.wait, tick), 0.001))
+            else:
+                self.apply(decision)
+
+    def writes_of(self, what: str) -> list[JSON]:
+        return [obj for _, kind, obj in self.writes if kind == what]
+
+
+def check_write(paper: Paper, secret: JSON) -> None:
+    """A pair is served only from a CA trusted for ``settle`` (or when nothing was trusted)."""
+    issuer = issuer_of(secret)
+    assert issuer is not None, "the written Secret's pair is not signed by a CA of its bundle"
+    if not cabundle.carried(paper.configs, now=paper.now):
+        return  # nothing verified against the configurations: nothing to break
+    before = issuer_of(paper.secret) if paper.secret is not None else None
+    if before is not None and tlssecret.fingerprint(before) == tlssecret.fingerprint(issuer):
+        assert tlssecret.fingerprint(issuer) in paper.trusted_since
+        return  # the same CA as before, which the configurations trust
+    since = paper.trusted_since.get(tlssecret.fingerprint(issuer))
+    assert since is not None, f"serial {issuer.serial_number:x} served before it was trusted"
+    assert paper.now - since >= paper.plan.settle, "served before the trust could settle"
+
+
+def check_config(paper: Paper, written: JSON) -> None:
+    """A configuration never stops trusting the CA the Secret's pair comes from, nor one it
+    came from less than ``settle`` ago (a replica may not have switched yet)."""
+    if paper.secret is None:
+        return
+    issuer = issuer_of(paper.secret)
+    if issuer is None:
+        return
+    for fps in cabundle.held(written):
+        assert tlssecret.fingerprint(issuer) in fps, "the serving CA left the caBundle"
+    old = next(c for c in paper.configs if c["kind"] == written["kind"])
+    dropped = {fp for fps in cabundle.held(old) for fp in fps} - {
+        fp for fps in cabundle.held(written) for fp in fps
+    }
+    for fp in dropped:
+        until = paper.served_until.get(fp)
+        if until is not None:
+            assert paper.now - until >= paper.plan.settle, "a CA left while replicas may serve it"

@@ -1,0 +1,258 @@
+"""The certificate planner (webhook/install/rotation.py) on paper: creation, reuse, renewal, the
+CA rotation's order, and the Secrets it must leave alone (tests/certsim.py checks every write)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from typing import Any
+
+from cryptography import x509
+
+from tests.certsim import NAMES, START, Paper, config, issuer_of, policy
+from webhook.install import cabundle, tlssecret
+from webhook.install.certs import new_ca, new_serving
+from webhook.install.rotation import Rotation
+
+
+def _serials(paper: Paper) -> tuple[int, int]:
+    """(CA serial, serving serial) of the Secret now."""
+    assert paper.secret is not None
+    contents = tlssecret.read(paper.secret)
+    assert contents.ca is not None and contents.serving is not None
+    return contents.ca.serial, contents.serving.serial
+
+
+def _bundle_serials(config: dict[str, Any]) -> list[list[int]]:
+    """Per webhook, the serials its caBundle holds."""
+    return [
+        [
+            cert.serial_number
+            for cert in x509.load_pem_x509_certificates(
+                base64.b64decode(hook["clientConfig"]["caBundle"])
+            )
+        ]
+        for hook in config["webhooks"]
+    ]
+
+
+def test_from_nothing_the_secret_is_created_then_both_bundles_get_its_ca() -> None:
+    """No Secret, empty caBundles: a CA and a pair for every Service name, then the CA injected."""
+    paper = Paper(policy())
+    rotation = paper.rotation()
+    first = rotation.decide(None, paper.configs, paper.now)
+    assert first.secret is not None and not first.configs
+    assert "resourceVersion" not in first.secret["metadata"]  # a create
+    assert first.secret["metadata"]["labels"][tlssecret.MANAGED_BY] == tlssecret.MANAGER
+    assert first.secret["type"] == "kubernetes.io/tls"
+    paper.apply(first)
+    second = rotation.decide(paper.secret, paper.configs, paper.now)
+    assert second.secret is None and len(second.configs) == 2
+    paper.apply(second)
+    ca, _ = _serials(paper)
+    assert all(_bundle_serials(c) == [[ca]] for c in paper.configs)
+    contents = tlssecret.read(paper.secret or {})
+    assert contents.serving is not None
+    san = contents.serving.cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    assert san.value.get_values_for_type(x509.DNSName) == list(NAMES)
+    life = contents.serving.cert.not_valid_after_utc - paper.now
+    assert dt.timedelta(seconds=179) < life <= dt.timedelta(seconds=180)
+    ca_life = contents.ca.cert.not_valid_after_utc - paper.now  # type: ignore[union-attr]
+    assert dt.timedelta(seconds=539) < ca_life <= dt.timedelta(seconds=540)
+    third = rotation.decide(paper.secret, paper.configs, paper.now)
+    assert third.secret is None and not third.configs and not third.problem
+    assert 100 < third.wait < 120  # the renewal, two thirds into the pair's life
+
+
+def test_a_valid_secret_is_reused_by_a_new_leader() -> None:
+    """A later leader (a fresh Rotation) finds everything in order and writes nothing."""
+    paper = Paper(policy())
+    paper.run(paper.rotation(), until=START + dt.timedelta(seconds=5))
+    before = len(paper.writes)
+    decision = paper.rotation().decide(paper.secret, paper.configs, paper.now)
+    assert decision.secret is None and not decision.configs and not decision.problem
+    assert len(paper.writes) == before == 3  # created, then the two configurations
+
+
+def test_the_serving_pair_is_renewed_two_thirds_in_from_the_same_ca() -> None:
+    """At 2/3 of its life the pair is re-issued, by the same CA; the caBundle is not touched."""
+    paper = Paper(policy())
+    rotation = paper.rotation()
+    paper.run(rotation, until=START + dt.timedelta(seconds=1))
+    ca, serving = _serials(paper)
+    contents = tlssecret.read(paper.secret or {})
+    assert contents.serving is not None
+    due = contents.serving.renew_at()
+    paper.run(rotation, until=due - dt.timedelta(seconds=1))
+    assert _serials(paper) == (ca, serving)
+    paper.run(rotation, until=due + dt.timedelta(seconds=2))
+    assert _serials(paper)[0] == ca and _serials(paper)[1] != serving
+    assert [kind for _, kind, _ in paper.writes] == [
+        "secret",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "secret",
+    ]
+
+
+def test_the_ca_rotates_in_order_and_the_old_one_leaves_last() -> None:
+    """Stage (bundle old+new), inject both, switch after settling, retire the old, inject."""
+    paper = Paper(policy())
+    rotation = paper.rotation()
+    paper.run(rotation, until=START + dt.timedelta(seconds=1))
+    old_ca, _ = _serials(paper)
+    paper.run(rotation, until=START + dt.timedelta(minutes=7))
+    new_ca_serial, _ = _serials(paper)
+    assert new_ca_serial != old_ca
+    steps = []
+    for _, kind, obj in paper.writes:
+        if kind == "secret":
+            contents = tlssecret.read(obj)
+            bundle = [c.serial_number for c in contents.bundle]
+            issuer = issuer_of(obj)
+            steps.append(("secret", issuer.serial_number if issuer else None, bundle))
+        else:
+            steps.append((kind, None, _bundle_serials(obj)[0]))
+    # Every write of the rotation, from the staging of the new CA on, in order.
+    start = next(i for i, s in enumerate(steps) if s[0] == "secret" and len(s[2]) == 2)
+    assert steps[start : start + 7] == [
+        ("secret", old_ca, [old_ca, new_ca_serial]),  # staged: trusted first
+        ("MutatingWebhookConfiguration", None, [old_ca, new_ca_serial]),
+        ("ValidatingWebhookConfiguration", None, [old_ca, new_ca_serial]),
+        ("secret", new_ca_serial, [old_ca, new_ca_serial]),  # switched, old still trusted
+        ("secret", new_ca_serial, [new_ca_serial]),  # retired from the Secret first
+        ("MutatingWebhookConfiguration", None, [new_ca_serial]),
+        ("ValidatingWebhookConfiguration", None, [new_ca_serial]),
+    ]
+    times = {i: at for i, (at, _, _) in enumerate(paper.writes)}
+    assert times[start + 3] - times[start + 2] >= paper.plan.settle  # switch after settling
+    assert times[start + 4] - times[start + 3] >= paper.plan.settle  # retire after settling
+
+
+def test_a_long_run_keeps_both_rules_at_every_write() -> None:
+    """An hour of 3-minute pairs: about 30 renewals, 10 CA rotations, every write checked."""
+    paper = Paper(policy())
+    paper.run(paper.rotation(), until=START + dt.timedelta(hours=1), tick=3.0)
+    secrets = paper.writes_of("secret")
+    cas = {tlssecret.read(s).ca.serial for s in secrets}  # type: ignore[union-attr]
+    pairs = {tlssecret.read(s).serving.serial for s in secrets}  # type: ignore[union-attr]
+    assert len(cas) >= 6 and len(pairs) >= 25
+    contents = tlssecret.read(paper.secret or {})
+    assert contents.serving is not None
+    assert contents.serving.cert.not_valid_after_utc > paper.now
+
+
+def test_a_restarted_leader_waits_out_the_settling_time_again() -> None:
+    """A new leader switches to a staged CA only once it has itself seen it trusted for
+    ``settle``: what the old leader saw is not known to it."""
+    paper = Paper(policy())
+    first = paper.rotation()
+    injected = lambda p: len(p.writes_of("ValidatingWebhookConfiguration")) == 2  # noqa: E731
+    paper.run(first, until=START + dt.timedelta(minutes=7), stop=injected)
+    assert len(tlssecret.read(paper.secret or {}).bundle) == 2  # staged and injected
+    paper.now += paper.plan.settle - dt.timedelta(seconds=1)  # the first term would switch soon
+    second = paper.rotation()
+    seen = paper.now
+    decision = second.decide(paper.secret, paper.configs, paper.now)
+    assert decision.secret is None and 0 < decision.wait <= 18.0
+    paper.now += dt.timedelta(seconds=17)
+    assert second.decide(paper.secret, paper.configs, paper.now).secret is None
+    paper.run(
+        second,
+        until=paper.now + dt.timedelta(seconds=5),
+        stop=lambda p: issuer_of(p.secret or {}) != issuer_of(paper.writes_of("secret")[-2]),
+    )
+    switched_at = paper.writes[-1][0]
+    assert switched_at - seen >= paper.plan.settle
+
+
+def test_a_secret_someone_else_made_is_left_alone() -> None:
+    """Not labelled as stszone's: no write to it or to the configurations, one clear problem."""
+    ca_pem, ca_key = new_ca()
+    cert, key = new_serving(ca_cert_pem=ca_pem, ca_key_pem=ca_key, dns_names=NAMES)
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "stszone-tls", "namespace": "certs-ns", "resourceVersion": "9"},
+        "data": {
+            "tls.crt": base64.b64encode(cert).decode(),
+            "tls.key": base64.b64encode(key).decode(),
+        },
+    }
+    paper = Paper(policy())
+    decision = paper.rotation().decide(foreign, paper.configs, paper.now)
+    assert decision.secret is None and not decision.configs
+    assert "was not created by stszone" in decision.problem
+    assert "delete it" in decision.problem and "--manage-certs" in decision.problem
+
+
+def test_a_broken_pair_in_our_secret_is_reissued_from_its_ca() -> None:
+    """Our Secret with a truncated tls.crt: a new pair from the CA it still holds."""
+    paper = Paper(policy())
+    rotation = paper.rotation()
+    paper.run(rotation, until=START + dt.timedelta(seconds=1))
+    ca, _ = _serials(paper)
+    assert paper.secret is not None
+    paper.secret["data"]["tls.crt"] = paper.secret["data"]["tls.crt"][:40]
+    waiting = rotation.decide(paper.secret, paper.configs, paper.now)
+    assert waiting.secret is None  # the CA has not been seen trusted for ``settle`` yet
+    paper.now += dt.timedelta(seconds=waiting.wait)
+    decision = rotation.decide(paper.secret, paper.configs, paper.now)
+    assert decision.secret is not None
+    paper.apply(decision)
+    assert _serials(paper)[0] == ca
+    assert "no usable serving pair" in decision.done
+
+
+def test_a_new_ca_is_trusted_before_it_serves_when_replicas_serve_another() -> None:
+    """The Secret deleted while the configurations trust its CA: the new CA joins them first,
+    and the new Secret is written only once that has settled (replicas keep the old pair)."""
+    paper = Paper(policy())
+    rotation = paper.rotation()
+    paper.run(rotation, until=START + dt.timedelta(seconds=1))
+    old_ca, _ = _serials(paper)
+    paper.secret = None
+    paper.run(paper.rotation(), until=paper.now + dt.timedelta(seconds=60))
+    kinds = [kind for _, kind, _ in paper.writes[3:]]
+    assert kinds[:3] == [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "secret",
+    ]
+    new_ca_serial, _ = _serials(paper)
+    created = paper.writes_of("secret")[1]
+    assert [c.serial_number for c in tlssecret.read(created).bundle] == [old_ca, new_ca_serial]
+    # And the old CA is retired once the new pair has been served for the settling time.
+    assert all(_bundle_serials(c) == [[new_ca_serial]] for c in paper.configs)
+
+
+def test_configurations_that_drifted_get_the_bundle_back() -> None:
+    """Someone re-applies a configuration without caBundle: it gets the Secret's CAs again."""
+    paper = Paper(policy())
+    rotation = paper.rotation()
+    paper.run(rotation, until=START + dt.timedelta(seconds=1))
+    paper.configs[0] = config("MutatingWebhookConfiguration")
+    decision = rotation.decide(paper.secret, paper.configs, paper.now)
+    assert [c["kind"] for c in decision.configs] == ["MutatingWebhookConfiguration"]
+    ca, _ = _serials(paper)
+    assert cabundle.holds_exactly(decision.configs[0], tlssecret.read(paper.secret or {}).bundle)
+    assert _bundle_serials(decision.configs[0]) == [[ca]]
+
+
+def test_a_missing_configuration_does_not_stop_the_secret() -> None:
+    """With one configuration (the other missing), the Secret is still created and kept."""
+    paper = Paper(policy())
+    paper.configs = paper.configs[1:]
+    paper.run(paper.rotation(), until=START + dt.timedelta(seconds=5))
+    assert paper.secret is not None
+    assert [kind for _, kind, _ in paper.writes] == ["secret", "ValidatingWebhookConfiguration"]
+
+
+def test_planning_is_repeatable_for_the_same_objects() -> None:
+    """A conflict (the write did not land) is followed by the same step, not a second CA."""
+    paper = Paper(policy())
+    rotation = Rotation(paper.plan, name="stszone-tls", namespace="certs-ns")
+    first = rotation.decide(None, paper.configs, paper.now)
+    again = rotation.decide(None, paper.configs, paper.now)
+    assert first.secret is not None and again.secret is not None
+    assert first.secret["data"]["ca.crt"] == again.secret["data"]["ca.crt"]

@@ -1,0 +1,256 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's semantics.
+
+client-go's ``leaderelection`` package defines the three durations used here, with its defaults:
+
+- ``lease_duration`` (15 s): how long a candidate waits, after it last *saw the record change*,
+  before it takes over a Lease someone else holds. It is measured on the candidate's own
+  monotonic clock from the moment it observed the change, never against the ``renewTime`` in
+  the record, so clocks that disagree between nodes do not matter. A leader that dies is
+  replaced within this long (plus one retry).
+- ``renew_deadline`` (10 s): how long a leader keeps trying to renew before it stops acting as
+  leader. Shorter than ``lease_duration``: a leader that cannot renew stops writing before a
+  candidate may take over.
+- ``retry_period`` (2 s): the time between attempts (candidates jitter it by up to 1.2x, so
+  replicas do not ask in lock-step).
+
+Every write is an update carrying the Lease's ``resourceVersion`` (or a create, when there is
+none): when two candidates try at once, the API server accepts one and answers the other
+``409 Conflict``, which simply means someone else won. A leader stopped on purpose (SIGTERM)
+releases the Lease -- empty holder, one-second duration, as client-go's ``ReleaseOnCancel`` --
+so that a successor need not wait out the lease duration.
+
+The Lease is stszone's, in its own namespace: ``create`` on leases there, ``get``/``update``
+on this one name (``deploy/base``'s Role).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import random
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aiohttp
+
+from webhook.cluster.api import Api, ApiError
+
+log = logging.getLogger("stszone.lease")
+
+JSON = dict[str, Any]
+#: Candidates wait ``retry_period`` times 1 to 1 + this (client-go's JitterFactor).
+JITTER: Final = 1.2
+_LEASES: Final = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+Lead = Callable[[], Coroutine[Any, Any, None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """client-go's three durations, in seconds (defaults: client-go's)."""
+
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                "lease timing must satisfy 0 < retry_period < renew_deadline < lease_duration"
+            )
+
+
+def _micro_time(wall: float) -> str:
+    # metav1.MicroTime: RFC 3339 with microseconds, UTC.
+    return dt.datetime.fromtimestamp(wall, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Elector:
+    """Campaigns for one Lease and runs ``lead`` while it holds it (see the module doc)."""
+
+    def __init__(
+        self,
+        *,
+        api: Api,
+        namespace: str,
+        name: str,
+        identity: str,
+        timing: Timing | None = None,
+        release_on_cancel: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.timing = timing or Timing()
+        self.release_on_cancel = release_on_cancel
+        self._clock = clock
+        self._wall = wall
+        self._collection = _LEASES.format(namespace=namespace)
+        self._path = f"{self._collection}/{name}"
+        #: The holder last seen in the record, and when (our clock) the record last changed.
+        self.holder = ""
+        self._observed: tuple[Any, ...] | None = None
+        self._observed_at = 0.0
+        self._lease: JSON | None = None
+        self._renewed_at: float | None = None
+        self._said = ""
+
+    @property
+    def leading(self) -> bool:
+        """True while the last renewal is younger than the renew deadline: safe to write."""
+        renewed = self._renewed_at
+        return renewed is not None and self._clock() - renewed < self.timing.renew_deadline
+
+    async def run(self, lead: Lead) -> None:
+        """Campaign forever; while leading, run ``lead`` (cancelled when leadership ends)."""
+        try:
+            while True:
+                await self._acquire()
+                log.info(
+                    "leading: Lease %s/%s held by %s", self.namespace, self.name, self.identity
+                )
+                task = asyncio.create_task(lead(), name=f"lead-{self.name}")
+                try:
+                    await self._keep(task)
+                finally:
+                    self._renewed_at = None
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+        finally:
+            if self._lease is not None and self.holder == self.identity and self.release_on_cancel:
+                await asyncio.shield(self._release())
+
+    async def _acquire(self) -> None:
+        while True:
+            if await self._try():
+                return
+            await asyncio.sleep(self.timing.retry_period * (1 + random.random() * JITTER))
+
+    async def _keep(self, task: asyncio.Task[None]) -> None:
+        """Renew every retry period; return when someone else holds the Lease, when renewing
+        has failed for the renew deadline, or when ``lead`` ended."""
+        while True:
+            await asyncio.wait({task}, timeout=self.timing.retry_period)
+            if task.done():
+                error = None if task.cancelled() else task.exception()
+                log.error("the leader's work ended (%s); campaigning again", error or "cancelled")
+                return
+            renewed = self._renewed_at if self._renewed_at is not None else self._clock()
+            left = self.timing.renew_deadline - (self._clock() - renewed)
+            held = False
+            if left > 0:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left):
+                        held = await self._try()
+            if held:
+                continue
+            where = f"Lease {self.namespace}/{self.name}"
+            if self.holder and self.holder != self.identity:
+                log.warning("stopped leading: %s is now held by %s", where, self.holder)
+                return
+            if not self.leading:
+                log.warning(
+                    "stopped leading: %s not renewed for %gs", where, self.timing.renew_deadline
+                )
+                return
+
+    async def _try(self) -> bool:
+        """One acquire-or-renew: True when we hold the Lease afterwards."""
+        try:
+            return await self._attempt()
+        except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
+            self._say(f"cannot read or write Lease {self.namespace}/{self.name}: {err}", err)
+            return False
+
+    async def _attempt(self) -> bool:
+        now, wall = self._clock(), self._wall()
+        try:
+            lease = await self.api.call("GET", self._path)
+        except ApiError as err:
+            if err.status != 404:
+                raise
+            return await self._write("POST", self._record(None, wall), now=now)
+        spec = lease.get("spec") or {}
+        record = tuple(
+            spec.get(key)
+            for key in ("holderIdentity", "leaseDurationSeconds", "renewTime", "leaseTransitions")
+        )
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+        self.holder = str(spec.get("holderIdentity") or "")
+        self._lease = lease
+        if (
+            self.holder
+            and self.holder != self.identity
+            and now < self._observed_at + self.timing.lease_duration
+        ):
+            return False
+        return await self._write("PUT", self._record(lease, wall), now=now)
+
+    def _record(self, lease: JSON | None, wall: float) -> JSON:
+        spec = (lease or {}).get("spec") or {}
+        ours = spec.get("holderIdentity") == self.identity
+        transitions = int(spec.get("leaseTransitions") or 0)
+        stamp = _micro_time(wall)
+        metadata = (lease or {}).get("metadata") or {"name": self.name, "namespace": self.namespace}
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": max(1, round(self.timing.lease_duration)),
+                "acquireTime": spec.get("acquireTime") if ours else stamp,
+                "renewTime": stamp,
+                "leaseTransitions": transitions if ours or lease is None else transitions + 1,
+            },
+        }
+
+    async def _write(self, method: str, body: JSON, *, now: float) -> bool:
+        path = self._collection if method == "POST" else self._path
+        try:
+            written = await self.api.call(method, path, body=body)
+        except ApiError as err:
+            if err.status == 409:  # someone else created or renewed it first
+                return False
+            raise
+        self._lease, self.holder = written, self.identity
+        self._observed = None
+        self._renewed_at = now
+        self._said = ""
+        return True
+
+    async def _release(self) -> None:
+        """Hand the Lease back: empty holder, 1 s duration (client-go's ReleaseOnCancel)."""
+        assert self._lease is not None
+        body = self._record(self._lease, self._wall())
+        body["spec"].update(holderIdentity="", leaseDurationSeconds=1)
+        try:
+            async with asyncio.timeout(self.timing.retry_period):
+                await self.api.call("PUT", self._path, body=body)
+            log.info("released Lease %s/%s", self.namespace, self.name)
+        except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as err:
+            log.warning("could not release Lease %s/%s: %s", self.namespace, self.name, err)
+
+    def _say(self, message: str, err: Exception) -> None:
+        if message == self._said:
+            return
+        self._said = message
+        if isinstance(err, ApiError) and err.status == 403:
+            log.error(
+                "%s; grant the ServiceAccount create on leases and get/update on Lease %s in "
+                "namespace %s (deploy/base/rbac.yaml, Role stszone-certs)",
+                message,
+                self.name,
+                self.namespace,
+            )
+        else:
+            log.warning("%s; retrying every %gs", message, self.timing.retry_period)

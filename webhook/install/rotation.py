@@ -1,0 +1,342 @@
+"""What the leader writes next: the Secret's CA and serving pair, and the caBundle, in an order
+that never breaks a handshake. Pure: objects and a time in, one step out.
+
+The rule behind every step: *a replica may serve a pair only from a CA the API server has
+trusted for a while, and a CA leaves the caBundle only once no replica can be serving a pair
+from it.* "A while" is ``Policy.settle``: long enough for every API server to see a changed
+webhook configuration and every replica to see a changed Secret (both are watches, so it is
+seconds; the margin is for a slow watch re-opening). So a rotation goes:
+
+1. the caBundle of both configurations is made to hold what the Secret's bundle says;
+2. a staged next CA, once trusted for ``settle``, becomes the CA: the serving pair is re-issued
+   from it in the same write (the old CA stays in the bundle);
+3. a CA two thirds into its life gets a successor staged beside it (bundle: old + new);
+4. a serving pair two thirds into its life (or missing, for other names, from another CA) is
+   re-issued from the CA;
+5. a CA that no longer signs the served pair leaves the bundle ``settle`` after the switch was
+   seen, and step 1 then takes it out of the configurations.
+
+A missing Secret (or one whose CA is unusable) gets a new CA; when the configurations already
+trust another CA (replicas may be serving from it), the new one is added to them first and
+the Secret is written only once it has been trusted for ``settle``.
+
+What the leader has seen (since when a CA is trusted, since when the pair comes from the
+current CA) is kept by the :class:`Rotation`, one per leadership term: a new leader has seen
+nothing yet, so it waits ``settle`` again before relying on trust. That only delays a step; it
+never hurries one. Two leaders never act on the same Secret version: each write carries the
+version it was planned from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from cryptography import x509
+
+from webhook.install import cabundle
+from webhook.install.issuing import (
+    Policy,
+    authority,
+    dns_names,
+    issued_by,
+    serials,
+    serving_pair,
+    usable_ca,
+)
+from webhook.install.tlssecret import (
+    MANAGED_BY,
+    MANAGER,
+    Contents,
+    Keyed,
+    build,
+    fingerprint,
+    is_managed,
+    read,
+)
+
+JSON = dict[str, Any]
+_DUE = "two thirds of its life were over"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One step: write the Secret, or patch configurations to these objects, or wait."""
+
+    #: The Secret to write: created when it carries no resourceVersion, else updated.
+    secret: JSON | None = None
+    #: Configurations to patch, each the whole object as it should become.
+    configs: tuple[JSON, ...] = ()
+    #: What the write does, for the log.
+    done: str = ""
+    #: Why nothing can be done (logged once while it lasts).
+    problem: str = ""
+    #: Seconds after which the plan changes even if nothing else does (inf: never).
+    wait: float = math.inf
+
+
+@dataclass(slots=True)
+class Rotation:
+    """The planner of one leadership term: :meth:`decide` is called with what the API holds."""
+
+    policy: Policy
+    name: str
+    namespace: str
+    #: CA fingerprint -> when every configuration was first seen holding it (this term).
+    _trusted_since: dict[str, dt.datetime] = field(default_factory=dict)
+    #: (CA fingerprint, when the Secret's pair was first seen coming from it).
+    _serving_since: tuple[str, dt.datetime] | None = None
+    #: A CA made for a Secret not written yet (it must be trusted first).
+    _pending: Keyed | None = None
+
+    def decide(
+        self,
+        secret: Mapping[str, Any] | None,
+        configs: Sequence[Mapping[str, Any]],
+        now: dt.datetime,
+    ) -> Decision:
+        """The next step, given the Secret (None: absent) and the configurations that exist."""
+        trusted = cabundle.trusted(configs)
+        for fp in set(self._trusted_since) - trusted:
+            del self._trusted_since[fp]
+        for fp in trusted:
+            self._trusted_since.setdefault(fp, now)
+        if secret is not None and not is_managed(secret):
+            return Decision(
+                problem=f"Secret {self.namespace}/{self.name} was not created by stszone (no "
+                f"label {MANAGED_BY}={MANAGER}): stszone serves its pair when it is usable and "
+                "leaves it and the caBundle alone; delete it to have stszone create and rotate "
+                "its own, or run without --manage-certs and give --cert/--key"
+            )
+        contents = read(secret) if secret is not None else Contents()
+        version = str((secret or {}).get("metadata", {}).get("resourceVersion") or "") or None
+        ca = usable_ca(contents.ca, now)
+        # Something verifies against the configurations: a replica may be serving from it.
+        guarded = bool(cabundle.carried(configs, now=now))
+        if ca is None:
+            return self._new_authority(contents, version, configs, now=now, guarded=guarded)
+        if self._pending is not None and self._pending.fingerprint == ca.fingerprint:
+            self._pending = None
+        served = contents.serving
+        if served is None or not issued_by(served.cert, ca.cert):
+            self._serving_since = None
+        elif self._serving_since is None or self._serving_since[0] != ca.fingerprint:
+            self._serving_since = (ca.fingerprint, now)
+        keep = {ca.fingerprint} | ({contents.next_ca.fingerprint} if contents.next_ca else set())
+        bundle = [c for c in contents.bundle if c.not_valid_after_utc > now]
+        for needed in (ca, contents.next_ca):
+            if needed is not None and needed.fingerprint not in {fingerprint(c) for c in bundle}:
+                bundle.append(needed.cert)
+        write = _Writer(
+            self, contents=replace(contents, ca=ca, bundle=tuple(bundle)), version=version
+        )
+        if [fingerprint(c) for c in bundle] != [fingerprint(c) for c in contents.bundle]:
+            return write.secret(f"the bundle now holds CAs {serials(bundle)}")
+        stale = [c for c in configs if not cabundle.holds_exactly(c, bundle)]
+        if stale:
+            names = ", ".join(cabundle.name_of(c) for c in stale)
+            return Decision(
+                configs=tuple(cabundle.with_bundle(c, bundle) for c in stale),
+                done=f"caBundle of {names} set to CAs {serials(bundle)}",
+            )
+        waits: list[float] = []
+        step = (
+            self._switch(write, contents.next_ca, now=now, guarded=guarded, waits=waits)
+            or self._stage(write, ca, contents.next_ca, now=now, waits=waits)
+            or self._renew(write, ca, contents, now=now, guarded=guarded, waits=waits)
+            or self._retire(write, ca, bundle, keep=keep, now=now, waits=waits)
+        )
+        return step or Decision(wait=min(waits, default=math.inf))
+
+    # --- the steps ----------------------------------------------------------------------------
+
+    def _new_authority(
+        self,
+        contents: Contents,
+        version: str | None,
+        configs: Sequence[Mapping[str, Any]],
+        *,
+        now: dt.datetime,
+        guarded: bool,
+    ) -> Decision:
+        if self._pending is None or self._pending.cert.not_valid_after_utc <= now:
+            self._pending = authority(self.policy, namespace=self.namespace, now=now)
+        new = self._pending
+        kept = [c for c in contents.bundle if c.not_valid_after_utc > now]
+        bundle = list(
+            {
+                fingerprint(c): c for c in [*kept, *cabundle.carried(configs, now=now), new.cert]
+            }.values()
+        )
+        if guarded:
+            if new.fingerprint not in self._trusted_since:
+                names = ", ".join(cabundle.name_of(c) for c in configs)
+                return Decision(
+                    configs=tuple(cabundle.with_bundle(c, bundle) for c in configs),
+                    done=f"caBundle of {names} given the new CA {new.serial:x} beside the CAs "
+                    "it already trusts; the Secret follows once it has been trusted for "
+                    f"{self.policy.settle.total_seconds():g}s",
+                )
+            left = self._settle_left(new.fingerprint, now)
+            if left > 0:
+                return Decision(wait=left)
+        serving = serving_pair(self.policy, new, now=now)
+        contents = Contents(ca=new, serving=serving, bundle=tuple(bundle))
+        what = "created" if version is None else "replaced (its CA was unusable)"
+        return _Writer(self, contents=contents, version=version).secret(
+            f"{what}: CA {new.serial:x} until {new.cert.not_valid_after_utc:%Y-%m-%d %H:%M:%S}, "
+            f"serving pair {serving.serial:x} until "
+            f"{serving.cert.not_valid_after_utc:%Y-%m-%d %H:%M:%S}"
+        )
+
+    def _switch(
+        self,
+        write: _Writer,
+        staged: Keyed | None,
+        *,
+        now: dt.datetime,
+        guarded: bool,
+        waits: list[float],
+    ) -> Decision | None:
+        staged = usable_ca(staged, now)
+        if staged is None:
+            return None
+        left = self._settle_left(staged.fingerprint, now) if guarded else 0.0
+        if left > 0:
+            waits.append(left)
+            return None
+        serving = serving_pair(self.policy, staged, now=now)
+        return write.secret(
+            f"switched to CA {staged.serial:x} (trusted beside the old one): serving pair "
+            f"{serving.serial:x} until {serving.cert.not_valid_after_utc:%Y-%m-%d %H:%M:%S}",
+            ca=staged,
+            serving=serving,
+            next_ca=None,
+        )
+
+    def _stage(
+        self,
+        write: _Writer,
+        ca: Keyed,
+        staged: Keyed | None,
+        *,
+        now: dt.datetime,
+        waits: list[float],
+    ) -> Decision | None:
+        if staged is not None:
+            return None
+        due = ca.renew_at()
+        if now < due:
+            waits.append((due - now).total_seconds())
+            return None
+        new = authority(self.policy, namespace=self.namespace, now=now)
+        return write.secret(
+            f"staged CA {new.serial:x} beside CA {ca.serial:x} (expires "
+            f"{ca.cert.not_valid_after_utc:%Y-%m-%d %H:%M:%S}): trusted first, signing after",
+            next_ca=new,
+            bundle=(*write.contents.bundle, new.cert),
+        )
+
+    def _renew(
+        self,
+        write: _Writer,
+        ca: Keyed,
+        contents: Contents,
+        *,
+        now: dt.datetime,
+        guarded: bool,
+        waits: list[float],
+    ) -> Decision | None:
+        serving = contents.serving
+        reason = self._renewal_reason(ca, serving, now, waits)
+        if not reason:
+            return None
+        staged = usable_ca(contents.next_ca, now)
+        if staged is not None and serving is not None and reason == _DUE:
+            # The switch to the staged CA re-issues the pair within ``settle``: renewing it
+            # from the old CA meanwhile would be a write for nothing, while it has life left.
+            left = (serving.cert.not_valid_after_utc - now - 2 * self.policy.settle).total_seconds()
+            if left > 0:
+                waits.append(min(left, self._settle_left(staged.fingerprint, now)))
+                return None
+        left = self._settle_left(ca.fingerprint, now) if guarded else 0.0
+        if left > 0:
+            waits.append(left)
+            return None
+        new = serving_pair(self.policy, ca, now=now)
+        was = f" (was {serving.serial:x})" if serving is not None else ""
+        return write.secret(
+            f"serving pair {new.serial:x}{was} issued by CA {ca.serial:x} until "
+            f"{new.cert.not_valid_after_utc:%Y-%m-%d %H:%M:%S}: {reason}",
+            serving=new,
+        )
+
+    def _renewal_reason(
+        self, ca: Keyed, serving: Keyed | None, now: dt.datetime, waits: list[float]
+    ) -> str:
+        if serving is None:
+            return "the Secret held no usable serving pair"
+        if not issued_by(serving.cert, ca.cert):
+            return "the pair was not signed by the Secret's CA"
+        missing = sorted(set(self.policy.dns_names) - dns_names(serving.cert))
+        if missing:
+            return f"the pair did not name {', '.join(missing)}"
+        due = serving.renew_at()
+        if now >= due:
+            return _DUE
+        waits.append((due - now).total_seconds())
+        return ""
+
+    def _retire(
+        self,
+        write: _Writer,
+        ca: Keyed,
+        bundle: Sequence[x509.Certificate],
+        *,
+        keep: set[str],
+        now: dt.datetime,
+        waits: list[float],
+    ) -> Decision | None:
+        leaving = [c for c in bundle if fingerprint(c) not in keep]
+        if not leaving or self._serving_since is None:
+            return None  # nothing to retire, or the pair does not come from the CA yet
+        left = (self._serving_since[1] + self.policy.settle - now).total_seconds()
+        if left > 0:
+            waits.append(left)
+            return None
+        return write.secret(
+            f"retired CA {serials(leaving)} from the bundle: the pair comes from CA {ca.serial:x}",
+            bundle=tuple(c for c in bundle if fingerprint(c) in keep),
+        )
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _settle_left(self, fp: str, now: dt.datetime) -> float:
+        since = self._trusted_since.get(fp)
+        if since is None:
+            return self.policy.settle.total_seconds()
+        return (since + self.policy.settle - now).total_seconds()
+
+
+@dataclass(frozen=True, slots=True)
+class _Writer:
+    """A Secret write planned from one version of it."""
+
+    rotation: Rotation
+    contents: Contents
+    version: str | None
+
+    def secret(self, done: str, **changes: Any) -> Decision:
+        contents = replace(self.contents, problems=(), **changes)
+        secret = build(
+            contents,
+            name=self.rotation.name,
+            namespace=self.rotation.namespace,
+            resource_version=self.version,
+        )
+        return Decision(
+            secret=secret, done=f"Secret {self.rotation.namespace}/{self.rotation.name} {done}"
+        )
