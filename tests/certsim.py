@@ -93,22 +93,30 @@ class Paper:
         return Rotation(self.plan, name="stszone-tls", namespace="certs-ns")
 
     def apply(self, decision: Decision) -> None:
+        """Land the decision's writes as the API server would, each with a new version."""
         self.version += 1
         if decision.secret is not None:
             written = copy.deepcopy(decision.secret)
             written["metadata"]["resourceVersion"] = str(self.version)
+            self.land("secret", written)
+        for planned in decision.configs:
+            written = copy.deepcopy(planned)
+            written["metadata"]["resourceVersion"] = str(self.version)
+            self.land(written["kind"], written)
+
+    def land(self, what: str, written: JSON) -> None:
+        """One write that reached the API (``what``: "secret" or a configuration's kind), checked
+        against both rules first."""
+        if what == "secret":
             check_write(self, written)
             before = issuer_of(self.secret) if self.secret is not None else None
             if before is not None and before != issuer_of(written):
                 self.served_until[tlssecret.fingerprint(before)] = self.now
             self.secret = written
-            self.writes.append((self.now, "secret", written))
-        for planned in decision.configs:
-            written = copy.deepcopy(planned)
-            written["metadata"]["resourceVersion"] = str(self.version)
+        else:
             check_config(self, written)
-            self.configs = [written if c["kind"] == written["kind"] else c for c in self.configs]
-            self.writes.append((self.now, written["kind"], written))
+            self.configs = [written if c["kind"] == what else c for c in self.configs]
+        self.writes.append((self.now, what, written))
         trusted = cabundle.trusted(self.configs)
         self.trusted_since = {fp: self.trusted_since.get(fp, self.now) for fp in trusted}
 
@@ -166,3 +174,13 @@ def check_config(paper: Paper, written: JSON) -> None:
         until = paper.served_until.get(fp)
         if until is not None:
             assert paper.now - until >= paper.plan.settle, "a CA left while replicas may serve it"
+
+
+def replay(plan: Policy, writes: list[tuple[dt.datetime, str, JSON]]) -> Paper:
+    """Check writes recorded from a real run (time, "secret" or kind, object) against both
+    rules, from no Secret and configurations with an empty caBundle."""
+    paper = Paper(plan)
+    for at, what, obj in writes:
+        paper.now = at
+        paper.land(what, obj)
+    return paper

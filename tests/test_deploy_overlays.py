@@ -7,7 +7,7 @@ import copy
 import yaml
 
 from tests.rendered import DEPLOY, Obj, kustomize, only, validate, webhooks
-from webhook.config import DEFAULT_NAMESPACE
+from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME
 from webhook.install import deploybase
 from webhook.install.certs import service_dns_names
 from webhook.install.manifests import base_objects
@@ -42,7 +42,7 @@ def test_cert_manager_overlay_issues_the_secret_the_deployment_mounts() -> None:
     assert ca_issuer["spec"] == {"ca": {"secretName": ca["spec"]["secretName"]}}
     for cert in (ca, serving):
         assert cert["spec"]["issuerRef"]["kind"] == "Issuer"
-    assert serving["spec"]["secretName"] == deploybase.SECRET_NAME
+    assert serving["spec"]["secretName"] == SECRET_NAME
     assert serving["spec"]["dnsNames"] == service_dns_names("stszone", DEFAULT_NAMESPACE)
     assert "server auth" in serving["spec"]["usages"]
     annotation = f"{DEFAULT_NAMESPACE}/{serving['metadata']['name']}"

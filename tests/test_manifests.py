@@ -27,7 +27,7 @@ from tests.rendered import (
 )
 from webhook.cli import build_parser, settings_from
 from webhook.cluster.resources import resources
-from webhook.config import DEFAULT_NAMESPACE, Settings
+from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME, Settings
 from webhook.install import deploybase, manifests, registration
 from webhook.install.certfiles import issue
 
@@ -222,7 +222,7 @@ def test_serve_flags_match_the_mounted_secret(objects: list[Obj]) -> None:
     volumes = {
         v["name"]: v for v in only(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
     }
-    assert volumes["tls"]["secret"]["secretName"] == deploybase.SECRET_NAME
+    assert volumes["tls"]["secret"]["secretName"] == SECRET_NAME
     assert webhook["env"] == [
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
     ]

@@ -16,6 +16,7 @@ import yaml
 import webhook
 from tests.rendered import DEPLOY, Obj, only, validate, webhooks
 from webhook.cli import main
+from webhook.config import SECRET_NAME
 from webhook.errors import ConfigError
 from webhook.install import deploybase, manifests
 from webhook.install.certfiles import issue
@@ -59,7 +60,7 @@ def test_ca_bundle_is_the_ca_file_and_the_secret_holds_the_pair(
     secret = only(objects, "Secret")
     assert secret["type"] == "kubernetes.io/tls"
     assert secret["metadata"] == {
-        "name": deploybase.SECRET_NAME,
+        "name": SECRET_NAME,
         "namespace": "stszone-system",
         "labels": deploybase.SELECTOR,
     }

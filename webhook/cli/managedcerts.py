@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import socket
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -133,7 +134,14 @@ def policy(settings: Settings) -> Policy:
 class Managed:
     """The TLS context, the jobs and the readiness check of ``--manage-certs``."""
 
-    def __init__(self, settings: Settings, *, api: Api, holder: str) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        api: Api,
+        holder: str,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
         where = f"Secret {settings.namespace}/{settings.certs_secret}"
         cert_pem, key_pem = new_ca(common_name="stszone placeholder", lifetime=dt.timedelta(days=1))
@@ -166,6 +174,7 @@ class Managed:
             leading=lambda: self.elector.leading,
             resync=wanted.settle.total_seconds(),
             retry=settings.retry_period,
+            wall=wall,
         )
         self.api = api
         self.collector = RotationCollector(
@@ -220,8 +229,14 @@ class Managed:
         runtime.attach(self.campaign)
 
 
-async def start(settings: Settings, *, load: Callable[..., Any] = load_credentials) -> Managed:
-    """Credentials (off the loop: an exec plugin may run), then the pieces."""
+async def start(
+    settings: Settings,
+    *,
+    load: Callable[..., Any] = load_credentials,
+    wall: Callable[[], float] = time.time,
+) -> Managed:
+    """Credentials (off the loop: an exec plugin may run), then the pieces; ``wall`` is the
+    planner's clock."""
     credentials = await asyncio.to_thread(load, settings.kubeconfig, context=settings.context)
     holder = identity(settings)
     api = Api(credentials, user_agent=f"stszone/{__version__} ({holder})")
@@ -233,4 +248,4 @@ async def start(settings: Settings, *, load: Callable[..., Any] = load_credentia
         holder,
         settings.webhook_config_name,
     )
-    return Managed(settings, api=api, holder=holder)
+    return Managed(settings, api=api, holder=holder, wall=wall)

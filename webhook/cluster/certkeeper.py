@@ -140,7 +140,6 @@ class Keeper:
             log.debug("%s changed since it was read; reading again", err)
             return 0.0
         log.info("%s", step.done)
-        self.outcome.last_success = self._wall()
         return 0.0
 
     async def _configs(self) -> list[tuple[str, JSON]]:
@@ -181,10 +180,12 @@ class Keeper:
         except ApiError as err:
             if err.status == 409:
                 raise _Conflict(self._what("secret")) from None
-            self._refused("secret", "create" if method == "POST" else "update", err)
+            verb = "create" if method == "POST" else "update"
+            self._refused("secret", verb, err, topic="secret write")
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as err:
-            self._fail("secret", f"cannot write {self._what('secret')}: {err}; retrying")
+            self._fail("secret write", f"cannot write {self._what('secret')}: {err}; retrying")
             raise _Refused from None
+        self._clear("secret write")
 
     async def _patch(self, planned: JSON, read: dict[str, JSON]) -> None:
         kind = str(planned.get("kind"))
@@ -205,22 +206,30 @@ class Keeper:
         except ApiError as err:
             if err.status == 409:
                 raise _Conflict(f"{kind} {self.config_name}") from None
-            self._refused(kind, "patch", err)
+            self._refused(kind, "patch", err, topic=f"{kind} patch")
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as err:
-            self._fail(kind, f"cannot patch {kind} {self.config_name}: {err}; retrying")
+            self._fail(f"{kind} patch", f"cannot patch {kind} {self.config_name}: {err}; retrying")
             raise _Refused from None
+        self._clear(f"{kind} patch")
 
     # --- saying what went wrong, once -----------------------------------------------------
 
     def _what(self, topic: str) -> str:
+        """What a topic ("secret", "secret write", a kind, "KIND patch") is about."""
+        topic = topic.removesuffix(" write").removesuffix(" patch")
         if topic == "secret":
             return f"Secret {self.secrets.namespace}/{self.secrets.name}"
+        if topic == "plan":
+            return "certificates"
         return f"{topic} {self.config_name}"
 
-    def _refused(self, topic: str, verb: str, err: ApiError) -> NoReturn:
-        what = self._what(topic)
+    def _refused(
+        self, subject: str, verb: str, err: ApiError, *, topic: str | None = None
+    ) -> NoReturn:
+        what = self._what(subject)
+        topic = topic or subject
         if err.status == 403:
-            where = "Role stszone-certs" if topic == "secret" else "ClusterRole stszone-certs"
+            where = "Role stszone-certs" if subject == "secret" else "ClusterRole stszone-certs"
             message = (
                 f"RBAC refuses to {verb} {what} ({err.message}); grant the ServiceAccount "
                 f"get/{verb} on it ({where} in deploy/base/rbac.yaml)"
@@ -238,7 +247,7 @@ class Keeper:
 
     def _clear(self, topic: str) -> None:
         if self._said.pop(topic, None) is not None:
-            log.info("%s: resolved", self._what(topic) if topic != "plan" else "certificates")
+            log.info("%s: resolved", self._what(topic))
 
 
 class _Refused(Exception):

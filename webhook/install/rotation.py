@@ -105,6 +105,9 @@ class Rotation:
         for fp in trusted:
             self._trusted_since.setdefault(fp, now)
         if secret is not None and not is_managed(secret):
+            if read(secret).serving is None:
+                # Every replica already says it cannot serve it, why, and what to do.
+                return Decision()
             return Decision(
                 problem=f"Secret {self.namespace}/{self.name} was not created by stszone (no "
                 f"label {MANAGED_BY}={MANAGER}): stszone serves its pair when it is usable and "

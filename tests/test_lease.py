@@ -1,0 +1,207 @@
+"""Leader election on a Lease (webhook/cluster/lease.py) against the fake API server: one
+leader, takeover only after the lease duration of silence, release on a clean stop, a leader
+that cannot renew stops, and RBAC refusals said once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.fakeapi import FakeApi, Fault, eventually
+from tests.kubeconfig import write_kubeconfig
+from webhook.cluster.api import Api
+from webhook.cluster.credentials import load_credentials
+from webhook.cluster.lease import Elector, Timing
+
+TOKEN = "lease-token"
+NS = "certs-ns"
+FAST = Timing(lease_duration=0.6, renew_deadline=0.4, retry_period=0.05)
+
+
+@dataclass
+class Clock:
+    """A monotonic clock the test moves."""
+
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Candidate:
+    """An elector, its task, and what its ``lead`` saw."""
+
+    elector: Elector
+    task: asyncio.Task[None] | None = None
+    terms: int = 0
+    ended: int = 0
+    events: list[str] = field(default_factory=list)
+
+    async def lead(self) -> None:
+        self.terms += 1
+        self.events.append("lead")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.ended += 1
+            self.events.append("stop")
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeApi]:
+    async with FakeApi(token=TOKEN, fixtures=False) as api:
+        yield api
+
+
+@pytest.fixture
+async def make(fake: FakeApi, tmp_path: Path) -> AsyncIterator[Callable[..., Candidate]]:
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token=TOKEN)
+    started: list[tuple[Candidate, Api]] = []
+
+    def build(
+        identity: str, *, clock: Callable[[], float] | None = None, release: bool = True
+    ) -> Candidate:
+        api = Api(load_credentials(str(kubeconfig)), user_agent=identity)
+        extra = {"clock": clock} if clock is not None else {}
+        elector = Elector(
+            api=api,
+            namespace=NS,
+            name="stszone-certs",
+            identity=identity,
+            timing=FAST,
+            release_on_cancel=release,
+            **extra,
+        )
+        candidate = Candidate(elector)
+        candidate.task = asyncio.create_task(elector.run(candidate.lead))
+        started.append((candidate, api))
+        return candidate
+
+    yield build
+    for candidate, api in started:
+        assert candidate.task is not None
+        candidate.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await candidate.task
+        await api.close()
+
+
+def _lease(fake: FakeApi) -> dict[str, object]:
+    stored = fake.objects.tables["leases"].get((NS, "stszone-certs"))
+    assert stored is not None
+    spec: dict[str, object] = json.loads(stored.body)["spec"]
+    return spec
+
+
+async def _stop(candidate: Candidate) -> None:
+    assert candidate.task is not None
+    candidate.task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await candidate.task
+
+
+def _gets(fake: FakeApi, agent: str) -> int:
+    return sum(1 for seen in fake.seen("leases", "get") if seen.agent == agent)
+
+
+async def test_of_two_candidates_one_leads_and_the_other_keeps_out(
+    fake: FakeApi, make: Callable[..., Candidate]
+) -> None:
+    """Both start at once: one holds the Lease and leads; the other only reads it."""
+    a, b = make("replica-a"), make("replica-b")
+    await eventually(lambda: a.elector.leading or b.elector.leading)
+    leader, other = (a, b) if a.elector.leading else (b, a)
+    # Let the other look at the Lease many times while the leader renews it.
+    looks = _gets(fake, other.elector.identity)
+    await eventually(lambda: _gets(fake, other.elector.identity) >= looks + 10)
+    assert (leader.terms, other.terms) == (1, 0)
+    assert _lease(fake)["holderIdentity"] == leader.elector.identity
+    assert _lease(fake)["leaseDurationSeconds"] == 1  # round(0.6)
+    writers = {s.agent for s in fake.requests if s.resource == "leases" and s.verb == "update"}
+    assert writers == {leader.elector.identity}  # the other never renewed the leader's Lease
+    updates = [s for s in fake.requests if s.resource == "leases" and s.verb == "update"]
+    assert all(s.body["metadata"]["resourceVersion"] for s in updates)
+
+
+async def test_a_leader_gone_silent_is_replaced_only_after_the_lease_duration(
+    fake: FakeApi, make: Callable[..., Candidate]
+) -> None:
+    """A crashed leader (no release) is taken over once the candidate has seen the record
+    unchanged for the lease duration on its own clock, and not before."""
+    a = make("replica-a", release=False)
+    await eventually(lambda: a.elector.leading)
+    clock = Clock()
+    b = make("replica-b", clock=clock)
+    await eventually(lambda: _gets(fake, "replica-b") >= 2)
+    await _stop(a)  # a crash: nothing more from replica-a, the Lease still names it
+    # A renewal cancelled in flight may still land: let b see the record's last state first.
+    looks = _gets(fake, "replica-b")
+    await eventually(lambda: _gets(fake, "replica-b") >= looks + 3)
+    assert _lease(fake)["holderIdentity"] == "replica-a"
+    looks = _gets(fake, "replica-b")
+    clock.now += FAST.lease_duration - 0.01  # not quite a lease duration since the last change
+    await eventually(lambda: _gets(fake, "replica-b") >= looks + 5)
+    assert b.terms == 0 and _lease(fake)["holderIdentity"] == "replica-a"
+    clock.now += 0.02
+    await eventually(lambda: b.elector.leading)
+    spec = _lease(fake)
+    assert spec["holderIdentity"] == "replica-b"
+    assert spec["leaseTransitions"] == 1
+
+
+async def test_a_leader_stopped_on_purpose_hands_the_lease_over_at_once(
+    fake: FakeApi, make: Callable[..., Candidate]
+) -> None:
+    """SIGTERM: the leader's work stops, the Lease is released (empty holder), and a candidate
+    whose clock has not moved at all takes it."""
+    a = make("replica-a")
+    await eventually(lambda: a.elector.leading)
+    b = make("replica-b", clock=Clock())
+    await eventually(lambda: _gets(fake, "replica-b") >= 2)
+    await _stop(a)
+    assert a.events == ["lead", "stop"]
+    await eventually(lambda: b.elector.leading)
+    assert _lease(fake)["holderIdentity"] == "replica-b"
+    releases = [
+        s.body["spec"]
+        for s in fake.seen("leases", "update")
+        if s.agent == "replica-a" and s.body["spec"]["holderIdentity"] == ""
+    ]
+    assert len(releases) == 1 and releases[0]["leaseDurationSeconds"] == 1
+
+
+async def test_a_leader_that_cannot_renew_stops_leading(
+    fake: FakeApi, make: Callable[..., Candidate]
+) -> None:
+    """The API refuses its renewals: within the renew deadline its work is cancelled, before
+    anyone else could take over; it campaigns again and leads again once the API answers."""
+    a = make("replica-a")
+    await eventually(lambda: a.elector.leading)
+    fake.inject("leases", "get", *[Fault.status(500)] * 40)
+    await eventually(lambda: a.ended == 1)
+    assert not a.elector.leading
+    fake.clear("leases", "get")
+    await eventually(lambda: a.terms == 2)
+    assert a.events[:3] == ["lead", "stop", "lead"]
+
+
+async def test_rbac_refusing_the_lease_is_said_once_with_the_fix(
+    fake: FakeApi, make: Callable[..., Candidate], caplog: pytest.LogCaptureFixture
+) -> None:
+    """403 on every attempt: one error line naming the Role to fix, no leadership."""
+    fake.inject("leases", "create", *[Fault.status(403)] * 1000)
+    caplog.set_level(logging.WARNING, logger="stszone.lease")
+    a = make("replica-a")
+    await eventually(lambda: len(fake.seen("leases", "create")) >= 5)
+    assert a.terms == 0 and not a.elector.leading
+    lines = [r.getMessage() for r in caplog.records if r.name == "stszone.lease"]
+    assert len(lines) == 1, lines
+    assert "403" in lines[0] and "Role stszone-certs" in lines[0] and "grant" in lines[0]
