@@ -3,9 +3,10 @@
 :func:`served` runs ``make_app(runtime)`` on :class:`~webhook.server.serve.Server` (aiohttp's
 runner and TLS site as ``stszone serve`` uses them, its connection timeouts taken from
 ``runtime.settings``) over the hardened TLS context of a
-:class:`~webhook.server.tls.CertReloader`, on 127.0.0.1 at a port the kernel picks (or the one
-given), and stops it when the block ends. :class:`InThread` runs the same in a thread with
-its own event loop, for tests whose clients block (``ssl`` sockets, ``http.client``).
+:class:`~webhook.server.tls.TlsContext` (a ``CertReloader``, or the one ``--manage-certs``
+fills), on 127.0.0.1 at a port the kernel picks (or the one given), and stops it when the
+block ends. :class:`InThread` runs the same in a thread with its own event loop, for tests
+whose clients block (``ssl`` sockets, ``http.client``).
 
 The ``serve`` fixture (conftest) is :func:`served` for async tests. The real process
 (``python -m webhook serve``) is started by :func:`tests.process.start_serve`.
@@ -27,7 +28,7 @@ from tests.hang import HANG_GUARD
 from webhook.server.app import make_app
 from webhook.server.runtime import Runtime
 from webhook.server.serve import Server
-from webhook.server.tls import CertReloader
+from webhook.server.tls import CertReloader, TlsContext
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def served(
-    runtime: Runtime, *, tls: CertReloader, client: ssl.SSLContext, port: int = 0
+    runtime: Runtime, *, tls: TlsContext, client: ssl.SSLContext, port: int = 0
 ) -> AsyncIterator[Served]:
     """Serve ``make_app(runtime)`` on 127.0.0.1:``port`` (0: a free one) over ``tls`` until
     the block ends.

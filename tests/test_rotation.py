@@ -256,3 +256,17 @@ def test_planning_is_repeatable_for_the_same_objects() -> None:
     again = rotation.decide(None, paper.configs, paper.now)
     assert first.secret is not None and again.secret is not None
     assert first.secret["data"]["ca.crt"] == again.secret["data"]["ca.crt"]
+
+
+def test_a_foreign_secret_without_a_usable_pair_is_left_to_the_replicas_to_explain() -> None:
+    """Not ours and unreadable: no write and no plan problem (each replica's readiness and its
+    one log line say what is wrong and what to do)."""
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "stszone-tls", "namespace": "certs-ns", "resourceVersion": "9"},
+        "data": {"tls.crt": "bm90IGEgY2VydA=="},
+    }
+    paper = Paper(policy())
+    decision = paper.rotation().decide(foreign, paper.configs, paper.now)
+    assert decision.secret is None and not decision.configs and not decision.problem
