@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import yaml
 
-from tests.rendered import DEPLOY, Obj, kustomize, only, validate, webhooks
+from tests.rendered import DEPLOY, Obj, base_with, kustomize, only, validate, webhooks
 from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME
-from webhook.install import deploybase
+from webhook.install import deploybase, manifests
 from webhook.install.certs import service_dns_names
 from webhook.install.manifests import base_objects
 
@@ -52,12 +53,30 @@ def test_cert_manager_overlay_issues_the_secret_the_deployment_mounts() -> None:
 
 
 def test_cert_manager_overlay_leaves_the_base_alone() -> None:
-    """Apart from the annotations and the new objects, the base is untouched."""
+    """Apart from the annotations and the new objects, the base with provided certificates
+    (the Secret mounted, no --manage-certs, none of its write RBAC)."""
     objects = kustomize(DEPLOY / "overlays" / "cert-manager")
     kept = [obj for obj in objects if obj["kind"] not in ("Issuer", "Certificate")]
     for obj in kept:
         obj["metadata"].pop("annotations", None)
-    assert _by_key(kept) == _by_key(base_objects(deploybase.Install()))
+    assert _by_key(kept) == _by_key(base_objects(deploybase.Install(certs="provided")))
+
+
+def test_the_provided_certs_component_is_the_generator_output(tmp_path: Path) -> None:
+    """deploy/components/provided-certs holds what `stszone manifests --component
+    provided-certs --kustomize-dir` writes, and turns the base into exactly the provided form."""
+    expected = manifests.component_files("provided-certs", deploybase.Install())
+    directory = DEPLOY / "components" / "provided-certs"
+    actual = {path.name: path.read_text() for path in directory.iterdir()}
+    assert actual == expected, (
+        "deploy/components/provided-certs differs from webhook/install/certsrbac.py; regenerate "
+        "it with `stszone manifests --component provided-certs --kustomize-dir "
+        "deploy/components/provided-certs`"
+    )
+    objects = base_with(tmp_path, "provided-certs")
+    validate(objects)
+    assert _by_key(objects) == _by_key(base_objects(deploybase.Install(certs="provided")))
+    assert {obj["kind"] for obj in objects}.isdisjoint({"Role", "RoleBinding"})
 
 
 def test_dev_overlay_is_one_replica_failing_open_without_a_budget() -> None:

@@ -32,6 +32,9 @@ from webhook.install import deploybase, manifests, registration
 from webhook.install.certfiles import issue
 
 SOURCES = ["python", "deploy/", "deploy/overlays/cert-manager", "stszone manifests"]
+#: The sources whose webhook makes its own certificates (--manage-certs); the others mount a
+#: provided Secret (cert-manager's, or the one `stszone manifests --ca` prints).
+MANAGED = {"python", "deploy/"}
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +46,14 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(params=SOURCES)
-def objects(request: pytest.FixtureRequest, pair: Path) -> list[Obj]:
+def source(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def objects(source: str, pair: Path) -> list[Obj]:
     """The rendered installation, from each source in turn."""
-    source = request.param
     if source == "python":
         return manifests.base_objects(deploybase.Install())
     if source == "stszone manifests":
@@ -140,9 +148,15 @@ def test_webhooks_call_the_service_that_selects_the_pods(objects: list[Obj]) -> 
     ]
 
 
+def _named(objects: list[Obj], kind: str, name: str) -> Obj:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
+    return found[0]
+
+
 def test_rbac_is_read_only_on_exactly_what_the_live_view_watches(objects: list[Obj]) -> None:
     """get/list/watch only, on the collections webhook.cluster.resources lists, bound to our account."""
-    role = only(objects, "ClusterRole")
+    role = _named(objects, "ClusterRole", "stszone")
     assert all(rule["verbs"] == ["get", "list", "watch"] for rule in role["rules"])
     granted = {
         (g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
@@ -152,7 +166,7 @@ def test_rbac_is_read_only_on_exactly_what_the_live_view_watches(objects: list[O
         prefix, _, name = resource.path.rpartition("/")
         watched.add(("" if prefix == "/api/v1" else prefix.split("/")[2], name))
     assert granted == watched
-    binding = only(objects, "ClusterRoleBinding")
+    binding = _named(objects, "ClusterRoleBinding", "stszone")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     account = only(objects, "ServiceAccount")["metadata"]
     assert binding["subjects"] == [
@@ -160,7 +174,64 @@ def test_rbac_is_read_only_on_exactly_what_the_live_view_watches(objects: list[O
     ]
     pod = only(objects, "Deployment")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == account["name"]
-    assert {obj["kind"] for obj in objects}.isdisjoint({"Role", "RoleBinding"})
+
+
+def test_writes_are_the_certificates_own_and_only_when_it_makes_them(
+    objects: list[Obj], source: str
+) -> None:
+    """--manage-certs: a Role on its one Secret and one Lease (create, which RBAC cannot narrow
+    to a name, only in its own namespace) and a ClusterRole to get/patch its two webhook
+    configurations by name, bound to its account. Provided certificates: no write at all."""
+    writes = {
+        (o["kind"], o["metadata"]["name"])
+        for o in objects
+        if o["kind"] in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+        and o["metadata"]["name"] != "stszone"
+    }
+    if source not in MANAGED:
+        assert writes == set()
+        return
+    assert writes == {
+        ("Role", "stszone-certs"),
+        ("RoleBinding", "stszone-certs"),
+        ("ClusterRole", "stszone-certs"),
+        ("ClusterRoleBinding", "stszone-certs"),
+    }
+    role = _named(objects, "Role", "stszone-certs")
+    assert role["metadata"]["namespace"] == DEFAULT_NAMESPACE
+    rules = {
+        (rule["apiGroups"][0], resource, verb, tuple(rule.get("resourceNames", ())))
+        for rule in role["rules"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert rules == {
+        *(("", "secrets", verb, ("stszone-tls",)) for verb in ("get", "list", "watch", "update")),
+        *(
+            ("coordination.k8s.io", "leases", verb, ("stszone-certs",))
+            for verb in ("get", "update")
+        ),
+        ("", "secrets", "create", ()),
+        ("coordination.k8s.io", "leases", "create", ()),
+    }
+    (configs,) = _named(objects, "ClusterRole", "stszone-certs")["rules"]
+    assert configs == {
+        "apiGroups": ["admissionregistration.k8s.io"],
+        "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+        "resourceNames": ["stszone"],
+        "verbs": ["get", "patch"],
+    }
+    names = {o["metadata"]["name"] for o in objects if o["kind"].endswith("WebhookConfiguration")}
+    assert names == {"stszone"}
+    account = [{"kind": "ServiceAccount", "name": "stszone", "namespace": DEFAULT_NAMESPACE}]
+    for kind, role_kind in (("RoleBinding", "Role"), ("ClusterRoleBinding", "ClusterRole")):
+        binding = _named(objects, kind, "stszone-certs")
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": role_kind,
+            "name": "stszone-certs",
+        }
+        assert binding["subjects"] == account
 
 
 def test_two_replicas_spread_over_nodes_and_zones_with_a_budget(objects: list[Obj]) -> None:
@@ -209,23 +280,31 @@ def test_probes_and_resources(objects: list[Obj]) -> None:
         assert set(webhook["resources"][bound]) == {"cpu", "memory"}
 
 
-def test_serve_flags_match_the_mounted_secret(objects: list[Obj]) -> None:
-    """The args parse as `stszone serve` flags and point into the read-only TLS mount."""
+def test_serve_flags_match_the_certificates(objects: list[Obj], source: str) -> None:
+    """The args parse as `stszone serve` flags: --manage-certs with no TLS volume (the pair is
+    watched through the API), or --cert/--key in the read-only mount of the Secret."""
     webhook = container(objects)
-    settings = settings_from(build_parser().parse_args(["serve", *webhook["args"]]))
-    mounts = {mount["name"]: mount for mount in webhook["volumeMounts"]}
-    assert mounts["tls"]["readOnly"] is True
-    assert settings.cert == Path(mounts["tls"]["mountPath"]) / "tls.crt"
-    assert settings.key == Path(mounts["tls"]["mountPath"]) / "tls.key"
+    settings = settings_from(build_parser().parse_args(["serve", *webhook["args"]]), environ={})
+    assert webhook["env"] == [
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]
     assert settings.port == 8443
     assert settings.log_format == "json"
+    mounts = {mount["name"]: mount for mount in webhook["volumeMounts"]}
     volumes = {
         v["name"]: v for v in only(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
     }
+    if source in MANAGED:
+        assert settings.manage_certs is True and settings.cert is None
+        assert settings.certs_secret == SECRET_NAME
+        assert "tls" not in mounts and "tls" not in volumes
+        return
+    assert settings.manage_certs is False
+    assert mounts["tls"]["readOnly"] is True
+    assert settings.cert == Path(mounts["tls"]["mountPath"]) / "tls.crt"
+    assert settings.key == Path(mounts["tls"]["mountPath"]) / "tls.key"
     assert volumes["tls"]["secret"]["secretName"] == SECRET_NAME
-    assert webhook["env"] == [
-        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
-    ]
 
 
 def test_termination_grace_covers_the_graceful_shutdown(objects: list[Obj]) -> None:
@@ -267,7 +346,11 @@ def test_changing_the_namespace_changes_every_reference() -> None:
     for obj in objects:
         if obj["kind"] in ("ServiceAccount", "Service", "Deployment", "PodDisruptionBudget"):
             assert obj["metadata"]["namespace"] == "webhooks-prod", obj["kind"]
-    assert only(objects, "ClusterRoleBinding")["subjects"][0]["namespace"] == "webhooks-prod"
+    for obj in objects:
+        if obj["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            assert obj["subjects"][0]["namespace"] == "webhooks-prod", obj["metadata"]["name"]
+        if obj["kind"] in ("Role", "RoleBinding"):
+            assert obj["metadata"]["namespace"] == "webhooks-prod", obj["metadata"]["name"]
     for _, webhook in webhooks(objects):
         assert webhook["clientConfig"]["service"]["namespace"] == "webhooks-prod"
         excluded = webhook["namespaceSelector"]["matchExpressions"][0]["values"]
@@ -294,16 +377,23 @@ def test_older_clusters_get_the_same_install_without_match_conditions(
     python = manifests.base_objects(deploybase.Install(match_conditions=False))
     component = base_with(tmp_path, "no-match-conditions")
     out = io.StringIO()
+    assert manifests.run_manifests(ca=None, match_conditions=False, out=out) == 0
+    printed = [doc for doc in yaml.safe_load_all(out.getvalue()) if doc]
+    for way, objects in (("python", python), ("component", component), ("flag", printed)):
+        assert _by_key(objects) == _by_key(expected), way
+        validate(objects)
+    out = io.StringIO()
     status = manifests.run_manifests(
         ca=pair / "ca.crt", secret=False, match_conditions=False, out=out
     )
     assert status == 0
-    printed = [doc for doc in yaml.safe_load_all(out.getvalue()) if doc]
-    for _, webhook in webhooks(printed):
+    provided = [doc for doc in yaml.safe_load_all(out.getvalue()) if doc]
+    for _, webhook in webhooks(provided):
         del webhook["clientConfig"]["caBundle"]
-    for way, objects in (("python", python), ("component", component), ("flag", printed)):
-        assert _by_key(objects) == _by_key(expected), way
-        validate(objects)
+    without = _without_match_conditions(
+        manifests.base_objects(deploybase.Install(certs="provided"))
+    )
+    assert _by_key(provided) == _by_key(without)
 
 
 def test_url_registrations_as_the_end_to_end_tests_make_them_validate() -> None:

@@ -100,7 +100,9 @@ def test_image_and_no_secret(capsys: pytest.CaptureFixture[str], certs: Path) ->
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ((), "--ca is required"),
+        (("--cert", "{system}/tls.crt", "--key", "{system}/tls.key"), "go with --ca"),
+        (("--no-secret",), "go with --ca"),
+        (("--component", "provided-certs"), "write it with --kustomize-dir"),
         (("--ca", "{system}/missing.crt"), "cannot read the CA certificate"),
         (("--ca", "{system}/tls.key"), "holds no PEM certificate"),
         (("--ca", "{system}/tls.key", "--no-secret"), "holds no PEM certificate"),
@@ -141,7 +143,7 @@ def test_base_file_gets_the_bundle_and_keeps_its_patches(
     capsys: pytest.CaptureFixture[str], certs: Path, tmp_path: Path
 ) -> None:
     """--base fills a rendered overlay (here: failurePolicy Ignore) instead of the built-in base."""
-    objects = manifests.base_objects(deploybase.Install())
+    objects = manifests.base_objects(deploybase.Install(certs="provided"))
     for _, hook in webhooks(objects):
         hook["failurePolicy"] = "Ignore"
     base = tmp_path / "dev.yaml"
@@ -151,6 +153,31 @@ def test_base_file_gets_the_bundle_and_keeps_its_patches(
     assert [hook["failurePolicy"] for _, hook in webhooks(printed)] == ["Ignore", "Ignore"]
     assert all("caBundle" in hook["clientConfig"] for _, hook in webhooks(printed))
     assert only(printed, "Secret")["metadata"]["namespace"] == "stszone-system"
+
+
+def test_a_base_file_running_manage_certs_is_refused_with_ca(
+    capsys: pytest.CaptureFixture[str], certs: Path, tmp_path: Path
+) -> None:
+    """The default base makes its own certificates: filling in a CA for it would do nothing."""
+    base = tmp_path / "managed.yaml"
+    base.write_text(manifests.dump(manifests.base_objects(deploybase.Install())))
+    status = main(["manifests", "--ca", str(certs / "system" / "ca.crt"), "--base", str(base)])
+    captured = capsys.readouterr()
+    assert status == 2 and captured.out == ""
+    assert "runs `stszone serve --manage-certs`" in captured.err
+    assert "deploy/components/provided-certs" in captured.err
+
+
+def test_without_ca_it_prints_the_self_managed_base(capsys: pytest.CaptureFixture[str]) -> None:
+    """No --ca: the base as it is (its webhook makes its own certificates), no Secret."""
+    status, printed, _ = run(capsys, "--namespace", "webhooks-prod")
+    assert status == 0
+    assert printed == manifests.base_objects(deploybase.Install(namespace="webhooks-prod"))
+    assert "Secret" not in {obj["kind"] for obj in printed}
+    assert (
+        "--manage-certs"
+        in only(printed, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
 
 
 def test_kustomize_dir_writes_the_base_and_protects_foreign_files(

@@ -7,17 +7,22 @@ from pathlib import Path
 from typing import Any
 
 from webhook.cli.options import DEFAULTS, command_parser
-from webhook.install.manifests import COMPONENTS, run_manifests
+from webhook.install.manifests import COMPONENTS, PATCH_COMPONENTS, run_manifests
 
-HELP = "print the installation YAML with the caBundle and the TLS Secret"
+HELP = "print the installation YAML (self-managed certificates, or the caBundle and Secret)"
 DESCRIPTION = """\
-Print the kustomize base of deploy/ as one YAML stream, with the caBundle of both webhook
-configurations set to --ca and a kubernetes.io/tls Secret holding the serving pair, ready for
-`kubectl apply -f -`. The pair is checked first: it must chain to the CA, the key must match,
-and it must name stszone.NS.svc (with failurePolicy Fail a wrong certificate refuses every pod
-create in opted-in namespaces). --namespace changes every reference to the namespace."""
+Print the kustomize base of deploy/ as one YAML stream, ready for `kubectl apply -f -`. Without
+--ca the webhook manages its own certificates (stszone serve --manage-certs: a CA and serving
+pair in Secret stszone-tls, injected into both webhook configurations, rotated before expiry).
+With --ca the certificates are provided instead: the caBundle of both webhook configurations is
+set to --ca, a kubernetes.io/tls Secret holds the serving pair, the Deployment mounts it, and
+the webhook writes nothing. The pair is checked first: it must chain to the CA, the key must
+match, and it must name stszone.NS.svc (with failurePolicy Fail a wrong certificate refuses
+every pod create in opted-in namespaces). --namespace changes every reference to the
+namespace."""
 EXAMPLES = """\
 examples:
+  stszone manifests | kubectl apply -f -             self-managed certificates
   stszone certs --out certs && stszone manifests --ca certs/ca.crt | kubectl apply -f -
   stszone manifests --ca certs/ca.crt --image registry.example.com/stszone:0.1.0
   stszone manifests --ca ca.crt --cert tls.crt --key tls.key --namespace webhooks
@@ -26,6 +31,7 @@ examples:
   kubectl kustomize deploy/overlays/dev | stszone manifests --ca certs/ca.crt --base -
   stszone manifests --kustomize-dir base/            the base as kustomize files (no certs)
   stszone manifests --component rebalance --kustomize-dir deploy/components/rebalance
+  stszone manifests --component provided-certs --kustomize-dir deploy/components/provided-certs
 exit status: 0 printed, 2 refused (unreadable or mismatched certificates, bad flag)
 """
 
@@ -41,7 +47,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         run=run,
     )
     parser.add_argument(
-        "--ca", type=Path, metavar="FILE", help="CA bundle (PEM) the API server trusts"
+        "--ca",
+        type=Path,
+        metavar="FILE",
+        help="CA bundle (PEM) the API server trusts: provided certificates (default: none, the "
+        "webhook manages its own)",
     )
     parser.add_argument(
         "--cert",
@@ -81,9 +91,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--component",
-        choices=sorted(COMPONENTS),
+        choices=sorted({*COMPONENTS, *PATCH_COMPONENTS}),
         help="print (or with --kustomize-dir write) an optional component instead of the "
-        "base: rebalance = RBAC for running `stszone rebalance` from a Job (no --ca needed)",
+        "base: rebalance = RBAC for running `stszone rebalance` from a Job (no --ca needed); "
+        "provided-certs = the patches that mount a provided Secret instead (--kustomize-dir)",
     )
     parser.add_argument(
         "--kustomize-dir",

@@ -13,14 +13,14 @@ Every value below that an operator would ask "why this number?" about carries th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from webhook import __version__
-from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME, Settings
+from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME, SERVICE_NAME, Settings
 
 Obj = dict[str, Any]
 
-NAME: Final = "stszone"
+NAME: Final = SERVICE_NAME
 TLS_DIR: Final = "/etc/stszone/tls"
 #: Numeric, so ``runAsNonRoot`` can be checked by the kubelet without an /etc/passwd entry.
 RUN_AS: Final = 65532
@@ -50,6 +50,10 @@ class Install:
     ca_bundle: str | None = None
     #: Send only StatefulSet pods (CEL matchConditions, Kubernetes 1.28+); False for older ones.
     match_conditions: bool = True
+    #: "managed": ``stszone serve --manage-certs`` makes, rotates and injects its own
+    #: certificates (the write RBAC below). "provided": the pair is mounted from the Secret
+    #: (cert-manager's, or one ``stszone manifests --ca`` prints) and nothing is written.
+    certs: Literal["managed", "provided"] = "managed"
 
 
 def _meta(name: str, install: Install, *, namespaced: bool = True) -> Obj:
@@ -152,24 +156,29 @@ def _spread(key: str, when: str) -> Obj:
     }
 
 
+def _env(name: str, field: str) -> Obj:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field}}}
+
+
 def _container(install: Install) -> Obj:
+    # The image's ENTRYPOINT is `stszone serve`; these are its flags. Managed: the pair comes
+    # from the Secret through the API (watched, so no volume must exist before the pod starts).
+    certs = (
+        ["--manage-certs"]
+        if install.certs == "managed"
+        else [*("--cert", f"{TLS_DIR}/tls.crt"), *("--key", f"{TLS_DIR}/tls.key")]
+    )
+    mounts: list[Obj] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if install.certs == "provided":
+        mounts.insert(0, {"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
     return {
         "name": "webhook",
         "image": install.image,
         "imagePullPolicy": "IfNotPresent",
-        # The image's ENTRYPOINT is `stszone serve`; these are its flags.
-        "args": [
-            *("--cert", f"{TLS_DIR}/tls.crt"),
-            *("--key", f"{TLS_DIR}/tls.key"),
-            *("--port", str(PORT)),
-            *("--log-format", "json"),
-        ],
-        "env": [
-            {
-                "name": "POD_NAMESPACE",
-                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
-            }
-        ],
+        "args": [*certs, *("--port", str(PORT)), *("--log-format", "json")],
+        # The namespace is stszone's own (never intercepted; the Secret's and Lease's); the
+        # pod's name is its Lease identity.
+        "env": [_env("POD_NAMESPACE", "metadata.namespace"), _env("POD_NAME", "metadata.name")],
         "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
         "startupProbe": _probe("/healthz", period=2, failures=30),
         "livenessProbe": _probe("/healthz", period=10, failures=3),
@@ -190,15 +199,18 @@ def _container(install: Install) -> Obj:
             "runAsGroup": RUN_AS,
             "capabilities": {"drop": ["ALL"]},
         },
-        "volumeMounts": [
-            {"name": "tls", "mountPath": TLS_DIR, "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
+        "volumeMounts": mounts,
     }
 
 
 def deployment(install: Install) -> Obj:
     """Two replicas on different nodes (and zones when there are), never both down at once."""
+    # Scratch for libraries that insist on a temp file; the root filesystem is read-only.
+    volumes: list[Obj] = [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}]
+    if install.certs == "provided":
+        # 0440 + fsGroup: readable by the non-root user, by nobody else.
+        secret = {"secretName": SECRET_NAME, "defaultMode": 0o440}
+        volumes.insert(0, {"name": "tls", "secret": secret})
     pod_spec: Obj = {
         "serviceAccountName": NAME,
         "enableServiceLinks": False,
@@ -217,12 +229,7 @@ def deployment(install: Install) -> Obj:
             _spread("topology.kubernetes.io/zone", "ScheduleAnyway"),
         ],
         "containers": [_container(install)],
-        "volumes": [
-            # 0440 + fsGroup: readable by the non-root user, by nobody else.
-            {"name": "tls", "secret": {"secretName": SECRET_NAME, "defaultMode": 0o440}},
-            # Scratch for libraries that insist on a temp file; the root filesystem is read-only.
-            {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
-        ],
+        "volumes": volumes,
     }
     return {
         "apiVersion": "apps/v1",

@@ -1,14 +1,19 @@
 """``stszone manifests``: the installation as YAML, ready for ``kubectl apply -f -``.
 
-Two outputs from the same objects (:mod:`~webhook.install.deploybase`,
+Three outputs from the same objects (:mod:`~webhook.install.deploybase`,
 :mod:`~webhook.install.registration`):
 
-- printed: the base plus the caBundle and a ``kubernetes.io/tls`` Secret with the serving pair,
-  for clusters without cert-manager. The pair is checked first (it chains to the CA, the key
-  matches, it names ``stszone.<namespace>.svc``), because with ``failurePolicy: Fail`` a wrong
-  certificate means every pod create in an opted-in namespace is refused.
+- printed, without ``--ca``: the base, whose Deployment runs ``stszone serve --manage-certs``
+  (it makes, injects and rotates its own certificates; the write RBAC comes with it).
+- printed, with ``--ca``: the base with provided certificates instead -- the caBundle set, a
+  ``kubernetes.io/tls`` Secret with the serving pair, the pair mounted, no write RBAC. The pair
+  is checked first (it chains to the CA, the key matches, it names
+  ``stszone.<namespace>.svc``), because with ``failurePolicy: Fail`` a wrong certificate means
+  every pod create in an opted-in namespace is refused.
 - ``--kustomize-dir DIR``: the base as kustomize files with no certificate material. That is how
-  ``deploy/`` is made, and how a pip-installed stszone gives you a base to patch.
+  ``deploy/`` is made, and how a pip-installed stszone gives you a base to patch; the
+  components (``--component NAME``) are made the same way, ``provided-certs`` as the patches
+  that turn the base into the provided form above.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from webhook import __version__
 from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME
 from webhook.errors import ConfigError
 from webhook.install import registration
+from webhook.install.basefile import fill_ca_bundle, load_objects, refuse_managed
+from webhook.install.certsrbac import certs_rbac, provided_certs
 from webhook.install.deploybase import (
     IMAGE,
     NAME,
@@ -80,6 +87,7 @@ def webhook_configurations(install: Install) -> list[Obj]:
 FILES: Final[dict[str, Callable[[Install], list[Obj]]]] = {
     "namespace.yaml": lambda install: [namespace(install)],
     "rbac.yaml": rbac,
+    "certs-rbac.yaml": certs_rbac,
     "service.yaml": lambda install: [service(install)],
     "deployment.yaml": lambda install: [deployment(install), disruption_budget(install)],
     "webhooks.yaml": webhook_configurations,
@@ -89,6 +97,12 @@ FILES: Final[dict[str, Callable[[Install], list[Obj]]]] = {
 #: Optional kustomize components: name -> (file, the objects it holds).
 COMPONENTS: Final[dict[str, tuple[str, Callable[[Install], list[Obj]]]]] = {
     "rebalance": ("rbac.yaml", rebalance_rbac),
+}
+
+
+#: Optional components of patches: name -> what the kustomization's patches are made from.
+PATCH_COMPONENTS: Final[dict[str, Callable[[Install], list[Obj]]]] = {
+    "provided-certs": provided_certs,
 }
 
 
@@ -116,6 +130,18 @@ def dump(objects: Sequence[Obj]) -> str:
     return yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True, width=1000)
 
 
+class _Literal(yaml.SafeDumper):
+    """Multi-line strings (a component's patches) as ``|`` blocks, readable as written."""
+
+
+def _literal(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Literal.add_representer(str, _literal)
+
+
 def kustomize_files(install: Install) -> dict[str, str]:
     """``deploy/``: one YAML file per concern plus the kustomization listing them."""
     files = {name: HEADER + dump(build(install)) for name, build in FILES.items()}
@@ -129,7 +155,21 @@ def kustomize_files(install: Install) -> dict[str, str]:
 
 
 def component_files(name: str, install: Install) -> dict[str, str]:
-    """``deploy/components/NAME``: a kustomize Component adding its objects to an overlay."""
+    """``deploy/components/NAME``: a kustomize Component adding its objects (or its patches)
+    to an overlay."""
+    if name in PATCH_COMPONENTS:
+        kustomization = {
+            "apiVersion": "kustomize.config.k8s.io/v1alpha1",
+            "kind": "Component",
+            "patches": PATCH_COMPONENTS[name](install),
+        }
+        usage = (
+            f"# List it under `components:` in an overlay (e.g. ../../components/{name}): the\n"
+            "# serving pair is mounted from Secret stszone-tls (cert-manager's, or yours) and\n"
+            "# stszone writes nothing: no --manage-certs, none of its RBAC.\n"
+        )
+        text = yaml.dump(kustomization, Dumper=_Literal, sort_keys=False, width=1000)
+        return {"kustomization.yaml": HEADER + usage + text}
     filename, build = COMPONENTS[name]
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1alpha1",
@@ -184,49 +224,6 @@ def _check_install(*, namespace: str, image: str) -> None:
         raise ConfigError(f"--image {image!r} is not an image reference (e.g. stszone:0.1.0)")
 
 
-def load_objects(text: bytes, *, source: str) -> list[Obj]:
-    """The objects of a YAML stream such as ``kubectl kustomize`` prints (``List``s unpacked)."""
-    try:
-        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source} is not YAML: {err}") from None
-    objects: list[Obj] = []
-    for doc in docs:
-        items = (
-            doc.get("items", []) if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
-        )
-        for item in items:
-            if not (isinstance(item, dict) and "kind" in item and "metadata" in item):
-                raise ConfigError(f"{source} holds something that is not a Kubernetes object")
-            objects.append(item)
-    return objects
-
-
-def fill_ca_bundle(objects: list[Obj], *, ca_bundle: str, source: str) -> str:
-    """Set caBundle on every webhook that calls Service ``stszone``; return its namespace."""
-    namespaces: set[str] = {
-        str(obj["metadata"].get("namespace", "default"))
-        for obj in objects
-        if obj["kind"] == "Service" and obj["metadata"].get("name") == NAME
-    }
-    if len(namespaces) != 1:
-        raise ConfigError(f"{source} must hold exactly one Service named {NAME}")
-    namespace = namespaces.pop()
-    ours = {"name": NAME, "namespace": namespace}
-    filled = 0
-    for obj in objects:
-        if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-            for webhook in obj.get("webhooks") or []:
-                client = webhook.get("clientConfig") or {}
-                service = client.get("service") or {}
-                if {key: service.get(key) for key in ours} == ours:
-                    client["caBundle"] = ca_bundle
-                    filled += 1
-    if not filled:
-        raise ConfigError(f"no webhook in {source} calls Service {NAME}.{namespace}")
-    return namespace
-
-
 def _objects(
     *,
     namespace: str | None,
@@ -245,6 +242,7 @@ def _objects(
             image=image,
             ca_bundle=ca_bundle,
             match_conditions=match_conditions,
+            certs="provided",
         )
         return base_objects(install), namespace
     if namespace is not None or image is not None:
@@ -255,6 +253,7 @@ def _objects(
             "component deploy/components/no-match-conditions to the overlay instead"
         )
     objects = load_objects(_read(base, "base"), source=str(base))
+    refuse_managed(objects, source=str(base))
     return objects, fill_ca_bundle(objects, ca_bundle=ca_bundle, source=str(base))
 
 
@@ -294,9 +293,13 @@ def run_manifests(
             print(f"wrote {path}", file=sys.stderr)
         return 0
     if ca is None:
-        raise ConfigError(
-            "--ca is required: the API server must trust the webhook's certificate "
-            "(create one with `stszone certs --out certs`)"
+        if cert or key or base or not secret:
+            raise ConfigError(
+                "--cert/--key/--base/--no-secret go with --ca (provided certificates); without "
+                "--ca the base runs `stszone serve --manage-certs`, which makes its own"
+            )
+        return _print_managed(
+            namespace=namespace, image=image, match_conditions=match_conditions, out=out
         )
     ca_pem = _read(ca, "CA certificate")
     check_ca_bundle(ca_pem)
@@ -323,6 +326,24 @@ def run_manifests(
     return 0
 
 
+def _print_managed(
+    *, namespace: str | None, image: str | None, match_conditions: bool, out: TextIO | None
+) -> int:
+    install = Install(
+        namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
+        image=IMAGE if image is None else image,
+        match_conditions=match_conditions,
+    )
+    _check_install(namespace=install.namespace, image=install.image)
+    out = out or sys.stdout
+    out.write(
+        f"# stszone {__version__} in namespace {install.namespace}, self-managed certificates: "
+        "kubectl apply -f -\n"
+    )
+    out.write(dump(base_objects(install)))
+    return 0
+
+
 def _run_component(
     name: str, *, namespace: str | None, kustomize_dir: Path | None, out: TextIO | None
 ) -> int:
@@ -332,6 +353,11 @@ def _run_component(
         for path in write_kustomize_dir(kustomize_dir, install, component=name):
             print(f"wrote {path}", file=sys.stderr)
         return 0
+    if name in PATCH_COMPONENTS:
+        raise ConfigError(
+            f"--component {name} is a kustomize component of patches, not objects to apply: "
+            f"write it with --kustomize-dir, or print the installation it makes with --ca"
+        )
     out = out or sys.stdout
     out.write(f"# stszone {__version__}: optional component {name}: kubectl apply -f -\n")
     out.write(dump(COMPONENTS[name][1](install)))
