@@ -232,7 +232,7 @@ class Keeper:
             where = "Role stszone-certs" if subject == "secret" else "ClusterRole stszone-certs"
             message = (
                 f"RBAC refuses to {verb} {what} ({err.message}); grant the ServiceAccount "
-                f"get/{verb} on it ({where} in deploy/base/rbac.yaml)"
+                f"get/{verb} on it ({where} in deploy/base/certs-rbac.yaml)"
             )
         else:
             message = f"cannot {verb} {what}: {err}; retrying"

@@ -247,7 +247,7 @@ class Elector:
         if isinstance(err, ApiError) and err.status == 403:
             log.error(
                 "%s; grant the ServiceAccount create on leases and get/update on Lease %s in "
-                "namespace %s (deploy/base/rbac.yaml, Role stszone-certs)",
+                "namespace %s (Role stszone-certs in deploy/base/certs-rbac.yaml)",
                 message,
                 self.name,
                 self.namespace,

@@ -131,7 +131,8 @@ class SecretWatch:
             if isinstance(err, ApiError) and err.status == 403:
                 hint = (
                     f"; grant the ServiceAccount get/list/watch on Secret {self.name} in "
-                    f"namespace {self.namespace} (deploy/base/rbac.yaml, Role stszone-certs)"
+                    f"namespace {self.namespace} (Role stszone-certs in "
+                    "deploy/base/certs-rbac.yaml)"
                 )
             log.warning(
                 "watch of Secret %s/%s failed: %s%s", self.namespace, self.name, message, hint
