@@ -130,7 +130,7 @@ class Paper:
     ) -> None:
         """Ask and apply until ``until`` (or ``stop``), moving the clock when there is nothing to do."""
         while self.now < until and not stop(self):
-            decision = rotation.decide(self.secret, self.configs, self.now)
+            decision = rotation.decide(self.secret, configs=self.configs, now=self.now)
             assert not decision.problem, decision.problem
             if decision.secret is None and not decision.configs:
                 self.now += dt.timedelta(seconds=max(min(decision.wait, tick), 0.001))

@@ -74,10 +74,15 @@ def test_flags_that_cannot_go_with_manage_certs(changes: dict[str, object], mess
 
 
 def test_the_lease_holder_is_the_pod_then_the_host_and_process() -> None:
-    """--identity, else $POD_NAME (the Deployment sets it), else hostname_pid."""
-    assert managedcerts.identity(Settings(identity="x"), {"POD_NAME": "stszone-7d-abc"}) == "x"
-    assert managedcerts.identity(Settings(), {"POD_NAME": "stszone-7d-abc"}) == "stszone-7d-abc"
-    host, _, pid = managedcerts.identity(Settings(), {}).rpartition("_")
+    """settings.identity, else $POD_NAME (the Deployment sets it), else hostname_pid."""
+    assert (
+        managedcerts.identity(Settings(identity="x"), environ={"POD_NAME": "stszone-7d-abc"}) == "x"
+    )
+    assert (
+        managedcerts.identity(Settings(), environ={"POD_NAME": "stszone-7d-abc"})
+        == "stszone-7d-abc"
+    )
+    host, _, pid = managedcerts.identity(Settings(), environ={}).rpartition("_")
     assert host and pid.isdigit()
 
 

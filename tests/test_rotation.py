@@ -40,13 +40,13 @@ def test_from_nothing_the_secret_is_created_then_both_bundles_get_its_ca() -> No
     """No Secret, empty caBundles: a CA and a pair for every Service name, then the CA injected."""
     paper = Paper(policy())
     rotation = paper.rotation()
-    first = rotation.decide(None, paper.configs, paper.now)
+    first = rotation.decide(None, configs=paper.configs, now=paper.now)
     assert first.secret is not None and not first.configs
     assert "resourceVersion" not in first.secret["metadata"]  # a create
     assert first.secret["metadata"]["labels"][tlssecret.MANAGED_BY] == tlssecret.MANAGER
     assert first.secret["type"] == "kubernetes.io/tls"
     paper.apply(first)
-    second = rotation.decide(paper.secret, paper.configs, paper.now)
+    second = rotation.decide(paper.secret, configs=paper.configs, now=paper.now)
     assert second.secret is None and len(second.configs) == 2
     paper.apply(second)
     ca, _ = _serials(paper)
@@ -59,7 +59,7 @@ def test_from_nothing_the_secret_is_created_then_both_bundles_get_its_ca() -> No
     assert dt.timedelta(seconds=179) < life <= dt.timedelta(seconds=180)
     ca_life = contents.ca.cert.not_valid_after_utc - paper.now  # type: ignore[union-attr]
     assert dt.timedelta(seconds=539) < ca_life <= dt.timedelta(seconds=540)
-    third = rotation.decide(paper.secret, paper.configs, paper.now)
+    third = rotation.decide(paper.secret, configs=paper.configs, now=paper.now)
     assert third.secret is None and not third.configs and not third.problem
     assert 100 < third.wait < 120  # the renewal, two thirds into the pair's life
 
@@ -69,7 +69,7 @@ def test_a_valid_secret_is_reused_by_a_new_leader() -> None:
     paper = Paper(policy())
     paper.run(paper.rotation(), until=START + dt.timedelta(seconds=5))
     before = len(paper.writes)
-    decision = paper.rotation().decide(paper.secret, paper.configs, paper.now)
+    decision = paper.rotation().decide(paper.secret, configs=paper.configs, now=paper.now)
     assert decision.secret is None and not decision.configs and not decision.problem
     assert len(paper.writes) == before == 3  # created, then the two configurations
 
@@ -153,10 +153,10 @@ def test_a_restarted_leader_waits_out_the_settling_time_again() -> None:
     paper.now += paper.plan.settle - dt.timedelta(seconds=1)  # the first term would switch soon
     second = paper.rotation()
     seen = paper.now
-    decision = second.decide(paper.secret, paper.configs, paper.now)
+    decision = second.decide(paper.secret, configs=paper.configs, now=paper.now)
     assert decision.secret is None and 0 < decision.wait <= 18.0
     paper.now += dt.timedelta(seconds=17)
-    assert second.decide(paper.secret, paper.configs, paper.now).secret is None
+    assert second.decide(paper.secret, configs=paper.configs, now=paper.now).secret is None
     paper.run(
         second,
         until=paper.now + dt.timedelta(seconds=5),
@@ -180,7 +180,7 @@ def test_a_secret_someone_else_made_is_left_alone() -> None:
         },
     }
     paper = Paper(policy())
-    decision = paper.rotation().decide(foreign, paper.configs, paper.now)
+    decision = paper.rotation().decide(foreign, configs=paper.configs, now=paper.now)
     assert decision.secret is None and not decision.configs
     assert "was not created by stszone" in decision.problem
     assert "delete it" in decision.problem and "--manage-certs" in decision.problem
@@ -194,10 +194,10 @@ def test_a_broken_pair_in_our_secret_is_reissued_from_its_ca() -> None:
     ca, _ = _serials(paper)
     assert paper.secret is not None
     paper.secret["data"]["tls.crt"] = paper.secret["data"]["tls.crt"][:40]
-    waiting = rotation.decide(paper.secret, paper.configs, paper.now)
+    waiting = rotation.decide(paper.secret, configs=paper.configs, now=paper.now)
     assert waiting.secret is None  # the CA has not been seen trusted for ``settle`` yet
     paper.now += dt.timedelta(seconds=waiting.wait)
-    decision = rotation.decide(paper.secret, paper.configs, paper.now)
+    decision = rotation.decide(paper.secret, configs=paper.configs, now=paper.now)
     assert decision.secret is not None
     paper.apply(decision)
     assert _serials(paper)[0] == ca
@@ -232,10 +232,12 @@ def test_configurations_that_drifted_get_the_bundle_back() -> None:
     rotation = paper.rotation()
     paper.run(rotation, until=START + dt.timedelta(seconds=1))
     paper.configs[0] = config("MutatingWebhookConfiguration")
-    decision = rotation.decide(paper.secret, paper.configs, paper.now)
+    decision = rotation.decide(paper.secret, configs=paper.configs, now=paper.now)
     assert [c["kind"] for c in decision.configs] == ["MutatingWebhookConfiguration"]
     ca, _ = _serials(paper)
-    assert cabundle.holds_exactly(decision.configs[0], tlssecret.read(paper.secret or {}).bundle)
+    assert cabundle.holds_exactly(
+        decision.configs[0], bundle=tlssecret.read(paper.secret or {}).bundle
+    )
     assert _bundle_serials(decision.configs[0]) == [[ca]]
 
 
@@ -252,8 +254,8 @@ def test_planning_is_repeatable_for_the_same_objects() -> None:
     """A conflict (the write did not land) is followed by the same step, not a second CA."""
     paper = Paper(policy())
     rotation = Rotation(paper.plan, name="stszone-tls", namespace="certs-ns")
-    first = rotation.decide(None, paper.configs, paper.now)
-    again = rotation.decide(None, paper.configs, paper.now)
+    first = rotation.decide(None, configs=paper.configs, now=paper.now)
+    again = rotation.decide(None, configs=paper.configs, now=paper.now)
     assert first.secret is not None and again.secret is not None
     assert first.secret["data"]["ca.crt"] == again.secret["data"]["ca.crt"]
 
@@ -268,5 +270,5 @@ def test_a_foreign_secret_without_a_usable_pair_is_left_to_the_replicas_to_expla
         "data": {"tls.crt": "bm90IGEgY2VydA=="},
     }
     paper = Paper(policy())
-    decision = paper.rotation().decide(foreign, paper.configs, paper.now)
+    decision = paper.rotation().decide(foreign, configs=paper.configs, now=paper.now)
     assert decision.secret is None and not decision.configs and not decision.problem

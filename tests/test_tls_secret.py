@@ -37,7 +37,7 @@ def _issue() -> tuple[bytes, bytes, bytes]:
 
 def _placeholder() -> TlsContext:
     cert, key = new_ca(common_name="stszone placeholder")
-    return TlsContext(cert, key, source="Secret certs-ns/stszone-tls", placeholder=True)
+    return TlsContext(cert, key_pem=key, source="Secret certs-ns/stszone-tls", placeholder=True)
 
 
 @pytest.fixture
@@ -89,14 +89,14 @@ async def test_an_installed_pair_reaches_new_handshakes_on_the_same_listener(
     """install(bytes): ready, the gauge appears, the next pair replaces it on the same port."""
     running, tls = app
     ca, cert, key = _issue()
-    assert tls.install(cert, key) is True
+    assert tls.install(cert, key_pem=key) is True
     status, _, serial = await _get(running, "/readyz", ca)
     assert (status, serial) == (200, x509.load_pem_x509_certificate(cert).serial_number)
     metrics = await _get(running, "/metrics", ca)
     assert "stszone_certificate_expiry_timestamp_seconds" in metrics[1]
-    assert tls.install(cert, key) is False  # the same pair: nothing to do
+    assert tls.install(cert, key_pem=key) is False  # the same pair: nothing to do
     ca2, cert2, key2 = _issue()
-    assert tls.install(cert2, key2) is True
+    assert tls.install(cert2, key_pem=key2) is True
     assert (await _get(running, "/readyz", ca2))[2] == x509.load_pem_x509_certificate(
         cert2
     ).serial_number
@@ -108,10 +108,10 @@ async def test_a_bad_pair_is_refused_and_the_served_one_kept(
     """A key of another pair: logged once however often it is offered; the old pair stays."""
     running, tls = app
     ca, cert, key = _issue()
-    tls.install(cert, key)
+    tls.install(cert, key_pem=key)
     _, other_cert, _ = _issue()
     for _ in range(3):
-        assert tls.install(other_cert, key) is False
+        assert tls.install(other_cert, key_pem=key) is False
     assert [r.getMessage() for r in caplog.records if "not used" in r.getMessage()] == [
         f"new certificate in Secret certs-ns/stszone-tls not used, still serving serial "
         f"{tls.serial:x}: the key does not match the certificate"
@@ -122,7 +122,7 @@ async def test_a_bad_pair_is_refused_and_the_served_one_kept(
 def test_a_first_pair_that_does_not_load_is_a_config_error() -> None:
     """Constructed from bytes that are not a pair: a ConfigError naming the source."""
     with pytest.raises(ConfigError, match=r"cannot serve TLS with Secret x: .*no PEM certificate"):
-        TlsContext(b"junk", b"junk", source="Secret x")
+        TlsContext(b"junk", key_pem=b"junk", source="Secret x")
 
 
 def test_reject_keeps_the_placeholder_and_says_why_in_readiness() -> None:

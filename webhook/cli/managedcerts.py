@@ -25,7 +25,7 @@ from typing import Any, Final
 from webhook import __version__
 from webhook.cli.options import DEFAULTS
 from webhook.cluster.api import Api
-from webhook.cluster.certkeeper import Keeper
+from webhook.cluster.certkeeper import Decide, Keeper
 from webhook.cluster.credentials import load_credentials
 from webhook.cluster.lease import Elector, Timing
 from webhook.cluster.secretwatch import SecretWatch
@@ -115,8 +115,9 @@ def check(settings: Settings) -> None:
         )
 
 
-def identity(settings: Settings, environ: Mapping[str, str] = os.environ) -> str:
-    """The Lease holder: ``--identity``, else the pod's name, else hostname and pid."""
+def identity(settings: Settings, *, environ: Mapping[str, str] = os.environ) -> str:
+    """The Lease holder: ``settings.identity`` when set, else the pod's name ($POD_NAME), else
+    hostname and pid."""
     return settings.identity or environ.get(POD_NAME_ENV) or f"{socket.gethostname()}_{os.getpid()}"
 
 
@@ -145,7 +146,7 @@ class Managed:
         self.settings = settings
         where = f"Secret {settings.namespace}/{settings.certs_secret}"
         cert_pem, key_pem = new_ca(common_name="stszone placeholder", lifetime=dt.timedelta(days=1))
-        self.tls = TlsContext(cert_pem, key_pem, source=where, placeholder=True)
+        self.tls = TlsContext(cert_pem, key_pem=key_pem, source=where, placeholder=True)
         self.tls.waiting = f"{where} not read yet"
         self.watch = SecretWatch(
             api=api,
@@ -162,7 +163,7 @@ class Managed:
         )
         wanted = policy(settings)
 
-        def planner() -> Any:
+        def planner() -> Decide:
             rotation = Rotation(wanted, name=settings.certs_secret, namespace=settings.namespace)
             return rotation.decide
 
@@ -202,7 +203,7 @@ class Managed:
                 )
             self.tls.reject(f"holds no usable serving pair ({reason}); {what}", source=where)
             return
-        self.tls.install(contents.serving.cert_pem, contents.serving.key_pem, source=where)
+        self.tls.install(contents.serving.cert_pem, key_pem=contents.serving.key_pem, source=where)
 
     def ready(self) -> tuple[bool, str]:
         """Ready once a real pair is served, and while the Secret's watch keeps working."""

@@ -59,7 +59,7 @@ class Decide(Protocol):
     """The planner of one leadership term: (Secret or None, configurations, now) -> a step."""
 
     def __call__(
-        self, secret: JSON | None, configs: Sequence[JSON], now: dt.datetime, /
+        self, secret: JSON | None, /, *, configs: Sequence[JSON], now: dt.datetime
     ) -> Step: ...
 
 
@@ -116,9 +116,9 @@ class Keeper:
         except _Refused:
             return self.retry
         now = dt.datetime.fromtimestamp(self._wall(), dt.UTC)
-        step = decide(secret, [config for _, config in configs], now)
+        step = decide(secret, configs=[config for _, config in configs], now=now)
         if step.problem:
-            self._fail("plan", step.problem)
+            self._fail("plan", message=step.problem)
             return self.resync
         self._clear("plan")
         if step.secret is None and not step.configs:
@@ -133,7 +133,7 @@ class Keeper:
             else:
                 read = dict(configs)
                 for planned in step.configs:
-                    await self._patch(planned, read)
+                    await self._patch(planned, read=read)
         except _Refused:
             return self.retry
         except _Conflict as err:
@@ -156,16 +156,16 @@ class Keeper:
         except ApiError as err:
             if err.status == 404:
                 if topic != "secret":
-                    self._fail(
-                        topic,
+                    missing = (
                         f"{topic} {self.config_name} not found: stszone cannot give it its CA; "
                         "apply the manifests (`kubectl apply -k deploy/`, or `stszone manifests "
-                        "| kubectl apply -f -`), or name yours with --webhook-config-name",
+                        "| kubectl apply -f -`), or name yours with --webhook-config-name"
                     )
+                    self._fail(topic, message=missing)
                 return None
-            self._refused(topic, "read", err)
+            self._refused(topic, verb="read", err=err)
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as err:
-            self._fail(topic, f"cannot read {self._what(topic)}: {err}; retrying")
+            self._fail(topic, message=f"cannot read {self._what(topic)}: {err}; retrying")
             raise _Refused from None
         self._clear(topic)
         return found
@@ -181,13 +181,15 @@ class Keeper:
             if err.status == 409:
                 raise _Conflict(self._what("secret")) from None
             verb = "create" if method == "POST" else "update"
-            self._refused("secret", verb, err, topic="secret write")
+            self._refused("secret", verb=verb, err=err, topic="secret write")
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as err:
-            self._fail("secret write", f"cannot write {self._what('secret')}: {err}; retrying")
+            self._fail(
+                "secret write", message=f"cannot write {self._what('secret')}: {err}; retrying"
+            )
             raise _Refused from None
         self._clear("secret write")
 
-    async def _patch(self, planned: JSON, read: dict[str, JSON]) -> None:
+    async def _patch(self, planned: JSON, *, read: dict[str, JSON]) -> None:
         kind = str(planned.get("kind"))
         original = read[kind]
         plural = dict(KINDS)[kind]
@@ -206,9 +208,11 @@ class Keeper:
         except ApiError as err:
             if err.status == 409:
                 raise _Conflict(f"{kind} {self.config_name}") from None
-            self._refused(kind, "patch", err, topic=f"{kind} patch")
+            self._refused(kind, verb="patch", err=err, topic=f"{kind} patch")
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as err:
-            self._fail(f"{kind} patch", f"cannot patch {kind} {self.config_name}: {err}; retrying")
+            self._fail(
+                f"{kind} patch", message=f"cannot patch {kind} {self.config_name}: {err}; retrying"
+            )
             raise _Refused from None
         self._clear(f"{kind} patch")
 
@@ -224,7 +228,7 @@ class Keeper:
         return f"{topic} {self.config_name}"
 
     def _refused(
-        self, subject: str, verb: str, err: ApiError, *, topic: str | None = None
+        self, subject: str, *, verb: str, err: ApiError, topic: str | None = None
     ) -> NoReturn:
         what = self._what(subject)
         topic = topic or subject
@@ -236,10 +240,10 @@ class Keeper:
             )
         else:
             message = f"cannot {verb} {what}: {err}; retrying"
-        self._fail(topic, message)
+        self._fail(topic, message=message)
         raise _Refused from None
 
-    def _fail(self, topic: str, message: str) -> None:
+    def _fail(self, topic: str, *, message: str) -> None:
         self.outcome.failures += 1
         if self._said.get(topic) != message:
             self._said[topic] = message

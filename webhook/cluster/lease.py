@@ -167,7 +167,7 @@ class Elector:
         try:
             return await self._attempt()
         except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
-            self._say(f"cannot read or write Lease {self.namespace}/{self.name}: {err}", err)
+            self._say(f"cannot read or write Lease {self.namespace}/{self.name}: {err}", err=err)
             return False
 
     async def _attempt(self) -> bool:
@@ -177,7 +177,7 @@ class Elector:
         except ApiError as err:
             if err.status != 404:
                 raise
-            return await self._write("POST", self._record(None, wall), now=now)
+            return await self._write("POST", body=self._record(None, wall=wall), now=now)
         spec = lease.get("spec") or {}
         record = tuple(
             spec.get(key)
@@ -193,9 +193,9 @@ class Elector:
             and now < self._observed_at + self.timing.lease_duration
         ):
             return False
-        return await self._write("PUT", self._record(lease, wall), now=now)
+        return await self._write("PUT", body=self._record(lease, wall=wall), now=now)
 
-    def _record(self, lease: JSON | None, wall: float) -> JSON:
+    def _record(self, lease: JSON | None, *, wall: float) -> JSON:
         spec = (lease or {}).get("spec") or {}
         ours = spec.get("holderIdentity") == self.identity
         transitions = int(spec.get("leaseTransitions") or 0)
@@ -214,7 +214,7 @@ class Elector:
             },
         }
 
-    async def _write(self, method: str, body: JSON, *, now: float) -> bool:
+    async def _write(self, method: str, *, body: JSON, now: float) -> bool:
         path = self._collection if method == "POST" else self._path
         try:
             written = await self.api.call(method, path, body=body)
@@ -231,7 +231,7 @@ class Elector:
     async def _release(self) -> None:
         """Hand the Lease back: empty holder, 1 s duration (client-go's ReleaseOnCancel)."""
         assert self._lease is not None
-        body = self._record(self._lease, self._wall())
+        body = self._record(self._lease, wall=self._wall())
         body["spec"].update(holderIdentity="", leaseDurationSeconds=1)
         try:
             async with asyncio.timeout(self.timing.retry_period):
@@ -240,7 +240,7 @@ class Elector:
         except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as err:
             log.warning("could not release Lease %s/%s: %s", self.namespace, self.name, err)
 
-    def _say(self, message: str, err: Exception) -> None:
+    def _say(self, message: str, *, err: Exception) -> None:
         if message == self._said:
             return
         self._said = message

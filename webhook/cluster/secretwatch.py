@@ -116,15 +116,15 @@ class SecretWatch:
                 if err.expired:
                     self._rv = ""  # compacted: list again
                     continue
-                await asyncio.sleep(self._failed(err, backoff))
+                await asyncio.sleep(self._failed(err, backoff=backoff))
             except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as err:
-                await asyncio.sleep(self._failed(err, backoff))
+                await asyncio.sleep(self._failed(err, backoff=backoff))
 
     def _ok(self) -> None:
         self._failing_since = None
         self.last_error = ""
 
-    def _failed(self, err: Exception, backoff: Backoff) -> float:
+    def _failed(self, err: Exception, *, backoff: Backoff) -> float:
         message = str(err) or type(err).__name__
         if message != self.last_error:
             hint = ""

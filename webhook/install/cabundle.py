@@ -65,13 +65,13 @@ def carried(configs: Iterable[Mapping[str, Any]], *, now: dt.datetime) -> list[x
     return list({fingerprint(cert): cert for cert in found}.values())
 
 
-def holds_exactly(config: Mapping[str, Any], bundle: Sequence[x509.Certificate]) -> bool:
+def holds_exactly(config: Mapping[str, Any], *, bundle: Sequence[x509.Certificate]) -> bool:
     """Whether every webhook of ``config`` holds ``bundle`` and nothing else."""
     wanted = tuple(dict.fromkeys(fingerprint(cert) for cert in bundle))
     return all(fps == wanted for fps in held(config))
 
 
-def with_bundle(config: Mapping[str, Any], bundle: Sequence[x509.Certificate]) -> JSON:
+def with_bundle(config: Mapping[str, Any], *, bundle: Sequence[x509.Certificate]) -> JSON:
     """A copy of ``config`` whose every webhook's caBundle is ``bundle``."""
     changed: JSON = copy.deepcopy(dict(config))
     encoded = base64.b64encode(pem_bundle(bundle)).decode()

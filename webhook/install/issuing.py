@@ -37,7 +37,7 @@ class Policy:
         return self.validity * CA_LIFETIMES
 
 
-def usable_ca(keyed: Keyed | None, now: dt.datetime) -> Keyed | None:
+def usable_ca(keyed: Keyed | None, *, now: dt.datetime) -> Keyed | None:
     """``keyed`` when it is an unexpired CA certificate (with its key), else None."""
     if keyed is None or keyed.cert.not_valid_after_utc <= now:
         return None
@@ -48,7 +48,7 @@ def usable_ca(keyed: Keyed | None, now: dt.datetime) -> Keyed | None:
     return keyed if constraints.ca else None
 
 
-def issued_by(leaf: x509.Certificate, ca: x509.Certificate) -> bool:
+def issued_by(leaf: x509.Certificate, *, ca: x509.Certificate) -> bool:
     """Whether ``ca`` signed ``leaf``."""
     try:
         leaf.verify_directly_issued_by(ca)

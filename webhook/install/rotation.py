@@ -95,6 +95,7 @@ class Rotation:
     def decide(
         self,
         secret: Mapping[str, Any] | None,
+        *,
         configs: Sequence[Mapping[str, Any]],
         now: dt.datetime,
     ) -> Decision:
@@ -116,15 +117,17 @@ class Rotation:
             )
         contents = read(secret) if secret is not None else Contents()
         version = str((secret or {}).get("metadata", {}).get("resourceVersion") or "") or None
-        ca = usable_ca(contents.ca, now)
+        ca = usable_ca(contents.ca, now=now)
         # Something verifies against the configurations: a replica may be serving from it.
         guarded = bool(cabundle.carried(configs, now=now))
         if ca is None:
-            return self._new_authority(contents, version, configs, now=now, guarded=guarded)
+            return self._new_authority(
+                contents, version=version, configs=configs, now=now, guarded=guarded
+            )
         if self._pending is not None and self._pending.fingerprint == ca.fingerprint:
             self._pending = None
         served = contents.serving
-        if served is None or not issued_by(served.cert, ca.cert):
+        if served is None or not issued_by(served.cert, ca=ca.cert):
             self._serving_since = None
         elif self._serving_since is None or self._serving_since[0] != ca.fingerprint:
             self._serving_since = (ca.fingerprint, now)
@@ -138,19 +141,19 @@ class Rotation:
         )
         if [fingerprint(c) for c in bundle] != [fingerprint(c) for c in contents.bundle]:
             return write.secret(f"the bundle now holds CAs {serials(bundle)}")
-        stale = [c for c in configs if not cabundle.holds_exactly(c, bundle)]
+        stale = [c for c in configs if not cabundle.holds_exactly(c, bundle=bundle)]
         if stale:
             names = ", ".join(cabundle.name_of(c) for c in stale)
             return Decision(
-                configs=tuple(cabundle.with_bundle(c, bundle) for c in stale),
+                configs=tuple(cabundle.with_bundle(c, bundle=bundle) for c in stale),
                 done=f"caBundle of {names} set to CAs {serials(bundle)}",
             )
         waits: list[float] = []
         step = (
-            self._switch(write, contents.next_ca, now=now, guarded=guarded, waits=waits)
-            or self._stage(write, ca, contents.next_ca, now=now, waits=waits)
-            or self._renew(write, ca, contents, now=now, guarded=guarded, waits=waits)
-            or self._retire(write, ca, bundle, keep=keep, now=now, waits=waits)
+            self._switch(write, staged=contents.next_ca, now=now, guarded=guarded, waits=waits)
+            or self._stage(write, ca=ca, staged=contents.next_ca, now=now, waits=waits)
+            or self._renew(write, ca=ca, contents=contents, now=now, guarded=guarded, waits=waits)
+            or self._retire(write, ca=ca, bundle=bundle, keep=keep, now=now, waits=waits)
         )
         return step or Decision(wait=min(waits, default=math.inf))
 
@@ -159,9 +162,9 @@ class Rotation:
     def _new_authority(
         self,
         contents: Contents,
+        *,
         version: str | None,
         configs: Sequence[Mapping[str, Any]],
-        *,
         now: dt.datetime,
         guarded: bool,
     ) -> Decision:
@@ -178,12 +181,12 @@ class Rotation:
             if new.fingerprint not in self._trusted_since:
                 names = ", ".join(cabundle.name_of(c) for c in configs)
                 return Decision(
-                    configs=tuple(cabundle.with_bundle(c, bundle) for c in configs),
+                    configs=tuple(cabundle.with_bundle(c, bundle=bundle) for c in configs),
                     done=f"caBundle of {names} given the new CA {new.serial:x} beside the CAs "
                     "it already trusts; the Secret follows once it has been trusted for "
                     f"{self.policy.settle.total_seconds():g}s",
                 )
-            left = self._settle_left(new.fingerprint, now)
+            left = self._settle_left(new.fingerprint, now=now)
             if left > 0:
                 return Decision(wait=left)
         serving = serving_pair(self.policy, new, now=now)
@@ -198,16 +201,16 @@ class Rotation:
     def _switch(
         self,
         write: _Writer,
-        staged: Keyed | None,
         *,
+        staged: Keyed | None,
         now: dt.datetime,
         guarded: bool,
         waits: list[float],
     ) -> Decision | None:
-        staged = usable_ca(staged, now)
+        staged = usable_ca(staged, now=now)
         if staged is None:
             return None
-        left = self._settle_left(staged.fingerprint, now) if guarded else 0.0
+        left = self._settle_left(staged.fingerprint, now=now) if guarded else 0.0
         if left > 0:
             waits.append(left)
             return None
@@ -223,9 +226,9 @@ class Rotation:
     def _stage(
         self,
         write: _Writer,
+        *,
         ca: Keyed,
         staged: Keyed | None,
-        *,
         now: dt.datetime,
         waits: list[float],
     ) -> Decision | None:
@@ -246,26 +249,26 @@ class Rotation:
     def _renew(
         self,
         write: _Writer,
+        *,
         ca: Keyed,
         contents: Contents,
-        *,
         now: dt.datetime,
         guarded: bool,
         waits: list[float],
     ) -> Decision | None:
         serving = contents.serving
-        reason = self._renewal_reason(ca, serving, now, waits)
+        reason = self._renewal_reason(ca, serving=serving, now=now, waits=waits)
         if not reason:
             return None
-        staged = usable_ca(contents.next_ca, now)
+        staged = usable_ca(contents.next_ca, now=now)
         if staged is not None and serving is not None and reason == _DUE:
             # The switch to the staged CA re-issues the pair within ``settle``: renewing it
             # from the old CA meanwhile would be a write for nothing, while it has life left.
             left = (serving.cert.not_valid_after_utc - now - 2 * self.policy.settle).total_seconds()
             if left > 0:
-                waits.append(min(left, self._settle_left(staged.fingerprint, now)))
+                waits.append(min(left, self._settle_left(staged.fingerprint, now=now)))
                 return None
-        left = self._settle_left(ca.fingerprint, now) if guarded else 0.0
+        left = self._settle_left(ca.fingerprint, now=now) if guarded else 0.0
         if left > 0:
             waits.append(left)
             return None
@@ -278,11 +281,11 @@ class Rotation:
         )
 
     def _renewal_reason(
-        self, ca: Keyed, serving: Keyed | None, now: dt.datetime, waits: list[float]
+        self, ca: Keyed, *, serving: Keyed | None, now: dt.datetime, waits: list[float]
     ) -> str:
         if serving is None:
             return "the Secret held no usable serving pair"
-        if not issued_by(serving.cert, ca.cert):
+        if not issued_by(serving.cert, ca=ca.cert):
             return "the pair was not signed by the Secret's CA"
         missing = sorted(set(self.policy.dns_names) - dns_names(serving.cert))
         if missing:
@@ -296,9 +299,9 @@ class Rotation:
     def _retire(
         self,
         write: _Writer,
+        *,
         ca: Keyed,
         bundle: Sequence[x509.Certificate],
-        *,
         keep: set[str],
         now: dt.datetime,
         waits: list[float],
@@ -317,7 +320,7 @@ class Rotation:
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _settle_left(self, fp: str, now: dt.datetime) -> float:
+    def _settle_left(self, fp: str, *, now: dt.datetime) -> float:
         since = self._trusted_since.get(fp)
         if since is None:
             return self.policy.settle.total_seconds()

@@ -88,7 +88,7 @@ def is_managed(secret: Mapping[str, Any]) -> bool:
     return isinstance(labels, Mapping) and labels.get(MANAGED_BY) == MANAGER
 
 
-def _data(secret: Mapping[str, Any], key: str) -> bytes | None:
+def _data(secret: Mapping[str, Any], *, key: str) -> bytes | None:
     value = (secret.get("data") or {}).get(key)
     if not isinstance(value, str) or not value:
         return None
@@ -98,8 +98,8 @@ def _data(secret: Mapping[str, Any], key: str) -> bytes | None:
         raise ConfigError(f"{key} is not base64") from None
 
 
-def _keyed(secret: Mapping[str, Any], cert_key: str, key_key: str) -> Keyed | None:
-    cert_pem, key_pem = _data(secret, cert_key), _data(secret, key_key)
+def _keyed(secret: Mapping[str, Any], *, cert_key: str, key_key: str) -> Keyed | None:
+    cert_pem, key_pem = _data(secret, key=cert_key), _data(secret, key=key_key)
     if cert_pem is None and key_pem is None:
         return None
     if cert_pem is None or key_pem is None:
@@ -120,13 +120,13 @@ def read(secret: Mapping[str, Any]) -> Contents:
         "next_ca": (NEXT_CERT, NEXT_KEY),
     }.items():
         try:
-            parts[name] = _keyed(secret, cert_key, key_key)
+            parts[name] = _keyed(secret, cert_key=cert_key, key_key=key_key)
         except ConfigError as err:
             problems.append(err.message)
             parts[name] = None
     bundle: tuple[x509.Certificate, ...] = ()
     try:
-        raw = _data(secret, BUNDLE)
+        raw = _data(secret, key=BUNDLE)
         bundle = tuple(certificates(raw, BUNDLE)) if raw is not None else ()
     except ConfigError as err:
         problems.append(err.message)
@@ -141,7 +141,7 @@ def read(secret: Mapping[str, Any]) -> Contents:
 
 def serving_pair(secret: Mapping[str, Any]) -> tuple[bytes, bytes]:
     """``tls.crt`` and ``tls.key`` as PEM, for serving; ConfigError saying what is missing."""
-    cert_pem, key_pem = _data(secret, TLS_CERT), _data(secret, TLS_KEY)
+    cert_pem, key_pem = _data(secret, key=TLS_CERT), _data(secret, key=TLS_KEY)
     missing = [key for key, value in ((TLS_CERT, cert_pem), (TLS_KEY, key_pem)) if not value]
     if cert_pem is None or key_pem is None:
         raise ConfigError(f"it holds no {' and no '.join(missing)}")

@@ -100,7 +100,7 @@ class TlsContext:
     """
 
     def __init__(
-        self, cert_pem: bytes, key_pem: bytes, *, source: str, placeholder: bool = False
+        self, cert_pem: bytes, *, key_pem: bytes, source: str, placeholder: bool = False
     ) -> None:
         self.source = source
         try:
@@ -162,7 +162,7 @@ class TlsContext:
             ctx.load_cert_chain(cert_file, key_file, password=_no_password)
         return _Pair(_digest(cert_pem, key_pem), ctx, leaf.serial_number, leaf.not_valid_after_utc)
 
-    def install(self, cert_pem: bytes, key_pem: bytes, *, source: str | None = None) -> bool:
+    def install(self, cert_pem: bytes, *, key_pem: bytes, source: str | None = None) -> bool:
         """Serve this pair to new handshakes; True when it replaced another.
 
         False when it is the pair already served, or broken (logged once per content; the old
@@ -221,7 +221,7 @@ class CertReloader(TlsContext):
         self.key_path = Path(key)
         self.interval = interval
         cert_pem, key_pem = self._read()
-        super().__init__(cert_pem, key_pem, source=f"{self.cert_path} and {self.key_path}")
+        super().__init__(cert_pem, key_pem=key_pem, source=f"{self.cert_path} and {self.key_path}")
 
     def _read(self) -> tuple[bytes, bytes]:
         try:
@@ -241,7 +241,7 @@ class CertReloader(TlsContext):
             return self._reject(
                 err.message, digest=f"unreadable: {err.message}", source=self._files
             )
-        return self.install(cert_pem, key_pem, source=self._files)
+        return self.install(cert_pem, key_pem=key_pem, source=self._files)
 
     @property
     def _files(self) -> str:

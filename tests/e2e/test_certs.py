@@ -1,0 +1,264 @@
+"""Self-managed certificates on a real control plane: from no Secret and an empty caBundle, two
+``stszone serve --manage-certs`` processes share the Service's ClusterIP:443 (``--reuse-port``),
+become Ready and are called by the API server; with ``--cert-validity 3m`` the serving pair and
+then the CA rotate while pods are created in a loop, and no admission fails.
+
+Failures are counted where the cluster sees them: the StatefulSet controller's FailedCreate
+events, the API server's ``apiserver_admission_webhook_rejection_count{error_type=
+"calling_webhook_error"}`` for stszone's webhooks (a TLS handshake it refuses counts there), and
+the server-side dry runs of StatefulSet pods this test sends itself. The processes run with a
+token of stszone's ServiceAccount bound to exactly the rendered RBAC. What happened (serials
+before and after, every renewal) is printed at the end (``pytest -s``) and written to
+``certs-e2e.json`` in the test's directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+
+from tests.e2e import certslab
+from tests.e2e.kube import MARKS, Kubectl, KubectlError, owned_pod, wait_for, workload
+from webhook.install import tlssecret
+
+pytestmark = MARKS
+
+#: Seconds the whole rotation may take: the CA (9 minutes) rotates about 5 min 42 s after its
+#: creation, then 18 s to switch and 18 s to retire.
+ROTATION_TIMEOUT = 540.0
+IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def _serials(secret: dict[str, Any] | None) -> tuple[str, str, tuple[str, ...]]:
+    """(CA serial, serving serial, bundle serials) of the Secret, hex."""
+    if secret is None:
+        return "", "", ()
+    contents = tlssecret.read(secret)
+    ca = f"{contents.ca.serial:x}" if contents.ca else ""
+    serving = f"{contents.serving.serial:x}" if contents.serving else ""
+    return ca, serving, tuple(f"{c.serial_number:x}" for c in contents.bundle)
+
+
+def _bundle_serials(pem: bytes) -> tuple[str, ...]:
+    if not pem:
+        return ()
+    return tuple(f"{c.serial_number:x}" for c in x509.load_pem_x509_certificates(pem))
+
+
+class Load:
+    """Pods created in a loop: a new StatefulSet of 6 every cycle (its controller creates the
+    pods; it is deleted once they exist), and server-side dry runs of a StatefulSet's pod,
+    counting refusals.
+
+    A new StatefulSet each cycle, not one scaled up and down: the controller's event recorder
+    drops an object's events beyond a burst of 25 (client-go's spam filter refills one per
+    5 minutes), so on one long-lived StatefulSet a FailedCreate could go unrecorded.
+    """
+
+    def __init__(self, kubectl: Kubectl) -> None:
+        self.kubectl = kubectl
+        self.stop = threading.Event()
+        self.cycles = 0
+        self.dry_runs = 0
+        self.dry_run_errors: list[str] = []
+        self.owner: dict[str, Any] = {}
+        self.threads = [
+            threading.Thread(target=self._cycle, daemon=True),
+            threading.Thread(target=self._dry_run, daemon=True),
+        ]
+
+    def start(self) -> None:
+        sts = workload("StatefulSet", "owner", image=IMAGE, replicas=0, labels={})
+        self.owner = self.kubectl.create(sts)
+        for thread in self.threads:
+            thread.start()
+
+    def _cycle(self) -> None:
+        while not self.stop.is_set():
+            name = f"churn-{self.cycles}"
+            self.kubectl.create(workload("StatefulSet", name, image=IMAGE, replicas=6, labels={}))
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if len(self.kubectl.get("pods", "-l", f"app={name}")["items"]) == 6:
+                    break
+                if self.stop.wait(0.5):
+                    break
+            self.kubectl.delete("statefulset", name)
+            self.cycles += 1
+
+    def _dry_run(self) -> None:
+        pod = owned_pod(self.owner, 9, image=IMAGE, labels={"app": "owner"})
+        while not self.stop.wait(0.3):
+            try:
+                created = self.kubectl.create(pod, dry_run=True)
+                if "stszone.io/zone" not in created["metadata"].get("annotations", {}):
+                    self.dry_run_errors.append("a dry-run pod came back without its zone")
+            except KubectlError as err:
+                self.dry_run_errors.append(err.stderr.strip()[:300])
+            self.dry_runs += 1
+
+    def finish(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=90)
+
+
+def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed_admission(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    run = secrets.token_hex(3)
+    zones = ",".join(
+        sorted(
+            {
+                n["metadata"]["labels"]["topology.kubernetes.io/zone"]
+                for n in kubectl.get("nodes")["items"]
+            }
+        )
+    )
+    timeline: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {"run": run}
+    with ExitStack() as cleanup:
+        lab = certslab.install(kubectl, run=run, cleanup=cleanup)
+        work = kubectl.within(lab.workload)
+        kubeconfig = certslab.token_kubeconfig(kubectl, lab, tmp_path / "stszone.kubeconfig")
+        processes = [
+            certslab.launch(
+                name, lab, kubeconfig=kubeconfig, zones=zones, work=tmp_path, validity="3m"
+            )
+            for name in (f"replica-a-{run}", f"replica-b-{run}")
+        ]
+        for process in processes:
+            cleanup.callback(process.stop)
+        certslab.register(kubectl, lab, cleanup=cleanup)  # deleted first on the way out
+        assert certslab.secret_state(kubectl, lab) is None  # from no Secret
+        assert certslab.bundle_of(kubectl, lab, "MutatingWebhookConfiguration") == b""
+
+        def both_ready() -> bool:
+            for process in processes:
+                process.alive()
+            return all(process.ready() for process in processes)
+
+        wait_for("both processes to be Ready", both_ready, timeout=120, interval=0.5)
+        first = _serials(certslab.secret_state(kubectl, lab))
+        summary["before"] = {"ca": first[0], "serving": first[1], "bundle": list(first[2])}
+        leaders = [p.metrics().get("stszone_certificate_leader", -1.0) for p in processes]
+        assert sorted(leaders) == [0.0, 1.0], leaders
+
+        # The API server calls them: a StatefulSet is placed, ordinal by zone.
+        placed = workload("StatefulSet", "placed", image=IMAGE, replicas=3, labels={})
+        work.create(placed)
+
+        def placed_pods() -> list[dict[str, Any]] | None:
+            pods = work.get("pods", "-l", "app=placed")["items"]
+            done = [p for p in pods if p["spec"].get("nodeName")]
+            return pods if len(done) == 3 else None
+
+        pods = wait_for("3 placed pods", placed_pods, timeout=120)
+        chosen = {
+            p["metadata"]["name"]: p["metadata"]["annotations"]["stszone.io/zone"] for p in pods
+        }
+        assert chosen == {f"placed-{i}": zones.split(",")[i] for i in range(3)}
+
+        errors_before = certslab.apiserver_webhook_errors(kubectl)
+        calls_before = certslab.apiserver_webhook_calls(kubectl)
+        load = Load(work)
+        load.start()
+        cleanup.callback(load.finish)
+        started = time.monotonic()
+
+        def rotated() -> bool:
+            for process in processes:
+                process.alive()
+            secret = certslab.secret_state(kubectl, lab)
+            ca, serving, bundle = _serials(secret)
+            held = _bundle_serials(
+                certslab.bundle_of(kubectl, lab, "ValidatingWebhookConfiguration")
+            )
+            if (
+                not timeline
+                or timeline[-1]["serving"] != serving
+                or timeline[-1]["bundle"] != list(bundle)
+                or timeline[-1]["caBundle"] != list(held)
+            ):
+                timeline.append(
+                    {
+                        "at": round(time.monotonic() - started, 1),
+                        "ca": ca,
+                        "serving": serving,
+                        "bundle": list(bundle),
+                        "caBundle": list(held),
+                    }
+                )
+            return ca != first[0] and bundle == (ca,) and held == (ca,)
+
+        wait_for(
+            "the CA to rotate and the old one to leave",
+            rotated,
+            timeout=ROTATION_TIMEOUT,
+            interval=2,
+        )
+        # One more renewal period under load after the old CA has gone.
+        settle_until = time.monotonic() + 30
+        while time.monotonic() < settle_until:
+            rotated()
+            time.sleep(2)
+        load.finish()
+        last = _serials(certslab.secret_state(kubectl, lab))
+        summary["after"] = {"ca": last[0], "serving": last[1], "bundle": list(last[2])}
+        errors_after = certslab.apiserver_webhook_errors(kubectl)
+        calls_after = certslab.apiserver_webhook_calls(kubectl)
+        failed = certslab.failed_creates(work)
+        expiry = tlssecret.read(certslab.secret_state(kubectl, lab) or {}).serving
+        assert expiry is not None
+        gauges = [
+            p.metrics().get("stszone_certificate_expiry_timestamp_seconds") for p in processes
+        ]
+        summary.update(
+            timeline=timeline,
+            seconds=round(time.monotonic() - started),
+            statefulsets_created=load.cycles,
+            webhook_calls={k: calls_after[k] - calls_before.get(k, 0.0) for k in calls_after},
+            dry_runs=load.dry_runs,
+            dry_run_errors=load.dry_run_errors,
+            failed_creates=failed,
+            calling_webhook_errors=errors_after - errors_before,
+            reloads={p.name: len(p.lines("serving certificate reloaded")) for p in processes},
+            leader_writes={p.name: len(p.lines("stszone.certs: Secret")) for p in processes},
+            pods_created_by_controller=sum(
+                int(e.get("count") or 1)
+                for e in work.get("events", "--field-selector", "reason=SuccessfulCreate")["items"]
+            ),
+        )
+        (tmp_path / "certs-e2e.json").write_text(json.dumps(summary, indent=2))
+        print(json.dumps(summary, indent=2))
+        servings = {entry["serving"] for entry in timeline} | {first[1]}
+        cas = {entry["ca"] for entry in timeline} | {first[0]}
+        assert len(servings) >= 3 and len(cas) == 2, summary
+        assert failed == [], failed
+        assert load.dry_run_errors == [], load.dry_run_errors
+        assert errors_after - errors_before == 0
+        assert load.cycles >= 5 and load.dry_runs >= 100
+        # Every create recorded (the last cycle may have been stopped half-way).
+        assert summary["pods_created_by_controller"] >= 6 * (load.cycles - 1)
+        assert summary["webhook_calls"].get("rejected", 0.0) == 0.0
+        assert gauges == [expiry.cert.not_valid_after_utc.timestamp()] * 2
+        assert all(count >= 2 for count in summary["reloads"].values()), summary["reloads"]
+        assert _bundles_are_the_secrets(kubectl, lab)
+
+
+def _bundles_are_the_secrets(kubectl: Kubectl, lab: certslab.Lab) -> bool:
+    """Both configurations hold exactly the Secret's bundle at the end."""
+    secret = certslab.secret_state(kubectl, lab) or {}
+    wanted = base64.b64decode(secret["data"][tlssecret.BUNDLE])
+    return all(
+        certslab.bundle_of(kubectl, lab, kind) == wanted
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    )
