@@ -191,6 +191,16 @@ class Process:
                 found[match[1]] = float(match[2])
         return found
 
+    def answered(self) -> float:
+        """Admission requests it answered (``stszone_requests_total``, every label set)."""
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as resp:
+            text = resp.read().decode()
+        return sum(
+            float(line.rpartition(" ")[2])
+            for line in text.splitlines()
+            if line.startswith("stszone_requests_total{")
+        )
+
     def ready(self) -> bool:
         try:
             return self.metrics().get("stszone_ready") == 1.0

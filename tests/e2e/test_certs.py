@@ -243,6 +243,7 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
             failed_creates=failed,
             calling_webhook_errors=errors_after - errors_before,
             reloads={p.name: len(p.lines("serving certificate reloaded")) for p in processes},
+            answered={p.name: p.answered() for p in processes},
             leader_writes={p.name: len(p.lines("stszone.certs: Secret")) for p in processes},
             pods_created_by_controller=sum(
                 int(e.get("count") or 1)
@@ -263,6 +264,7 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
         assert summary["webhook_calls"].get("rejected", 0.0) == 0.0
         assert gauges == [expiry.cert.not_valid_after_utc.timestamp()] * 2
         assert all(count >= 2 for count in summary["reloads"].values()), summary["reloads"]
+        assert all(count > 0 for count in summary["answered"].values()), summary["answered"]
         assert _bundles_are_the_secrets(kubectl, lab)
 
 
