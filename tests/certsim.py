@@ -150,7 +150,7 @@ def check_write(paper: Paper, secret: JSON) -> None:
     before = issuer_of(paper.secret) if paper.secret is not None else None
     if before is not None and tlssecret.fingerprint(before) == tlssecret.fingerprint(issuer):
         assert tlssecret.fingerprint(issuer) in paper.trusted_since
-        return  # the same CA as before, which the configurations trust
+        return  # the CA the Secret already used, which the configurations trust
     since = paper.trusted_since.get(tlssecret.fingerprint(issuer))
     assert since is not None, f"serial {issuer.serial_number:x} served before it was trusted"
     assert paper.now - since >= paper.plan.settle, "served before the trust could settle"
