@@ -149,10 +149,11 @@ def _by_key(objects: list[Obj]) -> dict[str, Obj]:
 
 
 def _with_components(pair: Path, tmp: Path, *components: str) -> list[Obj]:
-    """`kubectl kustomize` of deploy/base with the components, filled in by `stszone manifests
-    --ca ... --base -`, as docs/install.md renders a kustomization without cert-manager."""
+    """`kubectl kustomize` of deploy/base with the components (and provided-certs: the chart's
+    certificate is mounted, as `--ca` provides it), filled in by `stszone manifests --ca ...
+    --base -`, as docs/install.md renders a kustomization with provided certificates."""
     rendered = tmp / "rendered.yaml"
-    rendered.write_text(manifests.dump(base_with(tmp, *components)))
+    rendered.write_text(manifests.dump(base_with(tmp, "provided-certs", *components)))
     return _printed(pair, base=rendered)
 
 

@@ -61,7 +61,8 @@ async def test_from_nothing_the_leader_creates_the_secret_and_injects_the_ca(
         await eventually(lambda: bool(bundle_pem(fake, "ValidatingWebhookConfiguration")))
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             assert await handshake(replica.port, bundle_pem(fake, kind)) == _serving_serial(fake)
-        assert replica.managed.keeper.outcome.last_success is not None
+        # The turn after the last write finds everything in order.
+        await eventually(lambda: replica.managed.keeper.outcome.last_success is not None)
 
 
 async def test_an_existing_valid_secret_is_served_as_it_is(tmp_path: Path) -> None:
