@@ -8,7 +8,6 @@ every value is set otherwise by some ``ci/*.yaml`` and listed in docs/install.md
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import json
 import re
 from collections.abc import Callable
@@ -17,8 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
-from cryptography import x509
 
+from tests.chartcerts import assert_mounted, assert_self_managed, assert_valid_pair
 from tests.helm import (
     CHART,
     ROOT,
@@ -34,7 +33,6 @@ from tests.rendered import container, only, validate, webhooks
 from webhook import __version__
 from webhook.cli import build_parser, settings_from
 from webhook.install.certs import service_dns_names
-from webhook.install.pemcheck import check_serving_pair
 
 #: Groups of custom resources, for which kubernetes-validate has no schema.
 CRD_GROUPS = {"cert-manager.io", "monitoring.coreos.com"}
@@ -93,6 +91,7 @@ def _cert_manager(objects: list[Obj], values: dict[str, Any]) -> None:
     the caBundle, so the chart sets none and makes no Secret."""
     manager = values["certificates"]["certManager"]
     assert not _named(objects, "Secret")
+    assert_mounted(objects)
     certificates, issuers = _named(objects, "Certificate"), _named(objects, "Issuer")
     serving = certificates["stszone-tls"]["spec"]
     assert serving["duration"] == manager["duration"]
@@ -122,14 +121,16 @@ def _provided(objects: list[Obj], values: dict[str, Any]) -> None:
     """The named Secret is mounted (the chart makes none) and its CA is the caBundle."""
     provided = values["certificates"]["provided"]
     assert not _named(objects, "Secret")
+    assert_mounted(objects)
     assert _pod(objects)["volumes"][0]["secret"]["secretName"] == provided["secretName"]
     for kind, hook in webhooks(objects):
         assert base64.b64decode(hook["clientConfig"]["caBundle"]) == provided["ca"].encode(), kind
 
 
 def _placement(objects: list[Obj], values: dict[str, Any]) -> None:
-    """Every placement value reaches the pod spec; names follow fullnameOverride; webhooks'
-    knobs reach both configurations; the zones reach `stszone serve` and the test hook."""
+    """Every placement value reaches the pod spec; names follow fullnameOverride (the names
+    self-managed certificates are written under too); webhooks' knobs reach both
+    configurations; the zones reach `stszone serve` and the test hook."""
     name = values["fullnameOverride"]
     deployment = only(release(objects), "Deployment")
     assert deployment["spec"]["replicas"] == values["replicas"]
@@ -157,11 +158,8 @@ def _placement(objects: list[Obj], values: dict[str, Any]) -> None:
         assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == excluded, kind
         assert hook["clientConfig"]["service"]["name"] == name, kind
     assert only(release(objects), "Service")["metadata"]["name"] == name
-    secret = only(objects, "Secret")
-    assert secret["metadata"]["name"] == f"{name}-tls"
-    _assert_valid_pair(
-        secret, objects, service=name, days=values["certificates"]["generated"]["days"]
-    )
+    assert_self_managed(objects, name=name)
+    assert settings.certs_secret == f"{name}-tls" and settings.certs_lease == f"{name}-certs"
     test_pod = only(hooks(objects), "Pod")["spec"]["containers"][0]
     assert test_pod["image"] == values["tests"]["image"]
     env = {item["name"]: item["value"] for item in test_pod["env"]}
@@ -228,25 +226,21 @@ def _metrics_off(objects: list[Obj], values: dict[str, Any]) -> None:
     assert not _named(objects, "ServiceMonitor")
 
 
-def _assert_valid_pair(secret: Obj, objects: list[Obj], *, service: str, days: int) -> None:
-    """The generated pair names the Service, chains to the caBundle both webhooks carry, and is
-    valid for ``days``."""
-    data = {key: base64.b64decode(value) for key, value in secret["data"].items()}
-    host = f"{service}.stszone-system.svc"
-    check_serving_pair(
-        ca_pem=data["ca.crt"], cert_pem=data["tls.crt"], key_pem=data["tls.key"], host=host
+def _generated(objects: list[Obj], values: dict[str, Any]) -> None:
+    """The chart makes the pair (for the Service, valid the days asked) into the mounted Secret
+    and puts its CA into both webhooks; stszone writes nothing."""
+    secret = only(objects, "Secret")
+    assert secret["metadata"]["name"] == "stszone-tls"
+    assert _pod(objects)["volumes"][0]["secret"]["secretName"] == "stszone-tls"
+    assert_valid_pair(
+        secret, objects, service="stszone", days=values["certificates"]["generated"]["days"]
     )
-    for kind, hook in webhooks(objects):
-        assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"], kind
-    leaf = x509.load_pem_x509_certificate(data["tls.crt"])
-    lifetime = leaf.not_valid_after_utc - leaf.not_valid_before_utc
-    assert abs(lifetime - dt.timedelta(days=days)) < dt.timedelta(days=1)
-    names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert names.get_values_for_type(x509.DNSName) == service_dns_names(service, "stszone-system")
+    assert_mounted(objects)
 
 
 #: Each ci file and what it must change.
 CHECKS: dict[str, Callable[[list[Obj], dict[str, Any]], None]] = {
+    "generated-values.yaml": _generated,
     "cert-manager-values.yaml": _cert_manager,
     "cert-manager-issuer-values.yaml": _cert_manager_issuer,
     "provided-values.yaml": _provided,
@@ -269,28 +263,6 @@ def test_ci_values_change_what_they_say(helm: Helm, name: str) -> None:
     path = CHART / "ci" / name
     args = PROMETHEUS if name == "metrics-off-values.yaml" else ()
     CHECKS[name](helm.template("--values", str(path), *args), _values(path))
-
-
-def test_generated_certificate_is_valid_for_the_service(helm: Helm) -> None:
-    """With no cluster to look the Secret up in, the chart makes a CA and a serving pair for
-    stszone.stszone-system.svc, and both webhooks trust that CA."""
-    objects = helm.template()
-    _assert_valid_pair(only(objects, "Secret"), objects, service="stszone", days=3650)
-
-
-def test_names_follow_the_release_name(helm: Helm) -> None:
-    """A release named otherwise gets RELEASE-stszone everywhere a name is referenced."""
-    objects = release(helm.template(name="platform"))
-    assert {obj["metadata"]["name"] for obj in objects} == {
-        "platform-stszone",
-        "platform-stszone-tls",
-    }
-    account = only(objects, "ServiceAccount")["metadata"]["name"]
-    assert _pod(objects)["serviceAccountName"] == account
-    assert only(objects, "ClusterRoleBinding")["subjects"][0]["name"] == account
-    for _, hook in webhooks(objects):
-        assert hook["clientConfig"]["service"]["name"] == "platform-stszone"
-    _assert_valid_pair(only(objects, "Secret"), objects, service="platform-stszone", days=3650)
 
 
 def test_metrics_follow_the_prometheus_operator_api(helm: Helm) -> None:
@@ -336,7 +308,7 @@ REFUSED = [
     ({"tolerations": {"key": "a"}}, "at '/tolerations': got object, want array"),
     ({"nodeSelector": {"disk": True}}, "at '/nodeSelector/disk': got boolean, want string"),
     ({"resources": {"limit": {"cpu": "1"}}}, "additional properties 'limit' not allowed"),
-    ({"certificates": {"mode": "self-signed"}}, "at '/certificates/mode': value must be one of 'generated', 'cert-manager', 'provided'"),
+    ({"certificates": {"mode": "self-signed"}}, "at '/certificates/mode': value must be one of 'self-managed', 'generated', 'cert-manager', 'provided'"),
     ({"certificates": {"generated": {"days": 0}}}, "at '/certificates/generated/days': minimum"),
     ({"certificates": {"certManager": {"duration": "90d"}}}, "at '/certificates/certManager/duration'"),
     ({"certificates": {"certManager": {"issuerRef": {"kind": "ClusterIssuer"}}}}, "at '/certificates/certManager/issuerRef'"),

@@ -148,6 +148,13 @@ def _by_key(objects: list[Obj]) -> dict[str, Obj]:
     return {f"{obj['kind']}/{obj['metadata']['name']}": obj for obj in objects}
 
 
+def _managed(**flags: Any) -> list[Obj]:
+    """What `stszone manifests` prints without --ca: the base, self-managed certificates."""
+    out = io.StringIO()
+    assert manifests.run_manifests(ca=None, out=out, **flags) == 0
+    return [doc for doc in yaml.safe_load_all(out.getvalue()) if doc]
+
+
 def _with_components(pair: Path, tmp: Path, *components: str) -> list[Obj]:
     """`kubectl kustomize` of deploy/base with the components (and provided-certs: the chart's
     certificate is mounted, as `--ca` provides it), filled in by `stszone manifests --ca ...
@@ -157,12 +164,33 @@ def _with_components(pair: Path, tmp: Path, *components: str) -> list[Obj]:
     return _printed(pair, base=rendered)
 
 
+#: ci/provided-values.yaml's CA, for the Secret deploy/ mounts (stszone-tls).
+PROVIDED = {
+    "mode": "provided",
+    "provided": {
+        **yaml.safe_load((CHART / "ci" / "provided-values.yaml").read_text())["certificates"][
+            "provided"
+        ],
+        "secretName": "stszone-tls",
+    },
+}
+GENERATED_MODE = {"certificates": {"mode": "generated"}}
+
 #: name -> (chart values, the reference it must equal).
 CASES: dict[str, tuple[dict[str, Any], Callable[[Path, Path], list[Obj]]]] = {
-    "defaults = stszone manifests --ca": ({}, lambda pair, tmp: _printed(pair)),
+    "defaults = deploy/ (self-managed)": ({}, lambda pair, tmp: kustomize(DEPLOY)),
+    "defaults = stszone manifests (self-managed)": ({}, lambda pair, tmp: _managed()),
     "webhooks.matchConditions=false = stszone manifests --no-match-conditions": (
         {"webhooks": {"matchConditions": False}},
-        lambda pair, tmp: _printed(pair, match_conditions=False),
+        lambda pair, tmp: _managed(match_conditions=False),
+    ),
+    "certificates.mode=generated = stszone manifests --ca": (
+        GENERATED_MODE,
+        lambda pair, tmp: _printed(pair),
+    ),
+    "certificates.mode=provided = stszone manifests --ca --no-secret": (
+        {"certificates": PROVIDED},
+        lambda pair, tmp: _printed(pair, secret=False),
     ),
     "certificates.mode=cert-manager = deploy/overlays/cert-manager": (
         {"certificates": {"mode": "cert-manager"}},
@@ -170,11 +198,15 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Path, Path], list[Obj]]]] = {
     ),
     "metrics.enabled=true = components/prometheus": (
         {"metrics": {"enabled": True}},
-        lambda pair, tmp: _with_components(pair, tmp, "prometheus"),
+        lambda pair, tmp: base_with(tmp, "prometheus"),
     ),
     "rebalance.enabled=true = components/rebalance": (
         {"rebalance": {"enabled": True}},
-        lambda pair, tmp: _with_components(pair, tmp, "rebalance"),
+        lambda pair, tmp: base_with(tmp, "rebalance"),
+    ),
+    "certificates.mode=generated, metrics.enabled=true = provided-certs, prometheus, --ca --base": (
+        {**GENERATED_MODE, "metrics": {"enabled": True}},
+        lambda pair, tmp: _with_components(pair, tmp, "prometheus"),
     ),
 }
 

@@ -17,6 +17,7 @@ import pytest
 from cryptography import x509
 
 from tests.certcluster import (
+    KINDS,
     NS,
     Replica,
     bundle_pem,
@@ -28,7 +29,7 @@ from tests.certcluster import (
 )
 from tests.certsim import replay
 from tests.fakeapi import FakeApi, Fault, eventually
-from webhook.cli import managedcerts
+from webhook.cli import build_parser, managedcerts, settings_from
 from webhook.config import Settings
 from webhook.install import tlssecret
 from webhook.install.certs import new_ca, new_serving
@@ -264,6 +265,51 @@ async def test_rbac_refusing_the_patch_is_said_once_and_counted(
         assert "ValidatingWebhookConfiguration stszone" in lines[0]
         assert "ClusterRole stszone-certs" in lines[0]
         assert replica.managed.keeper.outcome.failures >= 4
+
+
+async def test_the_flags_name_the_secret_the_lease_and_the_configurations(tmp_path: Path) -> None:
+    """As a Helm release named otherwise runs it (charts/stszone passes the names of its own
+    objects): the Secret and the Lease written, the configurations given the CA and the pair's
+    names are the flags' ones; nothing is written under a default name."""
+    name = "platform-stszone"
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--manage-certs",
+            "--service", name,
+            "--webhook-config-name", name,
+            "--certs-secret", f"{name}-tls",
+            "--certs-lease", f"{name}-certs",
+        ]
+    )  # fmt: skip
+    given = settings_from(args, environ={})
+    async with cluster(tmp_path, configs=()) as (fake, start):
+        for kind in KINDS:
+            config = configuration(kind)
+            config["metadata"]["name"] = name
+            fake.put(kind.lower() + "s", config)
+        replica = await start(
+            "replica-a",
+            service=given.service,
+            webhook_config_name=given.webhook_config_name,
+            certs_secret=given.certs_secret,
+            certs_lease=given.certs_lease,
+        )
+        await eventually(lambda: replica.managed.ready()[0])
+        lease = stored(fake, "leases", f"{name}-certs", NS)
+        assert lease is not None and lease["spec"]["holderIdentity"] == "replica-a"
+        assert stored(fake, "leases", "stszone-certs", NS) is None
+        assert stored(fake, "secrets", "stszone-tls", NS) is None
+        assert stored(fake, "secrets", f"{name}-tls", NS) is not None
+
+        def bundle(kind: str) -> bytes:
+            config = stored(fake, kind.lower() + "s", name) or {}
+            return base64.b64decode(config["webhooks"][0]["clientConfig"].get("caBundle", ""))
+
+        await eventually(lambda: all(bundle(kind) for kind in KINDS))
+        for kind in KINDS:
+            served = await handshake(replica.port, bundle(kind), host=f"{name}.{NS}.svc")
+            assert served == replica.managed.tls.serial
 
 
 def _agent(replica: Replica) -> str:

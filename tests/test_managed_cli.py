@@ -44,18 +44,21 @@ def test_flags_reach_the_settings() -> None:
             "--cert-validity", "3m",
             "--service", "hooks",
             "--webhook-config-name", "hooks-e2e",
+            "--certs-lease", "hooks-certs",
         ]
     )  # fmt: skip
     settings = settings_from(args, environ={})
     assert settings.manage_certs is True
     assert (settings.certs_secret, settings.cert_validity) == ("tls-x", 180.0)
     assert (settings.service, settings.webhook_config_name) == ("hooks", "hooks-e2e")
+    assert settings.certs_lease == "hooks-certs"
     plain = settings_from(build_parser().parse_args(["serve"]), environ={})
     assert plain == Settings()
-    assert (plain.manage_certs, plain.certs_secret, plain.cert_validity) == (
+    assert (plain.manage_certs, plain.certs_secret, plain.cert_validity, plain.certs_lease) == (
         False,
         "stszone-tls",
         YEAR,
+        "stszone-certs",
     )
 
 

@@ -1,38 +1,44 @@
 """charts/stszone on a real API server: install, place, `helm test`, upgrade, uninstall.
 
-The chart is installed with the real helm (a server-side dry run first). A cluster whose pods
-never run a container (the lab's fake kubelet only reports them Running) cannot run stszone's
-image, so the webhook is served the way every end-to-end test serves it: ``stszone serve`` on
-this machine, here with the installed Deployment's own arguments, the Secret the chart
-generated, bound to the installed Service's ClusterIP on port 443 (the lab's Service range is on
-loopback), so that the API server calls it through the chart's own webhook configurations. The
-same stands in for the kubelet of the ``helm test`` pod: its command runs here, as its
-ServiceAccount, and its exit status becomes the pod's phase.
+The chart is installed with the real helm (a server-side dry run first), with its defaults:
+stszone makes its own certificates. A cluster whose pods never run a container (the lab's fake
+kubelet only reports them Running) cannot run stszone's image, so the webhook runs here as a
+replica of the installed Deployment runs it: its own arguments, its environment, a token of its
+ServiceAccount (the chart's RBAC decides what it may write), bound to the installed Service's
+ClusterIP on port 443, so that the API server calls it through the chart's own webhook
+configurations (tests/e2e/helmlab.py). The same stands in for the kubelet of the ``helm test``
+pod.
 
 The installed webhooks match every opted-in namespace of the cluster (as in production), so
 run these tests only where nothing else runs (the lab lock). Everything is removed at the end,
 the release (webhook configurations first) before the namespaces, whether the test passes or
-fails; after a SIGKILL: ``helm uninstall stszone-helm-RUN -n stszone-helm-RUN``.
+fails; after a SIGKILL: ``helm uninstall stszone-helm-RUN -n stszone-helm-RUN`` and
+``kubectl delete namespace stszone-helm-RUN stszone-helm-db-RUN``.
 """
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import os
 import re
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.e2e.conftest import delete_namespace, opted_in_namespace
+from tests.e2e.helmlab import (
+    ca_bundle_managers,
+    ca_bundles,
+    find,
+    play_kubelet,
+    serving_release,
+)
 from tests.e2e.kube import (
     MARKS,
     RUN_LABEL,
@@ -43,17 +49,14 @@ from tests.e2e.kube import (
     wait_for,
     workload,
 )
-from tests.e2e.server import READY_TIMEOUT, ROOT, STOP_TIMEOUT
+from tests.e2e.server import ROOT, STOP_TIMEOUT
 from tests.helm import CHART, Helm, HelmError, ci_values, helm_for_tests, release
-from tests.kubeconfig import write_kubeconfig
-from tests.process import Webhook, start_serve
+from webhook.install import tlssecret
 
 pytestmark = MARKS
 
 TIMEOUT = float(os.environ.get("STSZONE_E2E_TIMEOUT", "180"))
 IMAGE = os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10")
-#: Where the Deployment mounts the serving pair (templates/deployment.yaml).
-TLS_DIR = "/etc/stszone/tls"
 SHARED_CRDS = ROOT.parent / "shared" / "lab" / "crds"
 #: The CRDs the chart's optional objects need, applied for the dry runs when the cluster lacks
 #: them (and deleted afterwards).
@@ -84,52 +87,6 @@ def _uninstall(helm: Helm, name: str, namespace: str) -> None:
         ) from None
 
 
-def _lab_server(kubectl: Kubectl, work: Path) -> tuple[str, Path]:
-    """The API server's URL and its CA (as a file) from the admin kubeconfig."""
-    config = yaml.safe_load(Path(kubectl.kubeconfig).read_text())
-    cluster = config["clusters"][0]["cluster"]
-    ca = work / "apiserver-ca.crt"
-    if "certificate-authority-data" in cluster:
-        ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
-    else:
-        ca.write_bytes(Path(cluster["certificate-authority"]).read_bytes())
-    return cluster["server"], ca
-
-
-@contextmanager
-def serving_release(
-    kubectl: Kubectl, *, name: str, namespace: str, work: Path
-) -> Iterator[Webhook]:
-    """``stszone serve`` with the installed Deployment's arguments and Secret, at the Service's
-    ClusterIP:443, until the block ends."""
-    scoped = kubectl.within(namespace)
-    address = scoped.get("service", name)["spec"]["clusterIP"]
-    volumes = scoped.get("deployment", name)["spec"]["template"]["spec"]
-    secret_name = next(v["secret"]["secretName"] for v in volumes["volumes"] if v["name"] == "tls")
-    tls = work / "tls"
-    tls.mkdir(parents=True)
-    for key, value in scoped.get("secret", secret_name)["data"].items():
-        (tls / key).write_bytes(base64.b64decode(value))
-    args = [arg.replace(TLS_DIR, str(tls)) for arg in volumes["containers"][0]["args"]]
-    server = start_serve(
-        work,
-        *args,
-        "--kubeconfig", kubectl.kubeconfig,
-        environ={**os.environ, "POD_NAMESPACE": namespace},
-        cwd=ROOT,
-        bind=address,
-        port=443,
-        ca=tls / "ca.crt",
-        check_hostname=False,
-        ready="/readyz",
-        wait=READY_TIMEOUT,
-    )  # fmt: skip
-    try:
-        yield server
-    finally:
-        server.stop(grace=STOP_TIMEOUT)
-
-
 def _probe(run: str) -> Obj:
     return workload("StatefulSet", "probe", image=IMAGE, replicas=0, labels={RUN_LABEL: run})
 
@@ -141,15 +98,12 @@ def _mutated(kubectl: Kubectl, run: str) -> str | None:
     return zones
 
 
-def _place(kubectl: Kubectl, run: str, zones: list[str]) -> list[Obj]:
-    """A StatefulSet of REPLICAS; its pods once all are scheduled, each pinned to its zone."""
-    kubectl.create(
-        workload("StatefulSet", "db", image=IMAGE, replicas=REPLICAS, labels={RUN_LABEL: run})
-    )
+def _scheduled(kubectl: Kubectl, replicas: int) -> list[Obj]:
+    """db's pods once ``replicas`` of them exist and all are scheduled."""
 
     def scheduled() -> list[Obj] | None:
         pods: list[Obj] = kubectl.get("pods", "-l", "app=db")["items"]
-        done = len(pods) == REPLICAS and all(pod["spec"].get("nodeName") for pod in pods)
+        done = len(pods) == replicas and all(pod["spec"].get("nodeName") for pod in pods)
         return pods if done else None
 
     try:
@@ -159,67 +113,17 @@ def _place(kubectl: Kubectl, run: str, zones: list[str]) -> list[Obj]:
         raise AssertionError(f"{err}\nevents of statefulset db:\n{events}") from None
 
 
-def _play_kubelet(
-    kubectl: Kubectl, *, pod_name: str, namespace: str, work: Path
-) -> subprocess.CompletedProcess[str]:
-    """Run the ``helm test`` pod's command here, as its ServiceAccount, and report its exit
-    status as the pod's phase (what the kubelet would do once the container exits)."""
-    scoped = kubectl.within(namespace)
-
-    def bound() -> Obj | None:
-        pod = scoped.get("pod", pod_name)
-        return pod if pod["spec"].get("nodeName") else None
-
-    pod = wait_for(f"the helm test pod {pod_name} to be scheduled", bound, timeout=TIMEOUT)
-    check = pod["spec"]["containers"][0]
-    assert check["command"][0] == "python", check["command"]
-    token = scoped.run("create", "token", pod["spec"]["serviceAccountName"], "--duration", "10m")
-    server, ca = _lab_server(kubectl, work)
-    config = write_kubeconfig(
-        work / "test-pod.kubeconfig", server=server, token=token.strip(), ca=ca
-    )
-    env = {item["name"]: item.get("value", "") for item in check.get("env", [])}
-    environ = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(work),
-        "KUBECONFIG": str(config),
-        **env,
+def _assert_placed(kubectl: Kubectl, pods: list[Obj], zones: list[str]) -> None:
+    """Each pod annotated with, and scheduled into, the zone of its ordinal."""
+    node_zone = {
+        node["metadata"]["name"]: node["metadata"].get("labels", {}).get(ZONE_KEY)
+        for node in kubectl.get("nodes")["items"]
     }
-    done = subprocess.run(
-        [sys.executable, *check["command"][1:], *check.get("args", [])],
-        env=environ, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    now = pod["status"].get("startTime")
-    terminated = {
-        "exitCode": done.returncode,
-        "reason": "Completed" if done.returncode == 0 else "Error",
-        "startedAt": now,
-        "finishedAt": now,
-    }
-    status = {
-        "phase": "Succeeded" if done.returncode == 0 else "Failed",
-        "containerStatuses": [
-            {
-                "name": check["name"],
-                "image": check["image"],
-                "imageID": "",
-                "ready": False,
-                "restartCount": 0,
-                "started": False,
-                "state": {"terminated": terminated},
-            }
-        ],
-    }
-    scoped.run(
-        "patch",
-        "pod",
-        pod_name,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps({"status": status}),
-    )
-    return done
+    for pod in pods:
+        pod_name = pod["metadata"]["name"]
+        expected = zones[int(pod_name.rsplit("-", 1)[1]) % len(zones)]
+        assert pod["metadata"]["annotations"]["stszone.io/zone"] == expected, pod_name
+        assert node_zone[pod["spec"]["nodeName"]] == expected, pod_name
 
 
 def _leftovers(kubectl: Kubectl, name: str) -> str:
@@ -227,17 +131,44 @@ def _leftovers(kubectl: Kubectl, name: str) -> str:
     kinds = (
         "mutatingwebhookconfigurations,validatingwebhookconfigurations,clusterroles,"
         "clusterrolebindings,deployments,services,secrets,serviceaccounts,"
-        "poddisruptionbudgets,roles,rolebindings,pods"
+        "poddisruptionbudgets,roles,rolebindings,pods,leases"
     )
     selector = f"app.kubernetes.io/instance={name}"
     return kubectl.run("get", kinds, "--all-namespaces", "-l", selector, "-o", "name").strip()
 
 
+def _helm_test(helm: Helm, kubectl: Kubectl, *, name: str, namespace: str, work: Path) -> str:
+    """`helm test`, with its pod's command run here; helm's output once it passed."""
+    tester = subprocess.Popen(
+        [str(helm.binary), "test", name, "--namespace", namespace, "--timeout", f"{TIMEOUT:.0f}s"],
+        env=helm.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        checked = play_kubelet(kubectl, pod_name=f"{name}-test", namespace=namespace, work=work)
+        tested, _ = tester.communicate(timeout=TIMEOUT)
+    except (AssertionError, subprocess.TimeoutExpired) as err:
+        tester.kill()
+        raise AssertionError(f"{err}\nhelm test said:\n{tester.communicate()[0]}") from None
+    finally:
+        if tester.poll() is None:
+            tester.kill()
+            tester.wait()
+    assert checked.returncode == 0, f"{checked.stdout}{checked.stderr}"
+    assert tester.returncode == 0, tested
+    phases = re.findall(r"^Phase:\s+(\w+)$", tested, flags=re.MULTILINE)
+    assert phases and set(phases) == {"Succeeded"}, tested
+    return checked.stdout
+
+
 def test_install_place_test_upgrade_uninstall(helm: Helm, kubectl: Kubectl, tmp_path: Path) -> None:
     """The newcomer's path, with the chart's defaults: a server-side dry run changes nothing;
-    the install answers through the API server; a StatefulSet is placed by ordinal; `helm
-    test` passes; an upgrade to 3 replicas keeps the certificate; the uninstall leaves no
-    webhook configuration, so pods are created again with nothing answering."""
+    the install renders no Secret and no caBundle; its webhook, running with the chart's RBAC,
+    makes the Secret and fills both caBundles and answers through the API server; a StatefulSet
+    is placed by ordinal; `helm test` passes; an upgrade to 3 replicas and a longer webhook
+    timeout (made while no replica runs, so nothing could repair what it changed) leaves the
+    Secret and both caBundles as they were, and pods are placed after it; the uninstall leaves no object of the release and no
+    webhook configuration, so pods are created again with nothing answering. The Secret and
+    the Lease that stszone made stay, until the namespace goes."""
     run = secrets.token_hex(3)
     name = namespace = f"stszone-helm-{run}"
     apps = f"stszone-helm-db-{run}"
@@ -261,82 +192,121 @@ def test_install_place_test_upgrade_uninstall(helm: Helm, kubectl: Kubectl, tmp_
         kubectl.create(opted_in_namespace(apps, run))
         db = kubectl.within(apps)
         out = helm.run(*install, "--wait", "--timeout", f"{TIMEOUT:.0f}s")
-        assert "STATUS: deployed" in out, out
+        assert "STATUS: deployed" in out and "(certificates: self-managed)" in out, out
         assert "kubectl label namespace my-db stszone.io/enabled=true" in out, out
         scoped = kubectl.within(namespace)
-        secret_before = scoped.get("secret", f"{name}-tls")["data"]
-        webhook = stack.enter_context(
-            serving_release(kubectl, name=name, namespace=namespace, work=tmp_path / "serve")
-        )
+        assert find(scoped, "secret", f"{name}-tls") is None, "the chart rendered a Secret"
+        assert set(ca_bundles(kubectl, name).values()) == {None}, "the chart rendered a caBundle"
 
+        webhook = stack.enter_context(
+            serving_release(kubectl, name=name, namespace=namespace, work=tmp_path / "serve-1")
+        )
+        secret = scoped.get("secret", f"{name}-tls")
+        assert tlssecret.is_managed(secret), secret["metadata"]
+        lease = scoped.get("lease", f"{name}-certs")
+        assert lease["spec"]["holderIdentity"].startswith(f"{name}-"), lease["spec"]
+        bundle = secret["data"][tlssecret.BUNDLE]
+        wait_for(
+            "both caBundles to hold the Secret's CA",
+            lambda: set(ca_bundles(kubectl, name).values()) == {bundle},
+            timeout=60,
+        )
         zones = wait_for(
             "the API server to call the installed webhook", lambda: _mutated(db, run), timeout=60
         )
         zone_list = zones.split(",")
         assert len(zone_list) >= 2, zones
-        pods = _place(db, run, zone_list)
-        node_zone = {
-            node["metadata"]["name"]: node["metadata"].get("labels", {}).get(ZONE_KEY)
-            for node in kubectl.get("nodes")["items"]
-        }
+        db.create(
+            workload("StatefulSet", "db", image=IMAGE, replicas=REPLICAS, labels={RUN_LABEL: run})
+        )
+        _assert_placed(kubectl, _scheduled(db, REPLICAS), zone_list)
         assert db.get("statefulset", "db")["metadata"]["annotations"]["stszone.io/zones"] == zones
-        for pod in pods:
-            pod_name = pod["metadata"]["name"]
-            expected = zone_list[int(pod_name.rsplit("-", 1)[1]) % len(zone_list)]
-            assert pod["metadata"]["annotations"]["stszone.io/zone"] == expected, pod_name
-            assert node_zone[pod["spec"]["nodeName"]] == expected, pod_name
 
-        tester = subprocess.Popen(
-            [str(helm.binary), "test", name, "--namespace", namespace, "--timeout", f"{TIMEOUT:.0f}s"],
-            env=helm.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        try:
-            checked = _play_kubelet(
-                kubectl, pod_name=f"{name}-test", namespace=namespace, work=tmp_path
-            )
-            tested, _ = tester.communicate(timeout=TIMEOUT)
-        except (AssertionError, subprocess.TimeoutExpired) as err:
-            tester.kill()
-            raise AssertionError(f"{err}\nhelm test said:\n{tester.communicate()[0]}") from None
-        finally:
-            if tester.poll() is None:
-                tester.kill()
-                tester.wait()
-        assert checked.returncode == 0, f"{checked.stdout}{checked.stderr}"
-        assert f"got stszone.io/zones={zones}" in checked.stdout, checked.stdout
-        assert tester.returncode == 0, tested
-        phases = re.findall(r"^Phase:\s+(\w+)$", tested, flags=re.MULTILINE)
-        assert phases and set(phases) == {"Succeeded"}, tested
+        said = _helm_test(helm, kubectl, name=name, namespace=namespace, work=tmp_path)
+        assert f"got stszone.io/zones={zones}" in said, said
         assert kubectl.gone("namespace", f"{name}-test"), "helm test left its namespace behind"
 
+        owners = ca_bundle_managers(kubectl, name)
+        assert all(owners.values()) and not any(
+            owner.startswith("helm/") for found in owners.values() for owner in found
+        ), owners
+        webhook.stop(grace=STOP_TIMEOUT)
+        # A change inside each configuration's webhook too: server-side apply merges the
+        # webhooks list by name, and must leave the caBundle it never applied.
         out = helm.run(
             "upgrade", name, chart, "--namespace", namespace, "--reuse-values",
-            "--set", "replicas=3", "--wait", "--timeout", f"{TIMEOUT:.0f}s",
+            "--set", "replicas=3", "--set", "webhooks.timeoutSeconds=7",
+            "--wait", "--timeout", f"{TIMEOUT:.0f}s",
         )  # fmt: skip
         assert "STATUS: deployed" in out and "REVISION: 2" in out, out
         assert scoped.get("deployment", name)["spec"]["replicas"] == 3
-        assert scoped.get("secret", f"{name}-tls")["data"] == secret_before, (
-            "the upgrade made a new pair"
-        )
         for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-            bundle = kubectl.get(kind, name)["webhooks"][0]["clientConfig"]["caBundle"]
-            assert bundle == secret_before["ca.crt"], kind
+            assert kubectl.get(kind, name)["webhooks"][0]["timeoutSeconds"] == 7, kind
+        assert scoped.get("secret", f"{name}-tls")["data"] == secret["data"], (
+            "the upgrade changed the Secret"
+        )
+        assert set(ca_bundles(kubectl, name).values()) == {bundle}, "the upgrade changed a caBundle"
+        assert ca_bundle_managers(kubectl, name) == owners
+
+        webhook = stack.enter_context(
+            serving_release(kubectl, name=name, namespace=namespace, work=tmp_path / "serve-2")
+        )
         assert _mutated(db, run) == zones, "the upgraded release does not reach the webhook"
+        db.run("scale", "statefulset", "db", f"--replicas={REPLICAS + 1}")
+        _assert_placed(kubectl, _scheduled(db, REPLICAS + 1), zone_list)
+        assert scoped.get("secret", f"{name}-tls")["data"] == secret["data"]
 
         out = helm.run("uninstall", name, "--namespace", namespace, "--wait")
         assert f'release "{name}" uninstalled' in out, out
         webhook.stop(grace=STOP_TIMEOUT)
         assert not _leftovers(kubectl, name), f"left behind: {_leftovers(kubectl, name)}"
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            assert kubectl.gone(kind, name), kind
         with pytest.raises(HelmError):
             helm.run("status", name, "--namespace", namespace)
-        db.run("scale", "statefulset", "db", f"--replicas={REPLICAS + 1}")
+        # What stszone made is not the release's: Helm leaves it, the namespace takes it.
+        assert scoped.get("secret", f"{name}-tls")["data"] == secret["data"]
+        assert find(scoped, "lease", f"{name}-certs") is not None
+        db.run("scale", "statefulset", "db", f"--replicas={REPLICAS + 2}")
 
         def created() -> Obj | None:
-            pod: Obj = db.get("pod", f"db-{REPLICAS}")
+            pod: Obj = db.get("pod", f"db-{REPLICAS + 1}")
             return pod
 
         pod = wait_for("a pod created with stszone uninstalled", created, timeout=TIMEOUT)
         assert "stszone.io/zone" not in pod["metadata"].get("annotations", {})
+
+
+def test_generated_certificates_survive_an_upgrade(
+    helm: Helm, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """certificates.mode=generated: the chart's Secret and the caBundle it renders from it are
+    kept by an upgrade (lookup finds them), and go with the uninstall (they are the release's)."""
+    run = secrets.token_hex(3)
+    name = namespace = f"stszone-helm-gen-{run}"
+    chart = str(CHART)
+    mode = ["--set", "certificates.mode=generated"]
+    with ExitStack() as stack:
+        stack.callback(delete_namespace, kubectl, namespace)
+        stack.callback(_uninstall, helm, name, namespace)
+        helm.run(
+            "install", name, chart, "--namespace", namespace, "--create-namespace", *mode,
+            "--wait", "--timeout", f"{TIMEOUT:.0f}s",
+        )  # fmt: skip
+        scoped = kubectl.within(namespace)
+        secret = scoped.get("secret", f"{name}-tls")["data"]
+        assert set(ca_bundles(kubectl, name).values()) == {secret["ca.crt"]}
+        assert kubectl.gone("clusterrole", f"{name}-certs"), "generated mode got write access"
+        out = helm.run(
+            "upgrade", name, chart, "--namespace", namespace, "--reuse-values",
+            "--set", "replicas=3", "--wait", "--timeout", f"{TIMEOUT:.0f}s",
+        )  # fmt: skip
+        assert "REVISION: 2" in out, out
+        assert scoped.get("secret", f"{name}-tls")["data"] == secret, "the upgrade made a new pair"
+        assert set(ca_bundles(kubectl, name).values()) == {secret["ca.crt"]}
+        helm.run("uninstall", name, "--namespace", namespace, "--wait")
+        assert not _leftovers(kubectl, name), f"left behind: {_leftovers(kubectl, name)}"
+        assert find(scoped, "secret", f"{name}-tls") is None, "the release's Secret stayed"
 
 
 @pytest.fixture(scope="module")

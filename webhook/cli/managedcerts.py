@@ -97,6 +97,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="the name of both webhook configurations whose caBundle is kept "
         f"(default: {DEFAULTS.webhook_config_name})",
     )
+    group.add_argument(
+        "--certs-lease",
+        metavar="NAME",
+        help="the Lease in stszone's namespace electing the one replica that writes "
+        f"(default: {DEFAULTS.certs_lease})",
+    )
 
 
 def check(settings: Settings) -> None:

@@ -38,7 +38,10 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
-{{/* The Secret the Deployment mounts: the provided one, else FULLNAME-tls. */}}
+{{/*
+The Secret holding the serving pair: the provided one, else FULLNAME-tls (mounted, or in mode
+self-managed written by stszone itself).
+*/}}
 {{- define "stszone.tlsSecret" -}}
 {{- if eq .Values.certificates.mode "provided" -}}
 {{- with .Values.certificates.provided -}}
@@ -50,6 +53,14 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+
 {{- else -}}
 {{- printf "%s-tls" (include "stszone.fullname" .) -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+Mode self-managed: the Lease electing the one replica that writes the certificates, and the
+name of the Role and ClusterRole allowing it (deploy/base: stszone-certs for all three).
+*/}}
+{{- define "stszone.certsName" -}}
+{{- printf "%s-certs" (include "stszone.fullname" .) -}}
 {{- end -}}
 
 {{/* The names the API server may dial for the Service, as a JSON list. */}}

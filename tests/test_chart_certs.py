@@ -1,0 +1,79 @@
+"""charts/stszone's certificate modes with the real helm: self-managed by default, told the
+release's names whatever it is called; generated, with a pair for the Service.
+
+What the default objects contain field by field is checked against deploy/ in
+``test_chart_parity.py``; what each ci file's mode renders, in ``test_chart.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.chartcerts import assert_self_managed, assert_valid_pair, pod_spec, serve_settings
+from tests.helm import Helm, helm_for_tests, release
+from tests.rendered import container, only, webhooks
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    """The pinned helm, isolated from the user's helm configuration."""
+    return helm_for_tests(tmp_path_factory.mktemp("helm-home"))
+
+
+def test_defaults_are_self_managed_certificates(helm: Helm) -> None:
+    """`stszone serve --manage-certs` with its own defaults (the objects are stszone's), as in
+    deploy/base: no name flag."""
+    objects = helm.template()
+    assert_self_managed(objects, name="stszone")
+    assert container(release(objects))["args"][:2] == ["--manage-certs", "--port"]
+
+
+@pytest.mark.parametrize(
+    ("release_name", "values", "name"),
+    [
+        ("stszone", {}, "stszone"),
+        ("platform", {}, "platform-stszone"),
+        ("stszone-prod", {}, "stszone-prod"),
+        ("stszone", {"fullnameOverride": "zones"}, "zones"),
+    ],
+)
+def test_self_managed_names_are_the_releases(
+    helm: Helm, release_name: str, values: dict[str, Any], name: str
+) -> None:
+    """Whatever the release is called, stszone serve writes the Secret, the Lease and the
+    caBundles the chart names and its RBAC allows: FULLNAME-tls, FULLNAME-certs, FULLNAME."""
+    objects = helm.template(name=release_name, namespace="webhooks", values=values)
+    assert_self_managed(objects, name=name, namespace="webhooks")
+    settings = serve_settings(objects, namespace="webhooks")
+    assert (settings.certs_secret, settings.certs_lease) == (f"{name}-tls", f"{name}-certs")
+    assert only(release(objects), "Role")["metadata"]["name"] == f"{name}-certs"
+
+
+def test_generated_certificate_is_valid_for_the_service(helm: Helm) -> None:
+    """With no cluster to look the Secret up in, the chart makes a CA and a serving pair for
+    stszone.stszone-system.svc, and both webhooks trust that CA."""
+    objects = helm.template("--set", "certificates.mode=generated")
+    assert_valid_pair(only(objects, "Secret"), objects, service="stszone", days=3650)
+
+
+@pytest.mark.parametrize(
+    ("mode", "names"),
+    [
+        ("self-managed", {"platform-stszone", "platform-stszone-certs"}),
+        ("generated", {"platform-stszone", "platform-stszone-tls"}),
+    ],
+)
+def test_names_follow_the_release_name(helm: Helm, mode: str, names: set[str]) -> None:
+    """A release named otherwise gets RELEASE-stszone everywhere a name is referenced."""
+    objects = release(helm.template("--set", f"certificates.mode={mode}", name="platform"))
+    assert {obj["metadata"]["name"] for obj in objects} == names
+    account = only(objects, "ServiceAccount")["metadata"]["name"]
+    assert pod_spec(objects)["serviceAccountName"] == account
+    for binding in (obj for obj in objects if obj["kind"] == "ClusterRoleBinding"):
+        assert binding["subjects"][0]["name"] == account
+    for _, hook in webhooks(objects):
+        assert hook["clientConfig"]["service"]["name"] == "platform-stszone"
+    if mode == "generated":
+        assert_valid_pair(only(objects, "Secret"), objects, service="platform-stszone", days=3650)
