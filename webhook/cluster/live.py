@@ -86,12 +86,13 @@ class LiveView:
                 for reflector in self.reflectors:
                     group.create_task(reflector.run(), name=f"watch-{reflector.resource.table}")
                 await asyncio.gather(*(r.wait_synced() for r in self.reflectors))
-                # Once, when the view is first whole: collect what start-up left, then move
-                # every record into the permanent generation, so later full collections walk
-                # only what changed since (at 300k records a full collection would otherwise
-                # stop the loop for hundreds of milliseconds). Frozen records are still freed by
-                # reference counting when replaced.
-                gc.collect()
+                # Once, when the view is first whole: collect the young generations (what the
+                # last pages left), then move everything tracked into the permanent generation,
+                # so later full collections walk only what changed since. The records are not
+                # tracked at all (records.py); what is left (indexes, summaries) would still
+                # make a full collection here a stop of the loop of tens of milliseconds at 300k
+                # records. Frozen objects are still freed by reference counting when replaced.
+                gc.collect(1)
                 gc.freeze()
                 self._settled = True
                 counts = ", ".join(f"{s.table} {s.objects}" for s in self.statuses())

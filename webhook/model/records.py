@@ -13,8 +13,10 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final, Literal
+
+import msgspec
+from msgspec import field
 
 from webhook.errors import BadObject
 from webhook.model import objects
@@ -47,8 +49,14 @@ _intern = sys.intern
 _SUFFIX = re.compile(r"-([0-9]+)$")
 
 
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
+# The records are msgspec Structs with ``gc=False``: immutable values holding strings, numbers,
+# and tuples, frozensets and dicts of those, so none can be part of a reference cycle, and the
+# cycle collector need not track them. Tracked, the 300k records of a 100k-pod cluster made
+# every full collection while the lists load (and the one before the view is frozen) a stop of
+# the event loop of about 250 ms.
+
+
+class NodeInfo(msgspec.Struct, frozen=True, gc=False):
     """A node: its labels, the condition types currently True (when known), and readiness."""
 
     name: str
@@ -65,8 +73,7 @@ class NodeInfo:
         return self.name
 
 
-@dataclass(frozen=True, slots=True)
-class VolumeInfo:
+class VolumeInfo(msgspec.Struct, frozen=True, gc=False):
     """A PersistentVolume: the nodes it can attach to (:mod:`webhook.model.pinning`), its
     claim, and whether deleting its claim deletes its data."""
 
@@ -84,8 +91,7 @@ class VolumeInfo:
         return self.name
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimInfo:
+class ClaimInfo(msgspec.Struct, frozen=True, gc=False):
     """A PersistentVolumeClaim: the volume it is bound to."""
 
     namespace: str
@@ -99,8 +105,7 @@ class ClaimInfo:
         return (self.namespace, self.name)
 
 
-@dataclass(frozen=True, slots=True)
-class StatefulSetInfo:
+class StatefulSetInfo(msgspec.Struct, frozen=True, gc=False):
     """A StatefulSet: what placement, the guard and the audit read."""
 
     namespace: str
@@ -121,8 +126,7 @@ class StatefulSetInfo:
         return (self.namespace, self.name)
 
 
-@dataclass(frozen=True, slots=True)
-class PodInfo:
+class PodInfo(msgspec.Struct, frozen=True, gc=False):
     """A StatefulSet pod: ordinal, node, owning set, its own topology labels, the claims it
     mounts, and whether it is going away."""
 
@@ -165,8 +169,7 @@ class PodInfo:
         return found
 
 
-@dataclass(frozen=True, slots=True)
-class NamespaceInfo:
+class NamespaceInfo(msgspec.Struct, frozen=True, gc=False):
     """A namespace and whether it is opted in (label ``stszone.io/enabled=true``)."""
 
     name: str
