@@ -9,9 +9,12 @@ Which server answered a connection is told by the certificate it presented.
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import ssl
 import subprocess
+import sys
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +22,8 @@ import pytest
 from cryptography import x509
 
 from tests.hang import HANG_GUARD, until
-from tests.process import free_port, start_serve
+from tests.kubeconfig import write_kubeconfig
+from tests.process import clean_environ, free_port, start_serve
 from tests.served import served
 from webhook.config import Settings
 from webhook.install.certfiles import DevCerts, ensure_dev_certs
@@ -141,3 +145,57 @@ def test_two_processes_on_one_port_and_sigterm_drops_one(
     assert answered_by(port, ctx) == serials["b"]
     second.stop(grace=HANG_GUARD)
     assert second.proc.returncode == 0, second.log.read_text()
+
+
+def _metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text: str = resp.read().decode()
+    return text
+
+
+def _refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("reuse_port", [True, False])
+def test_a_shared_listener_opens_only_once_ready(
+    tmp_path: Path, stopper: list[subprocess.Popen[bytes]], reuse_port: bool
+) -> None:
+    """A live view that cannot list (its API server refuses connections) is never Ready. On a
+    shared address (``--reuse-port``) its listener stays closed, so the kernel sends every
+    connection to the listeners of Ready processes, as a Service routes only to ready
+    endpoints; without it the port opens at once (probes and the Service's readiness gate)."""
+    unreachable = write_kubeconfig(
+        tmp_path / "kubeconfig", server=f"https://127.0.0.1:{free_port()}", token="t"
+    )
+    port, metrics = free_port(), free_port()
+    cmd = [
+        sys.executable, "-m", "webhook", "serve", "--kubeconfig", str(unreachable),
+        "--zones", "a,b,c", "--certs-dir", str(tmp_path / "certs"),
+        "--port", str(port), "--metrics-port", str(metrics),
+        *(["--reuse-port"] if reuse_port else []),
+    ]  # fmt: skip
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=clean_environ())
+    stopper.append(proc)
+
+    def unready() -> bool:
+        try:
+            return "stszone_ready 0.0" in _metrics(metrics)
+        except OSError:
+            return False
+
+    until(unready, what="/metrics to say not ready")
+    if reuse_port:
+        assert _refused(port), "an unready process accepted on the shared address"
+    else:
+        until(lambda: not _refused(port), what="the listener to open")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=HANG_GUARD) == 0, log.read_text()
+    if reuse_port:
+        assert "stopped before Ready" in log.read_text()

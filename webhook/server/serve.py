@@ -12,12 +12,16 @@ from aiohttp import web
 
 from webhook.config import Settings
 from webhook.server.app import RUNTIME
+from webhook.server.handlers import not_ready
+from webhook.server.runtime import Runtime
 
 log = logging.getLogger("stszone.server")
 
 #: After refusing a body that is still coming, read and drop it this long before closing: a
 #: socket closed with unread bytes sends a reset, which can destroy the answer unread.
 LINGER: Final = 2.0
+#: Seconds between looks at readiness before a shared (``--reuse-port``) listener opens.
+READY_POLL: Final = 0.1
 
 
 class Server:
@@ -53,6 +57,10 @@ class Server:
     async def start(self, host: str, port: int, *, ssl_context: ssl.SSLContext) -> None:
         """Start the jobs, then listen on ``host:port`` (port 0: one the kernel picks)."""
         await self.runner.setup()
+        await self.listen(host, port, ssl_context=ssl_context)
+
+    async def listen(self, host: str, port: int, *, ssl_context: ssl.SSLContext) -> None:
+        """Listen on ``host:port``, the jobs started (``runner.setup()``)."""
         site = web.TCPSite(
             self.runner,
             host,
@@ -88,22 +96,32 @@ class Server:
 
 
 async def serve(app: web.Application, *, ssl_context: ssl.SSLContext, settings: Settings) -> None:
-    """Serve until SIGTERM/SIGINT; then fail readiness, stop accepting, finish in-flight work."""
+    """Serve until SIGTERM/SIGINT; then fail readiness, stop accepting, finish in-flight work.
+
+    With ``--reuse-port`` the listener opens only once the process is Ready: on a shared
+    address the kernel hands new connections to every listener, so a listener is what an
+    endpoint in the Service is, and a replica still listing the cluster (or still waiting for
+    its certificate) would answer admissions it cannot judge. Without it, the listener opens at
+    once, so that probes are answered and the Service routes by readiness.
+    """
     runtime = app[RUNTIME]
     in_flight = runtime.in_flight  # counted by the handlers (see InFlight)
     server = Server(app, settings=settings)
-    await server.start(settings.host, settings.port, ssl_context=ssl_context)
-    log.info(
-        "serving https://%s:%d (mutate, validate, extender, healthz, readyz)%s",
-        settings.host,
-        server.port,
-        ", sharing the port with other listeners (--reuse-port)" if settings.reuse_port else "",
-    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    await server.runner.setup()
     try:
+        if settings.reuse_port and not await _ready_or_stopped(runtime, stop):
+            return
+        await server.listen(settings.host, settings.port, ssl_context=ssl_context)
+        log.info(
+            "serving https://%s:%d (mutate, validate, extender, healthz, readyz)%s",
+            settings.host,
+            server.port,
+            ", sharing the port with other listeners (--reuse-port)" if settings.reuse_port else "",
+        )
         await stop.wait()
         runtime.shutting_down = True
         log.info("shutting down: readiness off, closing in %.1fs", settings.shutdown_delay)
@@ -120,3 +138,18 @@ async def serve(app: web.Application, *, ssl_context: ssl.SSLContext, settings: 
     finally:
         await server.close()
         log.info("stopped")
+
+
+async def _ready_or_stopped(runtime: Runtime, stop: asyncio.Event) -> bool:
+    """Wait until every readiness check passes (True), or SIGTERM comes first (False)."""
+    if not_ready(runtime):
+        log.info("not listening until Ready: the address is shared (--reuse-port)")
+    while failures := not_ready(runtime):
+        try:
+            async with asyncio.timeout(READY_POLL):
+                await stop.wait()
+            log.info("stopped before Ready: %s", "; ".join(failures))
+            return False
+        except TimeoutError:
+            continue
+    return True
