@@ -7,20 +7,14 @@
   configurations referencing it, with no caBundle.
 - :func:`token_kubeconfig`: a kubeconfig holding a token of that ServiceAccount, so the
   processes run with the rendered least privilege, not as an administrator.
-- :class:`Process`: one ``stszone serve --manage-certs --reuse-port`` bound to the ClusterIP:443,
-  with plain-HTTP ``/metrics`` on its own port of the same address.
-- :func:`apiserver_webhook_errors`: the API server's own count of failed webhook calls.
+
+The processes, the load and the API server's counts are in :mod:`tests.e2e.replicas`.
 """
 
 from __future__ import annotations
 
 import base64
 import random
-import re
-import signal
-import subprocess
-import sys
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +22,6 @@ from typing import Any
 import yaml
 
 from tests.e2e.kube import RUN_LABEL, Kubectl, KubectlError
-from tests.process import clean_environ, free_port, tail
 from webhook.install import registration
 from webhook.install.certsrbac import certs_rbac
 from webhook.install.deploybase import Install, rbac
@@ -116,10 +109,11 @@ def configurations(lab: Lab) -> list[Obj]:
     ]
 
 
-def install(kubectl: Kubectl, *, run: str, cleanup: Any) -> Lab:
+def install(kubectl: Kubectl, *, run: str, cleanup: Any, prefix: str = "certs") -> Lab:
     """Namespaces, RBAC, Service, configurations; each deletion registered with ``cleanup``
-    (an ExitStack) before its creation, configurations deleted first."""
-    namespace, workload = f"stszone-certs-{run}", f"certs-work-{run}"
+    (an ExitStack) before its creation, configurations deleted first. ``prefix`` names the
+    test in the namespaces and the configurations."""
+    namespace, workload = f"stszone-{prefix}-{run}", f"{prefix}-work-{run}"
     for name, labels in ((namespace, {}), (workload, {"stszone.io/enabled": "true"})):
         cleanup.callback(kubectl.delete, "namespace", name)
         kubectl.create(
@@ -130,7 +124,7 @@ def install(kubectl: Kubectl, *, run: str, cleanup: Any) -> Lab:
             }
         )
     ip = _free_cluster_ip(kubectl, namespace)
-    lab = Lab(run, namespace, workload, f"stszone-certs-e2e-{run}", ip)
+    lab = Lab(run, namespace, workload, f"stszone-{prefix}-e2e-{run}", ip)
     for obj in rbac_objects(lab):
         if obj["kind"].startswith("Cluster"):
             cleanup.callback(kubectl.delete, obj["kind"].lower(), obj["metadata"]["name"])
@@ -169,119 +163,6 @@ def token_kubeconfig(kubectl: Kubectl, lab: Lab, path: Path) -> Path:
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
     return path
-
-
-@dataclass
-class Process:
-    """One ``stszone serve --manage-certs`` on the Service's ClusterIP:443."""
-
-    name: str
-    proc: subprocess.Popen[bytes]
-    metrics_url: str
-    log: Path
-
-    def metrics(self) -> dict[str, float]:
-        """``stszone_*`` samples without labels, from its ``/metrics``."""
-        with urllib.request.urlopen(self.metrics_url, timeout=5) as resp:
-            text = resp.read().decode()
-        found = {}
-        for line in text.splitlines():
-            match = re.match(r"^(stszone_[a-z_]+) (\S+)$", line)
-            if match:
-                found[match[1]] = float(match[2])
-        return found
-
-    def answered(self) -> float:
-        """Admission requests it answered (``stszone_requests_total``, every label set)."""
-        with urllib.request.urlopen(self.metrics_url, timeout=5) as resp:
-            text = resp.read().decode()
-        return sum(
-            float(line.rpartition(" ")[2])
-            for line in text.splitlines()
-            if line.startswith("stszone_requests_total{")
-        )
-
-    def ready(self) -> bool:
-        try:
-            return self.metrics().get("stszone_ready") == 1.0
-        except OSError:
-            return False
-
-    def alive(self) -> None:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"{self.name} exited {self.proc.returncode}:\n{tail(self.log)}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-    def lines(self, needle: str) -> list[str]:
-        return [line for line in self.log.read_text().splitlines() if needle in line]
-
-
-def launch(
-    name: str, lab: Lab, *, kubeconfig: Path, zones: str, work: Path, validity: str
-) -> Process:
-    """Start one process; its identity (the Lease holder) is ``name``."""
-    port = free_port(lab.cluster_ip)
-    log = work / f"{name}.log"
-    cmd = [
-        sys.executable, "-m", "webhook", "serve",
-        "--kubeconfig", str(kubeconfig),
-        "--manage-certs",
-        "--cert-validity", validity,
-        "--namespace", lab.namespace,
-        "--webhook-config-name", lab.config_name,
-        "--host", lab.cluster_ip,
-        "--port", "443",
-        "--reuse-port",
-        "--metrics-port", str(port),
-        "--zones", zones,
-    ]  # fmt: skip
-    env = {**clean_environ(), "POD_NAME": name}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-    return Process(name, proc, f"http://{lab.cluster_ip}:{port}/metrics", log)
-
-
-def apiserver_webhook_errors(kubectl: Kubectl) -> float:
-    """``apiserver_admission_webhook_rejection_count{error_type="calling_webhook_error"}`` for
-    stszone's two webhooks: calls the API server could not make or complete (TLS included)."""
-    total = 0.0
-    for line in kubectl.run("get", "--raw", "/metrics").splitlines():
-        if not line.startswith("apiserver_admission_webhook_rejection_count{"):
-            continue
-        labels, _, value = line.rpartition(" ")
-        if 'error_type="calling_webhook_error"' in labels and any(
-            f'name="{name}"' in labels for name in WEBHOOK_NAMES
-        ):
-            total += float(value)
-    return total
-
-
-def apiserver_webhook_calls(kubectl: Kubectl) -> dict[str, float]:
-    """``apiserver_admission_webhook_request_total`` for stszone's two webhooks, by
-    ``rejected`` ("true": the call failed or denied)."""
-    totals: dict[str, float] = {}
-    for line in kubectl.run("get", "--raw", "/metrics").splitlines():
-        if not line.startswith("apiserver_admission_webhook_request_total{"):
-            continue
-        labels, _, value = line.rpartition(" ")
-        if any(f'name="{name}"' in labels for name in WEBHOOK_NAMES):
-            key = "rejected" if 'rejected="true"' in labels else "admitted"
-            totals[key] = totals.get(key, 0.0) + float(value)
-    return totals
-
-
-def failed_creates(kubectl: Kubectl) -> list[str]:
-    """The StatefulSet controller's FailedCreate events in the namespace (their messages)."""
-    events = kubectl.get("events", "--field-selector", "reason=FailedCreate")["items"]
-    return [f"{e.get('count', 1)}x {e.get('message', '')}" for e in events]
 
 
 def secret_state(kubectl: Kubectl, lab: Lab) -> Obj | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -25,8 +24,9 @@ from typing import Any
 
 from cryptography import x509
 
-from tests.e2e import certslab
-from tests.e2e.kube import MARKS, Kubectl, KubectlError, owned_pod, wait_for, workload
+from tests.e2e import certslab, replicas
+from tests.e2e.kube import MARKS, Kubectl, wait_for, workload
+from tests.e2e.replicas import IMAGE, Load
 from webhook.install import tlssecret
 
 pytestmark = MARKS
@@ -34,7 +34,6 @@ pytestmark = MARKS
 #: Seconds the whole rotation may take: the CA (9 minutes) rotates about 5 min 42 s after its
 #: creation, then 18 s to switch and 18 s to retire.
 ROTATION_TIMEOUT = 540.0
-IMAGE = "registry.k8s.io/pause:3.10"
 
 
 def _serials(secret: dict[str, Any] | None) -> tuple[str, str, tuple[str, ...]]:
@@ -51,78 +50,6 @@ def _bundle_serials(pem: bytes) -> tuple[str, ...]:
     if not pem:
         return ()
     return tuple(f"{c.serial_number:x}" for c in x509.load_pem_x509_certificates(pem))
-
-
-class Load:
-    """Pods created in a loop: a new StatefulSet scaled from 0 to 6 every cycle (its controller
-    creates the pods; it is deleted once they exist), and server-side dry runs of a
-    StatefulSet's pod, counting refusals.
-
-    A new StatefulSet each cycle, not one scaled up and down: the controller's event recorder
-    drops an object's events beyond a burst of 25 (client-go's spam filter refills one per
-    5 minutes), so on one long-lived StatefulSet a FailedCreate could go unrecorded. Each is
-    created ``AHEAD`` cycles (seconds) before it is scaled up: the pod of a StatefulSet the
-    webhook's view has not seen yet is refused by design (``StatefulSetNotYetSeen``, retried by
-    the controller), which is not what this test is about.
-    """
-
-    AHEAD = 4
-
-    def __init__(self, kubectl: Kubectl) -> None:
-        self.kubectl = kubectl
-        self.stop = threading.Event()
-        self.cycles = 0
-        self.dry_runs = 0
-        self.dry_run_errors: list[str] = []
-        self.owner: dict[str, Any] = {}
-        self.threads = [
-            threading.Thread(target=self._cycle, daemon=True),
-            threading.Thread(target=self._dry_run, daemon=True),
-        ]
-
-    def _prepare(self, index: int) -> None:
-        sts = workload("StatefulSet", f"churn-{index}", image=IMAGE, replicas=0, labels={})
-        self.kubectl.create(sts)
-
-    def start(self) -> None:
-        sts = workload("StatefulSet", "owner", image=IMAGE, replicas=0, labels={})
-        self.owner = self.kubectl.create(sts)
-        for index in range(self.AHEAD):
-            self._prepare(index)
-        for thread in self.threads:
-            thread.start()
-
-    def _cycle(self) -> None:
-        while not self.stop.is_set():
-            name = f"churn-{self.cycles}"
-            self._prepare(self.cycles + self.AHEAD)
-            self.kubectl.run("scale", "statefulset", name, "--replicas=6")
-            # A cycle ends with its 6 pods even when the test is stopping: a StatefulSet deleted
-            # while its controller still creates pods gets those creates refused (the set has
-            # left the webhook's view), which is the load's doing, not the certificates'.
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if len(self.kubectl.get("pods", "-l", f"app={name}")["items"]) == 6:
-                    break
-                time.sleep(0.5)
-            self.kubectl.delete("statefulset", name)
-            self.cycles += 1
-
-    def _dry_run(self) -> None:
-        pod = owned_pod(self.owner, 9, image=IMAGE, labels={"app": "owner"})
-        while not self.stop.wait(0.3):
-            try:
-                created = self.kubectl.create(pod, dry_run=True)
-                if "stszone.io/zone" not in created["metadata"].get("annotations", {}):
-                    self.dry_run_errors.append("a dry-run pod came back without its zone")
-            except KubectlError as err:
-                self.dry_run_errors.append(err.stderr.strip()[:300])
-            self.dry_runs += 1
-
-    def finish(self) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=90)
 
 
 def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed_admission(
@@ -144,7 +71,7 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
         work = kubectl.within(lab.workload)
         kubeconfig = certslab.token_kubeconfig(kubectl, lab, tmp_path / "stszone.kubeconfig")
         processes = [
-            certslab.launch(
+            replicas.launch(
                 name, lab, kubeconfig=kubeconfig, zones=zones, work=tmp_path, validity="3m"
             )
             for name in (f"replica-a-{run}", f"replica-b-{run}")
@@ -181,8 +108,8 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
         }
         assert chosen == {f"placed-{i}": zones.split(",")[i] for i in range(3)}
 
-        errors_before = certslab.apiserver_webhook_errors(kubectl)
-        calls_before = certslab.apiserver_webhook_calls(kubectl)
+        errors_before = replicas.apiserver_webhook_errors(kubectl)
+        calls_before = replicas.apiserver_webhook_calls(kubectl)
         load = Load(work)
         load.start()
         cleanup.callback(load.finish)
@@ -227,9 +154,9 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
         load.finish()
         last = _serials(certslab.secret_state(kubectl, lab))
         summary["after"] = {"ca": last[0], "serving": last[1], "bundle": list(last[2])}
-        errors_after = certslab.apiserver_webhook_errors(kubectl)
-        calls_after = certslab.apiserver_webhook_calls(kubectl)
-        failed = certslab.failed_creates(work)
+        errors_after = replicas.apiserver_webhook_errors(kubectl)
+        calls_after = replicas.apiserver_webhook_calls(kubectl)
+        failed = replicas.failed_creates(work)
         expiry = tlssecret.read(certslab.secret_state(kubectl, lab) or {}).serving
         assert expiry is not None
         gauges = [
@@ -259,6 +186,7 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
         assert len(servings) >= 3 and len(cas) == 2, summary
         assert failed == [], failed
         assert load.dry_run_errors == [], load.dry_run_errors
+        assert load.errors == [], load.errors
         assert errors_after - errors_before == 0
         assert load.cycles >= 5 and load.dry_runs >= 100
         # Every create recorded (the last cycle may have been stopped half-way).
