@@ -4,14 +4,15 @@
     python bench/churn.py --minutes 2 --seed 7 --json churn.json
 
 It installs stszone as ``tests/e2e/test_certs.py`` does (its namespace, the rendered RBAC, a
-Service in the lab's loopback range, both webhook configurations), starts two ``stszone serve
---manage-certs --reuse-port`` replicas on the Service's address, runs the pod load of
+Service in the lab's loopback range, both webhook configurations), starts three ``stszone
+serve --manage-certs --reuse-port`` replicas on the Service's address, runs the pod load of
 ``tests/e2e/replicas.py`` beside it, and then takes random steps (``random.Random(seed)``) for
 ``--minutes``: StatefulSets created, scaled up, scaled down (by the scale subresource or an
 update; some below what keeps every zone, some with ``stszone.io/allow-zone-loss``), deleted;
 nodes cordoned, unlabelled and relabelled, deleted and re-created; a zone's nodes deleted and
-brought back; a replica restarted with SIGTERM or SIGKILL (the one the API server's
-connections are on: they stay on the listener they were made to); the API server restarted.
+brought back; replica a or b restarted with SIGTERM or SIGKILL (the one the API server's
+connections are on: they stay on the listener they were made to; c is never signalled);
+the API server restarted.
 After every step:
 
 1. every bound pod of an opted-in, non-skipped set is in its rule zone or its volume's zone;
@@ -21,8 +22,8 @@ After every step:
 4. no webhook call failed (the API server's ``calling_webhook_error``, a "failed calling
    webhook" answer to a request) except during a step that SIGKILLs a replica;
 5. each replica process's RSS stays within 15% of its first plateau after the warm-up
-   (``--warmup``, ``--plateau``: a restarted process starts its own); at the end both
-   replicas' zone-risk gauges agree with ``stszone audit``.
+   (``--warmup``, ``--plateau``: a restarted process starts its own; c lives the whole run);
+   at the end every replica's zone-risk gauges agree with ``stszone audit``.
 
 A broken invariant stops the run; it prints the seed, the step and the objects involved, and
 exits 1. Exit 0 only when every invariant held. Everything it created is deleted and the lab
@@ -79,6 +80,9 @@ STEPS = {
     "sigkill": 1,
     "restart-apiserver": 1,
 }
+#: The replicas a signal may go to (the busier one); replica c is never signalled, so one
+#: process's memory is watched for the whole run.
+SIGNALLED = (0, 1)
 #: Steps after which missing nodes are brought back whatever the draw.
 NODES_BACK_AFTER = 6
 
@@ -139,9 +143,9 @@ class Figures:
 
 class Churn:
     def __init__(
-        self, args: argparse.Namespace, *, lab: Lab, work: Kubectl, pair: list[Process]
+        self, args: argparse.Namespace, *, lab: Lab, work: Kubectl, replicas: list[Process]
     ) -> None:
-        self.args, self.lab, self.work, self.pair = args, lab, work, pair
+        self.args, self.lab, self.work, self.replicas = args, lab, work, replicas
         self.rng = random.Random(args.seed)
         self.zones: tuple[str, ...] = tuple(args.zones.split(","))
         self.counts = WebhookCounts()
@@ -152,7 +156,7 @@ class Churn:
         self.step_text = "start"
         self.load: Load | None = None
         self.load_seen = 0
-        self.watched = [Watched(p.name) for p in pair]
+        self.watched = [Watched(p.name) for p in replicas]
         self.deck: list[str] = []
 
     # -- the steps -----------------------------------------------------------------------
@@ -268,13 +272,13 @@ class Churn:
     def replica_step(self, sig: signal.Signals) -> None:
         # The replica the API server's connections are on: they stay on the listener they
         # were made to, so the other one may have nothing to lose.
-        slot = max((0, 1), key=lambda i: self.pair[i].answered())
-        answered = self.pair[slot].answered()
+        slot = max(SIGNALLED, key=lambda i: self.replicas[i].answered())
+        answered = self.replicas[slot].answered()
         errors = self.counts.errors.total
         self.figures.instances.append(self.watched[slot].summary())
-        self.pair[slot], took = self.pair[slot].restart(sig)
-        self.watched[slot] = Watched(self.pair[slot].name)
-        self.step_text += f" {self.pair[slot].name} (answered {answered:g})"
+        self.replicas[slot], took = self.replicas[slot].restart(sig)
+        self.watched[slot] = Watched(self.replicas[slot].name)
+        self.step_text += f" {self.replicas[slot].name} (answered {answered:g})"
         self.figures.restarts.append(
             {"signal": sig.name, "answered_before": answered, "to_ready_s": round(took, 1)}
         )
@@ -368,25 +372,25 @@ class Churn:
         self.memory()
 
     def memory(self) -> None:
-        for process, watched in zip(self.pair, self.watched, strict=True):
+        for process, watched in zip(self.replicas, self.watched, strict=True):
             watched.sample(process.rss(), warmup=self.args.warmup, plateau=self.args.plateau)
 
     def gauges_agree(self) -> None:
         """Invariant 5, the end: each replica's zone-risk gauges are ``stszone audit``'s, once
-        both have refreshed them after the audit's list (figures made meanwhile may differ)."""
+        all have refreshed them after the audit's list (figures made meanwhile may differ)."""
         self.figures.checks["5 gauges agree with audit"] += 1
         last: tuple[Any, Any] = ({}, [])
         for _ in range(30):
             listed = time.time()
             audit = self.audit()
-            for process in self.pair:
+            for process in self.replicas:
                 wait_for(
                     f"a zone-risk pass of {process.name}",
                     partial(_refreshed_after, process, listed),
                     timeout=60,
                     interval=0.5,
                 )
-            gauges = [self.gauges(process) for process in self.pair]
+            gauges = [self.gauges(process) for process in self.replicas]
             if all(g == audit for g in gauges):
                 return
             last = (audit, gauges)
@@ -468,7 +472,7 @@ def run(args: argparse.Namespace) -> int:
         cleanup.callback(lab.restore)  # last: after the objects are gone
         installed = certslab.install(kubectl, run=run_id, cleanup=cleanup, prefix="churn")
         token = certslab.token_kubeconfig(kubectl, installed, work_dir / "stszone.kubeconfig")
-        pair = [
+        processes = [
             replicas.launch(
                 f"replica-{x}-{run_id}",
                 installed,
@@ -477,20 +481,20 @@ def run(args: argparse.Namespace) -> int:
                 work=work_dir,
                 extra=["--zone-risk-interval", "2"],
             )
-            for x in "ab"
+            for x in "abc"
         ]
 
-        def stop_both() -> None:  # the processes in the slots at the end
-            for process in pair:
+        def stop_all() -> None:  # the processes in the slots at the end
+            for process in processes:
                 process.stop()
 
-        cleanup.callback(stop_both)
+        cleanup.callback(stop_all)
         certslab.register(kubectl, installed, cleanup=cleanup)
         cleanup.callback(lab.api_up)  # first: the deletions need it
-        for process in pair:
+        for process in processes:
             process.wait_ready()
         work = kubectl.within(installed.workload)
-        churn = Churn(args, lab=lab, work=work, pair=pair)
+        churn = Churn(args, lab=lab, work=work, replicas=processes)
         churn.load = Load(work, prefix="load")
         churn.load.start()
         cleanup.callback(churn.load.finish)
