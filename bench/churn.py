@@ -40,31 +40,25 @@ import re
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from contextlib import ExitStack
-from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import churnfacts as facts
+from bench.churncheck import Broken, Figures, Watched, gauges_agree
 from bench.churnlab import NODES, Lab, WebhookCounts, snapshot
 from tests.e2e import certslab, replicas
-from tests.e2e.kube import Kubectl, KubectlError, wait_for, workload
+from tests.e2e.kube import Kubectl, KubectlError, workload
 from tests.e2e.replicas import IMAGE, Load, Process
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_MINUTES = 120.0
-#: Growth of a replica's RSS over its first plateau that breaks invariant 5.
-RSS_GROWTH = 0.15
 WEBHOOK_FAILED = "failed calling webhook"
-LAST_PASS = "stszone_zone_risk_last_pass_timestamp_seconds"
 #: Step kinds and their weights.
 STEPS = {
     "create": 3,
@@ -85,60 +79,6 @@ STEPS = {
 SIGNALLED = (0, 1)
 #: Steps after which missing nodes are brought back whatever the draw.
 NODES_BACK_AFTER = 6
-
-
-class Broken(Exception):
-    """An invariant did not hold."""
-
-    def __init__(self, invariant: int, detail: str, objects: Any = None) -> None:
-        super().__init__(f"invariant {invariant}: {detail}")
-        self.invariant, self.detail, self.objects = invariant, detail, objects
-
-
-@dataclass
-class Watched:
-    """One process's memory: its first plateau (the highest RSS in the ``plateau`` seconds
-    after ``warmup`` seconds of life), then every later sample within ``RSS_GROWTH`` of it."""
-
-    name: str
-    born: float = field(default_factory=time.monotonic)
-    plateau: int = 0
-    highest: int = 0
-    checked: int = 0
-
-    def sample(self, rss: int, *, warmup: float, plateau: float) -> None:
-        age = time.monotonic() - self.born
-        if age < warmup:
-            return
-        if age < warmup + plateau or not self.plateau:
-            self.plateau = max(self.plateau, rss)
-            return
-        self.checked += 1
-        self.highest = max(self.highest, rss)
-        if rss > self.plateau * (1 + RSS_GROWTH):
-            raise Broken(5, f"{self.name}: RSS {rss} B after {age:.0f} s, plateau {self.plateau} B")
-
-    def summary(self) -> dict[str, Any]:
-        mib = 2**20
-        return {
-            "name": self.name,
-            "lived_s": round(time.monotonic() - self.born),
-            "plateau_mib": round(self.plateau / mib, 1),
-            "highest_after_mib": round(self.highest / mib, 1),
-            "samples_checked": self.checked,
-        }
-
-
-@dataclass
-class Figures:
-    steps: Counter[str] = field(default_factory=Counter)
-    checks: Counter[str] = field(default_factory=Counter)
-    scale_downs: Counter[str] = field(default_factory=Counter)
-    refusals: Counter[str] = field(default_factory=Counter)
-    kill_failures: float = 0.0
-    restarts: list[dict[str, Any]] = field(default_factory=list)
-    instances: list[dict[str, Any]] = field(default_factory=list)
-    step_errors: list[str] = field(default_factory=list)
 
 
 class Churn:
@@ -327,32 +267,7 @@ class Churn:
 
     # -- the checks ------------------------------------------------------------------------
     def objects(self, name: str | None = None) -> Any:
-        snap = snapshot(self.work, self.work.namespace or "")
-        nodes = {
-            n: {
-                "zone": o["metadata"]["labels"].get(facts.ZONE_KEY),
-                "cordoned": bool(o["spec"].get("unschedulable")),
-            }
-            for n, o in snap.nodes.items()
-        }
-        pods = {
-            p: {
-                "node": o["spec"].get("nodeName"),
-                "zone": o["metadata"].get("annotations", {}).get("stszone.io/zone"),
-                "going": facts.going(o),
-            }
-            for p, o in snap.pods.items()
-            if name is None or p.rsplit("-", 1)[0] == name
-        }
-        sets = {
-            s: {
-                "replicas": o["spec"].get("replicas"),
-                "annotations": o["metadata"].get("annotations"),
-            }
-            for s, o in snap.sets.items()
-            if name is None or s == name
-        }
-        return {"nodes": nodes, "sets": sets, "pods": pods}
+        return facts.described(snapshot(self.work, self.work.namespace or ""), name)
 
     def check(self, kind: str, errors_before: float) -> None:
         snap = snapshot(self.work, self.work.namespace or "")
@@ -374,84 +289,6 @@ class Churn:
     def memory(self) -> None:
         for process, watched in zip(self.replicas, self.watched, strict=True):
             watched.sample(process.rss(), warmup=self.args.warmup, plateau=self.args.plateau)
-
-    def gauges_agree(self) -> None:
-        """Invariant 5, the end: each replica's zone-risk gauges are ``stszone audit``'s, once
-        all have refreshed them after the audit's list (figures made meanwhile may differ)."""
-        self.figures.checks["5 gauges agree with audit"] += 1
-        last: tuple[Any, Any] = ({}, [])
-        for _ in range(30):
-            listed = time.time()
-            audit = self.audit()
-            for process in self.replicas:
-                wait_for(
-                    f"a zone-risk pass of {process.name}",
-                    partial(_refreshed_after, process, listed),
-                    timeout=60,
-                    interval=0.5,
-                )
-            gauges = [self.gauges(process) for process in self.replicas]
-            if all(g == audit for g in gauges):
-                return
-            last = (audit, gauges)
-            time.sleep(1)
-        raise Broken(5, f"gauges {last[1]} disagree with audit {last[0]}")
-
-    def audit(self) -> dict[str, tuple[float, ...]]:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "webhook",
-                "audit",
-                "--kubeconfig",
-                self.work.kubeconfig,
-                "-n",
-                self.work.namespace or "",
-                "--zones",
-                ",".join(self.zones),
-                "-o",
-                "json",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            cwd=ROOT,
-        )
-        if done.returncode not in (0, 1):
-            raise RuntimeError(f"stszone audit exited {done.returncode}: {done.stderr}")
-        found: dict[str, tuple[float, ...]] = {}
-        for s in json.loads(done.stdout)["statefulsets"]:
-            unknown = sum(r["status"] == "unknown" for r in s["ordinals"])
-            held = len(set(s["zones"]) & set(s["zonesHeld"]))
-            found[s["name"]] = (
-                float(s["replicas"]), float(len(set(s["zones"]))), float(held),
-                float(s["misplaced"]), float(unknown), float(s["lowestSafeReplicas"] or 0),
-            )  # fmt: skip
-        return found
-
-    def gauges(self, process: Process) -> dict[str, tuple[float, ...]]:
-        families = (
-            "replicas",
-            "zones",
-            "zones_held",
-            "misplaced_pods",
-            "unknown_zone_ordinals",
-            "lowest_safe_replicas",
-        )
-        read = [process.labelled(f"stszone_statefulset_{f}") for f in families]
-        namespace = f'namespace="{self.work.namespace}"'
-        found: dict[str, tuple[float, ...]] = {}
-        for labels in read[0]:
-            if namespace in labels:
-                name = labels.split('statefulset="', 1)[1].split('"', 1)[0]
-                found[name] = tuple(r.get(labels, 0.0) for r in read)
-        return found
-
-
-def _refreshed_after(process: Process, moment: float) -> bool:
-    return process.metrics().get(LAST_PASS, 0.0) > moment
 
 
 def run(args: argparse.Namespace) -> int:
@@ -520,7 +357,8 @@ def run(args: argparse.Namespace) -> int:
                 time.sleep(args.pause)
                 churn.check(kind, errors)
             churn.load.finish()
-            churn.gauges_agree()
+            churn.figures.checks["5 gauges agree with audit"] += 1
+            gauges_agree(churn.replicas, work=work, zones=churn.zones)
         except Broken as broken:
             print(f"\nBROKEN {broken}\nseed {args.seed}, step {churn.step_no}: {churn.step_text}")
             print(json.dumps(broken.objects, indent=1, sort_keys=True))

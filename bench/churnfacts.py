@@ -260,3 +260,27 @@ def refusal(
             return None
         why.append(f"zones named {named}, kept ordinals {list(found.rows)}")
     return "; ".join(why) or f"set {name} not found"
+
+
+def described(snap: Snapshot, name: str | None = None) -> Obj:
+    """What a broken invariant prints: the nodes (zone, cordon), and the sets and pods (all, or
+    set ``name``'s)."""
+    nodes = {
+        n: {"zone": _labels(o).get(ZONE_KEY), "cordoned": bool(o["spec"].get("unschedulable"))}
+        for n, o in snap.nodes.items()
+    }
+    pods = {
+        p: {
+            "node": o["spec"].get("nodeName"),
+            "zone": (o["metadata"].get("annotations") or {}).get("stszone.io/zone"),
+            "going": going(o),
+        }
+        for p, o in snap.pods.items()
+        if name is None or p.rsplit("-", 1)[0] == name
+    }
+    sets = {
+        s: {"replicas": o["spec"].get("replicas"), "annotations": o["metadata"].get("annotations")}
+        for s, o in snap.sets.items()
+        if name is None or s == name
+    }
+    return {"nodes": nodes, "sets": sets, "pods": pods}

@@ -1,0 +1,159 @@
+"""The checks of ``bench/churn.py`` that read stszone's replicas -- memory (invariant 5) and, at
+the end, the zone-risk gauges against ``stszone audit`` (invariant 5) -- and what a run
+counts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.kube import Kubectl, wait_for
+from tests.e2e.replicas import Process
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Growth of a replica's RSS over its first plateau that breaks invariant 5.
+RSS_GROWTH = 0.15
+LAST_PASS = "stszone_zone_risk_last_pass_timestamp_seconds"
+
+
+class Broken(Exception):
+    """An invariant did not hold."""
+
+    def __init__(self, invariant: int, detail: str, objects: Any = None) -> None:
+        super().__init__(f"invariant {invariant}: {detail}")
+        self.invariant, self.detail, self.objects = invariant, detail, objects
+
+
+@dataclass
+class Watched:
+    """One process's memory: its first plateau (the highest RSS in the ``plateau`` seconds
+    after ``warmup`` seconds of life), then every later sample within ``RSS_GROWTH`` of it."""
+
+    name: str
+    born: float = field(default_factory=time.monotonic)
+    plateau: int = 0
+    highest: int = 0
+    checked: int = 0
+
+    def sample(self, rss: int, *, warmup: float, plateau: float) -> None:
+        age = time.monotonic() - self.born
+        if age < warmup:
+            return
+        if age < warmup + plateau or not self.plateau:
+            self.plateau = max(self.plateau, rss)
+            return
+        self.checked += 1
+        self.highest = max(self.highest, rss)
+        if rss > self.plateau * (1 + RSS_GROWTH):
+            raise Broken(5, f"{self.name}: RSS {rss} B after {age:.0f} s, plateau {self.plateau} B")
+
+    def summary(self) -> dict[str, Any]:
+        mib = 2**20
+        return {
+            "name": self.name,
+            "lived_s": round(time.monotonic() - self.born),
+            "plateau_mib": round(self.plateau / mib, 1),
+            "highest_after_mib": round(self.highest / mib, 1),
+            "samples_checked": self.checked,
+        }
+
+
+def gauges_agree(replicas: list[Process], *, work: Kubectl, zones: tuple[str, ...]) -> None:
+    """Invariant 5, the end: each replica's zone-risk gauges are ``stszone audit``'s, once
+    all have refreshed them after the audit's list (figures made meanwhile may differ)."""
+    last: tuple[Any, Any] = ({}, [])
+    for _ in range(30):
+        listed = time.time()
+        audited = audit(work, zones)
+        for process in replicas:
+            wait_for(
+                f"a zone-risk pass of {process.name}",
+                partial(_refreshed_after, process, listed),
+                timeout=60,
+                interval=0.5,
+            )
+        found = [gauges(process, work.namespace or "") for process in replicas]
+        if all(g == audited for g in found):
+            return
+        last = (audited, found)
+        time.sleep(1)
+    raise Broken(5, f"gauges {last[1]} disagree with audit {last[0]}")
+
+
+def audit(work: Kubectl, zones: tuple[str, ...]) -> dict[str, tuple[float, ...]]:
+    """Per set of the namespace, from ``stszone audit -o json``: what the gauges say."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "audit",
+            "--kubeconfig",
+            work.kubeconfig,
+            "-n",
+            work.namespace or "",
+            "--zones",
+            ",".join(zones),
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"stszone audit exited {done.returncode}: {done.stderr}")
+    found: dict[str, tuple[float, ...]] = {}
+    for s in json.loads(done.stdout)["statefulsets"]:
+        unknown = sum(r["status"] == "unknown" for r in s["ordinals"])
+        held = len(set(s["zones"]) & set(s["zonesHeld"]))
+        found[s["name"]] = (
+            float(s["replicas"]), float(len(set(s["zones"]))), float(held),
+            float(s["misplaced"]), float(unknown), float(s["lowestSafeReplicas"] or 0),
+        )  # fmt: skip
+    return found
+
+
+def gauges(process: Process, namespace: str) -> dict[str, tuple[float, ...]]:
+    """Per set of ``namespace``, the zone-risk gauges of one replica."""
+    families = (
+        "replicas",
+        "zones",
+        "zones_held",
+        "misplaced_pods",
+        "unknown_zone_ordinals",
+        "lowest_safe_replicas",
+    )
+    read = [process.labelled(f"stszone_statefulset_{f}") for f in families]
+    selector = f'namespace="{namespace}"'
+    found: dict[str, tuple[float, ...]] = {}
+    for labels in read[0]:
+        if selector in labels:
+            name = labels.split('statefulset="', 1)[1].split('"', 1)[0]
+            found[name] = tuple(r.get(labels, 0.0) for r in read)
+    return found
+
+
+def _refreshed_after(process: Process, moment: float) -> bool:
+    return process.metrics().get(LAST_PASS, 0.0) > moment
+
+
+@dataclass
+class Figures:
+    steps: Counter[str] = field(default_factory=Counter)
+    checks: Counter[str] = field(default_factory=Counter)
+    scale_downs: Counter[str] = field(default_factory=Counter)
+    refusals: Counter[str] = field(default_factory=Counter)
+    kill_failures: float = 0.0
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    instances: list[dict[str, Any]] = field(default_factory=list)
+    step_errors: list[str] = field(default_factory=list)
