@@ -26,7 +26,7 @@ pytest_plugins = ["tests.noskip"]
 
 settings.register_profile("ci", max_examples=100, deadline=None)
 settings.register_profile("dev", max_examples=100, deadline=None)
-# tools/mutants.py: the same examples for every mutant, and fewer of them.
+# mutmut ([tool.mutmut] in pyproject.toml): the same examples for every mutant, and fewer of them.
 settings.register_profile("mutation", max_examples=30, deadline=None, derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 

@@ -135,6 +135,17 @@ def test_pods_leaving_an_unlisted_zone_are_summarised() -> None:
     )
 
 
+def test_pods_leaving_two_unlisted_zones_name_both() -> None:
+    """Ordinal 3 in zone x and 4, 5 in zone y, neither listed: one warning, both zones."""
+    nodes = [*NODES, b.node("ny", "y")]
+    placed = {0: "na", 1: "nb", 2: "nc", 3: "nx", 4: "ny", 5: "ny"}
+    outcome = scale(cluster(placed, nodes=nodes), 6, 3)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: 6 -> 3 removes zones x (ordinal 3) and y (ordinals 4 and 5), not in stszone.io/zones",
+    )
+
+
 NO_LIST: dict[str, str] = {}
 UNLABELLED = [b.node("n0", None), b.node("n1", None), b.node("n2", None)]
 

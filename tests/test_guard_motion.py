@@ -168,6 +168,31 @@ def test_a_scale_down_that_leaves_a_zone_to_a_pod_on_a_node_not_ready_warns(
     assert [o["nodeReady"] for o in ordinals] == [True, True, False, True]
 
 
+def test_zones_left_to_pods_on_several_nodes_not_ready_are_named_together() -> None:
+    """db-1 on nb2 and db-2 on nc2, both not Ready: 6 -> 3 leaves b and c to them alone, and
+    the one warning names both zones, both pods and their nodes, in the plural."""
+    nodes = [*NODES, b.node("nb2", "b", ready="False"), b.node("nc2", "c", ready="False")]
+    store = cluster(placed("na", "nb2", "nc2", "na", "nb", "nc"), nodes=nodes)
+    outcome = scale(store, 6, 3)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: 6 -> 3 leaves zones b only to db-1 (node nb2) and c only to db-2 (node nc2), on "
+        "nodes that are not Ready: if they do not come back, those zones have no pod; check "
+        "the nodes before scaling further",
+    )
+
+
+def test_a_zone_left_to_two_pods_on_one_node_not_ready_names_the_node_once() -> None:
+    """db-2 and db-5 both on nc2, not Ready; 9 -> 8 removes db-8, c's pod on a Ready node."""
+    nodes = [*NODES, b.node("nc2", "c", ready="False")]
+    store = cluster(placed("na", "nb", "nc2", "na", "nb", "nc2", "na", "nb", "nc"), nodes=nodes)
+    assert scale(store, 9, 8).warnings == (
+        "db: 9 -> 8 leaves zone c only to db-2 (node nc2) and db-5 (node nc2), which is not "
+        "Ready: if it does not come back, the zone has no pod; check the node before scaling "
+        "further",
+    )
+
+
 def test_no_warning_while_the_zone_keeps_a_pod_on_a_ready_node() -> None:
     """The same with db-3 kept too (4 -> 4 is no scale-down; 5 -> 4 removes db-4 in a, which
     db-0 keeps): c keeps db-3 on a Ready node, a keeps db-0, so nothing relies on nc2."""

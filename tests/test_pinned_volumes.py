@@ -160,6 +160,61 @@ def test_a_volume_that_selects_no_node_is_in_an_unknown_zone(
     assert report.unknown == (1,) and report.rows[1].expected_zone is None
 
 
+def _terms_pv(*terms: list[tuple[str, list[str]]]) -> JSON:
+    """PV pv-1 with one nodeSelectorTerm per argument, each a list of (key, In values)."""
+    pv = b.pv("pv-1", "x")
+    pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] = [
+        {"matchExpressions": [{"key": k, "operator": "In", "values": v} for k, v in term]}
+        for term in terms
+    ]
+    return pv
+
+
+@pytest.mark.parametrize(
+    ("hosts", "listed"),
+    [
+        (["n1", "n2", "n3"], "n1, n2, n3"),
+        (["n1", "n2", "n3", "n4"], "n1, n2, n3 and 1 more"),
+        (["n5", "n4", "n3", "n2", "n1"], "n1, n2, n3 and 2 more"),
+    ],
+)
+def test_a_volume_on_unlabelled_nodes_names_three_and_counts_the_rest(
+    hosts: list[str], listed: str
+) -> None:
+    """Its nodes (the hostnames it may attach to) carry no zone label, in name order."""
+    nodes = [b.node(f"n{i}", None) for i in range(1, 6)]
+    store = store_from_objects([*nodes, b.pv("pv-1", *hosts, key=HOSTNAME)])
+    assert store.volume_nowhere("pv-1", "topology.kubernetes.io/zone") == (
+        f"volume pv-1 can attach only to node(s) {listed}, which have no label "
+        "topology.kubernetes.io/zone"
+    )
+
+
+def test_a_volume_for_no_node_in_view_spells_out_its_terms() -> None:
+    """The terms are ORed, the expressions of a term ANDed, each with its values sorted."""
+    pv = _terms_pv(
+        [(HOSTNAME, ["lost", "gone"])], [(HOSTNAME, ["x"]), ("example.com/rack", ["r1"])]
+    )
+    store = store_from_objects([*NODES, pv])
+    assert store.volume_nowhere("pv-1", "topology.kubernetes.io/zone") == (
+        "volume pv-1 can attach only to nodes with kubernetes.io/hostname In [gone, lost] or "
+        "example.com/rack In [r1] and kubernetes.io/hostname In [x], and no such node is in "
+        "stszone's view"
+    )
+    # A volume the view does not hold selects no node either.
+    assert store.volume_nowhere("pv-2", "topology.kubernetes.io/zone").startswith(
+        "volume pv-2 can attach only to nodes with "
+    )
+
+
+def test_a_volume_on_nodes_without_the_sets_own_zone_key_names_them() -> None:
+    """A set on example.com/room: node nc has a topology.kubernetes.io/zone but no room."""
+    store = store_from_objects([*NODES, b.pv("pv-1", "nc", key=HOSTNAME)])
+    assert store.volume_nowhere("pv-1", "example.com/room") == (
+        "volume pv-1 can attach only to node(s) nc, which have no label example.com/room"
+    )
+
+
 def test_a_claim_created_for_a_volume_that_attaches_nowhere_gets_no_zone() -> None:
     """The claim names its volume (pre-provisioned local PV whose node is gone)."""
     store = view(b.pv("pv-1", "gone", key=HOSTNAME))

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tests import builders as b
 from tests import rebalancing as r
 from webhook.cluster.snapshot import Snapshot, from_objects
+from webhook.rules.blockers import selected, some
 from webhook.rules.rebalance import Plan, SetPlan, chosen, plan
 
 JSON = dict[str, Any]
@@ -141,6 +142,23 @@ def test_cordoned_rule_zone_blocks_with_each_node_named() -> None:
         ([{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}], False),
         ([{"operator": "Exists"}], False),
         ([{"key": "dedicated", "operator": "Equal", "value": "web"}], True),
+        # operator defaults to Equal; no effect tolerates every effect
+        ([{"key": "dedicated", "value": "db"}], False),
+        ([{"key": "dedicated", "operator": "Equal"}], True),
+        ([{"key": "dedicated", "operator": "Exists"}], False),
+        ([{"key": "other", "operator": "Exists"}], True),
+        ([{"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}], True),
+        ([{"key": "dedicated", "value": "db", "effect": "PreferNoSchedule"}], True),
+        ([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}], False),
+        # any one toleration that matches is enough
+        ([{"key": "other", "operator": "Exists"}, {"key": "dedicated", "value": "db"}], False),
+        (
+            [
+                {"key": "dedicated", "value": "db", "effect": "NoExecute"},
+                {"key": "dedicated", "value": "db", "effect": "NoSchedule"},
+            ],
+            False,
+        ),
     ],
 )
 def test_taints_block_unless_the_template_tolerates_them(
@@ -152,6 +170,90 @@ def test_taints_block_unless_the_template_tolerates_them(
     sts = r.statefulset(3, tolerations=tolerations)
     result = only(planned(r.cluster({0: "a1", 1: "a2", 2: "c1"}, nodes=nodes, sts=sts)))
     assert (result.rows[1].kind == "blocked") is blocked
+
+
+@pytest.mark.parametrize(
+    ("effect", "blocked"), [("NoSchedule", True), ("NoExecute", True), ("PreferNoSchedule", False)]
+)
+def test_only_taints_the_scheduler_enforces_block(effect: str, blocked: bool) -> None:
+    """NoSchedule and NoExecute keep a pod off a node; PreferNoSchedule only steers it."""
+    taint = {"key": "dedicated", "value": "db", "effect": effect}
+    nodes = [r.node(n, taints=[taint] if n.startswith("b") else []) for n in r.NODES]
+    result = only(planned(r.cluster({0: "a1", 1: "a2", 2: "c1"}, nodes=nodes)))
+    assert (result.rows[1].kind == "blocked") is blocked
+    if blocked:
+        assert result.rows[1].notes == (
+            f"no node of zone-b can take it (b1 tainted dedicated:{effect}, "
+            f"b2 tainted dedicated:{effect})",
+        )
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "blocked"),
+    [
+        ([], True),
+        ([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}], False),
+        ([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}], False),
+        ([{"key": "node.kubernetes.io/unschedulable", "effect": "NoExecute"}], True),
+    ],
+)
+def test_a_cordon_is_the_unschedulable_taint(tolerations: list[JSON], blocked: bool) -> None:
+    """A cordoned node takes pods that tolerate node.kubernetes.io/unschedulable:NoSchedule
+    (the taint the node lifecycle controller adds with the cordon)."""
+    nodes = [r.node(n, cordoned=n.startswith("b")) for n in r.NODES]
+    sts = r.statefulset(3, tolerations=tolerations)
+    result = only(planned(r.cluster({0: "a1", 1: "a2", 2: "c1"}, nodes=nodes, sts=sts)))
+    assert (result.rows[1].kind == "blocked") is blocked
+
+
+_SSD_IN = {"key": "disktype", "operator": "In", "values": ["ssd"]}
+_HDD_IN = {"key": "disktype", "operator": "In", "values": ["hdd"]}
+
+
+@pytest.mark.parametrize(
+    ("selector", "terms", "admitted"),
+    [
+        ({}, [], True),
+        ({"disktype": "ssd"}, [], True),
+        ({"disktype": "hdd"}, [], False),
+        ({"disktype": "ssd", "rack": "r1"}, [], False),
+        ({}, [{"matchExpressions": [_SSD_IN]}], True),
+        ({}, [{"matchExpressions": [_HDD_IN]}], False),
+        # terms are ORed, the expressions of a term ANDed
+        ({}, [{"matchExpressions": [_HDD_IN]}, {"matchExpressions": [_SSD_IN]}], True),
+        ({}, [{"matchExpressions": [_SSD_IN, _HDD_IN]}], False),
+        ({"disktype": "hdd"}, [{"matchExpressions": [_SSD_IN]}], False),
+        # a label the node lacks: only NotIn and DoesNotExist admit it
+        ({}, [{"matchExpressions": [{"key": "gpu", "operator": "NotIn", "values": ["x"]}]}], True),
+        ({}, [{"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}], True),
+        ({}, [{"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["x"]}]}], False),
+        ({}, [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}], False),
+        ({}, [{"matchExpressions": [{"operator": "DoesNotExist"}]}], True),
+        ({}, [{"matchExpressions": [{"key": "disktype", "operator": "Exists"}]}], True),
+        ({}, [{"matchExpressions": [{"key": "disktype", "operator": "DoesNotExist"}]}], False),
+    ],
+)
+def test_node_selector_and_required_affinity_decide_which_nodes_fit(
+    selector: dict[str, str], terms: list[JSON], admitted: bool
+) -> None:
+    """blockers.selected on a node labelled disktype=ssd in zone-a."""
+    labels = {"disktype": "ssd", "topology.kubernetes.io/zone": "zone-a"}
+    assert selected(labels, terms=terms, selector=selector) is admitted
+
+
+@pytest.mark.parametrize(
+    ("names", "text"),
+    [
+        ([], ""),
+        (["a"], "a"),
+        (["a", "b", "c", "d", "e"], "a, b, c, d, e"),
+        (["a", "b", "c", "d", "e", "f"], "a, b, c, d, e and 1 more"),
+        (list("abcdefgh"), "a, b, c, d, e and 3 more"),
+    ],
+)
+def test_a_reason_names_five_and_counts_the_rest(names: list[str], text: str) -> None:
+    """blockers.some, the lists in every blocked row's reason."""
+    assert some(iter(names)) == text
 
 
 def test_template_node_selector_that_excludes_the_zone_blocks() -> None:

@@ -245,6 +245,34 @@ def test_scale_of_a_set_with_already_malformed_annotations_warns_and_is_guarded(
     assert dropped.warnings == kept.warnings
 
 
+@pytest.mark.parametrize(
+    ("broken", "more"),
+    [
+        ({"stszone.io/mode": "x"}, ""),
+        ({"stszone.io/mode": "x", "stszone.io/scheduler-name": "Stszone"}, "+1 more; "),
+        (
+            {
+                "stszone.io/mode": "x",
+                "stszone.io/scheduler-name": "Stszone",
+                "stszone.io/storage-class-template": "{bad}",
+            },
+            "+2 more; ",
+        ),
+    ],
+)
+def test_a_scale_warns_of_the_first_malformed_annotation_and_counts_the_rest(
+    broken: dict[str, str], more: str
+) -> None:
+    """The warning gives one problem in full and how many more there are."""
+    nodes = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
+    pods = [b.sts_pod(ordinal=o, node=n) for o, n in enumerate(["na", "nb", "nc"] * 2)]
+    sts = b.statefulset(annotations={"stszone.io/zones": "a,b,c", **broken}, replicas=6)
+    store = store_from_objects([*nodes, sts, *pods], zones=("a", "b", "c"))
+    (warning,) = scale(store, 6, 3, name="db", ns="ns").warnings
+    assert warning.startswith("StatefulSet db: stszone.io/")
+    assert warning.endswith(f" ({more}unchanged by this scale; fix it)")
+
+
 # --- property: the guard with unknown zones against the rules read independently -------------
 
 #: Where a pod may be: a node of zone a/b/c, a node of zone x (not listed), a node without a

@@ -190,8 +190,10 @@ def mutate_statefulset(sts: JSON, *, store: Store) -> Outcome:
         warnings += (
             f"{name}: {ZONES} from the nodes' {key} values (--zones is for {DEFAULT_TOPOLOGY_KEY})",
         )
-    # generateName'd sets arrive unnamed; only the template matters here.
-    info = statefulset_info({**sts, "metadata": {**meta, "name": meta.get("name") or "unnamed"}})
+    # generateName'd sets arrive unnamed; only the template is read from this record, so its
+    # name is a placeholder.
+    named = {**meta, "name": meta.get("name") or "unnamed"}  # pragma: no mutate (never read)
+    info = statefulset_info({**sts, "metadata": named})
     allowed = tuple(
         affinity.allowed_values(
             info.node_terms, info.node_selector, key, zones, nodes=node_labels(store)

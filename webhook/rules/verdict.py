@@ -91,7 +91,7 @@ def _unready_warning(result: ScaleDown) -> str:
 
 
 def _brief(zones: dict[str, Holders]) -> str:
-    """``zone c (ordinal 3)`` / ``zones b (ordinals 2, 4) and c (ordinal 3)``, for warnings."""
+    """``zone c (ordinal 3)`` / ``zones b (ordinals 2 and 4) and c (ordinal 3)``, for warnings."""
     parts = []
     for zone, holders in zones.items():
         ordinals = some(holders.ordinals, holders.count, shown=2)
