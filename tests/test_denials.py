@@ -159,6 +159,7 @@ POD_WITH_A_TERM = b.sts_pod(affinity=b.zone_affinity([("disk", "In", ["ssd"])]))
 
 MALFORMED: list[tuple[Endpoint, str, dict[str, Any], Store, str]] = [
     # (endpoint, kind, object, view, what the message says after "malformed <kind>: ")
+    ("mutate", "Pod", broken(b.sts_pod(), "spec", []), with_set(ZONES), "spec must be an object, got list"),
     ("mutate", "Pod", broken(b.sts_pod(), "spec.affinity", "zone-a"), with_set(ZONES), "spec.affinity must be an object, got str"),
     ("mutate", "Pod", broken(b.sts_pod(), "spec.affinity.nodeAffinity", []), with_set(ZONES), "spec.affinity.nodeAffinity must be an object, got list"),
     ("mutate", "Pod", broken(b.sts_pod(), AFFINITY, "x"), with_set(ZONES), f"{AFFINITY} must be an object, got str"),

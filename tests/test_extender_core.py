@@ -13,6 +13,7 @@ from tests import builders as b
 from webhook.cli import build_parser, settings_from
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults, Settings
+from webhook.errors import BadObject, Denied
 from webhook.model.store import Store
 from webhook.rules import extender
 from webhook.wire import extender as extender_wire
@@ -141,3 +142,68 @@ def test_malformed_storage_flags_are_refused(
         build_parser().parse_args(["serve", *argv])
     assert exited.value.code == 2
     assert "e.g. --storage-unhealthy-" in capsys.readouterr().err
+
+
+# --- where the extender wants a pod: extender.target ------------------------------------------
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+STORE_ABC = [b.node(f"n{z}", z) for z in ZONES]
+
+
+def standalone(annotations: dict[str, Any], *, name: str | None = "p") -> dict[str, Any]:
+    """A pod no StatefulSet owns, with ``annotations`` (and no name: generateName only)."""
+    pod = b.sts_pod(annotations=annotations, claims=())
+    del pod["metadata"]["ownerReferences"]
+    if name is None:
+        del pod["metadata"]["name"]
+    else:
+        pod["metadata"]["name"] = name
+    return pod
+
+
+@pytest.mark.parametrize(("name", "shown"), [("p", "p"), (None, "(unnamed)")])
+def test_a_pod_of_no_set_goes_to_its_annotated_zone(name: str | None, shown: str) -> None:
+    """stszone.io/zone alone decides, on the default key, with no volumes to weigh."""
+    pod = standalone({"stszone.io/zone": "zone-b"}, name=name)
+    goal = extender.target(pod, store=store_from_objects(STORE_ABC))
+    assert goal == extender.Goal(shown, ZONE_KEY, "zone-b", frozenset())
+
+
+def test_a_pod_of_no_set_with_malformed_annotations_is_denied() -> None:
+    pod = standalone({"stszone.io/zone": "zone-b", "stszone.io/mode": "x"})
+    with pytest.raises(Denied, match=r"^pod ns/p has malformed stszone annotations: "):
+        extender.target(pod, store=store_from_objects(STORE_ABC))
+
+
+def test_annotations_that_are_not_strings_name_their_field() -> None:
+    pod = standalone({"stszone.io/zone": "zone-b"})
+    pod["metadata"]["annotations"]["count"] = 3
+    with pytest.raises(BadObject, match=r"^metadata\.annotations\.count must be a str"):
+        extender.target(pod, store=store_from_objects(STORE_ABC))
+
+
+def test_a_set_pod_without_an_ordinal_is_denied() -> None:
+    """Neither the pod-index label nor a -N name: the rule cannot place it."""
+    pod = b.sts_pod(index_label=False)
+    pod["metadata"]["name"] = "db-x"
+    store = store_from_objects([*STORE_ABC, b.statefulset(annotations={"stszone.io/zones": "a"})])
+    with pytest.raises(Denied, match=r"^pod ns/db-x of StatefulSet db has no ordinal$"):
+        extender.target(pod, store=store)
+
+
+def test_a_pod_with_several_volumes_may_go_only_where_all_of_them_are() -> None:
+    """data-db-0 is on a disk of zone-a or zone-b, logs-db-0 of zone-b or zone-c; scratch-db-0
+    is unbound and counts for nothing: zone-b is where both can attach."""
+    sts = b.statefulset(annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"})
+    store = store_from_objects(
+        [*STORE_ABC, sts,
+         b.pvc("data-db-0", volume="pv-1"), b.pv("pv-1", "zone-a", "zone-b"),
+         b.pvc("logs-db-0", volume="pv-2"), b.pv("pv-2", "zone-b", "zone-c"),
+         b.pvc("scratch-db-0")]
+    )  # fmt: skip
+    goal = extender.target(b.sts_pod(claims=("data", "logs", "scratch")), store=store)
+    assert goal is not None
+    assert (goal.pod, goal.topology_key, goal.zone) == ("db-0", ZONE_KEY, "zone-b")
+    assert goal.volume_zones == {"zone-b"}
+    alone = extender.target(b.sts_pod(claims=("logs", "scratch")), store=store)
+    assert alone is not None and alone.volume_zones == {"zone-b", "zone-c"}

@@ -118,6 +118,48 @@ def test_the_replacement_goes_where_its_volume_is() -> None:
     assert report.held == ("a", "c")
 
 
+def test_a_pending_pod_going_away_has_no_node_to_name() -> None:
+    """db-1 never ran (no node) and is being deleted: its replacement goes to b, its rule zone."""
+    store = cluster(placed("na", None, "nc", db1={"deleting": True}))
+    (report,) = audit(store).sets
+    assert report.rows[1].why == "db-1 is Terminating; its replacement goes to b"
+
+
+@pytest.mark.parametrize(
+    ("node", "says"),
+    [
+        ("nbare", "db-1 is Terminating on node nbare in c; its replacement goes to b"),
+        (None, "db-1 is Terminating; its replacement goes to b"),
+    ],
+)
+def test_a_pod_going_away_from_a_node_without_a_zone_says_its_own_zone_label(
+    node: str | None, says: str
+) -> None:
+    """db-1 carries topology.kubernetes.io/zone=c (Kubernetes copies it from the node at
+    binding). On node nbare, which has no zone label, it sits in c by its own label; a pod
+    that never got a node sits nowhere yet, whatever its labels say."""
+    nodes = [*NODES, b.node("nbare", None)]
+    going = {"deleting": True, "labels": {"topology.kubernetes.io/zone": "c"}}
+    store = cluster(placed("na", node, "nc", db1=going), nodes=nodes)
+    (report,) = audit(store).sets
+    assert report.rows[1].why == says
+
+
+def test_a_replacement_whose_volume_attaches_nowhere_is_in_an_unknown_zone() -> None:
+    """db-1 is Terminating on na; its claim is bound to a volume of a node that is gone."""
+    volume = [b.pvc("data-db-1", volume="pv-1"), b.pv("pv-1", "gone", key="kubernetes.io/hostname")]
+    store = cluster(placed("na", "na", "nc", db1={"deleting": True}), extra=volume)
+    (report,) = audit(store).sets
+    row = report.rows[1]
+    assert row.why.startswith(
+        "db-1 is Terminating on node na in a; its replacement's zone is unknown: volume pv-1 can "
+        "attach only to nodes with kubernetes.io/hostname In [gone]"
+    )
+    assert report.unknown == (1,)
+    refused = scale(store, 3, 1)
+    assert (refused.allowed, refused.reason) == (False, "ZoneUnknown")
+
+
 def test_a_saved_cluster_through_stszone_review(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -328,6 +370,27 @@ def test_an_allowed_scale_down_names_the_claims_it_deletes(reclaim: str, tail: s
     assert outcome.warnings == (
         f"db: 9 -> 3 deletes claims data-db-3, data-db-4, data-db-5 and 3 more with their pods "
         f"{POLICY}; {tail}",
+    )
+
+
+def test_the_claims_warning_counts_the_volumes_whose_data_goes() -> None:
+    """Set db has templates data and logs; 5 -> 3 removes ordinals 3 (a pod in a, which db-0
+    keeps) and 4 (no pod, no data claim; b is kept by db-1). data-db-3 is bound to a Delete
+    volume, logs-db-3 to a Retain one, logs-db-4 to none: three claims, one with data."""
+    extra = [
+        b.pvc("data-db-3", volume="pv-3"),
+        b.pv("pv-3", "a", claim=("ns", "data-db-3"), reclaim="Delete"),
+        b.pvc("logs-db-3", volume="pv-l3"),
+        b.pv("pv-l3", "a", claim=("ns", "logs-db-3"), reclaim="Retain"),
+        b.pvc("logs-db-4"),
+    ]
+    pods = placed("na", "nb", "nc", "na")
+    store = cluster(pods, extra=extra, when_scaled="Delete", templates=("data", "logs"), replicas=5)
+    outcome = scale(store, 5, 3)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        f"db: 5 -> 3 deletes claims data-db-3, logs-db-3 and logs-db-4 with their pods {POLICY}; "
+        "the data of 1 of them goes too (volume reclaim policy Delete)",
     )
 
 

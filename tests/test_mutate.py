@@ -254,6 +254,50 @@ def test_scheduler_mode_uses_server_default_and_keeps_custom_scheduler() -> None
     assert custom["spec"]["schedulerName"] == "volcano" and outcome.warnings
 
 
+SCHEDULER_AB = {"stszone.io/zones": "a,b", "stszone.io/mode": "scheduler"}
+
+
+def test_scheduler_mode_fills_a_missing_scheduler_name() -> None:
+    """No schedulerName at all (the API server defaults it later) counts as the default one."""
+    store = store_from_objects([b.statefulset(annotations=SCHEDULER_AB)])
+    pod = b.sts_pod(ordinal=1)
+    del pod["spec"]["schedulerName"]
+    outcome, mutated = run(pod, store)
+    assert mutated["spec"]["schedulerName"] == DEFAULTS.scheduler_name and outcome.warnings == ()
+
+
+def test_scheduler_mode_warns_of_a_custom_scheduler_and_of_the_volume_it_follows() -> None:
+    """An unnamed pod (generateName) of ordinal 1 asking for volcano, its claim in zone a (the
+    rule says b): both warnings, the pod named by its set and ordinal."""
+    store = store_from_objects(
+        [
+            b.statefulset(annotations=SCHEDULER_AB),
+            b.pvc("data-db-1", volume="pv-1"),
+            b.pv("pv-1", "a"),
+        ]
+    )
+    pod = b.sts_pod(ordinal=1, scheduler="volcano")
+    del pod["metadata"]["name"]
+    outcome, mutated = run(pod, store)
+    assert mutated["metadata"]["annotations"]["stszone.io/zone"] == "a"
+    assert outcome.warnings == (
+        "db-1 follows volume pv-1 (claim data-db-1) to a; the rule says b",
+        "pod db-1 asks for scheduler 'volcano'; stszone leaves it and only records "
+        "stszone.io/zone=a for it",
+    )
+
+
+def test_scheduler_mode_leaves_a_pod_whose_volume_attaches_nowhere_and_says_why() -> None:
+    store = store_from_objects(
+        [b.statefulset(annotations=SCHEDULER_AB), b.pvc("data-db-1", volume="pv-1"),
+         b.pv("pv-1", "gone", key="kubernetes.io/hostname")]
+    )  # fmt: skip
+    outcome, _ = run(b.sts_pod(ordinal=1), store)
+    assert outcome.allowed and outcome.patch == []
+    (warning,) = outcome.warnings
+    assert warning.startswith("db-1 cannot run anywhere: volume pv-1 can attach only to nodes")
+
+
 @pytest.mark.parametrize(
     "pod",
     [
@@ -482,5 +526,10 @@ def test_controller_claim_of_an_unseen_set_is_refused_for_retry() -> None:
         body["request"]["userInfo"]["username"] = controller
         outcome = admission.mutate(review.from_dict(body), store=store, defaults=DEFAULTS)
         assert not outcome.allowed and outcome.reason == "StatefulSetNotYetSeen", controller
+        assert outcome.message == (
+            "claim ns/data-db-0 comes from the StatefulSet controller, but no StatefulSet in "
+            "stszone's view produces it yet (its watch event is usually milliseconds behind); "
+            "the controller retries this create"
+        )
     outcome, _ = run(claim, store)  # requested by "tester"
     assert outcome.allowed and outcome.patch == []

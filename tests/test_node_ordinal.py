@@ -15,6 +15,7 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
 from webhook.rules import admission
+from webhook.rules.removal import removable_nodes
 from webhook.wire import review
 from webhook.wire.patches import apply
 
@@ -177,6 +178,48 @@ def test_volume_in_another_zone_than_the_node_is_a_warning() -> None:
     )
 
 
+def test_every_reason_to_stay_pending_is_its_own_warning() -> None:
+    """Four nodes carry example.io/node=2, all in zone-a; the template wants zone-b; claim
+    data-db-2's regional volume is in zone-b and zone-c, logs-db-2's node is gone: one warning
+    each, in that order."""
+    nodes = [broker(f"n{i}", "zone-a", "2") for i in range(4)]
+    volumes = [
+        *(b.pvc("data-db-2", volume="pv-bc"), b.pv("pv-bc", "zone-b", "zone-c")),
+        *(
+            b.pvc("logs-db-2", volume="pv-gone"),
+            b.pv("pv-gone", "gone", key="kubernetes.io/hostname"),
+        ),
+    ]
+    own = b.zone_affinity([(ZONE_KEY, "In", ["zone-b"])])
+    pod = b.sts_pod(ordinal=2, affinity=own, claims=("data", "logs"))
+    outcome, _ = mutate(pod, kafka(*nodes, extra=volumes))
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db-2 may land on any of nodes n0, n1, n2 and 1 more (all carry example.io/node=2); "
+        "keep one node per value",
+        "db-2 stays Pending: node example.io/node=2 is in zone-a; its own: "
+        "topology.kubernetes.io/zone In [zone-b]",
+        "db-2 stays Pending: its volume pv-bc is in zone-b, zone-c, node example.io/node=2 in "
+        "zone-a",
+        "db-2 stays Pending: volume pv-gone can attach only to nodes with kubernetes.io/hostname "
+        "In [gone], and no such node is in stszone's view",
+    )
+
+
+def test_a_volume_outside_the_zones_of_several_labelled_nodes_names_them_all() -> None:
+    """Nodes labelled 2 in zone-a and zone-b (no zone recorded), the volume in zone-c."""
+    store = kafka(
+        broker("n2a", "zone-a", "2"),
+        broker("n2b", "zone-b", "2"),
+        extra=[b.pvc("data-db-2", volume="pv-c"), b.pv("pv-c", "zone-c")],
+    )
+    outcome, _ = mutate(b.sts_pod(ordinal=2), store)
+    assert outcome.warnings[1:] == (
+        "db-2 stays Pending: its volume pv-c is in zone-c, node example.io/node=2 in zone-a, "
+        "zone-b",
+    )
+
+
 def test_cluster_without_zones_still_pins() -> None:
     """On-prem nodes with no zone label and no --zones: node-ordinal does not need a zone."""
     annotations = {k: v for k, v in ANNOTATIONS.items() if k != "stszone.io/zones"}
@@ -250,3 +293,23 @@ def test_a_template_bounding_the_ordinal_label_is_refused_past_the_bound(
     assert outcome.allowed == (not refused), outcome.message
     if refused:
         assert f"excludes {NODE_LABEL} value(s) {refused}, so those ordinals" in outcome.message
+
+
+def test_a_node_pinned_pod_may_leave_its_node_for_another_labelled_node_of_its_zone() -> None:
+    """removable_nodes in node-ordinal mode: ordinal 0 on n0 (zone-a) also fits n0x (zone-a);
+    ordinal 1 on n1 (zone-b) also fits n1bare (no zone); ordinal 2 on n2 (zone-c) also fits
+    n2a (zone-a) and n2b (zone-b). Removing n0 keeps zone-a (the pod goes to n0x); removing
+    n1 or n2 may lose zone-b or zone-c; every node that runs nothing is removable."""
+    nodes = [
+        broker("n0", "zone-a", "0"),
+        broker("n0x", "zone-a", "0"),
+        broker("n1", "zone-b", "1"),
+        broker("n1bare", None, "1"),
+        broker("n2", "zone-c", "2"),
+        broker("n2a", "zone-a", "2"),
+        broker("n2b", "zone-b", "2"),
+    ]
+    pods = [b.sts_pod(ordinal=o, node=n) for o, n in enumerate(["n0", "n1", "n2"])]
+    store = kafka(*nodes, extra=pods)
+    alone, _ = removable_nodes(store, [store.statefulsets[("ns", "db")]])
+    assert alone == ("n0", "n0x", "n1bare", "n2a", "n2b")

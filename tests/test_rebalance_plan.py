@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tests import builders as b
 from tests import rebalancing as r
 from webhook.cluster.snapshot import Snapshot, from_objects
+from webhook.errors import ConfigError
 from webhook.rules.blockers import selected, some
 from webhook.rules.rebalance import Plan, SetPlan, chosen, plan
 
@@ -309,7 +310,36 @@ def test_claim_owned_by_its_pod_blocks_an_eviction_that_would_lose_it() -> None:
     sts = r.statefulset(2, templates=("data",), retention=("Retain", "Delete"))
     result = only(planned(r.cluster({0: "b1", 1: "b2"}, sts=sts, extra=extra)))
     assert result.rows[0].kind == "blocked"
-    assert "claim data-db-0 is owned by pod db-0" in result.rows[0].notes[0]
+    assert result.rows[0].notes == (
+        "claim data-db-0 is owned by pod db-0 (persistentVolumeClaimRetentionPolicy whenScaled: "
+        "Delete, from a scale-down): evicting the pod would let the garbage collector delete "
+        "the claim and its data",
+    )
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "db-0", "uid": "u"},
+        {"apiVersion": "example.io/v1", "kind": "Pod", "name": "db-0", "uid": "u"},
+    ],
+)
+def test_only_a_pod_owner_makes_a_claim_go_with_the_pod(ref: JSON) -> None:
+    """An owner of another kind (or a Pod of another API group) named like the pod is not it."""
+    claim = r.claim("data-db-0", "")
+    claim["metadata"]["ownerReferences"] = [ref]
+    sts = r.statefulset(2, templates=("data",))
+    result = only(planned(r.cluster({0: "b1", 1: "b2"}, sts=sts, extra=[claim])))
+    assert result.rows[0].kind == "movable"
+
+
+def test_owner_references_that_are_not_objects_are_named_by_their_path() -> None:
+    claim = r.claim("data-db-0", "")
+    claim["metadata"]["ownerReferences"] = ["db-0"]
+    with pytest.raises(
+        ConfigError, match=r"^cluster file: metadata\.ownerReferences\[0\] must be an object$"
+    ):
+        planned(r.cluster({0: "b1"}, extra=[claim]))
 
 
 def test_sets_chosen_by_opt_in_namespace_and_name() -> None:
@@ -329,10 +359,30 @@ def test_node_ordinal_sets_are_noted_and_malformed_ones_are_problems() -> None:
         1, annotations={"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "n"}
     )
     result = planned(r.cluster({0: "a1"}, sts=pinned))
-    assert "node-ordinal mode" in only(result).note and result.complete
+    assert only(result) == SetPlan(
+        "shop",
+        "db",
+        r.ZONES,
+        1,
+        note="node-ordinal mode pins ordinals to labelled nodes, not zones: nothing to rebalance",
+    )
+    assert result.complete
     broken = r.statefulset(1, annotations={"stszone.io/mode": "sideways"})
     result = planned(r.cluster({0: "a1"}, sts=broken))
-    assert "malformed stszone annotations" in only(result).problem and not result.complete
+    one = only(result)
+    assert (one.namespace, one.name, one.zones, one.replicas, one.rows) == ("shop", "db", (), 1, ())
+    assert "malformed stszone annotations" in one.problem and not result.complete
+
+
+def test_a_set_with_no_zone_list_anywhere_is_a_problem() -> None:
+    """No stszone.io/zones, no --zones, no node with a zone label: nothing to plan against."""
+    listless = r.statefulset(2)
+    del listless["metadata"]["annotations"]["stszone.io/zones"]
+    result = planned(r.cluster({0: None, 1: None}, sts=listless, nodes=[b.node("x1", None)]))
+    assert only(result) == SetPlan(
+        "shop", "db", (), 2, problem="no zone list (no stszone.io/zones, no --zones, no zones)"
+    )
+    assert not result.complete
 
 
 def test_the_recorded_cluster_has_pinned_unready_and_cycling_sets() -> None:

@@ -60,6 +60,23 @@ def chain(obj: dict[str, Any], store: Store = ABC) -> review.Outcome:
         ),
         ({"stszone.io/mode": "node-ordinal"}, "needs stszone.io/node-label"),
         ({"stszone.io/zone": "a"}, "unknown annotation(s) stszone.io/zone"),
+        (
+            {
+                "stszone.io/zones": "A_1,b_2,c_3,d_4,e_5",
+                "stszone.io/storage-class-template": "{zone}",
+            },
+            "stszone.io/storage-class-template '{zone}' does not give a valid StorageClass name (a "
+            "lower-case DNS-1123 subdomain) for every zone: A_1 -> 'a_1', b_2 -> 'b_2', c_3 -> "
+            "'c_3' and 2 more; e.g.",
+        ),
+        (
+            {"stszone.io/zones": "ok,b_2,c_3,d_4", "stszone.io/storage-class-template": "{zone}"},
+            "for every zone: b_2 -> 'b_2', c_3 -> 'c_3', d_4 -> 'd_4'; e.g.",
+        ),
+        (
+            {"stszone.io/storage-class-template": "{zone}_ssd"},
+            "for every zone: zone-a -> 'zone-a_ssd'; e.g.",
+        ),
     ],
 )
 @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
@@ -367,6 +384,15 @@ def test_scheduler_mode_needs_scheduler_name_and_zone_annotation() -> None:
     wrong_zone = copy.deepcopy(good)
     wrong_zone["metadata"]["annotations"]["stszone.io/zone"] = "a"
     assert not validate(wrong_zone, store).allowed
+    unset = copy.deepcopy(good)
+    del unset["spec"]["schedulerName"]  # the API server's default: default-scheduler
+    outcome = validate(unset, store)
+    assert not outcome.allowed and outcome.reason == "SchedulerRequirementMissing"
+    assert outcome.message.startswith(
+        "pod db-2 reached validation with schedulerName 'default-scheduler' and "
+        "stszone.io/zone='c'; scheduler mode needs schedulerName 'stszone-scheduler' and "
+        "stszone.io/zone='c': "
+    )
 
 
 def test_scheduler_mode_denial_names_the_sets_own_scheduler() -> None:

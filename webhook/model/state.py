@@ -67,7 +67,6 @@ class ClaimState:
     namespace: str
     name: str
     uid: str = ""
-    deleting: bool = False
     #: Pods named in its ownerReferences: the garbage collector deletes the claim with them.
     owner_pods: tuple[str, ...] = ()
 
@@ -139,7 +138,7 @@ def pod_state(obj: Mapping[str, Any]) -> PodState:
 
 
 def claim_state(obj: Mapping[str, Any]) -> ClaimState:
-    """A PersistentVolumeClaim's uid, deletion and owning pods."""
+    """A PersistentVolumeClaim's uid and owning pods."""
     meta = objects.mapping(obj, "metadata")
     owners = tuple(
         objects.string(ref, "name")
@@ -150,7 +149,6 @@ def claim_state(obj: Mapping[str, Any]) -> ClaimState:
         namespace=objects.string(meta, "namespace"),
         name=objects.string(meta, "name"),
         uid=objects.string(meta, "uid"),
-        deleting=_deleting(meta),
         owner_pods=owners,
     )
 

@@ -59,7 +59,7 @@ def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, 
     return [(owner, ordinal) for _, owner, ordinal in sorted(found)]
 
 
-def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str = "") -> Outcome:
+def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -> Outcome:
     """Record the zone on a StatefulSet's claim; set its StorageClass from the template, if any."""
     meta = objects.mapping(claim, "metadata")
     if skipped(meta):

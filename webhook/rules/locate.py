@@ -132,7 +132,7 @@ class Locator:
 
     def sits(self, pod: PodInfo) -> str | None:
         """The zone a scheduled pod runs in by its node's label, else its own (None: unread)."""
-        node = self.nodes.get(pod.node) if pod.node else None
+        node = self.nodes.get(pod.node)  # an unscheduled pod's "" names no node
         zone = node.labels.get(self.key) if node is not None else None
         return zone or (pod.zone_label(self.key) if pod.node else None)
 

@@ -266,9 +266,7 @@ def _order(
     return ordered
 
 
-def plan_set(
-    sts: StatefulSetInfo, *, store: Store, state: LiveState, move_data: bool = False
-) -> SetPlan:
+def plan_set(sts: StatefulSetInfo, *, store: Store, state: LiveState, move_data: bool) -> SetPlan:
     """The plan of one StatefulSet."""
     try:
         policy = resolve_policy(sts.namespace, sts.name, store=store)

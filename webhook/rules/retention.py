@@ -22,14 +22,14 @@ POLICY = "persistentVolumeClaimRetentionPolicy.whenScaled: Delete"
 
 def deleted_claims(
     sts: StatefulSetInfo, *, old: range, new: range, store: Store
-) -> tuple[list[str], list[str]]:
-    """(the claims the view holds of the ordinals of ``old`` that ``new`` removes, those of
-    them whose volume's reclaim policy is Delete), in ordinal order; bounded by the set's
+) -> tuple[list[str], int]:
+    """(the claims the view holds of the ordinals of ``old`` that ``new`` removes, in ordinal
+    order; how many of them have a volume whose reclaim policy is Delete); bounded by the set's
     objects in the view, not by the ranges (which may hold two billion ordinals)."""
     gone = removed_ordinals(old, new)
     known = store.known_ordinals(sts.namespace, sts.name, templates=sts.templates)
     claims: list[str] = []
-    with_data: list[str] = []
+    with_data = 0
     for ordinal in sorted(known):
         if not any(ordinal in r for r in gone):
             continue
@@ -39,9 +39,9 @@ def deleted_claims(
             if claim is None:
                 continue
             claims.append(name)
-            volume = store.volume(claim.volume) if claim.volume else None
+            volume = store.volume(claim.volume)  # an unbound claim's "" names no volume
             if volume is not None and volume.reclaim_delete:
-                with_data.append(name)
+                with_data += 1
     return claims, with_data
 
 
@@ -58,12 +58,12 @@ def warning(sts: StatefulSetInfo, *, old: range, new: range, store: Store) -> tu
         f"{sts.name}: {len(old)} -> {len(new)} deletes claim{'s' if plural else ''} "
         f"{some(claims, len(claims))} with {'their pods' if plural else 'its pod'} ({POLICY})"
     )
-    if len(with_data) == len(claims):
+    if with_data == len(claims):
         tail = "their volumes' reclaim policy is Delete: the data goes with them"
         if not plural:
             tail = "its volume's reclaim policy is Delete: the data goes with it"
     elif with_data:
-        tail = f"the data of {len(with_data)} of them goes too (volume reclaim policy Delete)"
+        tail = f"the data of {with_data} of them goes too (volume reclaim policy Delete)"
     else:
         tail = "their volumes are kept (reclaim policy not Delete)"
         if not plural:

