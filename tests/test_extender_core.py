@@ -78,6 +78,8 @@ def test_filter_partitions_and_agrees_with_prioritize(
         assert failed.get(n["metadata"]["name"], "node(s)").startswith("node(s)")
     scores = extender.prioritize(args, store=store, defaults=DEFAULTS)
     assert [s["Host"] for s in scores] == names
+    # kube-scheduler decodes Score as an int64: 5.0 would fail to decode.
+    assert all(type(s["Score"]) is int for s in scores)
     assert all(0 <= s["Score"] <= extender_wire.MAX_SCORE for s in scores)
     assert {s["Host"] for s in scores if s["Score"] == extender_wire.MAX_SCORE} == set(kept)
 
@@ -207,3 +209,17 @@ def test_a_pod_with_several_volumes_may_go_only_where_all_of_them_are() -> None:
     assert goal.volume_zones == {"zone-b"}
     alone = extender.target(b.sts_pod(claims=("logs", "scratch")), store=store)
     assert alone is not None and alone.volume_zones == {"zone-b", "zone-c"}
+
+
+def test_a_pod_the_filter_refuses_is_scored_on_storage_alone() -> None:
+    """A set pod without an ordinal: no zone to prefer, so every zone's nodes score half for
+    it and healthy storage adds the other half; the filter reports the refusal."""
+    nodes = [node("n1", "zone-a", None, False), node("n2", "zone-b", "true", False)]
+    store = store_from_objects([*nodes, b.statefulset(annotations={"stszone.io/zones": "zone-a"})])
+    pod = b.sts_pod(index_label=False)
+    pod["metadata"]["name"] = "db-x"
+    args = parse(pod, nodes, cache=True, store=store)
+    assert extender.prioritize(args, store=store, defaults=DEFAULTS) == [
+        {"Host": "n1", "Score": 10},
+        {"Host": "n2", "Score": 5},
+    ]

@@ -146,6 +146,38 @@ def test_pods_leaving_two_unlisted_zones_name_both() -> None:
     )
 
 
+def test_every_warning_of_a_scale_down_is_given_in_order() -> None:
+    """5 -> 3 removes db-3 (zone x, unlisted) and db-4 (b), leaving b to db-1 on nb2, which
+    is not Ready: one warning each, the unlisted zone first."""
+    nodes = [*NODES, b.node("nb2", "b", ready="False")]
+    placed = {0: "na", 1: "nb2", 2: "nc", 3: "nx", 4: "nb"}
+    outcome = scale(cluster(placed, nodes=nodes), 5, 3)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: 5 -> 3 removes zone x (ordinal 3), not in stszone.io/zones",
+        "db: 5 -> 3 leaves zone b only to db-1 (node nb2), which is not Ready: if it does not "
+        "come back, the zone has no pod; check the node before scaling further",
+    )
+
+
+def test_an_unknown_zone_removed_while_every_zone_is_kept_is_a_second_warning() -> None:
+    placed = {0: "na", 1: "nb", 2: "nc", 3: "nx", 4: "nbare", 5: "na"}
+    outcome = scale(cluster(placed), 6, 3)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: 6 -> 3 removes zone x (ordinal 3), not in stszone.io/zones",
+        "db: ordinal 4, whose zone is unknown (node nbare has no label "
+        "topology.kubernetes.io/zone); every listed zone is kept anyway",
+    )
+
+
+def test_a_refusal_keeps_the_warnings_of_the_scale_down() -> None:
+    """4 -> 2 drops c (refused) and also removes db-3 from the unlisted zone x."""
+    outcome = scale(cluster({0: "na", 1: "nb", 2: "nc", 3: "nx"}), 4, 2)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
+    assert outcome.warnings == ("db: 4 -> 2 removes zone x (ordinal 3), not in stszone.io/zones",)
+
+
 NO_LIST: dict[str, str] = {}
 UNLABELLED = [b.node("n0", None), b.node("n1", None), b.node("n2", None)]
 

@@ -394,6 +394,21 @@ def test_the_claims_warning_counts_the_volumes_whose_data_goes() -> None:
     )
 
 
+def test_scaling_to_zero_deletes_the_claims_from_ordinals_start_on() -> None:
+    """ordinals.start 5, two replicas: 2 -> 0 deletes data-db-5 and data-db-6, not the
+    data-db-0 left from before the start moved."""
+    pods = [b.sts_pod(ordinal=o, node=n) for o, n in ((5, "nc"), (6, "na"))]
+    extra = [b.pvc(f"data-db-{o}", volume=f"pv-{o}") for o in (0, 5, 6)]
+    extra += [
+        b.pv(f"pv-{o}", "a", claim=("ns", f"data-db-{o}"), reclaim="Delete") for o in (0, 5, 6)
+    ]
+    store = cluster(pods, extra=extra, when_scaled="Delete", start=5)
+    assert scale(store, 2, 0).warnings[1:] == (
+        f"db: 2 -> 0 deletes claims data-db-5 and data-db-6 with their pods {POLICY}; their "
+        "volumes' reclaim policy is Delete: the data goes with them",
+    )
+
+
 def test_the_claims_warning_on_an_update_and_on_scaling_to_zero() -> None:
     """An UPDATE is judged as written (the policy is the new object's); scaling to zero deletes
     every claim; a refused scale-down deletes nothing and says nothing of claims."""

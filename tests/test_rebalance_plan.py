@@ -89,15 +89,25 @@ def test_move_data_moves_the_pinned_ordinal_and_says_what_is_lost() -> None:
     assert step.claims == row.claims
 
 
-def test_a_retained_volume_is_named_as_left_behind() -> None:
-    """Reclaim policy Retain: the old volume outlives the claim; the plan says so."""
-    extra = [
-        r.claim("data-db-2", "pv-2"),
-        r.volume("pv-2", "zone-b", "data-db-2", reclaim="Retain"),
-    ]
+@pytest.mark.parametrize("reclaim", ["Retain", None])
+def test_a_retained_volume_is_named_as_left_behind(reclaim: str | None) -> None:
+    """Reclaim policy Retain (also the API's default for a PV that names none): the old volume
+    outlives the claim; the plan says so."""
+    pv = r.volume("pv-2", "zone-b", "data-db-2", reclaim=reclaim or "")
+    if reclaim is None:
+        del pv["spec"]["persistentVolumeReclaimPolicy"]
+    extra = [r.claim("data-db-2", "pv-2"), pv]
     sts = r.statefulset(6, templates=("data",))
     result = only(planned(r.cluster(SEED, sts=sts, extra=extra), move_data=True))
-    assert "volume(s) pv-2 stay (reclaim policy Retain)" in result.rows[2].notes[-1]
+    assert result.rows[2].notes[-1] == ("volume(s) pv-2 stay (reclaim policy Retain): delete later")
+
+
+def test_a_statefulset_being_deleted_blocks_every_move() -> None:
+    sts = r.statefulset(2)
+    sts["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z"
+    result = only(planned(r.cluster({0: "b1", 1: "a1"}, sts=sts)))
+    assert [row.kind for row in result.rows] == ["blocked", "blocked"]
+    assert result.rows[0].notes == ("the StatefulSet is being deleted",)
 
 
 def test_rotated_set_is_a_cycle_every_move_blocked_with_the_way_out() -> None:

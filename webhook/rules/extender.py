@@ -181,16 +181,13 @@ def prioritize(args: Args, *, store: Store, defaults: Defaults) -> list[HostPrio
         goal = None  # filter reports it; scoring just has no zone preference
     except BadObject as err:
         raise BadRequest(f"malformed ExtenderArgs.Pod: {err.message}") from None
-    key, preferred = "", None
+    key, preferred = "", None  # pragma: no mutate (the key is read only with a preference)
     if goal is not None:
         key, preferred = goal.topology_key, goal.volume_zones or frozenset({goal.zone})
     half = MAX_SCORE // 2
     scores: list[HostPriorityWire] = []
     for node in args.candidates:
-        score = 0
-        if preferred is None or node.labels.get(key) in preferred:
-            score += half
-        if storage_problem(node, defaults=defaults) is None:
-            score += MAX_SCORE - half
-        scores.append({"Host": node.name, "Score": score})
+        in_zone = preferred is None or node.labels.get(key) in preferred
+        healthy = storage_problem(node, defaults=defaults) is None
+        scores.append({"Host": node.name, "Score": half * in_zone + (MAX_SCORE - half) * healthy})
     return scores

@@ -73,7 +73,7 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         if sts is None:
             return stopped
         everything = range(sts.start, sts.start + old_count)
-        gone = retention.warning(sts, old=everything, new=range(sts.start, sts.start), store=store)
+        gone = retention.warning(sts, old=everything, new=range(0), store=store)  # none left
         return stopped.with_warnings(gone)
     # Live: a set missing from the view is refused for retry by resolve_policy. Offline (a saved
     # cluster file without it): guarded on its pods and the server's zones, with a warning.
