@@ -21,6 +21,8 @@ from tests.process import Webhook
 Obj = dict[str, Any]
 T = TypeVar("T")
 ZONE_KEY = "topology.kubernetes.io/zone"
+#: The node label naming the node itself.
+HOSTNAME = "kubernetes.io/hostname"
 #: On everything a run creates, valued with the run's id.
 RUN_LABEL = "stszone.io/e2e"
 #: The marks of every end-to-end test module: skipped unless a cluster is named.
@@ -198,3 +200,39 @@ class Cluster:
     timeout: float
     #: The running webhook, with HTTPS clients that trust its certificate.
     webhook: Webhook
+
+
+def skipped_statefulset(cluster: Cluster, name: str) -> Obj:
+    """A set of no replicas whose pods stszone leaves alone (labelled skip), to place pods
+    by hand as pods placed before stszone was (:func:`place_on`)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "labels": {RUN_LABEL: cluster.run}},
+        "spec": {
+            "serviceName": name,
+            "replicas": 0,
+            # Template changes must not re-create the pods already placed.
+            "updateStrategy": {"type": "OnDelete"},
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name, "stszone.io/skip": "true"}},
+                "spec": pod_template(cluster.image),
+            },
+        },
+    }
+
+
+def place_on(cluster: Cluster, name: str, ordinal: int, node: str) -> Obj:
+    """Create pod ``<name>-<ordinal>`` of a :func:`skipped_statefulset` on ``node``: pin the
+    template there, scale up by one, wait until it is bound; the pod."""
+    kubectl = cluster.kubectl
+    patch = f'{{"spec":{{"template":{{"spec":{{"nodeSelector":{{"{HOSTNAME}":"{node}"}}}}}}}}}}'
+    kubectl.run("patch", "statefulset", name, "--type=merge", "-p", patch)
+    kubectl.run("scale", "statefulset", name, f"--replicas={ordinal + 1}")
+
+    def placed() -> Obj | None:
+        pod = kubectl.get("pod", f"{name}-{ordinal}")
+        return pod if pod["spec"].get("nodeName") == node else None
+
+    return wait_for(f"{name}-{ordinal} on {node}", placed, timeout=cluster.timeout)

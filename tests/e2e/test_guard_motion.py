@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.kube import (
+    HOSTNAME,
     MARKS,
     RUN_LABEL,
     ZONE_KEY,
@@ -33,11 +34,12 @@ from tests.e2e.kube import (
     KubectlError,
     Obj,
     owned_pod,
-    pod_template,
+    place_on,
+    skipped_statefulset,
     wait_for,
     workload,
 )
-from tests.e2e.test_unknown_zone import HOSTNAME, _nodes_by_zone
+from tests.e2e.test_unknown_zone import _nodes_by_zone
 
 pytestmark = MARKS
 
@@ -117,39 +119,6 @@ def everywhere(cluster: Cluster) -> Kubectl:
     return Kubectl(cluster.kubectl.binary, cluster.kubectl.kubeconfig)
 
 
-def _skipped_set(cluster: Cluster, name: str) -> Obj:
-    """A set whose pods stszone leaves alone (labelled skip), as pods placed before it."""
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": name, "labels": {RUN_LABEL: cluster.run}},
-        "spec": {
-            "serviceName": name,
-            "replicas": 0,
-            "updateStrategy": {"type": "OnDelete"},
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name, "stszone.io/skip": "true"}},
-                "spec": pod_template(cluster.image),
-            },
-        },
-    }
-
-
-def _place(cluster: Cluster, name: str, ordinal: int, node: str) -> None:
-    """Create pod ``<name>-<ordinal>`` on ``node``: pin the template there, scale up by one."""
-    kubectl = cluster.kubectl
-    patch = f'{{"spec":{{"template":{{"spec":{{"nodeSelector":{{"{HOSTNAME}":"{node}"}}}}}}}}}}'
-    kubectl.run("patch", "statefulset", name, "--type=merge", "-p", patch)
-    kubectl.run("scale", "statefulset", name, f"--replicas={ordinal + 1}")
-
-    def placed() -> bool:
-        pod = kubectl.get("pod", f"{name}-{ordinal}")
-        return bool(pod["spec"].get("nodeName") == node)
-
-    wait_for(f"{name}-{ordinal} on {node}", placed, timeout=cluster.timeout)
-
-
 def _dry_scale(kubectl: Kubectl, name: str, replicas: int) -> str | None:
     """The webhook's refusal of a server-side dry-run scale, or None when it is allowed."""
     try:
@@ -182,7 +151,7 @@ def test_a_scale_down_relying_on_a_terminating_pod_is_refused(
     with ExitStack() as stack:
         # The set goes at the end (other tests audit the namespace), after the kubelet is back.
         stack.callback(kubectl.delete, "statefulset", name)
-        kubectl.create(_skipped_set(cluster, name))
+        kubectl.create(skipped_statefulset(cluster, name))
         _relying_on_a_terminating_pod(cluster, everywhere, name=name, homes=homes)
 
 
@@ -194,7 +163,7 @@ def _relying_on_a_terminating_pod(
     kubectl, zones, k = cluster.kubectl, cluster.zones, len(cluster.zones)
     last, first = zones[-1], zones[0]
     for ordinal, node in enumerate(homes):
-        _place(cluster, name, ordinal, node)
+        place_on(cluster, name, ordinal, node)
     assert _dry_scale(kubectl, name, k) is None, "with pod 0 running, k replicas keep every zone"
 
     with deletions_hang(everywhere):

@@ -27,20 +27,18 @@ import pytest
 from tests.e2e.conftest import schedulable_zones
 from tests.e2e.kube import (
     MARKS,
-    RUN_LABEL,
     ZONE_KEY,
     Cluster,
     Kubectl,
     KubectlError,
-    Obj,
-    pod_template,
+    place_on,
+    skipped_statefulset,
     wait_for,
 )
 
 pytestmark = MARKS
 
 NAME = "before"
-HOSTNAME = "kubernetes.io/hostname"
 
 
 def _nodes_by_zone(kubectl: Kubectl, zones: tuple[str, ...]) -> dict[str, list[str]]:
@@ -53,40 +51,6 @@ def _nodes_by_zone(kubectl: Kubectl, zones: tuple[str, ...]) -> dict[str, list[s
         if zone in found and zone in ready and not node.get("spec", {}).get("unschedulable"):
             found[zone].append(meta["name"])
     return {zone: sorted(names) for zone, names in found.items()}
-
-
-def _statefulset(cluster: Cluster) -> Obj:
-    template = pod_template(cluster.image)
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": NAME, "labels": {RUN_LABEL: cluster.run}},
-        "spec": {
-            "serviceName": NAME,
-            "replicas": 0,
-            # Template changes must not re-create the pods already placed.
-            "updateStrategy": {"type": "OnDelete"},
-            "selector": {"matchLabels": {"app": NAME}},
-            "template": {
-                "metadata": {"labels": {"app": NAME, "stszone.io/skip": "true"}},
-                "spec": template,
-            },
-        },
-    }
-
-
-def _place(cluster: Cluster, ordinal: int, node: str) -> Obj:
-    """Create pod ``before-<ordinal>`` on ``node``: pin the template there, scale up by one."""
-    kubectl = cluster.kubectl
-    patch = f'{{"spec":{{"template":{{"spec":{{"nodeSelector":{{"{HOSTNAME}":"{node}"}}}}}}}}}}'
-    kubectl.run("patch", "statefulset", NAME, "--type=merge", "-p", patch)
-    kubectl.run("scale", "statefulset", NAME, f"--replicas={ordinal + 1}")
-
-    def placed() -> Obj | None:
-        pod = kubectl.get("pod", f"{NAME}-{ordinal}")
-        return pod if pod["spec"].get("nodeName") == node else None
-
-    return wait_for(f"{NAME}-{ordinal} on {node}", placed, timeout=cluster.timeout)
 
 
 @contextmanager
@@ -127,9 +91,9 @@ def test_scale_down_relying_on_a_node_that_lost_its_zone_label_is_refused(
     # Ordinal k-1 goes to Z0 on another node than ordinal 0.
     homes = [nodes[zones[i]][0] for i in range(k - 1)] + [first[-1], nodes[zones[-1]][0]]
     kubectl = cluster.kubectl
-    kubectl.create(_statefulset(cluster))
+    kubectl.create(skipped_statefulset(cluster, NAME))
     for ordinal, node in enumerate(homes):
-        _place(cluster, ordinal, node)
+        place_on(cluster, NAME, ordinal, node)
     lost, moved, node = zones[-1], f"{NAME}-{k - 1}", homes[k - 1]
     wanted = f"would drop zone {lost} (ordinal {k} is its only pod)"
     # With every label in place the guard refuses already: the setup is what it should be.
