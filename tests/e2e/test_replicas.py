@@ -98,6 +98,14 @@ def _under_load(pair: Pair, kubectl: Kubectl, act: Any, *, prefix: str) -> dict[
     return figures
 
 
+def _lost_with_the_replica(error: str) -> bool:
+    """A load error that is the API server failing to reach a webhook replica (the process
+    is gone: its connection reset, refused, or closed mid-answer)."""
+    return "failed calling webhook" in error and any(
+        why in error for why in ("connection reset by peer", "connection refused", "EOF")
+    )
+
+
 def _report(name: str, figures: dict[str, Any]) -> None:
     print(json.dumps({name: figures}, indent=2))
 
@@ -176,6 +184,8 @@ def test_a_killed_replica_costs_only_its_calls_and_every_set_converges(
     problems = [p for name in sets for p in _misplaced(pair.work, pair.zones, name, 6)]
     assert problems == []
     assert figures["answered_before_sigkill"] > 0
-    assert figures["load_errors"] == []
+    # A call in flight on the killed replica fails (the API server sees its connection reset
+    # or refused); that is the cost a SIGKILL may have. Any other failure of the load is not.
+    assert [e for e in figures["load_errors"] if not _lost_with_the_replica(e)] == []
     # The load's sets converge too: each cycle ended with its 6 pods.
     assert figures["cycles"] >= 3
