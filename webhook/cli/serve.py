@@ -90,7 +90,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="bind with SO_REUSEPORT so that several stszone processes share --host:--port; the "
-        "kernel spreads new connections over them, and one stopping on SIGTERM drops out",
+        "kernel spreads new connections over them, and one stopping on SIGTERM drops out; "
+        "each opens its listener only once Ready, so probes of that port fail until then",
     )
     parser.add_argument("--cert", type=Path, help="serving certificate (PEM); with --key")
     parser.add_argument("--key", type=Path, help="serving key (PEM); with --cert")
