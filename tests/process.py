@@ -35,6 +35,15 @@ def free_port(bind: str = "127.0.0.1") -> int:
         return port
 
 
+def refused(port: int, *, host: str = "127.0.0.1", timeout: float = 5.0) -> bool:
+    """True when nothing accepts on ``host:port`` (the connection is refused)."""
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
 def clean_environ() -> dict[str, str]:
     """This process's environment without anything that names a cluster."""
     return {

@@ -23,7 +23,7 @@ from cryptography import x509
 
 from tests.hang import HANG_GUARD, until
 from tests.kubeconfig import write_kubeconfig
-from tests.process import clean_environ, free_port, start_serve
+from tests.process import clean_environ, free_port, refused, start_serve
 from tests.served import served
 from webhook.config import Settings
 from webhook.install.certfiles import DevCerts, ensure_dev_certs
@@ -153,14 +153,6 @@ def _metrics(port: int) -> str:
     return text
 
 
-def _refused(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=5).close()
-    except ConnectionRefusedError:
-        return True
-    return False
-
-
 @pytest.mark.parametrize("reuse_port", [True, False])
 def test_a_shared_listener_opens_only_once_ready(
     tmp_path: Path, stopper: list[subprocess.Popen[bytes]], reuse_port: bool
@@ -192,9 +184,9 @@ def test_a_shared_listener_opens_only_once_ready(
 
     until(unready, what="/metrics to say not ready")
     if reuse_port:
-        assert _refused(port), "an unready process accepted on the shared address"
+        assert refused(port), "an unready process accepted on the shared address"
     else:
-        until(lambda: not _refused(port), what="the listener to open")
+        until(lambda: not refused(port), what="the listener to open")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=HANG_GUARD) == 0, log.read_text()
     if reuse_port:

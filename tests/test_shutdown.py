@@ -21,19 +21,11 @@ from pathlib import Path
 import pytest
 
 from tests.hang import HANG_GUARD, until
-from tests.process import FIXTURE, Webhook, start_serve
+from tests.process import FIXTURE, Webhook, refused, start_serve
 
 
 def start(tmp_path: Path, *extra: str) -> Webhook:
     return start_serve(tmp_path, "--zones", "a,b,c", "--offline", *extra)
-
-
-def refused(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except ConnectionRefusedError:
-        return True
-    return False
 
 
 def in_flight(server: Webhook) -> int:
@@ -118,7 +110,7 @@ def test_sigterm_drains_in_flight_and_exits_0(
     assert server.post_review() == (200, "close")
 
     # Then the listener closes: new connections are refused.
-    until(lambda: refused(server.port), what="the listener never closed")
+    until(lambda: refused(server.port, timeout=1), what="the listener never closed")
 
     # The upload, still going when the listener closed, completes.
     upload.release.set()
@@ -173,7 +165,7 @@ def test_a_request_on_an_open_connection_just_after_the_close_is_answered(
     try:
         conn.connect()  # accepted while serving; no request on it yet
         server.terminate()
-        until(lambda: refused(server.port), what="the listener never closed")
+        until(lambda: refused(server.port, timeout=1), what="the listener never closed")
         conn.request("POST", "/mutate", body=FIXTURE.read_bytes(), headers=headers)
         response = conn.getresponse()
         assert response.status == 200
