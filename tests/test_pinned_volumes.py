@@ -201,9 +201,9 @@ def test_a_volume_for_no_node_in_view_spells_out_its_terms() -> None:
         "example.com/rack In [r1] and kubernetes.io/hostname In [x], and no such node is in "
         "stszone's view"
     )
-    # A volume the view does not hold selects no node either.
-    assert store.volume_nowhere("pv-2", "topology.kubernetes.io/zone").startswith(
-        "volume pv-2 can attach only to nodes with "
+    # A volume the view does not hold is named as such, not as an empty list of terms.
+    assert store.volume_nowhere("pv-2", "topology.kubernetes.io/zone") == (
+        "volume pv-2 is not in stszone's view"
     )
 
 

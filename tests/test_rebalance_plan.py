@@ -16,6 +16,7 @@ from tests import builders as b
 from tests import rebalancing as r
 from webhook.cluster.snapshot import Snapshot, from_objects
 from webhook.errors import ConfigError
+from webhook.model.records import NodeInfo
 from webhook.rules.blockers import selected, some
 from webhook.rules.rebalance import Plan, SetPlan, chosen, plan
 
@@ -242,14 +243,29 @@ _HDD_IN = {"key": "disktype", "operator": "In", "values": ["hdd"]}
         ({}, [{"matchExpressions": [{"operator": "DoesNotExist"}]}], True),
         ({}, [{"matchExpressions": [{"key": "disktype", "operator": "Exists"}]}], True),
         ({}, [{"matchExpressions": [{"key": "disktype", "operator": "DoesNotExist"}]}], False),
+        # an empty term selects no node; the other terms still may
+        ({}, [{}], False),
+        ({}, [{"matchExpressions": []}], False),
+        ({}, [{}, {"matchExpressions": [_SSD_IN]}], True),
+        # matchFields reads the node's name
+        (
+            {},
+            [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}],
+            True,
+        ),
+        (
+            {},
+            [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}],
+            False,
+        ),
     ],
 )
 def test_node_selector_and_required_affinity_decide_which_nodes_fit(
     selector: dict[str, str], terms: list[JSON], admitted: bool
 ) -> None:
-    """blockers.selected on a node labelled disktype=ssd in zone-a."""
-    labels = {"disktype": "ssd", "topology.kubernetes.io/zone": "zone-a"}
-    assert selected(labels, terms=terms, selector=selector) is admitted
+    """blockers.selected on node n1, labelled disktype=ssd in zone-a."""
+    node = NodeInfo(name="n1", labels={"disktype": "ssd", "topology.kubernetes.io/zone": "zone-a"})
+    assert selected(node, terms=terms, selector=selector) is admitted
 
 
 @pytest.mark.parametrize(

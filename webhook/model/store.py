@@ -351,8 +351,9 @@ class Store:
     def volume_nowhere(self, volume: str, topology_key: str) -> str:
         """Why :meth:`volume_zones` of a volume is None, in words."""
         pv = self.volumes.get(volume)
-        terms = pv.terms if pv is not None else ()
-        return f"volume {volume} {pinning.nowhere(terms, topology_key, view=self)}"
+        if pv is None:
+            return f"volume {volume} is not in stszone's view"
+        return f"volume {volume} {pinning.nowhere(pv.terms, topology_key, view=self)}"
 
     def zones_of(self, nodes: Iterable[str], topology_key: str) -> frozenset[str]:
         """The zones of the given nodes (unknown nodes and nodes without the label skipped)."""

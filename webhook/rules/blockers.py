@@ -47,29 +47,20 @@ def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Taint) -> bool:
     return False
 
 
-def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key = expr.get("key")
-    have = labels.get(key) if isinstance(key, str) else None
-    if key is None or have is None:  # an absent label: only NotIn and DoesNotExist admit it
-        return expr.get("operator") in ("NotIn", "DoesNotExist")
-    return affinity.expression_allows(expr, str(key), have)
-
-
 def selected(
-    labels: Mapping[str, str],
+    node: NodeInfo,
     *,
     terms: Sequence[Mapping[str, Any]],
     selector: Mapping[str, str],
 ) -> bool:
-    """Whether a node with ``labels`` meets a nodeSelector and required nodeSelectorTerms."""
+    """Whether ``node`` meets a nodeSelector and required nodeSelectorTerms (any one term; an
+    empty term selects no node)."""
+    labels = node.labels
     if any(labels.get(k) != v for k, v in selector.items()):
         return False
     if not terms:
         return True
-    return any(
-        all(_expression_matches(e, labels) for e in term.get("matchExpressions") or [])
-        for term in terms
-    )
+    return any(affinity.term_matches(term, labels, node.name) for term in terms)
 
 
 def unfit(
@@ -86,7 +77,7 @@ def unfit(
         for taint in state.taints:
             if taint.effect in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
                 return f"tainted {taint.key}:{taint.effect}"
-    if not selected(node.labels, terms=sts.node_terms, selector=sts.node_selector):
+    if not selected(node, terms=sts.node_terms, selector=sts.node_selector):
         return "outside the pod template's nodeSelector/nodeAffinity"
     return None
 
