@@ -122,21 +122,35 @@ async def test_first_list_mirrors_the_recorded_cluster(api: FakeApi, kubeconfig:
     assert api.seen("namespaces", "list")[0].query["labelSelector"] == "stszone.io/enabled=true"
 
 
-async def test_ready_only_once_the_records_are_frozen(
-    api: FakeApi, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+async def test_serve_freezes_what_start_up_built_once_before_any_list(
+    api: FakeApi, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Every cache listed is not yet ready: the post-sync collection stops the loop, and a
-    request let in before it would wait behind it. Ready never comes before the one freeze,
-    and the collector is never switched off while the lists load."""
-    frozen: list[bool] = []
-    monkeypatch.setattr("webhook.cluster.live.gc.freeze", lambda: frozen.append(True))
-    async with running(kubeconfig) as view, asyncio.timeout(HANG_GUARD):
-        while not view.ready()[0]:
-            assert gc.isenabled()
-            if all(status.synced for status in view.statuses()):
-                assert view.ready() == (False, "caches listed; finishing start-up") or frozen
-            await asyncio.sleep(0.001)
-        assert frozen == [True]
+    """``stszone serve`` moves what start-up built into the permanent generation before the
+    live view lists anything (the full collections a big first list sets off then never walk
+    the modules), freezes nothing more once the caches are listed, and never switches the
+    collector off."""
+    from webhook.cli.serve import _main
+
+    lists_at_freeze: list[int] = []
+
+    def freeze() -> None:
+        lists_at_freeze.append(sum(1 for seen in api.requests if seen.verb == "list"))
+
+    monkeypatch.setattr("webhook.cli.serve.gc.freeze", freeze)
+    settings = Settings(
+        kubeconfig=str(kubeconfig), host="127.0.0.1", port=0, certs_dir=tmp_path, shutdown_delay=0
+    )
+    served = asyncio.create_task(_main(settings))
+    try:
+        async with asyncio.timeout(HANG_GUARD):
+            while not all(api.seen(resource, "watch") for resource in TABLES):
+                assert gc.isenabled() and not served.done()
+                await asyncio.sleep(0.001)
+    finally:
+        served.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await served
+    assert lists_at_freeze == [0]
 
 
 async def test_full_nodes_when_a_node_condition_is_needed(api: FakeApi, kubeconfig: Path) -> None:

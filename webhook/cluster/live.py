@@ -13,7 +13,6 @@ every resource, no watch.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections.abc import Sequence
@@ -48,8 +47,6 @@ class LiveView:
             for resource in resources(settings)
         )
         self._stopped: str | None = None
-        #: Set once every cache is listed and what start-up built is frozen (``gc.freeze``).
-        self._settled = False
 
     def statuses(self) -> tuple[CacheStatus, ...]:
         """Health of every cache (what ``/readyz`` and the ``stszone_cache_*`` gauges report)."""
@@ -60,10 +57,6 @@ class LiveView:
         if self._stopped is not None:
             return False, f"live view stopped: {self._stopped}"
         problems = [problem for status in self.statuses() if (problem := self._problem(status))]
-        if not problems and not self._settled:
-            # Every cache is listed but run() has yet to collect and freeze what start-up built
-            # (a stop of the loop): a request let in now would wait behind it.
-            problems.append("caches listed; finishing start-up")
         return (not problems), "; ".join(problems) or "caches synced"
 
     def _problem(self, status: CacheStatus) -> str:
@@ -86,16 +79,6 @@ class LiveView:
                 for reflector in self.reflectors:
                     group.create_task(reflector.run(), name=f"watch-{reflector.resource.table}")
                 await asyncio.gather(*(r.wait_synced() for r in self.reflectors))
-                # Once, when the view is first whole: collect the young generations (what the
-                # last pages left), then move everything tracked into the permanent generation,
-                # so later full collections walk only what changed since. The records are not
-                # tracked at all (records.py); what is tracked is mostly what the imports made
-                # (modules, functions, classes), and a full collection of it would be a stop of
-                # the loop of about 50 ms. Frozen objects are still freed by reference counting
-                # when replaced.
-                gc.collect(1)
-                gc.freeze()
-                self._settled = True
                 counts = ", ".join(f"{s.table} {s.objects}" for s in self.statuses())
                 log.info(
                     "live view synced in %.1fs (%s); zone source: %s",

@@ -52,8 +52,8 @@ _SUFFIX = re.compile(r"-([0-9]+)$")
 # The records are msgspec Structs with ``gc=False``: immutable values holding strings, numbers,
 # and tuples, frozensets and dicts of those, so none can be part of a reference cycle, and the
 # cycle collector need not track them. Tracked, the 300k records of a 100k-pod cluster made
-# every full collection while the lists load (and the one before the view is frozen) a stop of
-# the event loop of about 250 ms.
+# every full collection while the lists load a stop of the event loop of about 250 ms, and
+# every full collection after it as long.
 
 
 class NodeInfo(msgspec.Struct, frozen=True, gc=False):
