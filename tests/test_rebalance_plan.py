@@ -293,7 +293,10 @@ def test_template_node_selector_that_excludes_the_zone_blocks() -> None:
     sts["spec"]["template"]["spec"]["nodeSelector"] = {"disktype": "ssd"}
     result = only(planned(r.cluster({0: "a1", 1: "a2"}, nodes=nodes, sts=sts)))
     assert result.rows[1].kind == "blocked"
-    assert "outside the pod template's nodeSelector/nodeAffinity" in result.rows[1].notes[0]
+    assert result.rows[1].notes == (
+        "no node of zone-b can take it (b1 outside the pod template's nodeSelector/nodeAffinity, "
+        "b2 outside the pod template's nodeSelector/nodeAffinity)",
+    )
 
 
 def test_a_set_not_fully_ready_blocks_every_move() -> None:
@@ -310,14 +313,21 @@ def test_a_set_not_fully_ready_blocks_every_move() -> None:
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"updating": True}, "a rolling update is under way"),
-        ({"template_labels": {"stszone.io/skip": "true"}}, "labelled stszone.io/skip=true"),
+        (
+            {"updating": True},
+            "a rolling update is under way; run rebalance once it has finished",
+        ),
+        (
+            {"template_labels": {"stszone.io/skip": "true"}},
+            "its pod template is labelled stszone.io/skip=true, so stszone would not place the "
+            "re-created pod",
+        ),
     ],
 )
 def test_set_level_reasons_block(change: dict[str, Any], reason: str) -> None:
     """A rollout under way, or a template stszone leaves alone, blocks the set's moves."""
     result = only(planned(r.cluster({0: "b1", 1: "a1"}, sts=r.statefulset(2, **change))))
-    assert result.rows[0].kind == "blocked" and reason in result.rows[0].notes[0]
+    assert result.rows[0].kind == "blocked" and result.rows[0].notes[0] == reason
 
 
 def test_pod_on_a_node_without_a_zone_label_is_blocked_as_unknown() -> None:
