@@ -373,6 +373,16 @@ def test_an_allowed_scale_down_names_the_claims_it_deletes(reclaim: str, tail: s
     )
 
 
+def test_one_claim_whose_volume_is_kept_is_named_alone() -> None:
+    """4 -> 3 deletes data-db-3 only; its volume is reclaimed with Retain, so its data stays."""
+    pods = placed("na", "nb", "nc", "na")
+    store = cluster(pods, extra=claimed(4, reclaim="Retain"), when_scaled="Delete")
+    assert scale(store, 4, 3).warnings == (
+        f"db: 4 -> 3 deletes claim data-db-3 with its pod {POLICY}; its volume is kept "
+        "(reclaim policy not Delete)",
+    )
+
+
 def test_the_claims_warning_counts_the_volumes_whose_data_goes() -> None:
     """Set db has templates data and logs; 5 -> 3 removes ordinals 3 (a pod in a, which db-0
     keeps) and 4 (no pod, no data claim; b is kept by db-1). data-db-3 is bound to a Delete
