@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from tests import builders as b
 from tests import rebalancing as r
 from webhook.cluster.snapshot import Snapshot, from_objects
-from webhook.errors import ConfigError
+from webhook.errors import BadObject, ConfigError
 from webhook.model.records import NodeInfo
+from webhook.model.state import live_state, set_state
 from webhook.rules.blockers import selected, some
 from webhook.rules.rebalance import Plan, SetPlan, chosen, plan
 
@@ -590,3 +591,68 @@ def test_sets_in_excluded_namespaces_are_never_chosen() -> None:
     objects = [*r.cluster({0: "a1"}), r.namespace("stszone-system"), own]
     assert [s.name for s in planned(objects).sets] == ["db"]
     assert planned(objects, statefulset=("stszone-system", "own")).sets == ()
+
+
+def test_a_terminating_pod_blocks_every_move_of_its_set() -> None:
+    """db-1 is Ready but being deleted: the set is not whole while it goes, so nothing moves."""
+    objects = r.cluster({0: "b1", 1: "b2"})
+    objects[-1] = r.pod(1, "b2", deleting=True)
+    result = only(planned(objects))
+    assert result.rows[0].notes == (
+        "not every replica is Ready (1/2: db-1 terminating); pods move only while all are",
+    )
+
+
+# --- the live state the planner reads -----------------------------------------------------------
+
+
+def _node_with(**spec: Any) -> JSON:
+    obj = r.node("a1")
+    obj["spec"].update(spec)
+    return obj
+
+
+def _set_with(change: Any) -> JSON:
+    obj = r.statefulset(1)
+    change(obj["spec"])
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ({**r.node("a1"), "status": {"conditions": ["Ready"]}}, r"status\.conditions\[0\]"),
+        (_node_with(taints=["NoSchedule"]), r"spec\.taints\[0\]"),
+        (_set_with(lambda s: s.update(template="x")), r"spec\.template must be an object"),
+        (
+            _set_with(lambda s: s["template"].update(metadata="x")),
+            r"spec\.template\.metadata must be an object",
+        ),
+        (_set_with(lambda s: s.update(replicas="3")), r"spec\.replicas must be an integer"),
+        (
+            _set_with(lambda s: s["template"].update(spec="x")),
+            r"spec\.template\.spec must be an object",
+        ),
+        (
+            _set_with(lambda s: s["template"]["spec"].update(tolerations=["x"])),
+            r"spec\.template\.spec\.tolerations\[0\] must be an object",
+        ),
+    ],
+)
+def test_a_shape_the_state_cannot_read_is_named_by_its_path(item: JSON, message: str) -> None:
+    with pytest.raises(BadObject, match=f"^{message}"):
+        live_state([item])
+
+
+def test_a_statefulset_without_replicas_has_one() -> None:
+    """The API server defaults spec.replicas to 1; a set read without it is read the same."""
+    obj = r.statefulset(3)
+    del obj["spec"]["replicas"]
+    assert set_state(obj).replicas == 1
+
+
+def test_a_volume_reclaim_policy_is_read_and_defaults_to_retain() -> None:
+    deleted = r.volume("pv-d", "zone-a", "data-db-0", reclaim="Delete")
+    unset = r.volume("pv-u", "zone-a", "data-db-1")
+    del unset["spec"]["persistentVolumeReclaimPolicy"]
+    assert live_state([deleted, unset]).reclaim == {"pv-d": "Delete", "pv-u": "Retain"}
