@@ -179,6 +179,20 @@ def test_a_saved_cluster_through_stszone_review(
     )
 
 
+def test_a_refusal_explains_both_an_idle_holder_and_a_pod_going_away() -> None:
+    """db-3 has no pod but its volume is in c; db-0 is Terminating on nc (its replacement goes
+    to a): 4 -> 3 drops c, and the refusal says why each of them counts as it does."""
+    pods = placed("nc", "nb", "na", db0={"deleting": True})
+    extra = [b.pvc("data-db-3", volume="pv-3"), b.pv("pv-3", "c", claim=("ns", "data-db-3"))]
+    refused = scale(cluster(pods, extra=extra, replicas=4), 4, 3)
+    assert not refused.allowed
+    assert (
+        "would drop zone c (ordinal 3 is the only one there not going away; ordinal 3 is not "
+        "running but its volume pv-3 is there; db-0 is Terminating on node nc in c; its "
+        "replacement goes to a);"
+    ) in refused.message
+
+
 # --- a pod on a node that is not Ready still holds its zone, with a warning -------------------
 
 UNREADY = [
