@@ -307,3 +307,61 @@ def test_rebalance_does_not_move_a_pod_whose_volume_attaches_nowhere() -> None:
         "its volume pv-1 can attach only to nodes with kubernetes.io/hostname In [gone], and no "
         "such node is in stszone's view: a re-created pod would stay Pending"
     ) in row.notes
+
+
+def _pv(name: str, claim: str, *terms: list[tuple[str, list[str]]]) -> JSON:
+    """A PV bound to ``claim`` whose nodeSelectorTerms hold these ``In`` expressions."""
+    pv = b.pv(name, claim=("ns", claim))
+    pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] = [
+        {"matchExpressions": [{"key": k, "operator": "In", "values": v} for k, v in term]}
+        for term in terms
+    ]
+    if not terms:
+        del pv["spec"]["nodeAffinity"]
+    return pv
+
+
+def _removable_with(pv: JSON) -> tuple[str, ...]:
+    """Nodes na, na2 (a, na2 has disk d1), nb, nc; db-0 on na2 with its claim bound to ``pv``."""
+    nodes = [
+        b.node("na", "a"),
+        b.node("na2", "a", labels={"example.io/disk": "d1"}),
+        b.node("nb", "b"),
+        b.node("nc", "c"),
+    ]
+    pods = [b.sts_pod(ordinal=o, node=n) for o, n in enumerate(["na2", "nb", "nc"])]
+    store = store_from_objects(
+        [
+            *nodes,
+            b.statefulset(annotations=ABC, replicas=3),
+            *pods,
+            b.pvc("data-db-0", volume=pv["metadata"]["name"]),
+            pv,
+        ]
+    )
+    alone, _ = removable_nodes(store, [store.statefulsets[("ns", "db")]])
+    return alone
+
+
+def test_a_local_volume_reaches_only_the_nodes_every_expression_of_a_term_admits() -> None:
+    """pv-0's first term names na and nb but also zones b,c and a,b (two zone keys, ANDed: b):
+    of those only nb, in b. Its second names na and na2 and disk d1, which only na2 has. So in
+    db-0's zone a the volume reaches na2 alone, and na2 cannot go; na holds nothing."""
+    pv = _pv(
+        "pv-0",
+        "data-db-0",
+        [
+            (HOSTNAME, ["na", "nb"]),
+            ("failure-domain.beta.kubernetes.io/zone", ["b", "c"]),
+            ("topology.kubernetes.io/zone", ["a", "b"]),
+        ],
+        [(HOSTNAME, ["na", "na2"]), ("example.io/disk", ["d1"])],
+    )
+    alone = _removable_with(pv)
+    assert "na" in alone and "na2" not in alone
+
+
+def test_a_volume_pinned_to_no_node_leaves_its_pod_every_node_of_its_zone() -> None:
+    """pv-0 has no node affinity (NFS, say): db-0 may be re-created on na, so na2 can go."""
+    alone = _removable_with(_pv("pv-0", "data-db-0"))
+    assert "na" in alone and "na2" in alone
