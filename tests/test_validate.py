@@ -47,6 +47,14 @@ def chain(obj: dict[str, Any], store: Store = ABC) -> review.Outcome:
         ),
         ({"stszone.io/zones": "a,b,a"}, "stszone.io/zones lists a more than once; each zone once"),
         (
+            {"stszone.io/zones": "b,a,b,a"},
+            "stszone.io/zones lists a, b more than once; each zone once",
+        ),
+        (
+            {"stszone.io/zones": "a_,b,c_"},
+            "stszone.io/zones has invalid zone name(s) 'a_', 'c_'",
+        ),
+        (
             {"stszone.io/mode": "pinned"},
             "stszone.io/mode 'pinned' is not a mode; use one of affinity, scheduler, node-ordinal",
         ),
@@ -72,6 +80,10 @@ def chain(obj: dict[str, Any], store: Store = ABC) -> review.Outcome:
         (
             {"stszone.io/zones": "ok,b_2,c_3,d_4", "stszone.io/storage-class-template": "{zone}"},
             "for every zone: b_2 -> 'b_2', c_3 -> 'c_3', d_4 -> 'd_4'; e.g.",
+        ),
+        (
+            {"stszone.io/zones": "a_1,b_2,c_3,d_4", "stszone.io/storage-class-template": "{zone}"},
+            "for every zone: a_1 -> 'a_1', b_2 -> 'b_2', c_3 -> 'c_3' and 1 more; e.g.",
         ),
         (
             {"stszone.io/storage-class-template": "{zone}_ssd"},
