@@ -320,6 +320,27 @@ def test_node_holding_a_local_volume_is_not_removable() -> None:
     assert "a1" not in report.removable and "a2" in report.removable
 
 
+def test_a_terminating_pod_still_holds_its_node_for_the_removal_order() -> None:
+    """db-0 is Terminating on a1 (its replacement goes to zone a, a1 or a2): either node alone
+    may go, but a1 still holds a pod, so removing together starts from the empty a2, after
+    which a1 is db-0's last node in zone a."""
+    pods = [b.sts_pod(ordinal=0, node="a1", deleting=True), b.sts_pod(ordinal=1, node="b1")]
+    report = _small(*pods)
+    assert report.removable == ("a1", "a2")
+    assert report.removable_together == ("a2",)
+
+
+def test_a_terminating_pod_with_nowhere_to_go_keeps_its_node() -> None:
+    """db-0 is Terminating on a1 and its volume is local to a node that is gone: its
+    replacement can run nowhere, and a node a pod with no home still runs on is not called
+    removable."""
+    gone = b.pv("pv-gone", "gone", claim=("ns", "data-db-0"), key="kubernetes.io/hostname")
+    pods = [b.sts_pod(ordinal=0, node="a1", deleting=True), b.sts_pod(ordinal=1, node="b1")]
+    report = _small(*pods, b.pvc("data-db-0", volume="pv-gone"), gone)
+    assert report.removable == ("a2",)
+    assert report.removable_together == ("a2",)
+
+
 def test_a_stopped_set_has_no_ordinal_to_audit() -> None:
     """replicas: 0 (scaled to zero): no row, no zone held; its nodes are all removable."""
     report = _small(replicas=0)

@@ -239,7 +239,7 @@ def test_a_claim_name_two_sets_produce_goes_to_the_same_one_with_a_warning(
 ) -> None:
     """Template ``data`` of set ``db-main`` and template ``data-db`` of set ``main`` both name
     their ordinal 0's claim ``data-db-main-0``. Whichever order the view lists them in, the
-    claim is placed for ``db-main`` (same prefix length, then by name) and the answer says the
+    claim is placed for ``db-main`` (by name) and the answer says the
     name is shared; ``main`` would put it in zone-c (its list starts there)."""
     sets = {
         "db-main": b.statefulset("db-main", namespace="cap", templates=("data",),
@@ -265,3 +265,66 @@ def test_the_same_claim_already_in_the_view_keeps_what_the_view_says() -> None:
     body["request"]["object"]["metadata"]["uid"] = "uid-of-this-claim"
     got, _ = mutated(body, cluster(b.pv("pv-b", "zone-b"), same))
     assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-b"
+
+
+def test_a_claim_name_three_sets_produce_names_both_others() -> None:
+    """Template a of set b-c-d, a-b of c-d and a-b-c of d all name ordinal 0's claim
+    a-b-c-d-0: placed for b-c-d (first by name), and the warning lists the other two."""
+    zones = {"stszone.io/zones": "zone-a,zone-b,zone-c"}
+    sets = [
+        b.statefulset(s, namespace="cap", templates=(t,), annotations=zones)
+        for s, t in (("d", "a-b-c"), ("c-d", "a-b"), ("b-c-d", "a"))
+    ]
+    _, warnings = mutated(claim_review("a-b-c-d-0"), store_from_objects(sets))
+    assert warnings == (
+        "claim a-b-c-d-0 is also a claim name of c-d, d; placed for b-c-d (rename a set or "
+        "template)",
+    )
+
+
+def following_logs(**spec: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """db (templates data and logs) whose logs-db-0 is bound in zone-b: data-db-0, created
+    with ``spec``, follows it there (the rule says zone-a)."""
+    sts = b.statefulset(namespace="cap", annotations=TEMPLATE, templates=("data", "logs"))
+    logs = [b.pvc("logs-db-0", namespace="cap", volume="pv-logs"), b.pv("pv-logs", "zone-b")]
+    return mutated(claim_review(**spec), store_from_objects([sts, *logs]))
+
+
+FOLLOWS = "db-0 follows volume pv-logs (claim logs-db-0) to zone-b; the rule says zone-a"
+
+
+def test_a_claim_following_a_sibling_volume_warns_of_both_the_move_and_its_class() -> None:
+    """The recorded class `manual` becomes ssd-zone-b: both the data gravity and the class
+    change are warned."""
+    got, warnings = following_logs()
+    assert got["spec"]["storageClassName"] == "ssd-zone-b"
+    assert warnings == (
+        FOLLOWS,
+        "claim data-db-0: storageClassName manual -> ssd-zone-b (stszone.io/storage-class-template)",
+    )
+
+
+def test_a_claim_following_a_sibling_volume_with_an_empty_class_warns_of_both() -> None:
+    got, warnings = following_logs(storageClassName="")
+    assert (got["metadata"]["annotations"]["stszone.io/zone"], got["spec"]["storageClassName"]) == (
+        "zone-b",
+        "",
+    )
+    assert warnings == (
+        FOLLOWS,
+        'claim data-db-0 keeps storageClassName "" (volumes without a class); the storage-class '
+        "template is not applied",
+    )
+
+
+def test_a_claim_naming_a_zoneless_volume_with_no_zone_to_follow_records_none() -> None:
+    """node-ordinal mode, no node labelled 0 yet, and the claim names pv-nfs (usable from any
+    zone): there is no zone to record, so the claim is left as written."""
+    nfs = {"kind": "PersistentVolume", "apiVersion": "v1", "metadata": {"name": "pv-nfs"},
+           "spec": {"capacity": {"storage": "1Gi"}}}  # fmt: skip
+    modes = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+    sts = b.statefulset(namespace="cap", annotations={**TEMPLATE, **modes})
+    store = store_from_objects([sts, nfs, b.node("n1", "zone-a")])
+    got, warnings = mutated(claim_review(volumeName="pv-nfs"), store)
+    assert "stszone.io/zone" not in got["metadata"].get("annotations", {})
+    assert got["spec"]["storageClassName"] == "manual" and warnings == ()

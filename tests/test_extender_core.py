@@ -223,3 +223,30 @@ def test_a_pod_the_filter_refuses_is_scored_on_storage_alone() -> None:
         {"Host": "n1", "Score": 10},
         {"Host": "n2", "Score": 5},
     ]
+
+
+def test_a_node_failing_both_storage_checks_names_both() -> None:
+    candidate = extender_wire.Candidate(
+        name="n", labels={LABEL: "true"}, true_conditions=frozenset({"DiskFailing"})
+    )
+    assert extender.storage_problem(candidate, defaults=DEFAULTS) == (
+        "node(s) with unhealthy storage (condition DiskFailing is True, label "
+        "storage.example.io/unhealthy=true)"
+    )
+
+
+def test_each_reason_a_node_fails_is_given() -> None:
+    """For db-0 (zone-a): nb is in zone-b with failing storage (two reasons, joined), nx is a
+    name the view does not hold (its zone is unknown), na passes."""
+    nodes = [node("na", "zone-a", None, False), node("nb", "zone-b", "true", False)]
+    store = store_from_objects(nodes)
+    pod = b.sts_pod(annotations={"stszone.io/zone": "zone-a"})
+    body = {"Pod": pod, "Nodes": None, "NodeNames": ["na", "nb", "nx"]}
+    args = extender_wire.parse_args(json.dumps(body), store=store)
+    result = extender.filter_nodes(args, store=store, defaults=DEFAULTS)
+    assert result["NodeNames"] == ["na"]
+    assert result["FailedAndUnresolvableNodes"] == {
+        "nb": "node(s) in zone zone-b, stszone places db-0 in zone zone-a; node(s) with "
+        "unhealthy storage (label storage.example.io/unhealthy=true)",
+        "nx": "node(s) not in stszone's node cache yet, zone unknown",
+    }

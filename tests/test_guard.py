@@ -215,12 +215,24 @@ def test_scale_of_a_look_alike_resource_is_not_ours() -> None:
     assert admission.validate(request, store=NoLookups(), defaults=Defaults()).allowed
 
 
+@pytest.mark.parametrize(("kind", "operation"), [("StatefulSet", "UPDATE"), ("Scale", "CREATE")])
+def test_only_a_scale_update_of_the_scale_subresource_is_guarded(kind: str, operation: str) -> None:
+    """Whatever else a `statefulsets/scale` request carries is not a count to guard."""
+    body = b.review(b.scale(replicas=3), operation="UPDATE", old=b.scale(replicas=6))
+    body["request"]["kind"]["kind"] = kind
+    body["request"]["operation"] = operation
+    request = review.from_dict(body)
+    assert admission.validate(request, store=NoLookups(), defaults=Defaults()).allowed
+
+
 def test_scale_of_a_set_missing_from_the_view_warns() -> None:
     """Not in the view yet: the guard still uses the pods it knows, and says what it lacked."""
     pods = [b.sts_pod(ordinal=i, node=f"n{z}") for i, z in enumerate(MISPLACED)]
     outcome = scale(store_from_objects([*NODES, *pods]), 6, 3)
     assert "zone c (ordinal 3 is its only pod)" in outcome.message
-    assert any("not in stszone's view yet" in w for w in outcome.warnings)
+    assert outcome.warnings == (
+        "ns/db is not in stszone's view yet: guarded on its pods and the server's zones",
+    )
 
 
 def test_a_scale_without_its_old_object_is_judged_from_the_view() -> None:

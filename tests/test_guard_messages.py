@@ -244,3 +244,60 @@ def test_a_lost_zone_names_ten_of_its_ordinals_and_counts_the_rest() -> None:
     named = ", ".join(str(o) for o in range(1, 20, 2))
     assert not outcome.allowed
     assert f"would drop zone b (ordinals {named} and 1 more are its only pods)" in outcome.message
+
+
+def test_a_kept_ordinal_of_unknown_zone_is_warned_when_every_zone_is_kept() -> None:
+    """5 -> 4 removes db-4 (b), and db-1 keeps b; db-0, kept, runs on nbare: its zone is
+    unknown, which changes nothing here, and the warning says so."""
+    outcome = scale(cluster({0: "nbare", 1: "nb", 2: "nc", 3: "na", 4: "nb"}), 5, 4)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: ordinal 0, whose zone is unknown (node nbare has no label "
+        "topology.kubernetes.io/zone); every listed zone is kept anyway",
+    )
+
+
+GONE = [b.pvc("data-db-2", volume="pv-gone"), b.pv("pv-gone", "gone", key="kubernetes.io/hostname")]
+NOWHERE = (
+    "volume pv-gone can attach only to nodes with kubernetes.io/hostname In [gone], and no such "
+    "node is in stszone's view"
+)
+
+
+def test_an_unknown_from_a_volume_attaching_nowhere_asks_for_its_node_back() -> None:
+    """db-2 has no pod and its volume's node is gone: 3 -> 2 may drop c, and the way out is to
+    restore that node (no label to fix)."""
+    outcome = scale(cluster({0: "na", 1: "nb"}, *GONE), 3, 2)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    assert outcome.message == (
+        "scale-down of db from 3 to 2 may drop zone c, which no kept pod is known to hold: it "
+        f"removes ordinal 2, whose zone is unknown ({NOWHERE}); the smallest replica count "
+        f"that keeps every zone is 3; restore the node(s) the volume(s) can attach to, or {FORCE}"
+    )
+
+
+def test_unknowns_of_both_kinds_ask_for_labels_and_for_the_volumes_nodes() -> None:
+    """db-2 as above, and db-3 on nbare (no zone label): 4 -> 2 may drop c; both fixes named."""
+    outcome = scale(cluster({0: "na", 1: "nb", 3: "nbare"}, *GONE), 4, 2)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    assert outcome.message.endswith(
+        "; the smallest replica count that keeps every zone is 4; label the node(s) with their "
+        f"zone and restore those the volume(s) need, or {FORCE}"
+    )
+    assert f"(ordinal 2: {NOWHERE}; ordinal 3: node nbare has no label {ZONE_KEY})" in (
+        outcome.message
+    )
+
+
+def test_a_certain_and_a_possible_loss_are_both_named() -> None:
+    """Zones a,b,c,x; 4 -> 2 removes db-2 (c, its only pod) and db-3 (on nbare, unknown), and no
+    pod is known to hold x: c is lost for certain, and x may be."""
+    zones = {"stszone.io/zones": "a,b,c,x"}
+    outcome = scale(cluster({0: "na", 1: "nb", 2: "nc", 3: "nbare"}, annotations=zones), 4, 2)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    assert outcome.message == (
+        "scale-down of db from 4 to 2 would drop zone c (ordinal 2 is its only pod); and may "
+        "drop zone x, which no kept pod is known to hold: it removes ordinal 3, whose zone is "
+        f"unknown (node nbare has no label {ZONE_KEY}); the smallest replica count that keeps "
+        f"every zone is 4; label the node(s) with their zone, or {FORCE}"
+    )

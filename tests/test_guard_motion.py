@@ -179,6 +179,20 @@ def test_a_saved_cluster_through_stszone_review(
     )
 
 
+def test_a_refusal_explains_both_an_idle_holder_and_a_pod_going_away() -> None:
+    """db-3 has no pod but its volume is in c; db-0 is Terminating on nc (its replacement goes
+    to a): 4 -> 3 drops c, and the refusal says why each of them counts as it does."""
+    pods = placed("nc", "nb", "na", db0={"deleting": True})
+    extra = [b.pvc("data-db-3", volume="pv-3"), b.pv("pv-3", "c", claim=("ns", "data-db-3"))]
+    refused = scale(cluster(pods, extra=extra, replicas=4), 4, 3)
+    assert not refused.allowed
+    assert (
+        "would drop zone c (ordinal 3 is the only one there not going away; ordinal 3 is not "
+        "running but its volume pv-3 is there; db-0 is Terminating on node nc in c; its "
+        "replacement goes to a);"
+    ) in refused.message
+
+
 # --- a pod on a node that is not Ready still holds its zone, with a warning -------------------
 
 UNREADY = [
@@ -370,6 +384,16 @@ def test_an_allowed_scale_down_names_the_claims_it_deletes(reclaim: str, tail: s
     assert outcome.warnings == (
         f"db: 9 -> 3 deletes claims data-db-3, data-db-4, data-db-5 and 3 more with their pods "
         f"{POLICY}; {tail}",
+    )
+
+
+def test_one_claim_whose_volume_is_kept_is_named_alone() -> None:
+    """4 -> 3 deletes data-db-3 only; its volume is reclaimed with Retain, so its data stays."""
+    pods = placed("na", "nb", "nc", "na")
+    store = cluster(pods, extra=claimed(4, reclaim="Retain"), when_scaled="Delete")
+    assert scale(store, 4, 3).warnings == (
+        f"db: 4 -> 3 deletes claim data-db-3 with its pod {POLICY}; its volume is kept "
+        "(reclaim policy not Delete)",
     )
 
 

@@ -19,6 +19,7 @@ from webhook.wire import review
 from webhook.wire.patches import apply
 
 ZONE_KEY = "topology.kubernetes.io/zone"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 DEFAULTS = Defaults()
 
 
@@ -344,6 +345,57 @@ def test_statefulset_create_fills_only_zones_its_template_allows() -> None:
     assert "stszone.io/zones" not in mutated["metadata"]["annotations"] and outcome.warnings
 
 
+def test_a_template_ruling_out_every_zone_is_left_unset_naming_them() -> None:
+    """The template's nodeSelector asks for a zone outside the server's list: nothing to write,
+    and the warning lists the zones it ruled out."""
+    pinned = b.statefulset(node_selector={ZONE_KEY: "elsewhere"})
+    outcome, mutated = run(pinned, ZONES_ABC)
+    assert "stszone.io/zones" not in mutated["metadata"]["annotations"]
+    assert outcome.warnings == (
+        "db: its pod template rules out every zone (zone-a,zone-b,zone-c); stszone.io/zones unset",
+    )
+
+
+def test_a_template_naming_its_node_gets_that_node_zone() -> None:
+    """Required affinity on matchFields metadata.name In [n2]: the pods can only run on n2,
+    which the view holds in zone-b, so the set's list is zone-b."""
+    nodes = [b.node("n1", "zone-a"), b.node("n2", "zone-b"), b.node("n3", "zone-c")]
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}
+    aff = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [term]}}}
+    outcome, mutated = run(b.statefulset(affinity=aff), store_from_objects(nodes))
+    assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "zone-b"
+    assert outcome.warnings == (
+        "db: stszone.io/zones set to zone-b, the zones its template allows",
+    )
+
+
+def test_own_topology_key_and_zones_flag_warn_of_the_source_and_of_the_cut() -> None:
+    """--zones names default-key zones; a set keyed on example.io/rack gets the racks nodes
+    carry (r1, r2, r3), cut to r2 by its template: both facts are warned, in that order."""
+    racks = [b.node(f"n{i}", "zone-a", labels={"example.io/rack": f"r{i}"}) for i in (1, 2, 3)]
+    store = store_from_objects(racks, zones=("zone-a",))
+    sts = b.statefulset(
+        annotations={"stszone.io/topology-key": "example.io/rack"},
+        node_selector={"example.io/rack": "r2"},
+    )
+    outcome, mutated = run(sts, store)
+    assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "r2"
+    assert outcome.warnings == (
+        "db: stszone.io/zones from the nodes' example.io/rack values (--zones is for "
+        "topology.kubernetes.io/zone)",
+        "db: stszone.io/zones set to r2, the zones its template allows",
+    )
+
+
+def test_a_malformed_topology_key_is_read_as_the_default_one() -> None:
+    """Validation refuses the key with its own message; mutation meanwhile fills the default
+    key's zones and warns of nothing about a key no node could carry."""
+    sts = b.statefulset(annotations={"stszone.io/topology-key": "not a key!"})
+    outcome, mutated = run(sts, ZONES_ABC)
+    assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "zone-a,zone-b,zone-c"
+    assert outcome.warnings == ()
+
+
 def test_an_unnamed_statefulset_gets_its_zones_and_is_called_unnamed() -> None:
     """A set created with generateName arrives without a name: its template is still read, and
     the warnings call it (unnamed)."""
@@ -447,7 +499,12 @@ def test_malformed_statefulset_annotations_deny_its_pods() -> None:
     """A pod of a set with a broken zone list is refused, naming the annotation."""
     store = store_from_objects([b.statefulset(annotations={"stszone.io/zones": "a,,a"})])
     outcome, _ = run(b.sts_pod(), store)
-    assert not outcome.allowed and "stszone.io/zones" in outcome.message
+    assert not outcome.allowed
+    assert outcome.message == (
+        "StatefulSet ns/db has malformed stszone annotations: stszone.io/zones has an empty "
+        'entry; e.g. stszone.io/zones: "zone-a,zone-b,zone-c"; stszone.io/zones lists a more '
+        "than once; each zone once"
+    )
 
 
 expr = st.fixed_dictionaries(

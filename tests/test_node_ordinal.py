@@ -99,6 +99,20 @@ def test_missing_label_warns_that_the_pod_will_stay_pending() -> None:
     assert "stszone.io/zone" not in pod["metadata"].get("annotations", {})
 
 
+def test_missing_label_is_the_only_warning_even_with_a_zoned_volume() -> None:
+    """No node carries example.io/node=1 and data-db-1 is bound in zone-b: with no node there
+    is no node zone to compare the volume with, so the one warning is the missing label."""
+    store = kafka(
+        broker("n0", "zone-a", "0"),
+        extra=[b.pvc("data-db-1", volume="pv-b"), b.pv("pv-b", "zone-b")],
+    )
+    outcome, _ = mutate(b.sts_pod(ordinal=1), store)
+    assert outcome.warnings == (
+        "no node carries example.io/node=1; db-1 will stay Pending until one does "
+        "(kubectl label node NODE example.io/node=1)",
+    )
+
+
 def test_without_a_node_view_there_is_no_false_missing_warning() -> None:
     """--zones only (no node list loaded): stszone cannot know, so it does not claim a node is missing."""
     store = Store(zones=("zone-a", "zone-b"))

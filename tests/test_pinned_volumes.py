@@ -20,7 +20,7 @@ from webhook.model.store import Store
 from webhook.rules import admission
 from webhook.rules.audit import audit
 from webhook.rules.rebalance import chosen, plan
-from webhook.rules.removal import removable_nodes
+from webhook.rules.removal import removable_nodes, slots
 from webhook.wire import review
 
 JSON = dict[str, Any]
@@ -307,3 +307,128 @@ def test_rebalance_does_not_move_a_pod_whose_volume_attaches_nowhere() -> None:
         "its volume pv-1 can attach only to nodes with kubernetes.io/hostname In [gone], and no "
         "such node is in stszone's view: a re-created pod would stay Pending"
     ) in row.notes
+
+
+def _pv(name: str, claim: str, *terms: list[tuple[str, list[str]]]) -> JSON:
+    """A PV bound to ``claim`` whose nodeSelectorTerms hold these ``In`` expressions."""
+    pv = b.pv(name, claim=("ns", claim))
+    pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] = [
+        {"matchExpressions": [{"key": k, "operator": "In", "values": v} for k, v in term]}
+        for term in terms
+    ]
+    if not terms:
+        del pv["spec"]["nodeAffinity"]
+    return pv
+
+
+def _removable_with(pv: JSON) -> tuple[str, ...]:
+    """Nodes na, na2 (a, na2 has disk d1), nb, nc; db-0 on na2 with its claim bound to ``pv``."""
+    nodes = [
+        b.node("na", "a"),
+        b.node("na2", "a", labels={"example.io/disk": "d1"}),
+        b.node("nb", "b"),
+        b.node("nc", "c"),
+    ]
+    pods = [b.sts_pod(ordinal=o, node=n) for o, n in enumerate(["na2", "nb", "nc"])]
+    store = store_from_objects(
+        [
+            *nodes,
+            b.statefulset(annotations=ABC, replicas=3),
+            *pods,
+            b.pvc("data-db-0", volume=pv["metadata"]["name"]),
+            pv,
+        ]
+    )
+    alone, _ = removable_nodes(store, [store.statefulsets[("ns", "db")]])
+    return alone
+
+
+def test_a_local_volume_reaches_only_the_nodes_every_expression_of_a_term_admits() -> None:
+    """pv-0's first term names na and nb but also zones b,c and a,b (two zone keys, ANDed: b):
+    of those only nb, in b. Its second names na and na2 and disk d1, which only na2 has. So in
+    db-0's zone a the volume reaches na2 alone, and na2 cannot go; na holds nothing."""
+    pv = _pv(
+        "pv-0",
+        "data-db-0",
+        [
+            (HOSTNAME, ["na", "nb"]),
+            ("failure-domain.beta.kubernetes.io/zone", ["b", "c"]),
+            ("topology.kubernetes.io/zone", ["a", "b"]),
+        ],
+        [(HOSTNAME, ["na", "na2"]), ("example.io/disk", ["d1"])],
+    )
+    alone = _removable_with(pv)
+    assert "na" in alone and "na2" not in alone
+
+
+def test_a_volume_pinned_to_no_node_leaves_its_pod_every_node_of_its_zone() -> None:
+    """pv-0 has no node affinity (NFS, say): db-0 may be re-created on na, so na2 can go."""
+    alone = _removable_with(_pv("pv-0", "data-db-0"))
+    assert "na" in alone and "na2" in alone
+
+
+def _alone(objects: list[JSON]) -> tuple[str, ...]:
+    store = store_from_objects(objects)
+    alone, _ = removable_nodes(store, list(store.statefulsets.values()))
+    return alone
+
+
+def test_a_pod_with_two_local_volumes_needs_a_node_that_reaches_both() -> None:
+    """data-db-0 is local to na2, logs-db-0 to na or na2: only na2 reaches both, so it stays."""
+    nodes = [b.node("na", "a"), b.node("na2", "a"), b.node("nb", "b")]
+    sts = b.statefulset(
+        annotations={"stszone.io/zones": "a,b"}, replicas=1, templates=("data", "logs")
+    )
+    pod = b.sts_pod(ordinal=0, node="na2", claims=("data", "logs"))
+    volumes = [
+        *(b.pvc("data-db-0", volume="pv-d"), b.pv("pv-d", "na2", key=HOSTNAME)),
+        *(b.pvc("logs-db-0", volume="pv-l"), b.pv("pv-l", "na", "na2", key=HOSTNAME)),
+    ]
+    alone = _alone([*nodes, sts, pod, *volumes])
+    assert "na2" not in alone and "na" in alone
+
+
+def test_a_local_volume_narrows_the_nodes_of_the_ordinals_zone() -> None:
+    """pv-0 is local to na or nb; db-0 belongs in a, where it reaches na only: na stays."""
+    nodes = [b.node("na", "a"), b.node("na2", "a"), b.node("nb", "b")]
+    sts = b.statefulset(annotations={"stszone.io/zones": "a,b"}, replicas=1)
+    volumes = [b.pvc("data-db-0", volume="pv-0"), b.pv("pv-0", "na", "nb", key=HOSTNAME)]
+    alone = _alone([*nodes, sts, b.sts_pod(ordinal=0, node="na"), *volumes])
+    assert "na" not in alone and "nb" in alone
+
+
+def test_node_removal_reads_the_sets_own_topology_key() -> None:
+    """Set db is spread over racks (example.io/rack r1, r2); every node is in zone a. db-0 on
+    n1 may move to n2, the other node of r1; db-1 has n3 alone."""
+    racks = {"n1": "r1", "n2": "r1", "n3": "r2"}
+    nodes = [b.node(n, "a", labels={"example.io/rack": r}) for n, r in racks.items()]
+    notes = {"stszone.io/zones": "r1,r2", "stszone.io/topology-key": "example.io/rack"}
+    pods = [b.sts_pod(ordinal=0, node="n1"), b.sts_pod(ordinal=1, node="n3")]
+    alone = _alone([*nodes, b.statefulset(annotations=notes, replicas=2), *pods])
+    assert alone == ("n1", "n2")
+
+
+def test_node_removal_follows_the_claim_the_pod_mounts() -> None:
+    """db-0 runs on nb and mounts other-db-0 (not the controller's data-db-0), bound in b: it
+    would be re-created in b, on nb2, so nb can go; the rule alone would send it to a."""
+    nodes = [b.node("na", "a"), b.node("nb", "b"), b.node("nb2", "b")]
+    sts = b.statefulset(annotations={"stszone.io/zones": "a,b"}, replicas=1)
+    pod = b.sts_pod(ordinal=0, node="nb", claims=("other",))
+    volumes = [b.pvc("other-db-0", volume="pv-0"), b.pv("pv-0", "b")]
+    assert "nb" in _alone([*nodes, sts, pod, *volumes])
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"},
+        {},  # no list, no --zones, no node with a zone: nowhere to re-create it
+    ],
+    ids=["node-ordinal", "no-zones"],
+)
+def test_a_slot_without_a_zone_to_re_create_in_records_none(annotations: dict[str, str]) -> None:
+    store = store_from_objects(
+        [b.node("n0", None, labels={"example.io/node": "0"}), b.statefulset(annotations=annotations, replicas=1)]
+    )  # fmt: skip
+    (slot,), _ = slots(store.statefulsets[("ns", "db")], store=store)
+    assert slot.recreated is None

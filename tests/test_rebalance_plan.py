@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from tests import builders as b
 from tests import rebalancing as r
 from webhook.cluster.snapshot import Snapshot, from_objects
-from webhook.errors import ConfigError
+from webhook.errors import BadObject, ConfigError
 from webhook.model.records import NodeInfo
+from webhook.model.state import live_state, set_state
 from webhook.rules.blockers import selected, some
 from webhook.rules.rebalance import Plan, SetPlan, chosen, plan
 
@@ -293,7 +294,10 @@ def test_template_node_selector_that_excludes_the_zone_blocks() -> None:
     sts["spec"]["template"]["spec"]["nodeSelector"] = {"disktype": "ssd"}
     result = only(planned(r.cluster({0: "a1", 1: "a2"}, nodes=nodes, sts=sts)))
     assert result.rows[1].kind == "blocked"
-    assert "outside the pod template's nodeSelector/nodeAffinity" in result.rows[1].notes[0]
+    assert result.rows[1].notes == (
+        "no node of zone-b can take it (b1 outside the pod template's nodeSelector/nodeAffinity, "
+        "b2 outside the pod template's nodeSelector/nodeAffinity)",
+    )
 
 
 def test_a_set_not_fully_ready_blocks_every_move() -> None:
@@ -310,14 +314,21 @@ def test_a_set_not_fully_ready_blocks_every_move() -> None:
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"updating": True}, "a rolling update is under way"),
-        ({"template_labels": {"stszone.io/skip": "true"}}, "labelled stszone.io/skip=true"),
+        (
+            {"updating": True},
+            "a rolling update is under way; run rebalance once it has finished",
+        ),
+        (
+            {"template_labels": {"stszone.io/skip": "true"}},
+            "its pod template is labelled stszone.io/skip=true, so stszone would not place the "
+            "re-created pod",
+        ),
     ],
 )
 def test_set_level_reasons_block(change: dict[str, Any], reason: str) -> None:
     """A rollout under way, or a template stszone leaves alone, blocks the set's moves."""
     result = only(planned(r.cluster({0: "b1", 1: "a1"}, sts=r.statefulset(2, **change))))
-    assert result.rows[0].kind == "blocked" and reason in result.rows[0].notes[0]
+    assert result.rows[0].kind == "blocked" and result.rows[0].notes[0] == reason
 
 
 def test_pod_on_a_node_without_a_zone_label_is_blocked_as_unknown() -> None:
@@ -464,3 +475,184 @@ def test_no_step_evicts_the_last_pod_of_a_zone_another_ordinal_belongs_in(
         held = {o for o, z in zone_of.items() if z == row.zone and o != row.ordinal}
         assert not held and any(z == row.zone for o, z in rule.items() if o != row.ordinal)
     assert all(zone_of[o] == rule[o] for o in where if o not in {b.ordinal for b in blocked})
+
+
+# --- rows, claims and order in detail ------------------------------------------------------------
+
+
+def test_the_rule_counts_from_spec_ordinals_start() -> None:
+    """ordinals.start 1: ordinal i goes to zones[(i - 1) mod 3], so 1 a, 2 b, 3 c; db-3 on a2
+    is the one misplaced."""
+    sts = r.statefulset(3)
+    sts["spec"]["ordinals"] = {"start": 1}
+    result = only(planned(r.cluster({1: "a1", 2: "b1", 3: "a2"}, sts=sts)))
+    assert table(result) == [
+        (1, "zone-a", "zone-a", "in place", None),
+        (2, "zone-b", "zone-b", "in place", None),
+        (3, "zone-a", "zone-c", "movable", 1),
+    ]
+
+
+def test_an_ordinal_without_a_running_pod_has_no_node_and_no_zone() -> None:
+    """db-1 is Pending (no node), db-2 has no pod: neither runs anywhere, so neither row has a
+    node or a zone, and neither is a move (the set is blocked for them meanwhile)."""
+    objects = r.cluster({0: "a1", 1: None}, sts=r.statefulset(3))
+    result = only(planned(objects))
+    assert [(row.ordinal, row.node, row.zone, row.kind) for row in result.rows[1:]] == [
+        (1, "", None, "in place"),
+        (2, "", None, "in place"),
+    ]
+
+
+def _two_claims(extra: list[JSON], *, logs: JSON) -> SetPlan:
+    """SEED with templates data and logs: db-2 mounts both, its data volume pv-2 in zone-b."""
+    objects = r.cluster(SEED, sts=r.statefulset(6, templates=("data", "logs")), extra=extra)
+    pod = next(o for o in objects if o["metadata"]["name"] == "db-2" and o["kind"] == "Pod")
+    pod["spec"]["volumes"].append(
+        {"name": "logs", "persistentVolumeClaim": {"claimName": "logs-db-2"}}
+    )
+    return only(planned([*objects, logs], move_data=True))
+
+
+def test_move_data_names_every_claim_and_every_retained_volume() -> None:
+    """Both of db-2's volumes are in zone-b and kept on Retain: the claims go, both volumes
+    stay behind to delete by hand."""
+    extra = [
+        r.claim("data-db-2", "pv-2"),
+        r.volume("pv-2", "zone-b", "data-db-2", reclaim="Retain"),
+        r.volume("pv-logs-2", "zone-b", "logs-db-2", reclaim="Retain"),
+    ]
+    row = _two_claims(extra, logs=r.claim("logs-db-2", "pv-logs-2")).rows[2]
+    assert row.notes == (
+        "its volume pv-2, pv-logs-2 is in zone-b",
+        "--move-data deletes claim(s) data-db-2, logs-db-2 with the pod: the data on this "
+        "replica is gone and the database must re-replicate it",
+        "volume(s) pv-2, pv-logs-2 stay (reclaim policy Retain): delete later",
+    )
+
+
+def test_move_data_deletes_an_unbound_claim_too_and_a_deleted_volume_is_not_left() -> None:
+    """logs-db-2 is Pending (no volume); pv-2 is reclaimed with Delete: both claims go, no
+    volume is named, and nothing is said to stay behind."""
+    extra = [r.claim("data-db-2", "pv-2"), r.volume("pv-2", "zone-b", "data-db-2")]
+    pending = b.pvc("logs-db-2", namespace=r.NAMESPACE)
+    pending["metadata"]["uid"] = "uid-logs-db-2"
+    row = _two_claims(extra, logs=pending).rows[2]
+    assert [(c.name, c.uid, c.volume) for c in row.claims] == [
+        ("data-db-2", "uid-data-db-2", "pv-2"),
+        ("logs-db-2", "uid-logs-db-2", ""),
+    ]
+    assert not any("reclaim policy" in note for note in row.notes)
+
+
+def test_move_data_with_a_prebound_volume_and_no_claim_says_none_is_found() -> None:
+    """pv-2 names data-db-2 in its claimRef, so it pins db-2 to zone-b, but no claim object
+    exists: --move-data has no claim to delete, and says so."""
+    sts = r.statefulset(6, templates=("data",))
+    extra = [r.volume("pv-2", "zone-b", "data-db-2")]
+    row = only(planned(r.cluster(SEED, sts=sts, extra=extra), move_data=True)).rows[2]
+    assert (row.kind, row.claims) == ("pinned by data", ())
+    assert row.notes[1] == (
+        "--move-data deletes claim(s) (none found) with the pod: the data on this replica is "
+        "gone and the database must re-replicate it"
+    )
+
+
+def test_a_move_that_brings_a_zone_back_goes_before_a_lower_ordinal() -> None:
+    """db-0 b->a and db-2 a->c may both go first (b keeps db-1, a keeps db-3); zone-c has no
+    pod, so db-2, which brings it back, goes first."""
+    result = only(planned(r.cluster({0: "b1", 1: "b2", 2: "a1", 3: "a2"})))
+    assert [(s.pod, s.source, s.target, s.company) for s in result.steps] == [
+        ("db-2", "zone-a", "zone-c", (3,)),
+        ("db-0", "zone-b", "zone-a", (1,)),
+    ]
+
+
+def test_leaving_a_zone_outside_the_list_keeps_no_company() -> None:
+    """Both pods run in zone-d, which the set does not list: nobody belongs there, so no move
+    out of it waits on another pod holding it."""
+    outside = []
+    for name in ("d1", "d2"):
+        obj = b.node(name, "zone-d")
+        obj["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+        outside.append(obj)
+    nodes = [*(r.node(n) for n in r.NODES), *outside]
+    result = only(planned(r.cluster({0: "d1", 1: "d2"}, nodes=nodes)))
+    assert [(s.pod, s.source, s.target, s.company) for s in result.steps] == [
+        ("db-0", "zone-d", "zone-a", ()),
+        ("db-1", "zone-d", "zone-b", ()),
+    ]
+
+
+def test_sets_in_excluded_namespaces_are_never_chosen() -> None:
+    """stszone's own namespace, opted in or not, is never planned (nor narrowed to)."""
+    own = r.statefulset(1, name="own")
+    own["metadata"]["namespace"] = "stszone-system"
+    objects = [*r.cluster({0: "a1"}), r.namespace("stszone-system"), own]
+    assert [s.name for s in planned(objects).sets] == ["db"]
+    assert planned(objects, statefulset=("stszone-system", "own")).sets == ()
+
+
+def test_a_terminating_pod_blocks_every_move_of_its_set() -> None:
+    """db-1 is Ready but being deleted: the set is not whole while it goes, so nothing moves."""
+    objects = r.cluster({0: "b1", 1: "b2"})
+    objects[-1] = r.pod(1, "b2", deleting=True)
+    result = only(planned(objects))
+    assert result.rows[0].notes == (
+        "not every replica is Ready (1/2: db-1 terminating); pods move only while all are",
+    )
+
+
+# --- the live state the planner reads -----------------------------------------------------------
+
+
+def _node_with(**spec: Any) -> JSON:
+    obj = r.node("a1")
+    obj["spec"].update(spec)
+    return obj
+
+
+def _set_with(change: Any) -> JSON:
+    obj = r.statefulset(1)
+    change(obj["spec"])
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ({**r.node("a1"), "status": {"conditions": ["Ready"]}}, r"status\.conditions\[0\]"),
+        (_node_with(taints=["NoSchedule"]), r"spec\.taints\[0\]"),
+        (_set_with(lambda s: s.update(template="x")), r"spec\.template must be an object"),
+        (
+            _set_with(lambda s: s["template"].update(metadata="x")),
+            r"spec\.template\.metadata must be an object",
+        ),
+        (_set_with(lambda s: s.update(replicas="3")), r"spec\.replicas must be an integer"),
+        (
+            _set_with(lambda s: s["template"].update(spec="x")),
+            r"spec\.template\.spec must be an object",
+        ),
+        (
+            _set_with(lambda s: s["template"]["spec"].update(tolerations=["x"])),
+            r"spec\.template\.spec\.tolerations\[0\] must be an object",
+        ),
+    ],
+)
+def test_a_shape_the_state_cannot_read_is_named_by_its_path(item: JSON, message: str) -> None:
+    with pytest.raises(BadObject, match=f"^{message}"):
+        live_state([item])
+
+
+def test_a_statefulset_without_replicas_has_one() -> None:
+    """The API server defaults spec.replicas to 1; a set read without it is read the same."""
+    obj = r.statefulset(3)
+    del obj["spec"]["replicas"]
+    assert set_state(obj).replicas == 1
+
+
+def test_a_volume_reclaim_policy_is_read_and_defaults_to_retain() -> None:
+    deleted = r.volume("pv-d", "zone-a", "data-db-0", reclaim="Delete")
+    unset = r.volume("pv-u", "zone-a", "data-db-1")
+    del unset["spec"]["persistentVolumeReclaimPolicy"]
+    assert live_state([deleted, unset]).reclaim == {"pv-d": "Delete", "pv-u": "Retain"}

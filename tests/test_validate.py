@@ -47,6 +47,14 @@ def chain(obj: dict[str, Any], store: Store = ABC) -> review.Outcome:
         ),
         ({"stszone.io/zones": "a,b,a"}, "stszone.io/zones lists a more than once; each zone once"),
         (
+            {"stszone.io/zones": "b,a,b,a"},
+            "stszone.io/zones lists a, b more than once; each zone once",
+        ),
+        (
+            {"stszone.io/zones": "a_,b,c_"},
+            "stszone.io/zones has invalid zone name(s) 'a_', 'c_'",
+        ),
+        (
             {"stszone.io/mode": "pinned"},
             "stszone.io/mode 'pinned' is not a mode; use one of affinity, scheduler, node-ordinal",
         ),
@@ -72,6 +80,10 @@ def chain(obj: dict[str, Any], store: Store = ABC) -> review.Outcome:
         (
             {"stszone.io/zones": "ok,b_2,c_3,d_4", "stszone.io/storage-class-template": "{zone}"},
             "for every zone: b_2 -> 'b_2', c_3 -> 'c_3', d_4 -> 'd_4'; e.g.",
+        ),
+        (
+            {"stszone.io/zones": "a_1,b_2,c_3,d_4", "stszone.io/storage-class-template": "{zone}"},
+            "for every zone: a_1 -> 'a_1', b_2 -> 'b_2', c_3 -> 'c_3' and 1 more; e.g.",
         ),
         (
             {"stszone.io/storage-class-template": "{zone}_ssd"},
@@ -301,6 +313,123 @@ def test_unchanged_or_equivalent_zone_list_gives_no_warning() -> None:
     new = b.statefulset(annotations={"stszone.io/zones": "a,b,c"})
     assert validate(new, operation="UPDATE", old=old).warnings == ()
     assert validate(new, operation="UPDATE", old=new).warnings == ()
+
+
+def test_every_malformed_annotation_is_named_in_one_refusal() -> None:
+    outcome = validate(
+        b.statefulset(
+            annotations={"stszone.io/mode": "pinned", "stszone.io/allow-zone-loss": "yes"}
+        )
+    )
+    assert (outcome.allowed, outcome.reason) == (False, "Invalid")
+    assert outcome.message == (
+        "StatefulSet db: stszone.io/mode 'pinned' is not a mode; use one of affinity, scheduler, "
+        'node-ordinal (e.g. stszone.io/mode: "affinity"); stszone.io/allow-zone-loss must be '
+        '"true" or "false", got \'yes\'; e.g. stszone.io/allow-zone-loss: "true"'
+    )
+
+
+def test_an_update_keeping_old_faults_is_warned_of_each() -> None:
+    """Broken annotations, a template pinned to zone a and two replicas, none changed by an
+    image bump: allowed, with one warning for each, in that order."""
+    old = b.statefulset(
+        replicas=2, annotations={"stszone.io/zones": "a,,b"}, node_selector={ZONE_KEY: "a"}
+    )
+    new = copy.deepcopy(old)
+    new["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    outcome = validate(new, operation="UPDATE", old=old)
+    assert outcome.allowed
+    ratchet, excluded, replicas = outcome.warnings
+    assert ratchet == (
+        "StatefulSet db: stszone.io/zones has an empty entry (unchanged by this update; fix it)"
+    )
+    assert excluded.startswith(
+        "StatefulSet db: its pod template's nodeSelector topology.kubernetes.io/zone=a excludes "
+        "zone(s) b, c of stszone.io/zones (a,b,c)"
+    )
+    assert replicas.startswith("db: 2 replica(s) for 3 zones leaves a zone empty")
+
+
+def test_a_template_naming_its_node_is_refused_naming_that_nodes_zone() -> None:
+    """matchFields metadata.name In [n1]: its pods only ever run on n1, in a, so b and c are
+    ruled out, and the refusal says where n1 is."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}  # fmt: skip
+    store = store_from_objects([b.node("n1", "a"), b.node("n2", "b"), b.node("n3", "c")])
+    outcome = validate(
+        b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, affinity=aff), store
+    )
+    assert not outcome.allowed
+    assert outcome.message.startswith(
+        "StatefulSet db: its pod template's required nodeAffinity matchFields metadata.name In "
+        "[n1] (node(s) in a) excludes zone(s) b, c of stszone.io/zones (a,b,c)"
+    )
+
+
+def test_a_node_ordinal_refusal_says_what_to_remove() -> None:
+    spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+    sts = b.statefulset(annotations=spec, node_selector={"example.io/node": "1"}, replicas=3)
+    assert validate(sts).message == (
+        "StatefulSet db: its pod template's nodeSelector example.io/node=1 excludes "
+        "example.io/node value(s) 0, 2, so those ordinals could never run on the nodes pinned to "
+        "them; remove that constraint from spec.template"
+    )
+
+
+def test_a_refusal_suggests_every_zone_the_template_allows() -> None:
+    aff = b.zone_affinity([(ZONE_KEY, "NotIn", ["c"])])
+    outcome = validate(b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, affinity=aff))
+    assert outcome.message.endswith('e.g. stszone.io/zones: "a,b"')
+
+
+def test_a_lower_start_names_only_the_ordinals_the_set_had() -> None:
+    """start 2 -> 0 with 3 -> 5 replicas: 0 and 1 are new; 2, 3, 4 each move one zone back
+    (2 a->c, 3 b->a, 4 c->b), named by the first and a count."""
+    old = b.statefulset(replicas=3, start=2, annotations={"stszone.io/zones": "a,b,c"})
+    new = b.statefulset(replicas=5, start=0, annotations={"stszone.io/zones": "a,b,c"})
+    outcome = validate(new, operation="UPDATE", old=old)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: new spec.ordinals.start 0 moves 3 ordinal(s) when re-created: 2 (a->c) and 2 more",
+        "db: `stszone rebalance` can move its existing pods to their zones",
+    )
+
+
+def test_a_new_zone_past_the_replicas_moves_no_ordinal_and_says_so() -> None:
+    """a,b,c -> a,b,d with two replicas: ordinals 0 and 1 keep a and b."""
+    old = b.statefulset(replicas=2, annotations={"stszone.io/zones": "a,b,c"})
+    new = b.statefulset(replicas=2, annotations={"stszone.io/zones": "a,b,d"})
+    outcome = validate(new, operation="UPDATE", old=old)
+    assert outcome.warnings[1:] == ("db: new stszone.io/zones moves 0 ordinal(s) when re-created",)
+
+
+def test_a_new_list_and_start_together_are_named_together() -> None:
+    """a,b,c from 0 -> c,a,b from 1: ordinal 1 b->c, 2 c->a (0 goes, 3 is new)."""
+    old = b.statefulset(replicas=3, annotations={"stszone.io/zones": "a,b,c"})
+    new = b.statefulset(replicas=3, start=1, annotations={"stszone.io/zones": "c,a,b"})
+    outcome = validate(new, operation="UPDATE", old=old)
+    assert outcome.allowed
+    assert outcome.warnings[0] == (
+        "db: new stszone.io/zones and spec.ordinals.start 1 move 2 ordinal(s) when re-created: "
+        "1 (b->c) and 2 (c->a)"
+    )
+
+
+def test_ordinals_kept_by_their_volumes_are_named_two_and_counted() -> None:
+    """a,b,c -> c,a,b changes every rule zone, but each ordinal's volume keeps it where it is."""
+    volumes = [
+        x
+        for o in range(3)
+        for x in (b.pvc(f"data-db-{o}", volume=f"pv-{o}"), b.pv(f"pv-{o}", "abc"[o]))
+    ]
+    store = store_from_objects(volumes, zones=("a", "b", "c"))
+    old = b.statefulset(replicas=3, annotations={"stszone.io/zones": "a,b,c"})
+    new = b.statefulset(replicas=3, annotations={"stszone.io/zones": "c,a,b"})
+    outcome = validate(new, store, operation="UPDATE", old=old)
+    assert outcome.warnings == (
+        "db: new stszone.io/zones moves 0 ordinal(s) when re-created",
+        "db: ordinal(s) 0 (a, pv-0), 1 (b, pv-1) and 1 more stay with their volumes",
+    )
 
 
 # --- the final state of pods ------------------------------------------------------------------

@@ -20,6 +20,7 @@ from tests.conftest import ServeFactory
 from webhook.cli import main
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
+from webhook.model.annotations import parse_annotations
 from webhook.model.store import Store
 from webhook.rules import admission
 from webhook.wire import review
@@ -112,6 +113,12 @@ def test_many_listed_zones_without_nodes_are_summarised() -> None:
 
 
 # --- annotation values, whole-string ---------------------------------------------------------
+
+
+def test_only_spaces_around_zone_entries_are_dropped() -> None:
+    """Zone names keep every other character, including an X at either end."""
+    declared = parse_annotations({"stszone.io/zones": " X-zone , zone-X,zone-y "})
+    assert declared.zones == ("X-zone", "zone-X", "zone-y")
 
 
 @pytest.mark.parametrize(

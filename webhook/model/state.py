@@ -169,7 +169,11 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
         deleting=_deleting(meta),
         skipped=objects.str_map(template_meta, "labels").get(SKIP) == "true",
         tolerations=tuple(
-            objects.dicts(objects.mapping(template, "spec"), "tolerations", path="spec.template")
+            objects.dicts(
+                objects.mapping(template, "spec", path="spec.template"),
+                "tolerations",
+                path="spec.template.spec",
+            )
         ),
     )
 

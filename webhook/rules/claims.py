@@ -43,20 +43,21 @@ STATEFULSET_CONTROLLERS = frozenset(
 
 def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, int]]:
     """Every (StatefulSet, ordinal) whose volumeClaimTemplate produces a claim of this name,
-    the likeliest first: the longest ``<template>-<set>-`` prefix, then the set's name.
+    by the set's name.
 
     Two sets can produce one name (template ``data`` of set ``db-main`` and template ``data-db``
     of set ``main`` both make ``data-db-main-0``); the order keeps the answer the same however
-    the view lists them.
+    the view lists them. Every match reads the same ordinal (the digits after the name's last
+    dash), so the set's name is all that tells them apart.
     """
-    found: list[tuple[int, str, int]] = []
+    found: list[tuple[str, int]] = []
     for sts in store.statefulsets_in(namespace):
         for template in sts.templates:
             prefix = f"{template}-{sts.name}-"
             rest = name[len(prefix) :]
             if name.startswith(prefix) and rest.isascii() and rest.isdigit():
-                found.append((-len(prefix), sts.name, int(rest)))
-    return [(owner, ordinal) for _, owner, ordinal in sorted(found)]
+                found.append((sts.name, int(rest)))
+    return sorted(found)
 
 
 def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -> Outcome:
@@ -157,7 +158,7 @@ def _follow_volume(
     template = policy.declared.storage_class_template
     current = objects.mapping(claim, "spec").get("storageClassName")
     if template and zone and current != storage_class_for(template, zone):
-        warnings += (
+        warnings = (
             f"claim {name} names volume {volume}: storageClassName kept (a named volume binds "
             "only if the classes match)",
         )

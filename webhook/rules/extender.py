@@ -81,7 +81,7 @@ def target(pod: JSON, *, store: Store) -> Goal | None:
     name = objects.string(meta, "name") or "(unnamed)"
     namespace = objects.string(meta, "namespace")
     claims = pod_claims(pod)
-    zone = annotations.get(ZONE, "")
+    zone = annotations.get(ZONE)
     owner = statefulset_owner(meta)
     if owner is None:
         if not zone:
@@ -93,9 +93,9 @@ def target(pod: JSON, *, store: Store) -> Goal | None:
                 f"pod {namespace}/{name} has malformed stszone annotations: {err}"
             ) from err
     else:
-        policy = resolve_policy(
-            namespace, owner, store=store, pod_annotations=annotations, pod_claims=claims
-        )
+        # No pod_claims: the templates they would stand in for are read only when no claims
+        # are given, and place() below is given the pod's.
+        policy = resolve_policy(namespace, owner, store=store, pod_annotations=annotations)
         declared = policy.declared
         if not zone and declared.mode == "node-ordinal":
             return None  # its own affinity pins it to a node, whose zone is not the rule's

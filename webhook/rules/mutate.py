@@ -127,17 +127,19 @@ def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, namespace: str, store: Store
         reason="NodeConflict",
     )
     nodes = store.nodes_with_label(label, value)
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[str, ...]
     if not nodes and "nodes" in store.loaded:  # no node view at all (--zones only): unknown
-        warnings += (
+        warnings = (
             f"no node carries {label}={value}; {name} will stay Pending until one does "
             f"(kubectl label node NODE {label}={value})",
         )
     elif len(nodes) > 1:
-        warnings += (
-            f"{name} may land on any of nodes {some(nodes, len(nodes), shown=3)} (all carry "
+        warnings = (
+            f"{name} may land on any of nodes {some(nodes, len(nodes))} (all carry "
             f"{label}={value}); keep one node per value",
         )
+    else:
+        warnings = ()
     zones = sorted(store.zones_of(nodes, key))
     if plan.placement.zone:  # the node(s) share one zone: record it
         zone = plan.placement.zone
@@ -188,7 +190,7 @@ def mutate_statefulset(sts: JSON, *, store: Store) -> Outcome:
         return review.allowed(warnings=(text,))
     warnings: tuple[str, ...] = ()
     if key != DEFAULT_TOPOLOGY_KEY and store.zones_override:
-        warnings += (
+        warnings = (
             f"{name}: {ZONES} from the nodes' {key} values (--zones is for {DEFAULT_TOPOLOGY_KEY})",
         )
     # generateName'd sets arrive unnamed; only the template is read from this record, so its

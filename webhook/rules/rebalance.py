@@ -144,6 +144,8 @@ class _Draft:
     row: Row
     moves: bool
     uid: str = ""
+    #: The zone its pod runs in, when it is one to move (its row's zone, never None then).
+    source: str = ""
 
 
 def _claims(
@@ -154,9 +156,11 @@ def _claims(
     for template in policy.templates:
         name = claim_name(template, sts.name, ordinal)
         claim = state.claims.get((sts.namespace, name))
+        # The store and the state are read from one list, so a claim in the state is in both.
         bound = store.claims.get((sts.namespace, name))
         if claim is not None:
-            found.append(Claim(name, claim.uid, bound.volume if bound is not None else ""))
+            volume = bound.volume if bound is not None else ""  # pragma: no mutate (never None)
+            found.append(Claim(name, claim.uid, volume))
     return tuple(found)
 
 
@@ -210,7 +214,8 @@ def _draft(ordinal: int, ctx: _Set) -> _Draft:
             notes.append(f"volume(s) {', '.join(kept)} stay (reclaim policy Retain): delete later")
     row = Row(ordinal, name, node, zone, target, kind, notes=(*reasons, *notes), claims=claims)
     moves = not reasons and (not pinned or ctx.move_data)
-    return _Draft(row, moves, live.uid if live is not None else "")
+    uid = live.uid if live is not None else ""  # pragma: no mutate (a missing pod blocks its set)
+    return _Draft(row, moves, uid, source=zone)
 
 
 def _order(
@@ -226,28 +231,28 @@ def _order(
             holders.setdefault(row.zone, set()).add(row.ordinal)
         by_rule.setdefault(row.target, set()).add(row.ordinal)
 
-    def may_leave(row: Row) -> bool:
-        zone = row.zone or ""
-        if zone not in policy.zones or holders.get(zone, set()) - {row.ordinal}:
+    def may_leave(draft: _Draft) -> bool:
+        zone, ordinal = draft.source, draft.row.ordinal
+        if zone not in policy.zones or holders.get(zone, set()) - {ordinal}:
             return True
-        return not (by_rule.get(zone, set()) - {row.ordinal})  # the rule puts nobody else there
+        return not (by_rule.get(zone, set()) - {ordinal})  # the rule puts nobody else there
 
     waiting = [d for d in drafts if d.moves]
     ordered: list[tuple[_Draft, tuple[int, ...]]] = []
     while waiting:
-        allowed = [d for d in waiting if may_leave(d.row)]
+        allowed = [d for d in waiting if may_leave(d)]
         if not allowed:
             break
         pick = min(allowed, key=lambda d: (bool(holders.get(d.row.target)), d.row.ordinal))
         waiting.remove(pick)
-        source = holders[pick.row.zone or ""]
+        source = holders[pick.source]
         source.discard(pick.row.ordinal)
-        company = tuple(sorted(source)) if (pick.row.zone or "") in policy.zones else ()
+        company = tuple(sorted(source)) if pick.source in policy.zones else ()
         ordered.append((pick, company))
         holders.setdefault(pick.row.target, set()).add(pick.row.ordinal)
     stuck = {d.row.ordinal for d in waiting}
     for draft in waiting:
-        zone = draft.row.zone or ""
+        zone = draft.source
         others = sorted(by_rule.get(zone, set()))
         why = (
             f"it is the only pod in {zone}: evicting it would leave {zone} empty until "
@@ -262,7 +267,6 @@ def _order(
         else:
             why += ", which cannot move now (see their rows)"
         draft.row = replace(draft.row, kind="blocked", notes=(why, *draft.row.notes))
-        draft.moves = False
     return ordered
 
 
@@ -301,7 +305,7 @@ def plan_set(sts: StatefulSetInfo, *, store: Store, state: LiveState, move_data:
                 pod=row.pod,
                 uid=draft.uid,
                 node=row.node,
-                source=row.zone or "",
+                source=draft.source,
                 target=row.target,
                 topology_key=policy.declared.topology_key,
                 replicas=sts.replicas,
@@ -336,6 +340,6 @@ def chosen(
     """The sets to plan: the audit's (opted-in, never kube-system or stszone's own namespace),
     narrowed to ``namespace`` or to one ``statefulset`` (namespace, name)."""
     if statefulset is not None:
-        namespace = statefulset[0]
+        namespace = statefulset[0]  # pragma: no mutate (only narrows the sets the key filters)
     sets = audited(store, excluded=excluded, namespace=namespace)
     return [s for s in sets if statefulset is None or s.key == statefulset]

@@ -57,7 +57,7 @@ def _local_nodes(
     key = policy.declared.topology_key
     for claim in claims:
         volume, _ = store.claim_zones(namespace, claim, key)
-        nodes = store.volume_nodes(volume, key) if volume else None
+        nodes = store.volume_nodes(volume, key)  # an unbound claim's "" names no volume: None
         if nodes is not None:
             allowed = nodes if allowed is None else allowed & nodes
     return allowed
@@ -70,7 +70,11 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
         policy = resolve_policy(sts.namespace, sts.name, store=store)
     except Denied:
         pods = (store.pod(sts.namespace, f"{sts.name}-{o}") for o in ordinals)
-        stuck = [Slot(p.node, None, frozenset(), None, False) for p in pods if p and p.node]
+        stuck = [
+            Slot(p.node, None, frozenset(), None, False)  # pragma: no mutate (by_label unread)
+            for p in pods
+            if p and p.node
+        ]
         return stuck, DEFAULT_TOPOLOGY_KEY
     key = policy.declared.topology_key
     by_zone: dict[str, set[str]] = {}
@@ -87,7 +91,10 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
         expected: str | None = None
         if by_label:
             homes = frozenset(
-                store.nodes_with_label(policy.declared.node_label or "", str(ordinal))
+                store.nodes_with_label(
+                    policy.declared.node_label or "",  # pragma: no mutate (never empty here)
+                    str(ordinal),
+                )
             )
         else:
             claims = where.claims(ordinal)
@@ -142,8 +149,8 @@ def removable_nodes(
         for slot in ordinals:
             for name in (slot.node, *slot.homes):
                 touching.setdefault(name, set()).add(index)
-            if slot.node:
-                pods_on[slot.node] = pods_on.get(slot.node, 0) + 1
+            if slot.node in pods_on:  # no node (""), or one outside the view: never removed
+                pods_on[slot.node] += 1  # pragma: no mutate (only the counts' order is read)
 
     def fits(removed: set[str], node: str) -> bool:
         return all(
@@ -152,7 +159,7 @@ def removable_nodes(
 
     alone = tuple(n for n in sorted(store.nodes) if fits({n}, n))
     together: set[str] = set()
-    for name in sorted(store.nodes, key=lambda n: (pods_on.get(n, 0), n)):
+    for name in sorted(store.nodes, key=lambda n: (pods_on[n], n)):
         if fits(together | {name}, name):
             together.add(name)
     return alone, tuple(sorted(together))

@@ -80,9 +80,9 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
     policy = resolve_policy(namespace, name, store=store, tolerate_malformed=True)
     warnings: tuple[str, ...] = ()
     if policy.malformed:
-        warnings += (malformed_warning(name, policy.malformed, by="scale"),)
-    if not policy.known:
-        warnings += (
+        warnings = (malformed_warning(name, policy.malformed, by="scale"),)
+    elif not policy.known:  # a set the view lacks has no annotations to be malformed
+        warnings = (
             f"{namespace}/{name} is not in stszone's view yet: guarded on its pods and the "
             "server's zones",
         )

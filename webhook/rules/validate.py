@@ -45,8 +45,8 @@ _WHY_MISSING = (
 
 def _declared(
     annotations: dict[str, str], *, name: str, old: JSON | None, store: Store
-) -> tuple[Declared | None, str, str]:
-    """(policy or None when refused, the refusal, a ratchet warning) of the annotations.
+) -> tuple[Declared | None, str]:
+    """(policy, a ratchet warning or "") of the annotations, or (None, the refusal).
 
     Checked as the API server will check what stszone writes from them: a storage-class
     template is filled in for every zone the set will use, its own list or the server's.
@@ -61,13 +61,13 @@ def _declared(
         zones = store.server_zones(declared.topology_key)
         problems = [f"{p} (the server's zones)" for p in template_problems(template, zones=zones)]
     if not problems:
-        return declared, "", ""
+        return declared, ""
     if not _unchanged(old, annotations=annotations):
-        return None, f"StatefulSet {name}: {'; '.join(problems)}", ""
+        return None, f"StatefulSet {name}: {'; '.join(problems)}"
     # Ratchet, like the API server's own validation: an update that leaves broken annotations
     # as they were (a status write, an image bump) is not blocked by them; the set's new pods
     # are refused until they are fixed, and the guard runs on defaults.
-    return Declared(), "", scaling.malformed_warning(name, problems, by="update")
+    return Declared(), scaling.malformed_warning(name, problems, by="update")
 
 
 def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: Store) -> Outcome:
@@ -81,10 +81,10 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
     meta = objects.mapping(sts, "metadata")
     name = objects.string(meta, "name") or "(unnamed)"
     annotations = objects.str_map(meta, "annotations", path="metadata")
-    declared, refusal, ratchet = _declared(annotations, name=name, old=old, store=store)
+    declared, said = _declared(annotations, name=name, old=old, store=store)
     if declared is None:
-        return review.denied(refusal, code=422, reason="Invalid")
-    warnings: tuple[str, ...] = (ratchet,) if ratchet else ()
+        return review.denied(said, code=422, reason="Invalid")
+    warnings: tuple[str, ...] = (said,) if said else ()
     # A generateName'd set may reach validation unnamed; the checks below only print the name.
     info = statefulset_info({**sts, "metadata": {**meta, "name": name}})
     policy = Policy(
@@ -171,7 +171,7 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
     """Why the pod template itself rules out some zones (or pinned ordinals), or None."""
     declared = policy.declared
     if declared.mode == "node-ordinal":
-        key = declared.node_label or ""
+        key = declared.node_label or ""  # pragma: no mutate (never empty here)
         if not affinity.constrains(info.node_terms, info.node_selector, key):
             return None  # the usual case: nothing in the template mentions the ordinal label
         values = [str(o) for o in walked(info.start, info.replicas)]
@@ -245,7 +245,7 @@ def _zone_list_change(
         return ()  # ordinals.start moved by a multiple of the zone count: no zone changes
     count = len(moved)
     scope = "" if checked == info.replicas else f" of the first {checked}"
-    moves = f": {some(moved, count, shown=2 if count <= 2 else 1)}" if moved else ""
+    moves = f": {some(moved, count, shown=count if count <= 2 else 1)}" if moved else ""
     what = [ZONES] if old_zones != policy.zones else []
     if start != policy.start:
         what.append(f"spec.ordinals.start {policy.start}")

@@ -157,7 +157,7 @@ def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Outcome:
     name = result.name
     warnings: tuple[str, ...] = ()
     if result.unlisted:
-        warnings += (
+        warnings = (
             f"{name}: {result.change} removes {_brief(dict(result.unlisted))}, not in {ZONES}",
         )
     if result.unready:
