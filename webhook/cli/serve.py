@@ -215,7 +215,7 @@ async def _main(settings: Settings) -> None:
     # The one freeze: what start-up built (modules, classes, the app; an offline view) lives as
     # long as the process, so it goes into the permanent generation before any list begins and
     # no full collection walks it again. Unfrozen, each of the full collections a big first
-    # list sets off (about 30 while 300k objects are listed) walked all of it, a stop of the
+    # list sets off (about 30 while 300k objects are listed) walks all of it, a stop of the
     # loop of about 30 ms. The view's records are not tracked at all (records.py): once the
     # lists are in, the collector holds some 1,300 objects more than it froze here.
     gc.collect()
