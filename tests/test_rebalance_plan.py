@@ -379,6 +379,30 @@ def test_owner_references_that_are_not_objects_are_named_by_their_path() -> None
         planned(r.cluster({0: "b1"}, extra=[claim]))
 
 
+@pytest.mark.parametrize(
+    ("term", "field"),
+    [({"matchExpressions": "zone-a"}, "matchExpressions"), ({"matchFields": {}}, "matchFields")],
+)
+def test_a_set_whose_node_terms_are_not_lists_is_refused_at_load(term: JSON, field: str) -> None:
+    """The plan reads the template's terms node by node: a term whose expressions are not a
+    list of objects is refused with its path when the file is read, not met mid-plan."""
+    sts = r.statefulset(2)
+    sts["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": []}, term]
+            }
+        }
+    }
+    where = (
+        r"spec\.template\.spec\.affinity\.nodeAffinity\."
+        r"requiredDuringSchedulingIgnoredDuringExecution\.nodeSelectorTerms\[1\]"
+    )
+    refused = rf"^cluster file: item \d+ \(StatefulSet\): {where}\.{field} must be a list, got "
+    with pytest.raises(ConfigError, match=refused):
+        planned(r.cluster({0: "b1"}, sts=sts))
+
+
 def test_sets_chosen_by_opt_in_namespace_and_name() -> None:
     """Opted-in namespaces only; -n narrows to one, --statefulset to one set."""
     web = r.statefulset(1, name="web")

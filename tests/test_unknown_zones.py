@@ -273,6 +273,20 @@ def test_a_scale_warns_of_the_first_malformed_annotation_and_counts_the_rest(
     assert warning.endswith(f" ({more}unchanged by this scale; fix it)")
 
 
+def test_a_long_malformed_annotation_is_shortened_so_the_warning_keeps_its_tail() -> None:
+    """A problem quoting a long value is cut inside, within the API server's 256 characters:
+    the end, which says why the scale is allowed and what to do, is what the reader needs."""
+    nodes = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
+    pods = [b.sts_pod(ordinal=o, node=n) for o, n in enumerate(["na", "nb", "nc"] * 2)]
+    broken = {"stszone.io/zones": "a,b,c", "stszone.io/scheduler-name": "S" * 300}
+    sts = b.statefulset(annotations=broken, replicas=6)
+    store = store_from_objects([*nodes, sts, *pods], zones=("a", "b", "c"))
+    (warning,) = scale(store, 6, 3, name="db", ns="ns").warnings
+    assert len(warning) == 256
+    assert warning.startswith("StatefulSet db: stszone.io/scheduler-name 'SSS")
+    assert warning.endswith("SSS [...] (unchanged by this scale; fix it)")
+
+
 # --- property: the guard with unknown zones against the rules read independently -------------
 
 #: Where a pod may be: a node of zone a/b/c, a node of zone x (not listed), a node without a

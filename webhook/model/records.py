@@ -265,14 +265,30 @@ def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
     )
 
 
+def _node_terms(pod_spec: Mapping[str, Any], *, path: str) -> list[dict[str, Any]]:
+    """The required nodeSelectorTerms of a pod spec, each term's expressions and fields checked
+    to be lists of objects: the rebalance plan reads them node by node, long after the load."""
+    affinity = objects.mapping(pod_spec, "affinity", path=path)
+    node_affinity = objects.mapping(affinity, "nodeAffinity", path=f"{path}.affinity")
+    required = objects.mapping(
+        node_affinity,
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        path=f"{path}.affinity.nodeAffinity",
+    )
+    where = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    terms = objects.dicts(required, "nodeSelectorTerms", path=where)
+    for index, term in enumerate(terms):
+        for key in ("matchExpressions", "matchFields"):
+            objects.dicts(term, key, path=f"{where}.nodeSelectorTerms[{index}]")
+    return terms
+
+
 def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
     """Record of a StatefulSet."""
     meta = _meta(obj)
     spec = objects.mapping(obj, "spec")
     template_spec = objects.mapping(objects.mapping(spec, "template"), "spec", path="spec.template")
-    affinity = objects.mapping(objects.mapping(template_spec, "affinity"), "nodeAffinity")
-    required = objects.mapping(affinity, "requiredDuringSchedulingIgnoredDuringExecution")
-    terms = objects.dicts(required, "nodeSelectorTerms")
+    terms = _node_terms(template_spec, path="spec.template.spec")
     templates = tuple(
         _name(objects.mapping(t, "metadata"))
         for t in objects.dicts(spec, "volumeClaimTemplates", path="spec")

@@ -166,8 +166,8 @@ class _Ranges:
         if known == running.zones.keys() and (
             not known or (min(known) in span and max(known) in span)
         ):
-            # The usual set: every known ordinal is a running pod on a labelled node. Its
-            # zones are read once per change of the set's pods or of the nodes, and shared.
+            # The usual set: every known ordinal is a running pod on a labelled node, so its
+            # zones are the ones Store.pod_zones read off the pods' nodes.
             self.known, self.by_zone, residues = (
                 running.zones,
                 running.by_zone,

@@ -24,10 +24,15 @@ from webhook.wire.review import Outcome
 
 def malformed_warning(name: str, problems: Sequence[str], *, by: str) -> str:
     """``StatefulSet db: stszone.io/mode 'x' is not a mode (+1 more; unchanged by this update)``:
-    the first problem without its example (the denial of a change shows them all)."""
+    the first problem without its example (the denial of a change shows them all), shortened
+    where the whole would pass the warning limit, so the tail saying why it is allowed stays."""
     more = f"+{len(problems) - 1} more; " if len(problems) > 1 else ""
     first = problems[0].split("; ")[0]
-    return f"StatefulSet {name}: {first} ({more}unchanged by this {by}; fix it)"
+    head, tail = f"StatefulSet {name}: ", f" ({more}unchanged by this {by}; fix it)"
+    room = review.WARNING_MAX - len(head) - len(tail)
+    if len(first) > room:
+        first = first[: max(room - len(review.CUT), 0)] + review.CUT
+    return head + first + tail
 
 
 def judge(

@@ -23,7 +23,8 @@ API_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 #: possible. Warnings over 256 characters and large numbers of warnings may be truncated."
 WARNING_TARGET: Final = 120
 WARNING_MAX: Final = 256
-_CUT: Final = " [...]"
+#: What marks a warning (or a part of one) cut short.
+CUT: Final = " [...]"
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
 
@@ -201,7 +202,7 @@ def fit(warnings: tuple[str, ...]) -> tuple[str, ...]:
     if all(len(w) <= WARNING_MAX for w in warnings):
         return warnings
     return tuple(
-        w if len(w) <= WARNING_MAX else w[: WARNING_MAX - len(_CUT)] + _CUT for w in warnings
+        w if len(w) <= WARNING_MAX else w[: WARNING_MAX - len(CUT)] + CUT for w in warnings
     )
 
 
