@@ -26,6 +26,7 @@ from webhook.model.store import Store
 from webhook.rules import admission
 from webhook.rules.audit import audit
 from webhook.rules.placement import resolve_policy
+from webhook.rules.scaling import malformed_warning
 from webhook.wire import review
 
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -285,6 +286,15 @@ def test_a_long_malformed_annotation_is_shortened_so_the_warning_keeps_its_tail(
     assert len(warning) == 256
     assert warning.startswith("StatefulSet db: stszone.io/scheduler-name 'SSS")
     assert warning.endswith("SSS [...] (unchanged by this scale; fix it)")
+
+
+def test_a_problem_is_cut_only_when_the_whole_warning_would_pass_256_characters() -> None:
+    tail = " (+1 more; unchanged by this update; fix it)"
+    fits = 256 - len("StatefulSet db: ") - len(tail)
+    whole = malformed_warning("db", ["p" * fits, "q"], by="update")
+    assert whole == f"StatefulSet db: {'p' * fits}{tail}"
+    cut = malformed_warning("db", ["p" * (fits + 1), "q"], by="update")
+    assert cut == f"StatefulSet db: {'p' * (fits - 6)} [...]{tail}"
 
 
 # --- property: the guard with unknown zones against the rules read independently -------------
