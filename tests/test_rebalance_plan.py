@@ -6,6 +6,7 @@ ordinal i in zones[i mod 3]: 0 a, 1 b, 2 c, 3 a, 4 b, 5 c.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -379,26 +380,41 @@ def test_owner_references_that_are_not_objects_are_named_by_their_path() -> None
         planned(r.cluster({0: "b1"}, extra=[claim]))
 
 
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _terms(*terms: Any) -> JSON:
+    return {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": list(terms)}}}
+
+
 @pytest.mark.parametrize(
-    ("term", "field"),
-    [({"matchExpressions": "zone-a"}, "matchExpressions"), ({"matchFields": {}}, "matchFields")],
+    ("affinity", "where"),
+    [
+        ([], "affinity must be an object"),
+        ({"nodeAffinity": []}, "affinity.nodeAffinity must be an object"),
+        ({"nodeAffinity": {_REQUIRED: []}}, f"affinity.nodeAffinity.{_REQUIRED} must be an object"),
+        (
+            {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": {}}}},
+            f"affinity.nodeAffinity.{_REQUIRED}.nodeSelectorTerms must be a list",
+        ),
+        (
+            _terms({"matchExpressions": []}, {"matchExpressions": "zone-a"}),
+            f"affinity.nodeAffinity.{_REQUIRED}.nodeSelectorTerms[1].matchExpressions must be a list",
+        ),
+        (
+            _terms({"matchFields": {}}),
+            f"affinity.nodeAffinity.{_REQUIRED}.nodeSelectorTerms[0].matchFields must be a list",
+        ),
+    ],
 )
-def test_a_set_whose_node_terms_are_not_lists_is_refused_at_load(term: JSON, field: str) -> None:
-    """The plan reads the template's terms node by node: a term whose expressions are not a
-    list of objects is refused with its path when the file is read, not met mid-plan."""
+def test_a_set_whose_node_terms_are_malformed_is_refused_at_load(affinity: Any, where: str) -> None:
+    """The plan reads the template's terms node by node: a malformed one is refused with its
+    path when the file is read, not met mid-plan."""
     sts = r.statefulset(2)
-    sts["spec"]["template"]["spec"]["affinity"] = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": []}, term]
-            }
-        }
-    }
-    where = (
-        r"spec\.template\.spec\.affinity\.nodeAffinity\."
-        r"requiredDuringSchedulingIgnoredDuringExecution\.nodeSelectorTerms\[1\]"
+    sts["spec"]["template"]["spec"]["affinity"] = affinity
+    refused = (
+        rf"^cluster file: item \d+ \(StatefulSet\): spec\.template\.spec\.{re.escape(where)}, got "
     )
-    refused = rf"^cluster file: item \d+ \(StatefulSet\): {where}\.{field} must be a list, got "
     with pytest.raises(ConfigError, match=refused):
         planned(r.cluster({0: "b1"}, sts=sts))
 
