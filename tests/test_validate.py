@@ -270,6 +270,25 @@ def test_zone_list_change_warns_with_the_ordinals_that_move() -> None:
     )
 
 
+def test_a_topology_key_change_warns_that_every_ordinal_is_placed_by_the_new_label() -> None:
+    """The same zone names under another label are other places: the warning says every
+    ordinal follows the new label, not that none moves (compared name by name, a,b,c under
+    either key would look unchanged)."""
+    store = store_from_objects([], zones=("a", "b", "c"))
+    zones = {"stszone.io/zones": "a,b,c"}
+    old = b.statefulset(replicas=3, annotations=zones)
+    new = b.statefulset(replicas=3, annotations={**zones, "stszone.io/topology-key": "rack"})
+    outcome = validate(new, store, operation="UPDATE", old=old)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: new stszone.io/topology-key rack places every ordinal by its node's rack label "
+        "when re-created (was topology.kubernetes.io/zone); `stszone rebalance` can move its "
+        "existing pods",
+    )
+    unchanged = validate(new, store, operation="UPDATE", old=new)
+    assert unchanged.warnings == ()
+
+
 def test_a_zone_list_change_lists_the_moves_past_an_ordinal_it_cannot_place() -> None:
     """Ordinal 0's two volumes sit in different zones (it cannot be placed at all, and its pod
     creation says so): the others that move are still listed."""

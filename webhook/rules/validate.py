@@ -19,6 +19,7 @@ from webhook.model import objects
 from webhook.model.annotations import (
     DEFAULT_SCHEDULER,
     PREFIX,
+    TOPOLOGY_KEY,
     ZONE,
     ZONES,
     Declared,
@@ -221,6 +222,14 @@ def _zone_list_change(
     old_zones = old_declared.zones or store.server_zones(old_declared.topology_key)
     if policy.declared.mode == "node-ordinal" or not (policy.zones and old_zones):
         return ()  # zones pin nothing in node-ordinal mode; with no list, nothing was placed
+    key, old_key = policy.declared.topology_key, old_declared.topology_key
+    if key != old_key:
+        # Zone names under two labels name different places: no ordinal-by-ordinal comparison.
+        return (
+            f"{info.name}: new {TOPOLOGY_KEY} {key} places every ordinal by its node's {key} "
+            f"label when re-created (was {old_key}); `stszone rebalance` can move its "
+            "existing pods",
+        )
     if old_zones == policy.zones and start == policy.start:
         return ()
     before_policy = policy._replace(declared=old_declared, zones=old_zones, start=start)
