@@ -12,7 +12,8 @@
 #           index and CA bundle (pip config / PIP_INDEX_URL / PIP_CERT).
 # 3. run:   read-only root, uid/gid 65532, every capability dropped, /tmp a 16 MiB tmpfs, the
 #           serving pair mounted where the Deployment mounts its Secret (0440, group 65532),
-#           the Deployment's container args; then GET /readyz, POST /mutate with a recorded
+#           the Deployment's container args (both as deploy/components/provided-certs renders
+#           the Deployment: no cluster here for --manage-certs); then GET /readyz, POST /mutate with a recorded
 #           AdmissionReview (tests/fixtures/admission) that must come back with a patch, and
 #           SIGTERM, after which the process must exit 0 within the grace period. The
 #           installed package must be the tree's webhook/, byte for byte.
@@ -104,12 +105,18 @@ grep -E '^(precompile|Successfully installed)' "$work/build.log" | cut -c1-160 |
 echo "built $IMAGE in $(($(date +%s) - start)) s"
 
 # --- 3. run as the Deployment runs it ------------------------------------------------------
-# The container's args and the Secret's mount path come from the Deployment itself.
-deployment=$(run --rm --user 65532:65532 --volume "$ROOT/deploy/base:/deploy:ro" \
+# The container's args and the Secret's mount path come from the Deployment itself, as the
+# provided-certs component renders it: the base's default, --manage-certs, keeps its pair in
+# a Secret through the API, and there is no cluster here. The component's patch of the
+# Deployment is a JSON Patch, applied with the image's own jsonpatch.
+deployment=$(run --rm --user 65532:65532 --volume "$ROOT/deploy:/deploy:ro" \
     --entrypoint python "$IMAGE" -c '
-import yaml
-for doc in yaml.safe_load_all(open("/deploy/deployment.yaml")):
+import jsonpatch, yaml
+component = yaml.safe_load(open("/deploy/components/provided-certs/kustomization.yaml"))
+(ops,) = [p["patch"] for p in component["patches"] if p.get("target", {}).get("kind") == "Deployment"]
+for doc in yaml.safe_load_all(open("/deploy/base/deployment.yaml")):
     if doc and doc["kind"] == "Deployment":
+        doc = jsonpatch.apply_patch(doc, yaml.safe_load(ops))
         (c,) = doc["spec"]["template"]["spec"]["containers"]
         tls = next(m["mountPath"] for m in c["volumeMounts"] if m["name"] == "tls")
         print(tls, *c["args"])
