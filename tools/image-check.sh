@@ -13,8 +13,9 @@
 # 3. run:   read-only root, uid/gid 65532, every capability dropped, /tmp a 16 MiB tmpfs, the
 #           serving pair mounted where the Deployment mounts its Secret (0440, group 65532),
 #           the Deployment's container args (both as deploy/components/provided-certs renders
-#           the Deployment: no cluster here for --manage-certs); then GET /readyz, POST /mutate with a recorded
-#           AdmissionReview (tests/fixtures/admission) that must come back with a patch, and
+#           the Deployment: no cluster here for --manage-certs); then GET /readyz, POST /mutate
+#           with a recorded AdmissionReview (tests/fixtures/admission) that must come back with
+#           a patch, and
 #           SIGTERM, after which the process must exit 0 within the grace period. The
 #           installed package must be the tree's webhook/, byte for byte.
 # 4. audit: the same run with PYTHONVERBOSE=1 counts modules loaded from bytecode and modules

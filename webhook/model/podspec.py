@@ -1,10 +1,12 @@
-"""What a StatefulSet pod's own object says beyond where it runs: the claims it mounts, and
-whether it is going away. Pure; read by :func:`webhook.model.records.pod_info`.
+"""What a pod spec says of itself: the claims a StatefulSet pod mounts, whether it is going
+away, and the node terms it requires. Pure; read by :mod:`webhook.model.records` and, for the
+terms, :mod:`webhook.rules.affinity`.
 
-Both are kept small on purpose, as a pod's record is one of 100,000: the claims a pod mounts
-under the names the StatefulSet controller gives them (``<volume>-<pod name>``) are kept as the
-volume names, one tuple shared by every pod of a set; going away is one of four strings, never
-the phase, so the routine status updates of a running pod change no record.
+The claims and the going-away reason are kept small on purpose, as a pod's record is one of
+100,000: the claims a pod mounts under the names the StatefulSet controller gives them
+(``<volume>-<pod name>``) are kept as the volume names, one tuple shared by every pod of a set;
+going away is one of four strings, never the phase, so the routine status updates of a running
+pod change no record.
 """
 
 from __future__ import annotations
@@ -23,6 +25,21 @@ _TEMPLATES: dict[tuple[str, ...], tuple[str, ...]] = {}
 _TEMPLATES_MAX: Final = 4096
 
 _intern = sys.intern
+
+
+#: Where a pod spec keeps the node terms every node it runs on must match.
+REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def required_terms(pod_spec: Mapping[str, Any], *, path: str = "spec") -> list[dict[str, Any]]:
+    """The pod spec's required nodeSelectorTerms (``[]`` when none); ``path``: where the spec
+    is, for the messages (a StatefulSet's template: ``spec.template.spec``)."""
+    affinity = objects.mapping(pod_spec, "affinity", path=path)
+    node_affinity = objects.mapping(affinity, "nodeAffinity", path=f"{path}.affinity")
+    required = objects.mapping(node_affinity, REQUIRED, path=f"{path}.affinity.nodeAffinity")
+    return objects.dicts(
+        required, "nodeSelectorTerms", path=f"{path}.affinity.nodeAffinity.{REQUIRED}"
+    )
 
 
 def going(meta: Mapping[str, Any], status: Mapping[str, Any]) -> Going:

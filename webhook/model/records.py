@@ -22,7 +22,7 @@ from webhook.errors import BadObject
 from webhook.model import objects
 from webhook.model.annotations import ENABLED, POD_INDEX_LABEL, stszone_annotations
 from webhook.model.pinning import ZONE_KEYS, Terms, volume_terms
-from webhook.model.podspec import Going, going, mounted
+from webhook.model.podspec import REQUIRED, Going, going, mounted, required_terms
 
 #: Node label naming the node itself; local PersistentVolumes are pinned to a node with it.
 HOSTNAME: Final = "kubernetes.io/hostname"
@@ -268,15 +268,8 @@ def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
 def _node_terms(pod_spec: Mapping[str, Any], *, path: str) -> list[dict[str, Any]]:
     """The required nodeSelectorTerms of a pod spec, each term's expressions and fields checked
     to be lists of objects: the rebalance plan reads them node by node, long after the load."""
-    affinity = objects.mapping(pod_spec, "affinity", path=path)
-    node_affinity = objects.mapping(affinity, "nodeAffinity", path=f"{path}.affinity")
-    required = objects.mapping(
-        node_affinity,
-        "requiredDuringSchedulingIgnoredDuringExecution",
-        path=f"{path}.affinity.nodeAffinity",
-    )
-    where = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    terms = objects.dicts(required, "nodeSelectorTerms", path=where)
+    terms = required_terms(pod_spec, path=path)
+    where = f"{path}.affinity.nodeAffinity.{REQUIRED}"
     for index, term in enumerate(terms):
         for key in ("matchExpressions", "matchFields"):
             objects.dicts(term, key, path=f"{where}.nodeSelectorTerms[{index}]")

@@ -13,23 +13,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.model import objects
-
-REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+from webhook.model.podspec import REQUIRED, required_terms
 
 
 def requirement(key: str, value: str) -> dict[str, Any]:
     """``{key In [value]}``, the expression stszone adds."""
     return {"key": key, "operator": "In", "values": [value]}
-
-
-def required_terms(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The pod's required nodeSelectorTerms (``[]`` when none)."""
-    affinity = objects.mapping(pod_spec, "affinity", path="spec")
-    node_affinity = objects.mapping(affinity, "nodeAffinity", path="spec.affinity")
-    required = objects.mapping(node_affinity, REQUIRED, path="spec.affinity.nodeAffinity")
-    return objects.dicts(
-        required, "nodeSelectorTerms", path=f"spec.affinity.nodeAffinity.{REQUIRED}"
-    )
 
 
 #: The labels of a node by name, or None when the view does not hold it.
