@@ -234,6 +234,35 @@ def test_a_volume_outside_the_zones_of_several_labelled_nodes_names_them_all() -
     )
 
 
+def test_a_zone_pinned_volume_and_a_node_without_a_zone_label_is_a_warning() -> None:
+    """The node labelled 2 has no zone label, the claim's volume is pinned to zone-b: the
+    volume's node affinity never matches that node, so the pod stays Pending; say so."""
+    store = kafka(
+        broker("n2", None, "2"),
+        extra=[b.pvc("data-db-2", volume="pv-b"), b.pv("pv-b", "zone-b")],
+    )
+    outcome, _ = mutate(b.sts_pod(ordinal=2), store)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db-2 stays Pending: its volume pv-b is in zone-b, node example.io/node=2 has no "
+        "topology.kubernetes.io/zone label",
+    )
+
+
+def test_a_volume_on_a_node_without_a_zone_label_is_no_warning() -> None:
+    """A local volume pinned by hostname to the labelled node, which has no zone label: the
+    volume is in no known zone, yet the pod can run there."""
+    store = kafka(
+        broker("n2", None, "2"),
+        extra=[
+            b.pvc("data-db-2", volume="pv-n2"),
+            b.pv("pv-n2", "n2", key="kubernetes.io/hostname"),
+        ],
+    )
+    outcome, _ = mutate(b.sts_pod(ordinal=2), store)
+    assert outcome.allowed and outcome.warnings == ()
+
+
 def test_cluster_without_zones_still_pins() -> None:
     """On-prem nodes with no zone label and no --zones: node-ordinal does not need a zone."""
     annotations = {k: v for k, v in ANNOTATIONS.items() if k != "stszone.io/zones"}

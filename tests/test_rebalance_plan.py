@@ -564,7 +564,7 @@ def test_move_data_names_every_claim_and_every_retained_volume() -> None:
     ]
     row = _two_claims(extra, logs=r.claim("logs-db-2", "pv-logs-2")).rows[2]
     assert row.notes == (
-        "its volume pv-2, pv-logs-2 is in zone-b",
+        "its volumes pv-2, pv-logs-2 are in zone-b",
         "--move-data deletes claim(s) data-db-2, logs-db-2 with the pod: the data on this "
         "replica is gone and the database must re-replicate it",
         "volume(s) pv-2, pv-logs-2 stay (reclaim policy Retain): delete later",

@@ -66,12 +66,17 @@ _GOING: Final = {
 class Pinned(NamedTuple):
     """What the volumes bound to an ordinal's claims say of its zone."""
 
-    #: Their names, joined ("" when none pins it).
-    volumes: str
+    #: Their names (none when none pins it).
+    names: tuple[str, ...]
     #: The zones all of them allow (several claims intersect); empty when none pins it.
     zones: frozenset[str]
     #: Why one of them can attach to no node of a known zone ("" when none is so).
     nowhere: str = ""
+
+    @property
+    def volumes(self) -> str:
+        """Their names, joined ("" when none pins it)."""
+        return ", ".join(self.names)
 
 
 def volume_zones(claims: Sequence[str], *, namespace: str, policy: Policy, store: Store) -> Pinned:
@@ -87,11 +92,11 @@ def volume_zones(claims: Sequence[str], *, namespace: str, policy: Policy, store
     for claim in claims:
         volume, zones = store.claim_zones(namespace, claim, key)
         if zones is None:
-            return Pinned(volume, frozenset(), store.volume_nowhere(volume, key))
+            return Pinned((volume,), frozenset(), store.volume_nowhere(volume, key))
         if zones:
             names.append(volume)
             allowed = zones if allowed is None else allowed & zones
-    return Pinned(", ".join(names), allowed or frozenset())
+    return Pinned(tuple(names), allowed or frozenset())
 
 
 class Locator:

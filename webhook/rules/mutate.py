@@ -150,14 +150,18 @@ def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, namespace: str, store: Store
             warnings += (
                 f"{name} stays Pending: node {label}={value} is in {zone}; its own: {own}",
             )
-    for claim in plan.claims if zones else ():
+    for claim in plan.claims if nodes else ():
         volume, at = store.claim_zones(namespace, claim, key)
-        if at is None:
+        # A volume that attaches to no node of a known zone may still attach to these nodes
+        # when none of them has a zone: only with a zone known is it sure to be out of reach.
+        if at is None and zones:
             warnings += (f"{name} stays Pending: {store.volume_nowhere(volume, key)}",)
         elif at and not at & set(zones):
+            # A node without the zone label never matches a volume pinned to a zone.
+            where = f"in {', '.join(zones)}" if zones else f"has no {key} label"
             warnings += (
                 f"{name} stays Pending: its volume {volume} is in {', '.join(sorted(at))}, "
-                f"node {label}={value} in {', '.join(zones)}",
+                f"node {label}={value} {where}",
             )
     return review.patched(pod, mutated, warnings=warnings)
 

@@ -183,7 +183,7 @@ def _draft(ordinal: int, ctx: _Set) -> _Draft:
     found = volume_zones(
         ctx.where.claims(ordinal), namespace=sts.namespace, policy=policy, store=store
     )
-    volume, allowed = found.volumes, found.zones
+    allowed = found.zones
     pinned = bool(allowed) and target not in allowed
     notes: list[str] = []
     claims: tuple[Claim, ...] = ()
@@ -191,7 +191,8 @@ def _draft(ordinal: int, ctx: _Set) -> _Draft:
     if found.nowhere:  # the re-created pod could not run anywhere
         reasons.append(f"its {found.nowhere}: a re-created pod would stay Pending")
     if pinned:
-        notes.append(f"its volume {volume} is in {some(sorted(allowed))}")
+        noun, verb = ("volume", "is") if len(found.names) == 1 else ("volumes", "are")
+        notes.append(f"its {noun} {found.volumes} {verb} in {some(sorted(allowed))}")
         claims = _claims(ordinal, sts=sts, policy=policy, store=store, state=state)
     else:
         reasons += owned_claims(ordinal, sts=sts, policy=policy, state=state)
