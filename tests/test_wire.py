@@ -138,7 +138,7 @@ async def test_denial_carries_status_for_kubectl(serve: ServeFactory) -> None:
     ("data", "content_type", "status", "says"),
     [
         (b"{not json", "application/json", 400, "not valid JSON"),
-        (b"[]", "application/json", 400, "JSON object"),
+        (b"[]", "application/json", 400, "not an AdmissionReview: Expected `object`, got `array`"),
         (b'{"kind": "Pod"}', "application/json", 400, "kind must be AdmissionReview"),
         (
             b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v2"}',
@@ -168,19 +168,19 @@ async def test_denial_carries_status_for_kubectl(serve: ServeFactory) -> None:
             b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"uid": "x", "kind": "Pod"}}',
             "application/json",
             400,
-            "request.kind must be an object, got str",
+            "Expected `object | null`, got `str` - at `$.request.kind`",
         ),
         (
             b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"uid": "x", "operation": "CREATE", "dryRun": "yes"}}',
             "application/json",
             400,
-            "request.dryRun must be a boolean",
+            "Expected `bool | null`, got `str` - at `$.request.dryRun`",
         ),
         (
             b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"uid": "x", "operation": "CREATE", "userInfo": {"username": 5}}}',
             "application/json",
             400,
-            "request.userInfo.username must be a string, got int",
+            "Expected `str | null`, got `int` - at `$.request.userInfo.username`",
         ),
         (b"{}", "text/plain", 400, "Content-Type"),
         (b"\xff\xfe", "application/json", 400, "not valid JSON"),

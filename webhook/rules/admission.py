@@ -24,37 +24,28 @@ from webhook.wire.review import Outcome, Request
 Endpoint = Literal["mutate", "validate"]
 
 
-def _is(request: Request, group: str, kind: str) -> bool:
-    return request.group == group and request.kind == kind
-
-
-def _guarded(request: Request, decide: Callable[[], Outcome]) -> Outcome:
-    """Run ``decide``, turning the error tree into denials (one place for all endpoints)."""
-    try:
-        return decide()
-    except Denied as err:
+def _refused(request: Request, err: Denied | BadObject) -> Outcome:
+    """The denial of a request the rules refused (one place for both endpoints)."""
+    if isinstance(err, Denied):
         return review.denied(err.message, reason=err.reason)
-    except BadObject as err:
-        what = request.kind or "object"
-        return review.denied(f"malformed {what}: {err.message}", code=400, reason="BadRequest")
+    what = request.kind or "object"
+    return review.denied(f"malformed {what}: {err.message}", code=400, reason="BadRequest")
 
 
 def mutate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
     """Answer ``/mutate``."""
     if request.operation != "CREATE" or request.namespace in defaults.excluded_namespaces:
         return review.allowed()
-    obj, ns = request.object, request.namespace
-    if _is(request, "", "Pod"):
-        return _guarded(
-            request, lambda: mutations.mutate_pod(obj, namespace=ns, store=store, defaults=defaults)
-        )
-    if _is(request, "", "PersistentVolumeClaim"):
-        return _guarded(
-            request,
-            lambda: claims.mutate_claim(obj, namespace=ns, store=store, requester=request.username),
-        )
-    if _is(request, "apps", "StatefulSet") and not request.sub_resource:
-        return _guarded(request, lambda: mutations.mutate_statefulset(obj, store=store))
+    obj, ns, group, kind = request.object, request.namespace, request.group, request.kind
+    try:
+        if kind == "Pod" and not group:
+            return mutations.mutate_pod(obj, namespace=ns, store=store, defaults=defaults)
+        if kind == "PersistentVolumeClaim" and not group:
+            return claims.mutate_claim(obj, namespace=ns, store=store, requester=request.username)
+        if kind == "StatefulSet" and group == "apps" and not request.sub_resource:
+            return mutations.mutate_statefulset(obj, store=store)
+    except (Denied, BadObject) as err:
+        return _refused(request, err)
     return review.allowed()
 
 
@@ -62,35 +53,30 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
     """Answer ``/validate``."""
     if request.namespace in defaults.excluded_namespaces:
         return review.allowed()
-    obj, ns = request.object, request.namespace
-    if _is(request, "", "Pod") and request.operation == "CREATE":
-        return _guarded(
-            request,
-            lambda: validations.validate_pod(obj, namespace=ns, store=store, defaults=defaults),
-        )
-    if request.resource == "statefulsets" and request.sub_resource == "scale":
-        # kubectl scale and the HPA: kind autoscaling/v1 Scale, no annotations of its own. The
-        # resource group tells apps/v1 StatefulSets from look-alikes (OpenKruise's, say).
-        resource = request.raw.get("resource")
-        group = resource.get("group") if isinstance(resource, dict) else None
-        if request.kind != "Scale" or request.operation != "UPDATE" or group != "apps":
-            return review.allowed()
-        old, name = request.old_object, request.name
-        return _guarded(
-            request,
-            lambda: scaling.validate_scale(obj, old=old, name=name, namespace=ns, store=store),
-        )
-    # Other subresources (status) cannot change spec or annotations: nothing to check.
-    if (
-        _is(request, "apps", "StatefulSet")
-        and not request.sub_resource
-        and request.operation in ("CREATE", "UPDATE")
-    ):
-        before = request.old_object if request.operation == "UPDATE" else None
-        return _guarded(
-            request,
-            lambda: validations.validate_statefulset(obj, old=before, namespace=ns, store=store),
-        )
+    obj, ns, group, kind = request.object, request.namespace, request.group, request.kind
+    operation, sub_resource = request.operation, request.sub_resource
+    try:
+        if kind == "Pod" and not group and operation == "CREATE":
+            return validations.validate_pod(obj, namespace=ns, store=store, defaults=defaults)
+        if request.resource == "statefulsets" and sub_resource == "scale":
+            # kubectl scale and the HPA: kind autoscaling/v1 Scale, no annotations of its own.
+            # The resource group tells apps/v1 StatefulSets from look-alikes (OpenKruise's, say).
+            if kind != "Scale" or operation != "UPDATE" or request.resource_group != "apps":
+                return review.allowed()
+            return scaling.validate_scale(
+                obj, old=request.old_object, name=request.name, namespace=ns, store=store
+            )
+        # Other subresources (status) cannot change spec or annotations: nothing to check.
+        if (
+            kind == "StatefulSet"
+            and group == "apps"
+            and not sub_resource
+            and operation in ("CREATE", "UPDATE")
+        ):
+            before = request.old_object if operation == "UPDATE" else None
+            return validations.validate_statefulset(obj, old=before, namespace=ns, store=store)
+    except (Denied, BadObject) as err:
+        return _refused(request, err)
     return review.allowed()
 
 

@@ -38,7 +38,9 @@ def request_body(
     """Decode a request body; :class:`BadRequest` (HTTP 400) saying what to send instead.
 
     ``decoder`` may step over what its shape leaves out; stepping over a string does not check
-    its UTF-8, so a body that is not ASCII is checked as UTF-8 first, whatever the decoder.
+    its UTF-8, so a body that is not ASCII is checked as UTF-8 first, whatever the decoder. JSON
+    that does not fit a typed shape raises :class:`msgspec.ValidationError`, for the caller to
+    word (it knows the shape).
     """
     try:
         if not body.isascii():
@@ -48,6 +50,10 @@ def request_body(
                 body.encode("utf-8")  # a str holding a lone surrogate cannot be UTF-8
         return decoder.decode(body)
     except (msgspec.DecodeError, UnicodeError, RecursionError) as err:
+        # ValidationError is a DecodeError: JSON off a typed shape, or, decoded whole, past
+        # one of JSON's limits (an integer of more digits than the interpreter reads).
+        if isinstance(err, msgspec.ValidationError) and decoder is not _WHOLE:
+            raise
         raise BadRequest(f"request body is not valid JSON ({err}); send {expected}") from None
 
 

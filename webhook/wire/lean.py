@@ -1,7 +1,10 @@
 """The shape of an AdmissionReview that the admission path decodes: what the rules read. Pure.
 
-msgspec builds its decoder from these TypedDict classes' annotations at import;
-:func:`webhook.wire.review.decode` decodes with it.
+msgspec builds its decoder from these classes' annotations at import;
+:func:`webhook.wire.review.parse` decodes with it. The envelope (the review, its request, and
+the request's kind, resource and user) is typed: msgspec checks each field's type as it decodes
+(a string, an object, a boolean, or null for "not given"), so a body off it is refused in one
+step. The objects are TypedDicts: plain dicts for the rules, less what no rule reads.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ import msgspec
 # every field the shape leaves out of the recorded reviews is replaced by a value no rule could
 # read, and every answer stays the same.
 #
-# Every JSON document fits: where the shape expects an object, any other value is decoded as it
-# is, so the envelope checks and the rules see it and refuse it as they would in a whole decode,
-# and the shape is the only decode a review goes through.
+# Inside an object, every JSON value fits: where the shape expects an object, any other value is
+# decoded as it is, so the rules see it and refuse it (a denial naming the field) as they would
+# in a whole decode, and the shape is the only decode a review goes through.
 
 _Scalar = str | int | float | bool | None
 #: Any JSON value but an object (msgspec takes at most one object type in a union).
@@ -92,29 +95,41 @@ class _Object(TypedDict, total=False):
     status: Any
 
 
-class _UserInfo(TypedDict, total=False):
-    username: Any
+class UserInfo(msgspec.Struct, frozen=True):
+    username: str | None = None
 
 
-class _Request(TypedDict, total=False):
-    uid: Any
-    kind: Any
-    resource: Any
-    subResource: Any
-    name: Any
-    namespace: Any
-    operation: Any
-    userInfo: _UserInfo | _NotObject
-    object: _Object | _NotObject
-    oldObject: _Object | _NotObject
-    dryRun: Any
+class GroupVersionKind(msgspec.Struct, frozen=True):
+    group: str | None = None
+    version: str | None = None
+    kind: str | None = None
 
 
-class _Review(TypedDict, total=False):
-    apiVersion: Any
-    kind: Any
-    request: _Request | _NotObject
+class GroupVersionResource(msgspec.Struct, frozen=True):
+    group: str | None = None
+    version: str | None = None
+    resource: str | None = None
 
 
-#: Decodes any JSON document, a review to the shape above (:func:`webhook.wire.review.decode`).
-LEAN: Final[msgspec.json.Decoder[Any]] = msgspec.json.Decoder(_Review | _NotObject)
+class AdmissionRequest(msgspec.Struct, frozen=True, rename="camel"):
+    uid: str | None = None
+    kind: GroupVersionKind | None = None
+    resource: GroupVersionResource | None = None
+    sub_resource: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    operation: str | None = None
+    user_info: UserInfo | None = None
+    object: _Object | None = None
+    old_object: _Object | None = None
+    dry_run: bool | None = None
+
+
+class AdmissionReview(msgspec.Struct, frozen=True, rename="camel"):
+    api_version: str | None = None
+    kind: str | None = None
+    request: AdmissionRequest | None = None
+
+
+#: Decodes a review to the shape above (:func:`webhook.wire.review.parse`).
+REVIEW: Final[msgspec.json.Decoder[AdmissionReview]] = msgspec.json.Decoder(AdmissionReview)

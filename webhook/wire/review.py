@@ -8,15 +8,13 @@ with the code, reason and a message the user will read in ``kubectl``'s output.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final, Literal, NamedTuple, NotRequired, TypedDict, TypeVar
+from typing import Any, Final, Literal, NamedTuple, NotRequired, TypedDict
+
+import msgspec
 
 from webhook.errors import BadRequest
-from webhook.wire import codec
-from webhook.wire.lean import LEAN
+from webhook.wire import codec, lean
 from webhook.wire.patches import Patch, diff_encoded, encode
-
-T = TypeVar("T", dict[str, Any], str)
 
 API_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 #: The API server's advice for admission warnings: "Limit warnings to 120 characters if
@@ -77,7 +75,8 @@ class Request(NamedTuple):
     object: dict[str, Any]
     old_object: dict[str, Any]
     dry_run: bool
-    raw: Mapping[str, Any]
+    #: ``request.resource.group``: tells apps/v1 StatefulSets from look-alikes on a subresource.
+    resource_group: str = ""
     #: ``request.userInfo.username``: who asked (the StatefulSet controller, a user, the HPA).
     username: str = ""
 
@@ -87,84 +86,58 @@ class Request(NamedTuple):
 
 
 def parse(body: bytes | str) -> Request:
-    """Parse a request body into a :class:`Request`; :class:`BadRequest` says what is wrong."""
-    return from_dict(decode(body))
+    """Parse a request body into a :class:`Request`; :class:`BadRequest` says what is wrong.
 
-
-def decode(body: bytes | str) -> Any:
-    """The decoded review, less what no rule reads (:mod:`webhook.wire.lean`); :class:`BadRequest`
-    if not JSON.
-
-    Refused as :func:`webhook.wire.codec.request_body` refuses a body, with its message; every
-    other body is decoded against the shape, whatever it holds (a body that is no review is
-    kept as it is, for :func:`from_dict` to refuse). The shape changes only what it steps over:
-    a number there is not read, so one beyond a float's range, or an integer longer than the
-    interpreter reads (4300 digits by default), is not refused (the API server sends neither:
-    it decodes every object into Go types before it calls a webhook).
+    The body is decoded against :mod:`webhook.wire.lean`: what no rule reads is stepped over,
+    so a number there is not read, and one beyond a float's range, or an integer longer than
+    the interpreter reads (4300 digits by default), is not refused (the API server sends
+    neither: it decodes every object into Go types before it calls a webhook). A body that is
+    not JSON is refused as :func:`webhook.wire.codec.request_body` refuses it, with its message.
     """
-    return codec.request_body(body, expected="an AdmissionReview", decoder=LEAN)
-
-
-def from_dict(data: Any) -> Request:
-    """Validate the envelope of a decoded AdmissionReview."""
-    if not isinstance(data, dict):
-        raise BadRequest("request body must be a JSON object (an AdmissionReview)")
-    if data.get("kind") != "AdmissionReview":
-        raise BadRequest(f"kind must be AdmissionReview, got {data.get('kind')!r}")
-    api_version = data.get("apiVersion")
+    try:
+        data = codec.request_body(body, expected="an AdmissionReview", decoder=lean.REVIEW)
+    except msgspec.ValidationError as err:
+        codec.request_body(body, expected="an AdmissionReview")  # not JSON at all: say so
+        raise BadRequest(f"request body is not an AdmissionReview: {err}") from None
+    if data.kind != "AdmissionReview":
+        raise BadRequest(f"kind must be AdmissionReview, got {data.kind!r}")
+    api_version = data.api_version
     if api_version not in API_VERSIONS:
         raise BadRequest(
             f"apiVersion must be one of {', '.join(API_VERSIONS)}, got {api_version!r}"
         )
-    request = data.get("request")
-    if not isinstance(request, dict):
-        raise BadRequest("AdmissionReview.request is missing or not an object")
-    uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
-        raise BadRequest("AdmissionReview.request.uid is missing or not a string")
-    kind = _field(request, "kind", dict, "request")
-    resource = _field(request, "resource", dict, "request")
-    operation = _field(request, "operation", str, "request")
+    request = data.request
+    if request is None:
+        raise BadRequest("AdmissionReview.request is missing")
+    if not request.uid:
+        raise BadRequest("AdmissionReview.request.uid is missing or empty")
+    operation = request.operation
     if operation not in OPERATIONS:
         raise BadRequest(
             f"request.operation must be one of {sorted(OPERATIONS)}, got {operation!r}"
         )
-    dry_run = request.get("dryRun")
-    if dry_run is not None and dry_run is not True and dry_run is not False:
-        raise BadRequest("request.dryRun must be a boolean")
+    kind, resource, user = request.kind, request.resource, request.user_info
     return Request(
         api_version,
-        uid,
-        _field(kind, "kind", str, "request.kind"),
-        _field(kind, "group", str, "request.kind"),
-        _field(resource, "resource", str, "request.resource"),
-        _field(request, "subResource", str, "request"),
+        request.uid,
+        (kind and kind.kind) or "",
+        (kind and kind.group) or "",
+        (resource and resource.resource) or "",
+        request.sub_resource or "",
         operation,
-        _field(request, "namespace", str, "request"),
-        _field(request, "name", str, "request"),
-        _field(request, "object", dict, "request"),
-        _field(request, "oldObject", dict, "request"),
-        dry_run is True,
-        request,
-        _field(_field(request, "userInfo", dict, "request"), "username", str, "request.userInfo"),
+        request.namespace or "",
+        request.name or "",
+        request.object or {},
+        request.old_object or {},
+        request.dry_run is True,
+        (resource and resource.group) or "",
+        (user and user.username) or "",
     )
 
 
-def _field(container: dict[str, Any], key: str, kind: type[T], where: str) -> T:
-    """``container[key]`` of type ``kind`` (missing or null: its empty value), else BadRequest.
-
-    The envelope's own :mod:`webhook.model.objects`, with positional arguments: it runs a dozen
-    times on every request.
-    """
-    value = container.get(key)
-    if value is None:
-        return kind()
-    if value.__class__ is kind or isinstance(value, kind):
-        return value
-    raise BadRequest(
-        f"malformed AdmissionReview: {where}.{key} must be "
-        f"{'an object' if kind is dict else 'a string'}, got {type(value).__name__}"
-    )
+def from_dict(data: Any) -> Request:
+    """:func:`parse` of a review held as Python objects (a test's, a file read with YAML)."""
+    return parse(codec.dumps(data))
 
 
 #: The patch of an outcome without one (shared: patches are read-only, see webhook.wire.patches).
