@@ -73,6 +73,8 @@ class PodZones:
     by_zone: Mapping[str, list[int]]
     #: Ordinal -> its node, for the pods (not going away) on a node that is not Ready.
     unready: Mapping[int, str] = field(default_factory=dict)
+    #: :meth:`residues` by ``k``, made on first use (a PodZones is kept and read again).
+    _residues: dict[int, list[list[int]]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, zones: dict[int, str], *, unready: dict[int, str] | None = None) -> PodZones:
@@ -80,5 +82,8 @@ class PodZones:
         return cls(zones, by_zone(zones), unready or {})
 
     def residues(self, k: int) -> list[list[int]]:
-        """The ordinals (sorted) whose residue mod ``k`` is 0, 1, ..., k - 1."""
-        return by_residue(self.zones, k)
+        """The ordinals (sorted) whose residue mod ``k`` is 0, 1, ..., k - 1 (read-only)."""
+        found = self._residues.get(k)
+        if found is None:
+            found = self._residues[k] = by_residue(self.zones, k)
+        return found

@@ -14,6 +14,7 @@ from typing import Any
 from webhook.model import pinning
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
 from webhook.model.index import Index, Staging
+from webhook.model.kept import Kept
 from webhook.model.records import (
     TABLES,
     ClaimInfo,
@@ -55,6 +56,8 @@ class Store:
         #: :meth:`swap`). Every pod of a set whose StatefulSet carries no zone list reads the
         #: zones on nodes, and a scan of 5,000 nodes per request would double a request's cost.
         self._by_label: dict[str, dict[str, tuple[str, ...]]] = {}
+        #: Answers worked out from one set's part of this view, valid while it holds.
+        self.kept = Kept(self)
         # Revisions: one counter, bumped by every change of a record that changed something.
         # What a StatefulSet's audit reads is its record and pods, its namespace's claims, and
         # cluster-wide records (nodes, volumes); each of those keeps the revision it last
@@ -274,7 +277,11 @@ class Store:
 
     def pod_zones(self, namespace: str, statefulset: str, topology_key: str) -> PodZones:
         """Where the scheduled pods of one set that are not going away are, by their nodes'
-        ``topology_key`` label, and which of them run on nodes that are not Ready."""
+        ``topology_key`` label, and which of them run on nodes that are not Ready (kept for the
+        set while they hold: every scale-down of the set reads them)."""
+        found: PodZones | None = self.kept.get(namespace, statefulset, topology_key)
+        if found is not None:
+            return found
         pods = self.set_pods(namespace, statefulset)
         zones: dict[int, str] = {}
         unready: dict[int, str] = {}
@@ -288,7 +295,9 @@ class Store:
                 zones[ordinal] = zone
             if not node.ready:
                 unready[ordinal] = node.name
-        return PodZones.of(zones, unready=unready)
+        found = PodZones.of(zones, unready=unready)
+        self.kept.put(namespace, statefulset, topology_key, found)
+        return found
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))

@@ -32,7 +32,7 @@ from webhook.wire.review import Outcome
 
 def mutate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Outcome:
     """Pin a StatefulSet pod to its ordinal's zone, by its StatefulSet's mode."""
-    plan = plan_pod(pod, namespace=namespace, store=store)
+    plan = plan_pod(pod, namespace=namespace, store=store, keep=True)
     if plan is None:
         return review.allowed()
     check_node_name(pod, plan, store=store)

@@ -48,10 +48,14 @@ class PodPlan(NamedTuple):
     claims: tuple[str, ...] = ()
 
 
-def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
+def plan_pod(pod: JSON, *, namespace: str, store: Store, keep: bool = False) -> PodPlan | None:
     """The plan for a pod stszone manages, or None for pods it leaves alone.
 
-    Shared by the mutating and the validating webhook so both compute the same zone.
+    Shared by the mutating and the validating webhook so both compute the same zone. The API
+    server sends the validating webhook the pod the mutating one has just answered: with
+    ``keep`` (``/mutate``) the plan is kept for its set (:mod:`webhook.model.kept`) under all
+    it was worked out from besides the view -- the pod's ordinal, stszone annotations, claims
+    and name -- and the next call with the same pod takes it, once, while the view holds.
     """
     meta = objects.mapping(pod, "metadata")
     owner = statefulset_owner(meta)
@@ -70,13 +74,19 @@ def plan_pod(pod: JSON, *, namespace: str, store: Store) -> PodPlan | None:
     annotations = stszone_annotations(objects.str_map(meta, "annotations", path="metadata"))
     claims = pod_claims(pod)
     name = objects.string(meta, "name")  # the placement's warnings name it
-    policy = resolve_policy(
-        namespace, owner, store=store, pod_annotations=annotations, pod_claims=claims
-    )
-    placement = place_by_mode(
-        ordinal, namespace=namespace, policy=policy, store=store, claims=claims, pod=name
-    )
-    return PodPlan(policy, ordinal, placement, claims)
+    what = ("plan", ordinal, tuple(annotations.items()), claims, name)
+    plan: PodPlan | None = store.kept.take(namespace, owner, what)
+    if plan is None:
+        policy = resolve_policy(
+            namespace, owner, store=store, pod_annotations=annotations, pod_claims=claims
+        )
+        placement = place_by_mode(
+            ordinal, namespace=namespace, policy=policy, store=store, claims=claims, pod=name
+        )
+        plan = PodPlan(policy, ordinal, placement, claims)
+    if keep:
+        store.kept.put(namespace, owner, what, plan)
+    return plan
 
 
 def node_labels(store: Store) -> Nodes:
