@@ -10,6 +10,7 @@ writer: copy on write, so a mutation and its original share everything it does n
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 from webhook.errors import BadObject
@@ -64,19 +65,23 @@ def integer(obj: Mapping[str, Any], key: str, *, default: int, path: str = "") -
 def str_map(obj: Mapping[str, Any], key: str, *, path: str = "") -> dict[str, str]:
     """A labels/annotations style ``map[string]string``; ``{}`` when missing."""
     value = mapping(obj, key, path=path)
-    for k, v in value.items():
-        if not isinstance(v, str):
-            where = _where(_where(path, key), k)
-            raise BadObject(f"{where} must be a string, got {type(v).__name__}")
+    # Every value checked in one C-level pass (labels are read on every request); the loop
+    # below only looks for the one to name.
+    if not all(map(isinstance, value.values(), repeat(str))):
+        for k, v in value.items():
+            if not isinstance(v, str):
+                where = _where(_where(path, key), k)
+                raise BadObject(f"{where} must be a string, got {type(v).__name__}")
     return value
 
 
 def dicts(obj: Mapping[str, Any], key: str, *, path: str = "") -> list[JSON]:
     """A list whose items must all be objects."""
     items = sequence(obj, key, path=path)
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise BadObject(f"{_where(path, key)}[{i}] must be an object")
+    if not all(map(isinstance, items, repeat(dict))):  # one C-level pass, as in str_map
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise BadObject(f"{_where(path, key)}[{i}] must be an object")
     return items
 
 

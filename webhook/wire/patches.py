@@ -17,6 +17,8 @@ A memoised patch is shared between requests: treat every patch as read-only.
 from __future__ import annotations
 
 from base64 import b64encode
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any
 
 import jsonpatch
@@ -39,16 +41,19 @@ def _prune(original: Any, mutated: Any) -> tuple[Any, Any]:
         return original, mutated
     left: dict[str, Any] = {}
     right: dict[str, Any] = {}
-    shared = 0
-    for key, b in mutated.items():
-        a = original.get(key, _MISSING)
+    # The keys whose values are not the very objects of the original, found in one C-level
+    # pass (map, compress): every key of a pod, its metadata and its spec is looked at on
+    # every mutation, and only the few the mutation copied need more.
+    differs = map(is_not, map(original.get, mutated, repeat(_MISSING)), mutated.values())
+    added = 0
+    for key in compress(mutated, differs):
+        a, b = original.get(key, _MISSING), mutated[key]
         if a is _MISSING:
             right[key] = b
-            continue
-        shared += 1
-        if a is not b:
+            added += 1
+        else:
             left[key], right[key] = _prune(a, b)
-    if shared != len(original):  # the mutation removed keys
+    if len(original) != len(mutated) - added:  # the mutation removed keys
         for key, a in original.items():
             if key not in mutated:
                 left[key] = a
