@@ -1,7 +1,7 @@
 """The app served in-process as ``stszone serve`` serves it: the one way tests start it.
 
-:func:`served` runs ``make_app(runtime)`` on :class:`~webhook.server.serve.Server` (aiohttp's
-runner and TLS site as ``stszone serve`` uses them, its connection timeouts taken from
+:func:`served` runs ``runtime`` on :class:`~webhook.server.serve.Server` (aiohttp's low-level
+server, runner and TLS site as ``stszone serve`` uses them, its connection timeouts taken from
 ``runtime.settings``) over the hardened TLS context of a
 :class:`~webhook.server.tls.TlsContext` (a ``CertReloader``, or the one ``--manage-certs``
 fills), on 127.0.0.1 at a port the kernel picks (or the one given), and stops it when the
@@ -25,7 +25,6 @@ from typing import Any
 import aiohttp
 
 from tests.hang import HANG_GUARD
-from webhook.server.app import make_app
 from webhook.server.runtime import Runtime
 from webhook.server.serve import Server
 from webhook.server.tls import CertReloader, TlsContext
@@ -68,14 +67,14 @@ class Served:
 async def served(
     runtime: Runtime, *, tls: TlsContext, client: ssl.SSLContext, port: int = 0
 ) -> AsyncIterator[Served]:
-    """Serve ``make_app(runtime)`` on 127.0.0.1:``port`` (0: a free one) over ``tls`` until
-    the block ends.
+    """Serve ``runtime`` on 127.0.0.1:``port`` (0: a free one) over ``tls`` until the block
+    ends.
 
     ``client`` is the context the yielded session's requests use (it must trust ``tls``).
     Background jobs run with the runner, as in production: attach
     ``tls.run`` to ``runtime`` to have certificates reloaded.
     """
-    server = Server(make_app(runtime), settings=runtime.settings)
+    server = Server(runtime, settings=runtime.settings)
     await server.start("127.0.0.1", port, ssl_context=tls.context)
     try:
         port = server.port

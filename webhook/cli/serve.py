@@ -28,7 +28,7 @@ from webhook.errors import ConfigError
 from webhook.install.certfiles import ensure_dev_certs
 from webhook.model.names import is_label_value, is_qualified_name
 from webhook.server import logs
-from webhook.server.app import install_metrics, make_app
+from webhook.server.app import install_metrics
 from webhook.server.metrics import store_caches
 from webhook.server.runtime import Runtime
 from webhook.server.serve import serve
@@ -211,8 +211,7 @@ async def _main(settings: Settings) -> None:
     if managed is not None:
         metrics.registry.register(managed.collector)
     runtime.observers.append(logs.log_decision)
-    app = make_app(runtime)
-    # The one freeze: what start-up built (modules, classes, the app; an offline view) lives as
+    # The one freeze: what start-up built (modules, classes, the runtime; an offline view) lives as
     # long as the process, so it goes into the permanent generation before any list begins and
     # no full collection walks it again. Unfrozen, each of the full collections a big first
     # list sets off (about 30 while 300k objects are listed) walks all of it, a stop of the
@@ -220,7 +219,7 @@ async def _main(settings: Settings) -> None:
     # lists are in, the collector holds some 1,300 objects more than it froze here.
     gc.collect()
     gc.freeze()
-    await serve(app, ssl_context=tls.context, settings=settings)
+    await serve(runtime, ssl_context=tls.context, settings=settings)
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:

@@ -1,12 +1,17 @@
-"""The HTTPS transport: ``make_app()``, the webhook's ``web.Application``, and its jobs.
+"""The HTTPS transport: the webhook's routes behind one handler (``make_app``), and its jobs.
 
 aiohttp appears in this package (and in the cluster layer's I/O), never in the pure engine.
-The app routes ``/mutate``, ``/validate``, ``/extender/filter``, ``/extender/prioritize``,
-``/healthz``, ``/readyz`` and the runtime's extra routes (``/metrics``); aiohttp's router
-answers unknown paths with 404 and wrong methods with 405 and ``Allow``. The handlers are in
-:mod:`webhook.server.handlers`. The runtime's background jobs run for the app's lifetime, as a
-``cleanup_ctx`` generator that starts them and, at cleanup (after every connection is closed),
-cancels and awaits them.
+``make_app(runtime)`` is the one handler aiohttp's low-level ``web.Server`` calls for every
+request (:mod:`webhook.server.serve` runs it): a table of the paths ``/mutate``, ``/validate``,
+``/extender/filter``, ``/extender/prioritize``, ``/healthz``, ``/readyz`` and the runtime's extra
+routes (``/metrics``), each with its methods. An unknown path is answered 404, a wrong method
+405 with ``Allow``, and a ``GET`` endpoint answers ``HEAD`` too. The table is aiohttp's router
+cut to what stszone serves: a dictionary lookup where ``web.Application`` resolves a route,
+builds its match info and checks middlewares and ``Expect`` for every request, about 4% of the
+requests/s the webhook serves (docs/performance.md). The handlers are in
+:mod:`webhook.server.handlers`; ``Expect: 100-continue`` is answered where a body is read
+(:mod:`webhook.server.body`). The runtime's background jobs run for the server's lifetime:
+:func:`start_jobs` and :func:`stop_jobs`.
 """
 
 from __future__ import annotations
@@ -15,22 +20,19 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Final
+from collections.abc import Awaitable, Callable, Iterable
 
 from aiohttp import web, web_response
 from prometheus_client import CollectorRegistry
 
 from webhook.rules.risk import RiskScan
-from webhook.server.body import Body, expect_handler
 from webhook.server.handlers import (
-    ADMISSION_BODY,
-    EXTENDER_BODY,
     admission_handler,
     closing,
     extender_handler,
     healthz,
     not_ready,
+    plain,
     readyz,
 )
 from webhook.server.looplag import LoopLag
@@ -45,45 +47,56 @@ log = logging.getLogger("stszone.server")
 # costs nothing per request (a response_prepare signal would run on every one).
 web_response.SERVER_SOFTWARE = "stszone"  # type: ignore[attr-defined]
 
-#: The runtime the app serves from.
-RUNTIME: Final = web.AppKey("runtime", Runtime)
-#: The background jobs' tasks while the app runs.
-JOBS: Final = web.AppKey("jobs", list[asyncio.Task[None]])
+#: The handler of every request (aiohttp's ``web.Server`` calls it).
+App = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 
-def make_app(runtime: Runtime) -> web.Application:
-    """The app serving ``runtime``; its background jobs run with the runner (``serve``)."""
-    app = web.Application()
-    app[RUNTIME] = runtime
-    limit = runtime.settings.max_body
-
-    def post(path: str, handler: Handler, *, body: Body) -> None:
-        app.router.add_post(path, handler, expect_handler=expect_handler(body, limit=limit))
-
-    post("/mutate", admission_handler("mutate", runtime=runtime), body=ADMISSION_BODY)
-    post("/validate", admission_handler("validate", runtime=runtime), body=ADMISSION_BODY)
-    post("/extender/filter", extender_handler("filter", runtime=runtime), body=EXTENDER_BODY)
-    post(
-        "/extender/prioritize",
-        extender_handler("prioritize", runtime=runtime),
-        body=EXTENDER_BODY,
-    )
-    app.router.add_get("/healthz", closing(healthz, runtime=runtime))
-    app.router.add_get("/readyz", closing(readyz(runtime), runtime=runtime))
+def routes(runtime: Runtime) -> dict[str, dict[str, Handler]]:
+    """Path -> method -> handler: every endpoint ``runtime`` is served with."""
+    table: dict[str, dict[str, Handler]] = {
+        "/mutate": {"POST": admission_handler("mutate", runtime=runtime)},
+        "/validate": {"POST": admission_handler("validate", runtime=runtime)},
+        "/extender/filter": {"POST": extender_handler("filter", runtime=runtime)},
+        "/extender/prioritize": {"POST": extender_handler("prioritize", runtime=runtime)},
+        "/healthz": {"GET": closing(healthz, runtime=runtime)},
+        "/readyz": {"GET": closing(readyz(runtime), runtime=runtime)},
+    }
     for path, route in runtime.extra_routes.items():
-        if route.method == "GET":
-            app.router.add_get(path, route.handler)  # HEAD too, as for aiohttp's own GET routes
-        else:
-            app.router.add_route(route.method, path, route.handler)
-    app.cleanup_ctx.append(_jobs)
+        table.setdefault(path, {})[route.method] = route.handler
+    for methods in table.values():
+        if "GET" in methods:
+            methods.setdefault("HEAD", methods["GET"])  # aiohttp writes no body for HEAD
+    return table
+
+
+def make_app(runtime: Runtime) -> App:
+    """The handler serving ``runtime``'s endpoints (see the module docstring)."""
+    table = routes(runtime)
+    served = ", ".join(table)
+
+    async def app(request: web.BaseRequest) -> web.StreamResponse:
+        methods = table.get(request.path)
+        if methods is None:
+            return plain(404, text=f"not found; stszone serves {served}")
+        handler = methods.get(request.method)
+        if handler is None:
+            allow = ",".join(methods)
+            response = plain(405, text=f"{request.path} takes {allow}, not {request.method}")
+            response.headers["Allow"] = allow
+            return response
+        return await handler(request)
+
     return app
 
 
-async def _jobs(app: web.Application) -> AsyncIterator[None]:
-    """Run the runtime's jobs from start-up (before the listener opens) to cleanup."""
-    runtime = app[RUNTIME]
-    tasks = app[JOBS] = [_start(job, runtime=runtime) for job in runtime.jobs]
-    yield
+def start_jobs(runtime: Runtime) -> list[asyncio.Task[None]]:
+    """Start the runtime's background jobs (before the listener opens)."""
+    return [_start(job, runtime=runtime) for job in runtime.jobs]
+
+
+async def stop_jobs(tasks: Iterable[asyncio.Task[None]]) -> None:
+    """Cancel the jobs and wait for them (after every connection is closed)."""
+    tasks = list(tasks)
     for task in tasks:
         task.cancel()
     for task in tasks:
@@ -95,8 +108,8 @@ def _start(job: Job, *, runtime: Runtime) -> asyncio.Task[None]:
     name = getattr(job, "__qualname__", repr(job))
 
     def ended(task: asyncio.Task[None]) -> None:
-        # Jobs run for the app's lifetime: one that ends early (a metrics port already in use,
-        # a bug) is logged now, not at shutdown, and keeps /readyz from saying ready.
+        # Jobs run for the server's lifetime: one that ends early (a metrics port already in
+        # use, a bug) is logged now, not at shutdown, and keeps /readyz from saying ready.
         if task.cancelled() or task.exception() is None:
             return
         error = task.exception()

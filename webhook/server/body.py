@@ -7,15 +7,14 @@ Content-Type, the announced length against the cap, and the ``Expect`` header. A
 arriving gets 408 after ``Settings.body_timeout`` (aiohttp's keep-alive timer only covers a
 connection waiting for its next request).
 
-``Expect: 100-continue`` (curl sends it before large bodies) is answered by
-:func:`expect_handler` only when :func:`check_head` admits the request: a refused client gets its
-4xx without ever being asked for the body.
+``Expect: 100-continue`` (curl sends it before large bodies) is answered by :func:`read_body`
+only when :func:`check_head` admits the request: a refused client gets its 4xx without ever
+being asked for the body.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Final, NamedTuple
 
 from aiohttp import hdrs, web
@@ -41,7 +40,7 @@ class Body(NamedTuple):
     too_large_hint: str = ""
 
 
-def check_head(request: web.Request, *, body: Body, limit: int) -> None:
+def check_head(request: web.BaseRequest, *, body: Body, limit: int) -> None:
     """Refuse, from the headers alone, a body the endpoint will not take (BadRequest)."""
     # The exact header first: parsing it ("application/json; charset=utf-8") is rarer work.
     if request.headers.get(hdrs.CONTENT_TYPE) != JSON and request.content_type != JSON:
@@ -59,12 +58,16 @@ def check_head(request: web.Request, *, body: Body, limit: int) -> None:
         raise BadRequest(f"Expect: {expect} is not supported; send Expect: 100-continue or none")
 
 
-async def read_body(request: web.Request, *, body: Body, limit: int, seconds: float) -> bytes:
-    """The whole body, checked (:func:`check_head`), under ``limit`` bytes, within ``seconds``."""
+async def read_body(request: web.BaseRequest, *, body: Body, limit: int, seconds: float) -> bytes:
+    """The whole body, checked (:func:`check_head`), under ``limit`` bytes, within ``seconds``;
+    a client waiting for ``100 Continue`` is sent it once the head is admitted."""
     check_head(request, body=body, limit=limit)
     content = request.content
     if content.is_eof():  # the whole body came with the headers: take it as one piece
         return content.read_nowait()
+    if request.headers.get(hdrs.EXPECT) and request.version == HttpVersion11:
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the answer's own size is counted from here
     chunks: list[bytes] = []
     size = 0
     try:
@@ -81,26 +84,3 @@ async def read_body(request: web.Request, *, body: Body, limit: int, seconds: fl
             f"the request body did not arrive within {seconds:g}s; send it at once"
         ) from None
     return b"".join(chunks)
-
-
-ExpectHandler = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
-
-
-def expect_handler(body: Body, *, limit: int) -> ExpectHandler:
-    """The route's answer to ``Expect``: ``100 Continue`` only for a request that will be read.
-
-    A refused request is left to the handler, which refuses it (and counts it) with the same
-    :func:`check_head`; the client, still waiting to be asked, never uploads.
-    """
-
-    async def handle(request: web.Request) -> None:
-        if request.version != HttpVersion11:
-            return
-        try:
-            check_head(request, body=body, limit=limit)
-        except BadRequest:
-            return
-        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        request.writer.output_size = 0  # the answer's own size is counted from here
-
-    return handle

@@ -61,7 +61,7 @@ def _served(endpoint: str, *, body: Body, work: Work, runtime: Runtime) -> Handl
     settings = runtime.settings
     limit, seconds = settings.max_body, settings.body_timeout
 
-    async def handle(request: web.Request) -> web.StreamResponse:
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
         in_flight.enter()
         exchange = _Exchange()
         elapsed = 0.0
@@ -182,10 +182,12 @@ def extender_handler(verb: extender_wire.Verb, *, runtime: Runtime) -> Handler:
     return _served(f"extender/{verb}", body=EXTENDER_BODY, work=work, runtime=runtime)
 
 
-def closing(answer: Callable[[web.Request], web.StreamResponse], *, runtime: Runtime) -> Handler:
+def closing(
+    answer: Callable[[web.BaseRequest], web.StreamResponse], *, runtime: Runtime
+) -> Handler:
     """A GET handler answering from memory; its answers close the connection once SIGTERM came."""
 
-    async def handle(request: web.Request) -> web.StreamResponse:
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
         response = answer(request)
         if runtime.shutting_down:
             response.force_close()
@@ -194,7 +196,7 @@ def closing(answer: Callable[[web.Request], web.StreamResponse], *, runtime: Run
     return handle
 
 
-def healthz(request: web.Request) -> web.Response:
+def healthz(request: web.BaseRequest) -> web.Response:
     """Liveness: the event loop answers. Deliberately cheap."""
     return plain(200, text="ok")
 
@@ -205,10 +207,10 @@ def not_ready(runtime: Runtime) -> list[str]:
     return failures + runtime.failed_jobs
 
 
-def readyz(runtime: Runtime) -> Callable[[web.Request], web.Response]:
+def readyz(runtime: Runtime) -> Callable[[web.BaseRequest], web.Response]:
     """Readiness: every check passes and the server is not shutting down."""
 
-    def handle(request: web.Request) -> web.Response:
+    def handle(request: web.BaseRequest) -> web.Response:
         if runtime.shutting_down:
             return plain(503, text="shutting down")
         failures = not_ready(runtime)

@@ -382,7 +382,7 @@ class Metrics:
         """The text exposition format of everything in the registry."""
         return generate_latest(self.registry)
 
-    def handler(self, request: web.Request) -> web.Response:
+    def handler(self, request: web.BaseRequest) -> web.Response:
         """``GET /metrics``: the exposition, read now."""
         response = web.Response(body=self.exposition())
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST

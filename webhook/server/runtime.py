@@ -27,7 +27,7 @@ Job = Callable[[], Coroutine[Any, Any, None]]
 #: Called with (endpoint, request or None, outcome or None, seconds, http status) after each review.
 Observer = Callable[[str, "review.Request | None", "review.Outcome | None", float, int], None]
 #: What answers one endpoint: an aiohttp request handler.
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 
 class Route(NamedTuple):

@@ -11,7 +11,7 @@ from typing import Final
 from aiohttp import web
 
 from webhook.config import Settings
-from webhook.server.app import RUNTIME
+from webhook.server.app import make_app, start_jobs, stop_jobs
 from webhook.server.handlers import not_ready
 from webhook.server.runtime import Runtime
 
@@ -25,7 +25,8 @@ READY_POLL: Final = 0.1
 
 
 class Server:
-    """An app on aiohttp's ``AppRunner`` and one ``TCPSite`` over TLS.
+    """The runtime's handler (:func:`~webhook.server.app.make_app`) on aiohttp's low-level
+    ``web.Server``, its ``ServerRunner`` and one ``TCPSite`` over TLS.
 
     Connection timeouts: a connection with no request in progress is closed ``idle_timeout``
     seconds after it opened or its last answer (aiohttp's ``keepalive_timeout``). That bounds
@@ -36,31 +37,41 @@ class Server:
     60 s. Pipelined requests wait in a queue aiohttp bounds (``MAX_MSG_QUEUE_SIZE``), beyond
     which it stops reading, as it does from a client that does not read its answers.
 
-    The runtime's jobs start with the runner (before the site listens) and are cancelled, and
-    awaited, at cleanup, after the connections are closed: nothing the answers read goes away
-    while they are written.
+    The runtime's jobs start with the runner (:meth:`setup`, before the site listens) and are
+    cancelled, and awaited, after the connections are closed: nothing the answers read goes
+    away while they are written.
     """
 
-    def __init__(self, app: web.Application, *, settings: Settings) -> None:
+    def __init__(self, runtime: Runtime, *, settings: Settings) -> None:
+        self.runtime = runtime
         self.settings = settings
-        self.runner = web.AppRunner(
-            app,
+        handler = web.Server(
+            make_app(runtime),
             access_log=None,
-            handle_signals=False,
             keepalive_timeout=settings.idle_timeout,
             lingering_time=LINGER,
+        )
+        self.runner = web.ServerRunner(
+            handler,
+            handle_signals=False,
             # Only answers being written remain at cleanup; the grace is spent in serve().
             shutdown_timeout=min(settings.shutdown_grace, 1.0),
         )
         self.site: web.TCPSite | None = None
+        self._jobs: list[asyncio.Task[None]] = []
+
+    async def setup(self) -> None:
+        """Start the runtime's jobs and the runner (nothing listens yet)."""
+        self._jobs = start_jobs(self.runtime)
+        await self.runner.setup()
 
     async def start(self, host: str, port: int, *, ssl_context: ssl.SSLContext) -> None:
         """Start the jobs, then listen on ``host:port`` (port 0: one the kernel picks)."""
-        await self.runner.setup()
+        await self.setup()
         await self.listen(host, port, ssl_context=ssl_context)
 
     async def listen(self, host: str, port: int, *, ssl_context: ssl.SSLContext) -> None:
-        """Listen on ``host:port``, the jobs started (``runner.setup()``)."""
+        """Listen on ``host:port``, the jobs started (:meth:`setup`)."""
         site = web.TCPSite(
             self.runner,
             host,
@@ -74,7 +85,7 @@ class Server:
         try:
             await site.start()
         except BaseException:
-            await self.runner.cleanup()
+            await self.close()
             raise
         self.site = site
 
@@ -92,10 +103,13 @@ class Server:
 
     async def close(self) -> None:
         """Close every connection (cut after at most 1 s), then stop the jobs."""
-        await self.runner.cleanup()
+        try:
+            await self.runner.cleanup()
+        finally:
+            await stop_jobs(self._jobs)
 
 
-async def serve(app: web.Application, *, ssl_context: ssl.SSLContext, settings: Settings) -> None:
+async def serve(runtime: Runtime, *, ssl_context: ssl.SSLContext, settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT; then fail readiness, stop accepting, finish in-flight work.
 
     With ``--reuse-port`` the listener opens only once the process is Ready: on a shared
@@ -104,14 +118,13 @@ async def serve(app: web.Application, *, ssl_context: ssl.SSLContext, settings: 
     its certificate) would answer admissions it cannot judge. Without it, the listener opens at
     once, so that probes are answered and the Service routes by readiness.
     """
-    runtime = app[RUNTIME]
     in_flight = runtime.in_flight  # counted by the handlers (see InFlight)
-    server = Server(app, settings=settings)
+    server = Server(runtime, settings=settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await server.runner.setup()
+    await server.setup()
     try:
         if settings.reuse_port and not await _ready_or_stopped(runtime, stop):
             return
