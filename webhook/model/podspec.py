@@ -34,6 +34,8 @@ REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 def required_terms(pod_spec: Mapping[str, Any], *, path: str = "spec") -> list[dict[str, Any]]:
     """The pod spec's required nodeSelectorTerms (``[]`` when none); ``path``: where the spec
     is, for the messages (a StatefulSet's template: ``spec.template.spec``)."""
+    if pod_spec.get("affinity") is None:  # most pods, and every one stszone has not pinned yet
+        return []
     affinity = objects.mapping(pod_spec, "affinity", path=path)
     node_affinity = objects.mapping(affinity, "nodeAffinity", path=f"{path}.affinity")
     required = objects.mapping(node_affinity, REQUIRED, path=f"{path}.affinity.nodeAffinity")

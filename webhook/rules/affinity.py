@@ -197,15 +197,22 @@ def allowed_values(
     return [v for v in values if exclusion(spec, key, v, terms=terms, nodes=nodes) is None]
 
 
-def with_requirement(pod_spec: dict[str, Any], key: str, value: str) -> dict[str, Any]:
+def with_requirement(
+    pod_spec: dict[str, Any],
+    key: str,
+    value: str,
+    *,
+    terms: Sequence[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """A copy of ``pod_spec`` whose required nodeAffinity has ``key In [value]`` in every term.
 
-    Copy on write: only the affinity branch is new; everything else is shared with the input.
-    A term that already holds exactly this requirement is left as it is (reinvocation), and so
-    is an empty term: it matches no node, and adding the zone would make it match the zone.
+    ``terms``: the spec's required terms, when the caller has read them. Copy on write: only
+    the affinity branch is new; everything else is shared with the input. A term that already
+    holds exactly this requirement is left as it is (reinvocation), and so is an empty term: it
+    matches no node, and adding the zone would make it match the zone.
     """
     wanted = requirement(key, value)
-    terms = required_terms(pod_spec)
+    terms = required_terms(pod_spec) if terms is None else terms
     new_terms = (
         [t if is_empty(t) else _with_expression(t, wanted) for t in terms]
         if terms
@@ -236,12 +243,19 @@ def pins(pod_spec: Mapping[str, Any], key: str, value: str) -> bool:
     """
     if objects.str_map(pod_spec, "nodeSelector", path="spec").get(key) == value:
         return True
-    terms = [t for t in required_terms(pod_spec) if not is_empty(t)]
-    return bool(terms) and all(_term_pins(t, key, value) for t in terms)
+    pinned = False
+    for term in required_terms(pod_spec):
+        expressions = _expressions(term)
+        if not expressions and not _fields(term):
+            continue  # empty: it selects no node
+        if not _term_pins(expressions, key, value):
+            return False
+        pinned = True
+    return pinned
 
 
-def _term_pins(term: Mapping[str, Any], key: str, value: str) -> bool:
-    for expr in _expressions(term):
+def _term_pins(expressions: list[dict[str, Any]], key: str, value: str) -> bool:
+    for expr in expressions:
         if expr.get("key") == key and expr.get("operator") == "In":
             values = expr.get("values") or []
             if values and all(v == value for v in values):

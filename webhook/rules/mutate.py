@@ -20,11 +20,12 @@ from webhook.model.annotations import (
 )
 from webhook.model.names import is_qualified_name
 from webhook.model.objects import JSON, with_annotation
+from webhook.model.podspec import required_terms
 from webhook.model.records import statefulset_info
 from webhook.model.store import Store
 from webhook.rules import affinity
 from webhook.rules.placement import require_synced
-from webhook.rules.plan import PodPlan, check_node_name, node_labels, plan_pod
+from webhook.rules.plan import PodPlan, PodView, check_node_name, node_labels, plan_pod, read_pod
 from webhook.rules.text import some
 from webhook.wire import review
 from webhook.wire.review import Outcome
@@ -32,26 +33,26 @@ from webhook.wire.review import Outcome
 
 def mutate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Outcome:
     """Pin a StatefulSet pod to its ordinal's zone, by its StatefulSet's mode."""
-    plan = plan_pod(pod, namespace=namespace, store=store, keep=True)
-    if plan is None:
+    view = read_pod(pod)
+    if view is None:
         return review.allowed()
-    check_node_name(pod, plan, store=store)
+    plan = plan_pod(view, namespace=namespace, store=store, keep=True)
+    check_node_name(view, plan, store=store)
     mode = plan.policy.declared.mode
     if mode == "scheduler":
-        return _scheduler_mode(pod, plan, defaults=defaults)
+        return _scheduler_mode(pod, view, plan, defaults=defaults)
     if mode == "node-ordinal":
-        return _node_ordinal_mode(pod, plan, namespace=namespace, store=store)
-    return _affinity_mode(pod, plan, store=store)
+        return _node_ordinal_mode(pod, view, plan, namespace=namespace, store=store)
+    return _affinity_mode(pod, view, plan, store=store)
 
 
-def _pod_name(pod: JSON, plan: PodPlan) -> str:
-    return objects.string(objects.mapping(pod, "metadata"), "name") or (
-        f"{plan.policy.statefulset}-{plan.ordinal}"
-    )
+def _pod_name(view: PodView, plan: PodPlan) -> str:
+    return view.name or f"{plan.policy.statefulset}-{plan.ordinal}"
 
 
 def _pin(
     pod: JSON,
+    view: PodView,
     plan: PodPlan,
     *,
     store: Store,
@@ -62,18 +63,19 @@ def _pin(
     reason: str = "ZoneConflict",
 ) -> JSON:
     """Copy of the pod with ``key In [value]`` in every term; Denied if the pod excludes it."""
-    spec = objects.mapping(pod, "spec")
-    conflict = affinity.exclusion(spec, key, value, nodes=node_labels(store))
+    spec = view.spec
+    terms = required_terms(spec)
+    conflict = affinity.exclusion(spec, key, value, terms=terms, nodes=node_labels(store))
     if conflict is not None:
         raise Denied(
-            f"pod {_pod_name(pod, plan)} has {conflict}, which excludes {key}={value}, "
+            f"pod {_pod_name(view, plan)} has {conflict}, which excludes {key}={value}, "
             f"{what}; remove that constraint from the StatefulSet's pod template or {fix}",
             reason=reason,
         )
-    return {**pod, "spec": affinity.with_requirement(spec, key, value)}
+    return {**pod, "spec": affinity.with_requirement(spec, key, value, terms=terms)}
 
 
-def _affinity_mode(pod: JSON, plan: PodPlan, *, store: Store) -> Outcome:
+def _affinity_mode(pod: JSON, view: PodView, plan: PodPlan, *, store: Store) -> Outcome:
     zone = plan.placement.zone
     if not zone:  # its volume can attach nowhere: no zone to pin it to (the warning says so)
         return review.allowed(warnings=plan.placement.warnings)
@@ -81,15 +83,15 @@ def _affinity_mode(pod: JSON, plan: PodPlan, *, store: Store) -> Outcome:
     why = f"the zone stszone chose for ordinal {plan.ordinal}"
     if plan.placement.volume:
         why = f"the zone of its volume {plan.placement.volume}"
-    mutated = _pin(pod, plan, store=store, key=key, value=zone, what=why)
+    mutated = _pin(pod, view, plan, store=store, key=key, value=zone, what=why)
     mutated = with_annotation(mutated, ZONE, zone)
     return review.patched(pod, mutated, warnings=plan.placement.warnings)
 
 
-def _scheduler_mode(pod: JSON, plan: PodPlan, *, defaults: Defaults) -> Outcome:
+def _scheduler_mode(pod: JSON, view: PodView, plan: PodPlan, *, defaults: Defaults) -> Outcome:
     if not plan.placement.zone:  # its volume can attach nowhere: no zone for the scheduler
         return review.allowed(warnings=plan.placement.warnings)
-    spec = objects.mapping(pod, "spec")
+    spec = view.spec
     current = objects.string(spec, "schedulerName", path="spec")
     wanted = plan.policy.declared.scheduler_name or defaults.scheduler_name
     warnings = plan.placement.warnings
@@ -98,13 +100,15 @@ def _scheduler_mode(pod: JSON, plan: PodPlan, *, defaults: Defaults) -> Outcome:
         mutated["spec"] = {**spec, "schedulerName": wanted}
     elif current != wanted:
         warnings += (
-            f"pod {_pod_name(pod, plan)} asks for scheduler {current!r}; stszone leaves it "
+            f"pod {_pod_name(view, plan)} asks for scheduler {current!r}; stszone leaves it "
             f"and only records {ZONE}={plan.placement.zone} for it",
         )
     return review.patched(pod, mutated, warnings=warnings)
 
 
-def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, namespace: str, store: Store) -> Outcome:
+def _node_ordinal_mode(
+    pod: JSON, view: PodView, plan: PodPlan, *, namespace: str, store: Store
+) -> Outcome:
     """Pin ordinal N to the node labelled ``<stszone.io/node-label>=N`` (one broker per machine).
 
     The requirement goes into every nodeSelectorTerm, like the zone in affinity mode. The rule's
@@ -115,9 +119,10 @@ def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, namespace: str, store: Store
     # Node-ordinal mode without stszone.io/node-label is refused as malformed: the label is set.
     label = plan.policy.declared.node_label or ""  # pragma: no mutate (never empty here)
     key = plan.policy.declared.topology_key
-    value, name = str(plan.ordinal), _pod_name(pod, plan)
+    value, name = str(plan.ordinal), _pod_name(view, plan)
     mutated = _pin(
         pod,
+        view,
         plan,
         store=store,
         key=label,
@@ -144,7 +149,7 @@ def _node_ordinal_mode(pod: JSON, plan: PodPlan, *, namespace: str, store: Store
     if plan.placement.zone:  # the node(s) share one zone: record it
         zone = plan.placement.zone
         mutated = with_annotation(mutated, ZONE, zone)
-        conflict = affinity.exclusion(objects.mapping(pod, "spec"), key, zone)
+        conflict = affinity.exclusion(view.spec, key, zone)
         if conflict is not None:
             own = conflict.removeprefix("required nodeAffinity ")
             warnings += (

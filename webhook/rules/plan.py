@@ -1,7 +1,8 @@
 """The plan for one StatefulSet pod: its policy, ordinal and placement. Pure.
 
 Shared by the mutating and the validating webhook (and the extender), so all of them compute
-the same zone for the same pod.
+the same zone for the same pod. Both read the pod once (:func:`read_pod`, every part checked as
+:mod:`webhook.model.objects` checks it) and pass the :class:`PodView` along.
 """
 
 from __future__ import annotations
@@ -31,10 +32,57 @@ def skipped(meta: JSON, *, labels: Mapping[str, str] | None = None) -> bool:
 
 def pod_claims(pod: JSON) -> tuple[str, ...]:
     """The claim names of a pod's persistentVolumeClaim volumes, in order."""
+    return spec_claims(objects.mapping(pod, "spec"))
+
+
+def spec_claims(spec: JSON) -> tuple[str, ...]:
+    """The claim names of a pod spec's persistentVolumeClaim volumes, in order."""
     return tuple(
         objects.string(objects.mapping(v, "persistentVolumeClaim"), "claimName")
-        for v in objects.dicts(objects.mapping(pod, "spec"), "volumes", path="spec")
+        for v in objects.dicts(spec, "volumes", path="spec")
         if v.get("persistentVolumeClaim")
+    )
+
+
+class PodView(NamedTuple):
+    """What the pod rules read of a StatefulSet pod, each part read (and checked) once."""
+
+    #: ``metadata.name`` ("" when unset: the messages then name the ordinal).
+    name: str
+    #: The StatefulSet that controls it.
+    owner: str
+    ordinal: int
+    #: Its annotations, and the stszone policy keys among them (``stszone.io/zone`` left out).
+    annotations: dict[str, str]
+    policy_annotations: dict[str, str]
+    #: The claims it mounts, in order: they decide where its data is.
+    claims: tuple[str, ...]
+    spec: JSON
+
+
+def read_pod(pod: JSON) -> PodView | None:
+    """The pod as the rules read it, or None for a pod stszone leaves alone (no StatefulSet
+    controls it, or it carries ``stszone.io/skip=true``); :class:`Denied` when it has no
+    ordinal."""
+    meta = objects.mapping(pod, "metadata")
+    owner = statefulset_owner(meta)
+    if owner is None:
+        return None
+    labels = objects.str_map(meta, "labels", path="metadata")
+    if skipped(meta, labels=labels):
+        return None
+    ordinal = ordinal_of(meta, labels=labels)
+    name = objects.string(meta, "name")
+    if ordinal is None:
+        raise Denied(
+            f"pod {name or '(unnamed)'} of StatefulSet {owner} has no ordinal (no "
+            "apps.kubernetes.io/pod-index label, no -N name suffix)",
+            reason="NoOrdinal",
+        )
+    annotations = objects.str_map(meta, "annotations", path="metadata")
+    spec = objects.mapping(pod, "spec")
+    return PodView(
+        name, owner, ordinal, annotations, stszone_annotations(annotations), spec_claims(spec), spec
     )
 
 
@@ -48,8 +96,8 @@ class PodPlan(NamedTuple):
     claims: tuple[str, ...] = ()
 
 
-def plan_pod(pod: JSON, *, namespace: str, store: Store, keep: bool = False) -> PodPlan | None:
-    """The plan for a pod stszone manages, or None for pods it leaves alone.
+def plan_pod(pod: PodView, *, namespace: str, store: Store, keep: bool = False) -> PodPlan:
+    """The plan for a pod stszone manages.
 
     Shared by the mutating and the validating webhook so both compute the same zone. The API
     server sends the validating webhook the pod the mutating one has just answered: with
@@ -57,28 +105,16 @@ def plan_pod(pod: JSON, *, namespace: str, store: Store, keep: bool = False) -> 
     it was worked out from besides the view -- the pod's ordinal, stszone annotations, claims
     and name -- and the next call with the same pod takes it, once, while the view holds.
     """
-    meta = objects.mapping(pod, "metadata")
-    owner = statefulset_owner(meta)
-    if owner is None:
-        return None
-    labels = objects.str_map(meta, "labels", path="metadata")
-    if skipped(meta, labels=labels):
-        return None
-    ordinal = ordinal_of(meta, labels=labels)
-    if ordinal is None:
-        raise Denied(
-            f"pod {objects.string(meta, 'name') or '(unnamed)'} of StatefulSet {owner} has no "
-            "ordinal (no apps.kubernetes.io/pod-index label, no -N name suffix)",
-            reason="NoOrdinal",
-        )
-    annotations = stszone_annotations(objects.str_map(meta, "annotations", path="metadata"))
-    claims = pod_claims(pod)
-    name = objects.string(meta, "name")  # the placement's warnings name it
-    what = ("plan", ordinal, tuple(annotations.items()), claims, name)
+    owner, ordinal, claims, name = pod.owner, pod.ordinal, pod.claims, pod.name
+    what = ("plan", ordinal, tuple(pod.policy_annotations.items()), claims, name)
     plan: PodPlan | None = store.kept.take(namespace, owner, what)
     if plan is None:
         policy = resolve_policy(
-            namespace, owner, store=store, pod_annotations=annotations, pod_claims=claims
+            namespace,
+            owner,
+            store=store,
+            pod_annotations=pod.policy_annotations,
+            pod_claims=claims,
         )
         placement = place_by_mode(
             ordinal, namespace=namespace, policy=policy, store=store, claims=claims, pod=name
@@ -99,7 +135,7 @@ def node_labels(store: Store) -> Nodes:
     return labels
 
 
-def check_node_name(pod: JSON, plan: PodPlan, *, store: Store) -> None:
+def check_node_name(pod: PodView, plan: PodPlan, *, store: Store) -> None:
     """Deny a pod created with ``spec.nodeName`` on a node outside its zone (or, in node-ordinal
     mode, a node without its ordinal label).
 
@@ -107,12 +143,11 @@ def check_node_name(pod: JSON, plan: PodPlan, *, store: Store) -> None:
     affinity itself, rejects it, and the StatefulSet controller re-creates it there again, in
     a loop. A node the view does not hold is left to the kubelet.
     """
-    spec = objects.mapping(pod, "spec")
-    node = objects.string(spec, "nodeName", path="spec")
+    node = objects.string(pod.spec, "nodeName", path="spec")
     info = store.nodes.get(node) if node else None
     if info is None:
         return
-    name = objects.string(objects.mapping(pod, "metadata"), "name") or f"ordinal {plan.ordinal}"
+    name = pod.name or f"ordinal {plan.ordinal}"
     declared = plan.policy.declared
     if declared.mode == "node-ordinal":
         label, wanted = declared.node_label or "", str(plan.ordinal)

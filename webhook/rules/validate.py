@@ -33,7 +33,7 @@ from webhook.model.store import Store
 from webhook.rules import affinity, scaling
 from webhook.rules.ordinals import walked
 from webhook.rules.placement import Policy, place
-from webhook.rules.plan import check_node_name, node_labels, plan_pod
+from webhook.rules.plan import check_node_name, node_labels, plan_pod, read_pod
 from webhook.rules.text import some
 from webhook.wire import review
 from webhook.wire.review import Outcome
@@ -274,12 +274,13 @@ def _zone_list_change(
 
 def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Outcome:
     """Deny a managed pod that does not carry what its mode requires."""
-    plan = plan_pod(pod, namespace=namespace, store=store)
-    if plan is None:
+    view = read_pod(pod)
+    if view is None:
         return review.allowed()
-    check_node_name(pod, plan, store=store)
-    spec = objects.mapping(pod, "spec")
-    name = objects.string(objects.mapping(pod, "metadata"), "name") or f"ordinal {plan.ordinal}"
+    plan = plan_pod(view, namespace=namespace, store=store)
+    check_node_name(view, plan, store=store)
+    spec = view.spec
+    name = view.name or f"ordinal {plan.ordinal}"
     mode = plan.policy.declared.mode
     zone = plan.placement.zone
     if mode != "node-ordinal" and not zone:
@@ -303,7 +304,7 @@ def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults)
             )
     else:
         scheduler = objects.string(spec, "schedulerName", path="spec")
-        recorded = objects.str_map(objects.mapping(pod, "metadata"), "annotations").get(ZONE)
+        recorded = view.annotations.get(ZONE)
         if scheduler in ("", DEFAULT_SCHEDULER) or recorded != zone:
             wanted = plan.policy.declared.scheduler_name or defaults.scheduler_name
             return review.denied(
