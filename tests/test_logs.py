@@ -103,3 +103,17 @@ async def test_request_strings_cannot_forge_lines(
     lines = [line for line in captured.getvalue().splitlines() if "stszone.decision" in line]
     assert len(lines) == 1 and "evil\\nINFO forged line" in lines[0]
     assert len(lines[0]) < 1000
+
+
+def test_decisions_are_logged_at_debug_only() -> None:
+    """``stszone serve`` adds the decision log to its observers only when it writes."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        logs.setup(level="debug")
+        assert logs.decisions_logged()
+        logs.setup(level="info")
+        assert not logs.decisions_logged()
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])

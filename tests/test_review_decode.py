@@ -314,9 +314,10 @@ OFF_ENVELOPE: dict[str, str] = {
     "object a list": "Expected `object | null`, got `array` - at `$.request.object`",
     "request a string": "Expected `object | null`, got `str` - at `$.request`",
     "review a list": "Expected `object`, got `array`",
-    "userInfo a list": "Expected `object | null`, got `array` - at `$.request.userInfo`",
-    "uid a number": "Expected `str | null`, got `int` - at `$.request.uid`",
-    "resource group a boolean": "Expected `str | null`, got `bool` - at `$.request.resource.group`",
+    "userInfo a list": "Expected `object`, got `array` - at `$.request.userInfo`",
+    "uid a number": "Expected `str`, got `int` - at `$.request.uid`",
+    "resource group a boolean": "Expected `str`, got `bool` - at `$.request.resource.group`",
+    "namespace null": "Expected `str`, got `null` - at `$.request.namespace`",
 }
 
 
@@ -350,6 +351,8 @@ def recorded(edit: str) -> bytes:
         data["request"]["uid"] = 7
     elif edit == "resource group a boolean":
         data["request"]["resource"]["group"] = False
+    elif edit == "namespace null":  # a Go string: the API server never sends null for it
+        data["request"]["namespace"] = None
     else:
         raise AssertionError(edit)
     return json.dumps(data, ensure_ascii=False).encode()

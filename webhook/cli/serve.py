@@ -210,7 +210,8 @@ async def _main(settings: Settings) -> None:
     )
     if managed is not None:
         metrics.registry.register(managed.collector)
-    runtime.observers.append(logs.log_decision)
+    if logs.decisions_logged():  # --log-level debug; the level is set once, at start-up
+        runtime.observers.append(logs.log_decision)
     # The one freeze: what start-up built (modules, classes, the runtime; an offline view) lives as
     # long as the process, so it goes into the permanent generation before any list begins and
     # no full collection walks it again. Unfrozen, each of the full collections a big first

@@ -29,6 +29,9 @@ class SetPods:
     ordinals: frozenset[int]
     #: Pods by the ordinal their name carries: the pod ``<set>-<N>`` is ordinal N's pod.
     by_name: Mapping[int, PodInfo]
+    #: The ordinals (by name, sorted) whose pod is going away: few, and read by every
+    #: scale-down that drops a zone.
+    going: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, pods: Iterable[PodInfo]) -> SetPods:
@@ -42,7 +45,8 @@ class SetPods:
                 # "<set>-<N>" exactly, as the controller names it: "db-03" is nobody's pod.
                 if suffix.isascii() and suffix.isdigit() and (suffix == "0" or suffix[0] != "0"):
                     by_name[int(suffix)] = pod
-        return cls(frozenset(ordinals), by_name)
+        going = tuple(sorted(o for o, pod in by_name.items() if pod.going))
+        return cls(frozenset(ordinals), by_name, going)
 
 
 def by_zone(zones: Mapping[int, str | None]) -> dict[str, list[int]]:

@@ -103,12 +103,13 @@ class Locator:
     """Finds the zone of ordinals of one set (see the module docstring for the order). Built
     once per set, so locating many ordinals shares the lookups."""
 
-    __slots__ = ("key", "namespace", "nodes", "pods", "policy", "store")
+    __slots__ = ("going", "key", "namespace", "nodes", "pods", "policy", "store")
 
     def __init__(self, *, namespace: str, policy: Policy, store: Store) -> None:
         self.namespace, self.policy, self.store = namespace, policy, store
         self.key = policy.declared.topology_key
-        self.pods = store.set_pods(namespace, policy.statefulset).by_name
+        pods = store.set_pods(namespace, policy.statefulset)
+        self.pods, self.going = pods.by_name, pods.going
         self.nodes = store.nodes
 
     def zones(

@@ -34,9 +34,9 @@ def leaving(
     found: dict[str, list[Located]] = {}
     if lost:
         pods = where.pods
-        for ordinal in sorted(pods):
+        for ordinal in where.going:
             pod = pods[ordinal]
-            if pod.going and ordinal in new and (sits := where.sits(pod)) in lost:
+            if ordinal in new and (sits := where.sits(pod)) in lost:
                 assert sits is not None  # in lost, which holds zones only
                 found.setdefault(sits, []).append(located(ordinal))
     return {z: tuple(items[:named]) for z, items in sorted(found.items())}

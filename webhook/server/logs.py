@@ -78,6 +78,11 @@ def _field(text: str) -> str:
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
+def decisions_logged() -> bool:
+    """Whether :func:`log_decision` writes anything at the level set (debug)."""
+    return _DECISIONS.isEnabledFor(logging.DEBUG)
+
+
 def log_decision(
     endpoint: str,
     request: Request | None,

@@ -3,8 +3,8 @@
 msgspec builds its decoder from these classes' annotations at import;
 :func:`webhook.wire.review.parse` decodes with it. The envelope (the review, its request, and
 the request's kind, resource and user) is typed: msgspec checks each field's type as it decodes
-(a string, an object, a boolean, or null for "not given"), so a body off it is refused in one
-step. The objects are TypedDicts: plain dicts for the rules, less what no rule reads.
+(a string, an object, a boolean), so a body off it is refused in one step. The objects are
+TypedDicts: plain dicts for the rules, less what no rule reads.
 """
 
 from __future__ import annotations
@@ -96,38 +96,40 @@ class _Object(TypedDict, total=False):
 
 
 class UserInfo(msgspec.Struct, frozen=True):
-    username: str | None = None
+    username: str = ""
 
 
 class GroupVersionKind(msgspec.Struct, frozen=True):
-    group: str | None = None
-    version: str | None = None
-    kind: str | None = None
+    group: str = ""
+    version: str = ""
+    kind: str = ""
 
 
 class GroupVersionResource(msgspec.Struct, frozen=True):
-    group: str | None = None
-    version: str | None = None
-    resource: str | None = None
+    group: str = ""
+    version: str = ""
+    resource: str = ""
 
 
+# Null is taken where the API server sends it (an object on CREATE's oldObject and DELETE's
+# object); the other fields are Go strings, structs and an omitted *bool: absent or typed.
 class AdmissionRequest(msgspec.Struct, frozen=True, rename="camel"):
-    uid: str | None = None
-    kind: GroupVersionKind | None = None
-    resource: GroupVersionResource | None = None
-    sub_resource: str | None = None
-    name: str | None = None
-    namespace: str | None = None
-    operation: str | None = None
-    user_info: UserInfo | None = None
+    uid: str = ""
+    kind: GroupVersionKind = msgspec.field(default_factory=GroupVersionKind)
+    resource: GroupVersionResource = msgspec.field(default_factory=GroupVersionResource)
+    sub_resource: str = ""
+    name: str = ""
+    namespace: str = ""
+    operation: str = ""
+    user_info: UserInfo = msgspec.field(default_factory=UserInfo)
     object: _Object | None = None
     old_object: _Object | None = None
-    dry_run: bool | None = None
+    dry_run: bool = False
 
 
 class AdmissionReview(msgspec.Struct, frozen=True, rename="camel"):
-    api_version: str | None = None
-    kind: str | None = None
+    api_version: str = ""
+    kind: str = ""
     request: AdmissionRequest | None = None
 
 

@@ -116,22 +116,22 @@ def parse(body: bytes | str) -> Request:
         raise BadRequest(
             f"request.operation must be one of {sorted(OPERATIONS)}, got {operation!r}"
         )
-    kind, resource, user = request.kind, request.resource, request.user_info
+    kind, resource = request.kind, request.resource
     return Request(
         api_version,
         request.uid,
-        (kind and kind.kind) or "",
-        (kind and kind.group) or "",
-        (resource and resource.resource) or "",
-        request.sub_resource or "",
+        kind.kind,
+        kind.group,
+        resource.resource,
+        request.sub_resource,
         operation,
-        request.namespace or "",
-        request.name or "",
+        request.namespace,
+        request.name,
         request.object or {},
         request.old_object or {},
-        request.dry_run is True,
-        (resource and resource.group) or "",
-        (user and user.username) or "",
+        request.dry_run,
+        resource.group,
+        request.user_info.username,
     )
 
 
@@ -172,15 +172,21 @@ def fit(warnings: tuple[str, ...]) -> tuple[str, ...]:
     summarised with a count); this is the backstop for long object names, so the API server
     never truncates one of ours somewhere we did not choose.
     """
-    if all(len(w) <= WARNING_MAX for w in warnings):
+    if not warnings or max(map(len, warnings)) <= WARNING_MAX:
         return warnings
     return tuple(
         w if len(w) <= WARNING_MAX else w[: WARNING_MAX - len(CUT)] + CUT for w in warnings
     )
 
 
+#: Allowed unchanged, nothing said (shared: outcomes are immutable).
+ALLOWED: Final = Outcome()
+
+
 def allowed(*, warnings: tuple[str, ...] = (), message: str = "") -> Outcome:
     """Allow unchanged."""
+    if not warnings and not message:
+        return ALLOWED
     return Outcome(warnings=fit(warnings), message=message)
 
 
