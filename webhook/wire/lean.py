@@ -95,25 +95,27 @@ class _Object(TypedDict, total=False):
     status: Any
 
 
-class UserInfo(msgspec.Struct, frozen=True):
+class UserInfo(msgspec.Struct, frozen=True, gc=False):
     username: str = ""
 
 
-class GroupVersionKind(msgspec.Struct, frozen=True):
+class GroupVersionKind(msgspec.Struct, frozen=True, gc=False):
     group: str = ""
     version: str = ""
     kind: str = ""
 
 
-class GroupVersionResource(msgspec.Struct, frozen=True):
+class GroupVersionResource(msgspec.Struct, frozen=True, gc=False):
     group: str = ""
     version: str = ""
     resource: str = ""
 
 
 # Null is taken where the API server sends it (an object on CREATE's oldObject and DELETE's
-# object); the other fields are Go strings, structs and an omitted *bool: absent or typed.
-class AdmissionRequest(msgspec.Struct, frozen=True, rename="camel"):
+# object); the other fields are Go strings, structs and an omitted *bool: absent or typed. None
+# of these can be part of a reference cycle (they hold strings, each other, and the decoded
+# objects), so the collector does not track them (gc=False).
+class AdmissionRequest(msgspec.Struct, frozen=True, gc=False, rename="camel"):
     uid: str = ""
     kind: GroupVersionKind = msgspec.field(default_factory=GroupVersionKind)
     resource: GroupVersionResource = msgspec.field(default_factory=GroupVersionResource)
@@ -127,7 +129,7 @@ class AdmissionRequest(msgspec.Struct, frozen=True, rename="camel"):
     dry_run: bool = False
 
 
-class AdmissionReview(msgspec.Struct, frozen=True, rename="camel"):
+class AdmissionReview(msgspec.Struct, frozen=True, gc=False, rename="camel"):
     api_version: str = ""
     kind: str = ""
     request: AdmissionRequest | None = None
