@@ -101,13 +101,14 @@ def plan_pod(pod: PodView, *, namespace: str, store: Store, keep: bool = False) 
 
     Shared by the mutating and the validating webhook so both compute the same zone. The API
     server sends the validating webhook the pod the mutating one has just answered: with
-    ``keep`` (``/mutate``) the plan is kept for its set (:mod:`webhook.model.kept`) under all
-    it was worked out from besides the view -- the pod's ordinal, stszone annotations, claims
-    and name -- and the next call with the same pod takes it, once, while the view holds.
+    ``keep`` (``/mutate``) the plan is worked out and kept for its set
+    (:mod:`webhook.model.kept`) under all it was worked out from besides the view -- the pod's
+    ordinal, stszone annotations, claims and name -- and the next call without ``keep`` with
+    the same pod takes it, once, while the view holds.
     """
     owner, ordinal, claims, name = pod.owner, pod.ordinal, pod.claims, pod.name
     what = ("plan", ordinal, tuple(pod.policy_annotations.items()), claims, name)
-    plan: PodPlan | None = store.kept.take(namespace, owner, what)
+    plan: PodPlan | None = None if keep else store.kept.take(namespace, owner, what)
     if plan is None:
         policy = resolve_policy(
             namespace,
