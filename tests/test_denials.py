@@ -241,3 +241,14 @@ def test_a_refused_pod_is_named_as_the_request_names_it(
         "status"
     ]["message"]
     assert message.startswith(says.format(called or fallback)), message
+
+
+@pytest.mark.parametrize(("name", "called"), [("db-primary", "db-primary"), ("", "(unnamed)")])
+def test_a_pod_without_an_ordinal_is_told_where_one_comes_from(name: str, called: str) -> None:
+    pod = unnumbered_pod()
+    pod["metadata"]["name"] = name
+    status = answer("mutate", b.review(pod), with_set(ZONES))["status"]
+    assert status["message"] == (
+        f"pod {called} of StatefulSet db has no ordinal (no apps.kubernetes.io/pod-index "
+        "label, no -N name suffix)"
+    )

@@ -400,12 +400,16 @@ def test_node_name_without_the_ordinal_label_is_denied_in_node_ordinal_mode() ->
             b.statefulset(annotations={**spec, "stszone.io/zones": "zone-a"}),
             b.node("k1", "zone-a", labels={"example.io/node": "1"}),
             b.node("k2", "zone-a", labels={"example.io/node": "2"}),
+            b.node("k0", "zone-a"),
         ]
     )
-    outcome = mutate(b.sts_pod(ordinal=2, node="k1"), store)
-    assert (outcome.allowed, outcome.reason) == (False, "NodeNameConflict")
-    assert (
-        "names spec.nodeName k1, which has example.io/node=1; ordinal 2 belongs on the node "
-        in (outcome.message)
-    )
+    for node, has in (("k1", "example.io/node=1"), ("k0", "no label example.io/node")):
+        outcome = mutate(b.sts_pod(ordinal=2, node=node), store)
+        assert (outcome.allowed, outcome.reason) == (False, "NodeNameConflict")
+        assert outcome.message == (
+            f"pod db-2 names spec.nodeName {node}, which has {has}; ordinal 2 belongs on the "
+            "node labelled example.io/node=2, so the kubelet would refuse it and the "
+            "StatefulSet controller re-create it there in a loop; remove spec.nodeName from the "
+            "pod template"
+        )
     assert mutate(b.sts_pod(ordinal=2, node="k2"), store).allowed

@@ -12,6 +12,7 @@ from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.errors import Denied
+from webhook.model import objects
 from webhook.model.records import node_info, ordinal_of
 from webhook.model.store import Store
 from webhook.rules import admission
@@ -41,7 +42,7 @@ zone_names = st.lists(
 )
 def test_ordinal_of(meta: dict[str, object], expected: int | None) -> None:
     """The pod-index label wins; else the name's numeric suffix; non-ASCII digits are not ordinals."""
-    assert ordinal_of(meta) == expected
+    assert ordinal_of(meta, objects.str_map(meta, "labels")) == expected
 
 
 @given(zones=zone_names, start=st.integers(-5, 50), length=st.integers(0, 60))

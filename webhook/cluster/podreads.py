@@ -9,6 +9,7 @@ from typing import Any
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.moves import Stop
 from webhook.cluster.resources import STATEFULSET_POD_LABEL
+from webhook.model import objects
 from webhook.model import state as states
 from webhook.model.annotations import ZONE
 from webhook.model.records import ordinal_of, statefulset_owner
@@ -96,7 +97,7 @@ class Reads:
         pods: dict[int, states.PodState] = {}
         for item in body.get("items") or []:
             fields = meta(item)
-            ordinal = ordinal_of(fields)
+            ordinal = ordinal_of(fields, objects.str_map(fields, "labels", path="metadata"))
             if statefulset_owner(fields) == step.statefulset and ordinal is not None:
                 pods[ordinal] = states.pod_state(item)
         return pods

@@ -313,13 +313,9 @@ def statefulset_owner(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
-def ordinal_of(meta: Mapping[str, Any], *, labels: Mapping[str, str] | None = None) -> int | None:
-    """Ordinal from the ``apps.kubernetes.io/pod-index`` label, else the name's ``-N`` suffix.
-
-    ``labels``: the metadata's labels, when the caller has already read them.
-    """
-    if labels is None:
-        labels = objects.str_map(meta, "labels")
+def ordinal_of(meta: Mapping[str, Any], labels: Mapping[str, str]) -> int | None:
+    """Ordinal from the ``apps.kubernetes.io/pod-index`` label (``labels``: the metadata's),
+    else the name's ``-N`` suffix."""
     index = labels.get(POD_INDEX_LABEL, "")
     if index.isascii() and index.isdigit():
         return int(index)
@@ -362,7 +358,7 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
         namespace=_intern(objects.string(meta, "namespace")),
         name=name,
         owner=_intern(owner) if owner else None,
-        ordinal=ordinal_of(meta),
+        ordinal=ordinal_of(meta, labels),
         node=_intern(objects.string(spec, "nodeName")),
         topology=topology,
         going=going(meta, objects.mapping(obj, "status")),

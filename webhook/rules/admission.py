@@ -28,8 +28,7 @@ def _refused(request: Request, err: Denied | BadObject) -> Outcome:
     """The denial of a request the rules refused (one place for both endpoints)."""
     if isinstance(err, Denied):
         return review.denied(err.message, reason=err.reason)
-    what = request.kind or "object"
-    return review.denied(f"malformed {what}: {err.message}", code=400, reason="BadRequest")
+    return review.denied(f"malformed {request.kind}: {err.message}", code=400, reason="BadRequest")
 
 
 def mutate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:

@@ -161,10 +161,12 @@ def exclusion(
     key: str,
     value: str,
     *,
-    terms: Sequence[Mapping[str, Any]] | None = None,
+    terms: Sequence[Mapping[str, Any]],
     nodes: Nodes | None = None,
 ) -> str | None:
     """Describe the pod's own constraint that rules out ``key=value``, or None if it is allowed.
+
+    ``terms``: the spec's required node terms (:func:`required_terms`).
 
     nodeSelector is ANDed with everything; the required terms are ORed, so ``value`` is ruled
     out when no term can select a node with it (an empty term selects none).
@@ -172,7 +174,6 @@ def exclusion(
     selector = objects.str_map(pod_spec, "nodeSelector", path="spec")
     if key in selector and selector[key] != value:
         return f"nodeSelector {key}={selector[key]}"
-    terms = required_terms(pod_spec) if terms is None else terms
     if terms and not any(term_allows(t, key, value, nodes=nodes, selector=selector) for t in terms):
         blocking = [b for t in terms for b in _blocking(t, key, value, nodes=nodes)]
         return "required nodeAffinity " + " / ".join(dict.fromkeys(blocking))
@@ -202,17 +203,16 @@ def with_requirement(
     key: str,
     value: str,
     *,
-    terms: Sequence[dict[str, Any]] | None = None,
+    terms: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
     """A copy of ``pod_spec`` whose required nodeAffinity has ``key In [value]`` in every term.
 
-    ``terms``: the spec's required terms, when the caller has read them. Copy on write: only
+    ``terms``: the spec's required node terms (:func:`required_terms`). Copy on write: only
     the affinity branch is new; everything else is shared with the input. A term that already
     holds exactly this requirement is left as it is (reinvocation), and so is an empty term: it
     matches no node, and adding the zone would make it match the zone.
     """
     wanted = requirement(key, value)
-    terms = required_terms(pod_spec) if terms is None else terms
     new_terms = (
         [t if is_empty(t) else _with_expression(t, wanted) for t in terms]
         if terms

@@ -63,7 +63,7 @@ def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, 
 def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -> Outcome:
     """Record the zone on a StatefulSet's claim; set its StorageClass from the template, if any."""
     meta = objects.mapping(claim, "metadata")
-    if skipped(meta):
+    if skipped(objects.str_map(meta, "labels", path="metadata")):
         return review.allowed()
     name = objects.string(meta, "name")
     if "statefulsets" in store.unsynced():  # whose claim it is cannot be known yet

@@ -75,7 +75,8 @@ def target(pod: JSON, *, store: Store) -> Goal | None:
     the rule and cannot (no ordinal, no zones known).
     """
     meta = objects.mapping(pod, "metadata")
-    if skipped(meta):
+    labels = objects.str_map(meta, "labels", path="metadata")
+    if skipped(labels):
         return None
     annotations = objects.str_map(meta, "annotations", path="metadata")
     name = objects.string(meta, "name") or "(unnamed)"
@@ -100,7 +101,7 @@ def target(pod: JSON, *, store: Store) -> Goal | None:
         if not zone and declared.mode == "node-ordinal":
             return None  # its own affinity pins it to a node, whose zone is not the rule's
         if not zone:
-            ordinal = ordinal_of(meta)
+            ordinal = ordinal_of(meta, labels)
             if ordinal is None:
                 raise Denied(f"pod {namespace}/{name} of StatefulSet {owner} has no ordinal")
             zone = place(

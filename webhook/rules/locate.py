@@ -153,7 +153,7 @@ class Locator:
                 ordinal, zone_among(pinned.zones, ordinal, policy), "volume", pinned.volumes
             )
         if policy.declared.mode == "node-ordinal":
-            label = policy.declared.node_label or ""
+            label = policy.declared.node_label or ""  # pragma: no mutate (never empty here)
             nodes = store.nodes_with_label(label, str(ordinal))
             pinned_zones = store.zones_of(nodes, self.key)
             if len(pinned_zones) == 1:

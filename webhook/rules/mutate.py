@@ -149,7 +149,7 @@ def _node_ordinal_mode(
     if plan.placement.zone:  # the node(s) share one zone: record it
         zone = plan.placement.zone
         mutated = with_annotation(mutated, ZONE, zone)
-        conflict = affinity.exclusion(view.spec, key, zone)
+        conflict = affinity.exclusion(view.spec, key, zone, terms=required_terms(view.spec))
         if conflict is not None:
             own = conflict.removeprefix("required nodeAffinity ")
             warnings += (

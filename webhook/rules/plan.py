@@ -20,13 +20,8 @@ from webhook.rules.affinity import Nodes
 from webhook.rules.placement import Placement, Policy, place_by_mode, resolve_policy
 
 
-def skipped(meta: JSON, *, labels: Mapping[str, str] | None = None) -> bool:
-    """Whether the object carries the label ``stszone.io/skip=true`` (left alone).
-
-    ``labels``: the metadata's labels, when the caller has already read them.
-    """
-    if labels is None:
-        labels = objects.str_map(meta, "labels", path="metadata")
+def skipped(labels: Mapping[str, str]) -> bool:
+    """Whether an object's labels hold ``stszone.io/skip=true`` (it is left alone)."""
     return labels.get(SKIP) == "true"
 
 
@@ -69,9 +64,9 @@ def read_pod(pod: JSON) -> PodView | None:
     if owner is None:
         return None
     labels = objects.str_map(meta, "labels", path="metadata")
-    if skipped(meta, labels=labels):
+    if skipped(labels):
         return None
-    ordinal = ordinal_of(meta, labels=labels)
+    ordinal = ordinal_of(meta, labels)
     name = objects.string(meta, "name")
     if ordinal is None:
         raise Denied(
@@ -108,7 +103,10 @@ def plan_pod(pod: PodView, *, namespace: str, store: Store, keep: bool = False) 
     """
     owner, ordinal, claims, name = pod.owner, pod.ordinal, pod.claims, pod.name
     what = ("plan", ordinal, tuple(pod.policy_annotations.items()), claims, name)
-    plan: PodPlan | None = None if keep else store.kept.take(namespace, owner, what)
+    plan: PodPlan | None = None
+    # /mutate does not look for one: the pod comes to it once.
+    if not keep:  # pragma: no mutate (whoever takes it, a plan kept is the one the view gives)
+        plan = store.kept.take(namespace, owner, what)
     if plan is None:
         policy = resolve_policy(
             namespace,
@@ -145,13 +143,14 @@ def check_node_name(pod: PodView, plan: PodPlan, *, store: Store) -> None:
     a loop. A node the view does not hold is left to the kubelet.
     """
     node = objects.string(pod.spec, "nodeName", path="spec")
-    info = store.nodes.get(node) if node else None
+    info = store.nodes.get(node)  # none is named "" (a pod without spec.nodeName)
     if info is None:
         return
     name = pod.name or f"ordinal {plan.ordinal}"
     declared = plan.policy.declared
     if declared.mode == "node-ordinal":
-        label, wanted = declared.node_label or "", str(plan.ordinal)
+        label = declared.node_label or ""  # pragma: no mutate (never empty here)
+        wanted = str(plan.ordinal)
         have = info.labels.get(label)
         if have == wanted:
             return

@@ -1,0 +1,103 @@
+"""Which requests reach the rules: an object is judged by its kind *and* API group.
+
+The webhook configurations send only pods, claims and StatefulSets, but a cluster's operators
+widen rules (``resources: ["*"]``) and other projects reuse the names (OpenKruise's
+``apps.kruise.io`` StatefulSet). Each case first shows the real kind being changed or refused,
+then the same object under another kind, group or operation left alone.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.model.store import Store
+from webhook.rules import admission
+from webhook.wire import review
+
+ZONES = {"stszone.io/zones": "a,b,c"}
+
+
+def view() -> Store:
+    """db (zones a, b, c, template ``data``) and a node in each zone."""
+    nodes = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
+    return store_from_objects([b.statefulset(annotations=ZONES), *nodes])
+
+
+def as_kind(body: dict[str, Any], kind: str, group: str, resource: str) -> dict[str, Any]:
+    """The same review, for an object of ``group``/``kind`` (resource ``resource``)."""
+    body = copy.deepcopy(body)
+    request = body["request"]
+    for field in ("kind", "requestKind"):
+        request[field] = {"group": group, "version": "v1", "kind": kind}
+    request["resource"] = {"group": group, "version": "v1", "resource": resource}
+    request["object"]["kind"] = kind
+    request["object"]["apiVersion"] = f"{group}/v1" if group else "v1"
+    return body
+
+
+def mutated(body: dict[str, Any]) -> review.Outcome:
+    return admission.mutate(review.from_dict(body), store=view(), defaults=Defaults())
+
+
+def validated(body: dict[str, Any]) -> review.Outcome:
+    return admission.validate(review.from_dict(body), store=view(), defaults=Defaults())
+
+
+@pytest.mark.parametrize(
+    ("kind", "group", "resource"),
+    [("ConfigMap", "", "configmaps"), ("PersistentVolumeClaim", "example.io", "claims")],
+)
+def test_a_claim_is_mutated_only_as_a_core_claim(kind: str, group: str, resource: str) -> None:
+    """db's claim data-db-1 gets its zone; the same body as another kind gets nothing."""
+    claim = b.review(b.pvc("data-db-1"))
+    real = mutated(claim)
+    assert real.allowed and real.patch, real
+    other = mutated(as_kind(claim, kind, group, resource))
+    assert other.allowed and not other.patch and not other.warnings, other
+
+
+@pytest.mark.parametrize(
+    ("kind", "group", "resource"),
+    [
+        ("StatefulSet", "apps.kruise.io", "statefulsets"),
+        ("Deployment", "apps", "deployments"),
+        ("ConfigMap", "", "configmaps"),
+    ],
+)
+def test_a_statefulset_is_mutated_only_as_an_apps_statefulset(
+    kind: str, group: str, resource: str
+) -> None:
+    """A set without stszone.io/zones gets the view's zones; look-alikes get nothing."""
+    sts = b.review(b.statefulset("web"))
+    real = mutated(sts)
+    assert real.allowed and real.patch, real
+    other = mutated(as_kind(sts, kind, group, resource))
+    assert other.allowed and not other.patch and not other.warnings, other
+
+
+@pytest.mark.parametrize(
+    ("operation", "kind", "group", "resource"),
+    [
+        ("UPDATE", "Pod", "", "pods"),
+        ("CREATE", "ConfigMap", "", "configmaps"),
+        ("CREATE", "Pod", "example.io", "pods"),
+    ],
+)
+def test_only_a_core_pod_being_created_is_validated(
+    operation: str, kind: str, group: str, resource: str
+) -> None:
+    """db-1 without its zone requirement is refused when created; an update of a pod (its
+    affinity cannot change) and look-alikes are not checked."""
+    pod = b.review(b.sts_pod("db", 1))
+    real = validated(pod)
+    assert (real.allowed, real.reason) == (False, "ZoneRequirementMissing")
+    other = as_kind(pod, kind, group, resource)
+    other["request"]["operation"] = operation
+    other["request"]["oldObject"] = pod["request"]["object"] if operation == "UPDATE" else None
+    assert validated(other).allowed
