@@ -81,9 +81,9 @@ def mounted(name: str, spec: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[
         else:
             others.append(_intern(claim))  # the claim's own record holds the same string
     found = tuple(templates)
-    shared = _TEMPLATES.get(found)
+    shared = _TEMPLATES.get(found)  # pragma: no mutate (a memo: a miss makes an equal tuple)
     if shared is None:
-        if len(_TEMPLATES) >= _TEMPLATES_MAX:  # distinct lists are few; bound them anyway
+        if len(_TEMPLATES) >= _TEMPLATES_MAX:  # pragma: no mutate (a bound: distinct lists are few)
             _TEMPLATES.clear()
         shared = _TEMPLATES[found] = tuple(map(_intern, found))
     return shared, tuple(others)
