@@ -11,7 +11,6 @@ connection that may be closed under them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -96,7 +95,9 @@ def _served(endpoint: str, *, body: Body, work: Work, runtime: Runtime) -> Handl
         finally:
             in_flight.leave()
             if answered:
-                asyncio.get_running_loop().call_soon(
+                # The request's own task knows its loop; asyncio.get_running_loop() would
+                # ask the kernel for the process id on every call (its check for a fork).
+                request.task.get_loop().call_soon(
                     _observe,
                     observers,
                     endpoint,
