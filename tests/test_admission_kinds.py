@@ -17,7 +17,6 @@ from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
-from webhook.rules import admission
 from webhook.wire import review
 
 ZONES = {"stszone.io/zones": "a,b,c"}
@@ -41,12 +40,12 @@ def as_kind(body: dict[str, Any], kind: str, group: str, resource: str) -> dict[
     return body
 
 
-def mutated(body: dict[str, Any]) -> review.Outcome:
-    return admission.mutate(review.from_dict(body), store=view(), defaults=Defaults())
+def mutated(body: dict[str, Any]) -> review.Answer:
+    return review.answer("mutate", review.from_dict(body), store=view(), defaults=Defaults())
 
 
-def validated(body: dict[str, Any]) -> review.Outcome:
-    return admission.validate(review.from_dict(body), store=view(), defaults=Defaults())
+def validated(body: dict[str, Any]) -> review.Answer:
+    return review.answer("validate", review.from_dict(body), store=view(), defaults=Defaults())
 
 
 @pytest.mark.parametrize(

@@ -22,9 +22,8 @@ from webhook.cli import main
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
-from webhook.rules import admission
 from webhook.wire import review
-from webhook.wire.patches import apply
+from webhook.wire.patch import apply
 
 TEMPLATE = {
     "stszone.io/zones": "zone-a,zone-b,zone-c",
@@ -50,7 +49,7 @@ def cluster(*extra: dict[str, Any]) -> Store:
 
 
 def mutated(body: dict[str, Any], store: Store) -> tuple[dict[str, Any], tuple[str, ...]]:
-    outcome = admission.mutate(review.from_dict(body), store=store, defaults=Defaults())
+    outcome = review.answer("mutate", review.from_dict(body), store=store, defaults=Defaults())
     assert outcome.allowed, outcome.message
     return apply(body["request"]["object"], outcome.patch), outcome.warnings
 
@@ -152,7 +151,7 @@ def test_a_claim_labelled_skip_is_left_alone() -> None:
     """stszone.io/skip=true on the claim: no zone, no class, no warning (as for pods)."""
     body = claim_review()
     body["request"]["object"]["metadata"].setdefault("labels", {})["stszone.io/skip"] = "true"
-    outcome = admission.mutate(review.from_dict(body), store=cluster(), defaults=Defaults())
+    outcome = review.answer("mutate", review.from_dict(body), store=cluster(), defaults=Defaults())
     assert outcome.allowed and outcome.patch == [] and outcome.warnings == ()
 
 
@@ -214,7 +213,7 @@ def test_a_claim_whose_uid_is_not_a_string_is_refused_naming_the_field() -> None
     """A malformed object is denied with code 400 naming the field, never a crash."""
     body = claim_review()
     body["request"]["object"]["metadata"]["uid"] = 7
-    outcome = admission.mutate(review.from_dict(body), store=cluster(), defaults=Defaults())
+    outcome = review.answer("mutate", review.from_dict(body), store=cluster(), defaults=Defaults())
     assert not outcome.allowed and outcome.code == 400
     assert "malformed PersistentVolumeClaim: metadata.uid must be a string" in outcome.message
 

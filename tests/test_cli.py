@@ -15,7 +15,7 @@ import pytest
 from tests import builders as b
 from webhook import cli
 from webhook.cli import build_parser, settings_from
-from webhook.wire.patches import apply
+from webhook.wire.patch import apply
 
 FIXTURES = Path(__file__).parent / "fixtures" / "admission"
 COMMANDS = ["serve", "review", "certs", "manifests", "audit"]

@@ -20,7 +20,6 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.records import TABLES
 from webhook.model.store import Store
-from webhook.rules import admission
 from webhook.rules.admission import Endpoint
 from webhook.wire import review
 
@@ -38,8 +37,8 @@ NODES = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
 def answer(endpoint: Endpoint, body: dict[str, Any], store: Store) -> review.ResponseWire:
     """The AdmissionReview response the API server gets from ``/mutate`` or ``/validate``."""
     request = review.from_dict(body)
-    outcome = admission.ANSWER[endpoint](request, store=store, defaults=Defaults())
-    return review.response(request, outcome)["response"]
+    answered = review.answer(endpoint, request, store=store, defaults=Defaults())
+    return review.response(request, answered)["response"]
 
 
 def with_set(annotations: dict[str, str], *objects: dict[str, Any]) -> Store:

@@ -19,7 +19,7 @@ from tests.conftest import ServeFactory
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Settings
 from webhook.model.store import Store
-from webhook.wire.patches import apply
+from webhook.wire.patch import apply
 
 CONDITION = "StorageUnhealthy"
 LABEL = "storage.example.io/unhealthy"

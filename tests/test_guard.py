@@ -18,7 +18,7 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.records import claim_info, node_info, pod_info, volume_info
 from webhook.model.store import Store
-from webhook.rules import admission, guard
+from webhook.rules import guard
 from webhook.rules.placement import resolve_policy
 from webhook.wire import review
 
@@ -41,20 +41,20 @@ def cluster(
     return store_from_objects([*NODES, sts, *pods, *(extra or [])])
 
 
-def scale(store: Store, old: int, new: int, **kw: Any) -> review.Outcome:
+def scale(store: Store, old: int, new: int, **kw: Any) -> review.Answer:
     """Send a statefulsets/scale UPDATE from ``old`` to ``new`` replicas through /validate."""
     body = b.review(b.scale(replicas=new), operation="UPDATE", old=b.scale(replicas=old), **kw)
-    return admission.validate(review.from_dict(body), store=store, defaults=Defaults())
+    return review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
 
 
 def update(
     store: Store, old: int, new: int, *, annotations: dict[str, str] | None = None, **kw: Any
-) -> review.Outcome:
+) -> review.Answer:
     """Send a StatefulSet UPDATE whose new object carries ``annotations`` (default a,b,c)."""
     before = b.statefulset(replicas=old, annotations=ABC, **kw)
     after = b.statefulset(replicas=new, annotations=annotations or ABC, **kw)
     body = b.review(after, operation="UPDATE", old=before)
-    return admission.validate(review.from_dict(body), store=store, defaults=Defaults())
+    return review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
 
 
 MISPLACED = ["a", "a", "b", "c", "b", "a"]  # where the default scheduler put ordinals 0-5
@@ -173,8 +173,8 @@ def test_scale_to_zero_arrives_without_replicas() -> None:
     stops the set (it drops no zone for good), so it is allowed with a warning."""
     body = b.review(b.scale(replicas=0), operation="UPDATE", old=b.scale(replicas=3))
     del body["request"]["object"]["spec"]["replicas"]
-    outcome = admission.validate(
-        review.from_dict(body), store=cluster(["a", "b", "c"]), defaults=Defaults()
+    outcome = review.answer(
+        "validate", review.from_dict(body), store=cluster(["a", "b", "c"]), defaults=Defaults()
     )
     assert outcome.allowed
     assert outcome.warnings == (
@@ -204,7 +204,7 @@ def test_status_subresource_is_not_checked() -> None:
     sts = b.statefulset(annotations={"stszone.io/mode": "bogus"}, replicas=1)
     body = b.review(sts, operation="UPDATE", old=sts, sub_resource="status")
     request = review.from_dict(body)
-    assert admission.validate(request, store=NoLookups(), defaults=Defaults()).allowed
+    assert review.answer("validate", request, store=NoLookups(), defaults=Defaults()).allowed
 
 
 def test_scale_of_a_look_alike_resource_is_not_ours() -> None:
@@ -212,7 +212,7 @@ def test_scale_of_a_look_alike_resource_is_not_ours() -> None:
     body = b.review(b.scale(replicas=0), operation="UPDATE", old=b.scale(replicas=6))
     body["request"]["resource"]["group"] = "apps.kruise.io"
     request = review.from_dict(body)
-    assert admission.validate(request, store=NoLookups(), defaults=Defaults()).allowed
+    assert review.answer("validate", request, store=NoLookups(), defaults=Defaults()).allowed
 
 
 @pytest.mark.parametrize(("kind", "operation"), [("StatefulSet", "UPDATE"), ("Scale", "CREATE")])
@@ -222,7 +222,7 @@ def test_only_a_scale_update_of_the_scale_subresource_is_guarded(kind: str, oper
     body["request"]["kind"]["kind"] = kind
     body["request"]["operation"] = operation
     request = review.from_dict(body)
-    assert admission.validate(request, store=NoLookups(), defaults=Defaults()).allowed
+    assert review.answer("validate", request, store=NoLookups(), defaults=Defaults()).allowed
 
 
 def test_scale_of_a_set_missing_from_the_view_warns() -> None:
@@ -241,9 +241,13 @@ def test_a_scale_without_its_old_object_is_judged_from_the_view() -> None:
     count to lower."""
     body = b.review(b.scale(replicas=2), operation="UPDATE")
     request = review.from_dict(body)
-    refused = admission.validate(request, store=cluster(["a", "b", "c"]), defaults=Defaults())
+    refused = review.answer(
+        "validate", request, store=cluster(["a", "b", "c"]), defaults=Defaults()
+    )
     assert (refused.allowed, refused.reason) == (False, "ZoneLoss")
-    unknown = admission.validate(request, store=store_from_objects(NODES), defaults=Defaults())
+    unknown = review.answer(
+        "validate", request, store=store_from_objects(NODES), defaults=Defaults()
+    )
     assert unknown.allowed and unknown.warnings == ()
 
 

@@ -14,7 +14,6 @@ from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
-from webhook.rules import admission
 from webhook.wire import review
 
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -40,9 +39,9 @@ def volume(claim: str, zone: str) -> list[dict[str, Any]]:
     return [b.pvc(claim, volume=claim), b.pv(claim, zone)]
 
 
-def scale(store: Store, old: int, new: int) -> review.Outcome:
+def scale(store: Store, old: int, new: int) -> review.Answer:
     body = b.recorded_scale("db", namespace="ns", old=old, new=new)
-    return admission.validate(review.from_dict(body), store=store, defaults=Defaults())
+    return review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
 
 
 def test_a_pod_its_own_label_locates_is_a_running_pod() -> None:
@@ -228,7 +227,7 @@ def test_when_no_count_is_safe_the_refusal_says_so() -> None:
     new = b.statefulset(replicas=1, start=0, annotations=ABC)
     store = cluster({2: "nbare", 3: "na"})
     body = b.review(new, operation="UPDATE", old=old)
-    outcome = admission.validate(review.from_dict(body), store=store, defaults=Defaults())
+    outcome = review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
     assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
     assert outcome.message.startswith("ordinals.start 2 -> 0, replicas 2 -> 1 of db may drop ")
     assert "; with ordinals.start 0, no replica count up to 2 is safe; label the node(s)" in (

@@ -21,7 +21,6 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.records import node_info, pod_info
 from webhook.model.store import Store
-from webhook.rules import admission
 from webhook.rules.audit import audit, audit_set
 from webhook.rules.risk import RiskScan
 from webhook.wire import review
@@ -50,9 +49,9 @@ def placed(*nodes: str | None, **going: dict[str, Any]) -> list[JSON]:
     return [b.sts_pod(ordinal=o, node=n, **going.get(f"db{o}", {})) for o, n in enumerate(nodes)]
 
 
-def sts_update(store: Store, before: JSON, after: JSON) -> review.Outcome:
+def sts_update(store: Store, before: JSON, after: JSON) -> review.Answer:
     body = b.review(after, operation="UPDATE", old=before)
-    return admission.validate(review.from_dict(body), store=store, defaults=Defaults())
+    return review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
 
 
 # --- a pod that is going away holds no zone ---------------------------------------------------

@@ -27,7 +27,7 @@ from webhook.cluster.live import LiveView
 from webhook.cluster.reflector import Tuning
 from webhook.config import Settings
 from webhook.server.runtime import Runtime
-from webhook.wire.patches import apply
+from webhook.wire.patch import apply
 
 TUNING = Tuning(page_size=50, backoff_initial=0.02, backoff_cap=0.1, healthy_after=0.2)
 ZONE_KEY = "topology.kubernetes.io/zone"

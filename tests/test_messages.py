@@ -18,9 +18,18 @@ import pytest
 from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.rules import admission
+from webhook.rules.admission import Endpoint
+from webhook.rules.decision import (
+    WARNING_MAX,
+    WARNING_TARGET,
+    Decision,
+    ZoneAnnotation,
+    allow,
+    edit,
+    refuse,
+)
 from webhook.wire import review
-from webhook.wire.review import WARNING_MAX, WARNING_TARGET, Outcome
+from webhook.wire.review import Answer
 
 
 @dataclass(frozen=True)
@@ -51,13 +60,13 @@ LONGEST = Names(
 )
 
 
-def ask(endpoint: str, obj: dict[str, Any], store: Any, **kw: Any) -> Outcome:
+def ask(endpoint: str, obj: dict[str, Any], store: Any, **kw: Any) -> Answer:
     request = review.from_dict(b.review(obj, **kw))
-    answer = admission.ANSWER["mutate" if endpoint == "mutate" else "validate"]
-    return answer(request, store=store, defaults=Defaults())
+    which: Endpoint = "mutate" if endpoint == "mutate" else "validate"
+    return review.answer(which, request, store=store, defaults=Defaults())
 
 
-def scenarios(n: Names) -> dict[str, Outcome]:
+def scenarios(n: Names) -> dict[str, Answer]:
     """One outcome per kind of warning stszone gives, with names ``n``."""
     a, bz, c = n.zones
     listed = {"stszone.io/zones": f"{a},{bz},{c}"}
@@ -66,7 +75,7 @@ def scenarios(n: Names) -> dict[str, Outcome]:
     pods = [b.sts_pod(n.sts, o, node=f"{z[:40]}-node") for o, z in enumerate([a, bz, c, bz])]
     volume = [b.pvc(f"data-{n.sts}-0", volume=n.volume), b.pv(n.volume, c)]
     store = store_from_objects([*nodes, sts, *pods, *volume])
-    out: dict[str, Outcome] = {}
+    out: dict[str, Answer] = {}
     out["data gravity"] = ask("mutate", b.sts_pod(n.sts, 0), store)
     out["too few replicas"] = ask(
         "validate", b.statefulset(n.sts, annotations=listed, replicas=1), store
@@ -74,9 +83,7 @@ def scenarios(n: Names) -> dict[str, Outcome]:
     empty = store_from_objects([b.node(n.node, a)])
     out["zone without nodes"] = ask("validate", sts, empty)
 
-    def update(
-        replicas: int, annotations: dict[str, str], store: Any, *, old: Any = sts
-    ) -> Outcome:
+    def update(replicas: int, annotations: dict[str, str], store: Any, *, old: Any = sts) -> Answer:
         new = b.statefulset(n.sts, annotations=annotations, replicas=replicas)
         return ask("validate", new, store, operation="UPDATE", old=old)
 
@@ -168,13 +175,13 @@ def test_long_ordinal_lists_are_summarised_with_a_count() -> None:
 @pytest.mark.parametrize(
     "make",
     [
-        lambda w: review.allowed(warnings=(w,)),
-        lambda w: review.denied("no", warnings=(w,)),
-        lambda w: review.patched({}, {"a": 1}, warnings=(w,)),
-        lambda w: review.allowed().with_warnings((w,)),
+        lambda w: allow(warnings=(w,)),
+        lambda w: refuse("no", warnings=(w,)),
+        lambda w: edit(ZoneAnnotation("a"), warnings=(w,)),
+        lambda w: allow().with_warnings((w,)),
     ],
 )
-def test_every_outcome_cuts_a_warning_at_256_characters(make: Callable[[str], Outcome]) -> None:
+def test_every_outcome_cuts_a_warning_at_256_characters(make: Callable[[str], Decision]) -> None:
     """The backstop: whatever builds an outcome, a warning over 256 characters is cut, visibly."""
     (cut,) = make("x" * 300).warnings
     assert len(cut) == WARNING_MAX and cut.endswith(" [...]")

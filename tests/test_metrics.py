@@ -21,6 +21,7 @@ from webhook.cluster.reflector import Tuning
 from webhook.config import Settings
 from webhook.install.certfiles import DevCerts
 from webhook.model.store import Store
+from webhook.rules.decision import allow
 from webhook.server import metrics
 from webhook.server.app import install_metrics
 from webhook.server.runtime import Runtime
@@ -211,8 +212,8 @@ def test_histogram_buckets_are_cumulative_and_bounds_inclusive() -> None:
 
     request = review.from_dict(b.review(b.sts_pod()))
     for i in range(300):
-        invented = request._replace(kind=f"Kind{i}")
-        m.observe("validate", invented, review.allowed(), 0.001, 200)
+        invented = request._replace(request=request.request._replace(kind=f"Kind{i}"))
+        m.observe("validate", invented, review.render(invented.request, allow()), 0.001, 200)
     samples = parse(m.exposition().decode())
     series = [labels for name, labels in samples if name == "stszone_requests_total"]
     assert len(series) == 257  # the first series, 255 invented kinds, then one "other"

@@ -14,19 +14,18 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.records import TABLES
 from webhook.model.store import Store
-from webhook.rules import admission
 from webhook.wire import review
-from webhook.wire.patches import apply
+from webhook.wire.patch import apply
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 DEFAULTS = Defaults()
 
 
-def run(obj: dict[str, Any], store: Store, **kw: Any) -> tuple[review.Outcome, dict[str, Any]]:
+def run(obj: dict[str, Any], store: Store, **kw: Any) -> tuple[review.Answer, dict[str, Any]]:
     """Send ``obj`` through /mutate; return the outcome and the patched object."""
     request = review.from_dict(b.review(obj, **kw))
-    outcome = admission.mutate(request, store=store, defaults=DEFAULTS)
+    outcome = review.answer("mutate", request, store=store, defaults=DEFAULTS)
     return outcome, apply(obj, outcome.patch)
 
 
@@ -339,7 +338,7 @@ def test_statefulset_create_fills_only_zones_its_template_allows() -> None:
     assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "zone-b,zone-c"
     assert outcome.warnings
     request = review.from_dict(b.review(mutated))
-    assert admission.validate(request, store=ZONES_ABC, defaults=DEFAULTS).allowed
+    assert review.answer("validate", request, store=ZONES_ABC, defaults=DEFAULTS).allowed
     pinned = b.statefulset(node_selector={ZONE_KEY: "elsewhere"})
     outcome, mutated = run(pinned, ZONES_ABC)
     assert "stszone.io/zones" not in mutated["metadata"]["annotations"] and outcome.warnings
@@ -581,7 +580,7 @@ def test_controller_claim_of_an_unseen_set_is_refused_for_retry() -> None:
     # --use-service-account-credentials=false (its default).
     for controller in (recorded["username"], "system:kube-controller-manager"):
         body["request"]["userInfo"]["username"] = controller
-        outcome = admission.mutate(review.from_dict(body), store=store, defaults=DEFAULTS)
+        outcome = review.answer("mutate", review.from_dict(body), store=store, defaults=DEFAULTS)
         assert not outcome.allowed and outcome.reason == "StatefulSetNotYetSeen", controller
         assert outcome.message == (
             "claim ns/data-db-0 comes from the StatefulSet controller, but no StatefulSet in "

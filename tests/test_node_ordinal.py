@@ -14,10 +14,9 @@ from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
-from webhook.rules import admission
 from webhook.rules.removal import removable_nodes
 from webhook.wire import review
-from webhook.wire.patches import apply
+from webhook.wire.patch import apply
 
 NODE_LABEL = "example.io/node"
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -40,8 +39,10 @@ def broker(name: str, zone: str | None, ordinal: str) -> dict[str, Any]:
     return b.node(name, zone, labels={NODE_LABEL: ordinal})
 
 
-def mutate(pod: dict[str, Any], store: Store) -> tuple[review.Outcome, dict[str, Any]]:
-    outcome = admission.mutate(review.from_dict(b.review(pod)), store=store, defaults=Defaults())
+def mutate(pod: dict[str, Any], store: Store) -> tuple[review.Answer, dict[str, Any]]:
+    outcome = review.answer(
+        "mutate", review.from_dict(b.review(pod)), store=store, defaults=Defaults()
+    )
     return outcome, apply(pod, outcome.patch) if outcome.allowed else pod
 
 
@@ -270,7 +271,9 @@ def test_cluster_without_zones_still_pins() -> None:
     outcome, pod = mutate(b.sts_pod(ordinal=0), store)
     assert outcome.allowed, outcome.message
     assert terms(pod)[0]["matchExpressions"] == [{**PIN_2, "values": ["0"]}]
-    checked = admission.validate(review.from_dict(b.review(pod)), store=store, defaults=Defaults())
+    checked = review.answer(
+        "validate", review.from_dict(b.review(pod)), store=store, defaults=Defaults()
+    )
     assert checked.allowed, checked.message
 
 
@@ -332,7 +335,7 @@ def test_a_template_bounding_the_ordinal_label_is_refused_past_the_bound(
     sts = b.statefulset(replicas=replicas, annotations=ANNOTATIONS,
                         affinity=b.zone_affinity([(NODE_LABEL, "Lt", ["3"])]))  # fmt: skip
     request = review.from_dict(b.review(sts))
-    outcome = admission.validate(request, store=kafka(), defaults=Defaults())
+    outcome = review.answer("validate", request, store=kafka(), defaults=Defaults())
     assert outcome.allowed == (not refused), outcome.message
     if refused:
         assert f"excludes {NODE_LABEL} value(s) {refused}, so those ordinals" in outcome.message

@@ -29,9 +29,9 @@ from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
-from webhook.rules import admission
+from webhook.rules.admission import Endpoint
 from webhook.wire import review
-from webhook.wire.patches import apply
+from webhook.wire.patch import apply
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 ZONES = ("1", "2", "zone-c")  # numeric zone names let Gt/Lt on the zone key mean something
@@ -160,8 +160,10 @@ def view() -> Store:
     return store_from_objects(VIEW_NODES, zones=ZONES)
 
 
-def mutate(pod: dict[str, Any], store: Store) -> review.Outcome:
-    return admission.mutate(review.from_dict(b.review(pod)), store=store, defaults=Defaults())
+def mutate(pod: dict[str, Any], store: Store) -> review.Answer:
+    return review.answer(
+        "mutate", review.from_dict(b.review(pod)), store=store, defaults=Defaults()
+    )
 
 
 @settings(max_examples=300)
@@ -255,7 +257,9 @@ def test_an_empty_term_stays_empty_beside_others() -> None:
         {"matchExpressions": [*disk["matchExpressions"],
                               {"key": ZONE_KEY, "operator": "In", "values": ["zone-b"]}]},
     ]  # fmt: skip
-    checked = admission.validate(review.from_dict(b.review(after)), store=ABC, defaults=Defaults())
+    checked = review.answer(
+        "validate", review.from_dict(b.review(after)), store=ABC, defaults=Defaults()
+    )
     assert checked.allowed, checked.message
 
 
@@ -362,7 +366,9 @@ def test_a_template_naming_nodes_of_one_zone_is_refused_for_the_others() -> None
     sts = b.statefulset(
         annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"}, affinity=terms_affinity(fields)
     )
-    outcome = admission.validate(review.from_dict(b.review(sts)), store=ABC, defaults=Defaults())
+    outcome = review.answer(
+        "validate", review.from_dict(b.review(sts)), store=ABC, defaults=Defaults()
+    )
     assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
     assert "excludes zone(s) zone-b, zone-c" in outcome.message
 
@@ -376,8 +382,8 @@ def test_node_name_in_another_zone_is_denied(endpoint: str, node: str, says: str
     """spec.nodeName bypasses the scheduler; the kubelet would refuse db-0 (zone-a) on nb and the
     controller re-create it in a loop. Denied by both webhooks, naming the node's zone."""
     pod = b.sts_pod(ordinal=0, node=node)
-    answer = admission.mutate if endpoint == "mutate" else admission.validate
-    outcome = answer(review.from_dict(b.review(pod)), store=ABC, defaults=Defaults())
+    which: Endpoint = "mutate" if endpoint == "mutate" else "validate"
+    outcome = review.answer(which, review.from_dict(b.review(pod)), store=ABC, defaults=Defaults())
     assert (outcome.allowed, outcome.reason) == (False, "NodeNameConflict")
     assert f"names spec.nodeName {node}, {says}; ordinal 0 belongs on zone zone-a" in (
         outcome.message
@@ -386,7 +392,7 @@ def test_node_name_in_another_zone_is_denied(endpoint: str, node: str, says: str
 
 def test_node_name_in_its_own_zone_passes() -> None:
     """nodeName na is in zone-a, where ordinal 0 belongs."""
-    outcome = admission.chain(
+    outcome = review.chain(
         review.from_dict(b.review(b.sts_pod(ordinal=0, node="na"))), store=ABC, defaults=Defaults()
     )
     assert outcome.allowed, outcome.message

@@ -17,7 +17,6 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.cluster.snapshot import from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
-from webhook.rules import admission
 from webhook.rules.audit import audit
 from webhook.rules.rebalance import chosen, plan
 from webhook.rules.removal import removable_nodes, slots
@@ -44,15 +43,19 @@ def view(*objects: JSON, replicas: int = 3) -> Store:
     return store_from_objects([*NODES, b.statefulset(annotations=ABC, replicas=replicas), *objects])
 
 
-def mutated(pod: JSON, store: Store) -> review.Outcome:
-    return admission.mutate(review.from_dict(b.review(pod)), store=store, defaults=Defaults())
+def mutated(pod: JSON, store: Store) -> review.Answer:
+    return review.answer(
+        "mutate", review.from_dict(b.review(pod)), store=store, defaults=Defaults()
+    )
 
 
-def validated(pod: JSON, store: Store) -> review.Outcome:
-    return admission.validate(review.from_dict(b.review(pod)), store=store, defaults=Defaults())
+def validated(pod: JSON, store: Store) -> review.Answer:
+    return review.answer(
+        "validate", review.from_dict(b.review(pod)), store=store, defaults=Defaults()
+    )
 
 
-def pinned_zone(outcome: review.Outcome) -> list[str] | None:
+def pinned_zone(outcome: review.Answer) -> list[str] | None:
     """The zone values of the required affinity a mutation adds, None when it adds none."""
     for op in outcome.patch or []:
         if op["path"] == "/spec/affinity":
@@ -219,7 +222,9 @@ def test_a_claim_created_for_a_volume_that_attaches_nowhere_gets_no_zone() -> No
     """The claim names its volume (pre-provisioned local PV whose node is gone)."""
     store = view(b.pv("pv-1", "gone", key=HOSTNAME))
     claim = b.pvc("data-db-1", volume="pv-1")
-    outcome = admission.mutate(review.from_dict(b.review(claim)), store=store, defaults=Defaults())
+    outcome = review.answer(
+        "mutate", review.from_dict(b.review(claim)), store=store, defaults=Defaults()
+    )
     assert outcome.allowed and not outcome.patch
     assert outcome.warnings == (
         "claim data-db-1: volume pv-1 can attach only to nodes with kubernetes.io/hostname In "

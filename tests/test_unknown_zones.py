@@ -23,7 +23,6 @@ from webhook.cli import main
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
-from webhook.rules import admission
 from webhook.rules.audit import audit
 from webhook.rules.placement import resolve_policy
 from webhook.rules.scaling import malformed_warning
@@ -36,7 +35,7 @@ ABC = {"stszone.io/zones": "a,b,c"}
 def scale(store: Store, old: int, new: int, *, name: str = "web", ns: str = "verify") -> Any:
     """/validate's answer to the recorded `kubectl scale` review, for ``name`` old -> new."""
     body = b.recorded_scale(name, namespace=ns, old=old, new=new)
-    return admission.validate(review.from_dict(body), store=store, defaults=Defaults())
+    return review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
 
 
 def unlabel(lists: list[dict[str, Any]], node: str, *, pod: str | None = None) -> None:
@@ -222,7 +221,9 @@ def test_scaling_to_zero_stops_the_set_with_a_warning(path: str) -> None:
     else:
         recorded = b.fixture_review("024-StatefulSet-UPDATE")
         recorded["request"]["object"]["spec"]["replicas"] = 0
-        outcome = admission.validate(review.from_dict(recorded), store=store, defaults=Defaults())
+        outcome = review.answer(
+            "validate", review.from_dict(recorded), store=store, defaults=Defaults()
+        )
     assert outcome.allowed
     assert any("stops the set in every zone" in w for w in outcome.warnings), outcome.warnings
 

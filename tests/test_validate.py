@@ -12,10 +12,9 @@ from tests.work import CountingStore, line_budget
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
-from webhook.rules import admission
 from webhook.rules.ordinals import WALK_LIMIT
 from webhook.wire import review
-from webhook.wire.patches import apply
+from webhook.wire.patch import apply
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 DEFAULTS = Defaults()
@@ -25,14 +24,16 @@ ABC = store_from_objects([], zones=("a", "b", "c"))
 LINES = 1_000_000
 
 
-def validate(obj: dict[str, Any], store: Store = ABC, **kw: Any) -> review.Outcome:
+def validate(obj: dict[str, Any], store: Store = ABC, **kw: Any) -> review.Answer:
     """Send ``obj`` through /validate alone."""
-    return admission.validate(review.from_dict(b.review(obj, **kw)), store=store, defaults=DEFAULTS)
+    return review.answer(
+        "validate", review.from_dict(b.review(obj, **kw)), store=store, defaults=DEFAULTS
+    )
 
 
-def chain(obj: dict[str, Any], store: Store = ABC) -> review.Outcome:
+def chain(obj: dict[str, Any], store: Store = ABC) -> review.Answer:
     """What the API server makes of both webhooks for a CREATE of ``obj``."""
-    return admission.chain(review.from_dict(b.review(obj)), store=store, defaults=DEFAULTS)
+    return review.chain(review.from_dict(b.review(obj)), store=store, defaults=DEFAULTS)
 
 
 # --- StatefulSet CREATE / UPDATE -------------------------------------------------------------
@@ -462,7 +463,7 @@ def test_pod_mutated_by_stszone_passes_validation() -> None:
 
 def _mutated(pod: dict[str, Any], store: Store = ABC) -> dict[str, Any]:
     request = review.from_dict(b.review(pod))
-    return apply(pod, admission.mutate(request, store=store, defaults=DEFAULTS).patch)
+    return apply(pod, review.answer("mutate", request, store=store, defaults=DEFAULTS).patch)
 
 
 @pytest.mark.parametrize(

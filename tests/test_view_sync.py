@@ -22,9 +22,9 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.records import Table
 from webhook.model.store import Store
-from webhook.rules import admission
+from webhook.rules.admission import Endpoint
 from webhook.wire import review
-from webhook.wire.review import Outcome
+from webhook.wire.review import Answer
 
 DEFAULTS = Defaults()
 
@@ -38,13 +38,13 @@ def partly_listed(objects: list[Any], tables: Iterable[Table], **kw: Any) -> Sto
     return live
 
 
-def send(endpoint: str, body: dict[str, Any], store: Store) -> Outcome:
+def send(endpoint: str, body: dict[str, Any], store: Store) -> Answer:
     request = review.from_dict(body)
-    answer = admission.mutate if endpoint == "mutate" else admission.validate
-    return answer(request, store=store, defaults=DEFAULTS)
+    which: Endpoint = "mutate" if endpoint == "mutate" else "validate"
+    return review.answer(which, request, store=store, defaults=DEFAULTS)
 
 
-def retryable(outcome: Outcome) -> bool:
+def retryable(outcome: Answer) -> bool:
     return (
         not outcome.allowed
         and (outcome.code, outcome.reason) == (403, "ViewNotSynced")
@@ -64,8 +64,8 @@ def test_pod_is_refused_until_volumes_are_listed_then_follows_its_volume() -> No
     for table in ("volumes", "claims"):
         view.replace(table, full.table(table).values())
     outcome = send("mutate", b.fixture_review("003-Pod-CREATE"), view)
-    assert outcome.allowed and outcome.mutated is not None
-    assert outcome.mutated["metadata"]["annotations"]["stszone.io/zone"] == "zone-c"
+    assert outcome.allowed and outcome.edited is not None
+    assert outcome.edited["metadata"]["annotations"]["stszone.io/zone"] == "zone-c"
 
 
 def test_controller_claim_is_refused_until_statefulsets_and_volumes_are_listed() -> None:
@@ -114,8 +114,8 @@ def test_statefulset_zone_list_waits_for_the_nodes_unless_zones_are_given() -> N
     sts = b.review(b.statefulset(annotations={}))
     assert retryable(send("mutate", sts, partly_listed([], ("statefulsets",))))
     given = send("mutate", sts, partly_listed([], ("statefulsets",), zones=("a", "b")))
-    assert given.mutated is not None
-    assert given.mutated["metadata"]["annotations"]["stszone.io/zones"] == "a,b"
+    assert given.edited is not None
+    assert given.edited["metadata"]["annotations"]["stszone.io/zones"] == "a,b"
 
 
 async def test_extender_reports_the_loading_view_as_its_error(serve: ServeFactory) -> None:

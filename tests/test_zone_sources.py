@@ -22,20 +22,19 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.annotations import parse_annotations
 from webhook.model.store import Store
-from webhook.rules import admission
 from webhook.wire import review
-from webhook.wire.patches import apply
+from webhook.wire.patch import apply
 
 RACK = "example.io/rack"
 RACKS = [b.node("n1", "zone-a", labels={RACK: "r2"}), b.node("n2", "zone-b", labels={RACK: "r1"})]
 
 
-def chain(obj: dict[str, Any], store: Store, **kw: Any) -> review.Outcome:
+def chain(obj: dict[str, Any], store: Store, **kw: Any) -> review.Answer:
     """What the API server makes of both webhooks for ``obj``."""
-    return admission.chain(review.from_dict(b.review(obj, **kw)), store=store, defaults=Defaults())
+    return review.chain(review.from_dict(b.review(obj, **kw)), store=store, defaults=Defaults())
 
 
-def zones_written(outcome: review.Outcome, sts: dict[str, Any]) -> str | None:
+def zones_written(outcome: review.Answer, sts: dict[str, Any]) -> str | None:
     annotations: dict[str, str] = apply(sts, outcome.patch)["metadata"]["annotations"]
     return annotations.get("stszone.io/zones")
 
@@ -82,8 +81,8 @@ def test_pods_of_a_set_with_its_own_key_and_no_list_use_the_nodes_values() -> No
     sts = b.statefulset(annotations={"stszone.io/topology-key": RACK})
     store = store_from_objects([*RACKS, sts], zones=("zone-a", "zone-b"))
     outcome = chain(b.sts_pod(ordinal=1), store)
-    assert outcome.allowed and outcome.mutated is not None
-    assert outcome.mutated["metadata"]["annotations"]["stszone.io/zone"] == "r2"
+    assert outcome.allowed and outcome.edited is not None
+    assert outcome.edited["metadata"]["annotations"]["stszone.io/zone"] == "r2"
 
 
 @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
@@ -169,7 +168,7 @@ def test_values_the_api_server_would_refuse_are_refused_on_the_statefulset(
     old = b.statefulset() if operation == "UPDATE" else None
     request = review.from_dict(b.review(sts, operation=operation, old=old))
     store = store_from_objects([], zones=("a", "b", "c"))
-    outcome = admission.validate(request, store=store, defaults=Defaults())
+    outcome = review.answer("validate", request, store=store, defaults=Defaults())
     assert (outcome.allowed, outcome.code, outcome.reason) == (False, 422, "Invalid")
     assert says in outcome.message, outcome.message
 
@@ -178,7 +177,9 @@ def test_the_template_is_checked_against_the_servers_zones_without_a_list() -> N
     """No stszone.io/zones: the template is filled in for the server's zones (--zones)."""
     sts = b.statefulset(annotations={"stszone.io/storage-class-template": "ssd-{zone}"})
     store = store_from_objects([], zones=("zone-a", "Zone_B"))
-    outcome = admission.validate(review.from_dict(b.review(sts)), store=store, defaults=Defaults())
+    outcome = review.answer(
+        "validate", review.from_dict(b.review(sts)), store=store, defaults=Defaults()
+    )
     assert not outcome.allowed and "Zone_B -> 'ssd-zone_b'" in outcome.message
     assert "(the server's zones)" in outcome.message
 
@@ -196,7 +197,9 @@ def test_good_values_pass(annotations: dict[str, str]) -> None:
     """Well-formed values, including dotted names and a prefixed label key."""
     sts = b.statefulset(annotations=annotations)
     store = store_from_objects([], zones=("a", "b", "c"))
-    outcome = admission.validate(review.from_dict(b.review(sts)), store=store, defaults=Defaults())
+    outcome = review.answer(
+        "validate", review.from_dict(b.review(sts)), store=store, defaults=Defaults()
+    )
     assert outcome.allowed, outcome.message
 
 

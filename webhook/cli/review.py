@@ -20,7 +20,7 @@ from webhook.cluster.view import choose_view, offline_store
 from webhook.config import Settings
 from webhook.errors import BadRequest, ConfigError
 from webhook.model.store import Store
-from webhook.rules import admission
+from webhook.rules.admission import Endpoint
 from webhook.wire import review
 
 HELP = "answer one AdmissionReview from a file, no server"
@@ -85,16 +85,15 @@ def run_review(settings: Settings, *, path: str, endpoint: str) -> int:
     except OSError as err:
         raise ConfigError(f"cannot read {path}: {err.strerror}") from None
     try:
-        request = review.parse(body)
+        parsed = review.parse(body)
     except BadRequest as err:
         raise ConfigError(f"{path}: {err.message}") from None
     store = load_view(settings)
     defaults = settings.defaults()
     if endpoint == "chain":
-        outcome = admission.chain(request, store=store, defaults=defaults)
+        answered = review.chain(parsed, store=store, defaults=defaults)
     else:
-        outcome = admission.ANSWER["mutate" if endpoint == "mutate" else "validate"](
-            request, store=store, defaults=defaults
-        )
-    print(json.dumps(review.response(request, outcome), indent=2))
+        which: Endpoint = "mutate" if endpoint == "mutate" else "validate"
+        answered = review.answer(which, parsed, store=store, defaults=defaults)
+    print(json.dumps(review.response(parsed, answered), indent=2))
     return 0

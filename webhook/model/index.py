@@ -1,7 +1,7 @@
 """Secondary indexes of the Store: records grouped by a key, each group summarised on demand. Pure.
 
 An index answers "the records of this set / this claim / this namespace" with one lookup, and
-keeps one summary per group (a set's ordinals, its pods by ordinal) until the group changes.
+summarises one group (a set's ordinals, its pods by ordinal) when asked, from that group alone.
 
 Most groups of some indexes hold one record (a volume's claim names one claim): such a group
 is held as the record itself, not as a dict of one -- 100,000 volumes would otherwise hold
@@ -32,8 +32,7 @@ S = TypeVar("S")
 class Index(Generic[R, S]):
     """A secondary index over one table: group key -> its records by primary key.
 
-    With ``summarise``, :meth:`summary` answers a question about one group's records and
-    keeps the answer until that group changes.
+    With ``summarise``, :meth:`summary` answers a question about one group's records.
     """
 
     def __init__(
@@ -46,7 +45,6 @@ class Index(Generic[R, S]):
         #: A group of one is the record itself (records are never dicts); larger ones a dict.
         self._groups: dict[Hashable, dict[Key, R] | R] = {}
         self._summarise: Callable[[Iterable[R]], S] | None = summarise
-        self._summaries: dict[Hashable, S] = {}
 
     def add(self, info: R, *, key: Key) -> None:
         """Add ``info``, held under ``key`` (its primary key) in its group."""
@@ -60,7 +58,6 @@ class Index(Generic[R, S]):
             members[key] = info
         else:
             self._groups[group] = {members.key: members, key: info}
-        self._summaries.pop(group, None)
 
     def remove(self, info: R) -> None:
         """Remove ``info`` (by its primary key) from its group, if it is there."""
@@ -68,7 +65,6 @@ class Index(Generic[R, S]):
         members = self._groups.get(group) if group is not None else None
         if members is None:
             return
-        self._summaries.pop(group, None)
         if isinstance(members, dict):
             members.pop(info.key, None)
             if not members:
@@ -82,20 +78,13 @@ class Index(Generic[R, S]):
 
     def adopt(self, other: Index[R, S]) -> None:
         """Take ``other``'s groups (built for a staging table) as this index's own."""
-        self._groups, self._summaries = other._groups, other._summaries
+        self._groups = other._groups
 
     def summary(self, key: Hashable) -> S:
-        """``summarise`` of one group's records (an empty group included), kept until it changes."""
-        try:
-            return self._summaries[key]
-        except KeyError:
-            pass
+        """``summarise`` of one group's records (an empty group included)."""
         if self._summarise is None:
-            raise TypeError("this index keeps no summaries")
-        if key not in self._groups:  # not kept: requests may name any number of absent groups
-            return self._summarise(())
-        value = self._summaries[key] = self._summarise(self.get(key).values())
-        return value
+            raise TypeError("this index summarises nothing")
+        return self._summarise(self.get(key).values())
 
     def get(self, key: Hashable) -> Mapping[Key, R]:
         """The records of one group (empty when none)."""

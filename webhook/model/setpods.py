@@ -1,5 +1,5 @@
-"""What the Store keeps about one StatefulSet: its pods by ordinal, their zones, its claims'
-ordinals. Pure: summaries of records, built once per change of the group they summarise.
+"""What the Store says about one StatefulSet: its pods by ordinal, their zones, its claims'
+ordinals. Pure: summaries of the records of one set, built when asked.
 """
 
 from __future__ import annotations
@@ -77,8 +77,6 @@ class PodZones:
     by_zone: Mapping[str, list[int]]
     #: Ordinal -> its node, for the pods (not going away) on a node that is not Ready.
     unready: Mapping[int, str] = field(default_factory=dict)
-    #: :meth:`residues` by ``k``, made on first use (a PodZones is kept and read again).
-    _residues: dict[int, list[list[int]]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, zones: dict[int, str], *, unready: dict[int, str] | None = None) -> PodZones:
@@ -86,8 +84,5 @@ class PodZones:
         return cls(zones, by_zone(zones), unready or {})
 
     def residues(self, k: int) -> list[list[int]]:
-        """The ordinals (sorted) whose residue mod ``k`` is 0, 1, ..., k - 1 (read-only)."""
-        found = self._residues.get(k)
-        if found is None:
-            found = self._residues[k] = by_residue(self.zones, k)
-        return found
+        """The ordinals (sorted) whose residue mod ``k`` is 0, 1, ..., k - 1."""
+        return by_residue(self.zones, k)

@@ -14,7 +14,7 @@ from typing import Any
 from webhook.model import pinning
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
 from webhook.model.index import Index, Staging
-from webhook.model.kept import Kept
+from webhook.model.labels import NodeLabels
 from webhook.model.records import (
     TABLES,
     ClaimInfo,
@@ -51,13 +51,8 @@ class Store:
         self.namespaces: dict[str, NamespaceInfo] = {}
         #: Kinds that have been filled (a file load, or a watch's first list).
         self.loaded: set[Table] = set()
-        #: Node labels by key: value -> the names of the nodes carrying it (sorted), made on
-        #: first use and dropped by any change of the nodes table (:meth:`_changed`,
-        #: :meth:`swap`). Every pod of a set whose StatefulSet carries no zone list reads the
-        #: zones on nodes, and a scan of 5,000 nodes per request would double a request's cost.
-        self._by_label: dict[str, dict[str, tuple[str, ...]]] = {}
-        #: Answers worked out from one set's part of this view, valid while it holds.
-        self.kept = Kept(self)
+        #: The nodes by label (key -> value -> names), kept as the nodes change.
+        self._labels = NodeLabels()
         # Revisions: one counter, bumped by every change of a record that changed something.
         # What a StatefulSet's audit reads is its record and pods, its namespace's claims, and
         # cluster-wide records (nodes, volumes); each of those keeps the revision it last
@@ -74,7 +69,7 @@ class Store:
         self._volumes_by_claim: Index[VolumeInfo, None] = Index(lambda v: v.claim)
         #: Claims and pre-bound PVs by (namespace, claim name without its "-<ordinal>"), i.e.
         #: by "<template>-<set>": the claims of one set are one lookup per template. Each
-        #: group's ordinals are summarised once per change of the group (the guard asks).
+        #: group's ordinals are summarised when the guard asks.
         self._volumes_by_stem: Index[VolumeInfo, frozenset[int]] = Index(
             lambda v: claim_stem(v.claim[0], v.claim[1]) if v.claim else None,
             summarise=lambda volumes: claim_ordinals(v.claim[1] for v in volumes if v.claim),
@@ -106,13 +101,17 @@ class Store:
         old = table.get(key)
         if old == info:
             # Most MODIFIED events change nothing a record keeps (pod status, node heartbeats):
-            # leave the indexes, their summaries and the node caches as they are.
+            # leave the indexes as they are.
             return
         for index in self._indexes.get(name, ()):
             if old is not None:
                 index.remove(old)
             index.add(info, key=key)
         table[key] = info
+        if isinstance(info, NodeInfo) and (old is None or old.labels != info.labels):
+            if old is not None:
+                self._labels.remove(old)
+            self._labels.add(info)
         if old is None:
             self._changed(name, info)
         else:
@@ -124,14 +123,14 @@ class Store:
         if old is not None:
             for index in self._indexes.get(name, ()):
                 index.remove(old)
+            if isinstance(old, NodeInfo):
+                self._labels.remove(old)
             self._changed(name, old)
 
     def _changed(self, name: Table, *infos: Info) -> None:
         """One change of table ``name`` touching ``infos`` (the record put, the one it replaced,
-        or the one deleted): the node labels go stale, the revision moves on, and each record's
-        set, namespace or the whole view is marked changed at it."""
-        if name == "nodes":
-            self._by_label.clear()
+        or the one deleted): the revision moves on, and each record's set, namespace or the
+        whole view is marked changed at it."""
         self._revision += 1
         for info in infos:
             self._mark(info)
@@ -192,7 +191,7 @@ class Store:
         setattr(self, name, staged.table)
         self.loaded.add(name)
         if name == "nodes":
-            self._by_label.clear()
+            self._labels = NodeLabels(self.nodes.values())
         # A re-list may change anything: every set's revision moves past all earlier ones.
         self._revision += 1
         self._cluster_revision = self._revision
@@ -212,7 +211,7 @@ class Store:
 
     def discovered_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:
         """Sorted distinct values of ``topology_key`` over all nodes."""
-        return tuple(sorted(self._labelled(topology_key)))
+        return tuple(sorted(self._labels.values(topology_key)))
 
     def node_zone(self, node: str, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> str | None:
         """The zone label of a node, or None when the node or its label is unknown."""
@@ -221,23 +220,11 @@ class Store:
 
     def label_values(self, key: str) -> frozenset[str]:
         """Distinct values of node label ``key``."""
-        return frozenset(self._labelled(key))
+        return frozenset(self._labels.values(key))
 
     def nodes_with_label(self, key: str, value: str) -> tuple[str, ...]:
         """Names of nodes whose label ``key`` equals ``value`` (sorted)."""
-        return self._labelled(key).get(value, ())
-
-    def _labelled(self, key: str) -> dict[str, tuple[str, ...]]:
-        """Value of node label ``key`` -> the nodes carrying it: one pass over the nodes per key
-        and change of the nodes table."""
-        found = self._by_label.get(key)
-        if found is None:
-            grouped: dict[str, list[str]] = {}
-            for node in self.nodes.values():
-                if (value := node.labels.get(key)) is not None:
-                    grouped.setdefault(value, []).append(node.name)
-            found = self._by_label[key] = {v: tuple(sorted(n)) for v, n in grouped.items()}
-        return found
+        return self._labels.nodes(key, value)
 
     def statefulset(self, namespace: str, name: str) -> StatefulSetInfo | None:
         return self.statefulsets.get((namespace, name))
@@ -272,16 +259,12 @@ class Store:
         return found
 
     def set_pods(self, namespace: str, statefulset: str) -> SetPods:
-        """The pods of one set by ordinal (summarised once per change of the set's pods)."""
+        """The pods of one set by ordinal."""
         return self._pods_by_owner.summary((namespace, statefulset))
 
     def pod_zones(self, namespace: str, statefulset: str, topology_key: str) -> PodZones:
         """Where the scheduled pods of one set that are not going away are, by their nodes'
-        ``topology_key`` label, and which of them run on nodes that are not Ready (kept for the
-        set while they hold: every scale-down of the set reads them)."""
-        found: PodZones | None = self.kept.get(namespace, statefulset, topology_key)
-        if found is not None:
-            return found
+        ``topology_key`` label, and which of them run on nodes that are not Ready."""
         pods = self.set_pods(namespace, statefulset)
         zones: dict[int, str] = {}
         unready: dict[int, str] = {}
@@ -295,9 +278,7 @@ class Store:
                 zones[ordinal] = zone
             if not node.ready:
                 unready[ordinal] = node.name
-        found = PodZones.of(zones, unready=unready)
-        self.kept.put(namespace, statefulset, topology_key, found)
-        return found
+        return PodZones.of(zones, unready=unready)
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))

@@ -1,15 +1,15 @@
-"""The admission engine: a parsed request in, an :class:`~webhook.wire.review.Outcome` out. Pure.
+"""The admission engine: a request in the rules' terms in, a :class:`Decision` out. Pure.
 
-``mutate`` and ``validate`` are what ``/mutate`` and ``/validate`` answer; ``chain`` is what
-the API server makes of both (mutation first, then validation of the mutated object), which
-``stszone review`` prints. Dry-run requests take exactly the same path: nothing here has side
-effects, which is what ``sideEffects: None`` promises.
+``mutate`` and ``validate`` are what ``/mutate`` and ``/validate`` decide; the wire
+(:mod:`webhook.wire.review`) reads a request from an AdmissionReview and renders the decision
+back. A request changes nothing but its answer: the view is only read, so a dry run is decided
+exactly like the real request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 from webhook.config import Defaults
 from webhook.errors import BadObject, Denied
@@ -17,24 +17,46 @@ from webhook.model.store import Store
 from webhook.rules import claims, scaling
 from webhook.rules import mutate as mutations
 from webhook.rules import validate as validations
-from webhook.wire import review
-from webhook.wire.patches import apply
-from webhook.wire.review import Outcome, Request
+from webhook.rules.decision import Decision, allow, refuse
 
 Endpoint = Literal["mutate", "validate"]
 
 
-def _refused(request: Request, err: Denied | BadObject) -> Outcome:
+class Request(NamedTuple):
+    """What the rules read of one admission request (``AdmissionReview.request``)."""
+
+    kind: str
+    group: str
+    resource: str
+    sub_resource: str
+    operation: str
+    namespace: str
+    name: str
+    #: The objects as the API server sent them ({} when absent); the rules never change them.
+    object: dict[str, Any]
+    old_object: dict[str, Any]
+    dry_run: bool = False
+    #: ``request.resource.group``: tells apps/v1 StatefulSets from look-alikes on a subresource.
+    resource_group: str = ""
+    #: ``request.userInfo.username``: who asked (the StatefulSet controller, a user, the HPA).
+    username: str = ""
+
+    def __repr__(self) -> str:  # the identity of the request, never the objects it carries
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"Request({self.operation} {self.kind} {where})"
+
+
+def _refused(request: Request, err: Denied | BadObject) -> Decision:
     """The denial of a request the rules refused (one place for both endpoints)."""
     if isinstance(err, Denied):
-        return review.denied(err.message, reason=err.reason)
-    return review.denied(f"malformed {request.kind}: {err.message}", code=400, reason="BadRequest")
+        return refuse(err.message, reason=err.reason)
+    return refuse(f"malformed {request.kind}: {err.message}", code=400, reason="BadRequest")
 
 
-def mutate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
-    """Answer ``/mutate``."""
+def mutate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
+    """Decide ``/mutate``."""
     if request.operation != "CREATE" or request.namespace in defaults.excluded_namespaces:
-        return review.allowed()
+        return allow()
     obj, ns, group, kind = request.object, request.namespace, request.group, request.kind
     try:
         if kind == "Pod" and not group:
@@ -45,13 +67,13 @@ def mutate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
             return mutations.mutate_statefulset(obj, store=store)
     except (Denied, BadObject) as err:
         return _refused(request, err)
-    return review.allowed()
+    return allow()
 
 
-def validate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
-    """Answer ``/validate``."""
+def validate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
+    """Decide ``/validate``."""
     if request.namespace in defaults.excluded_namespaces:
-        return review.allowed()
+        return allow()
     obj, ns, group, kind = request.object, request.namespace, request.group, request.kind
     operation, sub_resource = request.operation, request.sub_resource
     try:
@@ -61,7 +83,7 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
             # kubectl scale and the HPA: kind autoscaling/v1 Scale, no annotations of its own.
             # The resource group tells apps/v1 StatefulSets from look-alikes (OpenKruise's, say).
             if kind != "Scale" or operation != "UPDATE" or request.resource_group != "apps":
-                return review.allowed()
+                return allow()
             return scaling.validate_scale(
                 obj, old=request.old_object, name=request.name, namespace=ns, store=store
             )
@@ -76,24 +98,7 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
             return validations.validate_statefulset(obj, old=before, namespace=ns, store=store)
     except (Denied, BadObject) as err:
         return _refused(request, err)
-    return review.allowed()
+    return allow()
 
 
-ANSWER: dict[Endpoint, Callable[..., Outcome]] = {"mutate": mutate, "validate": validate}
-
-
-def chain(request: Request, *, store: Store, defaults: Defaults) -> Outcome:
-    """What the API server makes of both webhooks: mutate, then validate the mutated object.
-
-    A denial from either wins; otherwise the mutation's patch with the warnings of both.
-    """
-    mutated = mutate(request, store=store, defaults=defaults)
-    if not mutated.allowed:
-        return mutated
-    after = request
-    if mutated.patch:
-        after = request._replace(object=apply(request.object, mutated.patch))
-    checked = validate(after, store=store, defaults=defaults)
-    if not checked.allowed:
-        return checked.with_warnings(mutated.warnings)
-    return mutated.with_warnings(checked.warnings)
+DECIDE: dict[Endpoint, Callable[..., Decision]] = {"mutate": mutate, "validate": validate}

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from webhook.errors import Denied
 from webhook.model import objects
-from webhook.model.annotations import STORAGE_CLASS_TEMPLATE, ZONE, storage_class_for
-from webhook.model.objects import JSON, with_annotation
+from webhook.model.annotations import STORAGE_CLASS_TEMPLATE, storage_class_for
+from webhook.model.objects import JSON
 from webhook.model.store import Store
+from webhook.rules.decision import Decision, Edit, StorageClass, ZoneAnnotation, allow, edit
 from webhook.rules.placement import (
     Policy,
     place_by_mode,
@@ -27,8 +28,6 @@ from webhook.rules.placement import (
     zone_among,
 )
 from webhook.rules.plan import skipped
-from webhook.wire import review
-from webhook.wire.review import Outcome
 
 #: Who creates StatefulSet pods and claims (``request.userInfo.username``).
 #: With kube-controller-manager's default ``--use-service-account-credentials=false`` every
@@ -60,11 +59,11 @@ def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, 
     return sorted(found)
 
 
-def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -> Outcome:
+def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -> Decision:
     """Record the zone on a StatefulSet's claim; set its StorageClass from the template, if any."""
     meta = objects.mapping(claim, "metadata")
     if skipped(objects.str_map(meta, "labels", path="metadata")):
-        return review.allowed()
+        return allow()
     name = objects.string(meta, "name")
     if "statefulsets" in store.unsynced():  # whose claim it is cannot be known yet
         require_synced(store, what=f"claim {namespace}/{name}")
@@ -80,7 +79,7 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -
                 "milliseconds behind); the controller retries this create",
                 reason="StatefulSetNotYetSeen",
             )
-        return review.allowed()
+        return allow()
     statefulset, ordinal = owner
     others = sorted({other for other, _ in owners[1:] if other != statefulset})
     shared: tuple[str, ...] = ()
@@ -96,7 +95,7 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -
 
 def _owned_claim(
     claim: JSON, *, name: str, statefulset: str, ordinal: int, namespace: str, store: Store
-) -> Outcome:
+) -> Decision:
     """The zone (and class) of the claim of ``ordinal`` of ``statefulset``."""
     meta = objects.mapping(claim, "metadata")
     policy = resolve_policy(namespace, statefulset, store=store)
@@ -113,8 +112,8 @@ def _owned_claim(
         ordinal, namespace=namespace, policy=policy, store=store, creating=(name, uid)
     )
     if not placement.zone:  # node-ordinal mode without one node zone yet, or nowhere to run
-        return review.allowed(warnings=placement.warnings)
-    mutated = with_annotation(claim, ZONE, placement.zone)
+        return allow(warnings=placement.warnings)
+    edits: list[Edit] = [ZoneAnnotation(placement.zone)]
     warnings = placement.warnings
     template = policy.declared.storage_class_template
     if template:
@@ -126,30 +125,28 @@ def _owned_claim(
                 "the storage-class template is not applied",
             )
         else:
-            mutated["spec"] = {**spec, "storageClassName": wanted}
+            edits.append(StorageClass(wanted))
             if isinstance(current, str) and current != wanted:
                 warnings += (
                     f"claim {name}: storageClassName {current} -> {wanted} "
                     f"({STORAGE_CLASS_TEMPLATE})",
                 )
-    return review.patched(claim, mutated, warnings=warnings)
+    return edit(*edits, warnings=warnings)
 
 
 def _follow_volume(
     claim: JSON, *, volume: str, ordinal: int, namespace: str, policy: Policy, store: Store
-) -> Outcome:
+) -> Decision:
     """A claim naming its volume: the volume's zone, and its class left as written."""
     name = objects.string(objects.mapping(claim, "metadata"), "name")
     if store.volume(volume) is None:
-        return review.allowed(
+        return allow(
             warnings=(f"claim {name} names volume {volume}, not in stszone's view: no zone set",)
         )
     key = policy.declared.topology_key
     zones = store.volume_zones(volume, key)
     if zones is None:  # it can attach to no node of a known zone: no zone to record
-        return review.allowed(
-            warnings=(f"claim {name}: {store.volume_nowhere(volume, key)}; no zone set",)
-        )
+        return allow(warnings=(f"claim {name}: {store.volume_nowhere(volume, key)}; no zone set",))
     if zones:
         zone = zone_among(zones, ordinal, policy)
     else:  # a volume usable from any zone (NFS, say): its pod goes where the rule says
@@ -162,5 +159,4 @@ def _follow_volume(
             f"claim {name} names volume {volume}: storageClassName kept (a named volume binds "
             "only if the classes match)",
         )
-    mutated = with_annotation(claim, ZONE, zone) if zone else claim
-    return review.patched(claim, mutated, warnings=warnings)
+    return edit(ZoneAnnotation(zone), warnings=warnings) if zone else allow(warnings=warnings)

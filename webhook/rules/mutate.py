@@ -1,8 +1,9 @@
-"""Mutations: (object, view) -> Outcome with the patch to the mutated copy. Pure.
+"""Mutations of pods and StatefulSets: (object, view) -> a :class:`Decision` with its edits. Pure.
 
-Every function copies on write and returns :func:`~webhook.wire.review.patched` of the original
-and the copy, so the patch comes from ``jsonpatch`` and a second invocation (reinvocation
-policy ``IfNeeded``) over the mutated object yields an empty patch.
+A pod is pinned by the edits of its set's mode: the zone annotation and a node requirement
+(affinity mode), a scheduler name (scheduler mode), the ordinal's node label (node-ordinal
+mode). Each edit says what the object must carry, not how to change it: the wire applies it to
+the object as sent, so an object that already carries it (a reinvocation) gets no patch.
 """
 
 from __future__ import annotations
@@ -19,31 +20,39 @@ from webhook.model.annotations import (
     ZONES,
 )
 from webhook.model.names import is_qualified_name
-from webhook.model.objects import JSON, with_annotation
+from webhook.model.objects import JSON
 from webhook.model.podspec import required_terms
 from webhook.model.records import statefulset_info
 from webhook.model.store import Store
 from webhook.rules import affinity
+from webhook.rules.decision import (
+    Decision,
+    Edit,
+    NodeRequirement,
+    SchedulerName,
+    ZoneAnnotation,
+    ZonesAnnotation,
+    allow,
+    edit,
+)
 from webhook.rules.placement import require_synced
 from webhook.rules.plan import PodPlan, PodView, check_node_name, node_labels, plan_pod, read_pod
 from webhook.rules.text import some
-from webhook.wire import review
-from webhook.wire.review import Outcome
 
 
-def mutate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Outcome:
+def mutate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Decision:
     """Pin a StatefulSet pod to its ordinal's zone, by its StatefulSet's mode."""
     view = read_pod(pod)
     if view is None:
-        return review.allowed()
-    plan = plan_pod(view, namespace=namespace, store=store, keep=True)
+        return allow()
+    plan = plan_pod(view, namespace=namespace, store=store)
     check_node_name(view, plan, store=store)
     mode = plan.policy.declared.mode
     if mode == "scheduler":
-        return _scheduler_mode(pod, view, plan, defaults=defaults)
+        return _scheduler_mode(view, plan, defaults=defaults)
     if mode == "node-ordinal":
-        return _node_ordinal_mode(pod, view, plan, namespace=namespace, store=store)
-    return _affinity_mode(pod, view, plan, store=store)
+        return _node_ordinal_mode(view, plan, namespace=namespace, store=store)
+    return _affinity_mode(view, plan, store=store)
 
 
 def _pod_name(view: PodView, plan: PodPlan) -> str:
@@ -51,7 +60,6 @@ def _pod_name(view: PodView, plan: PodPlan) -> str:
 
 
 def _pin(
-    pod: JSON,
     view: PodView,
     plan: PodPlan,
     *,
@@ -61,8 +69,8 @@ def _pin(
     what: str,
     fix: str = f"change its {ZONES}",
     reason: str = "ZoneConflict",
-) -> JSON:
-    """Copy of the pod with ``key In [value]`` in every term; Denied if the pod excludes it."""
+) -> NodeRequirement:
+    """The requirement ``key In [value]``; Denied if the pod's own constraints exclude it."""
     spec = view.spec
     terms = required_terms(spec)
     conflict = affinity.exclusion(spec, key, value, terms=terms, nodes=node_labels(store))
@@ -72,43 +80,40 @@ def _pin(
             f"{what}; remove that constraint from the StatefulSet's pod template or {fix}",
             reason=reason,
         )
-    return {**pod, "spec": affinity.with_requirement(spec, key, value, terms=terms)}
+    return NodeRequirement(key, value)
 
 
-def _affinity_mode(pod: JSON, view: PodView, plan: PodPlan, *, store: Store) -> Outcome:
+def _affinity_mode(view: PodView, plan: PodPlan, *, store: Store) -> Decision:
     zone = plan.placement.zone
     if not zone:  # its volume can attach nowhere: no zone to pin it to (the warning says so)
-        return review.allowed(warnings=plan.placement.warnings)
+        return allow(warnings=plan.placement.warnings)
     key = plan.policy.declared.topology_key
     why = f"the zone stszone chose for ordinal {plan.ordinal}"
     if plan.placement.volume:
         why = f"the zone of its volume {plan.placement.volume}"
-    mutated = _pin(pod, view, plan, store=store, key=key, value=zone, what=why)
-    mutated = with_annotation(mutated, ZONE, zone)
-    return review.patched(pod, mutated, warnings=plan.placement.warnings)
+    required = _pin(view, plan, store=store, key=key, value=zone, what=why)
+    return edit(ZoneAnnotation(zone), required, warnings=plan.placement.warnings)
 
 
-def _scheduler_mode(pod: JSON, view: PodView, plan: PodPlan, *, defaults: Defaults) -> Outcome:
+def _scheduler_mode(view: PodView, plan: PodPlan, *, defaults: Defaults) -> Decision:
     if not plan.placement.zone:  # its volume can attach nowhere: no zone for the scheduler
-        return review.allowed(warnings=plan.placement.warnings)
+        return allow(warnings=plan.placement.warnings)
     spec = view.spec
     current = objects.string(spec, "schedulerName", path="spec")
     wanted = plan.policy.declared.scheduler_name or defaults.scheduler_name
     warnings = plan.placement.warnings
-    mutated = with_annotation(pod, ZONE, plan.placement.zone)
+    edits: list[Edit] = [ZoneAnnotation(plan.placement.zone)]
     if current in ("", DEFAULT_SCHEDULER):
-        mutated["spec"] = {**spec, "schedulerName": wanted}
+        edits.append(SchedulerName(wanted))
     elif current != wanted:
         warnings += (
             f"pod {_pod_name(view, plan)} asks for scheduler {current!r}; stszone leaves it "
             f"and only records {ZONE}={plan.placement.zone} for it",
         )
-    return review.patched(pod, mutated, warnings=warnings)
+    return edit(*edits, warnings=warnings)
 
 
-def _node_ordinal_mode(
-    pod: JSON, view: PodView, plan: PodPlan, *, namespace: str, store: Store
-) -> Outcome:
+def _node_ordinal_mode(view: PodView, plan: PodPlan, *, namespace: str, store: Store) -> Decision:
     """Pin ordinal N to the node labelled ``<stszone.io/node-label>=N`` (one broker per machine).
 
     The requirement goes into every nodeSelectorTerm, like the zone in affinity mode. The rule's
@@ -120,17 +125,18 @@ def _node_ordinal_mode(
     label = plan.policy.declared.node_label or ""  # pragma: no mutate (never empty here)
     key = plan.policy.declared.topology_key
     value, name = str(plan.ordinal), _pod_name(view, plan)
-    mutated = _pin(
-        pod,
-        view,
-        plan,
-        store=store,
-        key=label,
-        value=value,
-        what=f"the node label of ordinal {value}",
-        fix=f"change its {NODE_LABEL}",
-        reason="NodeConflict",
-    )
+    edits: list[Edit] = [
+        _pin(
+            view,
+            plan,
+            store=store,
+            key=label,
+            value=value,
+            what=f"the node label of ordinal {value}",
+            fix=f"change its {NODE_LABEL}",
+            reason="NodeConflict",
+        )
+    ]
     nodes = store.nodes_with_label(label, value)
     warnings: tuple[str, ...]
     if not nodes and "nodes" in store.loaded:  # no node view at all (--zones only): unknown
@@ -148,7 +154,7 @@ def _node_ordinal_mode(
     zones = sorted(store.zones_of(nodes, key))
     if plan.placement.zone:  # the node(s) share one zone: record it
         zone = plan.placement.zone
-        mutated = with_annotation(mutated, ZONE, zone)
+        edits.insert(0, ZoneAnnotation(zone))
         conflict = affinity.exclusion(view.spec, key, zone, terms=required_terms(view.spec))
         if conflict is not None:
             own = conflict.removeprefix("required nodeAffinity ")
@@ -168,10 +174,10 @@ def _node_ordinal_mode(
                 f"{name} stays Pending: its volume {volume} is in {', '.join(sorted(at))}, "
                 f"node {label}={value} {where}",
             )
-    return review.patched(pod, mutated, warnings=warnings)
+    return edit(*edits, warnings=warnings)
 
 
-def mutate_statefulset(sts: JSON, *, store: Store) -> Outcome:
+def mutate_statefulset(sts: JSON, *, store: Store) -> Decision:
     """On CREATE, fill ``stszone.io/zones`` from the server's zone source when it is missing.
 
     ``--zones`` lists values of the default topology key; a set with its own
@@ -183,7 +189,7 @@ def mutate_statefulset(sts: JSON, *, store: Store) -> Outcome:
     meta = objects.mapping(sts, "metadata")
     annotations = objects.str_map(meta, "annotations", path="metadata")
     if ZONES in annotations:
-        return review.allowed()
+        return allow()
     name = objects.string(meta, "name") or "(unnamed)"
     key = annotations.get(TOPOLOGY_KEY, DEFAULT_TOPOLOGY_KEY)
     key = key if is_qualified_name(key) else DEFAULT_TOPOLOGY_KEY  # validation refuses it
@@ -196,7 +202,7 @@ def mutate_statefulset(sts: JSON, *, store: Store) -> Outcome:
             text = f"{name}: no zones known (no --zones, no node with {key}); set {ZONES}"
         else:
             text = f"{name}: no node carries {key} yet, so {ZONES} is left unset; set it"
-        return review.allowed(warnings=(text,))
+        return allow(warnings=(text,))
     warnings: tuple[str, ...] = ()
     if key != DEFAULT_TOPOLOGY_KEY and store.zones_override:
         warnings = (
@@ -213,7 +219,7 @@ def mutate_statefulset(sts: JSON, *, store: Store) -> Outcome:
     )
     if not allowed:
         text = f"{name}: its pod template rules out every zone ({','.join(zones)}); {ZONES} unset"
-        return review.allowed(warnings=(*warnings, text))
+        return allow(warnings=(*warnings, text))
     if allowed != zones:
         warnings += (f"{name}: {ZONES} set to {','.join(allowed)}, the zones its template allows",)
-    return review.patched(sts, with_annotation(sts, ZONES, ",".join(allowed)), warnings=warnings)
+    return edit(ZonesAnnotation(allowed), warnings=warnings)

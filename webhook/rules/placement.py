@@ -10,7 +10,6 @@ the claims its StatefulSet controller names for the ordinal.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -109,7 +108,7 @@ def resolve_policy(
         merged.update(sts.annotations)
     malformed: tuple[str, ...] = ()
     try:
-        declared = _declared_of(frozenset(merged.items()))
+        declared = parse_annotations(merged)
     except InvalidAnnotations as err:
         if not tolerate_malformed:
             raise Denied(
@@ -130,12 +129,6 @@ def resolve_policy(
         known=sts is not None,
         malformed=malformed,
     )
-
-
-@functools.lru_cache(maxsize=4096)
-def _declared_of(annotations: frozenset[tuple[str, str]]) -> Declared:
-    # Every pod of a set carries the same few annotations: parse them once (Declared is frozen).
-    return parse_annotations(dict(annotations))
 
 
 def _templates_from_claims(statefulset: str, claims: tuple[str, ...]) -> tuple[str, ...]:

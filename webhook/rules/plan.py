@@ -91,37 +91,27 @@ class PodPlan(NamedTuple):
     claims: tuple[str, ...] = ()
 
 
-def plan_pod(pod: PodView, *, namespace: str, store: Store, keep: bool = False) -> PodPlan:
-    """The plan for a pod stszone manages.
+def plan_pod(pod: PodView, *, namespace: str, store: Store) -> PodPlan:
+    """The plan for a pod stszone manages, worked out from the pod and the view as they are.
 
-    Shared by the mutating and the validating webhook so both compute the same zone. The API
-    server sends the validating webhook the pod the mutating one has just answered: with
-    ``keep`` (``/mutate``) the plan is worked out and kept for its set
-    (:mod:`webhook.model.kept`) under all it was worked out from besides the view -- the pod's
-    ordinal, stszone annotations, claims and name -- and the next call without ``keep`` with
-    the same pod takes it, once, while the view holds.
+    Shared by the mutating and the validating webhook so both compute the same zone.
     """
-    owner, ordinal, claims, name = pod.owner, pod.ordinal, pod.claims, pod.name
-    what = ("plan", ordinal, tuple(pod.policy_annotations.items()), claims, name)
-    plan: PodPlan | None = None
-    # /mutate does not look for one: the pod comes to it once.
-    if not keep:  # pragma: no mutate (whoever takes it, a plan kept is the one the view gives)
-        plan = store.kept.take(namespace, owner, what)
-    if plan is None:
-        policy = resolve_policy(
-            namespace,
-            owner,
-            store=store,
-            pod_annotations=pod.policy_annotations,
-            pod_claims=claims,
-        )
-        placement = place_by_mode(
-            ordinal, namespace=namespace, policy=policy, store=store, claims=claims, pod=name
-        )
-        plan = PodPlan(policy, ordinal, placement, claims)
-    if keep:
-        store.kept.put(namespace, owner, what, plan)
-    return plan
+    policy = resolve_policy(
+        namespace,
+        pod.owner,
+        store=store,
+        pod_annotations=pod.policy_annotations,
+        pod_claims=pod.claims,
+    )
+    placement = place_by_mode(
+        pod.ordinal,
+        namespace=namespace,
+        policy=policy,
+        store=store,
+        claims=pod.claims,
+        pod=pod.name,
+    )
+    return PodPlan(policy, pod.ordinal, placement, pod.claims)
 
 
 def node_labels(store: Store) -> Nodes:

@@ -17,9 +17,8 @@ from webhook.model.objects import JSON
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import guard, retention, verdict
+from webhook.rules.decision import CUT, WARNING_MAX, Decision, allow
 from webhook.rules.placement import Policy, require_synced, resolve_policy
-from webhook.wire import review
-from webhook.wire.review import Outcome
 
 
 def malformed_warning(name: str, problems: Sequence[str], *, by: str) -> str:
@@ -29,9 +28,9 @@ def malformed_warning(name: str, problems: Sequence[str], *, by: str) -> str:
     more = f"+{len(problems) - 1} more; " if len(problems) > 1 else ""
     first = problems[0].split("; ")[0]
     head, tail = f"StatefulSet {name}: ", f" ({more}unchanged by this {by}; fix it)"
-    room = review.WARNING_MAX - len(head) - len(tail)
+    room = WARNING_MAX - len(head) - len(tail)
     if len(first) > room:
-        first = first[: max(room - len(review.CUT), 0)] + review.CUT
+        first = first[: max(room - len(CUT), 0)] + CUT
     return head + first + tail
 
 
@@ -45,7 +44,7 @@ def judge(
     store: Store,
     allow_zone_loss: bool,
     sts: StatefulSetInfo | None = None,
-) -> Outcome:
+) -> Decision:
     """The answer to a change of the set's ordinals from ``old`` to ``new``: a decrease of
     replicas, a move of ``ordinals.start``, or both. ``sts``: the set as it will be, whose
     claims an allowed answer says go with the pods (``whenScaled: Delete``)."""
@@ -62,7 +61,7 @@ def judge(
     return outcome.with_warnings(retention.warning(sts, old=old, new=new, store=store))
 
 
-def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Outcome:
+def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Decision:
     """Guard the ``statefulsets/scale`` subresource (``kubectl scale``, the HPA)."""
     new_count = _scale_replicas(scale)
     if old:
@@ -71,7 +70,7 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         known = store.statefulset(namespace, name)
         old_count = known.replicas if known is not None else new_count
     if new_count >= old_count:
-        return review.allowed()  # not a scale-down: no lookups
+        return allow()  # not a scale-down: no lookups
     sts = store.statefulset(namespace, name)
     if new_count == 0:
         stopped = verdict.stopped(name, old=old_count)

@@ -31,12 +31,11 @@ from webhook.model.objects import JSON
 from webhook.model.records import StatefulSetInfo, statefulset_info
 from webhook.model.store import Store
 from webhook.rules import affinity, scaling
+from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.ordinals import walked
 from webhook.rules.placement import Policy, place
 from webhook.rules.plan import check_node_name, node_labels, plan_pod, read_pod
 from webhook.rules.text import some
-from webhook.wire import review
-from webhook.wire.review import Outcome
 
 _WHY_MISSING = (
     "a mutating webhook that ran after stszone removed it, or stszone's mutating webhook was not "
@@ -71,7 +70,7 @@ def _declared(
     return Declared(), scaling.malformed_warning(name, problems, by="update")
 
 
-def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: Store) -> Outcome:
+def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: Store) -> Decision:
     """Check a StatefulSet CREATE (``old`` None) or UPDATE.
 
     Denied: malformed ``stszone.io/*`` annotations; a pod template whose own nodeSelector or
@@ -84,7 +83,7 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
     annotations = objects.str_map(meta, "annotations", path="metadata")
     declared, said = _declared(annotations, name=name, old=old, store=store)
     if declared is None:
-        return review.denied(said, code=422, reason="Invalid")
+        return refuse(said, code=422, reason="Invalid")
     warnings: tuple[str, ...] = (said,) if said else ()
     # A generateName'd set may reach validation unnamed; the checks below only print the name.
     info = statefulset_info({**sts, "metadata": {**meta, "name": name}})
@@ -99,7 +98,7 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
     excluded = _template_exclusion(info, policy, store=store)
     if excluded is not None:
         if not _unchanged(old, annotations=annotations, template=info):
-            return review.denied(excluded, reason="ZoneConflict")
+            return refuse(excluded, reason="ZoneConflict")
         warnings += (f"{excluded} (unchanged by this update)",)
     k = len(policy.zones)
     if declared.mode != "node-ordinal" and policy.zones:
@@ -110,13 +109,13 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
             )
         warnings += _zones_without_nodes(name, policy, store=store)
     if old is None:
-        return review.allowed(warnings=warnings)
+        return allow(warnings=warnings)
     before = statefulset_info(old)
     warnings += _zone_list_change(
         info, policy, old=old, before=before, namespace=namespace, store=store
     )
     if info.replicas >= before.replicas and info.start == before.start:
-        return review.allowed(warnings=warnings)  # no ordinal removed: no lookups
+        return allow(warnings=warnings)  # no ordinal removed: no lookups
     # A move of spec.ordinals.start removes the ordinals below the new start (and at or above
     # the new start + replicas), whatever replicas does: the guard checks them alike.
     outcome = scaling.judge(
@@ -272,11 +271,11 @@ def _zone_list_change(
     return warnings
 
 
-def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Outcome:
+def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Decision:
     """Deny a managed pod that does not carry what its mode requires."""
     view = read_pod(pod)
     if view is None:
-        return review.allowed()
+        return allow()
     plan = plan_pod(view, namespace=namespace, store=store)
     check_node_name(view, plan, store=store)
     spec = view.spec
@@ -284,11 +283,11 @@ def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults)
     mode = plan.policy.declared.mode
     zone = plan.placement.zone
     if mode != "node-ordinal" and not zone:
-        return review.allowed()  # its volume can attach nowhere: stszone pins it to no zone
+        return allow()  # its volume can attach nowhere: stszone pins it to no zone
     if mode == "affinity":
         key = plan.policy.declared.topology_key
         if not affinity.pins(spec, key, zone):
-            return review.denied(
+            return refuse(
                 f"pod {name} reached validation without the required nodeAffinity {key} In "
                 f"[{zone}] that stszone sets for ordinal {plan.ordinal}: {_WHY_MISSING}",
                 reason="ZoneRequirementMissing",
@@ -297,7 +296,7 @@ def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults)
         # Node-ordinal mode without stszone.io/node-label is refused as malformed: the label is set.
         label = plan.policy.declared.node_label or ""  # pragma: no mutate (never empty here)
         if not affinity.pins(spec, label, str(plan.ordinal)):
-            return review.denied(
+            return refuse(
                 f"pod {name} reached validation without the required nodeAffinity {label} In "
                 f"[{plan.ordinal}] of node-ordinal mode: {_WHY_MISSING}",
                 reason="NodeRequirementMissing",
@@ -307,10 +306,10 @@ def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults)
         recorded = view.annotations.get(ZONE)
         if scheduler in ("", DEFAULT_SCHEDULER) or recorded != zone:
             wanted = plan.policy.declared.scheduler_name or defaults.scheduler_name
-            return review.denied(
+            return refuse(
                 f"pod {name} reached validation with schedulerName "
                 f"{scheduler or DEFAULT_SCHEDULER!r} and {ZONE}={recorded!r}; scheduler mode "
                 f"needs schedulerName {wanted!r} and {ZONE}={zone!r}: {_WHY_MISSING}",
                 reason="SchedulerRequirementMissing",
             )
-    return review.allowed()
+    return allow()

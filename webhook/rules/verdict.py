@@ -12,11 +12,10 @@ from typing import Final
 
 from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
 from webhook.model.pinning import NOWHERE
+from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.guard import Holders, ScaleDown, Unknown
 from webhook.rules.locate import SCHEDULED, Located
 from webhook.rules.text import SHOWN, joined, some
-from webhook.wire import review
-from webhook.wire.review import Outcome
 
 OVERRIDE: Final = f'set {ALLOW_ZONE_LOSS}: "true" on the StatefulSet to force it'
 
@@ -151,7 +150,7 @@ def _denial(result: ScaleDown) -> str:
     return f"{what} {'; and '.join(parts)}; {_lowest(result)}; {fix}"
 
 
-def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Outcome:
+def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Decision:
     """Deny a scale-down that drops (or may drop) a listed zone, unless the StatefulSet allows
     it (then warn); warn about pods leaving zones outside the list and about unknown zones."""
     name = result.name
@@ -166,11 +165,11 @@ def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Outcome:
         unknown = result.unknown_removed if result.unknown_removed.count else result.unknown_kept
         if unknown.count:
             warnings += (f"{name}: {why_unknown(unknown)}; every listed zone is kept anyway",)
-        return review.allowed(warnings=warnings)
+        return allow(warnings=warnings)
     if allow_zone_loss:
         zones = [*result.lost, *result.at_risk] or ["a zone"]
         risk = "drops" if not result.depends_on_unknown else "may drop"
-        return review.allowed(
+        return allow(
             warnings=(
                 *warnings,
                 f"{name}: {result.change} {risk} {some(zones, len(zones))}; allowed "
@@ -178,12 +177,12 @@ def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Outcome:
             )
         )
     reason = "ZoneUnknown" if result.depends_on_unknown else "ZoneLoss"
-    return review.denied(_denial(result), reason=reason, warnings=warnings)
+    return refuse(_denial(result), reason=reason, warnings=warnings)
 
 
-def stopped(name: str, *, old: int) -> Outcome:
+def stopped(name: str, *, old: int) -> Decision:
     """Scaling to zero stops the set: allowed with a warning, whatever the zones."""
-    return review.allowed(
+    return allow(
         warnings=(
             f"{name}: {old} -> 0 stops the set in every zone; scaling up puts each ordinal "
             "back in its zone",

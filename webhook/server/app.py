@@ -1,17 +1,14 @@
-"""The HTTPS transport: the webhook's routes behind one handler (``make_app``), and its jobs.
+"""The HTTPS transport: ``make_app()``, the webhook's routes on an aiohttp ``web.Application``.
 
 aiohttp appears in this package (and in the cluster layer's I/O), never in the pure engine.
-``make_app(runtime)`` is the one handler aiohttp's low-level ``web.Server`` calls for every
-request (:mod:`webhook.server.serve` runs it): a table of the paths ``/mutate``, ``/validate``,
-``/extender/filter``, ``/extender/prioritize``, ``/healthz``, ``/readyz`` and the runtime's extra
-routes (``/metrics``), each with its methods. An unknown path is answered 404, a wrong method
-405 with ``Allow``, and a ``GET`` endpoint answers ``HEAD`` too. The table is aiohttp's router
-cut to what stszone serves: a dictionary lookup where ``web.Application`` resolves a route,
-builds its match info and checks middlewares and ``Expect`` for every request, about 4% of the
-requests/s the webhook serves (docs/performance.md). The handlers are in
-:mod:`webhook.server.handlers`; ``Expect: 100-continue`` is answered where a body is read
-(:mod:`webhook.server.body`). The runtime's background jobs run for the server's lifetime:
-:func:`start_jobs` and :func:`stop_jobs`.
+The routes: ``POST /mutate``, ``/validate``, ``/extender/filter``, ``/extender/prioritize``;
+``GET /healthz``, ``/readyz`` and the runtime's extra routes (``/metrics``). aiohttp's router
+answers an unknown path 404, a wrong method 405 with ``Allow``, and ``HEAD`` on every ``GET``
+route. ``client_max_size`` is the body cap; a POST route's ``expect_handler`` refuses, from its
+headers alone, a body it will not take before asking for it (:mod:`webhook.server.body`); every
+answer says ``Server: stszone`` (``on_response_prepare``). The runtime's background jobs run
+for the app's lifetime, as a ``cleanup_ctx``: started before the listener opens, cancelled and
+awaited after every connection is closed.
 """
 
 from __future__ import annotations
@@ -20,19 +17,20 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Final
 
-from aiohttp import web, web_response
+from aiohttp import hdrs, web
 from prometheus_client import CollectorRegistry
 
 from webhook.rules.risk import RiskScan
+from webhook.server.body import expect_handler
 from webhook.server.handlers import (
     admission_handler,
     closing,
     extender_handler,
     healthz,
     not_ready,
-    plain,
     readyz,
 )
 from webhook.server.looplag import LoopLag
@@ -42,13 +40,8 @@ from webhook.server.runtime import Handler, Job, Route, Runtime
 
 log = logging.getLogger("stszone.server")
 
-# aiohttp announces "Python/3.x aiohttp/3.y" in every response, its own error pages included,
-# and has no setting for it. It reads this module global when it writes headers; replacing it
-# costs nothing per request (a response_prepare signal would run on every one).
-web_response.SERVER_SOFTWARE = "stszone"  # type: ignore[attr-defined]
-
-#: The handler of every request (aiohttp's ``web.Server`` calls it).
-App = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+#: The ``Server`` header of every answer (aiohttp's own names Python and aiohttp versions).
+SERVER: Final = "stszone"
 
 
 def routes(runtime: Runtime) -> dict[str, dict[str, Handler]]:
@@ -63,35 +56,36 @@ def routes(runtime: Runtime) -> dict[str, dict[str, Handler]]:
     }
     for path, route in runtime.extra_routes.items():
         table.setdefault(path, {})[route.method] = route.handler
-    for methods in table.values():
-        if "GET" in methods:
-            methods.setdefault("HEAD", methods["GET"])  # aiohttp writes no body for HEAD
     return table
 
 
-def make_app(runtime: Runtime) -> App:
-    """The handler serving ``runtime``'s endpoints (see the module docstring)."""
-    table = routes(runtime)
-    served = ", ".join(table)
+async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers[hdrs.SERVER] = SERVER
 
-    async def app(request: web.BaseRequest) -> web.StreamResponse:
-        methods = table.get(request.path)
-        if methods is None:
-            return plain(404, text=f"not found; stszone serves {served}")
-        handler = methods.get(request.method)
-        if handler is None:
-            allow = ",".join(methods)
-            response = plain(405, text=f"{request.path} takes {allow}, not {request.method}")
-            response.headers["Allow"] = allow
-            return response
-        return await handler(request)
 
+def make_app(runtime: Runtime) -> web.Application:
+    """The application serving ``runtime``'s endpoints (see the module docstring)."""
+    app = web.Application(client_max_size=runtime.settings.max_body)
+    for path, methods in routes(runtime).items():
+        for method, handler in methods.items():
+            if method == hdrs.METH_GET:
+                app.router.add_get(path, handler)  # and HEAD
+            else:
+                app.router.add_route(method, path, handler, expect_handler=expect_handler)
+    app.on_response_prepare.append(_server_header)
+    app.cleanup_ctx.append(_jobs(runtime))
     return app
 
 
-def start_jobs(runtime: Runtime) -> list[asyncio.Task[None]]:
-    """Start the runtime's background jobs (before the listener opens)."""
-    return [_start(job, runtime=runtime) for job in runtime.jobs]
+def _jobs(runtime: Runtime) -> Callable[[web.Application], AsyncIterator[None]]:
+    """The runtime's background jobs as a ``cleanup_ctx``: run while the app is up."""
+
+    async def running(app: web.Application) -> AsyncIterator[None]:
+        tasks = [_start(job, runtime=runtime) for job in runtime.jobs]
+        yield
+        await stop_jobs(tasks)
+
+    return running
 
 
 async def stop_jobs(tasks: Iterable[asyncio.Task[None]]) -> None:
@@ -108,8 +102,8 @@ def _start(job: Job, *, runtime: Runtime) -> asyncio.Task[None]:
     name = getattr(job, "__qualname__", repr(job))
 
     def ended(task: asyncio.Task[None]) -> None:
-        # Jobs run for the server's lifetime: one that ends early (a metrics port already in
-        # use, a bug) is logged now, not at shutdown, and keeps /readyz from saying ready.
+        # Jobs run for the server's lifetime: one that ends early (a bug, a lost listener) is
+        # logged now, not at shutdown, and keeps /readyz from saying ready.
         if task.cancelled() or task.exception() is None:
             return
         error = task.exception()

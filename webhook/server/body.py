@@ -1,15 +1,16 @@
 """Reading a POST body: a JSON Content-Type, the 7 MiB cap, ``Expect``, and a bounded wait.
 
-aiohttp calls a handler once the request's headers are in; the body is read here, from the
-request's stream. What is checked before any of it is read (:func:`check_head`): the
-Content-Type, the announced length against the cap, and the ``Expect`` header. A chunked body
-(or one longer than it announced) is refused as soon as it passes the cap, and a body that stops
-arriving gets 408 after ``Settings.body_timeout`` (aiohttp's keep-alive timer only covers a
-connection waiting for its next request).
+aiohttp calls a handler once the request's headers are in; the body is read in the handler
+(``request.read()``, which refuses more than the application's ``client_max_size``). What is
+checked before any of it is read (:func:`check_head`): the Content-Type, the announced length
+against the cap, and the ``Expect`` header. A body that stops arriving gets 408 after
+``Settings.body_timeout`` (aiohttp's keep-alive timer only covers a connection waiting for its
+next request).
 
-``Expect: 100-continue`` (curl sends it before large bodies) is answered by :func:`read_body`
-only when :func:`check_head` admits the request: a refused client gets its 4xx without ever
-being asked for the body.
+``Expect: 100-continue`` (curl sends it before large bodies) goes through the route's
+``expect_handler`` (:func:`expect_handler`): a request :func:`check_head` refuses gets its 4xx
+without ever being asked for the body; an admitted one is sent ``100 Continue``, as aiohttp's
+own default handler does.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from aiohttp.http import HttpVersion11
 from webhook.errors import BadRequest, PayloadTooLarge
 
 JSON: Final = "application/json"
+CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 class BodyTimeout(BadRequest):
@@ -40,7 +42,17 @@ class Body(NamedTuple):
     too_large_hint: str = ""
 
 
-def check_head(request: web.BaseRequest, *, body: Body, limit: int) -> None:
+#: Each POST path's body, for the messages of :func:`expect_handler`.
+BODIES: Final = {
+    "/mutate": Body("the AdmissionReview"),
+    "/validate": Body("the AdmissionReview"),
+    "/extender/filter": Body("ExtenderArgs", "; set nodeCacheCapable: true to send node names"),
+    "/extender/prioritize": Body("ExtenderArgs", "; set nodeCacheCapable: true to send node names"),
+}
+_ANY: Final = Body("the request body")
+
+
+def check_head(request: web.BaseRequest, *, body: Body) -> None:
     """Refuse, from the headers alone, a body the endpoint will not take (BadRequest)."""
     # The exact header first: parsing it ("application/json; charset=utf-8") is rarer work.
     if request.headers.get(hdrs.CONTENT_TYPE) != JSON and request.content_type != JSON:
@@ -48,7 +60,7 @@ def check_head(request: web.BaseRequest, *, body: Body, limit: int) -> None:
             f"Content-Type must be {JSON}, got {request.content_type or 'none'}; "
             f"send {body.what} as JSON"
         )
-    length = request.content_length
+    length, limit = request.content_length, request.client_max_size
     if length is not None and length > limit:
         raise PayloadTooLarge(
             f"request body of {length} bytes is over the {limit} byte cap{body.too_large_hint}"
@@ -58,29 +70,44 @@ def check_head(request: web.BaseRequest, *, body: Body, limit: int) -> None:
         raise BadRequest(f"Expect: {expect} is not supported; send Expect: 100-continue or none")
 
 
-async def read_body(request: web.BaseRequest, *, body: Body, limit: int, seconds: float) -> bytes:
-    """The whole body, checked (:func:`check_head`), under ``limit`` bytes, within ``seconds``;
-    a client waiting for ``100 Continue`` is sent it once the head is admitted."""
-    check_head(request, body=body, limit=limit)
-    content = request.content
-    if content.is_eof():  # the whole body came with the headers: take it as one piece
-        return content.read_nowait()
-    if request.headers.get(hdrs.EXPECT) and request.version == HttpVersion11:
-        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+def plain(status: int, *, text: str) -> web.Response:
+    """A one-line ``text/plain`` answer."""
+    return web.Response(status=status, text=text + "\n", content_type="text/plain")
+
+
+def refused(err: BadRequest) -> web.Response:
+    """The 4xx of a refused request whose body may still be coming: the connection closes
+    (aiohttp reads and drops what comes for a moment, so the answer is not lost to a reset)."""
+    response = plain(err.status, text=err.message)
+    response.force_close()
+    return response
+
+
+async def expect_handler(request: web.Request) -> web.StreamResponse | None:
+    """The POST routes' ``expect_handler``: refuse what :func:`check_head` refuses, else ask
+    for the body (``100 Continue``)."""
+    try:
+        check_head(request, body=BODIES.get(request.path, _ANY))
+    except BadRequest as err:
+        return refused(err)
+    if request.version == HttpVersion11:
+        await request.writer.write(CONTINUE)
         request.writer.output_size = 0  # the answer's own size is counted from here
-    chunks: list[bytes] = []
-    size = 0
+    return None
+
+
+async def read_body(request: web.BaseRequest, *, body: Body, seconds: float) -> bytes:
+    """The whole body, checked (:func:`check_head`), under the app's cap, within ``seconds``."""
+    check_head(request, body=body)
     try:
         async with asyncio.timeout(seconds):
-            while chunk := await content.readany():
-                size += len(chunk)
-                if size > limit:
-                    raise PayloadTooLarge(
-                        f"request body is over the {limit} byte cap{body.too_large_hint}"
-                    )
-                chunks.append(chunk)
+            return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.client_max_size
+        raise PayloadTooLarge(
+            f"request body is over the {limit} byte cap{body.too_large_hint}"
+        ) from None
     except TimeoutError:
         raise BodyTimeout(
             f"the request body did not arrive within {seconds:g}s; send it at once"
         ) from None
-    return b"".join(chunks)

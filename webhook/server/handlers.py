@@ -19,36 +19,30 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from webhook.errors import BadRequest
-from webhook.rules import admission, extender
-from webhook.server.body import JSON, Body, read_body
+from webhook.rules import extender
+from webhook.rules.admission import Endpoint
+from webhook.rules.decision import refuse
+from webhook.server.body import BODIES, JSON, plain, read_body, refused
 from webhook.server.runtime import Handler, Observer, Runtime
 from webhook.wire import extender as extender_wire
 from webhook.wire import review
 
 log = logging.getLogger("stszone.server")
 
-ADMISSION_BODY = Body("the AdmissionReview")
-EXTENDER_BODY = Body("ExtenderArgs", "; set nodeCacheCapable: true to send node names")
-
-
-def plain(status: int, *, text: str) -> web.Response:
-    """A one-line ``text/plain`` answer."""
-    return web.Response(status=status, text=text + "\n", content_type="text/plain")
-
 
 @dataclass(slots=True)
 class _Exchange:
-    """What one request came to, for the observers: the review, the decision, the status."""
+    """What one request came to, for the observers: the review, the answer, the status."""
 
-    parsed: review.Request | None = None
-    outcome: review.Outcome | None = None
+    parsed: review.Review | None = None
+    answered: review.Answer | None = None
     status: int = 200
 
 
 Work = Callable[[bytes, _Exchange], web.Response]
 
 
-def _served(endpoint: str, *, body: Body, work: Work, runtime: Runtime) -> Handler:
+def _served(endpoint: str, *, path: str, work: Work, runtime: Runtime) -> Handler:
     """A POST handler: in-flight counting, the body read, observers, BadRequest -> a 4xx.
 
     The observers (metrics, the decision log) run once the answer is written: aiohttp writes
@@ -57,8 +51,7 @@ def _served(endpoint: str, *, body: Body, work: Work, runtime: Runtime) -> Handl
     the answer (0 for a body refused before it was read).
     """
     in_flight, observers = runtime.in_flight, runtime.observers
-    settings = runtime.settings
-    limit, seconds = settings.max_body, settings.body_timeout
+    body, seconds = BODIES[path], runtime.settings.body_timeout
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         in_flight.enter()
@@ -67,16 +60,12 @@ def _served(endpoint: str, *, body: Body, work: Work, runtime: Runtime) -> Handl
         answered = True
         try:
             try:
-                data = await read_body(request, body=body, limit=limit, seconds=seconds)
+                data = await read_body(request, body=body, seconds=seconds)
             except BadRequest as err:
                 exchange.status = err.status
-                response = plain(err.status, text=err.message)
-                if not request.content.is_eof():
-                    # The rest of the body is still coming, or never will: aiohttp reads and
-                    # drops what comes for a moment (so the answer is not lost to a reset),
-                    # then the connection closes.
-                    response.force_close()
-                return response
+                if request.content.is_eof():
+                    return plain(err.status, text=err.message)
+                return refused(err)  # the rest of the body is still coming, or never will
             except ConnectionError:
                 # The client went away mid-body: nobody to answer, nothing to count. The
                 # answer returned here is never written (aiohttp drops it quietly).
@@ -102,7 +91,7 @@ def _served(endpoint: str, *, body: Body, work: Work, runtime: Runtime) -> Handl
                     observers,
                     endpoint,
                     exchange.parsed,
-                    exchange.outcome,
+                    exchange.answered,
                     elapsed,
                     exchange.status,
                 )
@@ -113,8 +102,8 @@ def _served(endpoint: str, *, body: Body, work: Work, runtime: Runtime) -> Handl
 def _observe(
     observers: Iterable[Observer],
     endpoint: str,
-    parsed: review.Request | None,
-    outcome: review.Outcome | None,
+    parsed: review.Review | None,
+    answered: review.Answer | None,
     seconds: float,
     status: int,
 ) -> None:
@@ -123,30 +112,33 @@ def _observe(
     through asyncio's logger, which ``serve`` silences)."""
     for observer in observers:
         try:
-            observer(endpoint, parsed, outcome, seconds, status)
+            observer(endpoint, parsed, answered, seconds, status)
         except Exception:
             log.exception("internal error observing a request to /%s", endpoint)
 
 
-def admission_handler(endpoint: admission.Endpoint, *, runtime: Runtime) -> Handler:
+def admission_handler(endpoint: Endpoint, *, runtime: Runtime) -> Handler:
     """The handler answering AdmissionReviews on ``/mutate`` or ``/validate``."""
-    answer = admission.ANSWER[endpoint]
 
     def work(data: bytes, exchange: _Exchange) -> web.Response:
         parsed = exchange.parsed = review.parse(data)
+        store, defaults = runtime.store, runtime.defaults
         try:
-            outcome = answer(parsed, store=runtime.store, defaults=runtime.defaults)
+            answered = review.answer(endpoint, parsed, store=store, defaults=defaults)
         except Exception:
-            log.exception("internal error answering %s %s/%s", endpoint, parsed.kind, parsed.name)
-            outcome = review.denied(
-                "stszone hit an internal error on this request; see the webhook's logs",
-                code=500,
-                reason="InternalError",
+            log.exception("internal error answering %s %r", endpoint, parsed.request)
+            answered = review.render(
+                parsed.request,
+                refuse(
+                    "stszone hit an internal error on this request; see the webhook's logs",
+                    code=500,
+                    reason="InternalError",
+                ),
             )
-        exchange.outcome = outcome
-        return web.Response(body=review.dumps(review.response(parsed, outcome)), content_type=JSON)
+        exchange.answered = answered
+        return web.Response(body=review.dumps(review.response(parsed, answered)), content_type=JSON)
 
-    return _served(endpoint, body=ADMISSION_BODY, work=work, runtime=runtime)
+    return _served(endpoint, path=f"/{endpoint}", work=work, runtime=runtime)
 
 
 def extender_handler(verb: extender_wire.Verb, *, runtime: Runtime) -> Handler:
@@ -180,7 +172,7 @@ def extender_handler(verb: extender_wire.Verb, *, runtime: Runtime) -> Handler:
             answer = extender_wire.dumps(extender.filter_error(args, message=message))
         return web.Response(body=answer, content_type=JSON)
 
-    return _served(f"extender/{verb}", body=EXTENDER_BODY, work=work, runtime=runtime)
+    return _served(f"extender/{verb}", path=f"/extender/{verb}", work=work, runtime=runtime)
 
 
 def closing(

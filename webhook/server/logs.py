@@ -10,7 +10,8 @@ from typing import Any
 
 from aiohttp.http_exceptions import HttpProcessingError
 
-from webhook.wire.review import Outcome, Request, decision
+from webhook.rules.decision import ZoneAnnotation
+from webhook.wire.review import Answer, Review
 
 _RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 #: One debug line per admission decision (``--log-level debug``); identities only, never objects.
@@ -85,8 +86,8 @@ def decisions_logged() -> bool:
 
 def log_decision(
     endpoint: str,
-    request: Request | None,
-    outcome: Outcome | None,
+    parsed: Review | None,
+    answered: Answer | None,
     seconds: float,
     status: int,
 ) -> None:
@@ -97,16 +98,15 @@ def log_decision(
     """
     if not _DECISIONS.isEnabledFor(logging.DEBUG) or endpoint not in ("mutate", "validate"):
         return
-    verdict = decision(outcome, status)
+    verdict = answered.result if answered is not None and status == 200 else "error"
+    decision = answered.decision if answered is not None else None
     zone = ""
-    if outcome is not None and outcome.mutated is not None:
-        meta = outcome.mutated.get("metadata")
-        annotations = meta.get("annotations") if isinstance(meta, dict) else None
-        value = annotations.get("stszone.io/zone") if isinstance(annotations, dict) else None
-        zone = value if isinstance(value, str) else ""
+    if decision is not None:
+        zone = next((e.zone for e in decision.edits if isinstance(e, ZoneAnnotation)), "")
+    request = parsed.request if parsed is not None else None
     fields: dict[str, Any] = {
         "endpoint": endpoint,
-        "uid": _field(request.uid) if request else "",
+        "uid": _field(parsed.uid) if parsed else "",
         "kind": _field(request.kind) if request else "",
         "namespace": _field(request.namespace) if request else "",
         "object": _field(request.name) if request else "",
@@ -114,7 +114,7 @@ def log_decision(
         "dry_run": request.dry_run if request else False,
         "decision": verdict,
         "zone": _field(zone),
-        "reason": outcome.reason if outcome is not None and not outcome.allowed else "",
+        "reason": decision.reason if decision is not None and not decision.allowed else "",
         "http_status": status,
         "duration_ms": round(seconds * 1e3, 3),
     }

@@ -355,26 +355,26 @@ class Metrics:
     def observe(
         self,
         endpoint: str,
-        request: review.Request | None,
-        outcome: review.Outcome | None,
+        parsed: review.Review | None,
+        answered: review.Answer | None,
         seconds: float,
         status: int,
     ) -> None:
         """The server observer: count the request, its result and its duration."""
-        if request is not None:
-            kind = request.kind
-            result = review.decision(outcome, status)
+        if parsed is not None:
+            kind = parsed.request.kind
+            result = answered.result if answered is not None and status == 200 else "error"
         else:  # a 4xx before the review was read, or an extender request
             kind = "" if endpoint in ("mutate", "validate") else "ExtenderArgs"
             result = "error" if status != 200 else "allowed"
         counted = self._counted
         counted.count((endpoint, kind, result))
         counted.time(endpoint, seconds)
-        if result == "denied" and outcome is not None:
+        if result == "denied" and answered is not None:
             denied = (
                 endpoint,
                 kind if kind in DENIED_KINDS else "other",
-                outcome.reason or "Forbidden",
+                answered.decision.reason or "Forbidden",
             )
             counted.denials[denied] = counted.denials.get(denied, 0) + 1
 

@@ -24,8 +24,8 @@ from webhook.wire import review
 Check = Callable[[], tuple[bool, str]]
 #: A background job run for the app's lifetime (cancelled on shutdown).
 Job = Callable[[], Coroutine[Any, Any, None]]
-#: Called with (endpoint, request or None, outcome or None, seconds, http status) after each review.
-Observer = Callable[[str, "review.Request | None", "review.Outcome | None", float, int], None]
+#: Called with (endpoint, review or None, answer or None, seconds, http status) after each request.
+Observer = Callable[[str, "review.Review | None", "review.Answer | None", float, int], None]
 #: What answers one endpoint: an aiohttp request handler.
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 

@@ -11,7 +11,7 @@ from typing import Final
 from aiohttp import web
 
 from webhook.config import Settings
-from webhook.server.app import make_app, start_jobs, stop_jobs
+from webhook.server.app import make_app
 from webhook.server.handlers import not_ready
 from webhook.server.runtime import Runtime
 
@@ -25,8 +25,8 @@ READY_POLL: Final = 0.1
 
 
 class Server:
-    """The runtime's handler (:func:`~webhook.server.app.make_app`) on aiohttp's low-level
-    ``web.Server``, its ``ServerRunner`` and one ``TCPSite`` over TLS.
+    """The runtime's application (:func:`~webhook.server.app.make_app`) on aiohttp's
+    ``AppRunner`` and one ``TCPSite`` over TLS.
 
     Connection timeouts: a connection with no request in progress is closed ``idle_timeout``
     seconds after it opened or its last answer (aiohttp's ``keepalive_timeout``). That bounds
@@ -38,31 +38,26 @@ class Server:
     which it stops reading, as it does from a client that does not read its answers.
 
     The runtime's jobs start with the runner (:meth:`setup`, before the site listens) and are
-    cancelled, and awaited, after the connections are closed: nothing the answers read goes
-    away while they are written.
+    cancelled, and awaited, after the connections are closed (the app's ``cleanup_ctx``):
+    nothing the answers read goes away while they are written.
     """
 
     def __init__(self, runtime: Runtime, *, settings: Settings) -> None:
         self.runtime = runtime
         self.settings = settings
-        handler = web.Server(
+        self.runner = web.AppRunner(
             make_app(runtime),
+            handle_signals=False,
             access_log=None,
             keepalive_timeout=settings.idle_timeout,
             lingering_time=LINGER,
-        )
-        self.runner = web.ServerRunner(
-            handler,
-            handle_signals=False,
             # Only answers being written remain at cleanup; the grace is spent in serve().
             shutdown_timeout=min(settings.shutdown_grace, 1.0),
         )
         self.site: web.TCPSite | None = None
-        self._jobs: list[asyncio.Task[None]] = []
 
     async def setup(self) -> None:
         """Start the runtime's jobs and the runner (nothing listens yet)."""
-        self._jobs = start_jobs(self.runtime)
         await self.runner.setup()
 
     async def start(self, host: str, port: int, *, ssl_context: ssl.SSLContext) -> None:
@@ -103,10 +98,7 @@ class Server:
 
     async def close(self) -> None:
         """Close every connection (cut after at most 1 s), then stop the jobs."""
-        try:
-            await self.runner.cleanup()
-        finally:
-            await stop_jobs(self._jobs)
+        await self.runner.cleanup()
 
 
 async def serve(runtime: Runtime, *, ssl_context: ssl.SSLContext, settings: Settings) -> None:

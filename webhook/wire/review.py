@@ -1,9 +1,14 @@
-"""AdmissionReview on the wire: parse a request body, build the response. Pure.
+"""AdmissionReview on the wire: a request body read for the rules, a decision rendered back. Pure.
 
 ``admission.k8s.io/v1`` reviews are answered in v1 and ``v1beta1`` in v1beta1 (the response
 shape is the same; only ``apiVersion`` differs). The response echoes the request ``uid``; a
-mutation is a base64 JSON Patch with ``patchType: JSONPatch``; a denial carries a ``Status``
-with the code, reason and a message the user will read in ``kubectl``'s output.
+decision's edits are made to a copy of the object exactly as it was sent and answered as the
+JSON Patch between the two (base64, ``patchType: JSONPatch``); a denial carries a ``Status``
+with the code, reason and a message the user reads in ``kubectl``'s output.
+
+The envelope (the review, its request, and the request's kind, resource and user) is decoded
+typed, with msgspec: each field's type is checked as it is decoded, so a body off it is refused
+in one step with a one-line 400. The objects are decoded whole, every field as sent.
 """
 
 from __future__ import annotations
@@ -12,24 +17,59 @@ from typing import Any, Final, Literal, NamedTuple, NotRequired, TypedDict
 
 import msgspec
 
-from webhook.errors import BadRequest
-from webhook.wire import codec, lean
-from webhook.wire.patches import Patch, diff_encoded, encode
+from webhook.config import Defaults
+from webhook.errors import BadObject, BadRequest
+from webhook.model.store import Store
+from webhook.rules import admission
+from webhook.rules.admission import Endpoint, Request
+from webhook.rules.decision import Decision, fit, refuse
+from webhook.wire import codec, edits
+from webhook.wire.patch import Patch, apply, diff, encode
 
 API_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
-#: The API server's advice for admission warnings: "Limit warnings to 120 characters if
-#: possible. Warnings over 256 characters and large numbers of warnings may be truncated."
-WARNING_TARGET: Final = 120
-WARNING_MAX: Final = 256
-#: What marks a warning (or a part of one) cut short.
-CUT: Final = " [...]"
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
 
-class GroupVersionKind(TypedDict):
-    group: str
-    version: str
-    kind: str
+# The envelope, as admission/v1's Go types send it: Go strings and structs are never null, an
+# object is (oldObject on CREATE, object on DELETE). None of these can be part of a reference
+# cycle (they hold strings, each other and the decoded objects): the collector skips them.
+class _UserInfo(msgspec.Struct, frozen=True, gc=False):
+    username: str = ""
+
+
+class _Kind(msgspec.Struct, frozen=True, gc=False):
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+
+class _Resource(msgspec.Struct, frozen=True, gc=False):
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+
+
+class _Request(msgspec.Struct, frozen=True, gc=False, rename="camel"):
+    uid: str = ""
+    kind: _Kind = msgspec.field(default_factory=_Kind)
+    resource: _Resource = msgspec.field(default_factory=_Resource)
+    sub_resource: str = ""
+    name: str = ""
+    namespace: str = ""
+    operation: str = ""
+    user_info: _UserInfo = msgspec.field(default_factory=_UserInfo)
+    object: dict[str, Any] | None = None
+    old_object: dict[str, Any] | None = None
+    dry_run: bool = False
+
+
+class _Review(msgspec.Struct, frozen=True, gc=False, rename="camel"):
+    api_version: str = ""
+    kind: str = ""
+    request: _Request | None = None
+
+
+_DECODER: Final[msgspec.json.Decoder[_Review]] = msgspec.json.Decoder(_Review)
 
 
 class StatusWire(TypedDict, total=False):
@@ -54,180 +94,155 @@ class ReviewWire(TypedDict):
     response: ResponseWire
 
 
-class Request(NamedTuple):
-    """The parts of ``AdmissionReview.request`` the engine reads.
-
-    ``Request`` and :class:`Outcome` are built once per request: named tuples, immutable like
-    frozen dataclasses (and read-only to mypy) but built in half the time.
-    """
+class Review(NamedTuple):
+    """A parsed AdmissionReview: what the answer echoes, and the request for the rules."""
 
     api_version: str
     uid: str
-    kind: str
-    group: str
-    resource: str
-    sub_resource: str
-    operation: str
-    namespace: str
-    name: str
-    #: The objects as :func:`decode` reads them: what no rule reads (managedFields, a pod's
-    #: containers) may be left out.
-    object: dict[str, Any]
-    old_object: dict[str, Any]
-    dry_run: bool
-    #: ``request.resource.group``: tells apps/v1 StatefulSets from look-alikes on a subresource.
-    resource_group: str = ""
-    #: ``request.userInfo.username``: who asked (the StatefulSet controller, a user, the HPA).
-    username: str = ""
-
-    def __repr__(self) -> str:  # the identity of the request, never the objects it carries
-        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
-        return f"Request({self.operation} {self.kind} {where} uid={self.uid})"
+    request: Request
 
 
-def parse(body: bytes | str) -> Request:
-    """Parse a request body into a :class:`Request`; :class:`BadRequest` says what is wrong.
-
-    The body is decoded against :mod:`webhook.wire.lean`: what no rule reads is stepped over,
-    so a number there is not read, and one beyond a float's range, or an integer longer than
-    the interpreter reads (4300 digits by default), is not refused (the API server sends
-    neither: it decodes every object into Go types before it calls a webhook). A body that is
-    not JSON is refused as :func:`webhook.wire.codec.request_body` refuses it, with its message.
-    """
+def parse(body: bytes | str) -> Review:
+    """Parse a request body into a :class:`Review`; :class:`BadRequest` says what is wrong."""
     try:
-        data = codec.request_body(body, expected="an AdmissionReview", decoder=lean.REVIEW)
+        data = codec.request_body(body, expected="an AdmissionReview", decoder=_DECODER)
     except msgspec.ValidationError as err:
         codec.request_body(body, expected="an AdmissionReview")  # not JSON at all: say so
         raise BadRequest(f"request body is not an AdmissionReview: {err}") from None
     if data.kind != "AdmissionReview":
         raise BadRequest(f"kind must be AdmissionReview, got {data.kind!r}")
-    api_version = data.api_version
-    if api_version not in API_VERSIONS:
+    if data.api_version not in API_VERSIONS:
         raise BadRequest(
-            f"apiVersion must be one of {', '.join(API_VERSIONS)}, got {api_version!r}"
+            f"apiVersion must be one of {', '.join(API_VERSIONS)}, got {data.api_version!r}"
         )
     request = data.request
     if request is None:
         raise BadRequest("AdmissionReview.request is missing")
     if not request.uid:
         raise BadRequest("AdmissionReview.request.uid is missing or empty")
-    operation = request.operation
-    if operation not in OPERATIONS:
+    if request.operation not in OPERATIONS:
         raise BadRequest(
-            f"request.operation must be one of {sorted(OPERATIONS)}, got {operation!r}"
+            f"request.operation must be one of {sorted(OPERATIONS)}, got {request.operation!r}"
         )
     kind, resource = request.kind, request.resource
-    return Request(
-        api_version,
+    return Review(
+        data.api_version,
         request.uid,
-        kind.kind,
-        kind.group,
-        resource.resource,
-        request.sub_resource,
-        operation,
-        request.namespace,
-        request.name,
-        request.object or {},
-        request.old_object or {},
-        request.dry_run,
-        resource.group,
-        request.user_info.username,
+        Request(
+            kind=kind.kind,
+            group=kind.group,
+            resource=resource.resource,
+            sub_resource=request.sub_resource,
+            operation=request.operation,
+            namespace=request.namespace,
+            name=request.name,
+            object=request.object or {},
+            old_object=request.old_object or {},
+            dry_run=request.dry_run,
+            resource_group=resource.group,
+            username=request.user_info.username,
+        ),
     )
 
 
-def from_dict(data: Any) -> Request:
+def from_dict(data: Any) -> Review:
     """:func:`parse` of a review held as Python objects (a test's, a file read with YAML)."""
     return parse(codec.dumps(data))
 
 
-#: The patch of an outcome without one (shared: patches are read-only, see webhook.wire.patches).
-NO_PATCH: Final[Patch] = []
+class Answer(NamedTuple):
+    """A decision and the patch its edits come to on the object as sent."""
+
+    decision: Decision
+    patch: Patch
+    #: The object with the decision's edits made (the object itself when it has none).
+    edited: dict[str, Any]
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision.allowed
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.decision.warnings
+
+    @property
+    def code(self) -> int:
+        return self.decision.code
+
+    @property
+    def reason(self) -> str:
+        return self.decision.reason
+
+    @property
+    def message(self) -> str:
+        return self.decision.message
+
+    @property
+    def result(self) -> Literal["patched", "allowed", "denied", "error"]:
+        """``patched``, ``allowed``, ``denied``, or ``error`` (an internal error)."""
+        decision = self.decision
+        if not decision.allowed:
+            return "error" if decision.code >= 500 else "denied"
+        return "patched" if self.patch else "allowed"
 
 
-class Outcome(NamedTuple):
-    """The decision on one request; build it with the constructors below."""
-
-    allowed: bool = True
-    patch: Patch = NO_PATCH
-    warnings: tuple[str, ...] = ()
-    code: int = 200
-    reason: str = ""
-    message: str = ""
-    #: The mutated object (only for patched outcomes), so a chain can validate it.
-    mutated: dict[str, Any] | None = None
-    #: ``patch`` in its base64 wire form, when already known (memoised with the patch).
-    encoded: str = ""
-
-    def with_warnings(self, warnings: tuple[str, ...]) -> Outcome:
-        """The same outcome with more warnings appended."""
-        if not warnings:
-            return self
-        return self._replace(warnings=self.warnings + fit(warnings))
+def render(request: Request, decision: Decision) -> Answer:
+    """The patch of ``decision``'s edits to ``request.object`` (none for a refusal)."""
+    original = request.object
+    if not decision.allowed or not decision.edits:
+        return Answer(decision, [], original)
+    try:
+        edited = edits.apply(original, decision.edits)
+    except BadObject as err:  # a field on an edit's path that no rule read
+        refusal = refuse(f"malformed {request.kind}: {err.message}", code=400, reason="BadRequest")
+        return Answer(refusal, [], original)
+    return Answer(decision, diff(original, edited), edited)
 
 
-def fit(warnings: tuple[str, ...]) -> tuple[str, ...]:
-    """``warnings`` with each one cut to ``WARNING_MAX`` characters, marked where it was cut.
+def answer(endpoint: Endpoint, review: Review, *, store: Store, defaults: Defaults) -> Answer:
+    """Decide ``review`` as ``endpoint`` and render the decision."""
+    request = review.request
+    return render(request, admission.DECIDE[endpoint](request, store=store, defaults=defaults))
 
-    Messages are written short (under ``WARNING_TARGET`` where they can be, long lists
-    summarised with a count); this is the backstop for long object names, so the API server
-    never truncates one of ours somewhere we did not choose.
+
+def chain(review: Review, *, store: Store, defaults: Defaults) -> Answer:
+    """What the API server makes of both webhooks: mutate, then validate the mutated object.
+
+    A denial from either wins; otherwise the mutation's patch with the warnings of both.
     """
-    if not warnings or max(map(len, warnings)) <= WARNING_MAX:
-        return warnings
-    return tuple(
-        w if len(w) <= WARNING_MAX else w[: WARNING_MAX - len(CUT)] + CUT for w in warnings
-    )
+    mutated = answer("mutate", review, store=store, defaults=defaults)
+    if not mutated.allowed:
+        return mutated
+    after = review
+    if mutated.patch:
+        request = review.request._replace(object=apply(review.request.object, mutated.patch))
+        after = review._replace(request=request)
+    checked = answer("validate", after, store=store, defaults=defaults)
+    if not checked.allowed:
+        return checked._replace(decision=checked.decision.with_warnings(mutated.warnings))
+    return mutated._replace(decision=mutated.decision.with_warnings(checked.warnings))
 
 
-#: Allowed unchanged, nothing said (shared: outcomes are immutable).
-ALLOWED: Final = Outcome()
-
-
-def allowed(*, warnings: tuple[str, ...] = (), message: str = "") -> Outcome:
-    """Allow unchanged."""
-    if not warnings and not message:
-        return ALLOWED
-    return Outcome(warnings=fit(warnings), message=message)
-
-
-def denied(
-    message: str, *, code: int = 403, reason: str = "Forbidden", warnings: tuple[str, ...] = ()
-) -> Outcome:
-    """Refuse, with a message the user will see in kubectl's output."""
-    return Outcome(allowed=False, code=code, reason=reason, message=message, warnings=fit(warnings))
-
-
-def patched(
-    original: dict[str, Any], mutated: dict[str, Any], *, warnings: tuple[str, ...] = ()
-) -> Outcome:
-    """Allow with the JSON Patch from ``original`` to ``mutated`` (empty when nothing changed)."""
-    patch, encoded = diff_encoded(original, mutated)
-    return Outcome(patch=patch, warnings=fit(warnings), mutated=mutated, encoded=encoded)
-
-
-def response(request: Request, outcome: Outcome) -> ReviewWire:
-    """The AdmissionReview answering ``request``, in the request's apiVersion."""
-    body: ResponseWire = {"uid": request.uid, "allowed": outcome.allowed}
-    if outcome.allowed and outcome.patch:
+def response(review: Review, answered: Answer) -> ReviewWire:
+    """The AdmissionReview answering ``review``, in the request's apiVersion."""
+    decision = answered.decision
+    body: ResponseWire = {"uid": review.uid, "allowed": decision.allowed}
+    if decision.allowed and answered.patch:
         body["patchType"] = "JSONPatch"
-        body["patch"] = outcome.encoded or encode(outcome.patch)
-    if outcome.warnings:
-        body["warnings"] = list(dict.fromkeys(outcome.warnings))
-    if not outcome.allowed:
-        status: StatusWire = {"code": outcome.code, "message": outcome.message, "status": "Failure"}
-        if outcome.reason:
-            status["reason"] = outcome.reason
+        body["patch"] = encode(answered.patch)
+    if decision.warnings:
+        body["warnings"] = list(dict.fromkeys(fit(decision.warnings)))
+    if not decision.allowed:
+        status: StatusWire = {
+            "code": decision.code,
+            "message": decision.message,
+            "status": "Failure",
+        }
+        if decision.reason:
+            status["reason"] = decision.reason
         body["status"] = status
-    return {"apiVersion": request.api_version, "kind": "AdmissionReview", "response": body}
-
-
-def decision(outcome: Outcome | None, status: int = 200) -> str:
-    """``patched``, ``allowed``, ``denied`` or ``error`` (a 4xx, or an internal error)."""
-    if outcome is None or status != 200:
-        return "error"
-    if not outcome.allowed:
-        return "error" if outcome.code >= 500 else "denied"
-    return "patched" if outcome.patch else "allowed"
+    return {"apiVersion": review.api_version, "kind": "AdmissionReview", "response": body}
 
 
 def dumps(review: ReviewWire) -> bytes:

@@ -1,0 +1,61 @@
+"""The JSON Patch between the object the API server sent and its edited copy. Pure.
+
+The patch is ``jsonpatch.make_patch``'s own, as controller-runtime's ``PatchResponseFromRaw``
+answers with the patch of (original, edited): paths escaped by jsonpatch (``~1`` for ``/`` in
+annotation keys), never written by hand. The edited copy shares every branch the edits did not
+touch with the original (:mod:`webhook.wire.edits`), and a shared branch cannot differ: only
+the keys whose values are not the very same objects on both sides are handed to
+``make_patch``, which otherwise walks every field of the object (``managedFields``, every
+container) on every request. The patch is the same: ``make_patch`` answers nothing for equal
+values (tests/test_patch.py holds the two to the same result on random objects and edits).
+"""
+
+from __future__ import annotations
+
+from base64 import b64encode
+from typing import Any
+
+import jsonpatch
+
+from webhook.wire import codec
+
+Patch = list[dict[str, Any]]
+_MISSING: Any = object()
+
+
+def _differing(original: Any, edited: Any) -> tuple[Any, Any]:
+    """``original`` and ``edited`` less the keys whose values are one object on both sides."""
+    if not (isinstance(original, dict) and isinstance(edited, dict)) or original is edited:
+        return original, edited
+    left: dict[str, Any] = {}
+    right: dict[str, Any] = {}
+    for key, b in edited.items():
+        a = original.get(key, _MISSING)
+        if a is _MISSING:
+            right[key] = b
+        elif a is not b:
+            left[key], right[key] = _differing(a, b)
+    for key, a in original.items():
+        if key not in edited:
+            left[key] = a
+    return left, right
+
+
+def diff(original: dict[str, Any], edited: dict[str, Any]) -> Patch:
+    """The JSON Patch that turns ``original`` into ``edited`` (empty when they are equal)."""
+    if original is edited:
+        return []
+    left, right = _differing(original, edited)
+    ops: Patch = jsonpatch.make_patch(left, right).patch
+    return ops
+
+
+def encode(patch: Patch) -> str:
+    """Base64 of the patch's JSON, as ``AdmissionResponse.patch`` carries it."""
+    return b64encode(codec.dumps(patch)).decode("ascii")
+
+
+def apply(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:
+    """Apply a patch to a copy of ``obj`` (``stszone review``'s chain, and the tests)."""
+    result: dict[str, Any] = jsonpatch.apply_patch(obj, patch, in_place=False)
+    return result
