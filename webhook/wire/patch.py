@@ -8,6 +8,13 @@ the keys whose values are not the very same objects on both sides are handed to
 ``make_patch``, which otherwise walks every field of the object (``managedFields``, every
 container) on every request. The patch is the same: ``make_patch`` answers nothing for equal
 values (tests/test_patch.py holds the two to the same result on random objects and edits).
+
+``make_patch`` costs about 200 microseconds even for the few keys of one pod's edits, more
+than the rest of a request; pods of one set differ only in their ordinal, so their pairs, and
+patches, repeat. :func:`diff` keeps the patches of the last pairs it saw, by the JSON of the
+pair: a pure memo (the patch is a function of that text alone), bounded in entries and in the
+size of a pair it keeps, the one memo of the request path (docs/performance.md gives the
+figure that keeps it). A patch may be shared between answers: treat every patch as read-only.
 """
 
 from __future__ import annotations
@@ -16,11 +23,17 @@ from base64 import b64encode
 from typing import Any
 
 import jsonpatch
+import msgspec
 
 from webhook.wire import codec
 
 Patch = list[dict[str, Any]]
 _MISSING: Any = object()
+#: Patches by the JSON of the pair they turn one into the other, oldest first.
+_PATCHES: dict[bytes, Patch] = {}
+#: Bounds of the memo: entries, and the size of a pair's JSON above which it is not kept.
+_MEMO_ENTRIES = 1024
+_MEMO_KEY_BYTES = 8192
 
 
 def _differing(original: Any, edited: Any) -> tuple[Any, Any]:
@@ -46,7 +59,17 @@ def diff(original: dict[str, Any], edited: dict[str, Any]) -> Patch:
     if original is edited:
         return []
     left, right = _differing(original, edited)
-    ops: Patch = jsonpatch.make_patch(left, right).patch
+    try:
+        key = msgspec.json.encode([left, right])
+    except (TypeError, UnicodeEncodeError, RecursionError):  # not JSON: a caller's own structure
+        key = b""
+    ops = _PATCHES.get(key) if key else None
+    if ops is None:
+        ops = jsonpatch.make_patch(left, right).patch
+        if key and len(key) <= _MEMO_KEY_BYTES:
+            if len(_PATCHES) >= _MEMO_ENTRIES:
+                del _PATCHES[next(iter(_PATCHES))]
+            _PATCHES[key] = ops
     return ops
 
 
