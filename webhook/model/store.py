@@ -15,6 +15,7 @@ from webhook.model import pinning
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
 from webhook.model.index import Index, Staging
 from webhook.model.kept import Kept
+from webhook.model.pinning import Pinning, Reach
 from webhook.model.records import (
     TABLES,
     ClaimInfo,
@@ -28,6 +29,9 @@ from webhook.model.records import (
     VolumeInfo,
 )
 from webhook.model.setpods import PodZones, SetPods, claim_ordinals, claim_stem
+
+#: Volume affinities whose reach is kept at once (distinct ones are few; bounded all the same).
+_REACH_MAX = 4096
 
 
 class Store:
@@ -56,6 +60,10 @@ class Store:
         #: :meth:`swap`). Every pod of a set whose StatefulSet carries no zone list reads the
         #: zones on nodes, and a scan of 5,000 nodes per request would double a request's cost.
         self._by_label: dict[str, dict[str, tuple[str, ...]]] = {}
+        #: Where each distinct volume affinity reaches, by topology key: made on first use and
+        #: dropped with the node labels. 100k volumes share a few affinities (a zone each, or a
+        #: node each for local volumes), so each is read against the nodes once, not per lookup.
+        self._reach: dict[tuple[Pinning, str], Reach] = {}
         #: Answers worked out from one set's part of this view, valid while it holds.
         self.kept = Kept(self)
         # Revisions: one counter, bumped by every change of a record that changed something.
@@ -131,7 +139,7 @@ class Store:
         or the one deleted): the node labels go stale, the revision moves on, and each record's
         set, namespace or the whole view is marked changed at it."""
         if name == "nodes":
-            self._by_label.clear()
+            self._nodes_changed()
         self._revision += 1
         for info in infos:
             self._mark(info)
@@ -192,12 +200,17 @@ class Store:
         setattr(self, name, staged.table)
         self.loaded.add(name)
         if name == "nodes":
-            self._by_label.clear()
+            self._nodes_changed()
         # A re-list may change anything: every set's revision moves past all earlier ones.
         self._revision += 1
         self._cluster_revision = self._revision
         self._namespace_revisions.clear()
         self._set_revisions.clear()
+
+    def _nodes_changed(self) -> None:
+        """Drop what was read off the nodes table: labels by key, volumes' reach."""
+        self._by_label.clear()
+        self._reach.clear()
 
     # queries
     def server_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:
@@ -277,27 +290,33 @@ class Store:
 
     def pod_zones(self, namespace: str, statefulset: str, topology_key: str) -> PodZones:
         """Where the scheduled pods of one set that are not going away are, by their nodes'
-        ``topology_key`` label, and which of them run on nodes that are not Ready (kept for the
-        set while they hold: every scale-down of the set reads them)."""
-        found: PodZones | None = self.kept.get(namespace, statefulset, topology_key)
-        if found is not None:
-            return found
+        ``topology_key`` label; which of them run on nodes that are not Ready; and which sit
+        on nodes that no longer exist (:meth:`node_gone`: going away too)."""
         pods = self.set_pods(namespace, statefulset)
         zones: dict[int, str] = {}
         unready: dict[int, str] = {}
+        gone: dict[int, str] = {}
         nodes = self.nodes
         for ordinal in sorted(pods.by_name):
             pod = pods.by_name[ordinal]
             node = nodes.get(pod.node) if pod.node and not pod.going else None
             if node is None:
+                if pod.node and not pod.going and self.node_gone(pod.node):
+                    gone[ordinal] = pod.node
                 continue  # not scheduled, going away (it holds no zone), or on a node unknown
             if zone := node.labels.get(topology_key):
                 zones[ordinal] = zone
             if not node.ready:
                 unready[ordinal] = node.name
-        found = PodZones.of(zones, unready=unready)
-        self.kept.put(namespace, statefulset, topology_key, found)
-        return found
+        return PodZones.of(zones, unready=unready, gone=gone)
+
+    def node_gone(self, node: str) -> bool:
+        """Whether ``node`` no longer exists: the view holds the cluster's nodes (listed, and
+        some) and not this one. A pod still bound to it is going away: PodGC deletes the pods
+        of deleted nodes, and the StatefulSet controller re-creates them."""
+        return (
+            bool(node) and node not in self.nodes and bool(self.nodes) and ("nodes" in self.loaded)
+        )
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))
@@ -342,27 +361,36 @@ class Store:
             "",
         )
 
+    def volume_reach(self, volume: str, topology_key: str) -> Reach:
+        """Where a PersistentVolume can attach (:func:`webhook.model.pinning.reach`); a volume
+        the view does not hold is read as pinned to nothing."""
+        pv = self.volumes.get(volume)
+        if pv is None:
+            return pinning.EVERYWHERE
+        key = (pv.pinning, topology_key)
+        found = self._reach.get(key)
+        if found is None:
+            if len(self._reach) >= _REACH_MAX:  # pragma: no mutate (a bound: affinities are few)
+                self._reach.clear()
+            found = self._reach[key] = pinning.reach(pv.pinning, topology_key, view=self)
+        return found
+
     def volume_zones(self, volume: str, topology_key: str) -> frozenset[str] | None:
         """Zones a PersistentVolume can be used from: those of the nodes it can attach to
         (:mod:`webhook.model.pinning`). Empty: any zone, or a volume the view does not hold;
-        None: nowhere (its terms select no node of a known zone), so its zone is unknown."""
-        pv = self.volumes.get(volume)
-        if pv is None:
-            return frozenset()
-        return pinning.zones(pv.terms, topology_key, view=self)
+        None: nowhere (it admits no node of a known zone), so its zone is unknown."""
+        return self.volume_reach(volume, topology_key).zones
 
     def volume_nodes(self, volume: str, topology_key: str) -> frozenset[str] | None:
-        """The nodes a volume pinned to nodes (by hostname, a driver's node key) can attach to;
-        None when it is not pinned to nodes."""
-        pv = self.volumes.get(volume)
-        return pinning.nodes(pv.terms, topology_key, view=self) if pv is not None else None
+        """The view's nodes a volume can attach to; None when nothing pins it (any node)."""
+        return self.volume_reach(volume, topology_key).nodes
 
     def volume_nowhere(self, volume: str, topology_key: str) -> str:
         """Why :meth:`volume_zones` of a volume is None, in words."""
         pv = self.volumes.get(volume)
         if pv is None:
             return f"volume {volume} is not in stszone's view"
-        return f"volume {volume} {pinning.nowhere(pv.terms, topology_key, view=self)}"
+        return f"volume {volume} {pinning.nowhere(pv.pinning, topology_key, view=self)}"
 
     def zones_of(self, nodes: Iterable[str], topology_key: str) -> frozenset[str]:
         """The zones of the given nodes (unknown nodes and nodes without the label skipped)."""

@@ -7,11 +7,16 @@ keep their lower-case API names. ``nodeCacheCapable: false`` sends full ``Nodes`
 ``NodeNames``; the answer takes the same shape, as kube-scheduler reads ``NodeNames`` only in
 node-cache mode and otherwise schedules onto the Node objects we return.
 
-Filter keeps the nodes in the pod's zone (its ``stszone.io/zone`` annotation, else the rule)
-whose storage is healthy. Dropped nodes go to ``FailedAndUnresolvableNodes``, which preemption
-skips: evicting pods neither moves a node's zone nor repairs its disks (``FailedNodes`` would
-invite pointless evictions). Reasons name no node: kube-scheduler counts identical reasons in
-its event ("0/6 nodes are available: 4 node(s) in zone zone-b, ...").
+Filter keeps the nodes where the pod can run with its bound volumes, in its zone (its
+``stszone.io/zone`` annotation, else the rule), whose storage is healthy. A volume bound after
+the annotation was written, in another zone, wins: the pod can only ever run where its data is,
+so the filter keeps the volume's nodes and every reason it gives says so (kube-scheduler sends
+only nodes that passed its own volume filters; following the annotation would drop them all).
+Whether a volume admits a node is read as the guard reads it (:mod:`webhook.model.pinning`).
+Dropped nodes go to ``FailedAndUnresolvableNodes``, which preemption skips: evicting pods
+neither moves a node's zone nor repairs its disks (``FailedNodes`` would invite pointless
+evictions). Reasons name no node: kube-scheduler counts identical reasons in its event ("0/6
+nodes are available: 4 node(s) in zone zone-b, ...").
 
 Storage health: a node condition of the configured type with status True, and/or a node label.
 With ``nodeCacheCapable: true`` conditions come from the view (the live view watches full Nodes,
@@ -66,6 +71,16 @@ class Goal:
     topology_key: str
     zone: str
     volume_zones: frozenset[str] = frozenset()
+    #: The bound volumes that pin it: (name, the view's nodes it can attach to; None: any).
+    volumes: tuple[tuple[str, frozenset[str] | None], ...] = ()
+    #: The zone its annotation records when its volumes rule it out ("" otherwise): the
+    #: volumes win, and the pod goes to any of :attr:`volume_zones`.
+    overruled: str = ""
+
+    @property
+    def zones(self) -> frozenset[str]:
+        """The zones whose nodes the filter keeps."""
+        return self.volume_zones if self.overruled else frozenset({self.zone})
 
 
 def target(pod: JSON, *, store: Store) -> Goal | None:
@@ -109,18 +124,32 @@ def target(pod: JSON, *, store: Store) -> Goal | None:
             ).zone
             if not zone:
                 return None  # its volume can attach nowhere: no zone to keep it in
+    key = declared.topology_key
     volume_zones: frozenset[str] | None = None
+    volumes: list[tuple[str, frozenset[str] | None]] = []
     for claim in claims:
-        _, zones = store.claim_zones(namespace, claim, declared.topology_key)
+        volume, zones = store.claim_zones(namespace, claim, key)
         if zones:
+            volumes.append((volume, store.volume_nodes(volume, key)))
             volume_zones = zones if volume_zones is None else volume_zones & zones
-    return Goal(name, declared.topology_key, zone, volume_zones or frozenset())
+    found = volume_zones or frozenset()
+    overruled = zone if found and zone not in found else ""
+    return Goal(name, key, zone, found, tuple(volumes), overruled)
 
 
 def _zone_problem(node: Candidate, *, goal: Goal) -> str | None:
     if not node.known:
         return "node(s) not in stszone's node cache yet, zone unknown"
     have = node.labels.get(goal.topology_key)
+    if goal.overruled:
+        if have in goal.volume_zones:
+            return None
+        volumes = ", ".join(v for v, _ in goal.volumes)
+        where = f"in zone {have}" if have is not None else f"without label {goal.topology_key}"
+        return (
+            f"node(s) {where}, stszone places {goal.pod} with its volume {volumes} in "
+            f"{_zones(goal.volume_zones)} (the volume wins over {ZONE}={goal.overruled})"
+        )
     if have is None:
         return (
             f"node(s) without label {goal.topology_key}, stszone places {goal.pod} in {goal.zone}"
@@ -130,8 +159,29 @@ def _zone_problem(node: Candidate, *, goal: Goal) -> str | None:
     return None
 
 
+def _zones(zones: frozenset[str]) -> str:
+    return f"zone {next(iter(zones))}" if len(zones) == 1 else f"zones {', '.join(sorted(zones))}"
+
+
+def _volume_problem(node: Candidate, *, goal: Goal, store: Store) -> str | None:
+    """Why the pod's bound volumes cannot be used from ``node`` (None: they can)."""
+    for volume, nodes in goal.volumes:
+        if nodes is None or node.name in nodes or not node.known:
+            continue  # not pinned; or a node the view lacks (the zone reason covers it)
+        if node.name not in store.nodes:  # offered in full, not yet in the view: its labels
+            info = store.volumes.get(volume)
+            if info is None or info.pinning.admits(node.labels):
+                continue
+        text = f"node(s) volume {volume} of {goal.pod} cannot attach to"
+        if goal.overruled:
+            text += f" (the volume wins over {ZONE}={goal.overruled})"
+        return text
+    return None
+
+
 def filter_nodes(args: Args, *, store: Store, defaults: Defaults) -> FilterResultWire:
-    """Answer the ``filter`` verb: keep the nodes in the pod's zone whose storage is healthy."""
+    """Answer the ``filter`` verb: keep the nodes where the pod can run with its volumes, in its
+    zone, whose storage is healthy."""
     try:
         goal = target(args.pod, store=store)
     except Denied as err:
@@ -143,7 +193,10 @@ def filter_nodes(args: Args, *, store: Store, defaults: Defaults) -> FilterResul
     kept: list[Candidate] = []
     failed: dict[str, str] = {}
     for node in args.candidates:
-        why = (_zone_problem(node, goal=goal), storage_problem(node, defaults=defaults))
+        why = (
+            _volume_problem(node, goal=goal, store=store) or _zone_problem(node, goal=goal),
+            storage_problem(node, defaults=defaults),
+        )
         if any(why):
             failed[node.name] = "; ".join(r for r in why if r)
         else:
@@ -184,7 +237,7 @@ def prioritize(args: Args, *, store: Store, defaults: Defaults) -> list[HostPrio
         raise BadRequest(f"malformed ExtenderArgs.Pod: {err.message}") from None
     key, preferred = "", None  # pragma: no mutate (the key is read only with a preference)
     if goal is not None:
-        key, preferred = goal.topology_key, goal.volume_zones or frozenset({goal.zone})
+        key, preferred = goal.topology_key, goal.volume_zones or goal.zones
     half = MAX_SCORE // 2
     scores: list[HostPriorityWire] = []
     for node in args.candidates:
