@@ -156,8 +156,8 @@ def _culprit(selection: PodSelection, zone: Sequence[str], *, view: View, key: s
         lone = [f"{k}={v}" for k, v in pairs if not any(labels[n].get(k) == v for n in names)]
         return f"nodeSelector {', '.join(lone) or shown}"
     terms = selection.required
-    if terms is None:  # pragma: no cover (nodeName and nodeSelector alone were ruled out)
-        return f"nodeSelector {shown}"
+    # Here the nodeName and the nodeSelector admit some node of the zone, so the terms do not.
+    assert terms is not None
     if not any(any_term(terms, labels[n], n) for n in names):
         return "required nodeAffinity " + _terms_missing(terms, labels)
     return f"nodeSelector {shown} together with required nodeAffinity {_terms_missing(terms, {})}"
