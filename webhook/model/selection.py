@@ -134,7 +134,7 @@ class Term(NamedTuple):
 
 #: Equal requirements and terms share one tuple; distinct ones are few, bounded all the same.
 _SHARED: dict[Any, Any] = {}
-_SHARED_MAX: Final = 8192
+_SHARED_MAX: Final = 32768
 
 
 def shared(value: Any) -> Any:
