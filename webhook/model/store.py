@@ -30,8 +30,7 @@ from webhook.model.records import (
 )
 from webhook.model.setpods import PodZones, SetPods, claim_ordinals, claim_stem
 
-#: Volume affinities whose reach is kept at once (distinct ones are few; bounded all the same).
-_REACH_MAX = 4096
+_REACH_MAX = 4096  # distinct volume affinities are few; bounded all the same
 
 
 class Store:
@@ -60,9 +59,8 @@ class Store:
         #: :meth:`swap`). Every pod of a set whose StatefulSet carries no zone list reads the
         #: zones on nodes, and a scan of 5,000 nodes per request would double a request's cost.
         self._by_label: dict[str, dict[str, tuple[str, ...]]] = {}
-        #: Where each distinct volume affinity reaches, by topology key: made on first use and
-        #: dropped with the node labels. 100k volumes share a few affinities (a zone each, or a
-        #: node each for local volumes), so each is read against the nodes once, not per lookup.
+        #: Where each distinct volume affinity reaches, by topology key, dropped with the node
+        #: labels: 100k volumes share a few affinities, each read against the nodes once.
         self._reach: dict[tuple[Pinning, str], Reach] = {}
         #: Answers worked out from one set's part of this view, valid while it holds.
         self.kept = Kept(self)
@@ -312,11 +310,8 @@ class Store:
 
     def node_gone(self, node: str) -> bool:
         """Whether ``node`` no longer exists: the view holds the cluster's nodes (listed, and
-        some) and not this one. A pod still bound to it is going away: PodGC deletes the pods
-        of deleted nodes, and the StatefulSet controller re-creates them."""
-        return (
-            bool(node) and node not in self.nodes and bool(self.nodes) and ("nodes" in self.loaded)
-        )
+        some) and not this one. PodGC deletes a pod still bound to it: it is going away."""
+        return bool(node and self.nodes) and node not in self.nodes and "nodes" in self.loaded
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))
