@@ -1,18 +1,22 @@
 """An independent, brute-force reading of the scale-down guard's rules, for property tests.
 
 Written from the rules as the product states them, not from the guard's code: it visits every
-ordinal one by one and reads the store's raw tables (never ``webhook.rules`` nor the Store's
-queries, nor ``webhook.model.pinning``):
+ordinal one by one and reads the store's raw tables and the volumes' raw objects (never
+``webhook.rules`` nor the Store's queries, nor ``webhook.model.pinning`` or ``selection``):
 
-- a volume's zones are those of the nodes it can attach to: of each nodeSelectorTerm (ORed),
-  the values of its zone-key expressions, and the zone labels of every node its other
-  expressions (ANDed) select, found by scanning every node; a term without expressions admits
-  any node, and a volume whose terms admit no zone is *nowhere* (its zone is unknown);
+- a volume's zones are those of the nodes it can attach to, found by scanning every node and
+  asking Kubernetes' own volume filters (:mod:`tests.selectionref`, from the Go source). A zone
+  key no node carries is read off each node's zone; a zone a valid term names (``In`` on a zone
+  key) or a zone label names, where no node is yet, counts when a node there carrying only that
+  zone would be admitted. A volume nothing constrains (no required affinity, or a term of valid
+  fields alone, and no zone label) is usable anywhere; one that admits no zone is *nowhere*
+  (its zone is unknown);
 - a pod is the ordinal's when it is named ``<set>-<ordinal>`` and owned by the set; its claims
   are the ones it mounts, and without a pod the ones the controller names ``<t>-<set>-<o>``;
-- a scheduled pod that is not going away (Terminating, Failed, Succeeded) is in its node's zone
-  label, else its own topology label, else its bound volumes' zone, else its zone is unknown
-  (never the placement rule);
+- a pod is going away when Terminating, Failed or Succeeded, or bound to a node the view (which
+  holds nodes) does not hold: the node was deleted;
+- a scheduled pod that is not going away is in its node's zone label, else its own topology
+  label, else its bound volumes' zone, else its zone is unknown (never the placement rule);
 - any other ordinal -- no pod, a pod not scheduled, a pod going away (its replacement) -- is in
   its bound volumes' zone (unknown when one of them is nowhere), else where the rule puts it
   (node-ordinal mode: the one zone of the nodes labelled with it), else unknown;
@@ -22,16 +26,42 @@ queries, nor ``webhook.model.pinning``):
   ordinal of known zone holds). With no list at all, any removed unknown ordinal refuses;
 - a lost zone names the kept ordinals whose going pod still sits there; a listed zone held by
   a removed ordinal whose kept holders are all pods on nodes that are not Ready is reported.
+
+The volumes' raw objects come with the store: build it with :func:`view` (or add a volume with
+:func:`put_volume`), and the walk reads them from there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
+from weakref import WeakKeyDictionary
 
+from tests import selectionref as ref
+from webhook.cluster.clusterfile import store_from_objects
 from webhook.model.annotations import Declared
-from webhook.model.records import PodInfo, VolumeInfo
+from webhook.model.records import PodInfo, VolumeInfo, volume_info
 from webhook.model.store import Store
+
+JSON = dict[str, Any]
+
+#: The raw PersistentVolumes behind each store's records, by name.
+_RAW: WeakKeyDictionary[Store, dict[str, JSON]] = WeakKeyDictionary()
+
+
+def view(objects: Iterable[Any], **kw: Any) -> Store:
+    """``store_from_objects(objects)``, remembering the raw PersistentVolumes for the walk."""
+    items = list(objects)
+    store = store_from_objects(items, **kw)
+    _RAW[store] = {o["metadata"]["name"]: o for o in items if o.get("kind") == "PersistentVolume"}
+    return store
+
+
+def put_volume(store: Store, pv: JSON) -> None:
+    """Put one PersistentVolume into ``store`` (as a watch event does), remembering it."""
+    store.put("volumes", volume_info(pv))
+    _RAW.setdefault(store, {})[pv["metadata"]["name"]] = pv
 
 
 class Policy(Protocol):
@@ -78,28 +108,78 @@ def _volume(store: Store, namespace: str, claim: str) -> VolumeInfo | None:
     return None
 
 
-def volume_where(store: Store, pv: VolumeInfo, key: str) -> frozenset[str] | None:
+def _valid(term: Mapping[str, Any]) -> bool:
+    return all(map(ref.new_requirement, term.get("matchExpressions") or [])) and all(
+        map(ref.field_requirement_ok, term.get("matchFields") or [])
+    )
+
+
+def _zone_labels(pv: Mapping[str, Any], keys: Iterable[str]) -> dict[str, set[str]]:
+    labels = (pv.get("metadata") or {}).get("labels") or {}
+    found = {}
+    for key in keys:
+        if key in labels and key in ref.TOPOLOGY:
+            zones = ref.label_zones(labels[key])
+            if zones is not None:
+                found[key] = zones
+    return found
+
+
+def volume_where(store: Store, pv: Mapping[str, Any], key: str) -> frozenset[str] | None:
     """ANY, the zones the volume can be used from, or None (nowhere)."""
-    if not pv.terms:
+    affinity = (pv.get("spec") or {}).get("nodeAffinity") or {}
+    required = affinity.get("required")
+    terms = (required or {}).get("nodeSelectorTerms") or []
+    labelled = _zone_labels(pv, ref.TOPOLOGY)
+    fields_only = any(
+        t.get("matchFields") and not t.get("matchExpressions") and _valid(t) for t in terms
+    )
+    if not labelled and (required is None or fields_only):
         return ANY
     zone_keys = ZONE_KEYS if key in ZONE_KEYS else (key,)
+    carried = {k for n in store.nodes.values() for k in n.labels}
     found: set[str] = set()
-    for term in pv.terms:
-        zoned = [set(values) for k, values in term if k in zone_keys]
-        by_node = [(k, values) for k, values in term if k not in zone_keys]
-        if not zoned and not by_node:
-            return ANY
-        zones: set[str] | None = set.intersection(*zoned) if zoned else None
-        if by_node:
-            admitted = {
-                n.labels[key]
-                for n in store.nodes.values()
-                if n.labels.get(key) and all(n.labels.get(k) in vals for k, vals in by_node)
-            }
-            zones = admitted if zones is None else zones & admitted
-        assert zones is not None
-        found |= zones
+    for node in store.nodes.values():
+        zone = node.labels.get(key)
+        if not zone:
+            continue
+        labels = {**{k: zone for k in zone_keys if k not in carried}, **node.labels}
+        if ref.volume_admits(pv, labels):
+            found.add(zone)
+    named = {
+        v
+        for t in terms
+        if _valid(t)
+        for e in t.get("matchExpressions") or []
+        if e.get("key") in zone_keys and e.get("operator") == "In"
+        for v in e.get("values") or []
+    }
+    named |= {v for zones in _zone_labels(pv, zone_keys).values() for v in zones}
+    present = {n.labels[key] for n in store.nodes.values() if key in n.labels}
+    meta = pv.get("metadata") or {}
+    without_regions = {
+        **pv,
+        "metadata": {
+            **meta,
+            "labels": {k: v for k, v in (meta.get("labels") or {}).items() if "region" not in k},
+        },
+    }
+    for value in named - present - {""}:
+        if ref.volume_admits(without_regions, dict.fromkeys(zone_keys, value)):
+            found.add(value)
     return frozenset(found) or None
+
+
+def gone(store: Store, pod: PodInfo) -> bool:
+    """Whether the pod's node was deleted: the view holds nodes, not this one."""
+    return bool(pod.node and store.nodes and "nodes" in store.loaded) and (
+        pod.node not in store.nodes
+    )
+
+
+def going(store: Store, pod: PodInfo) -> bool:
+    """Terminating, ended, or on a deleted node."""
+    return bool(pod.going) or gone(store, pod)
 
 
 def _claims_of(pod: PodInfo | None, policy: Policy, ordinal: int) -> list[str]:
@@ -135,9 +215,10 @@ def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns")
     pod = own_pod(store, policy, ordinal, namespace)
     volume: set[str] | None = None
     nowhere = False
+    raw = _RAW[store]
     for claim in _claims_of(pod, policy, ordinal):
         pv = _volume(store, namespace, claim)
-        where = volume_where(store, pv, key) if pv is not None else ANY
+        where = volume_where(store, raw[pv.name], key) if pv is not None else ANY
         if where is None:
             nowhere = True
         elif where != ANY:
@@ -146,7 +227,7 @@ def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns")
     if volume:
         ordered = [z for z in policy.zones if z in volume] or sorted(volume)
         by_volume = rule if rule in volume else ordered[0]
-    if pod is not None and pod.node and not pod.going:
+    if pod is not None and pod.node and not going(store, pod):
         return sits(store, pod, key) or by_volume
     if nowhere:
         return None
@@ -248,7 +329,7 @@ def facts(store: Store, policy: Policy, span: range, *, namespace: str = "ns") -
         pod = own_pod(store, policy, o, namespace)
         if pod is None or not pod.node:
             continue
-        if pod.going:
+        if going(store, pod):
             leaving_from[o] = sits(store, pod, key)
         elif (node := store.nodes.get(pod.node)) is not None and not node.ready:
             unready.add(o)

@@ -118,6 +118,53 @@ async def test_filter_keeps_healthy_nodes_of_the_zone(serve: ServeFactory, cache
         assert result["Nodes"]["items"][0] == full_node("a-ok")
 
 
+@pytest.mark.parametrize("cache", [False, True], ids=["full-nodes", "node-names"])
+@pytest.mark.parametrize("full", [False, True], ids=["metadata-view", "full-view"])
+async def test_a_volume_bound_after_the_annotation_wins(
+    serve: ServeFactory, cache: bool, full: bool
+) -> None:
+    """db-0 was annotated zone-a at admission; its claim was bound afterwards to a volume in
+    zone-c. It can only ever run in zone-c: the filter keeps c-ok, and each reason says the
+    volume overrules the annotation (kube-scheduler's own volume filters would have sent only
+    c-ok; following the annotation would leave the pod no node at all)."""
+    volume = (b.pvc("data-db-0", volume="pv-c"), b.pv("pv-c", "zone-c"))
+    served = await serve(store=cluster(full=full, extra=volume), settings=SETTINGS)
+    pod = b.sts_pod(ordinal=0, annotations={"stszone.io/zone": "zone-a"})
+    status, result = await served.post_json("/extender/filter", args(pod, ALL, cache=cache))
+    assert status == 200 and result["Error"] == ""
+    assert kept(result) == ["c-ok"]
+    failed = result["FailedAndUnresolvableNodes"]
+    assert set(failed) == set(ALL) - {"c-ok"}
+    assert failed["a-ok"] == (
+        "node(s) volume pv-c of db-0 cannot attach to (the volume wins over stszone.io/zone=zone-a)"
+    )
+    assert failed["b-ok"] == failed["a-ok"]
+    assert "label storage.example.io/unhealthy=true" in failed["a-label"]
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["full-nodes", "node-names"])
+async def test_a_local_volume_keeps_its_own_node(serve: ServeFactory, cache: bool) -> None:
+    """db-0's volume is local to a-label-false (hostname NotIn the other zone-a nodes): in its
+    zone, only that node can mount it."""
+    pv = b.pv("pv-local", "x")
+    others = ["a-ok", "a-label", "a-cond"]
+    pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] = [
+        {
+            "matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": others},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]},
+            ]
+        }
+    ]
+    volume = (b.pvc("data-db-0", volume="pv-local"), pv)
+    served = await serve(store=cluster(full=True, extra=volume), settings=SETTINGS)
+    pod = b.sts_pod(ordinal=0, annotations={"stszone.io/zone": "zone-a"})
+    _, result = await served.post_json("/extender/filter", args(pod, ALL, cache=cache))
+    assert kept(result) == ["a-label-false"]
+    failed = result["FailedAndUnresolvableNodes"]
+    assert failed["a-ok"] == "node(s) volume pv-local of db-0 cannot attach to"
+
+
 async def test_node_cache_with_a_metadata_view_cannot_see_conditions(serve: ServeFactory) -> None:
     """The live view watches node metadata only: the condition is unknown, so it fails no node.
 

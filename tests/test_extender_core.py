@@ -56,7 +56,9 @@ def test_filter_partitions_and_agrees_with_prioritize(
     # Conditions reach the view only as full nodes (a cluster file), so give it full nodes.
     store = store_from_objects(nodes)
     args = parse(b.sts_pod(annotations={"stszone.io/zone": zone}), nodes, cache=cache, store=store)
-    result = extender.filter_nodes(args, store=store, defaults=DEFAULTS)
+    result = extender_wire.filter_result(
+        args, extender.filter_nodes(args.pod, args.candidates, store=store, defaults=DEFAULTS)
+    )
     names = [n["metadata"]["name"] for n in nodes]
     if cache:
         kept = result["NodeNames"]
@@ -76,12 +78,14 @@ def test_filter_partitions_and_agrees_with_prioritize(
         )
         assert (n["metadata"]["name"] in kept) == fine
         assert failed.get(n["metadata"]["name"], "node(s)").startswith("node(s)")
-    scores = extender.prioritize(args, store=store, defaults=DEFAULTS)
+    scores = extender_wire.host_priorities(
+        extender.prioritize(args.pod, args.candidates, store=store, defaults=DEFAULTS)
+    )
     assert [s["Host"] for s in scores] == names
     # kube-scheduler decodes Score as an int64: 5.0 would fail to decode.
     assert all(type(s["Score"]) is int for s in scores)
-    assert all(0 <= s["Score"] <= extender_wire.MAX_SCORE for s in scores)
-    assert {s["Host"] for s in scores if s["Score"] == extender_wire.MAX_SCORE} == set(kept)
+    assert all(0 <= s["Score"] <= extender.MAX_SCORE for s in scores)
+    assert {s["Host"] for s in scores if s["Score"] == extender.MAX_SCORE} == set(kept)
 
 
 @pytest.mark.parametrize(
@@ -100,13 +104,13 @@ def test_label_rule_from_the_command_line(flag: str, value: str | None, unhealth
     """--storage-unhealthy-label KEY matches any value, KEY=VALUE only that value."""
     defaults = Settings(storage_unhealthy_label=flag).defaults()
     labels = {LABEL: value} if value is not None else {}
-    candidate = extender_wire.Candidate(name="n", labels=labels, true_conditions=frozenset())
+    candidate = extender.Candidate(name="n", labels=labels, true_conditions=frozenset())
     assert (extender.storage_problem(candidate, defaults=defaults) is not None) == unhealthy
 
 
 def test_nothing_configured_means_every_node_is_healthy() -> None:
     """No flags: storage is never the reason, whatever the node says."""
-    candidate = extender_wire.Candidate(
+    candidate = extender.Candidate(
         name="n", labels={LABEL: "true"}, true_conditions=frozenset({"DiskFailing"})
     )
     assert extender.storage_problem(candidate, defaults=Defaults()) is None
@@ -219,14 +223,16 @@ def test_a_pod_the_filter_refuses_is_scored_on_storage_alone() -> None:
     pod = b.sts_pod(index_label=False)
     pod["metadata"]["name"] = "db-x"
     args = parse(pod, nodes, cache=True, store=store)
-    assert extender.prioritize(args, store=store, defaults=DEFAULTS) == [
+    assert extender_wire.host_priorities(
+        extender.prioritize(args.pod, args.candidates, store=store, defaults=DEFAULTS)
+    ) == [
         {"Host": "n1", "Score": 10},
         {"Host": "n2", "Score": 5},
     ]
 
 
 def test_a_node_failing_both_storage_checks_names_both() -> None:
-    candidate = extender_wire.Candidate(
+    candidate = extender.Candidate(
         name="n", labels={LABEL: "true"}, true_conditions=frozenset({"DiskFailing"})
     )
     assert extender.storage_problem(candidate, defaults=DEFAULTS) == (
@@ -243,7 +249,9 @@ def test_each_reason_a_node_fails_is_given() -> None:
     pod = b.sts_pod(annotations={"stszone.io/zone": "zone-a"})
     body = {"Pod": pod, "Nodes": None, "NodeNames": ["na", "nb", "nx"]}
     args = extender_wire.parse_args(json.dumps(body), store=store)
-    result = extender.filter_nodes(args, store=store, defaults=DEFAULTS)
+    result = extender_wire.filter_result(
+        args, extender.filter_nodes(args.pod, args.candidates, store=store, defaults=DEFAULTS)
+    )
     assert result["NodeNames"] == ["na"]
     assert result["FailedAndUnresolvableNodes"] == {
         "nb": "node(s) in zone zone-b, stszone places db-0 in zone zone-a; node(s) with "

@@ -16,7 +16,7 @@ from tests.conftest import ServeFactory
 from tests.work import CountingStore, line_budget
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.model.records import claim_info, node_info, pod_info, volume_info
+from webhook.model.records import claim_info, node_info, pod_info, statefulset_info
 from webhook.model.store import Store
 from webhook.rules import guard
 from webhook.rules.placement import resolve_policy
@@ -24,6 +24,7 @@ from webhook.wire import review
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 ABC = {"stszone.io/zones": "a,b,c"}
+CAB = {"stszone.io/zones": "c,a,b"}
 ALLOW = {**ABC, "stszone.io/allow-zone-loss": "true"}
 NODES = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
 
@@ -38,7 +39,7 @@ def cluster(
     """A ``db`` set whose ordinal ``start + i`` runs in ``zones[i]`` (None: pod not scheduled)."""
     pods = [b.sts_pod(ordinal=start + i, node=f"n{z}" if z else None) for i, z in enumerate(zones)]
     sts = b.statefulset(annotations=annotations or ABC, replicas=len(zones), start=start)
-    return store_from_objects([*NODES, sts, *pods, *(extra or [])])
+    return guardref.view([*NODES, sts, *pods, *(extra or [])])
 
 
 def scale(store: Store, old: int, new: int, **kw: Any) -> review.Answer:
@@ -126,16 +127,30 @@ def test_pending_pod_falls_back_to_its_volume_then_to_the_rule() -> None:
     )
 
 
-def test_pod_on_a_node_unknown_to_the_view_is_not_placed_by_the_rule() -> None:
-    """A scheduled pod on a node the view does not hold has an unknown zone: the rule (which
-    says c for ordinal 2) never fills it in, so dropping it may drop b and c: refused."""
+def test_pod_on_a_node_that_no_longer_exists_counts_where_its_replacement_goes() -> None:
+    """db-2 is still bound to node ghost, which the view (holding the cluster's nodes) does not
+    hold: the node was deleted, PodGC deletes the pod and the controller re-creates it in its
+    rule zone c. It holds no zone, so 3 -> 2 drops c, and the refusal says why."""
     pods = [b.sts_pod(ordinal=i, node=n) for i, n in enumerate(["na", "na", "ghost"])]
     store = store_from_objects([*NODES, b.statefulset(annotations=ABC), *pods])
     outcome = scale(store, 3, 2)
-    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
     assert outcome.message.startswith(
-        "scale-down of db from 3 to 2 may drop zones b and c, which no kept pod is known to "
-        "hold: it removes ordinal 2, whose zone is unknown (node ghost is not in stszone's view)"
+        "scale-down of db from 3 to 2 would drop zone c (ordinal 2 is the only one there; db-2 "
+        "is on node ghost, which no longer exists (PodGC deletes the pod); its replacement goes "
+        "to c)"
+    )
+
+
+def test_pod_on_a_node_of_a_view_without_nodes_is_unknown() -> None:
+    """A saved cluster without Node objects says nothing of node ghost: db-2's zone is unknown
+    (never the rule's), so dropping it may drop a zone: refused as unknown."""
+    pods = [b.sts_pod(ordinal=i, node=n) for i, n in enumerate(["na", "na", "ghost"])]
+    store = store_from_objects([b.statefulset(annotations=ABC), *pods])
+    outcome = scale(store, 3, 2)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    assert "it removes ordinal 2, whose zone is unknown (node ghost is not in stszone's view)" in (
+        outcome.message
     )
 
 
@@ -425,44 +440,92 @@ def named(zones: dict[str, list[int]]) -> dict[str, tuple[int, list[int]]]:
     return {z: (len(o), o[: guard.NAMED]) for z, o in zones.items()}
 
 
-#: Pods in every state a pod can be in: (zone of its node or None, status.phase, Terminating).
+#: Pods in every state a pod can be in: (zone of its node or None, status.phase, Terminating);
+#: "gone" is a node the view does not hold (deleted: PodGC deletes its pods).
 POD_STATES = st.tuples(
-    st.sampled_from(["a", "b", "c", "x", "bare", None]),
+    st.sampled_from(["a", "b", "c", "x", "bare", "gone", None]),
     st.sampled_from([None, "Pending", "Running", "Succeeded", "Failed", "Unknown"]),
     st.booleans(),
 )
 #: How a node reports itself: Ready, NotReady, Unknown (its kubelet is gone), or only the taint
 #: the node lifecycle controller adds.
 READINESS = st.sampled_from(["True", "False", "Unknown", "taint"])
+
+GEN, TOPOLVM, HOST = "example.io/gen", "topology.topolvm.io/node", "kubernetes.io/hostname"
+
+
+def _req(key: str, op: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": op, **({"values": list(values)} if values else {})}
+
+
+#: A volume's node constraints: (key, In values) as a local or zonal PV has them, or the PV's
+#: nodeSelectorTerms (None: no node affinity) and its own labels.
+Volume = tuple[str, tuple[str, ...]] | tuple[list[dict[str, Any]] | None, dict[str, str]]
+
 #: Volumes bound to an ordinal's claim: pinned to a zone, to a node by hostname, by TopoLVM's
-#: node key, to a node that is gone, to an unlabelled node, or to nodes of two zones.
+#: node key, to a node that is gone, to an unlabelled node, to nodes of two zones; and with
+#: every operator, empty and unparsable terms, fields (which a volume's affinity never reads),
+#: zone labels, a CSI zone key no node carries and a zone no node is in yet.
 VOLUMES = st.sampled_from(
     [
         ("topology.kubernetes.io/zone", ("b",)),
-        ("kubernetes.io/hostname", ("nc",)),
-        ("kubernetes.io/hostname", ("na", "nb")),
-        ("topology.topolvm.io/node", ("disk-b",)),
-        ("kubernetes.io/hostname", ("gone",)),
-        ("topology.topolvm.io/node", ("disk-gone",)),
-        ("kubernetes.io/hostname", ("nbare",)),
+        (HOST, ("nc",)),
+        (HOST, ("na", "nb")),
+        (TOPOLVM, ("disk-b",)),
+        (HOST, ("gone",)),
+        (TOPOLVM, ("disk-gone",)),
+        (HOST, ("nbare",)),
+        ([{"matchExpressions": [_req(ZONE_KEY, "NotIn", "a", "b")]}], {}),
+        ([{"matchExpressions": [_req(ZONE_KEY, "NotIn", "a", "b", "c", "x")]}], {}),
+        ([{"matchExpressions": [_req(TOPOLVM, "Exists")]}], {}),
+        ([{"matchExpressions": [_req(TOPOLVM, "DoesNotExist")]}], {}),
+        ([{"matchExpressions": [_req(GEN, "Gt", "4")]}], {}),
+        ([{"matchExpressions": [_req(GEN, "Lt", "4")]}], {}),
+        ([{"matchExpressions": [_req(GEN, "Gt", "four")]}, {"matchExpressions": [_req(ZONE_KEY, "In", "a")]}], {}),
+        ([{}, {"matchExpressions": [_req(ZONE_KEY, "In", "c")]}], {}),
+        ([{}], {}),
+        ([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["na"]}]}], {}),
+        ([{"matchExpressions": [_req(ZONE_KEY, "In", "d")]}], {}),
+        ([{"matchExpressions": [_req("topology.ebs.csi.aws.com/zone", "In", "c")]}], {}),
+        (None, {ZONE_KEY: "b__c"}),
+        ([{"matchExpressions": [_req(HOST, "In", "na", "nb", "nc")]}], {ZONE_KEY: "c"}),
     ]
-)
+)  # fmt: skip
+
+
+def pv_of(name: str, volume: Volume, *, claim: tuple[str, str] | None = None) -> dict[str, Any]:
+    """PersistentVolume ``name`` with the node constraints ``volume`` describes."""
+    first, second = volume
+    if isinstance(first, str):
+        assert isinstance(second, tuple)
+        return b.pv(name, *second, key=first, claim=claim)
+    assert isinstance(second, dict)
+    pv = b.pv(name, "x", claim=claim)
+    if first is None:
+        del pv["spec"]["nodeAffinity"]
+    else:
+        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] = first
+    pv["metadata"]["labels"] = dict(second)
+    return pv
 
 
 def moving_cluster(
     pods: dict[int, tuple[str | None, str | None, bool]],
     readiness: dict[str, str],
-    volumes: dict[int, tuple[str, tuple[str, ...]]],
+    volumes: dict[int, Volume],
     *,
     start: int,
     replicas: int,
 ) -> Store:
-    """``db`` with pods in any phase, some Terminating, on nodes in any readiness, with claims
-    bound to volumes pinned to zones or to nodes (some gone)."""
+    """``db`` with pods in any phase, some Terminating, some on a node that is gone, on nodes
+    in any readiness, with claims bound to volumes pinned to zones or to nodes (some gone)."""
     nodes = []
+    generations = {"na": "1", "nb": "5", "nc": "9", "nx": "x"}
     for name, zone in (("na", "a"), ("nb", "b"), ("nc", "c"), ("nx", "x"), ("nbare", None)):
         state = readiness.get(name, "True")
-        labels = {"topology.topolvm.io/node": "disk-b"} if name == "nb" else {}
+        labels = {TOPOLVM: "disk-b"} if name == "nb" else {}
+        if name in generations:
+            labels[GEN] = generations[name]
         nodes.append(
             b.node(
                 name,
@@ -476,11 +539,11 @@ def moving_cluster(
         b.sts_pod(ordinal=start + o, node=f"n{z}" if z else None, phase=phase, deleting=gone)
         for o, (z, phase, gone) in pods.items()
     ]
-    for o, (key, values) in volumes.items():
+    for o, volume in volumes.items():
         claim = f"data-db-{start + o}"
-        made += [b.pvc(claim, volume=f"pv-{o}"), b.pv(f"pv-{o}", *values, key=key)]
+        made += [b.pvc(claim, volume=f"pv-{o}"), pv_of(f"pv-{o}", volume)]
     sts = b.statefulset(replicas=replicas, start=start, annotations=ABC)
-    return store_from_objects([*nodes, sts, *made])
+    return guardref.view([*nodes, sts, *made])
 
 
 @given(
@@ -494,7 +557,7 @@ def moving_cluster(
 def test_property_matches_a_brute_force_walk(
     pods: dict[int, tuple[str | None, str | None, bool]],
     readiness: dict[str, str],
-    volumes: dict[int, tuple[str, tuple[str, ...]]],
+    volumes: dict[int, Volume],
     start: int,
     old: int,
     data: Any,
@@ -520,7 +583,7 @@ def test_property_matches_a_brute_force_walk(
 def test_property_dense_sets_in_motion_match_a_brute_force_walk(
     pods: dict[int, tuple[str | None, str | None, bool]],
     readiness: dict[str, str],
-    volumes: dict[int, tuple[str, tuple[str, ...]]],
+    volumes: dict[int, Volume],
     old: int,
     data: Any,
 ) -> None:
@@ -533,7 +596,7 @@ def test_property_dense_sets_in_motion_match_a_brute_force_walk(
 
 
 #: (the shape, pods, node readiness, volumes, old and new replica counts, what must be found)
-MOTION: list[tuple[str, dict[int, tuple[str | None, str | None, bool]], dict[str, str], dict[int, tuple[str, tuple[str, ...]]], int, int, str]] = [
+MOTION: list[tuple[str, dict[int, tuple[str | None, str | None, bool]], dict[str, str], dict[int, Volume], int, int, str]] = [
     ("a Terminating kept pod in the lost zone", {0: ("c", "Running", True), 1: ("b", None, False), 2: ("a", None, False), 3: ("c", None, False)}, {}, {}, 4, 3, "leaving"),
     ("two dying pods in two lost zones", {0: ("c", "Failed", False), 1: ("a", "Succeeded", False), 2: ("a", None, False), 3: ("c", None, False), 4: ("b", None, False)}, {}, {}, 5, 3, "leaving"),
     ("a removed Failed pod counted where its replacement goes", {0: ("a", None, False), 1: ("b", None, False), 2: ("a", "Failed", False)}, {}, {}, 3, 2, "lost"),
@@ -554,7 +617,7 @@ MOTION: list[tuple[str, dict[int, tuple[str | None, str | None, bool]], dict[str
 def test_motion_shapes_match_a_brute_force_walk(
     pods: dict[int, tuple[str | None, str | None, bool]],
     readiness: dict[str, str],
-    volumes: dict[int, tuple[str, tuple[str, ...]]],
+    volumes: dict[int, Volume],
     old: int,
     new: int,
     finds: str,
@@ -642,7 +705,7 @@ def test_edge_shapes_match_a_brute_force_walk(
     sts = b.statefulset(
         replicas=len(new), start=start, annotations=annotations, templates=("data", "logs")
     )
-    agrees_with_a_walk(store_from_objects([*nodes, sts, *objects]), old, new)
+    agrees_with_a_walk(guardref.view([*nodes, sts, *objects]), old, new)
 
 
 #: A watch event: (kind, ordinal, zone or None) -- kind "pod" puts pod db-<o> on the node of
@@ -673,11 +736,11 @@ def apply_event(store: Store, kind: str, o: int, zone: str | None) -> None:
         store.delete("claims", ("ns", f"data-db-{o}"))
     elif kind == "claim":
         assert zone is not None  # None took the branch above
-        store.put("volumes", volume_info(b.pv(f"pv-{o}-{zone}", zone)))
+        guardref.put_volume(store, b.pv(f"pv-{o}-{zone}", zone))
         store.put("claims", claim_info(b.pvc(f"data-db-{o}", volume=f"pv-{o}-{zone}")))
     else:
         claim = ("ns", f"data-db-{o}")
-        store.put("volumes", volume_info(b.pv(f"pre-{o}", zone or "a", claim=claim)))
+        guardref.put_volume(store, b.pv(f"pre-{o}", zone or "a", claim=claim))
 
 
 @given(
@@ -688,7 +751,7 @@ def test_property_guard_follows_watch_events(
 ) -> None:
     """Pods, claims and volumes change between scale checks (as watch events do): each check
     agrees with a walk over the tables as they are then, never with what it saw before."""
-    store = store_from_objects([*NODES, b.node("nx", "x"), b.statefulset(replicas=old)])
+    store = guardref.view([*NODES, b.node("nx", "x"), b.statefulset(replicas=old)])
     for batch in events:
         for event in batch:
             apply_event(store, *event)
@@ -700,7 +763,9 @@ def test_where_running_pods_are_follows_every_change_of_the_pods_or_nodes() -> N
     """A node relabelled, a node deleted or a pod moved between two scale-downs changes the
     answer.
 
-    Ordinals 0-3 run on na, nb, nc and nd; nd is in zone c too, so 4 -> 3 keeps c on nc.
+    Ordinals 0-3 run on na, nb, nc and nd; nd is in zone c too, so 4 -> 3 keeps c on nc. With
+    nc deleted (and zones c,a,b), ordinal 2's pod is going away and its replacement goes to b:
+    c is left to ordinal 3 alone.
     """
     store = cluster(["a", "b", "c", "d"], extra=[b.node("nd", "c")])
     assert scale(store, 4, 3).allowed
@@ -711,9 +776,12 @@ def test_where_running_pods_are_follows_every_change_of_the_pods_or_nodes() -> N
     assert "would drop zone c (ordinal 3 is its only pod)" in relabelled.message
     store.put("nodes", node_info(b.node("nc", "c")))
     assert scale(store, 4, 3).allowed
-    store.delete("nodes", "nc")  # ordinal 2's node is gone from the view: its zone is unknown
+    store.delete("nodes", "nc")  # ordinal 2's node is gone: its pod goes, the rule says b
+    store.put("statefulsets", statefulset_info(b.statefulset(replicas=4, annotations=CAB)))
     gone = scale(store, 4, 3)
-    assert (gone.allowed, gone.reason) == (False, "ZoneUnknown"), gone
+    assert (gone.allowed, gone.reason) == (False, "ZoneLoss"), gone
+    assert store.pod_zones("ns", "db", ZONE_KEY).gone == {2: "nc"}
+    store.put("statefulsets", statefulset_info(b.statefulset(replicas=4, annotations=ABC)))
     store.put("nodes", node_info(b.node("nc", "c")))
     assert scale(store, 4, 3).allowed
     store.put("pods", pod_info(b.sts_pod(ordinal=2, node="na")))  # moved: a again
@@ -749,7 +817,7 @@ def test_property_node_ordinal_matches_a_brute_force_walk(
     objs = [b.sts_pod(ordinal=o, node=f"n{z}" if z else None) for o, z in pods.items()]
     mode = {**ABC, "stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
     sts = b.statefulset(replicas=old, annotations=mode)
-    store = store_from_objects([*NODES, *pinned, sts, *objs])
+    store = guardref.view([*NODES, *pinned, sts, *objs])
     got = agrees_with_a_walk(store, range(old), range(new))
     for unknown in (got.unknown_removed, got.unknown_kept):
         assert len(unknown.first) == min(unknown.count, guard.NAMED)

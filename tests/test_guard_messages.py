@@ -166,7 +166,7 @@ def test_an_unknown_zone_removed_while_every_zone_is_kept_is_a_second_warning() 
     assert outcome.warnings == (
         "db: 6 -> 3 removes zone x (ordinal 3), not in stszone.io/zones",
         "db: ordinal 4, whose zone is unknown (node nbare has no label "
-        "topology.kubernetes.io/zone); every listed zone is kept anyway",
+        "topology.kubernetes.io/zone); no listed zone is lost",
     )
 
 
@@ -252,7 +252,7 @@ def test_a_kept_ordinal_of_unknown_zone_is_warned_when_every_zone_is_kept() -> N
     assert outcome.allowed
     assert outcome.warnings == (
         "db: ordinal 0, whose zone is unknown (node nbare has no label "
-        "topology.kubernetes.io/zone); every listed zone is kept anyway",
+        "topology.kubernetes.io/zone); no listed zone is lost",
     )
 
 

@@ -96,7 +96,8 @@ def scenarios(n: Names) -> dict[str, Answer]:
     )
     five = {**sts, "spec": {**sts["spec"], "replicas": 5}}
     out["unlisted zone"] = update(4, listed, unlisted, old=five)
-    ghost = store_from_objects([*nodes, sts, *pods, b.sts_pod(n.sts, 4, node=n.node + "x")])
+    bare = b.node(n.node + "x", None)  # no zone label: the pod on it is of unknown zone
+    ghost = store_from_objects([*nodes, bare, sts, *pods, b.sts_pod(n.sts, 4, node=n.node + "x")])
     out["unknown, not needed"] = update(4, listed, ghost, old=five)
     broken = b.statefulset(n.sts, annotations={**listed, "stszone.io/mode": "Affinity"}, replicas=4)
     out["malformed, unchanged"] = ask("validate", broken, store, operation="UPDATE", old=broken)

@@ -105,11 +105,7 @@ def test_match_fields_only_term_gets_the_requirement() -> None:
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [
-                    {
-                        "matchFields": [
-                            {"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}
-                        ]
-                    }
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
                 ]
             }
         }

@@ -178,9 +178,11 @@ def test_property_mutation_admits_a_pod_iff_some_node_of_its_zone_can_run_it(
     required: list[dict[str, Any]], selector: dict[str, str], ordinal: int
 ) -> None:
     """For any valid node constraints (that do not contradict each other on another key):
-    stszone admits the pod exactly when the reference finds a node of the ordinal's zone the pod
-    may run on; the mutated pod then runs exactly on the nodes of that zone the original
-    allowed (no empty term widened, nothing else changed)."""
+    where the view holds nodes of the ordinal's zone and the pod may run on some node of the
+    view, stszone admits it exactly when the reference finds a node of that zone it may run
+    on; where it may run on none (the nodes it waits for are still to come), exactly when some
+    node that may yet exist in the zone would do. The mutated pod then runs exactly on the
+    nodes of that zone the original allowed (no empty term widened, nothing else changed)."""
     spec: dict[str, Any] = {"nodeSelector": selector} if selector else {}
     affinity = None
     if required:
@@ -194,7 +196,13 @@ def test_property_mutation_admits_a_pod_iff_some_node_of_its_zone_can_run_it(
     pod = b.sts_pod(ordinal=ordinal, affinity=affinity, node_selector=selector or None)
     outcome = mutate(pod, view())
     candidates = universe(zone, spec)
-    assert outcome.allowed == any(ref_schedulable(spec, n) for n in candidates), outcome.message
+    in_view = [(n, VIEW_LABELS[n]) for n in VIEW]
+    zone_nodes = [n for n in in_view if n[1][ZONE_KEY] == zone]
+    if any(ref_schedulable(spec, n) for n in in_view):
+        expected = any(ref_schedulable(spec, n) for n in zone_nodes)
+    else:
+        expected = any(ref_schedulable(spec, n) for n in candidates)
+    assert outcome.allowed == expected, outcome.message
     if outcome.allowed:
         after = apply(pod, outcome.patch)["spec"]
         everywhere = [*candidates, *(n for z in ZONES if z != zone for n in universe(z, spec))]
@@ -240,7 +248,9 @@ def test_an_empty_term_does_not_hide_a_conflict_elsewhere() -> None:
     assert not outcome.allowed
     assert outcome.message.startswith(
         "pod db-0 has required nodeAffinity an empty term (it matches no node) / "
-        "topology.kubernetes.io/zone In [zone-b], which excludes topology.kubernetes.io/zone=zone-a"
+        "topology.kubernetes.io/zone In [zone-b], which admits no node of "
+        "topology.kubernetes.io/zone=zone-a, the zone stszone chose for ordinal 0; it would run on "
+        "node nb in zone-b"
     )
 
 
@@ -266,22 +276,21 @@ def test_an_empty_term_stays_empty_beside_others() -> None:
 @pytest.mark.parametrize(
     ("names", "says"),
     [
-        (["nb"], "matchFields metadata.name In [nb] (node(s) in zone-b)"),
-        (
-            ["bare"],
-            "matchFields metadata.name In [bare] (node(s) in no topology.kubernetes.io/zone)",
-        ),
+        (["nb"], "matchFields metadata.name In [nb], which admits no node of"),
+        (["bare"], "matchFields metadata.name In [bare], which admits no node of"),
     ],
 )
 def test_match_fields_naming_known_nodes_outside_the_zone_is_denied(
     names: list[str], says: str
 ) -> None:
     """Ordinal 0 belongs in zone-a; its only term names node nb (zone-b), or a node without a
-    zone label: it could never run in zone-a. Denied, naming both."""
+    zone label: it could never run in zone-a. Denied, naming both and where it would run."""
     fields = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": names}]}
     outcome = mutate(b.sts_pod(ordinal=0, affinity=terms_affinity(fields)), ABC)
     assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
     assert says in outcome.message and "topology.kubernetes.io/zone=zone-a" in outcome.message
+    zone = "in zone-b" if names == ["nb"] else "without topology.kubernetes.io/zone"
+    assert f"it would run on node {names[0]} {zone};" in outcome.message
 
 
 def test_match_fields_naming_a_node_the_view_lacks_is_given_the_benefit_of_the_doubt() -> None:
@@ -317,7 +326,7 @@ def named(*names: str, op: str = "In") -> list[dict[str, Any]]:
         ({"pool": "p1"}, {"matchFields": named("n1")}, {"pool": "p2"}, False),
         ({"pool": "p2"}, {"matchFields": named("n1")}, {"pool": "p2"}, True),
         ({}, {"matchFields": named("n1", "nc")}, {}, False),
-        ({}, {"matchFields": named("n1", op="NotIn")}, {}, True),
+        ({}, {"matchFields": named("n1", op="NotIn")}, {}, False),
         ({GEN: "5"}, {"matchFields": named("n1"), "matchExpressions": [req(GEN, "Gte", "3")]}, {}, False),
     ],
     ids=[
@@ -333,8 +342,8 @@ def test_a_term_naming_a_known_node_is_judged_on_that_node(
     """Ordinal 0 belongs in zone-a, where node n1 is. A term naming n1 admits the pod exactly
     when n1 meets everything ANDed with the name: each expression (Gt/Lt need an integer label
     beyond the bound, DoesNotExist an absent one, an operator Kubernetes does not know matches
-    nothing) and the pod's nodeSelector. Two names in one term select no node; NotIn only
-    avoids the node it names."""
+    nothing) and the pod's nodeSelector. Two names in one term select no node; NotIn [n1]
+    leaves zone-a without a node it admits while it admits nc elsewhere: denied."""
     store = store_from_objects(
         [b.node("n1", "zone-a", labels=labels), b.node("nc", "zone-c")],
         zones=("zone-a", "zone-b", "zone-c"),
@@ -419,3 +428,36 @@ def test_node_name_without_the_ordinal_label_is_denied_in_node_ordinal_mode() ->
             "pod template"
         )
     assert mutate(b.sts_pod(ordinal=2, node="k2"), store).allowed
+
+
+HOSTS = store_from_objects(
+    [
+        b.node("na", "zone-a", labels={"kubernetes.io/hostname": "na"}),
+        b.node("nb", "zone-b", labels={"kubernetes.io/hostname": "nb"}),
+    ],
+    zones=("zone-a", "zone-b", "zone-c"),
+)
+
+
+def test_a_node_selector_naming_a_node_of_another_zone_is_denied_saying_where() -> None:
+    """nodeSelector kubernetes.io/hostname=nb says nothing of the zone key, but nb is in zone-b:
+    ordinal 0 (zone-a) could never run, so it is denied naming the zone, the constraint and
+    where it would have run."""
+    pod = b.sts_pod(ordinal=0, node_selector={"kubernetes.io/hostname": "nb"})
+    outcome = mutate(pod, HOSTS)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
+    assert outcome.message.startswith(
+        "pod db-0 has nodeSelector kubernetes.io/hostname=nb, which admits no node of "
+        "topology.kubernetes.io/zone=zone-a, the zone stszone chose for ordinal 0; it would run "
+        "on node nb in zone-b;"
+    )
+
+
+def test_a_zone_the_view_has_no_node_of_is_still_pinned() -> None:
+    """Ordinal 2 belongs in zone-c, where the view has no node (a pool at zero): its own
+    hostname selector cannot be judged there, so it is admitted and pinned, as before."""
+    pod = b.sts_pod(ordinal=2, node_selector={"kubernetes.io/hostname": "na"})
+    outcome = mutate(pod, HOSTS)
+    assert outcome.allowed, outcome.message
+    pinned = apply(pod, outcome.patch)
+    assert pinned["metadata"]["annotations"]["stszone.io/zone"] == "zone-c"

@@ -437,3 +437,14 @@ def test_a_slot_without_a_zone_to_re_create_in_records_none(annotations: dict[st
     )  # fmt: skip
     (slot,), _ = slots(store.statefulsets[("ns", "db")], store=store)
     assert slot.recreated is None
+
+
+def test_the_templates_own_constraints_narrow_the_nodes_a_pod_may_move_to() -> None:
+    """db's template asks for disk=ssd: in zone a only na has it, so db-0 on na has no other
+    home and na stays; na2 (no ssd) holds nothing and can go."""
+    nodes = [b.node("na", "a", labels={"disk": "ssd"}), b.node("na2", "a"), b.node("nb", "b")]
+    sts = b.statefulset(
+        annotations={"stszone.io/zones": "a,b"}, replicas=1, node_selector={"disk": "ssd"}
+    )
+    alone = _alone([*nodes, sts, b.sts_pod(ordinal=0, node="na")])
+    assert "na" not in alone and "na2" in alone

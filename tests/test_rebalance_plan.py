@@ -242,7 +242,8 @@ _HDD_IN = {"key": "disktype", "operator": "In", "values": ["hdd"]}
         ({}, [{"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}], True),
         ({}, [{"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["x"]}]}], False),
         ({}, [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}], False),
-        ({}, [{"matchExpressions": [{"operator": "DoesNotExist"}]}], True),
+        # a requirement without a key cannot be parsed: its term selects no node
+        ({}, [{"matchExpressions": [{"operator": "DoesNotExist"}]}], False),
         ({}, [{"matchExpressions": [{"key": "disktype", "operator": "Exists"}]}], True),
         ({}, [{"matchExpressions": [{"key": "disktype", "operator": "DoesNotExist"}]}], False),
         # an empty term selects no node; the other terms still may

@@ -15,6 +15,7 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.index import Index
 from webhook.model.labels import NodeLabels
+from webhook.model.reach import Reaches
 from webhook.model.store import Store
 from webhook.rules.admission import Endpoint
 from webhook.wire import review
@@ -26,7 +27,7 @@ def state(store: Store) -> dict[str, Any]:
     """Everything the Store holds, as plain values (its indexes by their groups)."""
     held: dict[str, Any] = {}
     for name, value in vars(store).items():
-        if isinstance(value, (Index, NodeLabels)):
+        if isinstance(value, (Index, NodeLabels, Reaches)):
             value = {k: v for k, v in vars(value).items() if not callable(v)}
         elif name == "_indexes":
             continue  # table -> its indexes: each index is compared as an attribute above

@@ -17,7 +17,7 @@ from tests.test_node_selection import (
     ref_term,
     terms,
 )
-from webhook.rules.affinity import term_matches
+from webhook.model.selection import parse_term
 
 
 @given(
@@ -34,4 +34,4 @@ def test_property_term_evaluation_matches_the_reference(
 ) -> None:
     """Empty terms match nothing; requirements are ANDed; NotIn/DoesNotExist match a missing
     key; Gt/Lt need an integer label; matchFields compare metadata.name."""
-    assert term_matches(term, labels, name) == ref_term(term, (name, labels))
+    assert parse_term(term).matches(labels, name) == ref_term(term, (name, labels))

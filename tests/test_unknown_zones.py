@@ -25,6 +25,7 @@ from webhook.config import Defaults
 from webhook.model.store import Store
 from webhook.rules.audit import audit
 from webhook.rules.placement import resolve_policy
+from webhook.rules.risk import SetRisk
 from webhook.rules.scaling import malformed_warning
 from webhook.wire import review
 
@@ -91,16 +92,27 @@ def test_a_scheduled_pods_volume_locates_it_when_node_and_pod_say_nothing() -> N
     )
 
 
-def test_a_node_missing_from_the_view_is_unknown_too() -> None:
-    """A pod bound to a node the view does not hold (deleted, or not listed yet): unknown, with
-    that reason; the rule's zone-b for ordinal 1 is not used."""
+def test_a_pod_on_a_node_that_no_longer_exists_counts_where_its_replacement_goes() -> None:
+    """web-1 is still bound to node gone-7, which the recorded node list does not hold: the node
+    was deleted, so PodGC deletes the pod and the controller re-creates it. It holds no zone;
+    its ordinal counts in zone-b, where the rule puts the replacement: 3 -> 2 keeps it, and
+    2 -> 1 drops zone-b, saying why."""
     lists = b.recorded_lists()
     b.item(lists, "sts-pods-list", "web-1", namespace="verify")["spec"]["nodeName"] = "gone-7"
     del b.item(lists, "sts-pods-list", "web-1", namespace="verify")["metadata"]["labels"][ZONE_KEY]
-    outcome = scale(store_from_objects(lists), 3, 2)
-    assert outcome.reason == "ZoneUnknown"
-    assert "ordinal 1, whose zone is unknown (node gone-7 is not in stszone's view)" in (
-        outcome.message
+    store = store_from_objects(lists)
+    assert scale(store, 3, 2).allowed
+    (report,) = [s for s in audit(store).sets if s.name == "web"]
+    row = report.rows[1]
+    assert (row.node, row.status) == ("gone-7", "going") and report.unknown == ()
+    assert row.why.endswith("its replacement goes to zone-b")
+    assert SetRisk.of(report).unknown == 0
+    outcome = scale(store, 2, 1)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
+    assert outcome.message.startswith(
+        "scale-down of web from 2 to 1 would drop zone zone-b (ordinal 1 is the only one there; "
+        "web-1 is on node gone-7, which no longer exists (PodGC deletes the pod); its "
+        "replacement goes to zone-b)"
     )
 
 
@@ -340,9 +352,7 @@ def test_property_guard_with_unknown_zones_follows_the_rules(
     for o, zone in volumes.items():
         objs += [b.pvc(f"data-db-{o}", volume=f"pv-{o}"), b.pv(f"pv-{o}", zone)]
     annotations = {"stszone.io/zones": listed, "stszone.io/allow-zone-loss": str(allow).lower()}
-    store = store_from_objects(
-        [*NODES, b.statefulset(annotations=annotations, replicas=old), *objs]
-    )
+    store = guardref.view([*NODES, b.statefulset(annotations=annotations, replicas=old), *objs])
     policy = resolve_policy("ns", "db", store=store)
     want, lowest = guardref.walk(store, policy, range(old), range(new))
     outcome = scale(store, old, new, name="db", ns="ns")

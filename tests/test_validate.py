@@ -382,7 +382,8 @@ def test_a_template_naming_its_node_is_refused_naming_that_nodes_zone() -> None:
     assert not outcome.allowed
     assert outcome.message.startswith(
         "StatefulSet db: its pod template's required nodeAffinity matchFields metadata.name In "
-        "[n1] (node(s) in a) excludes zone(s) b, c of stszone.io/zones (a,b,c)"
+        "[n1] (its pods would run on node n1 in a) excludes zone(s) b, c of stszone.io/zones "
+        "(a,b,c)"
     )
 
 

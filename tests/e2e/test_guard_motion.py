@@ -1,4 +1,4 @@
-"""Facts in motion on a real control plane: a Terminating pod, a local volume, a moved start.
+"""Facts in motion on a real control plane: a Terminating pod, volumes, a moved start.
 
 Skipped unless ``STSZONE_E2E_KUBECONFIG`` names a cluster; see ``conftest.py`` for the knobs
 and for what is created and always deleted. Besides the test namespace, these tests
@@ -9,7 +9,7 @@ and for what is created and always deleted. Besides the test namespace, these te
   They need the lab's scripts (``$STSZONE_LAB_SCRIPTS``, else ``../shared/lab`` beside the
   repository) and its folder (``$STSZONE_LAB``, else ``~/stszone-lab``), and must run while
   holding the lab lock, as every run against the shared lab does;
-- create a local PersistentVolume (cluster-scoped, labelled with the run) and delete it.
+- create local PersistentVolumes (cluster-scoped, labelled with the run) and delete them.
 
 With k zones Z0..Zk-1, the rule puts ordinal i in Zi mod k.
 """
@@ -186,8 +186,17 @@ def _relying_on_a_terminating_pod(
         assert kubectl.get("pod", f"{name}-0")["metadata"].get("deletionTimestamp")
 
 
-def _local_volume(cluster: Cluster, name: str, *, node: str, claim: str) -> Obj:
-    """A local PersistentVolume on ``node`` (pinned by hostname), pre-bound to ``claim``."""
+def _local_volume(
+    cluster: Cluster,
+    name: str,
+    *,
+    node: str = "",
+    claim: str,
+    expressions: list[Obj] | None = None,
+) -> Obj:
+    """A local PersistentVolume on ``node`` (pinned by hostname), or on the nodes
+    ``expressions`` select, pre-bound to ``claim``."""
+    wanted = expressions or [{"key": HOSTNAME, "operator": "In", "values": [node]}]
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -199,17 +208,7 @@ def _local_volume(cluster: Cluster, name: str, *, node: str, claim: str) -> Obj:
             "storageClassName": "",
             "local": {"path": "/mnt/stszone-e2e"},
             "claimRef": {"namespace": cluster.namespace, "name": claim},
-            "nodeAffinity": {
-                "required": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": HOSTNAME, "operator": "In", "values": [node]}
-                            ]
-                        }
-                    ]
-                }
-            },
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": wanted}]}},
         },
     }
 
@@ -287,6 +286,55 @@ def test_a_local_volume_pinned_by_hostname_pulls_its_pod_to_that_nodes_zone(
         bound = kubectl.get("pvc", claim)
         assert bound["spec"].get("volumeName") == volume
         assert bound["metadata"].get("annotations", {}).get("stszone.io/zone") == zones[1]
+
+
+def test_a_volume_not_in_two_zones_pulls_its_pod_to_the_third_and_is_guarded(
+    cluster: Cluster, everywhere: Kubectl
+) -> None:
+    """Ordinal 1's rule zone is Z1; its claim is pre-bound to a volume whose affinity is
+    ``topology.kubernetes.io/zone NotIn [Z0, Z1]``. stszone pins the pod to Z2, the scheduler
+    puts it there, and 2 -> 1, which removes the set's only Z2 ordinal, is refused naming Z2."""
+    if not cluster.schedulable or len(cluster.zones) < 3:
+        pytest.skip(f"zones {', '.join(cluster.zones)} are not three with schedulable nodes")
+    zones = cluster.zones
+    name, kubectl = "notin", cluster.kubectl
+    volume, claim = f"stszone-e2e-{cluster.run}-notin", f"data-{name}-1"
+    others = {"key": ZONE_KEY, "operator": "NotIn", "values": [zones[0], zones[1]]}
+    with ExitStack() as stack:
+        # Deleted in reverse: the set, its claim, then the volume (a bound one waits for them).
+        stack.callback(_delete_volume, everywhere, volume)
+        everywhere.create(_local_volume(cluster, volume, claim=claim, expressions=[others]))
+        stack.callback(kubectl.delete, "pvc", claim)
+        stack.callback(kubectl.delete, "statefulset", name)
+        sts = workload(
+            "StatefulSet", name, image=cluster.image, replicas=0, labels={RUN_LABEL: cluster.run}
+        )
+        sts["metadata"].setdefault("annotations", {})["stszone.io/zones"] = ",".join(zones[:3])
+        made = kubectl.create(_with_claim(sts))
+        probe = owned_pod(made, 1, image=cluster.image, labels={"app": f"{name}-dry-run"})
+        probe["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+
+        def seen() -> bool:
+            return _zone_of(kubectl.create(probe, dry_run=True)) == zones[2]
+
+        wait_for(f"the webhook to see volume {volume}", seen, timeout=cluster.timeout)
+        kubectl.run("scale", "statefulset", name, "--replicas=2")
+
+        def scheduled() -> Obj | None:
+            pod = kubectl.get("pod", f"{name}-1")
+            return pod if pod["spec"].get("nodeName") else None
+
+        pod = wait_for(f"{name}-1 to be scheduled", scheduled, timeout=cluster.timeout)
+        assert _zone_of(pod) == zones[2]
+        node = kubectl.get("node", pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"][ZONE_KEY] == zones[2]
+        try:
+            kubectl.run("scale", "statefulset", name, "--replicas=1", "--dry-run=server")
+        except KubectlError as err:
+            refusal = err.stderr
+        else:
+            raise AssertionError(f"the guard allowed scaling {name} to 1, emptying {zones[2]}")
+        assert f"would drop zone {zones[2]} (ordinal 1 is " in refusal, refusal
 
 
 def _delete_volume(kubectl: Kubectl, name: str) -> None:

@@ -118,6 +118,8 @@ class _Expression(TypedDict, total=False):
 
 class _Term(TypedDict, total=False):
     matchExpressions: list[_Expression]
+    # Read too: a term of fields alone is no empty term (kube-scheduler: it admits any node).
+    matchFields: list[_Expression]
 
 
 class _Selector(TypedDict, total=False):

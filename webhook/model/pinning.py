@@ -1,27 +1,37 @@
-"""Where a PersistentVolume can be used: its node affinity as records keep it, and its zones. Pure.
+"""Where a PersistentVolume can be used: its node constraints as records keep them, and the
+nodes and zones of the view they admit. Pure.
 
-A volume's zones are the zones of the nodes it can attach to. ``spec.nodeAffinity.required``
-holds nodeSelectorTerms, ORed, each a list of expressions, ANDed; of those, the ``In``
-expressions are kept (other operators only widen what a term admits, so a term without any
-``In`` admits any node as far as stszone reads). Each expression is one of two kinds:
+kube-scheduler puts a pod with a bound volume only on a node both of these admit:
 
-- on a **zone key** -- the set's topology key, or any zone key CSI drivers write when that is a
-  zone key itself (``topology.ebs.csi.aws.com/zone``, ``topology.gke.io/zone``, the beta
-  ``failure-domain.beta.kubernetes.io/zone``, ...) -- its values are zones, read as they are;
-- on any other key -- ``kubernetes.io/hostname`` (local volumes, local-path, OpenEBS LocalPV),
-  a driver's own node key (TopoLVM's ``topology.topolvm.io/node``) -- it selects the nodes
-  carrying one of its values, and the volume is in those nodes' zones.
+- the volume's ``spec.nodeAffinity.required`` (VolumeBinding: ``CheckNodeAffinity``), read by
+  :mod:`webhook.model.selection` with every operator, against the node's labels alone (so its
+  ``matchFields`` never constrain); a ``required`` whose terms are all empty admits no node;
+- the volume's own topology labels (VolumeZone): ``topology.kubernetes.io/zone`` and
+  ``region`` and their ``failure-domain.beta`` forms, several zones joined by ``__`` for a
+  regional disk. A node with none of those labels passes; any other must carry each key (the
+  beta key may be read from the GA one) with one of the volume's values.
 
-A volume whose terms select no zone that way (the node was deleted, the key is on no node, its
-nodes have no zone label) is **nowhere**: no pod can mount it, and its zone is unknown.
+A volume is in the zones of the view's nodes it admits, on the set's topology key. Two things
+make up for a view that does not hold every node it could:
+
+- an expression on a **zone key** (the set's topology key, or any zone key CSI drivers write
+  when that is a zone key itself: ``topology.ebs.csi.aws.com/zone``, ``topology.gke.io/zone``,
+  ...) that no node of the view carries names zones directly: a node is read as carrying it
+  with its own zone;
+- a zone such a key names (``In``) in which the view holds no node yet (a node pool at zero)
+  is one of the volume's zones when a node there carrying only its zone would be admitted.
+
+A volume that admits none of that (its node was deleted, its key is on no node, its nodes have
+no zone label) is **nowhere**: no pod can mount it, and its zone is unknown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, NamedTuple, Protocol
 
 from webhook.model import objects
+from webhook.model.selection import Term, any_term, parse_term
 
 #: Node/PV label keys that name a zone, in order of preference. CSI drivers publish their own
 #: topology key on PV nodeAffinity; their values are the same zone names as the node label.
@@ -34,44 +44,107 @@ ZONE_KEYS: Final = (
     "topology.cinder.csi.openstack.org/zone",
 )
 
+#: The labels of a volume VolumeZone reads, each with the key a node may carry it under instead.
+TOPOLOGY_LABELS: Final = {
+    "failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone": "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region": "topology.kubernetes.io/region",
+}
+
 #: How every reason :func:`nowhere` gives begins (messages tell a volume's unknown zone by it).
 NOWHERE: Final = "can attach only to"
 
-#: One term: its ``In`` expressions as (key, values), sorted by key (a key twice: intersected).
-Term = tuple[tuple[str, frozenset[str]], ...]
-#: A volume's terms, ORed; empty when nothing pins it (any node will do).
-Terms = tuple[Term, ...]
 
-#: One shared tuple per distinct affinity: 100k volumes pinned to three zones hold three.
-_SHARED: dict[Terms, Terms] = {}
-_SHARED_MAX: Final = 4096
+class Pinning(NamedTuple):
+    """A volume's node constraints, as kube-scheduler's volume filters read them."""
+
+    #: ``spec.nodeAffinity.required``'s terms, ORed, empty ones left out (None: no affinity).
+    required: tuple[Term, ...] | None = None
+    #: Its VolumeZone labels: (key, the values it allows), by key.
+    labels: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def anywhere(self) -> bool:
+        """Whether it admits every node: nothing pins it, or a term whose only requirements
+        are fields (not compared for a volume) with no label beside it."""
+        if self.labels:
+            return False
+        return self.required is None or any(
+            t.expressions is None and not t.invalid for t in self.required
+        )
+
+    def admits(self, labels: Mapping[str, str], *, regions: bool = True) -> bool:
+        """Whether a node with ``labels`` passes both filters (``regions``: False reads the
+        region labels as met, for a node the view has not seen)."""
+        if self.required is not None and not any_term(self.required, labels):
+            return False
+        if not self.labels or not any(k in labels for k in TOPOLOGY_LABELS):
+            return True
+        for key, values in self.labels:
+            if not regions and key.endswith("/region"):
+                continue
+            have = labels.get(key)
+            if have is None:
+                have = labels.get(TOPOLOGY_LABELS[key])
+            if have is None or have not in values:
+                return False
+        return True
+
+    def describe(self) -> str:
+        """Its terms ORed, each with the labels ANDed in, in words."""
+        extra = [f"{k} In [{', '.join(v)}]" for k, v in self.labels]
+        if self.required is None:
+            return " and ".join(extra)
+        if not self.required:
+            return "no term a node can match"
+        described = []
+        for term in self.required:
+            if term.invalid:
+                described.append(term.describe())
+                continue
+            parts = [r.describe() for r in term.expressions or ()]
+            described.append(" and ".join(sorted([*parts, *extra])))
+        return " or ".join(described)
 
 
-def volume_terms(spec: Mapping[str, Any], *, labels: Mapping[str, str]) -> Terms:
-    """The terms of a PersistentVolume's ``spec`` and ``metadata.labels``.
+#: Nothing pins the volume: any node will do.
+UNPINNED: Final = Pinning()
 
-    Zone labels on the volume itself (the older way of pinning one, several zones joined by
-    ``__`` for a regional disk) apply to every term, unless the term names that key itself.
-    """
-    required = objects.mapping(objects.mapping(spec, "nodeAffinity"), "required")
-    found: list[dict[str, frozenset[str]]] = []
-    for term in objects.dicts(required, "nodeSelectorTerms", path="spec.nodeAffinity.required"):
-        expressions: dict[str, frozenset[str]] = {}
-        for expr in objects.dicts(term, "matchExpressions", path="nodeSelectorTerms[]"):
-            key, op, values = expr.get("key"), expr.get("operator"), expr.get("values")
-            if isinstance(key, str) and op == "In" and isinstance(values, list):
-                got = frozenset([v for v in values if isinstance(v, str)])
-                expressions[key] = expressions[key] & got if key in expressions else got
-        found.append(expressions)
-    zoned = {k: frozenset(labels[k].split("__")) for k in ZONE_KEYS if k in labels}
-    if zoned:
-        found = [{**zoned, **term} for term in found] or [zoned]
-    terms: Terms = tuple(tuple(sorted(term.items())) for term in found)
-    shared = _SHARED.get(terms)
+
+def _zones(value: str) -> tuple[str, ...] | None:
+    """A VolumeZone label's zones (``LabelZonesToSet``), None when it has an empty one."""
+    parts = [p.strip() for p in value.split("__")]
+    return None if "" in parts else tuple(sorted(set(parts)))
+
+
+#: One record per distinct affinity: 100,000 volumes pinned to three zones hold three.
+_PINNINGS: dict[Pinning, Pinning] = {}
+_PINNINGS_MAX: Final = 32768
+
+
+def volume_pinning(spec: Mapping[str, Any], *, labels: Mapping[str, str]) -> Pinning:
+    """The node constraints of a PersistentVolume's ``spec`` and ``metadata.labels``."""
+    affinity = objects.mapping(spec, "nodeAffinity", path="spec")
+    required: tuple[Term, ...] | None = None
+    if affinity.get("required") is not None:
+        where = "spec.nodeAffinity.required"
+        raw = objects.mapping(affinity, "required", path="spec.nodeAffinity")
+        terms = objects.dicts(raw, "nodeSelectorTerms", path=where)
+        required = tuple(t for t in map(parse_term, terms) if not t.empty)
+    zoned = tuple(
+        (k, zones)
+        for k in sorted(TOPOLOGY_LABELS)
+        if k in labels and (zones := _zones(labels[k])) is not None  # unreadable: ignored
+    )
+    if required is None and not zoned:
+        return UNPINNED
+    found = Pinning(required, zoned)
+    shared = _PINNINGS.get(found)
     if shared is None:
-        if len(_SHARED) >= _SHARED_MAX:  # distinct affinities are few; bound them all the same
-            _SHARED.clear()
-        shared = _SHARED[terms] = terms
+        if len(_PINNINGS) >= _PINNINGS_MAX:  # pragma: no mutate (a bound: affinities are few)
+            _PINNINGS.clear()
+        shared = _PINNINGS[found] = found
     return shared
 
 
@@ -80,90 +153,103 @@ def zone_keys(topology_key: str) -> tuple[str, ...]:
     return ZONE_KEYS if topology_key in ZONE_KEYS else (topology_key,)
 
 
+class Labelled(Protocol):
+    """A node as the view holds it (:class:`~webhook.model.records.NodeInfo`)."""
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+
 class Nodes(Protocol):
     """What reading a volume's zones needs of the view (:class:`~webhook.model.store.Store`)."""
 
+    @property
+    def nodes(self) -> Mapping[str, Labelled]: ...
+
     def nodes_with_label(self, key: str, value: str) -> tuple[str, ...]: ...
 
-    def node_zone(self, node: str, topology_key: str) -> str | None: ...
+    def label_values(self, key: str) -> frozenset[str]: ...
 
 
-#: A term that admits any node: the volume is not pinned.
-_ANYWHERE: Final[frozenset[str]] = frozenset()
+class Reach(NamedTuple):
+    """Where a volume can attach in the view, on one topology key."""
+
+    #: Its zones; empty: any zone (nothing pins it); None: nowhere.
+    zones: frozenset[str] | None
+    #: The view's nodes it admits (None: any node, nothing pins it).
+    nodes: frozenset[str] | None = None
+    #: Those of them without the topology label, sorted.
+    unlabelled: tuple[str, ...] = ()
 
 
-def _term_zones(term: Term, topology_key: str, *, view: Nodes) -> frozenset[str] | None:
-    """The zones one term admits (None: any, it reads no constraint)."""
-    keys = zone_keys(topology_key)
-    zones: frozenset[str] | None = None
-    nodes: set[str] | None = None
-    for key, values in term:
-        if key in keys:
-            zones = values if zones is None else zones & values
-        else:
-            selected = {n for v in values for n in view.nodes_with_label(key, v)}
-            nodes = selected if nodes is None else nodes & selected
-    if nodes is None:
-        return zones
-    at = frozenset([z for n in nodes if (z := view.node_zone(n, topology_key))])
-    return at if zones is None else zones & at
+#: A volume nothing pins.
+EVERYWHERE: Final = Reach(frozenset())
 
 
-def zones(terms: Terms, topology_key: str, *, view: Nodes) -> frozenset[str] | None:
-    """The zones a volume with ``terms`` can be used from, on ``topology_key``.
-
-    Empty: any zone (nothing pins it). None: nowhere -- its terms select no zone (see the
-    module docstring); :func:`nowhere` says why.
-    """
-    if not terms:
-        return _ANYWHERE
-    found: frozenset[str] | None = None
-    for term in terms:
-        admitted = _term_zones(term, topology_key, view=view)
-        if admitted is None:
-            return _ANYWHERE
-        found = admitted if found is None else found | admitted
-    return found or None
-
-
-def nodes(terms: Terms, topology_key: str, *, view: Nodes) -> frozenset[str] | None:
-    """The nodes a volume pinned to nodes can attach to (None: some term names no node key,
-    so it is pinned to zones at most, or to nothing)."""
-    keys = zone_keys(topology_key)
+def _candidates(pinning: Pinning, key: str, unseen: set[str], *, view: Nodes) -> Iterable[str]:
+    """The nodes worth checking: those an ``In`` of each term names (by the view's label
+    index), or every node when a term has no ``In`` to narrow it by."""
+    if pinning.required is None:
+        return view.nodes
     found: set[str] = set()
-    for term in terms:
-        selected: set[str] | None = None
-        zones: frozenset[str] | None = None
-        for key, values in term:
-            if key in keys:
-                zones = values if zones is None else zones & values
-                continue
-            named = {n for v in values for n in view.nodes_with_label(key, v)}
-            selected = named if selected is None else selected & named
-        if selected is None:
-            return None
-        found.update(
-            n for n in selected if zones is None or view.node_zone(n, topology_key) in zones
-        )
-    return frozenset(found) if terms else None
+    for term in pinning.required:
+        if term.invalid:
+            continue  # matches no node
+        first = next((r for r in term.expressions or () if r.operator == "In"), None)
+        if first is None:
+            return view.nodes
+        by = key if first.key in unseen else first.key
+        for value in first.values:
+            found.update(view.nodes_with_label(by, value))
+    return sorted(found)
 
 
-def nowhere(terms: Terms, topology_key: str, *, view: Nodes) -> str:
-    """Why a volume with ``terms`` is in no zone, in words: the nodes it selects have no zone
-    label, or it selects none."""
+def reach(pinning: Pinning, topology_key: str, *, view: Nodes) -> Reach:
+    """The nodes and zones a volume with ``pinning`` can attach to (the module docstring)."""
+    if pinning.anywhere:
+        return EVERYWHERE
     keys = zone_keys(topology_key)
-    selected: set[str] = set()
-    for term in terms:
-        for key, values in term:
-            if key not in keys:
-                selected.update(n for v in values for n in view.nodes_with_label(key, v))
-    unlabelled = sorted(n for n in selected if not view.node_zone(n, topology_key))
+    unseen = {k for k in keys if not view.label_values(k)}
+    admitted: set[str] = set()
+    zones: set[str] = set()
+    unlabelled: list[str] = []
+    nodes = view.nodes
+    for name in _candidates(pinning, topology_key, unseen, view=view):
+        labels = nodes[name].labels
+        zone = labels.get(topology_key)
+        if unseen and zone:
+            labels = {**dict.fromkeys(unseen, zone), **labels}
+        if pinning.admits(labels):
+            admitted.add(name)
+            if not zone:
+                unlabelled.append(name)
+            else:
+                zones.add(zone)
+    # Zones named outright where the view has no node yet: a node there, carrying only its
+    # zone, is what the volume waits for.
+    values = {
+        v
+        for t in pinning.required or ()
+        for r in t.expressions or ()
+        if r.key in keys and r.operator == "In"
+        for v in r.values
+    }
+    values.update(v for k, vs in pinning.labels if k in keys for v in vs)
+    present = view.label_values(topology_key)
+    for value in sorted(values - present - zones - {""}):
+        if pinning.admits(dict.fromkeys(keys, value), regions=False):
+            zones.add(value)
+    return Reach(frozenset(zones) or None, frozenset(admitted), tuple(sorted(unlabelled)))
+
+
+def nowhere(pinning: Pinning, topology_key: str, *, view: Nodes) -> str:
+    """Why a volume with ``pinning`` is in no zone, in words: the nodes it admits have no zone
+    label, or it admits none."""
+    unlabelled = reach(pinning, topology_key, view=view).unlabelled
     if unlabelled:
         more = f" and {len(unlabelled) - 3} more" if len(unlabelled) > 3 else ""
         return (
             f"{NOWHERE} node(s) {', '.join(unlabelled[:3])}{more}, which have no "
             f"label {topology_key}"
         )
-    described = [" and ".join(f"{k} In [{', '.join(sorted(v))}]" for k, v in t) for t in terms]
-    wanted = " or ".join(described)
-    return f"{NOWHERE} nodes with {wanted}, and no such node is in stszone's view"
+    return f"{NOWHERE} nodes with {pinning.describe()}, and no such node is in stszone's view"

@@ -21,7 +21,7 @@ from msgspec import field
 from webhook.errors import BadObject
 from webhook.model import objects
 from webhook.model.annotations import ENABLED, POD_INDEX_LABEL, stszone_annotations
-from webhook.model.pinning import ZONE_KEYS, Terms, volume_terms
+from webhook.model.pinning import UNPINNED, ZONE_KEYS, Pinning, volume_pinning
 from webhook.model.podspec import REQUIRED, Going, going, mounted, required_terms
 
 #: Node label naming the node itself; local PersistentVolumes are pinned to a node with it.
@@ -78,8 +78,8 @@ class VolumeInfo(msgspec.Struct, frozen=True, gc=False):
     claim, and whether deleting its claim deletes its data."""
 
     name: str
-    #: Its node affinity: terms ORed, each term's ``In`` expressions ANDed. Empty: any node.
-    terms: Terms = ()
+    #: Its node affinity and topology labels, parsed (one tuple shared by equal ones).
+    pinning: Pinning = UNPINNED
     claim: tuple[str, str] | None = None
     #: ``spec.claimRef.uid``: "" when pre-bound by name (the claim may not exist yet).
     claim_uid: str = ""
@@ -246,7 +246,7 @@ def volume_info(obj: Mapping[str, Any]) -> VolumeInfo:
         )
     return VolumeInfo(
         name=_name(meta),
-        terms=volume_terms(spec, labels=objects.str_map(meta, "labels")),
+        pinning=volume_pinning(spec, labels=objects.str_map(meta, "labels")),
         claim=claim,
         claim_uid=objects.string(claim_ref, "uid") if claim else "",
         reclaim_delete=objects.string(spec, "persistentVolumeReclaimPolicy") == "Delete",

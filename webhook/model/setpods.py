@@ -77,11 +77,20 @@ class PodZones:
     by_zone: Mapping[str, list[int]]
     #: Ordinal -> its node, for the pods (not going away) on a node that is not Ready.
     unready: Mapping[int, str] = field(default_factory=dict)
+    #: Ordinal -> its node, for the pods on a node that no longer exists: going away, as PodGC
+    #: deletes them (their ordinals are where their replacements go).
+    gone: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, zones: dict[int, str], *, unready: dict[int, str] | None = None) -> PodZones:
-        """From ordinal -> zone, in ordinal order (and the pods on nodes not Ready)."""
-        return cls(zones, by_zone(zones), unready or {})
+    def of(
+        cls,
+        zones: dict[int, str],
+        *,
+        unready: dict[int, str] | None = None,
+        gone: dict[int, str] | None = None,
+    ) -> PodZones:
+        """From ordinal -> zone, in ordinal order (and the pods on nodes not Ready or gone)."""
+        return cls(zones, by_zone(zones), unready or {}, gone or {})
 
     def residues(self, k: int) -> list[list[int]]:
         """The ordinals (sorted) whose residue mod ``k`` is 0, 1, ..., k - 1."""

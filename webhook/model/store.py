@@ -15,6 +15,8 @@ from webhook.model import pinning
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
 from webhook.model.index import Index, Staging
 from webhook.model.labels import NodeLabels
+from webhook.model.pinning import Reach
+from webhook.model.reach import Reaches
 from webhook.model.records import (
     TABLES,
     ClaimInfo,
@@ -53,6 +55,8 @@ class Store:
         self.loaded: set[Table] = set()
         #: The nodes by label (key -> value -> names), kept as the nodes change.
         self._labels = NodeLabels()
+        #: Where each distinct volume affinity reaches, kept as the volumes and nodes change.
+        self._reaches = Reaches()
         # Revisions: one counter, bumped by every change of a record that changed something.
         # What a StatefulSet's audit reads is its record and pods, its namespace's claims, and
         # cluster-wide records (nodes, volumes); each of those keeps the revision it last
@@ -112,6 +116,11 @@ class Store:
             if old is not None:
                 self._labels.remove(old)
             self._labels.add(info)
+            self._reaches.refresh(self)
+        elif isinstance(info, VolumeInfo):
+            self._reaches.add(info.pinning, view=self)
+            if old is not None:
+                self._reaches.remove(old.pinning)
         if old is None:
             self._changed(name, info)
         else:
@@ -125,6 +134,9 @@ class Store:
                 index.remove(old)
             if isinstance(old, NodeInfo):
                 self._labels.remove(old)
+                self._reaches.refresh(self)
+            elif isinstance(old, VolumeInfo):
+                self._reaches.remove(old.pinning)
             self._changed(name, old)
 
     def _changed(self, name: Table, *infos: Info) -> None:
@@ -192,6 +204,10 @@ class Store:
         self.loaded.add(name)
         if name == "nodes":
             self._labels = NodeLabels(self.nodes.values())
+            self._reaches.refresh(self)
+        elif name == "volumes":
+            self._reaches = Reaches(v.pinning for v in self.volumes.values())
+            self._reaches.refresh(self)
         # A re-list may change anything: every set's revision moves past all earlier ones.
         self._revision += 1
         self._cluster_revision = self._revision
@@ -264,21 +280,30 @@ class Store:
 
     def pod_zones(self, namespace: str, statefulset: str, topology_key: str) -> PodZones:
         """Where the scheduled pods of one set that are not going away are, by their nodes'
-        ``topology_key`` label, and which of them run on nodes that are not Ready."""
+        ``topology_key`` label; which of them run on nodes that are not Ready; and which sit
+        on nodes that no longer exist (:meth:`node_gone`: going away too)."""
         pods = self.set_pods(namespace, statefulset)
         zones: dict[int, str] = {}
         unready: dict[int, str] = {}
+        gone: dict[int, str] = {}
         nodes = self.nodes
         for ordinal in sorted(pods.by_name):
             pod = pods.by_name[ordinal]
             node = nodes.get(pod.node) if pod.node and not pod.going else None
             if node is None:
+                if pod.node and not pod.going and self.node_gone(pod.node):
+                    gone[ordinal] = pod.node
                 continue  # not scheduled, going away (it holds no zone), or on a node unknown
             if zone := node.labels.get(topology_key):
                 zones[ordinal] = zone
             if not node.ready:
                 unready[ordinal] = node.name
-        return PodZones.of(zones, unready=unready)
+        return PodZones.of(zones, unready=unready, gone=gone)
+
+    def node_gone(self, node: str) -> bool:
+        """Whether ``node`` no longer exists: the view holds the cluster's nodes (listed, and
+        some) and not this one. PodGC deletes a pod still bound to it: it is going away."""
+        return bool(node and self.nodes) and node not in self.nodes and "nodes" in self.loaded
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))
@@ -323,27 +348,30 @@ class Store:
             "",
         )
 
+    def volume_reach(self, volume: str, topology_key: str) -> Reach:
+        """Where a PersistentVolume can attach (:func:`webhook.model.pinning.reach`); a volume
+        the view does not hold is read as pinned to nothing."""
+        pv = self.volumes.get(volume)
+        if pv is None:
+            return pinning.EVERYWHERE
+        return self._reaches.get(pv.pinning, topology_key, view=self)
+
     def volume_zones(self, volume: str, topology_key: str) -> frozenset[str] | None:
         """Zones a PersistentVolume can be used from: those of the nodes it can attach to
         (:mod:`webhook.model.pinning`). Empty: any zone, or a volume the view does not hold;
-        None: nowhere (its terms select no node of a known zone), so its zone is unknown."""
-        pv = self.volumes.get(volume)
-        if pv is None:
-            return frozenset()
-        return pinning.zones(pv.terms, topology_key, view=self)
+        None: nowhere (it admits no node of a known zone), so its zone is unknown."""
+        return self.volume_reach(volume, topology_key).zones
 
     def volume_nodes(self, volume: str, topology_key: str) -> frozenset[str] | None:
-        """The nodes a volume pinned to nodes (by hostname, a driver's node key) can attach to;
-        None when it is not pinned to nodes."""
-        pv = self.volumes.get(volume)
-        return pinning.nodes(pv.terms, topology_key, view=self) if pv is not None else None
+        """The view's nodes a volume can attach to; None when nothing pins it (any node)."""
+        return self.volume_reach(volume, topology_key).nodes
 
     def volume_nowhere(self, volume: str, topology_key: str) -> str:
         """Why :meth:`volume_zones` of a volume is None, in words."""
         pv = self.volumes.get(volume)
         if pv is None:
             return f"volume {volume} is not in stszone's view"
-        return f"volume {volume} {pinning.nowhere(pv.terms, topology_key, view=self)}"
+        return f"volume {volume} {pinning.nowhere(pv.pinning, topology_key, view=self)}"
 
     def zones_of(self, nodes: Iterable[str], topology_key: str) -> frozenset[str]:
         """The zones of the given nodes (unknown nodes and nodes without the label skipped)."""

@@ -6,11 +6,12 @@ Namespace objects) and each ordinal in ``[start, start + replicas)``: the zone s
 the node and zone its pod really has (located as the scale-down guard locates it: the node's
 label, else the pod's own label, else its volume), and a status -- ``ok``, ``MISPLACED``
 (running outside what is expected), ``pending`` (no node yet), ``no pod``, ``going`` (its pod
-is Terminating, Failed or Succeeded: the ordinal counts where its replacement goes, and the
-reason says where), or ``unknown`` (a zone is not known, with the reason). A pod on a node
-that is not Ready is marked: it still holds its zone, but maybe not for long. Also the zones
-the set holds now and the lowest replica count the scale-down guard would allow (unknown zones
-included), and, in node-ordinal mode, ordinal label values no node or several nodes carry.
+is Terminating, Failed or Succeeded, or on a node that no longer exists: the ordinal counts
+where its replacement goes, and the reason says where), or ``unknown`` (a zone is not known,
+with the reason). A pod on a node that is not Ready is marked: it still holds its zone, but
+maybe not for long. Also the zones the set holds now and the lowest replica count the
+scale-down guard would allow (unknown zones included), and, in node-ordinal mode, ordinal
+label values no node or several nodes carry.
 
 Removable nodes are computed by :mod:`webhook.rules.removal`. A report has *problems* -- the CLI
 exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, or a
@@ -145,7 +146,7 @@ def _row(ordinal: int, policy: Policy, store: Store, where: Locator, located: Lo
     pod = store.pod(namespace, f"{policy.statefulset}-{ordinal}")
     if pod is None or pod.owner != policy.statefulset:
         return Row(ordinal, expected, by, "", None, "no pod")
-    if pod.going:  # where it sits; the guard counts it where its replacement goes (why)
+    if pod.going or store.node_gone(pod.node):  # the guard counts it where its replacement goes
         return Row(ordinal, expected, by, pod.node, where.sits(pod), "going", located.detail)
     if not pod.node:
         return Row(ordinal, expected, by, "", None, "pending")

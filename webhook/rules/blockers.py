@@ -20,9 +20,9 @@ from typing import Any, Final
 from webhook.model import state as states
 from webhook.model.annotations import SKIP
 from webhook.model.records import NodeInfo, StatefulSetInfo
+from webhook.model.selection import template_selection
 from webhook.model.state import LiveState, NodeState, SetState, Taint
 from webhook.model.store import Store
-from webhook.rules import affinity
 from webhook.rules.placement import Policy, claim_name
 
 #: How many names a reason lists before counting the rest.
@@ -54,13 +54,9 @@ def selected(
     selector: Mapping[str, str],
 ) -> bool:
     """Whether ``node`` meets a nodeSelector and required nodeSelectorTerms (any one term; an
-    empty term selects no node)."""
-    labels = node.labels
-    if any(labels.get(k) != v for k, v in selector.items()):
-        return False
-    if not terms:
-        return True
-    return any(affinity.term_matches(term, labels, node.name) for term in terms)
+    empty term selects no node), as kube-scheduler reads them
+    (:mod:`webhook.model.selection`)."""
+    return template_selection(terms, selector).admits(node.labels, node.name)
 
 
 def unfit(

@@ -1,17 +1,18 @@
 """kube-scheduler extender: the ``filter`` and ``prioritize`` verbs over the cluster view. Pure.
 
-Wire format: ``k8s.io/kube-scheduler/extender/v1``, whose Go structs carry no json tags, so the
-field names are the capitalised Go names (``Pod``, ``Nodes``, ``NodeNames``, ``FailedNodes``,
-``FailedAndUnresolvableNodes``, ``Error``, ``Host``, ``Score``); the embedded Pod and NodeList
-keep their lower-case API names. ``nodeCacheCapable: false`` sends full ``Nodes``, ``true`` only
-``NodeNames``; the answer takes the same shape, as kube-scheduler reads ``NodeNames`` only in
-node-cache mode and otherwise schedules onto the Node objects we return.
+The wire (:mod:`webhook.wire.extender`) reads ``ExtenderArgs`` into the pod and its
+:class:`Candidate` nodes and renders the answers in the shape kube-scheduler asked for.
 
-Filter keeps the nodes in the pod's zone (its ``stszone.io/zone`` annotation, else the rule)
-whose storage is healthy. Dropped nodes go to ``FailedAndUnresolvableNodes``, which preemption
-skips: evicting pods neither moves a node's zone nor repairs its disks (``FailedNodes`` would
-invite pointless evictions). Reasons name no node: kube-scheduler counts identical reasons in
-its event ("0/6 nodes are available: 4 node(s) in zone zone-b, ...").
+Filter keeps the nodes where the pod can run with its bound volumes, in its zone (its
+``stszone.io/zone`` annotation, else the rule), whose storage is healthy. A volume bound after
+the annotation was written, in another zone, wins: the pod can only ever run where its data is,
+so the filter passes the volume's nodes and every reason it gives says so (kube-scheduler sends
+only nodes that passed its own volume filters; following the annotation would drop them all).
+Whether a volume admits a node is read as the guard reads it (:mod:`webhook.model.pinning`).
+Dropped nodes are unresolvable (``FailedAndUnresolvableNodes``, which preemption skips):
+evicting pods neither moves a node's zone nor repairs its disks. Reasons name no node:
+kube-scheduler counts identical reasons in its event ("0/6 nodes are available: 4 node(s) in
+zone zone-b, ...").
 
 Storage health: a node condition of the configured type with status True, and/or a node label.
 With ``nodeCacheCapable: true`` conditions come from the view (the live view watches full Nodes,
@@ -25,7 +26,9 @@ half for healthy storage.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
 
 from webhook.config import Defaults
 from webhook.errors import BadObject, BadRequest, Denied
@@ -41,7 +44,31 @@ from webhook.model.records import ordinal_of, statefulset_owner
 from webhook.model.store import Store
 from webhook.rules.placement import place, resolve_policy
 from webhook.rules.plan import pod_claims, skipped
-from webhook.wire.extender import MAX_SCORE, Args, Candidate, FilterResultWire, HostPriorityWire
+
+#: ``MaxExtenderPriority`` of kube-scheduler's extender API (``MinExtenderPriority`` is 0).
+MAX_SCORE: Final = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A node the scheduler offers: from the request (full Node) or from the view (name)."""
+
+    name: str
+    labels: Mapping[str, str]
+    true_conditions: frozenset[str]
+    #: False when only the name came and the view does not hold the node.
+    known: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Filtered:
+    """The filter's answer: the nodes that pass, why each other one fails, or an error."""
+
+    passed: tuple[str, ...] = ()
+    #: Node -> why it fails (unresolvable: no preemption makes it pass).
+    failed: Mapping[str, str] = field(default_factory=dict)
+    #: Why no node passes, for kube-scheduler to report on the pod ("" when none).
+    error: str = ""
 
 
 def storage_problem(node: Candidate, *, defaults: Defaults) -> str | None:
@@ -66,6 +93,16 @@ class Goal:
     topology_key: str
     zone: str
     volume_zones: frozenset[str] = frozenset()
+    #: The bound volumes that pin it: (name, the view's nodes it can attach to; None: any).
+    volumes: tuple[tuple[str, frozenset[str] | None], ...] = ()
+    #: The zone its annotation records when its volumes rule it out ("" otherwise): the
+    #: volumes win, and the pod goes to any of :attr:`volume_zones`.
+    overruled: str = ""
+
+    @property
+    def zones(self) -> frozenset[str]:
+        """The zones whose nodes pass the filter."""
+        return self.volume_zones if self.overruled else frozenset({self.zone})
 
 
 def target(pod: JSON, *, store: Store) -> Goal | None:
@@ -108,19 +145,33 @@ def target(pod: JSON, *, store: Store) -> Goal | None:
                 ordinal, namespace=namespace, policy=policy, store=store, claims=claims
             ).zone
             if not zone:
-                return None  # its volume can attach nowhere: no zone to keep it in
+                return None  # its volume can attach nowhere: no zone to hold it to
+    key = declared.topology_key
     volume_zones: frozenset[str] | None = None
+    volumes: list[tuple[str, frozenset[str] | None]] = []
     for claim in claims:
-        _, zones = store.claim_zones(namespace, claim, declared.topology_key)
+        volume, zones = store.claim_zones(namespace, claim, key)
         if zones:
+            volumes.append((volume, store.volume_nodes(volume, key)))
             volume_zones = zones if volume_zones is None else volume_zones & zones
-    return Goal(name, declared.topology_key, zone, volume_zones or frozenset())
+    found = volume_zones or frozenset()
+    overruled = zone if found and zone not in found else ""
+    return Goal(name, key, zone, found, tuple(volumes), overruled)
 
 
 def _zone_problem(node: Candidate, *, goal: Goal) -> str | None:
     if not node.known:
         return "node(s) not in stszone's node cache yet, zone unknown"
     have = node.labels.get(goal.topology_key)
+    if goal.overruled:
+        if have in goal.volume_zones:
+            return None
+        volumes = ", ".join(v for v, _ in goal.volumes)
+        where = f"in zone {have}" if have is not None else f"without label {goal.topology_key}"
+        return (
+            f"node(s) {where}, stszone places {goal.pod} with its volume {volumes} in "
+            f"{_zones(goal.volume_zones)} (the volume wins over {ZONE}={goal.overruled})"
+        )
     if have is None:
         return (
             f"node(s) without label {goal.topology_key}, stszone places {goal.pod} in {goal.zone}"
@@ -130,65 +181,71 @@ def _zone_problem(node: Candidate, *, goal: Goal) -> str | None:
     return None
 
 
-def filter_nodes(args: Args, *, store: Store, defaults: Defaults) -> FilterResultWire:
-    """Answer the ``filter`` verb: keep the nodes in the pod's zone whose storage is healthy."""
+def _zones(zones: frozenset[str]) -> str:
+    return f"zone {next(iter(zones))}" if len(zones) == 1 else f"zones {', '.join(sorted(zones))}"
+
+
+def _volume_problem(node: Candidate, *, goal: Goal, store: Store) -> str | None:
+    """Why the pod's bound volumes cannot be used from ``node`` (None: they can)."""
+    for volume, nodes in goal.volumes:
+        if nodes is None or node.name in nodes or not node.known:
+            continue  # not pinned; or a node the view lacks (the zone reason covers it)
+        if node.name not in store.nodes:  # offered in full, not yet in the view: its labels
+            info = store.volumes.get(volume)
+            if info is None or info.pinning.admits(node.labels):
+                continue
+        text = f"node(s) volume {volume} of {goal.pod} cannot attach to"
+        if goal.overruled:
+            text += f" (the volume wins over {ZONE}={goal.overruled})"
+        return text
+    return None
+
+
+def filter_nodes(
+    pod: JSON, candidates: tuple[Candidate, ...], *, store: Store, defaults: Defaults
+) -> Filtered:
+    """Answer the ``filter`` verb: the nodes where the pod can run with its volumes, in its
+    zone, whose storage is healthy."""
     try:
-        goal = target(args.pod, store=store)
+        goal = target(pod, store=store)
     except Denied as err:
-        return filter_error(args, message=err.message)
+        return Filtered(error=err.message)
     except BadObject as err:
         raise BadRequest(f"malformed ExtenderArgs.Pod: {err.message}") from None
     if goal is None:  # nothing to enforce: every node passes, storage included
-        return _result(args, kept=list(args.candidates), failed={})
-    kept: list[Candidate] = []
+        return Filtered(tuple(n.name for n in candidates))
+    passed: list[str] = []
     failed: dict[str, str] = {}
-    for node in args.candidates:
-        why = (_zone_problem(node, goal=goal), storage_problem(node, defaults=defaults))
+    for node in candidates:
+        why = (
+            _volume_problem(node, goal=goal, store=store) or _zone_problem(node, goal=goal),
+            storage_problem(node, defaults=defaults),
+        )
         if any(why):
             failed[node.name] = "; ".join(r for r in why if r)
         else:
-            kept.append(node)
-    return _result(args, kept=kept, failed=failed)
+            passed.append(node.name)
+    return Filtered(tuple(passed), failed)
 
 
-def filter_error(args: Args, *, message: str) -> FilterResultWire:
-    """A filter answer whose ``Error`` kube-scheduler reports on the pod (no node passes)."""
-    return _result(args, kept=[], failed={}, error=message)
-
-
-def _result(
-    args: Args, *, kept: list[Candidate], failed: dict[str, str], error: str = ""
-) -> FilterResultWire:
-    names = [n.name for n in kept]
-    nodes: JSON | None = None
-    if args.node_list is not None:  # answer in the shape asked: full Nodes back, unchanged
-        keep = set(names)
-        items = objects.dicts(args.node_list, "items")
-        nodes = {**args.node_list, "items": [i for i in items if i["metadata"]["name"] in keep]}
-    return {
-        "Nodes": nodes,
-        "NodeNames": names if nodes is None else None,
-        "FailedNodes": {},
-        "FailedAndUnresolvableNodes": failed,
-        "Error": error,
-    }
-
-
-def prioritize(args: Args, *, store: Store, defaults: Defaults) -> list[HostPriorityWire]:
-    """Answer the ``prioritize`` verb: 0..10, preferring the volume's zone and healthy storage."""
+def prioritize(
+    pod: JSON, candidates: tuple[Candidate, ...], *, store: Store, defaults: Defaults
+) -> list[tuple[str, int]]:
+    """Answer the ``prioritize`` verb: (node, 0..10), preferring the volume's zone and healthy
+    storage."""
     try:
-        goal = target(args.pod, store=store)
+        goal = target(pod, store=store)
     except Denied:
         goal = None  # filter reports it; scoring just has no zone preference
     except BadObject as err:
         raise BadRequest(f"malformed ExtenderArgs.Pod: {err.message}") from None
     key, preferred = "", None  # pragma: no mutate (the key is read only with a preference)
     if goal is not None:
-        key, preferred = goal.topology_key, goal.volume_zones or frozenset({goal.zone})
+        key, preferred = goal.topology_key, goal.volume_zones or goal.zones
     half = MAX_SCORE // 2
-    scores: list[HostPriorityWire] = []
-    for node in args.candidates:
+    scores: list[tuple[str, int]] = []
+    for node in candidates:
         in_zone = preferred is None or node.labels.get(key) in preferred
         healthy = storage_problem(node, defaults=defaults) is None
-        scores.append({"Host": node.name, "Score": half * in_zone + (MAX_SCORE - half) * healthy})
+        scores.append((node.name, half * in_zone + (MAX_SCORE - half) * healthy))
     return scores

@@ -15,10 +15,10 @@ unknown zone. Removed ordinals in zones outside the list (pods placed before sts
 taken off the list) are reported, not protected. The lowest safe replica count is the smallest
 count the guard itself would allow, unknown zones included.
 
-A pod going away holds no zone (its ordinal is where its replacement goes): a lost zone where
-a kept ordinal's dying pod still sits names that pod. A pod on a node that is not Ready still
-holds its zone, but a listed zone the removed ordinals hold that is left only to such pods is
-reported, so the answer can warn of it.
+A pod going away (or on a node that no longer exists) holds no zone (its ordinal is where its
+replacement goes): a lost zone where a kept ordinal's dying pod still sits names that pod. A
+pod on a node that is not Ready still holds its zone, but a listed zone the removed ordinals
+hold that is left only to such pods is reported, so the answer can warn of it.
 
 A move of ``ordinals.start`` is a scale-down like any other: ``old`` and ``new`` are the two
 ranges, and the removed ordinals are those of ``old`` that ``new`` does not keep.
@@ -161,8 +161,8 @@ class _Ranges:
         #: Known ordinals of the span whose zone is unknown, sorted.
         self.unknowns: list[int] = []
         running = store.pod_zones(namespace, policy.statefulset, policy.declared.topology_key)
-        #: Ordinal -> its node, for the set's pods on nodes that are not Ready.
-        self.unready = running.unready
+        #: Ordinal -> its node, for the set's pods on nodes that are not Ready, or gone.
+        self.unready, self.gone = running.unready, running.gone
         if known == running.zones.keys() and (
             not known or (min(known) in span and max(known) in span)
         ):
@@ -315,7 +315,9 @@ def scale_down(
         unknown_removed=unknown_removed,
         unknown_kept=ranges.unknown(new),
         lowest=_lowest(ranges, old=old, widest=widest, held=set(before) & listed, policy=policy),
-        leaving=motion.leaving(ranges.where, ranges.located, new=new, lost=set(lost), named=NAMED),
+        leaving=motion.leaving(
+            ranges.where, ranges.located, new=new, lost=set(lost), named=NAMED, gone=ranges.gone
+        ),
         unready=motion.unready(
             ranges.unready,
             ranges.known,

@@ -15,9 +15,10 @@ The zone of an ordinal is, in order of trust:
    node-ordinal mode, the zone of the node(s) carrying its ordinal label when they share one
    zone. Without an answer there, the zone is unknown too.
 
-A pod that is going away (Terminating, Failed, Succeeded) holds no zone: the StatefulSet
-controller replaces it, and stszone places the replacement by 2 and 3, so the ordinal is where
-its replacement will be, never where the dying pod sits.
+A pod that is going away (Terminating, Failed, Succeeded, or bound to a node that no longer
+exists, which PodGC deletes) holds no zone: the StatefulSet controller replaces it, and stszone
+places the replacement by 2 and 3, so the ordinal is where its replacement will be, never where
+the dying pod sits.
 
 Every unknown carries the reason, in words a person can act on ("node n7 has no label
 topology.kubernetes.io/zone"). The scale-down guard, ``stszone audit`` and node removal all use
@@ -125,7 +126,7 @@ class Locator:
         pod = self.pods.get(ordinal)
         if pod is None:
             return self._unscheduled(ordinal, controller_claims(ordinal, policy=self.policy))
-        if pod.going:
+        if pod.going or self.store.node_gone(pod.node):
             return self._replaced(ordinal, pod)
         if pod.node:
             return self._scheduled(ordinal, pod)
@@ -176,12 +177,16 @@ class Locator:
     def _replaced(self, ordinal: int, pod: PodInfo) -> Located:
         """A pod going away: the ordinal is where its replacement goes (its volumes, else the
         rule), and the detail says so: "db-0 is Terminating on node n1 in zone-c; its
-        replacement goes to zone-a"."""
+        replacement goes to zone-a", "db-0 is on node n1, which no longer exists (PodGC deletes
+        the pod); its replacement goes to zone-a"."""
         after = self._unscheduled(ordinal, pod.claims)
         where = f" on node {pod.node}" if pod.node else ""
         if (sits := self.sits(pod)) is not None:
             where += f" in {sits}"
-        head = f"{pod.name} {_GOING[pod.going]}{where}"
+        if pod.going:
+            head = f"{pod.name} {_GOING[pod.going]}{where}"
+        else:
+            head = f"{pod.name} is{where}, which no longer exists (PodGC deletes the pod)"
         if after.zone is None:
             return Located(
                 ordinal,

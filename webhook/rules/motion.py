@@ -5,7 +5,8 @@ The guard counts the ordinal of a pod going away (Terminating, Failed, Succeeded
 replacement goes (:mod:`webhook.rules.locate`), and a pod on a node that is not Ready where the
 node is. Two findings say what that means to the person scaling:
 
-- **leaving**: a zone the scale-down loses in which a kept ordinal's dying pod still sits (the
+- **leaving**: a zone the scale-down loses in which a kept ordinal's dying pod (or a pod on a
+  node that no longer exists) still sits (the
   zone looks held, and is not: "db-0 is Terminating on node n1 in zone-c; its replacement goes
   to zone-a");
 - **unready**: a listed zone that the removed ordinals hold and whose kept holders are all pods
@@ -29,12 +30,14 @@ def leaving(
     new: range,
     lost: set[str],
     named: int,
+    gone: Mapping[int, str] | None = None,
 ) -> dict[str, tuple[Located, ...]]:
-    """Lost zone -> the kept ordinals whose pod is going away from it (the first ``named``)."""
+    """Lost zone -> the kept ordinals whose pod is going away from it (the first ``named``);
+    ``gone``: ordinal -> node, for the pods on nodes that no longer exist (going away too)."""
     found: dict[str, list[Located]] = {}
     if lost:
         pods = where.pods
-        for ordinal in where.going:
+        for ordinal in sorted({*where.going, *(gone or {})}):
             pod = pods[ordinal]
             if ordinal in new and (sits := where.sits(pod)) in lost:
                 assert sits is not None  # in lost, which holds zones only

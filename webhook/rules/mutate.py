@@ -23,8 +23,9 @@ from webhook.model.names import is_qualified_name
 from webhook.model.objects import JSON
 from webhook.model.podspec import required_terms
 from webhook.model.records import statefulset_info
+from webhook.model.selection import pod_selection, template_selection
 from webhook.model.store import Store
-from webhook.rules import affinity
+from webhook.rules import affinity, fit
 from webhook.rules.decision import (
     Decision,
     Edit,
@@ -36,7 +37,7 @@ from webhook.rules.decision import (
     edit,
 )
 from webhook.rules.placement import require_synced
-from webhook.rules.plan import PodPlan, PodView, check_node_name, node_labels, plan_pod, read_pod
+from webhook.rules.plan import PodPlan, PodView, check_node_name, plan_pod, read_pod
 from webhook.rules.text import some
 
 
@@ -70,14 +71,20 @@ def _pin(
     fix: str = f"change its {ZONES}",
     reason: str = "ZoneConflict",
 ) -> NodeRequirement:
-    """The requirement ``key In [value]``; Denied if the pod's own constraints exclude it."""
-    spec = view.spec
-    terms = required_terms(spec)
-    conflict = affinity.exclusion(spec, key, value, terms=terms, nodes=node_labels(store))
-    if conflict is not None:
+    """The requirement ``key In [value]``; Denied if the pod's own constraints rule it out.
+
+    They are judged on the view's nodes of ``key=value`` (:mod:`webhook.rules.fit`): a pod
+    whose nodeSelector, required affinity or nodeName admits none of them, but admits nodes
+    elsewhere, would stay Pending for good once pinned. Where the view has no node there (a
+    node pool at zero), only what they say of ``key`` itself can rule it out.
+    """
+    judged = fit.fit(pod_selection(view.spec), key=key, value=value, view=store)
+    if not judged.allowed:
+        verb = "admits no node of" if judged.by_nodes else "excludes"
+        runs = f"; it would run on {judged.where()}" if judged.elsewhere else ""
         raise Denied(
-            f"pod {_pod_name(view, plan)} has {conflict}, which excludes {key}={value}, "
-            f"{what}; remove that constraint from the StatefulSet's pod template or {fix}",
+            f"pod {_pod_name(view, plan)} has {judged.conflict}, which {verb} {key}={value}, "
+            f"{what}{runs}; remove that constraint from the StatefulSet's pod template or {fix}",
             reason=reason,
         )
     return NodeRequirement(key, value)
@@ -212,11 +219,8 @@ def mutate_statefulset(sts: JSON, *, store: Store) -> Decision:
     # name is a placeholder.
     named = {**meta, "name": meta.get("name") or "unnamed"}  # pragma: no mutate (never read)
     info = statefulset_info({**sts, "metadata": named})
-    allowed = tuple(
-        affinity.allowed_values(
-            info.node_terms, info.node_selector, key, zones, nodes=node_labels(store)
-        )
-    )
+    selection = template_selection(info.node_terms, info.node_selector)
+    allowed = tuple(fit.allowed(selection, key, zones, view=store))
     if not allowed:
         text = f"{name}: its pod template rules out every zone ({','.join(zones)}); {ZONES} unset"
         return allow(warnings=(*warnings, text))

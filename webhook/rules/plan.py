@@ -16,7 +16,6 @@ from webhook.model.annotations import SKIP, stszone_annotations
 from webhook.model.objects import JSON
 from webhook.model.records import ordinal_of, statefulset_owner
 from webhook.model.store import Store
-from webhook.rules.affinity import Nodes
 from webhook.rules.placement import Placement, Policy, place_by_mode, resolve_policy
 
 
@@ -112,16 +111,6 @@ def plan_pod(pod: PodView, *, namespace: str, store: Store) -> PodPlan:
         pod=pod.name,
     )
     return PodPlan(policy, pod.ordinal, placement, pod.claims)
-
-
-def node_labels(store: Store) -> Nodes:
-    """The view's node labels by name (None for a node the view does not hold)."""
-
-    def labels(name: str) -> Mapping[str, str] | None:
-        info = store.nodes.get(name)
-        return info.labels if info is not None else None
-
-    return labels
 
 
 def check_node_name(pod: PodView, plan: PodPlan, *, store: Store) -> None:

@@ -5,8 +5,9 @@ StatefulSet and every ordinal ``o`` in ``[start, start + replicas)``:
 
 1. **no pod is lost**: the *homes* of ``o`` are the nodes it may run on -- the nodes of its
    expected zone (affinity and scheduler modes) or the nodes carrying its ordinal label
-   (node-ordinal mode), narrowed to the nodes of its volumes pinned to nodes (by hostname, a
-   driver's node key). If ``o``
+   (node-ordinal mode) that its pod template's own nodeSelector and required affinity admit,
+   narrowed to the nodes its volumes can attach to (by hostname, a driver's node key, any
+   operator). If ``o``
    runs on a node of ``S``, or has any home today, some home must lie outside ``S``: a pod
    drained off ``S`` is re-created on a home, and every other pod needs one at its next
    re-creation (a rolling update re-creates them all). A local volume on ``S`` dies with it.
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from webhook.errors import Denied
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
 from webhook.model.records import StatefulSetInfo
+from webhook.model.selection import template_selection
 from webhook.model.store import Store
 from webhook.rules import guard
 from webhook.rules.locate import Locator
@@ -77,8 +79,11 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
         ]
         return stuck, DEFAULT_TOPOLOGY_KEY
     key = policy.declared.topology_key
+    # The template's own constraints leave the re-created pod only some nodes of its zone.
+    fits = template_selection(sts.node_terms, sts.node_selector)
+    admitted = {n for n, node in store.nodes.items() if fits.admits(node.labels, n)}
     by_zone: dict[str, set[str]] = {}
-    for name in store.nodes:
+    for name in admitted:
         zone = store.node_zone(name, key)
         if zone is not None:
             by_zone.setdefault(zone, set()).add(name)
@@ -95,7 +100,7 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
                     policy.declared.node_label or "",  # pragma: no mutate (never empty here)
                     str(ordinal),
                 )
-            )
+            ).intersection(admitted)
         else:
             claims = where.claims(ordinal)
             try:

@@ -29,12 +29,13 @@ from webhook.model.annotations import (
 )
 from webhook.model.objects import JSON
 from webhook.model.records import StatefulSetInfo, statefulset_info
+from webhook.model.selection import template_selection
 from webhook.model.store import Store
-from webhook.rules import affinity, scaling
+from webhook.rules import affinity, fit, scaling
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.ordinals import walked
 from webhook.rules.placement import Policy, place
-from webhook.rules.plan import check_node_name, node_labels, plan_pod, read_pod
+from webhook.rules.plan import check_node_name, plan_pod, read_pod
 from webhook.rules.text import some
 
 _WHY_MISSING = (
@@ -177,13 +178,18 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
         values = [str(o) for o in walked(info.start, info.replicas)]
     else:
         key, values = declared.topology_key, list(policy.zones)
-    nodes = node_labels(store)
-    allowed = affinity.allowed_values(info.node_terms, info.node_selector, key, values, nodes=nodes)
-    excluded = [v for v in values if v not in allowed]
+    # Judged on the view's nodes of each value (webhook.rules.fit), by its name alone where
+    # the view has none there.
+    selection = template_selection(info.node_terms, info.node_selector)
+    judged = [fit.fit(selection, key=key, value=v, view=store) for v in values]
+    excluded = [j.value for j in judged if not j.allowed]
     if not excluded:
         return None
-    selector = {"nodeSelector": dict(info.node_selector)}
-    why = affinity.exclusion(selector, key, excluded[0], terms=info.node_terms, nodes=nodes)
+    allowed = [j.value for j in judged if j.allowed]
+    first = next(j for j in judged if not j.allowed)
+    why = first.conflict
+    if first.elsewhere:
+        why += f" (its pods would run on {first.where()})"
     if declared.mode == "node-ordinal":
         return (
             f"StatefulSet {info.name}: its pod template's {why} excludes {key} value(s) "

@@ -164,7 +164,7 @@ def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Decision:
     if not result.refused:
         unknown = result.unknown_removed if result.unknown_removed.count else result.unknown_kept
         if unknown.count:
-            warnings += (f"{name}: {why_unknown(unknown)}; every listed zone is kept anyway",)
+            warnings += (f"{name}: {why_unknown(unknown)}; no listed zone is lost",)
         return allow(warnings=warnings)
     if allow_zone_loss:
         zones = [*result.lost, *result.at_risk] or ["a zone"]

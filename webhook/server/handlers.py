@@ -152,15 +152,14 @@ def extender_handler(verb: extender_wire.Verb, *, runtime: Runtime) -> Handler:
     def work(data: bytes, exchange: _Exchange) -> web.Response:
         args = extender_wire.parse_args(data, store=runtime.store)
         store, defaults = runtime.store, runtime.defaults
+        pod, nodes = args.pod, args.candidates
         try:
             if verb == "filter":
-                answer = extender_wire.dumps(
-                    extender.filter_nodes(args, store=store, defaults=defaults)
-                )
+                filtered = extender.filter_nodes(pod, nodes, store=store, defaults=defaults)
+                answer = extender_wire.dumps(extender_wire.filter_result(args, filtered))
             else:
-                answer = extender_wire.dumps(
-                    extender.prioritize(args, store=store, defaults=defaults)
-                )
+                scores = extender.prioritize(pod, nodes, store=store, defaults=defaults)
+                answer = extender_wire.dumps(extender_wire.host_priorities(scores))
         except BadRequest:
             raise
         except Exception:
@@ -169,7 +168,8 @@ def extender_handler(verb: extender_wire.Verb, *, runtime: Runtime) -> Handler:
             if verb != "filter":
                 exchange.status = 500
                 return plain(500, text=message)
-            answer = extender_wire.dumps(extender.filter_error(args, message=message))
+            failed = extender.Filtered(error=message)
+            answer = extender_wire.dumps(extender_wire.filter_result(args, failed))
         return web.Response(body=answer, content_type=JSON)
 
     return _served(f"extender/{verb}", path=f"/extender/{verb}", work=work, runtime=runtime)

@@ -9,20 +9,17 @@ keep their lower-case API names. ``nodeCacheCapable: false`` sends full ``Nodes`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, TypedDict
+from typing import Literal, TypedDict
 
 from webhook.errors import BadObject, BadRequest
 from webhook.model import objects
 from webhook.model.objects import JSON
 from webhook.model.store import Store
+from webhook.rules.extender import Candidate, Filtered
 from webhook.wire import codec
 
 Verb = Literal["filter", "prioritize"]
-
-#: ``MaxExtenderPriority`` in k8s.io/kube-scheduler/extender/v1 (``MinExtenderPriority`` is 0).
-MAX_SCORE: Final = 10
 
 
 class FilterResultWire(TypedDict):
@@ -40,17 +37,6 @@ class HostPriorityWire(TypedDict):
 
     Host: str
     Score: int
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A node the scheduler offers: from the request (full Node) or from the view (name)."""
-
-    name: str
-    labels: Mapping[str, str]
-    true_conditions: frozenset[str]
-    #: False when only the name came and the view does not hold the node.
-    known: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +100,29 @@ def _known(name: str, *, store: Store) -> Candidate:
     if info is None:
         return Candidate(name=name, labels={}, true_conditions=frozenset(), known=False)
     return Candidate(name=name, labels=info.labels, true_conditions=info.true_conditions)
+
+
+def filter_result(args: Args, filtered: Filtered) -> FilterResultWire:
+    """The ``ExtenderFilterResult`` of ``filtered``, in the shape asked: with ``Nodes`` asked,
+    the request's Node objects that pass, unchanged (kube-scheduler schedules onto them);
+    with ``NodeNames``, their names. Every failed node is unresolvable: preemption skips it."""
+    nodes: JSON | None = None
+    if args.node_list is not None:
+        passing = set(filtered.passed)
+        items = objects.dicts(args.node_list, "items")
+        nodes = {**args.node_list, "items": [i for i in items if i["metadata"]["name"] in passing]}
+    return {
+        "Nodes": nodes,
+        "NodeNames": list(filtered.passed) if nodes is None else None,
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": dict(filtered.failed),
+        "Error": filtered.error,
+    }
+
+
+def host_priorities(scores: list[tuple[str, int]]) -> list[HostPriorityWire]:
+    """The ``HostPriorityList`` of (node, score) pairs."""
+    return [{"Host": host, "Score": score} for host, score in scores]
 
 
 def dumps(body: FilterResultWire | list[HostPriorityWire]) -> bytes:

@@ -1,0 +1,273 @@
+"""Whether a pod's own node constraints let it run in one zone, judged on the view's nodes. Pure.
+
+A *zone* here is the nodes whose ``key`` label is ``value``: a zone on the set's topology key,
+or, in node-ordinal mode, the nodes labelled with one ordinal. The pod's own constraints
+(:class:`~webhook.model.selection.PodSelection`: its nodeSelector, required node affinity and
+``spec.nodeName``, read as kube-scheduler reads them) rule the zone out
+
+- **by its nodes**, when the view holds nodes of the zone, the constraints admit none of them,
+  and they admit some node elsewhere: the pod would have run there, and pinned to the zone it
+  would stay Pending for good. The answer names the constraint that excludes the zone's nodes
+  and where the pod would have run;
+- **by its name alone**, when the view holds no node of the zone (a node pool at zero, a view
+  without nodes) or the constraints admit no node of the view at all (the nodes they wait for
+  are still to come): only what they say of ``key`` itself is read -- a nodeSelector on
+  ``key``, or no term that could select a node with ``key=value`` -- and every other
+  requirement is taken to be met by the nodes to come. A term naming its nodes
+  (``matchFields metadata.name In``) that the view all holds is judged on those nodes, and a
+  ``spec.nodeName`` the view holds on that node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from webhook.model.pinning import Labelled
+from webhook.model.selection import NAME_FIELD, PodSelection, Requirement, Term, any_term
+
+#: How many nodes :attr:`Fit.elsewhere` keeps per zone.
+NAMED: Final = 3
+
+#: The labels of a node by name, or None when the view does not hold it.
+Nodes = Callable[[str], Mapping[str, str] | None]
+
+
+class View(Protocol):
+    """What judging on nodes needs of the view (:class:`~webhook.model.store.Store`)."""
+
+    @property
+    def nodes(self) -> Mapping[str, Labelled]: ...
+
+    def nodes_with_label(self, key: str, value: str) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """How a pod's own constraints meet the zone ``key=value``."""
+
+    key: str
+    value: str
+    #: True when judged on the view's nodes of the zone; False when by its name alone (the
+    #: module docstring says when).
+    by_nodes: bool
+    #: The constraint that rules the zone out, in words ("" when none does): "nodeSelector
+    #: kubernetes.io/hostname=n4", "required nodeAffinity disk In [nvme] / an empty term ...".
+    conflict: str = ""
+    #: Where it would have run (by its nodes only): ``key`` value -> the first few nodes there
+    #: its constraints admit, sorted ("" for nodes without the label).
+    elsewhere: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the pod's own constraints leave it the zone."""
+        return not self.conflict
+
+    def where(self) -> str:
+        """:attr:`elsewhere` in words: "node n4 in zone-b; nodes n5, n6 in zone-c"."""
+        parts = []
+        for value, nodes in self.elsewhere.items():
+            noun = "node" if len(nodes) == 1 else "nodes"
+            place = f"in {value}" if value else f"without {self.key}"
+            parts.append(f"{noun} {', '.join(nodes)} {place}")
+        return "; ".join(parts)
+
+
+def fit(selection: PodSelection, *, key: str, value: str, view: View) -> Fit:
+    """How the constraints of ``selection`` meet the zone ``key=value`` of ``view``."""
+    if not selection.constrained:  # nothing of its own rules any zone out: no lookup
+        return Fit(key, value, by_nodes=False)
+    zone = view.nodes_with_label(key, value)
+    if zone:
+        nodes = view.nodes
+        if any(selection.admits(nodes[n].labels, n) for n in _narrowed(selection, zone, view)):
+            return Fit(key, value, by_nodes=True)
+        elsewhere = _elsewhere(selection, key=key, view=view)
+        if elsewhere:
+            why = _culprit(selection, zone, view=view, key=key)
+            return Fit(key, value, by_nodes=True, conflict=why, elsewhere=elsewhere)
+    conflict = by_name(selection, key, value, nodes=labels_of(view)) or ""
+    return Fit(key, value, by_nodes=False, conflict=conflict)
+
+
+def allowed(selection: PodSelection, key: str, values: Iterable[str], *, view: View) -> list[str]:
+    """The ``values`` of ``key`` whose zones :func:`fit` leaves to ``selection``, in order."""
+    return [v for v in values if fit(selection, key=key, value=v, view=view).allowed]
+
+
+def labels_of(view: View) -> Nodes:
+    """The view's node labels by name (None for a node it does not hold)."""
+    nodes = view.nodes
+
+    def labels(name: str) -> Mapping[str, str] | None:
+        node = nodes.get(name)
+        return node.labels if node is not None else None
+
+    return labels
+
+
+def _narrowed(selection: PodSelection, zone: Sequence[str], view: View) -> Sequence[str]:
+    """The zone's nodes the pod may name: its nodeName's, else the fewer of the zone's and
+    those carrying its first nodeSelector pair (the view's label index)."""
+    if selection.node_name:
+        return [selection.node_name] if selection.node_name in zone else []
+    if selection.selector:
+        first = view.nodes_with_label(*selection.selector[0])
+        if len(first) < len(zone):
+            inside = set(zone)
+            return [n for n in first if n in inside]
+    return zone
+
+
+def _elsewhere(selection: PodSelection, *, key: str, view: View) -> dict[str, tuple[str, ...]]:
+    """``key`` value -> the first few nodes of the view the constraints admit, sorted."""
+    nodes = view.nodes
+    if selection.node_name:
+        candidates: Iterable[str] = [selection.node_name] if selection.node_name in nodes else []
+    elif selection.selector:
+        candidates = view.nodes_with_label(*selection.selector[0])
+    else:
+        candidates = sorted(nodes)
+    found: dict[str, list[str]] = {}
+    for name in candidates:
+        labels = nodes[name].labels
+        if selection.admits(labels, name):
+            found.setdefault(labels.get(key, ""), []).append(name)
+    return {v: tuple(sorted(found[v])[:NAMED]) for v in sorted(found)}
+
+
+def _culprit(selection: PodSelection, zone: Sequence[str], *, view: View, key: str) -> str:
+    """Which of the pod's constraints admits none of the zone's nodes (the first that does
+    not alone; else the ones that do not together)."""
+    nodes = view.nodes
+    if selection.node_name and selection.node_name not in zone:
+        node = nodes.get(selection.node_name)
+        have = node.labels.get(key) if node is not None else None
+        where = f"in {have}" if have is not None else f"without {key}"
+        if node is None:
+            where = "not in stszone's view"
+        return f"spec.nodeName {selection.node_name} (a node {where})"
+    names = [selection.node_name] if selection.node_name else list(zone)
+    labels = {n: nodes[n].labels for n in names}
+    pairs = selection.selector
+    shown = ", ".join(f"{k}={v}" for k, v in pairs)
+    if pairs and not any(all(labels[n].get(k) == v for k, v in pairs) for n in names):
+        lone = [f"{k}={v}" for k, v in pairs if not any(labels[n].get(k) == v for n in names)]
+        return f"nodeSelector {', '.join(lone) or shown}"
+    terms = selection.required
+    # Here the nodeName and the nodeSelector admit some node of the zone, so the terms do not.
+    assert terms is not None
+    if not any(any_term(terms, labels[n], n) for n in names):
+        return "required nodeAffinity " + _terms_missing(terms, labels)
+    return f"nodeSelector {shown} together with required nodeAffinity {_terms_missing(terms, {})}"
+
+
+def _terms_missing(terms: Sequence[Term], labels: Mapping[str, Mapping[str, str]]) -> str:
+    """Each term, by what in it no node of ``labels`` meets (all of it when each part alone is
+    met by some node), joined by " / " (the terms are ORed)."""
+    if not terms:
+        return "with no term (it matches no node)"
+    described: list[str] = []
+    for term in terms:
+        if term.empty or term.invalid or not labels:
+            described.append(term.describe())
+            continue
+        parts = [r.describe() for r in term.expressions or () if not _met(r, labels, field=False)]
+        parts += [
+            f"matchFields {r.describe()}"
+            for r in term.fields or ()
+            if not _met(r, labels, field=True)
+        ]
+        described.append(" and ".join(parts) or term.describe())
+    return " / ".join(dict.fromkeys(described))
+
+
+def _met(requirement: Requirement, labels: Mapping[str, Mapping[str, str]], *, field: bool) -> bool:
+    """Whether some node of ``labels`` (name -> labels) meets one requirement."""
+    if field:
+        return any(requirement.matches_field(n) for n in labels)
+    return any(requirement.matches(node) for node in labels.values())
+
+
+def by_name(
+    selection: PodSelection, key: str, value: str, *, nodes: Nodes | None = None
+) -> str | None:
+    """The constraint that rules ``key=value`` out by what it says of ``key`` alone (and of
+    the nodes it names that ``nodes`` holds), or None (the module docstring)."""
+    selector = dict(selection.selector)
+    if key in selector and selector[key] != value:
+        return f"nodeSelector {key}={selector[key]}"
+    if selection.node_name and nodes is not None:
+        have = nodes(selection.node_name)
+        if have is not None and have.get(key) != value:
+            where = f"in {have[key]}" if key in have else f"without {key}"
+            return f"spec.nodeName {selection.node_name} (a node {where})"
+    terms = selection.required
+    if terms is None:
+        return None
+    if not terms:
+        return "required nodeAffinity with no term (it matches no node)"
+    if any(_term_allows(t, key, value, nodes=nodes, selector=selector) for t in terms):
+        return None
+    blocking = [b for t in terms for b in _blocking(t, key, value, nodes=nodes)]
+    return "required nodeAffinity " + " / ".join(dict.fromkeys(blocking))
+
+
+def _named(term: Term) -> frozenset[str] | None:
+    """The only nodes a term's ``matchFields metadata.name In`` lets it select (None: any)."""
+    names: frozenset[str] | None = None
+    for f in term.fields or ():
+        if f.key == NAME_FIELD and f.operator == "In":
+            names = frozenset(f.values) if names is None else names & frozenset(f.values)
+    return names
+
+
+def _known(names: frozenset[str] | None, nodes: Nodes | None) -> dict[str, Mapping[str, str]]:
+    """Labels of ``names`` when the view holds every one of them, else ``{}``."""
+    if names is None or nodes is None:
+        return {}
+    found = {n: labels for n in names if (labels := nodes(n)) is not None}
+    return found if len(found) == len(names) else {}
+
+
+def _on_key(term: Term, key: str, value: str) -> bool:
+    """Whether every expression of ``term`` on ``key`` admits ``value``."""
+    return all(r.matches({key: value}) for r in term.expressions or () if r.key == key)
+
+
+def _term_allows(
+    term: Term, key: str, value: str, *, nodes: Nodes | None, selector: Mapping[str, str]
+) -> bool:
+    """Whether one term can select some node whose ``key`` label is ``value``, by its name."""
+    if term.empty or term.invalid:
+        return False
+    names = _named(term)
+    known = _known(names, nodes)
+    if known:
+        return any(
+            labels.get(key) == value
+            and all(labels.get(k) == v for k, v in selector.items())
+            and term.matches(labels, n)
+            for n, labels in sorted(known.items())
+        )
+    if names is not None and not names:
+        return False  # metadata.name In [x] ANDed with In [y]: no node at all
+    return _on_key(term, key, value)
+
+
+def _blocking(term: Term, key: str, value: str, *, nodes: Nodes | None) -> list[str]:
+    """What in one term rules out ``key=value`` (the term is known not to allow it)."""
+    if term.empty or term.invalid:
+        return [term.describe()]
+    known = _known(_named(term), nodes)
+    if known:
+        where = sorted({labels.get(key, f"no {key}") for labels in known.values()})
+        return [
+            f"matchFields {NAME_FIELD} In [{', '.join(sorted(known))}] "
+            f"(node(s) in {', '.join(where)})"
+        ]
+    found = [
+        r.describe() for r in term.expressions or () if r.key == key and not r.matches({key: value})
+    ]
+    return found or [f"matchFields {NAME_FIELD} In [] (no node)"]
