@@ -289,3 +289,19 @@ def test_the_reporting_instance_is_the_replica() -> None:
     assert instance(Settings(), environ={"POD_NAME": "stszone-1"}) == "stszone-1"
     assert instance(Settings(identity="me"), environ={"POD_NAME": "stszone-1"}) == "me"
     assert instance(Settings(), environ={})  # the host name
+
+
+async def test_writes_waiting_for_a_retry_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the API server failing for long, at most MAX_HELD writes wait; the rest fail."""
+    monkeypatch.setattr("webhook.cluster.events.MAX_HELD", 2)
+    async with setup(tmp_path) as s:
+        s.fake.inject("events", "create", *[Fault.status(503)] * 4)
+        many = [notices.scale_down_refused(DB, note=f"refusal {i}") for i in range(4)]
+        s.outbox.post(many, dry_run=False)
+        await s.writer.round(now=T0)
+        assert s.writes() == ["create"] * 4
+        assert s.writer.stats().failed == 2
+        await s.writer.round(now=T0 + 60)  # the two held are written now
+        assert len(s.events()) == 2 and s.writer.stats().created == 2

@@ -8,8 +8,9 @@ time, to a :class:`Sink`: the API server (:class:`ApiSink`: ``POST`` to
 repeats) or, with no cluster, the log (:class:`LogSink`).
 
 Writes that fail for a reason that may pass (a transport error, 429, 5xx) are tried again later
-with backoff, at most ``max_tries`` times, while new notices keep being drained; any other
-refusal (403: RBAC; 422: invalid) is counted as failed and logged, at most once a minute. A
+with backoff, at most ``max_tries`` times (and at most :data:`MAX_HELD` writes wait so), while
+new notices keep being drained; any other refusal (403: RBAC; 422: invalid) is counted as
+failed and logged, at most once a minute. A
 series patch that finds its Event gone (404: its TTL passed) creates it again with its series,
 as client-go does. Nothing here ever blocks a request: posting is the outbox's synchronous
 append, and what the job cannot keep up with is dropped there and counted.
@@ -40,6 +41,8 @@ MERGE_PATCH: Final = "application/merge-patch+json"
 TICK: Final = 10.0
 #: Attempts at one write before it counts as failed.
 MAX_TRIES: Final = 5
+#: Writes held for a retry at most (the API server down for long): beyond, a write fails.
+MAX_HELD: Final = 1000
 #: Seconds between two log lines about failed writes (the count says how many in between).
 COMPLAIN_EVERY: Final = 60.0
 
@@ -233,6 +236,9 @@ class EventWriter:
     ) -> None:
         if tries + 1 >= self._max_tries:
             self._fail(write, f"gave up after {tries + 1} attempts: {why}", now=now)
+            return
+        if len(self._written.retries) >= MAX_HELD:
+            self._fail(write, f"{MAX_HELD} writes already wait for a retry: {why}", now=now)
             return
         delay = self._backoff.next(at_least=at_least)
         self._written.retries.append(_Retry(now + delay, tries + 1, write))
