@@ -2,7 +2,7 @@
 
 It is generated like deploy/base, renders with kustomize on top of the base, validates, moves
 with the namespace, and grants exactly the writes the executor makes -- while the webhook's own
-ServiceAccount stays read-only.
+ServiceAccount only reads (and writes Events).
 """
 
 from __future__ import annotations
