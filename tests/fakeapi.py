@@ -23,7 +23,9 @@ uses to play the StatefulSet controller once an eviction has deleted a pod. For
 ``--manage-certs`` it serves Secrets, Leases and the two webhook configurations: lists and
 watches narrowed by ``fieldSelector=metadata.name=NAME``, and create, update and JSON Patch
 with resourceVersion conflicts (:mod:`tests.fakewrites`); ``api.on_write`` holds hooks run
-after each write, and every request records its ``User-Agent`` (who wrote what).
+after each write, and every request records its ``User-Agent`` (who wrote what). Events
+(``events.k8s.io/v1``) are created and merge-patched, validated as a real server validates
+them (:mod:`tests.fakeevents`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from tests import fakeobjects, fakewrites
+from tests import fakeevents, fakeobjects, fakewrites
 from tests.fakeobjects import EvictHook
 from tests.fakestate import (
     RESOURCES,
@@ -241,6 +243,8 @@ class FakeApi:
         if refused is not None:
             return refused
         where = fakeobjects.route(request.path)
+        if where is not None and where.resource == "events":
+            return await fakeevents.write(self, request, where)
         if where is not None and where.resource in fakewrites.WRITABLE:
             return await fakewrites.write(self, request, where)
         return await fakeobjects.write(self, request)

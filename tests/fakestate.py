@@ -45,6 +45,8 @@ RESOURCES: Final = {
         "admissionregistration.k8s.io/v1",
         False,
     ),
+    # What the Event recorder writes (tests.fakeevents): served, never in fixtures.
+    "events": ("/apis/events.k8s.io/v1/events", "Event", "events.k8s.io/v1", True),
 }
 
 JSON = dict[str, Any]

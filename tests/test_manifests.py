@@ -90,7 +90,9 @@ def test_each_webhook_keeps_the_blast_radius_small(objects: list[Obj]) -> None:
                 {"key": "stszone.io/skip", "operator": "NotIn", "values": ["true"]}
             ]
         }, kind
-        assert webhook["sideEffects"] == "None", kind
+        # Events are written for real requests only; dry runs are still sent (None and
+        # NoneOnDryRun are the two values the API server sends dry runs to).
+        assert webhook["sideEffects"] == "NoneOnDryRun", kind
         assert webhook["admissionReviewVersions"] == ["v1"], kind
         assert webhook["timeoutSeconds"] == 5, kind
         assert webhook["failurePolicy"] == "Fail", kind
@@ -154,12 +156,22 @@ def _named(objects: list[Obj], kind: str, name: str) -> Obj:
     return found[0]
 
 
-def test_rbac_is_read_only_on_exactly_what_the_live_view_watches(objects: list[Obj]) -> None:
-    """get/list/watch only, on the collections webhook.cluster.resources lists, bound to our account."""
+def test_rbac_reads_exactly_what_the_live_view_watches_and_writes_only_events(
+    objects: list[Obj],
+) -> None:
+    """get/list/watch on the collections webhook.cluster.resources lists, create and patch
+    on events.k8s.io Events and nothing else, bound to our account."""
     role = _named(objects, "ClusterRole", "stszone")
-    assert all(rule["verbs"] == ["get", "list", "watch"] for rule in role["rules"])
+    writes = [rule for rule in role["rules"] if rule["verbs"] != ["get", "list", "watch"]]
+    assert writes == [
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}
+    ]
     granted = {
-        (g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+        (g, r)
+        for rule in role["rules"]
+        if rule not in writes
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
     }
     watched = set()
     for resource in resources(Settings()):

@@ -2,7 +2,7 @@
 
 It is generated like deploy/base, renders with kustomize on top of the base, validates, moves
 with the namespace, and grants exactly the writes the executor makes -- while the webhook's own
-ServiceAccount stays read-only.
+ServiceAccount only reads (and writes Events).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_component_renders_on_the_base_and_only_adds_the_rebalance_identity(
     tmp_path: Path,
 ) -> None:
     """An overlay listing the component: the base unchanged, plus ServiceAccount, ClusterRole
-    and ClusterRoleBinding stszone-rebalance, all valid; the webhook's role stays read-only."""
+    and ClusterRoleBinding stszone-rebalance, all valid; the webhook's role writes only Events."""
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     up = os.path.relpath(DEPLOY, overlay)
@@ -62,7 +62,11 @@ def test_component_renders_on_the_base_and_only_adds_the_rebalance_identity(
     writes = {t for t in granted(ours["ClusterRole"]) if t[2] not in ("get", "list", "watch")}
     assert writes == WRITES
     webhook_role = by_kind(objects, deploybase.NAME)["ClusterRole"]
-    assert {verb for _, _, verb in granted(webhook_role)} == {"get", "list", "watch"}
+    webhook_writes = {t for t in granted(webhook_role) if t[2] not in ("get", "list", "watch")}
+    assert webhook_writes == {
+        ("events.k8s.io", "events", "create"),
+        ("events.k8s.io", "events", "patch"),
+    }
 
 
 def test_manifests_prints_the_component_for_another_namespace() -> None:

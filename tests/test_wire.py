@@ -99,7 +99,7 @@ async def test_reinvocation_over_the_wire_gives_no_patch(serve: ServeFactory) ->
 
 
 async def test_dry_run_is_answered_like_a_real_request(serve: ServeFactory) -> None:
-    """dryRun: true gets exactly the same response (sideEffects: None)."""
+    """dryRun: true gets exactly the same response (sideEffects: NoneOnDryRun)."""
     served = await serve(store=store_from_objects([], zones=("a", "b", "c")))
     pod = b.sts_pod(ordinal=2)
     _, real = await served.post_json("/mutate", b.review(pod, uid="u1"))

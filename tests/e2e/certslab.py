@@ -1,7 +1,7 @@
 """The pieces of the self-managed certificates test on a real control plane (test_certs.py).
 
 - :func:`install`: stszone's own namespace with its ServiceAccount and exactly the RBAC the
-  manifests render (the read-only ClusterRole and ``stszone-certs``; cluster-scoped names get
+  manifests render (the webhook's ClusterRole and ``stszone-certs``; cluster-scoped names get
   the run's suffix, the webhook configurations' ``resourceNames`` the run's configuration name),
   a selector-less Service with a ClusterIP in the lab's loopback Service range, and both webhook
   configurations referencing it, with no caBundle.

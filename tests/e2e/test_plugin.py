@@ -132,3 +132,26 @@ def test_kubectl_stszone_review_answers_from_the_context_cluster(
         check=False,
     )
     assert json.loads(offline.stdout)["response"]["status"]["reason"] == "NoZones", offline.stdout
+
+
+def test_kubectl_stszone_explain_prints_the_decision(
+    cluster: Cluster, kubeconfig: Path, placed: Obj
+) -> None:
+    """`kubectl stszone explain pod/plug-1`: its set and ordinal, its rule zone, the node it
+    runs on in that zone, and the guard counting it there; `sts/plug` answers each size."""
+    zone = cluster.zones[1 % len(cluster.zones)]
+    done = kubectl_stszone(cluster, kubeconfig, "explain", "pod/plug-1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(
+        f"Pod {cluster.namespace}/plug-1: ordinal 1 of StatefulSet {cluster.namespace}/plug"
+    ), done.stdout
+    assert f"  rule zone:       {zone}" in lines, done.stdout
+    assert f"  guard:           holds {zone} for the scale-down guard" in lines, done.stdout
+    node = cluster.kubectl.get("pod", "plug-1")["spec"]["nodeName"]
+    assert f"  runs on:         node {node}, zone {zone}, Ready" in lines, done.stdout
+    sizes = kubectl_stszone(cluster, kubeconfig, "explain", "sts/plug", "-o", "json")
+    assert sizes.returncode == 0, sizes.stderr
+    answers = [(s["replicas"], s["allowed"]) for s in json.loads(sizes.stdout)["sizes"]]
+    keeps = len(cluster.zones)  # one pod per zone: any smaller count but 0 drops a zone
+    assert answers == [(n, n >= keeps or n == 0) for n in range(2, -1, -1)], sizes.stdout

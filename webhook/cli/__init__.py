@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from typing import Final
 
 from webhook import __version__
-from webhook.cli import audit, certs, manifests, rebalance, review, serve
+from webhook.cli import audit, certs, explain, manifests, rebalance, review, serve
 from webhook.cli.options import FORMATTER, settings_from
 from webhook.errors import ConfigError
 
 __all__ = ["build_parser", "main", "settings_from"]
 
 #: The commands, in the order the overview lists them.
-COMMANDS: Final = (serve, review, audit, rebalance, certs, manifests)
+COMMANDS: Final = (serve, review, audit, explain, rebalance, certs, manifests)
 DESCRIPTION: Final = "Admission webhook that keeps every StatefulSet in every availability zone."
 
 

@@ -21,6 +21,7 @@ from webhook.cli.options import (
     seconds,
     settings_from,
 )
+from webhook.cli.recorder import attach_recorder
 from webhook.cluster.live import start_live
 from webhook.cluster.view import choose_view, offline_store, zone_source
 from webhook.config import Settings, split_label_rule
@@ -210,6 +211,9 @@ async def _main(settings: Settings) -> None:
     )
     if managed is not None:
         metrics.registry.register(managed.collector)
+    # Notices posted to runtime.outbox become Events (log lines without a cluster).
+    credentials = live.credentials if live is not None else None
+    attach_recorder(runtime, credentials=credentials, registry=metrics.registry)
     if logs.decisions_logged():  # --log-level debug; the level is set once, at start-up
         runtime.observers.append(logs.log_decision)
     # The one freeze: what start-up built (modules, classes, the runtime; an offline view) lives as

@@ -35,6 +35,14 @@ READ_RESOURCES: Final = (
     ("", ("namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes", "pods")),
     ("apps", ("statefulsets",)),
 )
+#: The one write of every replica: Events on the workloads it decides about (create, and patch
+#: for a repeat's series). Events live in the workloads' namespaces, which are whichever are
+#: opted in, so this is a ClusterRole rule: a Role per namespace would have to follow opt-ins.
+EVENT_RULE: Final = {
+    "apiGroups": ["events.k8s.io"],
+    "resources": ["events"],
+    "verbs": ["create", "patch"],
+}
 WEBHOOK_TIMEOUT: Final = 5
 #: The optional identity ``stszone rebalance`` runs as in a Job (deploy/components/rebalance).
 REBALANCE: Final = "stszone-rebalance"
@@ -83,11 +91,13 @@ def _binding(name: str, install: Install, *, labels: dict[str, str]) -> Obj:
 
 
 def rbac(install: Install) -> list[Obj]:
-    """ServiceAccount, a read-only ClusterRole over exactly what the view watches, the binding."""
+    """ServiceAccount, a ClusterRole reading exactly what the view watches and writing Events,
+    the binding."""
     rules = [
         {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
         for group, resources in READ_RESOURCES
     ]
+    rules.append({key: list(value) for key, value in EVENT_RULE.items()})
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, install)},
         {

@@ -18,7 +18,10 @@ The safety choices, each one a lesson from admission webhooks that took clusters
   kustomize component), which sends every pod of an opted-in namespace.
 - ``failurePolicy: Fail``: a pod admitted without its zone is the failure stszone exists to
   prevent; the blast radius is kept small by the selectors above and a short timeout instead.
-- ``sideEffects: None``: dry-run requests are answered like real ones.
+- ``sideEffects: NoneOnDryRun``: dry-run requests are answered like real ones and leave no trace;
+  a real request may leave one, an Event on the workload (written later, off the admission
+  path). The API server sends a dry run only to webhooks that declare ``None`` or
+  ``NoneOnDryRun``, so ``kubectl apply --dry-run=server`` still shows stszone's answer.
 - ``statefulsets/scale``: ``kubectl scale`` and the HPA go through the subresource and would
   bypass a webhook registered on ``statefulsets`` alone.
 """
@@ -124,7 +127,7 @@ def _webhook(
         "matchPolicy": "Equivalent",
         "namespaceSelector": namespaces,
         "objectSelector": object_selector(),
-        "sideEffects": "None",
+        "sideEffects": "NoneOnDryRun",
         "timeoutSeconds": TIMEOUT_SECONDS,
     }
     if match_conditions:

@@ -3,7 +3,8 @@
 ``mutate`` and ``validate`` are what ``/mutate`` and ``/validate`` decide; the wire
 (:mod:`webhook.wire.review`) reads a request from an AdmissionReview and renders the decision
 back. A request changes nothing but its answer: the view is only read, so a dry run is decided
-exactly like the real request.
+exactly like the real request (the server turns a decision's notices into Events, never for a
+dry run).
 """
 
 from __future__ import annotations

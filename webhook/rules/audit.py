@@ -136,7 +136,10 @@ def _expectation(
     return placement.zone, f"volume {placement.volume}" if placement.volume else "rule", ()
 
 
-def _row(ordinal: int, policy: Policy, store: Store, where: Locator, located: Located) -> Row:
+def member_row(
+    ordinal: int, *, policy: Policy, store: Store, where: Locator, located: Located
+) -> Row:
+    """The audit's row of ``ordinal``, ``located`` by ``where`` (``stszone explain`` shows it)."""
     namespace = where.namespace
     try:
         claims = where.claims(ordinal)
@@ -240,7 +243,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
                 unknown.append(o)
             else:
                 held.add(at.zone)
-            rows.append(_row(o, policy, store, where, at))
+            rows.append(member_row(o, policy=policy, store=store, where=where, located=at))
             if node_ordinal:
                 pinned[o] = store.nodes_with_label(label, str(o))
     missing = tuple(o for o, nodes in pinned.items() if not nodes)

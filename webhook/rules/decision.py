@@ -10,15 +10,21 @@ A rule allows or refuses (a reason, an HTTP-style code and a message the user re
 - :class:`SchedulerName`: hand the pod to a scheduler;
 - :class:`StorageClass`: give a claim a StorageClass.
 
-The rules know nothing of JSON Patch or AdmissionReview: :mod:`webhook.wire.review` applies the
-edits to a copy of the object exactly as the API server sent it and answers the patch between
-the two, so an edit the object already carries changes nothing and a second invocation answers
-an empty patch.
+A decision that a person should be able to find later also carries :class:`Notice` s, which
+the server posts to its outbox (never for a dry run) and a background job writes as Events on
+the workload.
+
+The rules know nothing of JSON Patch or AdmissionReview: :mod:`webhook.wire.review` applies
+the edits to a copy of the object exactly as the API server sent it and answers the patch
+between the two, so an edit the object already carries changes nothing and a second
+invocation answers an empty patch.
 """
 
 from __future__ import annotations
 
 from typing import Final, NamedTuple
+
+from webhook.model.notices import Notice
 
 #: The API server's advice for admission warnings: "Limit warnings to 120 characters if
 #: possible. Warnings over 256 characters and large numbers of warnings may be truncated."
@@ -73,6 +79,14 @@ class Decision(NamedTuple):
     code: int = 200
     reason: str = ""
     message: str = ""
+    #: What the decision says as Events on the workload.
+    notices: tuple[Notice, ...] = ()
+
+    def with_notices(self, *notices: Notice) -> Decision:
+        """The same decision with more notices."""
+        if not notices:
+            return self
+        return self._replace(notices=self.notices + notices)
 
     def with_warnings(self, warnings: tuple[str, ...]) -> Decision:
         """The same decision with more warnings appended."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from webhook.config import Defaults
 from webhook.errors import Denied
-from webhook.model import objects
+from webhook.model import notices, objects
 from webhook.model.annotations import (
     DEFAULT_SCHEDULER,
     DEFAULT_TOPOLOGY_KEY,
@@ -20,6 +20,7 @@ from webhook.model.annotations import (
     ZONES,
 )
 from webhook.model.names import is_qualified_name
+from webhook.model.notices import Notice
 from webhook.model.objects import JSON
 from webhook.model.podspec import required_terms
 from webhook.model.records import statefulset_info
@@ -50,10 +51,10 @@ def mutate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -
     check_node_name(view, plan, store=store)
     mode = plan.policy.declared.mode
     if mode == "scheduler":
-        return _scheduler_mode(view, plan, defaults=defaults)
+        return _scheduler_mode(view, plan, defaults=defaults, namespace=namespace)
     if mode == "node-ordinal":
         return _node_ordinal_mode(view, plan, namespace=namespace, store=store)
-    return _affinity_mode(view, plan, store=store)
+    return _affinity_mode(view, plan, store=store, namespace=namespace)
 
 
 def _pod_name(view: PodView, plan: PodPlan) -> str:
@@ -90,21 +91,40 @@ def _pin(
     return NodeRequirement(key, value)
 
 
-def _affinity_mode(view: PodView, plan: PodPlan, *, store: Store) -> Decision:
+def _placement_notices(view: PodView, plan: PodPlan, *, namespace: str) -> tuple[Notice, ...]:
+    """What a placement says as Events on the set: a pod that follows its volume away from
+    its rule zone, or one whose volume can attach nowhere."""
+    placement = plan.placement
+    if not placement.warnings or not (placement.nowhere or placement.volume):
+        return ()
+    workload = notices.statefulset(namespace, view.owner, uid=view.owner_uid)
+    pod = notices.pod(namespace, _pod_name(view, plan))
+    note = placement.warnings[0]
+    if placement.nowhere:
+        return (notices.nowhere_to_run(workload, pod=pod, note=note),)
+    return (notices.placed_with_data(workload, pod=pod, note=note),)
+
+
+def _affinity_mode(view: PodView, plan: PodPlan, *, store: Store, namespace: str) -> Decision:
     zone = plan.placement.zone
+    told = _placement_notices(view, plan, namespace=namespace)
     if not zone:  # its volume can attach nowhere: no zone to pin it to (the warning says so)
-        return allow(warnings=plan.placement.warnings)
+        return allow(warnings=plan.placement.warnings).with_notices(*told)
     key = plan.policy.declared.topology_key
     why = f"the zone stszone chose for ordinal {plan.ordinal}"
     if plan.placement.volume:
         why = f"the zone of its volume {plan.placement.volume}"
     required = _pin(view, plan, store=store, key=key, value=zone, what=why)
-    return edit(ZoneAnnotation(zone), required, warnings=plan.placement.warnings)
+    decided = edit(ZoneAnnotation(zone), required, warnings=plan.placement.warnings)
+    return decided.with_notices(*told)
 
 
-def _scheduler_mode(view: PodView, plan: PodPlan, *, defaults: Defaults) -> Decision:
+def _scheduler_mode(
+    view: PodView, plan: PodPlan, *, defaults: Defaults, namespace: str
+) -> Decision:
+    told = _placement_notices(view, plan, namespace=namespace)
     if not plan.placement.zone:  # its volume can attach nowhere: no zone for the scheduler
-        return allow(warnings=plan.placement.warnings)
+        return allow(warnings=plan.placement.warnings).with_notices(*told)
     spec = view.spec
     current = objects.string(spec, "schedulerName", path="spec")
     wanted = plan.policy.declared.scheduler_name or defaults.scheduler_name
@@ -117,7 +137,7 @@ def _scheduler_mode(view: PodView, plan: PodPlan, *, defaults: Defaults) -> Deci
             f"pod {_pod_name(view, plan)} asks for scheduler {current!r}; stszone leaves it "
             f"and only records {ZONE}={plan.placement.zone} for it",
         )
-    return edit(*edits, warnings=warnings)
+    return edit(*edits, warnings=warnings).with_notices(*told)
 
 
 def _node_ordinal_mode(view: PodView, plan: PodPlan, *, namespace: str, store: Store) -> Decision:

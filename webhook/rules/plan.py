@@ -52,6 +52,8 @@ class PodView(NamedTuple):
     #: The claims it mounts, in order: they decide where its data is.
     claims: tuple[str, ...]
     spec: JSON
+    #: Its StatefulSet's uid, from the owner reference (what Events about the set name).
+    owner_uid: str = ""
 
 
 def read_pod(pod: JSON) -> PodView | None:
@@ -75,8 +77,23 @@ def read_pod(pod: JSON) -> PodView | None:
         )
     annotations = objects.str_map(meta, "annotations", path="metadata")
     spec = objects.mapping(pod, "spec")
+    uid = next(
+        (
+            ref.get("uid")
+            for ref in objects.dicts(meta, "ownerReferences", path="metadata")
+            if ref.get("controller") is True and ref.get("name") == owner
+        ),
+        "",
+    )
     return PodView(
-        name, owner, ordinal, annotations, stszone_annotations(annotations), spec_claims(spec), spec
+        name,
+        owner,
+        ordinal,
+        annotations,
+        stszone_annotations(annotations),
+        spec_claims(spec),
+        spec,
+        uid if isinstance(uid, str) else "",
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from webhook.model import objects
+from webhook.model import notices, objects
 from webhook.model.objects import JSON
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
@@ -44,10 +44,13 @@ def judge(
     store: Store,
     allow_zone_loss: bool,
     sts: StatefulSetInfo | None = None,
+    uid: str = "",
 ) -> Decision:
     """The answer to a change of the set's ordinals from ``old`` to ``new``: a decrease of
     replicas, a move of ``ordinals.start``, or both. ``sts``: the set as it will be, whose
-    claims an allowed answer says go with the pods (``whenScaled: Delete``)."""
+    claims an allowed answer says go with the pods (``whenScaled: Delete``); ``uid``: the
+    set's, for the notices about it."""
+    regarding = notices.statefulset(namespace, name, uid=uid)
     if not new:
         outcome = verdict.stopped(name, old=len(old))
     else:
@@ -55,10 +58,12 @@ def judge(
         result = guard.scale_down(
             name, old=old, new=new, namespace=namespace, policy=policy, store=store
         )
-        outcome = verdict.verdict(result, allow_zone_loss=allow_zone_loss)
+        outcome = verdict.verdict(result, allow_zone_loss=allow_zone_loss, regarding=regarding)
     if sts is None or not outcome.allowed:
         return outcome
-    return outcome.with_warnings(retention.warning(sts, old=old, new=new, store=store))
+    deleted = retention.warning(sts, old=old, new=new, store=store)
+    told = tuple(notices.claims_deleted(regarding, note=text) for text in deleted)
+    return outcome.with_warnings(deleted).with_notices(*told)
 
 
 def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Decision:
@@ -99,6 +104,8 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         store=store,
         allow_zone_loss=policy.declared.allow_zone_loss,
         sts=sts,
+        # A Scale's metadata is its StatefulSet's: its uid is the set's.
+        uid=objects.string(objects.mapping(scale, "metadata"), "uid", path="metadata"),
     )
     return outcome.with_warnings(warnings)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from webhook.config import Defaults
 from webhook.errors import Denied
-from webhook.model import objects
+from webhook.model import notices, objects
 from webhook.model.annotations import (
     DEFAULT_SCHEDULER,
     PREFIX,
@@ -112,11 +112,15 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
     if old is None:
         return allow(warnings=warnings)
     before = statefulset_info(old)
-    warnings += _zone_list_change(
+    uid = objects.string(meta, "uid", path="metadata")
+    changes, moving = _zone_list_change(
         info, policy, old=old, before=before, namespace=namespace, store=store
     )
+    warnings += changes
+    regarding = notices.statefulset(namespace, name, uid=uid)
+    told = (notices.members_moved(regarding, note=moving),) if moving else ()
     if info.replicas >= before.replicas and info.start == before.start:
-        return allow(warnings=warnings)  # no ordinal removed: no lookups
+        return allow(warnings=warnings).with_notices(*told)  # no ordinal removed: no lookups
     # A move of spec.ordinals.start removes the ordinals below the new start (and at or above
     # the new start + replicas), whatever replicas does: the guard checks them alike.
     outcome = scaling.judge(
@@ -128,8 +132,9 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
         store=store,
         allow_zone_loss=declared.allow_zone_loss,
         sts=info,
+        uid=uid,
     )
-    return outcome.with_warnings(warnings)
+    return outcome.with_warnings(warnings).with_notices(*told)
 
 
 def _zones_without_nodes(name: str, policy: Policy, *, store: Store) -> tuple[str, ...]:
@@ -214,29 +219,31 @@ def _zone_list_change(
     before: StatefulSetInfo,
     namespace: str,
     store: Store,
-) -> tuple[str, ...]:
-    """A warning listing the ordinals whose zone a changed ``stszone.io/zones`` or a moved
+) -> tuple[tuple[str, ...], str]:
+    """(a warning listing the ordinals whose zone a changed ``stszone.io/zones`` or a moved
     ``spec.ordinals.start`` moves: both change ``zones[(i - start) mod k]``. A move of the
-    start names only the ordinals the set had before (the others are new)."""
+    start names only the ordinals the set had before (the others are new); the warning that
+    says members move, or "" when none does)."""
     start = before.start
     old_annotations = objects.str_map(objects.mapping(old, "metadata"), "annotations")
     try:
         old_declared: Declared = parse_annotations(old_annotations)
     except InvalidAnnotations:
-        return ()  # the old list was unusable: nothing was placed by it
+        return (), ""  # the old list was unusable: nothing was placed by it
     old_zones = old_declared.zones or store.server_zones(old_declared.topology_key)
     if policy.declared.mode == "node-ordinal" or not (policy.zones and old_zones):
-        return ()  # zones pin nothing in node-ordinal mode; with no list, nothing was placed
+        return (), ""  # zones pin nothing in node-ordinal mode; with no list, nothing was placed
     key, old_key = policy.declared.topology_key, old_declared.topology_key
     if key != old_key:
         # Zone names under two labels name different places: no ordinal-by-ordinal comparison.
-        return (
+        relabelled = (
             f"{info.name}: new {TOPOLOGY_KEY} {key} places every ordinal by its node's {key} "
             f"label when re-created (was {old_key}); `stszone rebalance` can move its "
-            "existing pods",
+            "existing pods"
         )
+        return (relabelled,), relabelled
     if old_zones == policy.zones and start == policy.start:
-        return ()
+        return (), ""
     before_policy = policy._replace(declared=old_declared, zones=old_zones, start=start)
     moved: list[str] = []
     stay: list[str] = []
@@ -256,7 +263,7 @@ def _zone_list_change(
         elif after.volume and was.rule_zone != after.rule_zone:
             stay.append(f"{ordinal} ({after.zone}, {after.volume})")
     if old_zones == policy.zones and not (moved or stay):
-        return ()  # ordinals.start moved by a multiple of the zone count: no zone changes
+        return (), ""  # ordinals.start moved by a multiple of the zone count: no zone changes
     count = len(moved)
     scope = "" if checked == info.replicas else f" of the first {checked}"
     moves = f": {some(moved, count, shown=count if count <= 2 else 1)}" if moved else ""
@@ -274,7 +281,7 @@ def _zone_list_change(
         warnings += (
             f"{info.name}: ordinal(s) {some(stay, len(stay), shown=2)} stay with their volumes",
         )
-    return warnings
+    return warnings, warnings[0] if moved else ""
 
 
 def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Decision:

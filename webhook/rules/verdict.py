@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from webhook.model import notices
 from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
+from webhook.model.notices import Notice, ObjectRef
 from webhook.model.pinning import NOWHERE
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.guard import Holders, ScaleDown, Unknown
@@ -150,34 +152,40 @@ def _denial(result: ScaleDown) -> str:
     return f"{what} {'; and '.join(parts)}; {_lowest(result)}; {fix}"
 
 
-def verdict(result: ScaleDown, *, allow_zone_loss: bool) -> Decision:
+def verdict(result: ScaleDown, *, allow_zone_loss: bool, regarding: ObjectRef) -> Decision:
     """Deny a scale-down that drops (or may drop) a listed zone, unless the StatefulSet allows
-    it (then warn); warn about pods leaving zones outside the list and about unknown zones."""
+    it (then warn); warn about pods leaving zones outside the list and about unknown zones.
+    A refusal, a forced zone loss and a zone left to nodes not Ready are also notices about
+    ``regarding`` (the set)."""
     name = result.name
     warnings: tuple[str, ...] = ()
+    told: tuple[Notice, ...] = ()
     if result.unlisted:
         warnings = (
             f"{name}: {result.change} removes {_brief(dict(result.unlisted))}, not in {ZONES}",
         )
     if result.unready:
-        warnings += (_unready_warning(result),)
+        unready = _unready_warning(result)
+        warnings += (unready,)
+        told = (notices.zone_on_not_ready_node(regarding, note=unready),)
     if not result.refused:
         unknown = result.unknown_removed if result.unknown_removed.count else result.unknown_kept
         if unknown.count:
             warnings += (f"{name}: {why_unknown(unknown)}; no listed zone is lost",)
-        return allow(warnings=warnings)
+        return allow(warnings=warnings).with_notices(*told)
     if allow_zone_loss:
         zones = [*result.lost, *result.at_risk] or ["a zone"]
         risk = "drops" if not result.depends_on_unknown else "may drop"
-        return allow(
-            warnings=(
-                *warnings,
-                f"{name}: {result.change} {risk} {some(zones, len(zones))}; allowed "
-                f'by {ALLOW_ZONE_LOSS}="true" (remove it to re-arm the guard)',
-            )
+        forced = (
+            f"{name}: {result.change} {risk} {some(zones, len(zones))}; allowed "
+            f'by {ALLOW_ZONE_LOSS}="true" (remove it to re-arm the guard)'
         )
+        told += (notices.zone_loss_allowed(regarding, note=forced),)
+        return allow(warnings=(*warnings, forced)).with_notices(*told)
     reason = "ZoneUnknown" if result.depends_on_unknown else "ZoneLoss"
-    return refuse(_denial(result), reason=reason, warnings=warnings)
+    denial = _denial(result)
+    refused = refuse(denial, reason=reason, warnings=warnings)
+    return refused.with_notices(notices.scale_down_refused(regarding, note=denial))
 
 
 def stopped(name: str, *, old: int) -> Decision:

@@ -136,6 +136,9 @@ def admission_handler(endpoint: Endpoint, *, runtime: Runtime) -> Handler:
                 ),
             )
         exchange.answered = answered
+        # Events are stszone's one side effect, and never a dry run's (sideEffects:
+        # NoneOnDryRun): the outbox counts a dry run's and queues nothing.
+        runtime.outbox.post(answered.notices, dry_run=parsed.request.dry_run)
         return web.Response(body=review.dumps(review.response(parsed, answered)), content_type=JSON)
 
     return _served(endpoint, path=f"/{endpoint}", work=work, runtime=runtime)

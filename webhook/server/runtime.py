@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from aiohttp import web
 
 from webhook.config import Defaults, Settings
+from webhook.model.outbox import Outbox
 from webhook.model.store import Store
 from webhook.wire import review
 
@@ -99,6 +100,9 @@ class Runtime:
     #: Background jobs that ended with an error (each fails readiness, with its reason).
     failed_jobs: list[str] = field(default_factory=list)
     in_flight: InFlight = field(default_factory=InFlight)
+    #: Notices of decisions, posted by the handlers and written as Events by a job
+    #: (:func:`webhook.cli.recorder.attach_recorder`); a dry run posts nothing.
+    outbox: Outbox = field(default_factory=Outbox)
 
     def attach(self, job: Job, *, check: Check | None = None) -> None:
         """Run ``job`` for the app's lifetime; gate readiness on ``check`` when given."""

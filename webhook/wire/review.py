@@ -19,6 +19,7 @@ import msgspec
 
 from webhook.config import Defaults
 from webhook.errors import BadObject, BadRequest
+from webhook.model.notices import Notice
 from webhook.model.store import Store
 from webhook.rules import admission
 from webhook.rules.admission import Endpoint, Request
@@ -177,6 +178,15 @@ class Answer(NamedTuple):
     @property
     def message(self) -> str:
         return self.decision.message
+
+    @property
+    def notices(self) -> tuple[Notice, ...]:
+        """The decision's notices, less those of edits the object already carries: a second
+        invocation (an empty patch) is the same decision, not a new one to tell of."""
+        decision = self.decision
+        if decision.edits and not self.patch:
+            return ()
+        return decision.notices
 
     @property
     def result(self) -> Literal["patched", "allowed", "denied", "error"]:

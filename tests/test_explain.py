@@ -1,0 +1,300 @@
+"""`stszone explain` on saved clusters: where a pod is and why, what each smaller size gets.
+
+The guard example (deploy/examples/guard/cluster.yaml): shop/db's ordinals 0-5 run in zone-a,
+zone-a, zone-b, zone-c, zone-b, zone-a, ordinals 1, 2, 3 and 5 with their volumes (so 3 is in
+zone-c, away from its rule zone zone-a). Keeping 0-4 or 0-3 keeps every zone; 0-2 loses zone-c
+(ordinal 3), 0-1 and 0 lose zone-b (2 and 4) and zone-c; 0 stops the set.
+
+The built cluster (``_facts``): ns/db, zones a, b, c, replicas 5.
+  0  on a1 (zone-a, Ready)               holds zone-a
+  1  on b1 (zone-b, NotReady)            holds zone-b, its node not Ready
+  2  Terminating on c1 (zone-c)          holds nothing; its replacement goes to zone-c (rule)
+  3  on x1 (no zone label)               unknown
+  4  no pod; data-db-4 bound to a zone-c volume (rule zone-b)   counted in zone-c
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from tests.fakeapi import FakeApi
+from tests.kubeconfig import write_kubeconfig
+from webhook.cli import main, plugin
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.model.store import Store
+from webhook.rules.explain import explain_pod, explain_workload
+
+GUARD = Path(__file__).parent.parent / "deploy" / "examples" / "guard" / "cluster.yaml"
+ZONES = {"stszone.io/zones": "zone-a,zone-b,zone-c"}
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = main(argv)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def _facts() -> Store:
+    return store_from_objects(
+        [
+            b.node("a1", "zone-a", ready="True"),
+            b.node("b1", "zone-b", ready="False"),
+            b.node("c1", "zone-c", ready="True"),
+            b.node("x1", None, ready="True"),
+            b.statefulset("db", replicas=5, annotations=ZONES),
+            b.sts_pod("db", 0, node="a1"),
+            b.sts_pod("db", 1, node="b1"),
+            b.sts_pod("db", 2, node="c1", deleting=True),
+            b.sts_pod("db", 3, node="x1"),
+            b.pvc("data-db-4", volume="pv-4"),
+            b.pv("pv-4", "zone-c", claim=("ns", "data-db-4")),
+            b.statefulset(
+                "pinned",
+                replicas=2,
+                annotations=ZONES,
+                node_selector={"topology.kubernetes.io/zone": "zone-a"},
+            ),
+            b.sts_pod("pinned", 1, node="a1"),
+            b.plain_pod("bare"),
+        ]
+    )
+
+
+def test_each_member_and_what_the_guard_counts() -> None:
+    explained = explain_workload(_facts(), "ns", "db")
+    assert explained is not None
+    guard = [(m.row.ordinal, m.row.status, m.guard.zone) for m in explained.members]
+    assert guard == [
+        (0, "ok", "zone-a"),
+        (1, "ok", "zone-b"),
+        (2, "going", None),
+        (3, "unknown", None),
+        (4, "no pod", "zone-c"),
+    ]
+    zero, one, two, three, four = (m.guard.why for m in explained.members)
+    assert zero == "holds zone-a for the scale-down guard"
+    assert one.startswith("holds zone-b for the scale-down guard; its node b1 is not Ready")
+    assert two == (
+        "holds no zone: db-2 is Terminating on node c1 in zone-c; its replacement goes to "
+        "zone-c; the guard counts it there"
+    )
+    assert three.startswith(
+        "its zone is unknown (node x1 has no label topology.kubernetes.io/zone)"
+    )
+    assert four == "not running: the guard counts it in zone-c, where its volume pv-4 puts it"
+    assert [m.rule_zone for m in explained.members] == [
+        "zone-a",
+        "zone-b",
+        "zone-c",
+        "zone-a",
+        "zone-b",
+    ]
+
+
+def test_each_smaller_size_gets_the_webhooks_answer() -> None:
+    explained = explain_workload(_facts(), "ns", "db")
+    assert explained is not None
+    answers = [(a.replicas, a.allowed, a.reason) for a in explained.sizes]
+    # 4 and 3 keep zone-a, zone-b (on a NotReady node) and zone-c (db-2's replacement goes
+    # there), removing db-3 whose zone is unknown; 2 loses zone-c (db-2 and db-4), 1 zone-b
+    # too; 0 stops the set.
+    assert answers == [
+        (4, True, ""),
+        (3, True, ""),
+        (2, False, "ZoneLoss"),
+        (1, False, "ZoneLoss"),
+        (0, True, ""),
+    ]
+    unknown = (
+        "db: ordinal 3, whose zone is unknown (node x1 has no label topology.kubernetes.io/zone); "
+        "every listed zone is kept anyway"
+    )
+    assert explained.sizes[0].warnings == explained.sizes[1].warnings == (unknown,)
+    assert explained.sizes[2].message.startswith(
+        "scale-down of db from 5 to 2 would drop zone zone-c (ordinals 2 and 4 are the only "
+        "ones there; db-2 is Terminating on node c1 in zone-c; its replacement goes to zone-c"
+    )
+    assert explained.unjudged == 0
+
+
+def test_a_pod_left_alone_says_why() -> None:
+    store = _facts()
+    # The view holds StatefulSet pods only: a pod no StatefulSet controls is not in it.
+    assert explain_pod(store, "ns", "bare") is None
+    assert explain_pod(store, "ns", "nothing-here") is None
+    opted_out = store_from_objects(
+        [
+            {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "lab"}},
+            b.statefulset("db", namespace="lab", annotations=ZONES),
+            b.sts_pod("db", 0, namespace="lab"),
+        ]
+    )
+    lab = explain_pod(opted_out, "lab", "db-0")
+    assert lab is not None and lab.member is not None
+    assert lab.left_alone == "namespace lab is not opted in (label stszone.io/enabled=true)"
+    kube = explain_pod(opted_out, "lab", "db-0", excluded={"lab"})
+    assert kube is not None and kube.left_alone.startswith("namespace lab is never intercepted")
+
+
+def test_own_constraints_that_exclude_the_zone_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    explained = explain_pod(_facts(), "ns", "pinned-1")
+    assert explained is not None and explained.allowed_zones == ("zone-a",)
+    path = tmp_path / "cluster.json"
+    path.write_text(
+        json.dumps(
+            {
+                "kind": "List",
+                "apiVersion": "v1",
+                "items": [
+                    b.node("a1", "zone-a"),
+                    b.statefulset(
+                        "pinned",
+                        replicas=2,
+                        annotations=ZONES,
+                        node_selector={"topology.kubernetes.io/zone": "zone-a"},
+                    ),
+                    b.sts_pod("pinned", 1, node="a1"),
+                ],
+            }
+        )
+    )
+    status, out, _ = _run(["explain", "--cluster", str(path), "pinned-1"], capsys)
+    assert status == 0
+    assert (
+        "  own constraints: allow only zone-a: they exclude zone-b, so a new pod of this "
+        "ordinal is refused"
+    ) in out.splitlines()
+
+
+def test_pod_text_on_the_guard_example(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _run(["explain", "--cluster", str(GUARD), "pod/db-3"], capsys)
+    assert status == 0
+    assert out.splitlines() == [
+        "Pod shop/db-3: ordinal 3 of StatefulSet shop/db: mode affinity, zones "
+        "zone-a,zone-b,zone-c, replicas 6 (ordinals 0-5)",
+        "  rule zone:       zone-a",
+        "  stszone's zone:  zone-c (set by volume pvc-db-3), away from its rule zone zone-a: "
+        "its data is there",
+        "  own constraints: name no zone",
+        "  runs on:         node node-c1, zone zone-c, Ready",
+        "  status:          ok",
+        "  guard:           holds zone-c for the scale-down guard",
+    ]
+
+
+def test_statefulset_json_on_the_guard_example(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _run(
+        ["explain", "--cluster", str(GUARD), "-n", "shop", "statefulset/db", "-o", "json"], capsys
+    )
+    assert status == 0
+    report: dict[str, Any] = json.loads(out)
+    assert (report["kind"], report["namespace"], report["name"], report["replicas"]) == (
+        "StatefulSet",
+        "shop",
+        "db",
+        6,
+    )
+    assert [m["guard"]["zone"] for m in report["members"]] == [
+        "zone-a",
+        "zone-a",
+        "zone-b",
+        "zone-c",
+        "zone-b",
+        "zone-a",
+    ]
+    sizes = [(s["replicas"], s["allowed"], s["reason"]) for s in report["sizes"]]
+    assert sizes == [
+        (5, True, None),
+        (4, True, None),
+        (3, False, "ZoneLoss"),
+        (2, False, "ZoneLoss"),
+        (1, False, "ZoneLoss"),
+        (0, True, None),
+    ]
+    three = report["sizes"][2]["message"]
+    assert three.startswith(
+        "scale-down of db from 6 to 3 would drop zone zone-c (ordinal 3 is its only pod); "
+        "the smallest replica count that keeps every zone is 4"
+    )
+    assert report["sizes"][5]["warnings"] == [
+        "db: 6 -> 0 stops the set in every zone; scaling up puts each ordinal back in its zone"
+    ]
+
+
+def test_statefulset_text_on_the_guard_example(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _run(["explain", "--cluster", str(GUARD), "sts/cache"], capsys)
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[:5] == [
+        "StatefulSet shop/cache: mode affinity, zones zone-a,zone-b,zone-c, replicas 3 (ordinals 0-2)",
+        "  ORDINAL  RULE    EXPECTED  SET BY  NODE     ZONE    STATUS     GUARD",
+        "  0        zone-a  zone-a    rule    node-a1  zone-a  ok         holds zone-a",
+        "  1        zone-b  zone-b    rule    node-a2  zone-a  MISPLACED  holds zone-a",
+        "  2        zone-c  zone-c    rule    node-b1  zone-b  MISPLACED  holds zone-b",
+    ]
+    assert lines[5] == "  a scale-down to each smaller size would be:"
+    assert lines[6].startswith("    3 -> 2: refused (ZoneLoss): scale-down of cache from 3 to 2 ")
+    assert lines[8] == "    3 -> 0: allowed"
+
+
+def test_not_found_and_ambiguous_names_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = _run(["explain", "--cluster", str(GUARD), "sts/nope"], capsys)
+    assert (status, err) == (
+        1,
+        "stszone explain: no statefulset nope in any namespace of the view\n",
+    )
+    path = tmp_path / "two.json"
+    items = [b.sts_pod("db", 0, namespace=ns) for ns in ("one", "two")]
+    items += [b.statefulset("db", namespace=ns, annotations=ZONES) for ns in ("one", "two")]
+    path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+    status, _, err = _run(["explain", "--cluster", str(path), "db-0"], capsys)
+    assert status == 1 and "ambiguous (pod one/db-0, pod two/db-0)" in err
+    status, out, _ = _run(["explain", "--cluster", str(path), "-n", "two", "db-0"], capsys)
+    assert status == 0 and out.startswith("Pod two/db-0: ordinal 0 of StatefulSet two/db")
+
+
+def test_a_bad_target_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["explain", "--cluster", str(GUARD), "deployment/web"])
+    assert exited.value.code == 2
+    assert "is not TYPE/NAME" in capsys.readouterr().err
+
+
+async def test_kubectl_stszone_explain_reads_the_contexts_namespace(tmp_path: Path) -> None:
+    """`kubectl stszone explain pod/db-0` against the fake API server (the recorded cluster:
+    cap/db, whose claim data-db-0 is bound to a volume in zone-c): one list, no watch."""
+    async with FakeApi(token="t0k3n") as api:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t0k3n")
+        out = tmp_path / "out.json"
+
+        def run() -> int:
+            with out.open("w") as handle, contextlib.redirect_stdout(handle):
+                environ = {"KUBECONFIG": str(kubeconfig)}
+                return plugin.main(
+                    ["explain", "-n", "cap", "pod/db-0", "-o", "json"], environ=environ
+                )
+
+        assert await asyncio.to_thread(run) == 0
+        assert not [s for s in api.requests if s.verb == "watch"]
+    report = json.loads(out.read_text())
+    assert report["member"]["expectedZone"] == "zone-c"
+    assert report["member"]["node"] == "lab-node-6"
+    assert report["leftAlone"] == "namespace cap is not opted in (label stszone.io/enabled=true)"
+
+
+def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["explain", "--help"])
+    out = capsys.readouterr().out
+    assert "kubectl stszone explain pod/db-3" in out and "exit status:" in out

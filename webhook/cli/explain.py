@@ -1,0 +1,152 @@
+"""``stszone explain``: load a view, explain one pod or one workload, print text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Final
+
+from webhook.cli.audit import load_view
+from webhook.cli.explain_text import pod_json, pod_text, workload_json, workload_text
+from webhook.cli.options import (
+    add_output_flag,
+    add_own_namespace_flag,
+    add_target_namespace_flag,
+    add_view_flags,
+    command_parser,
+    settings_from,
+)
+from webhook.errors import ConfigError
+from webhook.model.store import Store
+from webhook.rules.explain import explain_pod, explain_workload
+
+HELP = "where stszone placed a pod and why; what each smaller size of a set would get"
+DESCRIPTION = """\
+For a pod: its StatefulSet and ordinal, the zone the rule gives it, the zone of its data (a
+bound volume pinned to a zone wins), what its own constraints allow, the node and zone it runs
+in, and whether it holds its zone for the scale-down guard (and why not: going away, or a zone
+nobody can read). For a StatefulSet: each member in one line, and the answer the scale-down
+guard would give to each smaller replica count -- allowed, with its warnings, or refused and
+why. The answers are the webhook's own: nothing is asked of the cluster but one list."""
+EXAMPLES = """\
+examples:
+  stszone explain --cluster deploy/examples/guard/cluster.yaml pod/db-3
+  stszone explain --cluster deploy/examples/guard/cluster.yaml sts/db     each size's answer
+  stszone explain --kubeconfig ~/.kube/config -n shop statefulset/db -o json
+  kubectl stszone explain pod/db-3                     live, the context's namespace
+  kubectl stszone explain sts/db -o json | jq '.sizes[] | select(.allowed) | .replicas'
+TARGET is TYPE/NAME (pod, po, statefulset, sts, statefulset.apps) or a NAME (a pod, else a
+StatefulSet). Without -n (stszone alone), NAME is looked for in every namespace.
+exit status: 0 explained, 1 not found (or found in several namespaces), 2 the view cannot be
+loaded
+"""
+#: Why a pod may be missing from the view.
+POD_HINT: Final = (
+    " (the view holds the pods of StatefulSets only: stszone leaves any other pod alone)"
+)
+#: TYPE of TYPE/NAME -> what is explained.
+TYPES: Final = {
+    "pod": "pod",
+    "pods": "pod",
+    "po": "pod",
+    "statefulset": "statefulset",
+    "statefulsets": "statefulset",
+    "sts": "statefulset",
+    "statefulset.apps": "statefulset",
+    "statefulsets.apps": "statefulset",
+}
+
+
+def _target(text: str) -> tuple[str | None, str]:
+    kind, slash, name = text.partition("/")
+    if not slash:
+        return None, text
+    if kind.lower() not in TYPES or not name:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not TYPE/NAME with TYPE one of {', '.join(sorted(set(TYPES)))}"
+        )
+    return TYPES[kind.lower()], name
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """The ``explain`` sub-parser."""
+    parser = command_parser(
+        commands, "explain", help=HELP, description=DESCRIPTION, epilog=EXAMPLES, run=run
+    )
+    parser.add_argument("target", type=_target, metavar="TARGET", help="pod/NAME or sts/NAME")
+    add_output_flag(parser)
+    add_target_namespace_flag(parser)
+    add_view_flags(parser)
+    add_own_namespace_flag(parser, "--stszone-namespace")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """``stszone explain``."""
+    kind, name = args.target
+    namespace = None if args.all_namespaces else args.target_namespace
+    settings = settings_from(args)
+    return run_explain(
+        load_view(settings),
+        kind=kind,
+        name=name,
+        namespace=namespace,
+        output=args.output,
+        excluded=settings.defaults().excluded_namespaces,
+    )
+
+
+def _found(
+    store: Store, kind: str | None, name: str, namespace: str | None
+) -> list[tuple[str, str]]:
+    """(kind, namespace) of every object ``kind`` (None: a pod, else a set) could name."""
+    everywhere = {ns for ns, _ in store.pods} | {ns for ns, _ in store.statefulsets}
+    spaces = [namespace] if namespace is not None else sorted(everywhere)
+    pods = [("pod", ns) for ns in spaces if store.pod(ns, name) is not None]
+    sets = [("statefulset", ns) for ns in spaces if store.statefulset(ns, name) is not None]
+    if kind == "pod":
+        # A pod not created yet is explained as its set's ordinal.
+        head, _, tail = name.rpartition("-")
+        ordinal = tail.isascii() and tail.isdigit()
+        missing = [("pod", ns) for ns in spaces if ordinal and store.statefulset(ns, head)]
+        return pods or missing
+    if kind == "statefulset":
+        return sets
+    return pods or sets
+
+
+def run_explain(
+    store: Store,
+    *,
+    kind: str | None,
+    name: str,
+    namespace: str | None,
+    output: str,
+    excluded: frozenset[str] = frozenset(),
+) -> int:
+    """Print the explanation; 1 when the target is not found (or is ambiguous)."""
+    found = _found(store, kind, name, namespace)
+    what = f"{kind or 'pod or StatefulSet'} {name}"
+    if not found:
+        where = f"namespace {namespace}" if namespace is not None else "any namespace"
+        hint = "" if kind == "statefulset" else POD_HINT
+        print(f"stszone explain: no {what} in {where} of the view{hint}", file=sys.stderr)
+        return 1
+    if len(found) > 1:
+        places = ", ".join(f"{k} {ns}/{name}" for k, ns in found)
+        print(f"stszone explain: {what} is ambiguous ({places}); give -n or TYPE/", file=sys.stderr)
+        return 1
+    ((which, where),) = found
+    if which == "pod":
+        explained = explain_pod(store, where, name, excluded=excluded)
+        if explained is None:  # pragma: no cover - _found only names what the view holds
+            raise ConfigError(f"pod {where}/{name} left the view")
+        body = pod_json(explained) if output == "json" else pod_text(explained)
+    else:
+        workload = explain_workload(store, where, name)
+        if workload is None:  # pragma: no cover - as above
+            raise ConfigError(f"StatefulSet {where}/{name} left the view")
+        body = workload_json(workload) if output == "json" else workload_text(workload)
+    print(json.dumps(body, indent=2) if output == "json" else body)
+    return 0

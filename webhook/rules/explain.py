@@ -1,0 +1,261 @@
+"""``stszone explain``, the pure part: where stszone placed a member and why, and what each
+smaller size of its workload would get. Pure.
+
+For a pod: its workload and ordinal, the zone the rule gives it, the zone of its data (a bound
+volume pinned to a zone wins over the rule), what its own constraints (the pod template's
+nodeSelector and required node affinity) allow, where it runs (node, zone, readiness), the
+audit's status, and whether it holds its zone for the scale-down guard -- and why not, when it
+is going away or its zone is unknown. For a workload: each member as the audit sees it, and the
+answer the guard would give to a scale-down to each smaller replica count (allowed with its
+warnings, or refused with the denial's message), so a person can see which sizes are safe and
+why before asking for one.
+
+Everything comes from the rules the webhook runs: :mod:`webhook.rules.audit` for the members,
+:mod:`webhook.rules.locate` for the guard's facts, :func:`webhook.rules.scaling.judge` for the
+answers, so explain and the webhook never disagree.
+
+The parts that depend on the kind of workload (which object owns a pod, how a size becomes
+the ranges of members kept and removed) are in :class:`StatefulSets`; other ordinal workloads
+(Strimzi node pools, Advanced StatefulSets) plug in beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Final
+
+from webhook.errors import Denied
+from webhook.model.records import StatefulSetInfo
+from webhook.model.selection import template_selection
+from webhook.model.store import Store
+from webhook.rules import audit, fit, guard, scaling
+from webhook.rules.locate import SCHEDULED, Located, Locator
+from webhook.rules.placement import Policy, resolve_policy, rule_zone
+
+#: Smaller sizes judged one by one, nearest first (each is one guard answer).
+SIZES: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The workload a member belongs to."""
+
+    kind: str
+    namespace: str
+    name: str
+    mode: str
+    zones: tuple[str, ...]
+    replicas: int
+    start: int
+
+
+@dataclass(frozen=True, slots=True)
+class Guarded:
+    """What the scale-down guard counts for one member: the zone it holds (None: none), and
+    in words why (or why not)."""
+
+    zone: str | None
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One member: the audit's row, the rule's zone, and what the guard counts."""
+
+    row: audit.Row
+    rule_zone: str | None
+    guard: Guarded
+
+
+@dataclass(frozen=True, slots=True)
+class PodExplanation:
+    """Where stszone placed one pod and why (``left_alone``: why it does not place it)."""
+
+    namespace: str
+    name: str
+    workload: Workload | None = None
+    member: Member | None = None
+    #: The listed zones the pod template's own constraints allow (None: it names no zone).
+    allowed_zones: tuple[str, ...] | None = None
+    left_alone: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SizeAnswer:
+    """The guard's answer to a scale-down to ``replicas``."""
+
+    replicas: int
+    allowed: bool
+    reason: str
+    message: str
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadExplanation:
+    """Each member, and the answer for each smaller size (``problem``: why there is none)."""
+
+    workload: Workload
+    members: tuple[Member, ...]
+    sizes: tuple[SizeAnswer, ...]
+    #: Smaller sizes left unjudged (more than :data:`SIZES` below the current count).
+    unjudged: int = 0
+    problem: str = ""
+
+
+class StatefulSets:
+    """The per-kind part for ``apps/v1`` StatefulSets."""
+
+    kind: Final = "StatefulSet"
+
+    @staticmethod
+    def find(store: Store, namespace: str, name: str) -> StatefulSetInfo | None:
+        return store.statefulset(namespace, name)
+
+    @staticmethod
+    def owner(store: Store, namespace: str, pod: str) -> tuple[str, int] | None:
+        """(set, ordinal) of a pod in the view, else of a name ``<set>-<n>`` of a set in it."""
+        info = store.pod(namespace, pod)
+        if info is not None:
+            if info.owner is None or info.ordinal is None:
+                return None
+            return info.owner, info.ordinal
+        head, _, tail = pod.rpartition("-")
+        if tail.isascii() and tail.isdigit() and store.statefulset(namespace, head) is not None:
+            return head, int(tail)
+        return None
+
+    @staticmethod
+    def ranges(sts: StatefulSetInfo, replicas: int) -> tuple[range, range]:
+        """The members before and after a scale to ``replicas`` (the highest go first)."""
+        return range(sts.start, sts.start + sts.replicas), range(sts.start, sts.start + replicas)
+
+
+def _workload(sts: StatefulSetInfo, policy: Policy | None) -> Workload:
+    mode = policy.declared.mode if policy is not None else "?"
+    zones = policy.zones if policy is not None else ()
+    return Workload(
+        StatefulSets.kind, sts.namespace, sts.name, mode, zones, sts.replicas, sts.start
+    )
+
+
+def _guarded(located: Located, *, ready: bool) -> Guarded:
+    zone = located.zone
+    if located.source == "unknown":
+        return Guarded(
+            None, f"its zone is unknown ({located.detail}): a scale-down that removes it is refused"
+        )
+    if located.source == "replacement":
+        return Guarded(None, f"holds no zone: {located.detail}; the guard counts it there")
+    if located.source in SCHEDULED or located.node:
+        why = f"holds {zone} for the scale-down guard"
+        if located.source == "volume":
+            why += f" (its node has no zone label; its volume {located.detail} says)"
+        if not ready:
+            why += (
+                f"; its node {located.node} is not Ready: a scale-down that leaves it its "
+                "zone's last pod is warned about"
+            )
+        return Guarded(zone, why)
+    where = {"volume": f"its volume {located.detail}", "node-label": f"node {located.detail}"}
+    by = where.get(located.source, "the placement rule")
+    return Guarded(zone, f"not running: the guard counts it in {zone}, where {by} puts it")
+
+
+def _member(ordinal: int, *, policy: Policy, store: Store, where: Locator) -> Member:
+    located = where(ordinal)
+    row = audit.member_row(ordinal, policy=policy, store=store, where=where, located=located)
+    ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal"
+    rule = rule_zone(ordinal, zones=policy.zones, start=policy.start) if ruled else None
+    return Member(row, rule, _guarded(located, ready=row.node_ready))
+
+
+def _allowed_zones(sts: StatefulSetInfo, policy: Policy, store: Store) -> tuple[str, ...] | None:
+    selection = template_selection(sts.node_terms, sts.node_selector)
+    if policy.declared.mode == "node-ordinal" or not selection.constrained:
+        return None
+    key = policy.declared.topology_key
+    return tuple(fit.allowed(selection, key, policy.zones, view=store))
+
+
+def _refusal(store: Store, namespace: str, *, excluded: Collection[str]) -> str:
+    if namespace in excluded:
+        return f"namespace {namespace} is never intercepted (kube-system, stszone's own)"
+    if store.namespace_enabled(namespace) is False:
+        return f"namespace {namespace} is not opted in (label stszone.io/enabled=true)"
+    return ""
+
+
+def explain_pod(
+    store: Store, namespace: str, name: str, *, excluded: Collection[str] = ()
+) -> PodExplanation | None:
+    """Where ``namespace/name`` is and why; None when the view holds neither the pod nor a set
+    it would belong to."""
+    owned = StatefulSets.owner(store, namespace, name)
+    if owned is None:
+        if store.pod(namespace, name) is None:
+            return None
+        return PodExplanation(namespace, name, left_alone="no StatefulSet controls it")
+    set_name, ordinal = owned
+    sts = StatefulSets.find(store, namespace, set_name)
+    if sts is None:
+        why = f"its StatefulSet {set_name} is not in the view"
+        return PodExplanation(namespace, name, left_alone=why)
+    refused = _refusal(store, namespace, excluded=excluded)
+    try:
+        policy = resolve_policy(namespace, set_name, store=store)
+    except Denied as err:
+        return PodExplanation(namespace, name, _workload(sts, None), left_alone=err.message)
+    where = Locator(namespace=namespace, policy=policy, store=store)
+    member = _member(ordinal, policy=policy, store=store, where=where)
+    members = StatefulSets.ranges(sts, sts.replicas)[0]
+    if ordinal not in members:  # a pod left over, or a name asked about before a scale-up
+        span = f"ordinals {members.start}-{members.stop - 1}" if members else "no members"
+        outside = f"not a member now ({span}): the guard does not count it"
+        member = Member(member.row, member.rule_zone, Guarded(None, outside))
+    return PodExplanation(
+        namespace,
+        name,
+        _workload(sts, policy),
+        member,
+        _allowed_zones(sts, policy, store),
+        left_alone=refused,
+    )
+
+
+def _answer(sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int) -> SizeAnswer:
+    old, new = StatefulSets.ranges(sts, replicas)
+    outcome = scaling.judge(
+        sts.name,
+        old=old,
+        new=new,
+        namespace=sts.namespace,
+        policy=policy,
+        store=store,
+        allow_zone_loss=policy.declared.allow_zone_loss,
+        sts=sts,
+    )
+    return SizeAnswer(
+        replicas, outcome.allowed, outcome.reason, outcome.message, tuple(outcome.warnings)
+    )
+
+
+def explain_workload(store: Store, namespace: str, name: str) -> WorkloadExplanation | None:
+    """Each member of ``namespace/name`` and the answer for each smaller size; None when the
+    view does not hold it."""
+    sts = StatefulSets.find(store, namespace, name)
+    if sts is None:
+        return None
+    try:
+        policy = resolve_policy(namespace, name, store=store)
+    except Denied as err:
+        return WorkloadExplanation(_workload(sts, None), (), (), problem=err.message)
+    where = Locator(namespace=namespace, policy=policy, store=store)
+    members = tuple(
+        _member(o, policy=policy, store=store, where=where) for o in guard.audited_ordinals(sts)
+    )
+    smaller = range(sts.replicas - 1, max(sts.replicas - 1 - SIZES, -1), -1)
+    sizes = tuple(_answer(sts, policy, store, n) for n in smaller)
+    unjudged = max(sts.replicas - SIZES, 0)
+    return WorkloadExplanation(_workload(sts, policy), members, sizes, unjudged)
