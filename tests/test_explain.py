@@ -114,7 +114,7 @@ def test_each_smaller_size_gets_the_webhooks_answer() -> None:
     ]
     unknown = (
         "db: ordinal 3, whose zone is unknown (node x1 has no label topology.kubernetes.io/zone); "
-        "every listed zone is kept anyway"
+        "no listed zone is lost"
     )
     assert explained.sizes[0].warnings == explained.sizes[1].warnings == (unknown,)
     assert explained.sizes[2].message.startswith(
