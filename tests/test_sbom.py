@@ -31,7 +31,7 @@ def _sbom() -> dict[str, Any]:
 
 def locked() -> dict[str, tuple[str, set[str]]]:
     """Canonical name -> (version, sha256 hex digests), from image.lock."""
-    found = {}
+    found: dict[str, tuple[str, set[str]]] = {}
     for requirement, hashes in entries(IMAGE_LOCK.read_text()):
         (spec,) = requirement.specifier
         assert spec.operator == "==", requirement
@@ -44,7 +44,7 @@ def locked() -> dict[str, tuple[str, set[str]]]:
 
 def listed(sbom: dict[str, Any]) -> dict[str, tuple[str, set[str]]]:
     """Canonical name -> (version, sha256 digests of its distribution references)."""
-    found = {}
+    found: dict[str, tuple[str, set[str]]] = {}
     for component in sbom["components"]:
         digests = {
             entry["content"]
