@@ -131,7 +131,8 @@ def _leftovers(kubectl: Kubectl, name: str) -> str:
     kinds = (
         "mutatingwebhookconfigurations,validatingwebhookconfigurations,clusterroles,"
         "clusterrolebindings,deployments,services,secrets,serviceaccounts,"
-        "poddisruptionbudgets,roles,rolebindings,pods,leases"
+        "poddisruptionbudgets,roles,rolebindings,pods,leases,resourcequotas,networkpolicies,"
+        "configmaps"
     )
     selector = f"app.kubernetes.io/instance={name}"
     return kubectl.run("get", kinds, "--all-namespaces", "-l", selector, "-o", "name").strip()
@@ -196,6 +197,13 @@ def test_install_place_test_upgrade_uninstall(helm: Helm, kubectl: Kubectl, tmp_
         assert "kubectl label namespace my-db stszone.io/enabled=true" in out, out
         scoped = kubectl.within(namespace)
         assert find(scoped, "secret", f"{name}-tls") is None, "the chart rendered a Secret"
+        # The fail-closed webhook's replicas run at the cluster's add-on priority, admitted by
+        # the quota that names the class in the release namespace.
+        quota = scoped.get("resourcequota", f"{name}-critical-pods")
+        assert quota["status"]["used"]["pods"] == "2", quota["status"]
+        for pod in scoped.get("pods", "-l", "app.kubernetes.io/component=webhook")["items"]:
+            assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
+            assert pod["spec"]["priority"] == 2000000000, pod["spec"].get("priority")
         assert set(ca_bundles(kubectl, name).values()) == {None}, "the chart rendered a caBundle"
 
         webhook = stack.enter_context(
