@@ -7,7 +7,9 @@
 # serving pair mounted at /etc/stszone/tls; tests/test_dockerfile.py keeps the two in step.
 # The package ships as the Python the tests run, with its bytecode; no stage installs a compiler.
 # Dependencies come from requirements/*.lock (exact versions and sha256 of every file, made by
-# `python tools/lock.py`); tools/image-check.sh builds and checks the image with no registry.
+# `python tools/lock.py`, which also writes their CycloneDX SBOM, shipped at
+# /opt/stszone/sbom/python.cdx.json); tools/image-check.sh builds and checks the image with no
+# registry.
 # docs/image.md says what the image holds and how big each part is.
 
 ARG PYTHON_IMAGE=python:3.12-slim-bookworm
@@ -40,6 +42,9 @@ RUN python -m venv --without-pip /opt/stszone \
         --no-compile --no-deps --require-hashes --only-binary=:all: \
         ${INDEX_URL:+--index-url "$INDEX_URL"} ${CA_BUNDLE:+--cert "$CA_BUNDLE"} \
         -r requirements/image.lock
+# The CycloneDX SBOM of those packages, made from image.lock (tools/lock.py): it lists exactly
+# what the step above installed, with versions and hashes, and travels with the venv.
+COPY requirements/image.cdx.json /opt/stszone/sbom/python.cdx.json
 COPY pyproject.toml README.md ./
 COPY webhook ./webhook
 COPY tools/precompile.py ./tools/

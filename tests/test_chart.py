@@ -2,14 +2,14 @@
 
 What the default objects contain is checked against ``stszone manifests`` in
 ``test_chart_parity.py``; here, what each value changes, what the schema refuses, and that
-every value is set otherwise by some ``ci/*.yaml`` and listed in docs/install.md.
+every value is set otherwise by some ``ci/*.yaml`` (the chart's README lists them:
+``test_chart_readme.py``).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from tests.chartcerts import assert_mounted, assert_self_managed, assert_valid_pair
+from tests.chartmonitoring import metrics_objects, openshift
 from tests.helm import (
     CHART,
-    ROOT,
     Helm,
     HelmError,
     Obj,
@@ -30,6 +30,7 @@ from tests.helm import (
     release,
 )
 from tests.rendered import container, only, validate, webhooks
+from tools.chart_readme import leaves
 from webhook import __version__
 from webhook.cli import build_parser, settings_from
 from webhook.install.certs import service_dns_names
@@ -136,13 +137,13 @@ def _placement(objects: list[Obj], values: dict[str, Any]) -> None:
     assert deployment["spec"]["replicas"] == values["replicas"]
     pod, webhook = _pod(objects), container(release(objects))
     image = values["image"]
-    assert webhook["image"] == f"{image['repository']}:{image['tag']}"
+    assert webhook["image"] == f"{image['repository']}:{image['tag']}@{image['digest']}"
     assert webhook["imagePullPolicy"] == image["pullPolicy"]
     assert webhook["resources"] == values["resources"]
     for key in ("imagePullSecrets", "nodeSelector", "tolerations", "affinity", "priorityClassName"):
         assert pod[key] == values[key], key
-    zone_spread = pod["topologySpreadConstraints"][1]
-    assert zone_spread["topologyKey"] == values["topologyKey"]
+    assert pod["topologySpreadConstraints"] == values["topologySpreadConstraints"]
+    assert not _named(objects, "ResourceQuota"), "a class of the platform's needs no quota"
     template = deployment["spec"]["template"]["metadata"]
     assert template["labels"].items() >= values["podLabels"].items()
     assert not deployment["spec"]["selector"]["matchLabels"].keys() & values["podLabels"].keys()
@@ -152,6 +153,10 @@ def _placement(objects: list[Obj], values: dict[str, Any]) -> None:
     assert webhook["args"][-len(values["extraArgs"]) :] == values["extraArgs"]
     assert settings.log_level == "debug"
     excluded = sorted({"kube-system", "stszone-system", *values["webhooks"]["excludeNamespaces"]})
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        metadata = only(objects, kind)["metadata"]
+        assert metadata["annotations"] == values["webhooks"]["annotations"], kind
+        assert metadata["labels"].items() >= values["webhooks"]["labels"].items(), kind
     for kind, hook in webhooks(objects):
         assert hook["failurePolicy"] == values["webhooks"]["failurePolicy"], kind
         assert hook["timeoutSeconds"] == values["webhooks"]["timeoutSeconds"], kind
@@ -169,7 +174,8 @@ def _placement(objects: list[Obj], values: dict[str, Any]) -> None:
 
 def _host_network(objects: list[Obj], values: dict[str, Any]) -> None:
     """The pod joins the node's network and serves containerPort there (args, port, probes by
-    name); 1.27 gets no matchConditions; one replica gets no budget."""
+    name); matchConditions turned off; one replica gets no budget; the critical class without
+    its quota."""
     pod, webhook = _pod(objects), container(release(objects))
     assert pod["hostNetwork"] is True
     assert pod["dnsPolicy"] == "ClusterFirstWithHostNet"
@@ -183,11 +189,13 @@ def _host_network(objects: list[Obj], values: dict[str, Any]) -> None:
         assert "matchConditions" not in hook, kind
     assert not _named(objects, "PodDisruptionBudget")
     assert only(release(objects), "Deployment")["spec"]["replicas"] == values["replicas"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert not _named(objects, "ResourceQuota")
 
 
 def _metrics(objects: list[Obj], values: dict[str, Any]) -> None:
-    """Metrics on without the CRDs being served: the port, its Service, the ServiceMonitor and
-    the rule with the labels a Prometheus selects by; and the rebalance identity."""
+    """Metrics on without the CRDs being served: the port, its Service, the ServiceMonitor,
+    the rule and the dashboard where and as the values say; and the rebalance identity."""
     metrics = values["metrics"]
     port = metrics["port"]
     assert _args(objects)[-2:] == ["--metrics-port", str(port)]
@@ -206,17 +214,20 @@ def _metrics(objects: list[Obj], values: dict[str, Any]) -> None:
     )
     rule = only(objects, "PrometheusRule")
     assert rule["metadata"]["labels"].items() >= metrics["prometheusRule"]["labels"].items()
+    metrics_objects(objects, values)
     account = _named(objects, "ServiceAccount")["stszone-rebalance"]
     binding = _named(objects, "ClusterRoleBinding")["stszone-rebalance"]
     assert binding["subjects"][0]["name"] == account["metadata"]["name"]
 
 
 def _metrics_service_only(objects: list[Obj], values: dict[str, Any]) -> None:
-    """The port and its Service, for a Prometheus of your own; no Operator objects."""
+    """The port and its Service, for a Prometheus of your own; no Operator objects and no
+    dashboard."""
     assert "--metrics-port" in _args(objects)
     assert "stszone-metrics" in _named(objects, "Service")
     assert not _named(objects, "ServiceMonitor")
     assert not _named(objects, "PrometheusRule")
+    assert not _named(objects, "ConfigMap")
 
 
 def _metrics_off(objects: list[Obj], values: dict[str, Any]) -> None:
@@ -249,6 +260,7 @@ CHECKS: dict[str, Callable[[list[Obj], dict[str, Any]], None]] = {
     "metrics-values.yaml": _metrics,
     "metrics-service-only-values.yaml": _metrics_service_only,
     "metrics-off-values.yaml": _metrics_off,
+    "openshift-values.yaml": openshift,
 }
 
 
@@ -300,10 +312,19 @@ REFUSED = [
     ({"zones": "zone-a,zone-b"}, "at '/zones': got string, want array"),
     ({"zones": ["zone-a,zone-b"]}, "at '/zones/0'"),
     ({"zones": ["zone-a", "zone-a"]}, "at '/zones'"),
-    ({"topologyKey": "not a label"}, "at '/topologyKey'"),
     ({"extraArgs": "--log-level debug"}, "at '/extraArgs': got string, want array"),
     ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy': value must be one of"),
     ({"image": {"tag": 1.0}}, "at '/image/tag': got number, want string"),
+    ({"image": {"tag": "@sha256:" + "a" * 64}}, "at '/image/tag'"),
+    ({"image": {"digest": "a" * 64}}, "at '/image/digest'"),
+    ({"image": {"digest": "sha256:abc"}}, "at '/image/digest'"),
+    ({"topologyKey": "example.com/zone"}, "additional properties 'topologyKey' not allowed"),
+    ({"podSecurityContext": "restricted"}, "at '/podSecurityContext': got string, want object"),
+    ({"networkPolicy": {"webhookFrom": {"ipBlock": {}}}}, "at '/networkPolicy/webhookFrom': got object, want array"),
+    ({"webhooks": {"labels": {"tier": 1}}}, "got number, want string"),
+    ({"metrics": {"prometheusRule": {"disabled": {"StszoneDwn": True}}}}, "value must be one of 'StszoneStatefulSetLostZone'"),
+    ({"metrics": {"prometheusRule": {"runbookBaseURL": "docs/metrics.md"}}}, "at '/metrics/prometheusRule/runbookBaseURL'"),
+    ({"metrics": {"serviceMonitor": {"honorLabels": "yes"}}}, "at '/metrics/serviceMonitor/honorLabels': got string, want boolean"),
     ({"image": {"registry": "example.com"}}, "additional properties 'registry' not allowed"),
     ({"tolerations": {"key": "a"}}, "at '/tolerations': got object, want array"),
     ({"nodeSelector": {"disk": True}}, "at '/nodeSelector/disk': got boolean, want string"),
@@ -351,21 +372,6 @@ def test_chart_refuses_values_that_do_not_fit_together(
     assert message in refused.value.stderr
 
 
-#: Maps in Kubernetes' own shape: one value each, not one per key.
-KUBERNETES_MAPS = {"resources"}
-
-
-def _leaves(values: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted path -> value for every value a user sets (a non-empty map is not one: its keys
-    are, unless it is in Kubernetes' shape)."""
-    if isinstance(values, dict) and values and prefix.rstrip(".") not in KUBERNETES_MAPS:
-        found: dict[str, Any] = {}
-        for key, value in values.items():
-            found.update(_leaves(value, f"{prefix}{key}."))
-        return found
-    return {prefix.rstrip("."): values}
-
-
 _UNSET = object()
 
 
@@ -378,7 +384,7 @@ def _at(values: dict[str, Any], path: str) -> Any:
     return values
 
 
-DEFAULTS = _leaves(yaml.safe_load((CHART / "values.yaml").read_text()))
+DEFAULTS = leaves(yaml.safe_load((CHART / "values.yaml").read_text()))
 
 
 def test_every_value_is_set_otherwise_by_some_ci_file() -> None:
@@ -391,18 +397,6 @@ def test_every_value_is_set_otherwise_by_some_ci_file() -> None:
         if not any(_at(values, path) not in (_UNSET, default) for values in files)
     ]
     assert not unchanged, f"no charts/stszone/ci/*.yaml sets {', '.join(unchanged)} otherwise"
-
-
-def test_every_value_is_listed_in_the_install_docs() -> None:
-    """The values table of docs/install.md has a row for each value, by its dotted path."""
-    text = (ROOT / "docs" / "install.md").read_text()
-    text = text[text.index("\n### Values\n") :]
-    text = text[: text.find("\n## ")]
-    listed = set(re.findall(r"^\| `([\w.]+)` \|", text, flags=re.MULTILINE))
-    assert not set(DEFAULTS) - listed, f"docs/install.md lists no {sorted(set(DEFAULTS) - listed)}"
-    assert not listed - set(DEFAULTS) - {"global"}, (
-        f"docs/install.md lists unknown values {sorted(listed - set(DEFAULTS))}"
-    )
 
 
 def _schema_leaves(schema: dict[str, Any], prefix: str = "") -> set[str]:

@@ -61,8 +61,14 @@ def test_generated_certificate_is_valid_for_the_service(helm: Helm) -> None:
 @pytest.mark.parametrize(
     ("mode", "names"),
     [
-        ("self-managed", {"platform-stszone", "platform-stszone-certs"}),
-        ("generated", {"platform-stszone", "platform-stszone-tls"}),
+        (
+            "self-managed",
+            {"platform-stszone", "platform-stszone-certs", "platform-stszone-critical-pods"},
+        ),
+        (
+            "generated",
+            {"platform-stszone", "platform-stszone-tls", "platform-stszone-critical-pods"},
+        ),
     ],
 )
 def test_names_follow_the_release_name(helm: Helm, mode: str, names: set[str]) -> None:

@@ -10,6 +10,12 @@ Two files, both pinned to exact versions with every file's sha256, for
   --no-build-isolation``: the pinned backend, not whatever an isolated build would fetch). The
   build stage installs it into a virtualenv of its own, never shipped.
 
+Beside them, ``requirements/image.cdx.json``: the CycloneDX SBOM of the image's Python
+dependencies, made from ``image.lock`` by CycloneDX's own generator (``cyclonedx-py
+requirements``, PyPI ``cyclonedx-bom``), reproducible (no timestamp, no random serial number),
+so it changes only with the lock. The Dockerfile ships it in the image;
+``tests/test_sbom.py`` checks that it lists every locked package with its version and hashes.
+
 They are resolved by ``uv pip compile --universal``: one resolution valid for every Python the
 project supports (``requires-python``) and every platform, so the same lock serves the
 Dockerfile's default ``python:3.12`` base and the Debian bookworm ``python3`` (3.11) base that
@@ -34,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE_LOCK = ROOT / "requirements" / "image.lock"
 BUILD_LOCK = ROOT / "requirements" / "build.lock"
+IMAGE_SBOM = ROOT / "requirements" / "image.cdx.json"
 INPUT_PREFIX = "#   input: "
 COMMAND = "python tools/lock.py"
 
@@ -103,8 +110,34 @@ def compile_lock(lock: Path, *, lock_inputs: list[str]) -> str:
     return header(lock, lock_inputs=lock_inputs) + done.stdout
 
 
+def write_sbom() -> None:
+    """``requirements/image.cdx.json`` from ``image.lock``, the project as its root component."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cyclonedx_py",
+            "requirements",
+            str(IMAGE_LOCK),
+            "--pyproject",
+            str(ROOT / "pyproject.toml"),
+            "--mc-type",
+            "application",
+            "--output-reproducible",
+            "--output-file",
+            str(IMAGE_SBOM),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"cyclonedx-py requirements failed:\n{done.stderr}")
+    print(f"wrote {IMAGE_SBOM.relative_to(ROOT)}")
+
+
 def main() -> None:
-    """Rewrite both lock files from the current pyproject.toml."""
+    """Rewrite both lock files from the current pyproject.toml, and the image's SBOM."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     for lock in (IMAGE_LOCK, BUILD_LOCK):
         text = compile_lock(lock, lock_inputs=inputs(pyproject, lock=lock))
@@ -112,6 +145,7 @@ def main() -> None:
         lock.write_text(text)
         pins = sum(1 for line in text.splitlines() if "==" in line and not line.startswith("#"))
         print(f"wrote {lock.relative_to(ROOT)}: {pins} pinned packages")
+    write_sbom()
 
 
 if __name__ == "__main__":

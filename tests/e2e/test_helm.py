@@ -131,7 +131,8 @@ def _leftovers(kubectl: Kubectl, name: str) -> str:
     kinds = (
         "mutatingwebhookconfigurations,validatingwebhookconfigurations,clusterroles,"
         "clusterrolebindings,deployments,services,secrets,serviceaccounts,"
-        "poddisruptionbudgets,roles,rolebindings,pods,leases"
+        "poddisruptionbudgets,roles,rolebindings,pods,leases,resourcequotas,networkpolicies,"
+        "configmaps"
     )
     selector = f"app.kubernetes.io/instance={name}"
     return kubectl.run("get", kinds, "--all-namespaces", "-l", selector, "-o", "name").strip()
@@ -196,6 +197,13 @@ def test_install_place_test_upgrade_uninstall(helm: Helm, kubectl: Kubectl, tmp_
         assert "kubectl label namespace my-db stszone.io/enabled=true" in out, out
         scoped = kubectl.within(namespace)
         assert find(scoped, "secret", f"{name}-tls") is None, "the chart rendered a Secret"
+        # The fail-closed webhook's replicas run at the cluster's add-on priority, admitted by
+        # the quota that names the class in the release namespace.
+        quota = scoped.get("resourcequota", f"{name}-critical-pods")
+        assert quota["status"]["used"]["pods"] == "2", quota["status"]
+        for pod in scoped.get("pods", "-l", "app.kubernetes.io/component=webhook")["items"]:
+            assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
+            assert pod["spec"]["priority"] == 2000000000, pod["spec"].get("priority")
         assert set(ca_bundles(kubectl, name).values()) == {None}, "the chart rendered a caBundle"
 
         webhook = stack.enter_context(
@@ -353,7 +361,8 @@ def test_rendered_objects_pass_server_side_validation(
 ) -> None:
     """`kubectl apply --dry-run=server` accepts every release object of `helm template`, with
     the defaults and with each ci file: strict decoding, the built-in and the CRD schemas, the
-    webhook configurations' CEL; the cluster keeps nothing."""
+    webhook configurations' CEL; the cluster keeps nothing. Objects a ci file puts in another
+    namespace (a ServiceMonitor beside Prometheus) go there, made for the test when missing."""
     args = ["--values", str(values)] if values else []
     objects = release(
         helm.template(
@@ -362,15 +371,28 @@ def test_rendered_objects_pass_server_side_validation(
         )
     )  # fmt: skip
     stream = json.dumps({"apiVersion": "v1", "kind": "List", "items": copy.deepcopy(objects)})
-    scoped = kubectl.within(dry_run_namespace)
+    elsewhere = {obj["metadata"].get("namespace") for obj in objects} - {None, dry_run_namespace}
 
     def applied() -> str:
-        return scoped.run("apply", "--dry-run=server", "-o", "name", "-f", "-", stdin=stream)
+        # Each object names its namespace (the chart sets it on every namespaced one).
+        return kubectl.run("apply", "--dry-run=server", "-o", "name", "-f", "-", stdin=stream)
 
-    try:
-        names = wait_for("the API server to serve the CRDs' kinds", applied, timeout=60)
-    except AssertionError as err:
-        raise AssertionError(f"{err}\nrendered:\n{yaml.safe_dump_all(objects)}") from None
+    with ExitStack() as stack:
+        for namespace in sorted(elsewhere):
+            if kubectl.gone("namespace", namespace):
+                run = dry_run_namespace.rsplit("-", 1)[1]
+                kubectl.create(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "metadata": {"name": namespace, "labels": {RUN_LABEL: run}},
+                    }
+                )
+                stack.callback(delete_namespace, kubectl, namespace)
+        try:
+            names = wait_for("the API server to serve the CRDs' kinds", applied, timeout=60)
+        except AssertionError as err:
+            raise AssertionError(f"{err}\nrendered:\n{yaml.safe_dump_all(objects)}") from None
     assert len(names.split()) == len(objects), names
     assert kubectl.gone("mutatingwebhookconfiguration", "stszone-helm-dry")
 

@@ -34,8 +34,18 @@ app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/*
+The image reference: REPOSITORY:TAG, REPOSITORY@DIGEST (a digest alone pins it; the appVersion
+tag is not added), or REPOSITORY:TAG@DIGEST when both are given.
+*/}}
 {{- define "stszone.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image -}}
+{{- if .digest -}}
+{{- .repository -}}{{- with .tag -}}:{{ . }}{{- end -}}@{{ .digest }}
+{{- else -}}
+{{- printf "%s:%s" .repository (.tag | default $.Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -82,23 +92,18 @@ cluster serves monitoring.coreos.com/v1 (helm template: pass --api-versions to s
 {{- if $on -}}true{{- end -}}
 {{- end -}}
 
-{{/* The restricted Pod Security profile, for every container of the chart. */}}
-{{- define "stszone.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-capabilities:
-  drop:
-  - ALL
+{{/*
+"true" when matchConditions are rendered: asked for, and served by the cluster (beta and on by
+default from 1.28; 1.27's API server drops the field, so it is left out there).
+*/}}
+{{- define "stszone.matchConditions" -}}
+{{- if and .Values.webhooks.matchConditions (semverCompare ">=1.28.0-0" .Capabilities.KubeVersion.Version) -}}true{{- end -}}
 {{- end -}}
 
-{{- define "stszone.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-fsGroup: 65532
-seccompProfile:
-  type: RuntimeDefault
+{{/*
+The namespace of an optional monitoring object: its own namespace value, else the release's.
+Call with (dict "ctx" $ "namespace" .namespace).
+*/}}
+{{- define "stszone.monitoringNamespace" -}}
+{{- .namespace | default .ctx.Release.Namespace -}}
 {{- end -}}
