@@ -35,7 +35,7 @@ from webhook.install import tlssecret
 from webhook.install.certs import new_ca, service_dns_names
 from webhook.install.issuing import Policy
 from webhook.install.rotation import Rotation
-from webhook.server.metrics import RotationCollector
+from webhook.server.certmetrics import RotationCollector
 from webhook.server.runtime import Check, Runtime
 from webhook.server.tls import TlsContext
 
