@@ -76,7 +76,8 @@ def test_readme_command_a_is_offline_even_with_kubeconfig_set(
     assert "to go live instead" in log
     # The README names the log line that says which view and why, and when it comes.
     claim = re.search(
-        r"the\s+log line `([^`.]+)\.\.\.` of `stszone serve` says which view", README_TEXT
+        r"the\s+log\s+line\s+`([^`.]+)\.\.\.`\s+of\s+`stszone serve`\s+says\s+which\s+view",
+        README_TEXT,
     )
     assert claim is not None, "README no longer names the view's log line"
     lines = log.splitlines()
@@ -207,6 +208,19 @@ def test_a_port_in_use_is_one_line_naming_port(tmp_path: Path) -> None:
     assert status == 2
     assert error.startswith("stszone serve: ") and f"127.0.0.1:{port}" in error
     assert "address already in use" in error and "--port" in error
+
+
+def test_an_address_not_on_this_machine_is_one_line_naming_host(tmp_path: Path) -> None:
+    """``--host`` 192.0.2.1 (TEST-NET-1, documentation only: on no machine) exits 2 with one
+    line saying the address is not this machine's."""
+    args = ["--offline", "--zones", "a,b,c", "--certs-dir", str(tmp_path / "certs")]
+    status, lines = run_cli(
+        "serve", *args, "--host", "192.0.2.1", "--port", str(free_port()), cwd=tmp_path
+    )
+    error = the_one_error(lines)
+    assert status == 2
+    assert "192.0.2.1" in error and "cannot assign requested address" in error
+    assert "give --host an address of this machine" in error
 
 
 def test_a_busy_metrics_port_fails_start_up_in_one_line(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from webhook.model.names import is_label_value, is_qualified_name
 from webhook.server import logs
 from webhook.server.app import install_metrics
 from webhook.server.cachemetrics import store_caches
-from webhook.server.listeners import BIND_ERRNOS, bind_error
+from webhook.server.listeners import bind_error, is_bind_error
 from webhook.server.runtime import Runtime
 from webhook.server.serve import serve
 from webhook.server.tls import CertReloader, TlsContext
@@ -224,7 +224,7 @@ async def _main(settings: Settings) -> None:
     try:
         await serve(runtime, ssl_context=tls.context, settings=settings)
     except OSError as err:
-        if err.errno not in BIND_ERRNOS:
+        if not is_bind_error(err):
             raise
         # The listener's bind: the one OSError of serve() that is the user's to fix.
         raise bind_error(

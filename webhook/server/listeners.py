@@ -27,11 +27,19 @@ from webhook.server.metrics import Metrics
 BIND_ERRNOS: Final = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
 
 
+def is_bind_error(err: OSError) -> bool:
+    """Whether ``err`` says the address cannot be listened on (or ``--host`` does not resolve)."""
+    return isinstance(err, socket.gaierror) or err.errno in BIND_ERRNOS
+
+
 def bind_error(err: OSError, *, host: str, port: int, flag: str, what: str) -> ConfigError:
     """The one-line error for ``err`` from binding ``host:port``, the value of ``flag``, to
     serve ``what``: what happened, and what to do."""
-    reason = os.strerror(err.errno).lower() if err.errno else str(err)
-    if err.errno == errno.EADDRNOTAVAIL:
+    if isinstance(err, socket.gaierror):
+        reason = f"--host does not resolve ({err.strerror})"
+    else:  # uvloop's strerror repeats the address: the errno's own words
+        reason = os.strerror(err.errno).lower() if err.errno else str(err)
+    if isinstance(err, socket.gaierror) or err.errno == errno.EADDRNOTAVAIL:
         advice = "give --host an address of this machine (0.0.0.0: all of them)"
     elif err.errno == errno.EACCES:
         advice = f"choose a port above 1023 with {flag}, or run with the privilege to bind it"
@@ -73,12 +81,6 @@ class MetricsPort:
                 flag=f"{self.FLAG} (or leave it out to serve /metrics on --port)",
                 what="/metrics",
             ) from None
-
-    @property
-    def port(self) -> int:
-        """The port bound (the one asked for, or the kernel's pick for 0)."""
-        bound: int = self.sockets[0].getsockname()[1]
-        return bound
 
     async def run(self) -> None:
         """Serve the bound sockets until cancelled (a job of the server), then close them."""
