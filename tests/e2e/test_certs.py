@@ -37,8 +37,8 @@ pytestmark = MARKS
 VALIDITY = 30.0
 #: Seconds the rotation may take: by then the first CA has expired.
 ROTATION_TIMEOUT = 3 * VALIDITY
-#: After the rotation, the load goes on for one more serving lifetime (a renewal from the new
-#: CA) and until it has made this much, at most ``LOAD_TIMEOUT`` seconds.
+#: After the rotation, the load goes on until the pair is renewed from the new CA alone and
+#: until it has made this much, at most ``LOAD_TIMEOUT`` seconds.
 MIN_CYCLES, MIN_DRY_RUNS, LOAD_TIMEOUT = 5, 100, 120.0
 
 
@@ -157,12 +157,14 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
             timeout=ROTATION_TIMEOUT,
             interval=2,
         )
-        # One more serving lifetime under load after the old CA has gone (a pair renewed from
-        # the new CA), and enough load over the whole to count.
-        settle_until = time.monotonic() + VALIDITY
+        # Under load after the old CA has gone: the pair renewed once more, from the new CA
+        # alone, and the load on until it has made enough to count. On a slow machine that can
+        # outlast the new CA's own two thirds: a second rotation then starts, and must go as
+        # cleanly.
+        rotated_to = timeline[-1]["serving"]
         give_up = time.monotonic() + LOAD_TIMEOUT
         while time.monotonic() < give_up and (
-            time.monotonic() < settle_until
+            timeline[-1]["serving"] == rotated_to
             or load.cycles < MIN_CYCLES
             or load.dry_runs < MIN_DRY_RUNS
         ):
@@ -174,11 +176,13 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
         errors_after = replicas.apiserver_webhook_errors(kubectl)
         calls_after = replicas.apiserver_webhook_calls(kubectl)
         failed = replicas.failed_creates(work)
-        expiry = tlssecret.read(certslab.secret_state(kubectl, lab) or {}).serving
-        assert expiry is not None
-        gauges = [
-            p.metrics().get("stszone_certificate_expiry_timestamp_seconds") for p in processes
-        ]
+        # The pair renews every 19 s: read the Secret and the replicas' gauges until they agree
+        # (a renewal between the two reads is not a disagreement).
+        served = wait_for(
+            "both replicas to serve the Secret's pair",
+            lambda: _served_expiries(kubectl, lab, processes),
+            timeout=VALIDITY,
+        )
         summary.update(
             timeline=timeline,
             seconds=round(time.monotonic() - started),
@@ -200,7 +204,7 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
         print(json.dumps(summary, indent=2))
         servings = {entry["serving"] for entry in timeline} | {first[1]}
         cas = {entry["ca"] for entry in timeline} | {first[0]}
-        assert len(servings) >= 3 and len(cas) == 2, summary
+        assert len(servings) >= 3 and len(cas) >= 2, summary
         assert failed == [], failed
         assert load.dry_run_errors == [], load.dry_run_errors
         assert load.errors == [], load.errors
@@ -209,10 +213,14 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
         # Every create recorded (the last cycle may have been stopped half-way).
         assert summary["pods_created_by_controller"] >= 6 * (load.cycles - 1)
         assert summary["webhook_calls"].get("rejected", 0.0) == 0.0
-        assert gauges == [expiry.cert.not_valid_after_utc.timestamp()] * 2
+        assert served
         assert all(count >= 2 for count in summary["reloads"].values()), summary["reloads"]
         assert all(count > 0 for count in summary["answered"].values()), summary["answered"]
-        assert _bundles_are_the_secrets(kubectl, lab)
+        wait_for(
+            "both caBundles to hold the Secret's bundle",
+            lambda: _bundles_are_the_secrets(kubectl, lab),
+            timeout=VALIDITY,
+        )
 
 
 def _bundles_are_the_secrets(kubectl: Kubectl, lab: certslab.Lab) -> bool:
@@ -223,3 +231,14 @@ def _bundles_are_the_secrets(kubectl: Kubectl, lab: certslab.Lab) -> bool:
         certslab.bundle_of(kubectl, lab, kind) == wanted
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
     )
+
+
+def _served_expiries(
+    kubectl: Kubectl, lab: certslab.Lab, processes: list[replicas.Process]
+) -> list[float | None] | None:
+    """The expiry gauges of both replicas when both equal the Secret's pair's notAfter."""
+    expiry = tlssecret.read(certslab.secret_state(kubectl, lab) or {}).serving
+    assert expiry is not None, "the Secret holds no serving pair"
+    gauges = [p.metrics().get("stszone_certificate_expiry_timestamp_seconds") for p in processes]
+    wanted = expiry.cert.not_valid_after_utc.timestamp()
+    return gauges if gauges == [wanted] * len(processes) else None
