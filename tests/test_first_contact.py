@@ -1,4 +1,5 @@
-"""What a new user meets first: README command (a), ``stszone`` alone, ``--version``, the view line.
+"""What a new user meets first: README command (a), ``stszone`` alone, ``--version``, the view line,
+and the first mistakes (a port in use, a kubeconfig that is not there), each one line.
 
 README command (a) must behave the same on every machine: on a workstation where ``KUBECONFIG``
 names a cluster (most Kubernetes users) it still serves the offline answer the README shows.
@@ -10,6 +11,7 @@ import base64
 import json
 import re
 import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,12 +22,17 @@ from tests.kubeconfig import write_kubeconfig
 from tests.process import clean_environ, free_port, start_serve
 from webhook import __version__, cli
 from webhook.cli import COMMANDS, build_parser, settings_from
+from webhook.cluster.credentials import require_kubeconfig
 from webhook.cluster.view import choose_view
+from webhook.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+README_TEXT = README.read_text()
 #: The review the README's offline session sends: pod db-1 as the StatefulSet controller made it.
 README_REVIEW = ROOT / "tests" / "fixtures" / "admission" / "007-Pod-CREATE.json"
+#: A line ``logs.setup`` writes in the text format: "2026-11-30 13:52:50,266 INFO    stszone: ...".
+LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ +\S+: ")
 
 
 def readme_command_a() -> list[str]:
@@ -67,6 +74,17 @@ def test_readme_command_a_is_offline_even_with_kubeconfig_set(
     log = server.log.read_text()
     assert "cluster view: offline" in log and "--offline was given" in log, log
     assert "to go live instead" in log
+    # The README names the log line that says which view and why, and when it comes.
+    claim = re.search(
+        r"the\s+log\s+line\s+`([^`.]+)\.\.\.`\s+of\s+`stszone serve`\s+says\s+which\s+view",
+        README_TEXT,
+    )
+    assert claim is not None, "README no longer names the view's log line"
+    lines = log.splitlines()
+    views = [i for i, line in enumerate(lines) if f" {claim[1]}" in line]
+    serving = [i for i, line in enumerate(lines) if "serving https://" in line]
+    assert len(views) == 1 and len(serving) == 1, log
+    assert views[0] < serving[0], "the view line comes after the server listens"
 
 
 @pytest.mark.parametrize(
@@ -147,3 +165,125 @@ def test_environment_is_read_when_a_command_runs_not_for_help(tmp_path: Path) ->
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "STSZONE_ZONES" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def run_cli(*args: str, cwd: Path, environ: dict[str, str] | None = None) -> tuple[int, list[str]]:
+    """``python -m webhook ARGS`` to its end: (exit status, lines of stderr)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_environ() if environ is None else environ,
+        cwd=cwd,
+        check=False,
+    )
+    return done.returncode, done.stderr.splitlines()
+
+
+def the_one_error(lines: list[str]) -> str:
+    """The one line of output that is not an INFO log record (there must be exactly one)."""
+    assert not any("Traceback" in line for line in lines), "\n".join(lines)
+    others = [line for line in lines if not (LOG_RECORD.match(line) and " INFO " in line)]
+    assert len(others) == 1, "\n".join(lines)
+    return others[0]
+
+
+def listening() -> socket.socket:
+    """A socket listening on 127.0.0.1 at a port the kernel picks (as another process would)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+def test_a_port_in_use_is_one_line_naming_port(tmp_path: Path) -> None:
+    """``stszone serve`` on a port another process listens on exits 2 with one line: what
+    happened, and the flag that chooses another port."""
+    with listening() as taken:
+        port = str(taken.getsockname()[1])
+        args = ["--offline", "--zones", "a,b,c", "--certs-dir", str(tmp_path / "certs")]
+        status, lines = run_cli("serve", *args, "--host", "127.0.0.1", "--port", port, cwd=tmp_path)
+    error = the_one_error(lines)
+    assert status == 2
+    assert error.startswith("stszone serve: ") and f"127.0.0.1:{port}" in error
+    assert "address already in use" in error and "--port" in error
+
+
+def test_an_address_not_on_this_machine_is_one_line_naming_host(tmp_path: Path) -> None:
+    """``--host`` 192.0.2.1 (TEST-NET-1, documentation only: on no machine) exits 2 with one
+    line saying the address is not this machine's."""
+    args = ["--offline", "--zones", "a,b,c", "--certs-dir", str(tmp_path / "certs")]
+    status, lines = run_cli(
+        "serve", *args, "--host", "192.0.2.1", "--port", str(free_port()), cwd=tmp_path
+    )
+    error = the_one_error(lines)
+    assert status == 2
+    assert "192.0.2.1" in error and "cannot assign requested address" in error
+    assert "give --host an address of this machine" in error
+
+
+def test_a_busy_metrics_port_fails_start_up_in_one_line(tmp_path: Path) -> None:
+    """``--metrics-port`` on a port in use stops start-up before the webhook says it serves:
+    one line naming ``--metrics-port``, no background failure, exit 2."""
+    with listening() as taken:
+        metrics = str(taken.getsockname()[1])
+        args = ["--offline", "--zones", "a,b,c", "--certs-dir", str(tmp_path / "certs")]
+        status, lines = run_cli(
+            "serve", *args, "--host", "127.0.0.1", "--port", str(free_port()),
+            "--metrics-port", metrics, cwd=tmp_path,
+        )  # fmt: skip
+    error = the_one_error(lines)
+    assert status == 2
+    assert "/metrics" in error and f"127.0.0.1:{metrics}" in error
+    assert "address already in use" in error and "--metrics-port" in error
+    assert not any("serving https://" in line for line in lines), "\n".join(lines)
+
+
+@pytest.mark.parametrize("source", ["--kubeconfig", "$KUBECONFIG"])
+def test_a_kubeconfig_that_does_not_exist_says_not_found(tmp_path: Path, source: str) -> None:
+    """A kubeconfig path with no file behind it is named, said to be not found, and the way
+    on is given; not the loader's "Invalid kube-config file"."""
+    missing = tmp_path / "no-such-kubeconfig"
+    environ = clean_environ()
+    args = ["serve", "--certs-dir", str(tmp_path / "certs"), "--port", str(free_port())]
+    if source == "--kubeconfig":
+        args += ["--kubeconfig", str(missing)]
+    else:
+        environ["KUBECONFIG"] = str(missing)
+    status, lines = run_cli(*args, cwd=tmp_path, environ=environ)
+    error = the_one_error(lines)
+    assert status == 2
+    assert error == (
+        f"stszone serve: {source} {missing}: not found; give a kubeconfig that exists, or run "
+        "without a cluster (--offline, or --cluster FILE)"
+    )
+
+
+def test_a_kubeconfig_list_needs_one_file_that_exists(tmp_path: Path) -> None:
+    """``$KUBECONFIG`` may list several files: the missing ones are skipped (as kubectl and the
+    loader do), and only a list of which none exists is refused."""
+    there = write_kubeconfig(tmp_path / "there", server="https://127.0.0.1:1", token="t")
+    gone = tmp_path / "gone"
+    require_kubeconfig(f"{gone}:{there}", named="$KUBECONFIG")
+    with pytest.raises(ConfigError, match="none of these files is found"):
+        require_kubeconfig(f"{gone}:{tmp_path / 'gone-too'}", named="$KUBECONFIG")
+
+
+def test_files_the_readme_session_writes_are_ignored_by_git() -> None:
+    """Every file the README's session writes in the clone (``tee FILE``, ``open("FILE",
+    "w")``) is ignored by git, so following the README leaves ``git status`` clean."""
+    written = set(re.findall(r"\btee (\S+)", README_TEXT))
+    written |= set(re.findall(r"open\(\"([^\"]+)\", \"w\"\)", README_TEXT))
+    assert {"answer.json", "again.json"} <= written, written
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--verbose", "--non-matching", *sorted(written)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode in (0, 1), f"git check-ignore failed (a git checkout?): {done.stderr}"
+    unmatched = [line.split("\t")[-1] for line in done.stdout.splitlines() if line.startswith("::")]
+    assert unmatched == [], f"not ignored by git: {unmatched}"

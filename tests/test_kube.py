@@ -69,11 +69,16 @@ async def test_wrong_token_is_a_clear_error(
 
 
 def test_no_cluster_and_broken_kubeconfig(tmp_path: Path) -> None:
-    """No cluster at all, or an unreadable kubeconfig, stops start-up with a message."""
+    """No cluster at all, a kubeconfig that is not there, or one that does not read, stops
+    start-up with a message."""
     with pytest.raises(ConfigError, match="no cluster to talk to"):
         load_credentials(None, environ={})
-    with pytest.raises(ConfigError, match="cannot load credentials from kubeconfig"):
+    with pytest.raises(ConfigError, match=r"^--kubeconfig \S+/missing: not found; "):
         load_credentials(str(tmp_path / "missing"))
+    broken = tmp_path / "broken"
+    broken.write_text("clusters: []\n")
+    with pytest.raises(ConfigError, match="cannot load credentials from kubeconfig"):
+        load_credentials(str(broken))
 
 
 async def test_in_cluster_token_is_reread_after_rotation(

@@ -21,6 +21,7 @@ from webhook.errors import ConfigError
         ("365d", YEAR),
         ("12h", 43200.0),
         ("60s", 60.0),
+        ("30s", 30.0),
         (" 1.5m ", 90.0),
     ],
 )
@@ -28,9 +29,11 @@ def test_validity_takes_a_number_and_a_unit(text: str, seconds: float) -> None:
     assert managedcerts.validity(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["59s", "3", "3y", "m", "-3m", "0m", "3 minutes", ""])
-def test_validity_refuses_what_is_not_a_minute_or_more(text: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError, match="at least a minute"):
+@pytest.mark.parametrize(
+    "text", ["29s", "29.9s", "0.4m", "3", "3y", "m", "-3m", "0m", "3 minutes", ""]
+)
+def test_validity_refuses_what_is_not_30_seconds_or_more(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="at least 30 seconds"):
         managedcerts.validity(text)
 
 
@@ -91,7 +94,7 @@ def test_the_lease_holder_is_the_pod_then_the_host_and_process() -> None:
 
 @pytest.mark.parametrize(
     ("validity", "settle"),
-    [(YEAR, 30.0), (180.0, 18.0), (60.0, 6.0), (600.0, 30.0)],
+    [(YEAR, 30.0), (180.0, 18.0), (60.0, 6.0), (30.0, 3.0), (600.0, 30.0)],
 )
 def test_the_settling_time_is_a_tenth_of_the_life_at_most_30s(
     validity: float, settle: float

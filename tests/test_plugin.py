@@ -88,7 +88,7 @@ def test_aimed_as_kubectl_would(
     ("argv", "message"),
     [
         (["audit", "--context", "nope"], "context 'nope' is not in the kubeconfig"),
-        (["audit", "--kubeconfig", "/no/such/file"], "cannot read the kubeconfig /no/such/file"),
+        (["audit", "--kubeconfig", "/no/such/file"], "--kubeconfig /no/such/file: not found; "),
     ],
 )
 def test_a_context_kubectl_would_not_find_is_a_usage_error(

@@ -21,7 +21,8 @@ from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.install.certs import new_ca, new_serving
 from webhook.server.app import install_metrics
-from webhook.server.metrics import Metrics, RotationCollector
+from webhook.server.certmetrics import RotationCollector
+from webhook.server.metrics import Metrics
 from webhook.server.runtime import Runtime
 from webhook.server.tls import TlsContext
 

@@ -1,7 +1,7 @@
 """Self-managed certificates on a real control plane: from no Secret and an empty caBundle, two
 ``stszone serve --manage-certs`` processes share the Service's ClusterIP:443 (``--reuse-port``),
-become Ready and are called by the API server; with ``--cert-validity 3m`` the serving pair and
-then the CA rotate while pods are created in a loop, and no admission fails.
+become Ready and are called by the API server; with ``--cert-validity 30s`` (the shortest) the
+serving pair and then the CA rotate while pods are created in a loop, and no admission fails.
 
 Failures are counted where the cluster sees them: the StatefulSet controller's FailedCreate
 events, the API server's ``apiserver_admission_webhook_rejection_count{error_type=
@@ -31,9 +31,15 @@ from webhook.install import tlssecret
 
 pytestmark = MARKS
 
-#: Seconds the whole rotation may take: the CA (9 minutes) rotates about 5 min 42 s after its
-#: creation, then 18 s to switch and 18 s to retire.
-ROTATION_TIMEOUT = 540.0
+#: The serving pair's lifetime (``--cert-validity``), the shortest stszone takes: the pair is
+#: renewed about every 19 s; the CA (90 s) gets a successor 57 s after its creation, which
+#: signs 3 s (the settling time) later, and the old CA leaves the caBundles 3 s after that.
+VALIDITY = 30.0
+#: Seconds the rotation may take: by then the first CA has expired.
+ROTATION_TIMEOUT = 3 * VALIDITY
+#: After the rotation, the load goes on until the pair is renewed from the new CA alone and
+#: until it has made this much, at most ``LOAD_TIMEOUT`` seconds.
+MIN_CYCLES, MIN_DRY_RUNS, LOAD_TIMEOUT = 5, 100, 120.0
 
 
 def _serials(secret: dict[str, Any] | None) -> tuple[str, str, tuple[str, ...]]:
@@ -72,7 +78,12 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
         kubeconfig = certslab.token_kubeconfig(kubectl, lab, tmp_path / "stszone.kubeconfig")
         processes = [
             replicas.launch(
-                name, lab, kubeconfig=kubeconfig, zones=zones, work=tmp_path, validity="3m"
+                name,
+                lab,
+                kubeconfig=kubeconfig,
+                zones=zones,
+                work=tmp_path,
+                validity=f"{VALIDITY:g}s",
             )
             for name in (f"replica-a-{run}", f"replica-b-{run}")
         ]
@@ -146,9 +157,17 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
             timeout=ROTATION_TIMEOUT,
             interval=2,
         )
-        # One more renewal period under load after the old CA has gone.
-        settle_until = time.monotonic() + 30
-        while time.monotonic() < settle_until:
+        # Under load after the old CA has gone: the pair renewed once more, from the new CA
+        # alone, and the load on until it has made enough to count. On a slow machine that can
+        # outlast the new CA's own two thirds: a second rotation then starts, and must go as
+        # cleanly.
+        rotated_to = timeline[-1]["serving"]
+        give_up = time.monotonic() + LOAD_TIMEOUT
+        while time.monotonic() < give_up and (
+            timeline[-1]["serving"] == rotated_to
+            or load.cycles < MIN_CYCLES
+            or load.dry_runs < MIN_DRY_RUNS
+        ):
             rotated()
             time.sleep(2)
         load.finish()
@@ -157,11 +176,13 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
         errors_after = replicas.apiserver_webhook_errors(kubectl)
         calls_after = replicas.apiserver_webhook_calls(kubectl)
         failed = replicas.failed_creates(work)
-        expiry = tlssecret.read(certslab.secret_state(kubectl, lab) or {}).serving
-        assert expiry is not None
-        gauges = [
-            p.metrics().get("stszone_certificate_expiry_timestamp_seconds") for p in processes
-        ]
+        # The pair renews every 19 s: read the Secret and the replicas' gauges until they agree
+        # (a renewal between the two reads is not a disagreement).
+        served = wait_for(
+            "both replicas to serve the Secret's pair",
+            lambda: _served_expiries(kubectl, lab, processes),
+            timeout=VALIDITY,
+        )
         summary.update(
             timeline=timeline,
             seconds=round(time.monotonic() - started),
@@ -183,19 +204,23 @@ def test_two_replicas_make_inject_and_rotate_their_certificates_without_a_failed
         print(json.dumps(summary, indent=2))
         servings = {entry["serving"] for entry in timeline} | {first[1]}
         cas = {entry["ca"] for entry in timeline} | {first[0]}
-        assert len(servings) >= 3 and len(cas) == 2, summary
+        assert len(servings) >= 3 and len(cas) >= 2, summary
         assert failed == [], failed
         assert load.dry_run_errors == [], load.dry_run_errors
         assert load.errors == [], load.errors
         assert errors_after - errors_before == 0
-        assert load.cycles >= 5 and load.dry_runs >= 100
+        assert load.cycles >= MIN_CYCLES and load.dry_runs >= MIN_DRY_RUNS, summary
         # Every create recorded (the last cycle may have been stopped half-way).
         assert summary["pods_created_by_controller"] >= 6 * (load.cycles - 1)
         assert summary["webhook_calls"].get("rejected", 0.0) == 0.0
-        assert gauges == [expiry.cert.not_valid_after_utc.timestamp()] * 2
+        assert served
         assert all(count >= 2 for count in summary["reloads"].values()), summary["reloads"]
         assert all(count > 0 for count in summary["answered"].values()), summary["answered"]
-        assert _bundles_are_the_secrets(kubectl, lab)
+        wait_for(
+            "both caBundles to hold the Secret's bundle",
+            lambda: _bundles_are_the_secrets(kubectl, lab),
+            timeout=VALIDITY,
+        )
 
 
 def _bundles_are_the_secrets(kubectl: Kubectl, lab: certslab.Lab) -> bool:
@@ -206,3 +231,14 @@ def _bundles_are_the_secrets(kubectl: Kubectl, lab: certslab.Lab) -> bool:
         certslab.bundle_of(kubectl, lab, kind) == wanted
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
     )
+
+
+def _served_expiries(
+    kubectl: Kubectl, lab: certslab.Lab, processes: list[replicas.Process]
+) -> list[float | None] | None:
+    """The expiry gauges of both replicas when both equal the Secret's pair's notAfter."""
+    expiry = tlssecret.read(certslab.secret_state(kubectl, lab) or {}).serving
+    assert expiry is not None, "the Secret holds no serving pair"
+    gauges = [p.metrics().get("stszone_certificate_expiry_timestamp_seconds") for p in processes]
+    wanted = expiry.cert.not_valid_after_utc.timestamp()
+    return gauges if gauges == [wanted] * len(processes) else None

@@ -35,7 +35,7 @@ from webhook.install import tlssecret
 from webhook.install.certs import new_ca, service_dns_names
 from webhook.install.issuing import Policy
 from webhook.install.rotation import Rotation
-from webhook.server.metrics import RotationCollector
+from webhook.server.certmetrics import RotationCollector
 from webhook.server.runtime import Check, Runtime
 from webhook.server.tls import TlsContext
 
@@ -43,21 +43,23 @@ log = logging.getLogger("stszone.certs")
 
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
-#: Shortest --cert-validity: a third of it must leave room for a rotation's settling waits.
-MIN_VALIDITY: Final = 60.0
+#: Shortest --cert-validity (tests use it). The settling time is a tenth of it, and must
+#: outlast a watch event's way to every API server and replica on a busy machine: 3 s.
+MIN_VALIDITY: Final = 30.0
 #: Longest wait for a change to reach every API server and replica (see rotation.py).
 MAX_SETTLE: Final = 30.0
 POD_NAME_ENV: Final = "POD_NAME"
 
 
 def validity(text: str) -> float:
-    """An argparse type: ``3m``, ``12h``, ``90d``, ``365d`` -> seconds (at least a minute)."""
+    """An argparse type: ``30s``, ``12h``, ``90d``, ``365d`` -> seconds (at least
+    ``MIN_VALIDITY``)."""
     match = _DURATION.match(text)
     seconds = float(match[1]) * _UNITS[match[2]] if match else 0.0
     if seconds < MIN_VALIDITY:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a validity of at least a minute: a number and a unit, s, m, h or "
-            "d (e.g. 3m for tests, 90d, 365d)"
+            f"{text!r} is not a validity of at least {MIN_VALIDITY:g} seconds: a number and a "
+            "unit, s, m, h or d (e.g. 30s for tests, 90d, 365d)"
         )
     return seconds
 
@@ -82,8 +84,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "--cert-validity",
         type=validity,
         metavar="DURATION",
-        help="lifetime of a serving pair, e.g. 3m, 90d; the CA lives three times as long "
-        "(default: 365d)",
+        help="lifetime of a serving pair, at least 30s, e.g. 90d (30s for tests); the CA lives "
+        "three times as long (default: 365d)",
     )
     group.add_argument(
         "--service",

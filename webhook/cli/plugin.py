@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Final
 
 from webhook.cli import build_parser, dispatch
-from webhook.cluster.credentials import KUBECONFIG_ENV, kubeconfig_context
+from webhook.cluster.credentials import KUBECONFIG_ENV, kubeconfig_context, require_kubeconfig
 from webhook.errors import ConfigError
 
 PROG: Final = "kubectl stszone"
@@ -52,7 +52,12 @@ def aim(args: argparse.Namespace, *, environ: Mapping[str, str]) -> argparse.Nam
     """Fill in the kubeconfig, context and namespace kubectl would use (see the module doc)."""
     if not hasattr(args, "kubeconfig") or args.offline or args.cluster_file is not None:
         return args
-    args.kubeconfig = args.kubeconfig or default_kubeconfig(environ)
+    if args.kubeconfig:
+        named = "--kubeconfig"
+    else:
+        named = f"${KUBECONFIG_ENV}" if environ.get(KUBECONFIG_ENV) else "kubectl's kubeconfig"
+        args.kubeconfig = default_kubeconfig(environ)
+    require_kubeconfig(args.kubeconfig, named=named)
     context = kubeconfig_context(args.kubeconfig, args.context)
     args.context = context.name
     wants_namespace = hasattr(args, "target_namespace") and not args.all_namespaces

@@ -30,7 +30,8 @@ from webhook.install.certfiles import ensure_dev_certs
 from webhook.model.names import is_label_value, is_qualified_name
 from webhook.server import logs
 from webhook.server.app import install_metrics
-from webhook.server.metrics import store_caches
+from webhook.server.cachemetrics import store_caches
+from webhook.server.listeners import bind_error, is_bind_error
 from webhook.server.runtime import Runtime
 from webhook.server.serve import serve
 from webhook.server.tls import CertReloader, TlsContext
@@ -224,7 +225,15 @@ async def _main(settings: Settings) -> None:
     # lists are in, the collector holds some 1,300 objects more than it froze here.
     gc.collect()
     gc.freeze()
-    await serve(runtime, ssl_context=tls.context, settings=settings)
+    try:
+        await serve(runtime, ssl_context=tls.context, settings=settings)
+    except OSError as err:
+        if not is_bind_error(err):
+            raise
+        # The listener's bind: the one OSError of serve() that is the user's to fix.
+        raise bind_error(
+            err, host=settings.host, port=settings.port, flag="--port", what="the webhook"
+        ) from None
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:

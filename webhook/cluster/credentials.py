@@ -117,6 +117,24 @@ def _mtime(path: str | None) -> float:
         return 0.0
 
 
+def require_kubeconfig(path: str, *, named: str) -> None:
+    """ConfigError unless a file ``path`` names exists; ``named`` says where ``path`` came from
+    (``--kubeconfig``, ``$KUBECONFIG``).
+
+    ``path`` may list several files (``:``-separated): the loader skips the missing ones, as
+    kubectl does, and says only "Invalid kube-config file. No configuration found." when none
+    exists, which reads like a broken file rather than a wrong path.
+    """
+    files = [f for f in path.split(os.pathsep) if f]
+    if any(Path(f).expanduser().exists() for f in files):
+        return
+    missing = "not found" if len(files) <= 1 else "none of these files is found"
+    raise ConfigError(
+        f"{named} {path}: {missing}; give a kubeconfig that exists, or run without a cluster "
+        "(--offline, or --cluster FILE)"
+    )
+
+
 def load_credentials(
     kubeconfig: str | None = None,
     *,
@@ -158,6 +176,7 @@ def load_credentials(
                 "no cluster to talk to: not in a pod (no KUBERNETES_SERVICE_HOST), no --kubeconfig "
                 "and no $KUBECONFIG; give one, or run offline with --zones or --cluster FILE"
             )
+        require_kubeconfig(path, named="--kubeconfig" if kubeconfig else f"${KUBECONFIG_ENV}")
 
         def from_file() -> Any:
             configuration = kube_client.Configuration()

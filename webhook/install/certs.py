@@ -82,7 +82,7 @@ def _days(days: int, *, what: str) -> dt.timedelta:
 def _lifetime(
     days: int, lifetime: dt.timedelta | None, *, what: str
 ) -> tuple[dt.timedelta, dt.timedelta]:
-    """(validity, backdating): ``lifetime`` when given (``--cert-validity 3m``), else days."""
+    """(validity, backdating): ``lifetime`` when given (``--cert-validity 30s``), else days."""
     if lifetime is None:
         return _days(days, what=what), _BACKDATE
     if lifetime <= dt.timedelta(0):

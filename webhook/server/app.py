@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from webhook.rules.risk import RiskScan
 from webhook.server.body import expect_handler
+from webhook.server.cachemetrics import CacheLike, store_caches
 from webhook.server.handlers import (
     admission_handler,
     closing,
@@ -33,8 +34,9 @@ from webhook.server.handlers import (
     not_ready,
     readyz,
 )
+from webhook.server.listeners import MetricsPort
 from webhook.server.looplag import LoopLag
-from webhook.server.metrics import CacheLike, Metrics, serve_metrics, store_caches
+from webhook.server.metrics import Metrics
 from webhook.server.riskmetrics import ZoneRisk
 from webhook.server.runtime import Handler, Job, Route, Runtime
 
@@ -128,6 +130,7 @@ def install_metrics(
 
     Call before ``make_app``. ``caches`` defaults to the sizes of the runtime's store tables;
     ``zone_risk`` to a scan of the runtime's store, refreshed while the runtime is ready.
+    ``--metrics-port`` is bound here, so a port in use is a ConfigError before the server starts.
     """
     if zone_risk is None:
         scan = RiskScan(runtime.store, excluded=runtime.defaults.excluded_namespaces)
@@ -152,10 +155,6 @@ def install_metrics(
     if port is None:
         runtime.extra_routes["/metrics"] = Route("GET", closing(metrics.handler, runtime=runtime))
     else:
-        host = runtime.settings.host
-
-        async def job() -> None:
-            await serve_metrics(metrics, host=host, port=port)
-
-        runtime.jobs.append(job)
+        # Bound now, before the server starts: a port in use is a ConfigError at start-up.
+        runtime.jobs.append(MetricsPort(metrics, host=runtime.settings.host, port=port).run)
     return metrics

@@ -1,6 +1,6 @@
-"""Prometheus metrics: one registry per app, filled by a server observer and read-time collectors.
+"""Prometheus metrics: one registry per app, filled by the server observer and read-time collectors.
 
-Exported (all prefixed ``stszone_``)::
+Exported here (all prefixed ``stszone_``)::
 
     requests_total{endpoint,kind,result}        counter   answered requests; result is
                                                           allowed|patched|denied|error
@@ -10,48 +10,33 @@ Exported (all prefixed ``stszone_``)::
                                                           registered for count as "other")
     in_flight_requests                          gauge     requests being received or answered now
     ready                                       gauge     1 when /readyz would answer 200
-    cache_objects{resource}                     gauge     records in the cluster view
-    cache_synced{resource}                      gauge     1 once listed (0 before / when lost)
-    cache_last_sync_timestamp_seconds{resource} gauge     Unix time the cache was last current
-    cache_unsynced_seconds{resource}            gauge     how long it has been out of sync
-    watch_restarts_total{resource}              counter   lists/watches that ended and retried
-    cache_relists_total{resource}               counter   full re-lists after the first (410)
-    cache_bad_objects{resource}                 gauge     objects skipped as unreadable
-    certificate_expiry_timestamp_seconds        gauge     notAfter of the serving certificate
-    certificate_rotation_last_success_timestamp_seconds
-                                                gauge     --manage-certs: when the leader last
-                                                          found or left the Secret and both
-                                                          caBundles in order
-    certificate_rotation_failures_total         counter   --manage-certs: steps that failed
-    certificate_leader                          gauge     --manage-certs: 1 on the replica
-                                                          holding the Lease
-    statefulset_*{namespace,statefulset}        gauge     zone risk per opted-in StatefulSet
-                                                          (:mod:`webhook.server.riskmetrics`)
-    event_loop_lag_seconds, _max_seconds        histogram how long the event loop is held
-                                                          (:mod:`webhook.server.looplag`)
+
+and, registered on the same registry: the cluster view's caches
+(:mod:`webhook.server.cachemetrics`), the serving certificate and its rotation
+(:mod:`webhook.server.certmetrics`), the zone risk per opted-in StatefulSet
+(:mod:`webhook.server.riskmetrics`) and the event loop's lag (:mod:`webhook.server.looplag`).
+``--metrics-port`` serves them on a port of their own (:mod:`webhook.server.listeners`).
 
 ``result`` of an AdmissionReview: ``patched`` (allowed with a non-empty patch), ``allowed``,
 ``denied`` (``allowed: false``: a rule or a malformed object), ``error`` (a 4xx for a request
 that is not a readable AdmissionReview, or stszone's own internal error). ``kind`` is the
 reviewed object's kind (``""`` when the body could not be read). The extender endpoints count
-with kind ``ExtenderArgs`` and result ``allowed`` or ``error``.
+with kind ``ExtenderArgs`` and result ``allowed`` or ``error``. :meth:`Metrics.observe` is the
+one place a request becomes these labels.
 
 The hot path costs a few dictionary updates per request: requests are counted in plain Python
 numbers (every observer runs on the event loop thread, so prometheus-client's per-sample locks
 buy nothing; with them the observer took 3% of the loop under load) and turned into metric
-families when scraped. Cache and certificate figures are read when scraped too, from callables
-the app hands in (the live view's reflector statuses, or the offline store's tables), so they
-are always current and cost nothing between scrapes.
+families when scraped. Everything else is read when scraped, from callables the app hands in,
+so it is always current and costs nothing between scrapes.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -64,8 +49,8 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-from webhook.model.records import TABLES
-from webhook.model.store import Store
+from webhook.server.cachemetrics import CacheCollector, CacheLike
+from webhook.server.certmetrics import ExpiryCollector
 from webhook.wire import review
 
 PREFIX: Final = "stszone"
@@ -89,109 +74,12 @@ BUCKETS: Final = (
 )
 
 
-class CacheLike(Protocol):
-    """What the metrics read of one cache (``webhook.cluster.reflector.CacheStatus`` fits)."""
-
-    @property
-    def table(self) -> str: ...
-    @property
-    def synced(self) -> bool: ...
-    @property
-    def objects(self) -> int: ...
-    @property
-    def restarts(self) -> int: ...
-    @property
-    def relists(self) -> int: ...
-    @property
-    def last_sync(self) -> float | None: ...
-    @property
-    def unsynced_for(self) -> float: ...
-    @property
-    def bad_objects(self) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)
-class StoreCache:
-    """Cache status of an offline view (a ``--cluster`` file or ``--zones``): loaded once."""
-
-    table: str
-    synced: bool
-    objects: int
-    restarts: int = 0
-    relists: int = 0
-    last_sync: float | None = None
-    unsynced_for: float = 0.0
-    bad_objects: int = 0
-
-
-def store_caches(store: Store, *, loaded_at: float | None = None) -> Callable[[], list[StoreCache]]:
-    """A cache-status source for an offline store: its tables' sizes, synced when loaded."""
-
-    def read() -> list[StoreCache]:
-        return [
-            StoreCache(
-                table=table,
-                synced=table in store.loaded,
-                objects=len(store.table(table)),
-                last_sync=loaded_at if table in store.loaded else None,
-            )
-            for table in TABLES
-        ]
-
-    return read
-
-
-class RotationLike(Protocol):
-    """What the metrics read of the certificate work (``webhook.cluster.certkeeper.Outcome``)."""
-
-    @property
-    def last_success(self) -> float | None: ...
-    @property
-    def failures(self) -> int: ...
-
-
-class RotationCollector(Collector):
-    """The outcome of ``--manage-certs``, read at scrape time: register it on the registry."""
-
-    def __init__(self, outcome: RotationLike, *, leading: Callable[[], bool]) -> None:
-        self._outcome = outcome
-        self._leading = leading
-
-    def collect(self) -> Iterator[Metric]:
-        outcome = self._outcome
-        if outcome.last_success is not None:
-            yield GaugeMetricFamily(
-                f"{PREFIX}_certificate_rotation_last_success_timestamp_seconds",
-                "Unix time the certificate leader last found, or left, the Secret and both "
-                "caBundles in order.",
-                value=outcome.last_success,
-            )
-        yield CounterMetricFamily(
-            f"{PREFIX}_certificate_rotation_failures",
-            "Certificate steps that failed: API errors other than conflicts, a missing webhook "
-            "configuration, a Secret stszone did not create.",
-            value=outcome.failures,
-        )
-        yield GaugeMetricFamily(
-            f"{PREFIX}_certificate_leader",
-            "1 on the replica holding the certificate Lease (the one that writes), else 0.",
-            value=1.0 if self._leading() else 0.0,
-        )
-
-
-class _StateCollector(Collector):
-    """Cache and certificate figures, read at scrape time."""
+class _ServerCollector(Collector):
+    """Readiness and requests in flight, read at scrape time."""
 
     def __init__(
-        self,
-        *,
-        caches: Callable[[], Iterable[CacheLike]] | None,
-        certificate: Callable[[], dt.datetime | None] | None,
-        in_flight: Callable[[], int] | None,
-        ready: Callable[[], bool] | None,
+        self, *, in_flight: Callable[[], int] | None, ready: Callable[[], bool] | None
     ) -> None:
-        self._caches = caches
-        self._certificate = certificate
         self._in_flight = in_flight
         self._ready = ready
 
@@ -208,62 +96,6 @@ class _StateCollector(Collector):
                 "Requests with a body (reviews, extender calls) being received or answered now.",
                 value=self._in_flight(),
             )
-        expiry = self._certificate() if self._certificate is not None else None
-        if expiry is not None:  # None: no serving certificate yet (--manage-certs, starting)
-            yield GaugeMetricFamily(
-                f"{PREFIX}_certificate_expiry_timestamp_seconds",
-                "Expiry (notAfter, Unix time) of the certificate new TLS handshakes get.",
-                value=expiry.timestamp(),
-            )
-        if self._caches is None:
-            return
-        statuses = list(self._caches())
-        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
-            "objects": GaugeMetricFamily(
-                f"{PREFIX}_cache_objects", "Records in the cluster view.", labels=["resource"]
-            ),
-            "synced": GaugeMetricFamily(
-                f"{PREFIX}_cache_synced",
-                "1 when the cache has been listed, 0 before.",
-                labels=["resource"],
-            ),
-            "last_sync": GaugeMetricFamily(
-                f"{PREFIX}_cache_last_sync_timestamp_seconds",
-                "Unix time the cache was last known current (list, watch opened, event).",
-                labels=["resource"],
-            ),
-            "unsynced": GaugeMetricFamily(
-                f"{PREFIX}_cache_unsynced_seconds",
-                "Seconds the cache has been without a working watch (0 while in sync).",
-                labels=["resource"],
-            ),
-            "bad": GaugeMetricFamily(
-                f"{PREFIX}_cache_bad_objects",
-                "Objects skipped because they could not be read.",
-                labels=["resource"],
-            ),
-            "restarts": CounterMetricFamily(
-                f"{PREFIX}_watch_restarts",
-                "Lists and watches that ended (error or closed stream) and were retried.",
-                labels=["resource"],
-            ),
-            "relists": CounterMetricFamily(
-                f"{PREFIX}_cache_relists",
-                "Full re-lists after the first one (watch expired: 410 Gone).",
-                labels=["resource"],
-            ),
-        }
-        for status in statuses:
-            labels = [status.table]
-            families["objects"].add_metric(labels, status.objects)
-            families["synced"].add_metric(labels, 1.0 if status.synced else 0.0)
-            if status.last_sync is not None:
-                families["last_sync"].add_metric(labels, status.last_sync)
-            families["unsynced"].add_metric(labels, status.unsynced_for)
-            families["bad"].add_metric(labels, status.bad_objects)
-            families["restarts"].add_metric(labels, status.restarts)
-            families["relists"].add_metric(labels, status.relists)
-        yield from families.values()
 
 
 class _RequestCollector(Collector):
@@ -344,11 +176,11 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._counted = _RequestCollector()
         self.registry.register(self._counted)
-        self.registry.register(
-            _StateCollector(
-                caches=caches, certificate=certificate, in_flight=in_flight, ready=ready
-            )
-        )
+        self.registry.register(_ServerCollector(in_flight=in_flight, ready=ready))
+        if certificate is not None:
+            self.registry.register(ExpiryCollector(certificate))
+        if caches is not None:
+            self.registry.register(CacheCollector(caches))
         for collector in collectors:
             self.registry.register(collector)
 
@@ -397,14 +229,3 @@ class Metrics:
         app = web.Application()
         app.router.add_get("/metrics", metrics)
         return app
-
-
-async def serve_metrics(metrics: Metrics, *, host: str, port: int) -> None:
-    """Serve ``/metrics`` over plain HTTP on ``host:port`` until cancelled (an app job)."""
-    runner = web.AppRunner(metrics.app(), access_log=None, handle_signals=False)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port, reuse_address=True).start()
-        await asyncio.Event().wait()
-    finally:
-        await runner.cleanup()
