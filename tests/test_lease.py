@@ -22,7 +22,7 @@ from webhook.cluster.lease import Elector, Timing
 
 TOKEN = "lease-token"
 NS = "certs-ns"
-FAST = Timing(lease_duration=0.6, renew_deadline=0.4, retry_period=0.05)
+FAST = Timing(lease_duration=2.0, renew_deadline=1.2, retry_period=0.05)
 
 
 @dataclass
@@ -124,7 +124,7 @@ async def test_of_two_candidates_one_leads_and_the_other_keeps_out(
     await eventually(lambda: _gets(fake, other.elector.identity) >= looks + 10)
     assert (leader.terms, other.terms) == (1, 0)
     assert _lease(fake)["holderIdentity"] == leader.elector.identity
-    assert _lease(fake)["leaseDurationSeconds"] == 1  # round(0.6)
+    assert _lease(fake)["leaseDurationSeconds"] == 2  # round(2.0)
     writers = {s.agent for s in fake.requests if s.resource == "leases" and s.verb == "update"}
     assert writers == {leader.elector.identity}  # the other never renewed the leader's Lease
     updates = [s for s in fake.requests if s.resource == "leases" and s.verb == "update"]
