@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import ssl
 import sys
 import time
@@ -224,12 +225,14 @@ async def together(
 
 
 def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of unsorted values; NaN when empty."""
+    """Nearest-rank percentile (q in 0..100) of unsorted values: the least value that at least
+    ``q`` percent of them do not exceed; NaN when empty."""
     if not values:
         return float("nan")
     ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
+    # round(): q * n / 100 in floating point can land a hair above the whole number it is.
+    rank = math.ceil(round(q * len(ordered) / 100, 9))
+    return ordered[max(0, min(len(ordered), rank) - 1)]
 
 
 def summary(result: Result, *, wall: float, cpu: float) -> dict[str, object]:
