@@ -188,7 +188,7 @@ def summary(runs: list[dict[str, Any]], *, heading: str) -> tuple[str, bool]:
             met &= ok
             lines.append(
                 f"objective: {what} {ratio:.2f}x the baseline's (medians "
-                f"{median('stszone', key):g} and {median('baseline', key):g}; <= {limit:g}x) "
+                f"{median('stszone', key):.1f} and {median('baseline', key):.1f}; <= {limit:g}x) "
                 f"{'met' if ok else 'MISSED'}"
             )
     failed = sum(r["mutate_while_listing"].get("failed", 0) for r in runs)
