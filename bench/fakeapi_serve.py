@@ -30,10 +30,13 @@ async def main(args: argparse.Namespace) -> None:
     async with FakeApi(fixtures=True) as api:
         for resource, generate in GENERATORS.items():
             api.objects.load_raw(resource, generate(shape))
-        counts = {r: len(api.objects.tables[r]) for r in RESOURCES}
+        tables = api.objects.tables
+        counts = {
+            r: [len(tables[r]), sum(len(s.body) for s in tables[r].values())] for r in RESOURCES
+        }
         print(f"URL {api.url}", flush=True)
         print(
-            f"loaded {json.dumps(counts)} in {time.monotonic() - started:.1f}s",
+            f"loaded (objects, bytes) {json.dumps(counts)} in {time.monotonic() - started:.1f}s",
             file=sys.stderr,
             flush=True,
         )

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -58,6 +59,13 @@ class Proc:
 
     def rss_bytes(self) -> int:
         return int(Path(f"/proc/{self.pid}/statm").read_text().split()[1]) * _PAGE
+
+    def peak_rss_bytes(self) -> int:
+        """The most the process has been resident (``VmHWM``)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError(f"no VmHWM for {self.name}")
 
     def open_fds(self) -> int:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
@@ -116,9 +124,9 @@ class Harness:
 
         return ensure_dev_certs(self.workdir / "certs")
 
-    def fakeapi(self, *, core: int | None, extra: list[str] = ()) -> tuple[Proc, str]:  # type: ignore[assignment]
+    def fakeapi(self, *, core: int | None, extra: Sequence[str] = ()) -> tuple[Proc, str]:
         proc = self.start("fakeapi", [PYTHON, "bench/fakeapi_serve.py", *extra], core=core)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300  # 305,050 objects to make on a busy core
         while time.monotonic() < deadline:
             for line in proc.log.read_text().splitlines():
                 if line.startswith("URL "):
@@ -140,7 +148,7 @@ class Harness:
         core: int | None,
         certs: Any,
         view: list[str],
-        extra: list[str] = (),  # type: ignore[assignment]
+        extra: Sequence[str] = (),
         name: str = "stszone",
         root: Path = ROOT,
     ) -> Proc:
@@ -183,6 +191,21 @@ def wait_ready(proc: Proc, port: int, *, ca: Path, path: str, timeout: float) ->
             pass
         time.sleep(0.25)
     raise RuntimeError(f"{proc.name} not ready on {path} after {timeout}s")
+
+
+#: The gauge a server exports once every StatefulSet has figures (its first zone-risk pass).
+LAST_PASS: Final = "stszone_zone_risk_last_pass_timestamp_seconds "
+
+
+def first_pass(port: int, *, ca: Path, timeout: float = 600.0) -> float:
+    """Seconds until the server's first zone-risk pass is done: measurements of the steady
+    state start after it, not during the one pass over every set a start pays."""
+    started = time.monotonic()
+    while LAST_PASS not in get(port, "/metrics", ca=ca)[1]:
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(f"no zone-risk pass after {timeout}s")
+        time.sleep(0.5)
+    return time.monotonic() - started
 
 
 def post(port: int, path: str, body: bytes, *, ca: Path) -> tuple[int, Any]:

@@ -5,7 +5,9 @@ per second, phases staggered), so the offered rate does not drop when the server
 A request's latency runs from its scheduled time when it had to wait for the previous answer on
 its connection (coordinated omission corrected), else from the moment it was written. The HTTP
 client is a few lines over ``asyncio`` streams, lighter than any library client, so it runs far
-below one core at the rates used here (``bench/run.py`` reports its CPU time).
+below one core at the rates used here (``bench/run.py`` reports its CPU time). It runs on
+asyncio's own loop: uvloop's ``loop.time()`` counts whole milliseconds, coarser than the
+latencies measured.
 
 Connections are opened (TLS handshake and all) before the schedule starts, as the API server
 keeps its connections to a webhook open: the latencies are those of requests, not of
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import ssl
 import sys
 import time
@@ -224,12 +227,14 @@ async def together(
 
 
 def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of unsorted values; NaN when empty."""
+    """Nearest-rank percentile (q in 0..100) of unsorted values: the least value that at least
+    ``q`` percent of them do not exceed; NaN when empty."""
     if not values:
         return float("nan")
     ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
+    # round(): q * n / 100 in floating point can land a hair above the whole number it is.
+    rank = math.ceil(round(q * len(ordered) / 100, 9))
+    return ordered[max(0, min(len(ordered), rank) - 1)]
 
 
 def summary(result: Result, *, wall: float, cpu: float) -> dict[str, object]:

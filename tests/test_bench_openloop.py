@@ -1,5 +1,6 @@
 """bench/openloop.py, the benchmark's fixed-rate generator: connections open before the
-schedule, and several servers driven at once get interleaved schedules."""
+schedule, several servers driven at once get interleaved schedules, and its percentiles are
+nearest-rank ones."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bench import openloop
 from webhook.install.certfiles import DevCerts
@@ -93,3 +96,25 @@ def test_offsets_spread_each_server_evenly_and_the_servers_between_each_other() 
     steps = [b - a for a, b in itertools.pairwise(merged)]
     assert steps == pytest.approx([gap / 4] * 11)
     assert [server[0] for server in firsts] == pytest.approx([k * gap / 4 for k in range(4)])
+
+
+@given(
+    st.lists(st.floats(0, 1e3, allow_nan=False), min_size=1, max_size=300),
+    st.sampled_from([1.0, 50.0, 90.0, 99.0, 99.9, 100.0]),
+)
+def test_a_percentile_is_the_least_value_that_q_percent_do_not_exceed(
+    values: list[float], q: float
+) -> None:
+    p = openloop.percentile(values, q)
+    assert p in values
+    share = q / 100 * len(values)
+    assert sum(v <= p for v in values) >= share - 1e-9
+    assert sum(v < p for v in values) < share
+
+
+def test_the_p99_of_a_hundred_answers_is_the_second_slowest() -> None:
+    values = [float(v) for v in range(1, 101)]  # 1 .. 100 ms, slowest first
+    values.reverse()
+    assert openloop.percentile(values, 99) == 99.0
+    assert openloop.percentile(values, 50) == 50.0
+    assert openloop.percentile([], 99) != openloop.percentile([], 99)  # NaN
