@@ -26,8 +26,9 @@ After every step:
    at the end every replica's zone-risk gauges agree with ``stszone audit``.
 
 A broken invariant stops the run; it prints the seed, the step and the objects involved, and
-exits 1. Exit 0 only when every invariant held. Everything it created is deleted and the lab
-restored (nodes, labels, cordons, the API server, the fake kubelet), however it ends.
+exits 1. Exit 0 only when every invariant held. The summary counts the Events stszone wrote
+(``bench/churnevents.py``). Everything it created is deleted and the lab restored, however it
+ends.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import churnevents
 from bench import churnfacts as facts
-from bench.churncheck import Broken, Figures, Watched, gauges_agree
+from bench.churncheck import Broken, Figures, Watched, gauges_agree, summarise
 from bench.churnlab import NODES, Lab, WebhookCounts, snapshot
 from tests.e2e import certslab, replicas
 from tests.e2e.kube import Kubectl, KubectlError, workload
@@ -98,8 +100,9 @@ class Churn:
         self.load_seen = 0
         self.watched = [Watched(p.name) for p in replicas]
         self.deck: list[str] = []
+        #: The Events the run made stszone write (bench/churnevents.py), read at the end.
+        self.events: dict[str, Any] = {}
 
-    # -- the steps -----------------------------------------------------------------------
     def names(self) -> list[str]:
         items = self.work.get("statefulsets", "-l", "churn=step")["items"]
         return sorted(s["metadata"]["name"] for s in items)
@@ -265,7 +268,6 @@ class Churn:
             self.figures.restarts.append({"apiserver": True, "to_ready_s": round(took, 1)})
         return kind
 
-    # -- the checks ------------------------------------------------------------------------
     def objects(self, name: str | None = None) -> Any:
         return facts.described(snapshot(self.work, self.work.namespace or ""), name)
 
@@ -284,9 +286,6 @@ class Churn:
             raise Broken(4, f"{failed:g} failed webhook calls; {new[self.load_seen :]}")
         self.load_seen = len(new)
         self.figures.checks["5 memory flat"] += 1
-        self.memory()
-
-    def memory(self) -> None:
         for process, watched in zip(self.replicas, self.watched, strict=True):
             watched.sample(process.rss(), warmup=self.args.warmup, plateau=self.args.plateau)
 
@@ -336,7 +335,8 @@ def run(args: argparse.Namespace) -> int:
         churn.load.start()
         cleanup.callback(churn.load.finish)
         churn.counts.read(work)
-        deadline = time.monotonic() + args.minutes * 60
+        began = time.monotonic()
+        deadline = began + args.minutes * 60
         try:
             while time.monotonic() < deadline:
                 churn.step_no += 1
@@ -357,6 +357,9 @@ def run(args: argparse.Namespace) -> int:
                 time.sleep(args.pause)
                 churn.check(kind, errors)
             churn.load.finish()
+            churn.events = churnevents.figures(
+                work, churn.replicas, seconds=time.monotonic() - began
+            )
             churn.figures.checks["5 gauges agree with audit"] += 1
             gauges_agree(churn.replicas, work=work, zones=churn.zones)
         except Broken as broken:
@@ -370,34 +373,6 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 Path(args.json).write_text(json.dumps(summary, indent=2))
     return 0
-
-
-def summarise(churn: Churn, run_id: str, args: argparse.Namespace) -> dict[str, Any]:
-    f = churn.figures
-    return {
-        "run": run_id,
-        "seed": args.seed,
-        "minutes": args.minutes,
-        "steps": churn.step_no,
-        "step_kinds": dict(f.steps),
-        "webhook_calls": {
-            "admitted": churn.counts.admitted.total,
-            "rejected": churn.counts.rejected.total,
-        },
-        "failed_webhook_calls": churn.counts.errors.total,
-        "failed_during_sigkill": f.kill_failures,
-        "scale_downs": dict(f.scale_downs),
-        "refusals": dict(f.refusals),
-        "invariant_checks": dict(f.checks),
-        "restarts": f.restarts,
-        "step_errors": f.step_errors,
-        "memory": [*f.instances, *(w.summary() for w in churn.watched)],
-        "load": {
-            "statefulsets": churn.load.cycles if churn.load else 0,
-            "dry_runs": churn.load.dry_runs if churn.load else 0,
-            "errors": len(churn.load.errors) if churn.load else 0,
-        },
-    }
 
 
 def main(argv: list[str] | None = None) -> int:

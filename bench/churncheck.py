@@ -4,6 +4,7 @@ counts."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -157,3 +158,33 @@ class Figures:
     restarts: list[dict[str, Any]] = field(default_factory=list)
     instances: list[dict[str, Any]] = field(default_factory=list)
     step_errors: list[str] = field(default_factory=list)
+
+
+def summarise(churn: Any, run_id: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The run's figures as JSON (``churn``: the run, :class:`bench.churn.Churn`)."""
+    f = churn.figures
+    return {
+        "run": run_id,
+        "seed": args.seed,
+        "minutes": args.minutes,
+        "steps": churn.step_no,
+        "step_kinds": dict(f.steps),
+        "webhook_calls": {
+            "admitted": churn.counts.admitted.total,
+            "rejected": churn.counts.rejected.total,
+        },
+        "failed_webhook_calls": churn.counts.errors.total,
+        "failed_during_sigkill": f.kill_failures,
+        "scale_downs": dict(f.scale_downs),
+        "refusals": dict(f.refusals),
+        "invariant_checks": dict(f.checks),
+        "restarts": f.restarts,
+        "step_errors": f.step_errors,
+        "memory": [*f.instances, *(w.summary() for w in churn.watched)],
+        "events": churn.events,
+        "load": {
+            "statefulsets": churn.load.cycles if churn.load else 0,
+            "dry_runs": churn.load.dry_runs if churn.load else 0,
+            "errors": len(churn.load.errors) if churn.load else 0,
+        },
+    }
