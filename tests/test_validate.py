@@ -180,6 +180,15 @@ def test_template_that_excludes_listed_zones_is_denied(
     assert constraint in outcome.message
 
 
+def test_a_template_labelled_skip_may_exclude_zones() -> None:
+    """stszone places no pod of a skipped template, so its constraints contradict no zone."""
+    sts = b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, node_selector={ZONE_KEY: "b"})
+    assert not validate(sts).allowed
+    sts["spec"]["template"]["metadata"].setdefault("labels", {})["stszone.io/skip"] = "true"
+    outcome = validate(sts)
+    assert outcome.allowed and not any("excludes" in w for w in outcome.warnings)
+
+
 @pytest.mark.parametrize(
     "affinity",
     [

@@ -35,7 +35,7 @@ from webhook.rules import affinity, fit, scaling
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.ordinals import walked
 from webhook.rules.placement import Policy, place
-from webhook.rules.plan import check_node_name, plan_pod, read_pod
+from webhook.rules.plan import check_node_name, plan_pod, read_pod, skipped
 from webhook.rules.text import some
 
 _WHY_MISSING = (
@@ -96,7 +96,8 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
         templates=info.templates,
         known=True,
     )
-    excluded = _template_exclusion(info, policy, store=store)
+    # A template labelled skip gets no zone from stszone: its constraints contradict nothing.
+    excluded = None if _template_skipped(sts) else _template_exclusion(info, policy, store=store)
     if excluded is not None:
         if not _unchanged(old, annotations=annotations, template=info):
             return refuse(excluded, reason="ZoneConflict")
@@ -167,6 +168,12 @@ def _unchanged(
         template.node_terms,
         template.node_selector,
     )
+
+
+def _template_skipped(sts: JSON) -> bool:
+    template = objects.mapping(objects.mapping(sts, "spec"), "template", path="spec")
+    meta = objects.mapping(template, "metadata", path="spec.template")
+    return skipped(objects.str_map(meta, "labels", path="spec.template.metadata"))
 
 
 def _policy_keys(annotations: dict[str, str]) -> dict[str, str]:
