@@ -57,7 +57,9 @@ async def running(
 ) -> AsyncIterator[LiveView]:
     """The live view running as ``stszone serve`` runs it (a job), stopped after the block."""
     credentials = load_credentials(str(kubeconfig))
-    view = LiveView(settings or Settings(), credentials=credentials, tuning=tuning)
+    # The StatefulSet view alone: faults queued for "pods" go to its one pod watch.
+    settings = settings or Settings(kafka_node_pools=False)
+    view = LiveView(settings, credentials=credentials, tuning=tuning)
     job = asyncio.create_task(view.run())
     try:
         yield view
@@ -116,7 +118,12 @@ async def test_first_list_mirrors_the_recorded_cluster(api: FakeApi, kubeconfig:
     # Full nodes: the guard reads their readiness (status.conditions, spec.taints).
     assert not any(s.metadata for s in api.seen("nodes", "list") + api.seen("nodes", "watch"))
     assert not any(s.metadata for s in api.seen("pods", "list") + api.seen("pods", "watch"))
-    watch = api.seen("pods", "watch")[0].query
+    # The StatefulSet pods' watch (the pods of Kafka node pools have one of their own).
+    watch = next(
+        s.query
+        for s in api.seen("pods", "watch")
+        if s.query["labelSelector"] == STATEFULSET_POD_LABEL
+    )
     assert watch["resourceVersion"] == "666" and watch["allowWatchBookmarks"] == "true"
     assert watch["labelSelector"] == STATEFULSET_POD_LABEL and int(watch["timeoutSeconds"]) == 30
     assert api.seen("namespaces", "list")[0].query["labelSelector"] == "stszone.io/enabled=true"
@@ -298,7 +305,7 @@ async def test_readiness_waits_for_every_first_list(api: FakeApi, kubeconfig: Pa
 
 async def test_readiness_fails_when_a_cache_cannot_resync(api: FakeApi, kubeconfig: Path) -> None:
     """Ready, then not ready once a re-list has failed for over --max-unsynced, then ready again."""
-    settings = Settings(max_unsynced=0.5)
+    settings = Settings(max_unsynced=0.5, kafka_node_pools=False)
     async with running(kubeconfig, settings=settings) as view:
         await eventually(lambda: view.ready()[0])
         api.inject("pods", "watch", Fault.expired())

@@ -1,0 +1,199 @@
+"""KafkaNodePool scale-downs by either path: UPDATE of the pool, and ``kafkanodepools/scale``. Pure.
+
+- ``/validate`` of an UPDATE judges the IDs the operator will remove with the object as
+  written (its ``spec.replicas`` and ``strimzi.io/remove-node-ids``, against its
+  ``status.nodeIds``): a listed zone left empty is refused, naming the brokers and the zone.
+- ``/mutate`` of an UPDATE that lowers ``spec.replicas`` and names no brokers writes
+  ``strimzi.io/remove-node-ids`` with the balanced choice when it is more even than the
+  operator's default order (nothing when the default is as even), and says so in a warning.
+  An annotation that is there is never rewritten; the same request always gets the same
+  answer, so a reinvocation and a dry run agree with the real request.
+- A ``/scale`` request carries a Scale, not the pool: its annotations cannot be written. One
+  whose default order drops a zone is refused with the ``kubectl annotate`` that makes it
+  balanced; one that keeps every zone is allowed, with a warning when a more balanced choice
+  existed.
+"""
+
+from __future__ import annotations
+
+from webhook.errors import BadObject
+from webhook.model import objects
+from webhook.model.annotations import ALLOW_ZONE_LOSS, InvalidAnnotations, parse_annotations
+from webhook.model.nodepools import (
+    REMOVE_NODE_IDS,
+    KafkaNodePoolInfo,
+    format_node_ids,
+    nodepool_info,
+)
+from webhook.model.objects import JSON
+from webhook.model.store import Store
+from webhook.rules.decision import Decision, MetadataAnnotation, allow, edit, refuse
+from webhook.rules.poolguard import (
+    Removal,
+    annotate_command,
+    balanced,
+    brokers,
+    denial,
+    imbalance,
+    judge,
+    order_for,
+    override,
+)
+from webhook.rules.poolzones import PoolPolicy, members, pool_policy
+
+
+def _as_written(obj: JSON, *, namespace: str, store: Store) -> PoolPolicy:
+    """The pool as the request writes it, with the view's zone list where it names none."""
+    info = nodepool_info(obj)
+    policy = pool_policy(namespace, info.name, store=store)
+    try:
+        declared = parse_annotations(info.annotations)
+    except InvalidAnnotations as err:
+        raise BadObject(f"malformed stszone annotations: {err}") from err
+    if policy is None:
+        zones = declared.zones or store.server_zones(declared.topology_key)
+    else:
+        zones = declared.zones or policy.zones
+    # The brokers' claims and pods are found through the view's record of the pool.
+    base = policy.pool if policy is not None else info
+    pool = KafkaNodePoolInfo(
+        namespace=namespace,
+        name=info.name,
+        uid=info.uid,
+        cluster=info.cluster or base.cluster,
+        annotations=info.annotations,
+        replicas=info.replicas,
+        node_ids=info.node_ids,
+        claim_prefixes=info.claim_prefixes or base.claim_prefixes,
+    )
+    return PoolPolicy(pool, declared, zones)
+
+
+def _replicas(obj: JSON) -> int:
+    value = objects.mapping(obj, "spec").get("replicas", 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadObject("spec.replicas must be an integer")
+    return value
+
+
+def _verdict(policy: PoolPolicy, result: Removal, *, change: str) -> Decision:
+    if not result.lost:
+        return allow()
+    message = denial(policy, result, change=change)
+    if policy.declared.allow_zone_loss:
+        return allow(
+            warnings=(
+                f"{policy.pool.name}: {change} drops {', '.join(result.lost)}; allowed by "
+                f'{ALLOW_ZONE_LOSS}="true" (remove it to re-arm the guard)',
+            )
+        )
+    return refuse(f"{message}; {override(policy)}", reason="ZoneLoss")
+
+
+def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
+    """Judge the IDs the operator will remove with the pool as written."""
+    new_replicas, old_replicas = _replicas(obj), _replicas(old)
+    annotation = objects.str_map(objects.mapping(obj, "metadata"), "annotations").get(
+        REMOVE_NODE_IDS
+    )
+    before = objects.str_map(objects.mapping(old, "metadata"), "annotations").get(REMOVE_NODE_IDS)
+    if new_replicas >= old_replicas and annotation == before:
+        return allow()
+    policy = _as_written(obj, namespace=namespace, store=store)
+    if not policy.pool.node_ids:
+        return allow()
+    removed = order_for(policy, new_replicas, annotation)
+    if not removed or new_replicas <= 0:
+        return allow()
+    where = members(namespace, policy, store=store)
+    change = f"scale-down from {len(policy.pool.node_ids)} to {new_replicas}"
+    return _verdict(policy, judge(policy, where, removed), change=change)
+
+
+def mutate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
+    """Write ``remove-node-ids`` with the balanced choice on a scale-down naming no brokers."""
+    annotations = objects.str_map(objects.mapping(obj, "metadata"), "annotations")
+    new_replicas = _replicas(obj)
+    if REMOVE_NODE_IDS in annotations or new_replicas >= _replicas(old) or new_replicas <= 0:
+        return allow()
+    policy = _as_written(obj, namespace=namespace, store=store)
+    node_ids = policy.pool.node_ids
+    if not node_ids or new_replicas >= len(node_ids):
+        return allow()
+    where = members(namespace, policy, store=store)
+    if any(where.get(i) is None for i in node_ids):
+        return allow()  # facts only: no choice while a broker's zone is unknown
+    default = order_for(policy, new_replicas, None)
+    chosen = balanced(node_ids, where, len(default))
+    if _score(policy, where, chosen) >= _score(policy, where, default):
+        return allow()
+    kept = [i for i in node_ids if i not in chosen]
+    return edit(
+        MetadataAnnotation(REMOVE_NODE_IDS, format_node_ids(chosen)),
+        warnings=(
+            f"{policy.pool.name}: stszone set {REMOVE_NODE_IDS}={format_node_ids(chosen)}: "
+            f"removes {brokers(policy, chosen, where)} from the fullest zones, keeping "
+            f"{_spread(policy, where, kept)} (the highest IDs would keep "
+            f"{_spread(policy, where, [i for i in node_ids if i not in default])})",
+        ),
+    )
+
+
+def _score(
+    policy: PoolPolicy, where: dict[int, str | None], removed: tuple[int, ...]
+) -> tuple[int, int]:
+    """(listed zones lost, imbalance) of the brokers kept: lower is better."""
+    node_ids = policy.pool.node_ids or ()
+    kept = [i for i in node_ids if i not in removed]
+    lost = len(judge(policy, where, removed).lost)
+    return lost, imbalance(policy.zones, where, kept)
+
+
+def _spread(policy: PoolPolicy, where: dict[int, str | None], kept: list[int]) -> str:
+    found = dict.fromkeys(policy.zones, 0)
+    for i in kept:
+        zone = where.get(i)
+        if zone is not None:
+            found[zone] = found.get(zone, 0) + 1
+    return " ".join(f"{z}:{n}" for z, n in found.items())
+
+
+def validate_pool_scale(
+    scale: JSON, *, old: JSON, name: str, namespace: str, store: Store
+) -> Decision:
+    """A ``kafkanodepools/scale`` UPDATE, judged with the pool as the view holds it."""
+    new_replicas, old_replicas = _replicas(scale), _replicas(old)
+    if new_replicas >= old_replicas or new_replicas <= 0:
+        return allow()
+    policy = pool_policy(namespace, name, store=store)
+    node_ids = policy.pool.node_ids if policy is not None else None
+    if policy is None or not node_ids:
+        return allow()
+    annotation = policy.pool.annotations.get(REMOVE_NODE_IDS)
+    removed = order_for(policy, new_replicas, annotation)
+    if not removed:
+        return allow()
+    where = members(namespace, policy, store=store)
+    change = f"scale-down from {len(node_ids)} to {new_replicas}"
+    result = judge(policy, where, removed)
+    known = all(where.get(i) is not None for i in node_ids)
+    chosen = balanced(node_ids, where, len(removed)) if known else removed
+    better = annotation is None and _score(policy, where, chosen) < _score(policy, where, removed)
+    if result.lost and not policy.declared.allow_zone_loss:
+        fix = override(policy)
+        if better and not judge(policy, where, chosen).lost:
+            fix = (
+                f"name the brokers that keep every zone first: {annotate_command(policy, chosen)} "
+                f"(then scale again), or {fix}"
+            )
+        return refuse(f"{denial(policy, result, change=change)}; {fix}", reason="ZoneLoss")
+    decided = _verdict(policy, result, change=change)
+    if better and not result.lost:
+        decided = decided.with_warnings(
+            (
+                f"{name}: removes {brokers(policy, removed, where)}; "
+                f"{brokers(policy, chosen, where)} would keep the zones more even: "
+                f"{annotate_command(policy, chosen)}",
+            )
+        )
+    return decided
