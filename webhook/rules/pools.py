@@ -53,7 +53,8 @@ def pool_member(obj: JSON) -> tuple[str, str, int] | None:
     node_id = node_id_of(name)
     if owner is None or node_id is None or skipped(labels):
         return None
-    if not name.endswith(f"-{owner[0]}-{owner[1]}-{node_id}"):
+    broker = f"{owner[0]}-{owner[1]}-{node_id}"
+    if name != broker and not name.endswith(f"-{broker}"):
         return None
     return owner[0], owner[1], node_id
 
