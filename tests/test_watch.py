@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import json
 import logging
@@ -447,3 +448,27 @@ async def test_live_store_lists_once_without_watching(api: FakeApi, kubeconfig: 
     assert store.server_zones() == ("zone-c", "zone-a")
     assert {len(store.table(t)) for t in TABLES.values()} == {6, 12, 4}
     assert not [s for s in api.requests if s.verb == "watch"]
+
+
+async def test_kafka_node_pools_not_served_cost_a_404_now_and_then(
+    api: FakeApi, kubeconfig: Path
+) -> None:
+    """The fake serves no kafka.strimzi.io: the pools' table counts as listed (empty), the view
+    is ready, nothing watches it, and it is listed again later (a CRD installed after start)."""
+    tuning = dataclasses.replace(TUNING, absent_poll=0.05)
+    async with running(kubeconfig, settings=Settings(), tuning=tuning) as view:
+        await eventually(lambda: view.ready()[0])
+        assert "nodepools" in view.store.loaded and not view.store.nodepools
+        pools = next(r for r in view.reflectors if r.resource.table == "nodepools")
+        assert pools.absent
+        await eventually(lambda: pools.absent_checks >= 3)  # looked for again and again
+        assert view.ready()[0]
+        statuses = {s.table: s for s in view.statuses()}
+        assert statuses["nodepools"].synced and statuses["nodepools"].restarts == 0
+
+
+def test_turning_kafka_node_pools_off_lists_none_of_their_kinds() -> None:
+    tables = {r.table for r in resources(Settings(kafka_node_pools=False))}
+    assert "nodepools" not in tables and "poolpods" not in tables
+    on = {r.table: r for r in resources(Settings())}
+    assert on["nodepools"].optional and on["poolpods"].label_selector == "strimzi.io/pool-name"

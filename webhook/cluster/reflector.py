@@ -127,6 +127,8 @@ class Reflector:
         self._bad: set[str] = set()
         #: An optional resource the API server does not serve (its CRD is not installed).
         self.absent = False
+        #: Lists that found it not served.
+        self.absent_checks = 0
 
     def status(self) -> CacheStatus:
         """A snapshot of this cache's health."""
@@ -274,6 +276,7 @@ class Reflector:
             log.info("%s: not served (CRD not installed); listed empty", self.resource.table)
         self._store.swap(self._store.staging(self.resource.table))
         self.absent = True
+        self.absent_checks += 1
         self._rv = None
         self._in_sync()
         self._backoff.reset()
