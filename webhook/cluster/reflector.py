@@ -69,7 +69,7 @@ class Tuning:
     #: A watch open this long without error counts as healthy and resets the backoff.
     healthy_after: float = 10.0
     #: How often an optional resource whose CRD is not served is listed again.
-    absent_poll: float = 60.0
+    absent_poll: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
