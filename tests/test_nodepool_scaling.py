@@ -105,6 +105,28 @@ def test_apply_with_fewer_replicas_gets_the_fullest_zones_ids() -> None:
     assert Counter(cluster.zones("pool").values()) == {"zone-a": 2, "zone-b": 1, "zone-c": 1}
 
 
+def test_an_apply_dropping_the_written_annotation_mid_scale_down_gets_it_back() -> None:
+    """Server-side apply removes the annotation the webhook wrote for the same manager: while
+    the operator has not removed the brokers yet, the same IDs are written again."""
+    view, _ = skewed()
+    pending = pool(view, **{REMOVE: "[5, 3]"})
+    pending["spec"]["replicas"] = 4
+    view.put("nodepools", nodepool_info(pending))
+    dropped = copy.deepcopy(pending)
+    del dropped["metadata"]["annotations"][REMOVE]
+    answered = sim.admit(view, dropped, old=pending, operation="UPDATE")
+    assert answered.allowed
+    assert answered.edited["metadata"]["annotations"][REMOVE] == "[5, 3]"
+    # Once the operator is done (status.nodeIds at 4), dropping it changes nothing.
+    done = pool(view, **{REMOVE: "[5, 3]"})
+    done["spec"]["replicas"] = 4
+    done["status"] = {"nodeIds": [0, 1, 2, 4]}
+    after = copy.deepcopy(done)
+    del after["metadata"]["annotations"][REMOVE]
+    quiet = sim.admit(view, after, old=done, operation="UPDATE")
+    assert quiet.allowed and not quiet.patch
+
+
 def test_an_explicit_annotation_is_judged_as_it_stands() -> None:
     view, _ = skewed()
     lowered = pool(view, **{REMOVE: "[4, 5]"})

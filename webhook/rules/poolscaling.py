@@ -111,10 +111,17 @@ def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) 
 
 
 def mutate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
-    """Write ``remove-node-ids`` with the balanced choice on a scale-down naming no brokers."""
+    """Write ``remove-node-ids`` with the balanced choice on a scale-down naming no brokers.
+
+    Also where an UPDATE drops the annotation while the scale-down is still pending (a
+    server-side apply of a manifest without it removes what the webhook wrote for the same
+    manager): the same choice is written again, so such a tool and stszone never fight.
+    """
     annotations = objects.str_map(objects.mapping(obj, "metadata"), "annotations")
+    had = REMOVE_NODE_IDS in objects.str_map(objects.mapping(old, "metadata"), "annotations")
     new_replicas = _replicas(obj)
-    if REMOVE_NODE_IDS in annotations or new_replicas >= _replicas(old) or new_replicas <= 0:
+    lowered = new_replicas < _replicas(old) or had
+    if REMOVE_NODE_IDS in annotations or not lowered or new_replicas <= 0:
         return allow()
     policy = _as_written(obj, namespace=namespace, store=store)
     node_ids = policy.pool.node_ids
