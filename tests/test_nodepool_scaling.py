@@ -214,3 +214,27 @@ def test_the_users_choice_is_never_rewritten(
     lowered["spec"]["replicas"] = replicas
     answered = sim.admit(view, lowered, old=before, operation="UPDATE", endpoint="mutate")
     assert not answered.patch
+
+
+def test_a_broker_of_unknown_zone_may_hold_the_zone_no_kept_one_holds() -> None:
+    """Brokers 0 (zone-a) and 1 (zone-b) known, 2's pod unscheduled and never placed: 3 -> 2
+    removes 2, and no kept broker is known to hold zone-c: refused as may-drop (facts only)."""
+    view = _placed(["zone-a", "zone-b"], [0, 1])
+    view.put("nodepools", nodepool_info(sim.pool_object("pool", replicas=3, node_ids=[0, 1, 2])))
+    view.put("poolpods", poolpod_info(sim.pod_object("my-cluster", "pool", 2)))
+    new, old = sim.scale("pool", old=3, new=2)
+    refused = sim.admit(view, new, old=old, operation="UPDATE")
+    assert not refused.allowed and refused.reason == "ZoneUnknown"
+    assert "may drop zone zone-c" in refused.message and "my-cluster-pool-2" in refused.message
+
+
+def test_a_terminating_broker_holds_its_zone_by_its_data() -> None:
+    """Broker 5's pod is Terminating (a rolling update): its claim still puts it in zone-c."""
+    view, _ = skewed()
+    pod = sim.pod_object("my-cluster", "pool", 5)
+    pod["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"
+    pod["metadata"]["annotations"]["stszone.io/zone"] = "zone-c"
+    view.put("poolpods", poolpod_info(pod))
+    new, old = sim.scale("pool", old=6, new=4)
+    refused = sim.admit(view, new, old=old, operation="UPDATE")
+    assert not refused.allowed and refused.reason == "ZoneLoss" and "zone-c" in refused.message

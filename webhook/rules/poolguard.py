@@ -67,6 +67,14 @@ class Removal(NamedTuple):
     lost: dict[str, tuple[int, ...]]
     #: Brokers removed whose zone is unknown.
     unknown: tuple[int, ...]
+    #: Listed zones no kept broker is known to hold, which a removed broker of unknown zone
+    #: may hold: the guard goes by facts, so these may be lost too.
+    at_risk: tuple[str, ...] = ()
+
+    @property
+    def refused(self) -> bool:
+        """Whether the guard refuses it (before ``allow-zone-loss`` is considered)."""
+        return bool(self.lost or self.at_risk)
 
 
 def judge(policy: PoolPolicy, where: Mapping[int, str | None], removed: Sequence[int]) -> Removal:
@@ -80,7 +88,8 @@ def judge(policy: PoolPolicy, where: Mapping[int, str | None], removed: Sequence
         if there and zone not in held_after:
             lost[zone] = there
     unknown = tuple(i for i in removed if where.get(i) is None)
-    return Removal(tuple(removed), kept, lost, unknown)
+    at_risk = tuple(z for z in policy.zones if z not in held_after and z not in lost)
+    return Removal(tuple(removed), kept, lost, unknown, at_risk if unknown else ())
 
 
 def brokers(policy: PoolPolicy, ids: Sequence[int], where: Mapping[int, str | None]) -> str:
@@ -116,9 +125,17 @@ def override(policy: PoolPolicy) -> str:
 def denial(policy: PoolPolicy, result: Removal, *, change: str) -> str:
     """The message of a refused pool scale-down."""
     removed = some([policy.broker(i) for i in result.removed], len(result.removed))
+    parts = [f"would drop {loss_text(policy, result)} of {ZONES}"] if result.lost else []
+    if result.at_risk:
+        zones = joined(list(result.at_risk))
+        unknown = some([policy.broker(i) for i in result.unknown], len(result.unknown))
+        parts.append(
+            f"may drop zone{'s' if len(result.at_risk) > 1 else ''} {zones}, which no kept "
+            f"broker is known to hold: the zone of {unknown} is unknown (no scheduled pod, "
+            "no volume of a known zone)"
+        )
     return (
-        f"{change} of KafkaNodePool {policy.pool.name} removes {removed} and would drop "
-        f"{loss_text(policy, result)} of {ZONES}"
+        f"{change} of KafkaNodePool {policy.pool.name} removes {removed} and {'; and '.join(parts)}"
     )
 
 

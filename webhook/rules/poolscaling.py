@@ -77,17 +77,19 @@ def _replicas(obj: JSON) -> int:
 
 
 def _verdict(policy: PoolPolicy, result: Removal, *, change: str) -> Decision:
-    if not result.lost:
+    if not result.refused:
         return allow()
     message = denial(policy, result, change=change)
     if policy.declared.allow_zone_loss:
+        zones = ", ".join([*result.lost, *result.at_risk])
         return allow(
             warnings=(
-                f"{policy.pool.name}: {change} drops {', '.join(result.lost)}; allowed by "
-                f'{ALLOW_ZONE_LOSS}="true" (remove it to re-arm the guard)',
+                f"{policy.pool.name}: {change} {'drops' if result.lost else 'may drop'} "
+                f'{zones}; allowed by {ALLOW_ZONE_LOSS}="true" (remove it to re-arm the guard)',
             )
         )
-    return refuse(f"{message}; {override(policy)}", reason="ZoneLoss")
+    reason = "ZoneLoss" if result.lost else "ZoneUnknown"
+    return refuse(f"{message}; {override(policy)}", reason=reason)
 
 
 def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
@@ -186,16 +188,17 @@ def validate_pool_scale(
     known = all(where.get(i) is not None for i in node_ids)
     chosen = balanced(node_ids, where, len(removed)) if known else removed
     better = annotation is None and _score(policy, where, chosen) < _score(policy, where, removed)
-    if result.lost and not policy.declared.allow_zone_loss:
+    if result.refused and not policy.declared.allow_zone_loss:
         fix = override(policy)
-        if better and not judge(policy, where, chosen).lost:
+        if better and not judge(policy, where, chosen).refused:
             fix = (
                 f"name the brokers that keep every zone first: {annotate_command(policy, chosen)} "
                 f"(then scale again), or {fix}"
             )
-        return refuse(f"{denial(policy, result, change=change)}; {fix}", reason="ZoneLoss")
+        reason = "ZoneLoss" if result.lost else "ZoneUnknown"
+        return refuse(f"{denial(policy, result, change=change)}; {fix}", reason=reason)
     decided = _verdict(policy, result, change=change)
-    if better and not result.lost:
+    if better and not result.refused:
         decided = decided.with_warnings(
             (
                 f"{name}: removes {brokers(policy, removed, where)}; "
