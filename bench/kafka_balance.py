@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from webhook.model.nodepools import nodepool_info, parse_node_ids, poolpod_info
 from webhook.model.store import Store
+from webhook.rules.decision import MetadataAnnotation
 from webhook.rules.poolscaling import mutate_pool_update
 
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -100,7 +101,10 @@ def stszone_choice(placed: dict[int, str], replicas: int) -> list[int]:
     before = pool_object(list(placed), len(placed))
     after = pool_object(list(placed), replicas)
     decided = mutate_pool_update(after, old=before, namespace="kafka", store=view_of(placed))
-    written = next((e.value for e in decided.edits if getattr(e, "key", "") == REMOVE), None)
+    written = next(
+        (e.value for e in decided.edits if isinstance(e, MetadataAnnotation) and e.key == REMOVE),
+        None,
+    )
     order = [
         i
         for first, last in parse_node_ids(written or "") or ()
