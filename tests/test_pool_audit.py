@@ -65,3 +65,13 @@ def test_a_broker_away_from_its_data_is_misplaced(
     }
     assert pools["broker"]["brokersPerZone"] == {"zone-a": 3, "zone-b": 2, "zone-c": 1}
     assert pools["controller"]["misplaced"] == 0
+
+
+def test_rebalance_says_why_it_leaves_brokers_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = cluster_file(tmp_path, misplace=True)
+    main(["rebalance", "--cluster", str(path), "--zones", ",".join(sim.ZONES)])
+    out = capsys.readouterr().out
+    assert "KafkaNodePools kafka/broker, kafka/controller: brokers are not moved" in out
+    assert "Cruise Control" in out
