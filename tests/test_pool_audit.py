@@ -11,6 +11,9 @@ import yaml
 from tests import builders as b
 from tests import poolsim as sim
 from webhook.cli import main
+from webhook.cluster.clusterfile import load_store
+from webhook.rules.risk import RiskScan
+from webhook.server.poolrisk import PoolRiskCollector
 
 
 def cluster_file(tmp_path: Path, *, misplace: bool = False) -> Path:
@@ -75,3 +78,17 @@ def test_rebalance_says_why_it_leaves_brokers_alone(
     out = capsys.readouterr().out
     assert "KafkaNodePools kafka/broker, kafka/controller: brokers are not moved" in out
     assert "Cruise Control" in out
+
+
+def test_pool_gauges_are_the_audit_figures(tmp_path: Path) -> None:
+    store = load_store(cluster_file(tmp_path, misplace=True), zones=sim.ZONES)
+    found = {
+        (family.name, sample.labels["kafkanodepool"]): sample.value
+        for family in PoolRiskCollector(RiskScan(store)).collect()
+        for sample in family.samples
+    }
+    assert found[("stszone_kafkanodepool_misplaced_brokers", "broker")] == 1
+    assert found[("stszone_kafkanodepool_zone_imbalance", "broker")] == 2  # a3 b2 c1
+    assert found[("stszone_kafkanodepool_zones_held", "controller")] == 3
+    assert found[("stszone_kafkanodepool_lowest_safe_replicas", "controller")] == 3
+    assert found[("stszone_kafkanodepool_replicas", "broker")] == 6
