@@ -121,6 +121,7 @@ def test_webhooks_see_exactly_the_requests_the_engine_answers(objects: list[Obj]
         ("apps", "statefulsets", "UPDATE"),
         ("apps", "statefulsets/scale", "UPDATE"),
         ("", "pods", "CREATE"),
+        ("kafka.strimzi.io", "kafkanodepools", "CREATE"),
         ("kafka.strimzi.io", "kafkanodepools", "UPDATE"),
         ("kafka.strimzi.io", "kafkanodepools/scale", "UPDATE"),
     }

@@ -238,3 +238,16 @@ def test_a_terminating_broker_holds_its_zone_by_its_data() -> None:
     new, old = sim.scale("pool", old=6, new=4)
     refused = sim.admit(view, new, old=old, operation="UPDATE")
     assert not refused.allowed and refused.reason == "ZoneLoss" and "zone-c" in refused.message
+
+
+def test_malformed_pool_annotations_are_refused_unless_left_as_they_were() -> None:
+    view = sim.store()
+    broken = sim.pool_object("pool", replicas=3)
+    broken["metadata"]["annotations"]["stszone.io/storage-class-template"] = "ssd"  # no {zone}
+    refused = sim.admit(view, broken)
+    assert not refused.allowed and refused.code == 422
+    assert "KafkaNodePool pool" in refused.message and "{zone}" in refused.message
+    # An update that leaves them as they were (a replicas bump) is not blocked by them.
+    bumped = copy.deepcopy(broken)
+    bumped["spec"]["replicas"] = 4
+    assert sim.admit(view, bumped, old=broken, operation="UPDATE").allowed

@@ -88,9 +88,9 @@ KAFKA_VERSIONS: Final = ("v1", "v1beta2")
 KAFKA_MUTATE_RULES: Final = (
     _rule("kafka.strimzi.io", ["kafkanodepools"], ["CREATE", "UPDATE"], versions=KAFKA_VERSIONS),
 )
-#: A pool's scale-downs through either path.
+#: A pool's annotations on create/update; its scale-downs through either path.
 KAFKA_VALIDATE_RULES: Final = (
-    _rule("kafka.strimzi.io", ["kafkanodepools"], ["UPDATE"], versions=KAFKA_VERSIONS),
+    _rule("kafka.strimzi.io", ["kafkanodepools"], ["CREATE", "UPDATE"], versions=KAFKA_VERSIONS),
     _rule("kafka.strimzi.io", ["kafkanodepools/scale"], ["UPDATE"], versions=KAFKA_VERSIONS),
 )
 #: Annotations are checked on create/update; scale-downs through either path are guarded;

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from webhook.model.nodepools import GROUP
 from webhook.model.store import Store
 from webhook.rules import pools, poolscaling
-from webhook.rules.decision import Decision
+from webhook.rules.decision import Decision, allow
 
 if TYPE_CHECKING:
     from webhook.rules.admission import Request
@@ -44,7 +44,12 @@ def mutate(request: Request, *, store: Store) -> Decision | None:
 
 def validate(request: Request, *, store: Store) -> Decision | None:
     """``/validate`` of a pool request; None for any other."""
-    if not _is_pool(request) or request.operation != "UPDATE":
+    if not _is_pool(request):
+        return None
+    if request.operation == "CREATE" and request.kind == "KafkaNodePool":
+        invalid = poolscaling.pool_annotation_problems(request.object, old=None, store=store)
+        return invalid or allow()
+    if request.operation != "UPDATE":
         return None
     if request.sub_resource == "scale" and request.kind == "Scale":
         return poolscaling.validate_pool_scale(

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from webhook.errors import BadObject
 from webhook.model import objects
-from webhook.model.annotations import ALLOW_ZONE_LOSS, InvalidAnnotations, parse_annotations
+from webhook.model.annotations import (
+    ALLOW_ZONE_LOSS,
+    InvalidAnnotations,
+    parse_annotations,
+    stszone_annotations,
+    template_problems,
+)
 from webhook.model.nodepools import (
     REMOVE_NODE_IDS,
     KafkaNodePoolInfo,
@@ -92,8 +98,37 @@ def _verdict(policy: PoolPolicy, result: Removal, *, change: str) -> Decision:
     return refuse(f"{message}; {override(policy)}", reason=reason)
 
 
+def pool_annotation_problems(obj: JSON, *, old: JSON | None, store: Store) -> Decision | None:
+    """Refuse malformed ``stszone.io/*`` annotations on a pool's CREATE, or an UPDATE that
+    changes them (one leaving them as they were is not blocked, as for StatefulSets); None
+    when they are fine. A storage-class template is filled in for every zone it will get."""
+    meta = objects.mapping(obj, "metadata")
+    annotations = objects.str_map(meta, "annotations", path="metadata")
+    problems: list[str] = []
+    try:
+        declared = parse_annotations(annotations)
+    except InvalidAnnotations as err:
+        problems = list(err.problems)
+    else:
+        template = declared.storage_class_template
+        if template is not None:
+            zones = declared.zones or store.server_zones(declared.topology_key)
+            problems = template_problems(template, zones=zones)
+    if not problems:
+        return None
+    if old is not None:
+        before = objects.str_map(objects.mapping(old, "metadata"), "annotations")
+        if stszone_annotations(before) == stszone_annotations(annotations):
+            return None
+    name = objects.string(meta, "name") or "(unnamed)"
+    return refuse(f"KafkaNodePool {name}: {'; '.join(problems)}", code=422, reason="Invalid")
+
+
 def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
     """Judge the IDs the operator will remove with the pool as written."""
+    invalid = pool_annotation_problems(obj, old=old, store=store)
+    if invalid is not None:
+        return invalid
     new_replicas, old_replicas = _replicas(obj), _replicas(old)
     annotation = objects.str_map(objects.mapping(obj, "metadata"), "annotations").get(
         REMOVE_NODE_IDS
