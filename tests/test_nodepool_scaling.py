@@ -251,3 +251,15 @@ def test_malformed_pool_annotations_are_refused_unless_left_as_they_were() -> No
     bumped = copy.deepcopy(broken)
     bumped["spec"]["replicas"] = 4
     assert sim.admit(view, bumped, old=broken, operation="UPDATE").allowed
+
+
+def test_a_scale_down_of_a_pool_with_annotations_left_broken_is_judged_on_defaults() -> None:
+    """Broken annotations left as they were do not block a scale-down: the guard runs with
+    the server's zones, as for a StatefulSet."""
+    view, _ = skewed()
+    before = pool(view, **{"stszone.io/storage-class-template": "ssd"})
+    lowered = copy.deepcopy(before)
+    lowered["spec"]["replicas"] = 4
+    answered = sim.admit(view, lowered, old=before, operation="UPDATE")
+    assert answered.allowed, answered.message
+    assert answered.edited["metadata"]["annotations"][REMOVE] == "[5, 3]"

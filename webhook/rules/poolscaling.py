@@ -20,6 +20,7 @@ from webhook.errors import BadObject
 from webhook.model import objects
 from webhook.model.annotations import (
     ALLOW_ZONE_LOSS,
+    Declared,
     InvalidAnnotations,
     parse_annotations,
     stszone_annotations,
@@ -34,6 +35,7 @@ from webhook.model.nodepools import (
 from webhook.model.objects import JSON
 from webhook.model.store import Store
 from webhook.rules.decision import Decision, MetadataAnnotation, allow, edit, refuse
+from webhook.rules.placement import require_synced
 from webhook.rules.poolguard import (
     Removal,
     annotate_command,
@@ -49,19 +51,16 @@ from webhook.rules.poolzones import PoolPolicy, members, pool_policy
 
 
 def _as_written(obj: JSON, *, namespace: str, store: Store) -> PoolPolicy:
-    """The pool as the request writes it, with the view's zone list where it names none."""
+    """The pool as the request writes it; its brokers are found through the view's record."""
     info = nodepool_info(obj)
-    policy = pool_policy(namespace, info.name, store=store)
+    require_synced(store, what=f"KafkaNodePool {namespace}/{info.name}")
     try:
         declared = parse_annotations(info.annotations)
-    except InvalidAnnotations as err:
-        raise BadObject(f"malformed stszone annotations: {err}") from err
-    if policy is None:
-        zones = declared.zones or store.server_zones(declared.topology_key)
-    else:
-        zones = declared.zones or policy.zones
-    # The brokers' claims and pods are found through the view's record of the pool.
-    base = policy.pool if policy is not None else info
+    except InvalidAnnotations:
+        # Refused by /validate unless left as they were: the guard then runs on defaults.
+        declared = Declared()
+    zones = declared.zones or store.server_zones(declared.topology_key)
+    base = store.nodepool(namespace, info.name) or info
     pool = KafkaNodePoolInfo(
         namespace=namespace,
         name=info.name,
