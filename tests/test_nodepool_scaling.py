@@ -56,6 +56,9 @@ def test_scale_that_empties_a_zone_is_refused_with_the_annotate_command() -> Non
     assert "zone-c" in refused.message
     command = "kubectl annotate kafkanodepool pool -n kafka strimzi.io/remove-node-ids='[5, 3]' --overwrite"
     assert command in refused.message
+    (told,) = refused.decision.notices  # an Event on the pool: the operator drops warnings
+    assert told.reason == "ScaleDownRefused" and told.note == refused.message
+    assert told.regarding.kind == "KafkaNodePool" and told.regarding.name == "pool"
     # After that command (an UPDATE the guard allows: nothing is removed yet), the same scale passes.
     annotated = pool(view, **{REMOVE: "[5, 3]"})
     assert sim.admit(view, annotated, old=pool(view), operation="UPDATE").allowed
@@ -140,6 +143,8 @@ def test_an_explicit_annotation_is_judged_as_it_stands() -> None:
     allowed = sim.admit(view, forced, old=pool(view), operation="UPDATE")
     assert allowed.allowed and not allowed.patch
     assert any("allow-zone-loss" in w for w in allowed.warnings)
+    validated = sim.admit(view, forced, old=pool(view), operation="UPDATE", endpoint="validate")
+    assert [n.reason for n in validated.decision.notices] == ["ZoneLossAllowed"]
 
 
 def test_the_default_order_when_already_balanced_writes_nothing() -> None:

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from webhook.errors import BadObject
-from webhook.model import objects
+from webhook.model import notices, objects
 from webhook.model.annotations import (
     ALLOW_ZONE_LOSS,
     Declared,
@@ -32,6 +32,7 @@ from webhook.model.nodepools import (
     format_node_ids,
     nodepool_info,
 )
+from webhook.model.notices import ObjectRef
 from webhook.model.objects import JSON
 from webhook.model.store import Store
 from webhook.rules.decision import Decision, MetadataAnnotation, allow, edit, refuse
@@ -81,20 +82,28 @@ def _replicas(obj: JSON) -> int:
     return value
 
 
-def _verdict(policy: PoolPolicy, result: Removal, *, change: str) -> Decision:
+def _regarding(policy: PoolPolicy) -> ObjectRef:
+    pool = policy.pool
+    return notices.kafkanodepool(pool.namespace, pool.name, uid=pool.uid)
+
+
+def _verdict(policy: PoolPolicy, result: Removal, *, change: str, fix: str = "") -> Decision:
+    """Refuse a scale-down that drops (or may drop) a listed zone, unless the pool allows it
+    (then warn); a refusal and a forced loss are notices (Events) on the pool too."""
     if not result.refused:
         return allow()
-    message = denial(policy, result, change=change)
     if policy.declared.allow_zone_loss:
         zones = ", ".join([*result.lost, *result.at_risk])
-        return allow(
-            warnings=(
-                f"{policy.pool.name}: {change} {'drops' if result.lost else 'may drop'} "
-                f'{zones}; allowed by {ALLOW_ZONE_LOSS}="true" (remove it to re-arm the guard)',
-            )
+        forced = (
+            f"{policy.pool.name}: {change} {'drops' if result.lost else 'may drop'} "
+            f'{zones}; allowed by {ALLOW_ZONE_LOSS}="true" (remove it to re-arm the guard)'
         )
+        told = notices.zone_loss_allowed(_regarding(policy), note=forced)
+        return allow(warnings=(forced,)).with_notices(told)
     reason = "ZoneLoss" if result.lost else "ZoneUnknown"
-    return refuse(f"{message}; {override(policy)}", reason=reason)
+    message = f"{denial(policy, result, change=change)}; {fix or override(policy)}"
+    told = notices.scale_down_refused(_regarding(policy), note=message)
+    return refuse(message, reason=reason).with_notices(told)
 
 
 def pool_annotation_problems(obj: JSON, *, old: JSON | None, store: Store) -> Decision | None:
@@ -222,16 +231,13 @@ def validate_pool_scale(
     known = all(where.get(i) is not None for i in node_ids)
     chosen = balanced(node_ids, where, len(removed)) if known else removed
     better = annotation is None and _score(policy, where, chosen) < _score(policy, where, removed)
-    if result.refused and not policy.declared.allow_zone_loss:
-        fix = override(policy)
-        if better and not judge(policy, where, chosen).refused:
-            fix = (
-                f"name the brokers that keep every zone first: {annotate_command(policy, chosen)} "
-                f"(then scale again), or {fix}"
-            )
-        reason = "ZoneLoss" if result.lost else "ZoneUnknown"
-        return refuse(f"{denial(policy, result, change=change)}; {fix}", reason=reason)
-    decided = _verdict(policy, result, change=change)
+    fix = ""
+    if better and not judge(policy, where, chosen).refused:
+        fix = (
+            f"name the brokers that keep every zone first: {annotate_command(policy, chosen)} "
+            f"(then scale again), or {override(policy)}"
+        )
+    decided = _verdict(policy, result, change=change, fix=fix)
     if better and not result.refused:
         decided = decided.with_warnings(
             (
