@@ -165,3 +165,21 @@ def test_annotation_parsing_matches_the_operator_on_edge_cases() -> None:
         assert (parsed is None) == (theirs is None), text
         if parsed is not None and theirs is not None:
             assert parsed == tuple((i.first, i.last) for i in theirs), text
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.permutations(list(range(9))))
+def test_claims_created_together_are_placed_as_if_one_by_one(order: list[int]) -> None:
+    """The operator creates a pass's claims together: the view holds none of the siblings when
+    each is placed. Broker (0-5) and controller (6-8) claims, in any order: each pool is even,
+    and every claim gets the zone it gets when they come one by one, lowest ID first."""
+    view = sim.store()
+    cluster = sim.Cluster(view)
+    cluster.create_pool("broker", 6)
+    cluster.create_pool("controller", 3)
+    zones = {}
+    for node_id in order:  # none of them reaches the view before all are placed
+        pool = "broker" if node_id < 6 else "controller"
+        answered = sim.admit(view, sim.claim_object("my-cluster", pool, node_id))
+        zones[node_id] = answered.edited["metadata"]["annotations"]["stszone.io/zone"]
+    assert zones == {i: sim.ZONES[i % 3] for i in range(9)}

@@ -3,16 +3,19 @@
 A rule from the node ID alone cannot spread a pool: node IDs are shared by every pool of a
 cluster, so one pool may hold only IDs equal mod k. A broker therefore goes where its data is
 (a claim bound to a volume of a known zone, or a claim stszone already gave a zone), else to
-the pool's listed zone holding the fewest of its other brokers (ties: the first listed). The
-operator creates a broker's claims before its pod, so the claim gets its zone first by this
-rule, and the pod then follows its claims: claim and pod agree, and a pod re-created under the
-same name (a rolling update) returns to its data. Every scale-up adds each broker to a zone
-with the fewest, so the pool's zone counts never differ by more than one after scale-ups.
+the pool's listed zone holding the fewest of its other brokers (ties: the first listed), the
+brokers without a known zone -- the new IDs of a scale-up among them -- worked out together,
+lowest ID first (:mod:`webhook.rules.poolplan`), so claims created together get the zones they
+would get one by one. The operator creates a broker's claims before its pod, so the claim gets
+its zone first by this rule, and the pod then follows its claims: claim and pod agree, and a
+pod re-created under the same name (a rolling update) returns to its data. Every scale-up adds
+each broker to a zone with the fewest, so the pool's zone counts never differ by more than one
+after scale-ups.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from webhook.errors import Denied
@@ -25,6 +28,7 @@ from webhook.model.annotations import (
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, node_id_of
 from webhook.model.store import Store
 from webhook.rules.placement import require_synced
+from webhook.rules.poolplan import new_ids, zones_together
 
 
 class PoolPolicy(NamedTuple):
@@ -112,15 +116,6 @@ def members(namespace: str, policy: PoolPolicy, *, store: Store) -> dict[int, st
     return found
 
 
-def fewest(zones: tuple[str, ...], others: Mapping[int, str | None]) -> str:
-    """The listed zone holding the fewest of ``others`` (ties: the first listed)."""
-    counts = dict.fromkeys(zones, 0)
-    for zone in others.values():
-        if zone in counts:
-            counts[zone] += 1
-    return min(zones, key=lambda z: counts[z])
-
-
 class Choice(NamedTuple):
     """A broker's zone and why: "data" (its claims), or "fewest" (the pool's balance)."""
 
@@ -155,8 +150,10 @@ def choose(
         zone = claim_zone(namespace, claim, policy=policy, store=store, uid=uid)
         if zone is not None:
             return Choice(zone, "data", claim)
-    others = {i: z for i, z in members(namespace, policy, store=store).items() if i != node_id}
-    return Choice(fewest(policy.zones, others), "fewest")
+    found = members(namespace, policy, store=store)
+    found[node_id] = None  # its own zone is what is being chosen
+    ids = set(found) | set(new_ids(policy.pool, store=store))
+    return Choice(zones_together(policy.zones, found, ids)[node_id], "fewest")
 
 
 def id_claims(namespace: str, node_id: int, *, policy: PoolPolicy, store: Store) -> list[str]:
