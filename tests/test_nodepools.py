@@ -183,3 +183,17 @@ def test_claims_created_together_are_placed_as_if_one_by_one(order: list[int]) -
         answered = sim.admit(view, sim.claim_object("my-cluster", pool, node_id))
         zones[node_id] = answered.edited["metadata"]["annotations"]["stszone.io/zone"]
     assert zones == {i: sim.ZONES[i % 3] for i in range(9)}
+
+
+def test_a_broker_stripped_of_its_zone_requirement_is_refused_at_validation() -> None:
+    view = sim.store()
+    cluster = sim.Cluster(view)
+    cluster.create_pool("pool", 1)
+    cluster.reconcile()
+    placed = cluster.create_pod("pool", 0)  # as mutated: zone annotation and requirement
+    assert sim.admit(view, placed, endpoint="validate").allowed
+    stripped = copy.deepcopy(placed)
+    stripped["spec"].pop("affinity")
+    refused = sim.admit(view, stripped, endpoint="validate")
+    assert not refused.allowed and refused.reason == "ZoneRequirementMissing"
+    assert "my-cluster-pool-0" in refused.message

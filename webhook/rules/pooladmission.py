@@ -44,6 +44,10 @@ def mutate(request: Request, *, store: Store) -> Decision | None:
 
 def validate(request: Request, *, store: Store) -> Decision | None:
     """``/validate`` of a pool request; None for any other."""
+    if request.kind == "Pod" and not request.group and request.operation == "CREATE":
+        if pools.pool_member(request.object) is None:
+            return None
+        return pools.validate_pool_pod(request.object, namespace=request.namespace, store=store)
     if not _is_pool(request):
         return None
     if request.operation == "CREATE" and request.kind == "KafkaNodePool":

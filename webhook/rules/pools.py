@@ -17,6 +17,7 @@ from webhook.model.annotations import (
     DEFAULT_TOPOLOGY_KEY,
     STORAGE_CLASS_TEMPLATE,
     TOPOLOGY_KEY,
+    ZONE,
     ZONES,
     storage_class_for,
 )
@@ -25,7 +26,7 @@ from webhook.model.nodepools import node_id_of, pool_of
 from webhook.model.objects import JSON
 from webhook.model.selection import pod_selection
 from webhook.model.store import Store
-from webhook.rules import fit
+from webhook.rules import affinity, fit
 from webhook.rules.decision import (
     Decision,
     Edit,
@@ -97,6 +98,29 @@ def mutate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
     if choice.why == "data" and zone not in policy.zones:
         warnings = (f"{name} follows its claim {choice.claim} to {zone}, not in {ZONES}",)
     return edit(ZoneAnnotation(zone), NodeRequirement(key, zone), warnings=warnings)
+
+
+def validate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
+    """Deny a broker's pod whose recorded zone (``stszone.io/zone``) is not required of its
+    nodes: a mutating webhook after stszone removed the requirement. Checked against the pod's
+    own annotation, not a fresh choice: the view may change between the two webhooks."""
+    member = pool_member(pod)
+    if member is None:
+        return allow()
+    cluster, pool, node_id = member
+    policy = _policy(namespace, cluster, pool, store=store)
+    meta = objects.mapping(pod, "metadata")
+    zone = objects.str_map(meta, "annotations", path="metadata").get(ZONE)
+    if policy is None or not zone:
+        return allow()
+    if affinity.pins(objects.mapping(pod, "spec"), policy.key, zone):
+        return allow()
+    return refuse(
+        f"pod {policy.broker(node_id)} of KafkaNodePool {pool} reached validation without the "
+        f"required nodeAffinity {policy.key} In [{zone}] that stszone sets for it: a mutating "
+        "webhook that ran after stszone removed it",
+        reason="ZoneRequirementMissing",
+    )
 
 
 def mutate_pool_claim(claim: JSON, *, namespace: str, store: Store) -> Decision:
