@@ -208,6 +208,7 @@ EXPECTED = {
     "removableNodes": ["a1", "a2", "b1", "c2", "k3"],
     "removableTogether": ["a2", "b1", "c2", "k3"],
     "problems": True,
+    "kafkaNodePools": [],
 }
 
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from webhook.errors import BadObject
 from webhook.rules.decision import (
     Edit,
+    MetadataAnnotation,
     NodeRequirement,
     SchedulerName,
     StorageClass,
@@ -55,6 +56,11 @@ edits_drawn = st.lists(
         st.builds(NodeRequirement, st.sampled_from([KEY, "example.io/node"]), st.just("a")),
         st.builds(SchedulerName, st.sampled_from(["zoned", "default-scheduler"])),
         st.builds(StorageClass, st.sampled_from(["ssd-a", "ssd-b"])),
+        st.builds(
+            MetadataAnnotation,
+            st.just("strimzi.io/remove-node-ids"),
+            st.sampled_from(["[5, 3]", "[1]"]),
+        ),
     ),
     max_size=4,
     unique_by=type,  # a decision never asks for two values of one field
@@ -139,6 +145,24 @@ def test_the_patch_names_only_what_changed_with_escaped_paths() -> None:
     assert diff(annotated, apply(annotated, [ZoneAnnotation("zone-b")])) == [
         {"op": "add", "path": "/metadata/annotations/stszone.io~1zone", "value": "zone-b"}
     ]
+
+
+def test_a_metadata_annotation_is_set_beside_the_others_and_kept_when_there() -> None:
+    original = pod(None)
+    original["metadata"]["annotations"] = {"strimzi.io/next-node-ids": "[10-20]"}
+    edit = MetadataAnnotation("strimzi.io/remove-node-ids", "[5, 3]")
+    edited = apply(original, [edit])
+    assert diff(original, edited) == [
+        {
+            "op": "add",
+            "path": "/metadata/annotations/strimzi.io~1remove-node-ids",
+            "value": "[5, 3]",
+        }
+    ]
+    assert edited["metadata"]["annotations"]["strimzi.io/next-node-ids"] == "[10-20]"
+    assert apply(edited, [edit]) is edited
+    replaced = apply({**original, "metadata": {"annotations": {edit.key: "[1]"}}}, [edit])
+    assert replaced["metadata"]["annotations"] == {edit.key: "[5, 3]"}
 
 
 @pytest.mark.parametrize(

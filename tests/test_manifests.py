@@ -113,15 +113,25 @@ def test_webhooks_see_exactly_the_requests_the_engine_answers(objects: list[Obj]
         ("", "pods", "CREATE"),
         ("", "persistentvolumeclaims", "CREATE"),
         ("apps", "statefulsets", "CREATE"),
+        ("kafka.strimzi.io", "kafkanodepools", "CREATE"),
+        ("kafka.strimzi.io", "kafkanodepools", "UPDATE"),
     }
     assert by_kind["ValidatingWebhookConfiguration"] == {
         ("apps", "statefulsets", "CREATE"),
         ("apps", "statefulsets", "UPDATE"),
         ("apps", "statefulsets/scale", "UPDATE"),
         ("", "pods", "CREATE"),
+        ("kafka.strimzi.io", "kafkanodepools", "CREATE"),
+        ("kafka.strimzi.io", "kafkanodepools", "UPDATE"),
+        ("kafka.strimzi.io", "kafkanodepools/scale", "UPDATE"),
     }
     for _, webhook in webhooks(objects):
-        assert all(rule["apiVersions"] == ["v1"] for rule in webhook["rules"])
+        # Strimzi serves KafkaNodePools as v1 and v1beta2: both are registered.
+        assert all(
+            rule["apiVersions"]
+            == (["v1", "v1beta2"] if rule["apiGroups"] == ["kafka.strimzi.io"] else ["v1"])
+            for rule in webhook["rules"]
+        )
         assert all(rule["scope"] == "Namespaced" for rule in webhook["rules"])
 
 
@@ -129,6 +139,8 @@ def test_kubectl_scale_cannot_bypass_the_guard(objects: list[Obj]) -> None:
     """`kubectl scale` and the HPA write statefulsets/scale, which a statefulsets rule misses."""
     validating = only(objects, "ValidatingWebhookConfiguration")["webhooks"]
     assert any(("apps", "statefulsets/scale", "UPDATE") in covered(hook) for hook in validating)
+    scale = ("kafka.strimzi.io", "kafkanodepools/scale", "UPDATE")
+    assert any(scale in covered(hook) for hook in validating)
 
 
 def test_webhooks_call_the_service_that_selects_the_pods(objects: list[Obj]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import json
 import logging
@@ -57,7 +58,9 @@ async def running(
 ) -> AsyncIterator[LiveView]:
     """The live view running as ``stszone serve`` runs it (a job), stopped after the block."""
     credentials = load_credentials(str(kubeconfig))
-    view = LiveView(settings or Settings(), credentials=credentials, tuning=tuning)
+    # The StatefulSet view alone: faults queued for "pods" go to its one pod watch.
+    settings = settings or Settings(kafka_node_pools=False)
+    view = LiveView(settings, credentials=credentials, tuning=tuning)
     job = asyncio.create_task(view.run())
     try:
         yield view
@@ -116,7 +119,12 @@ async def test_first_list_mirrors_the_recorded_cluster(api: FakeApi, kubeconfig:
     # Full nodes: the guard reads their readiness (status.conditions, spec.taints).
     assert not any(s.metadata for s in api.seen("nodes", "list") + api.seen("nodes", "watch"))
     assert not any(s.metadata for s in api.seen("pods", "list") + api.seen("pods", "watch"))
-    watch = api.seen("pods", "watch")[0].query
+    # The StatefulSet pods' watch (the pods of Kafka node pools have one of their own).
+    watch = next(
+        s.query
+        for s in api.seen("pods", "watch")
+        if s.query["labelSelector"] == STATEFULSET_POD_LABEL
+    )
     assert watch["resourceVersion"] == "666" and watch["allowWatchBookmarks"] == "true"
     assert watch["labelSelector"] == STATEFULSET_POD_LABEL and int(watch["timeoutSeconds"]) == 30
     assert api.seen("namespaces", "list")[0].query["labelSelector"] == "stszone.io/enabled=true"
@@ -298,7 +306,7 @@ async def test_readiness_waits_for_every_first_list(api: FakeApi, kubeconfig: Pa
 
 async def test_readiness_fails_when_a_cache_cannot_resync(api: FakeApi, kubeconfig: Path) -> None:
     """Ready, then not ready once a re-list has failed for over --max-unsynced, then ready again."""
-    settings = Settings(max_unsynced=0.5)
+    settings = Settings(max_unsynced=0.5, kafka_node_pools=False)
     async with running(kubeconfig, settings=settings) as view:
         await eventually(lambda: view.ready()[0])
         api.inject("pods", "watch", Fault.expired())
@@ -440,3 +448,27 @@ async def test_live_store_lists_once_without_watching(api: FakeApi, kubeconfig: 
     assert store.server_zones() == ("zone-c", "zone-a")
     assert {len(store.table(t)) for t in TABLES.values()} == {6, 12, 4}
     assert not [s for s in api.requests if s.verb == "watch"]
+
+
+async def test_kafka_node_pools_not_served_cost_a_404_now_and_then(
+    api: FakeApi, kubeconfig: Path
+) -> None:
+    """The fake serves no kafka.strimzi.io: the pools' table counts as listed (empty), the view
+    is ready, nothing watches it, and it is listed again later (a CRD installed after start)."""
+    tuning = dataclasses.replace(TUNING, absent_poll=0.05)
+    async with running(kubeconfig, settings=Settings(), tuning=tuning) as view:
+        await eventually(lambda: view.ready()[0])
+        assert "nodepools" in view.store.loaded and not view.store.nodepools
+        pools = next(r for r in view.reflectors if r.resource.table == "nodepools")
+        assert pools.absent
+        await eventually(lambda: pools.absent_checks >= 3)  # looked for again and again
+        assert view.ready()[0]
+        statuses = {s.table: s for s in view.statuses()}
+        assert statuses["nodepools"].synced and statuses["nodepools"].restarts == 0
+
+
+def test_turning_kafka_node_pools_off_lists_none_of_their_kinds() -> None:
+    tables = {r.table for r in resources(Settings(kafka_node_pools=False))}
+    assert "nodepools" not in tables and "poolpods" not in tables
+    on = {r.table: r for r in resources(Settings())}
+    assert on["nodepools"].optional and on["poolpods"].label_selector == "strimzi.io/pool-name"

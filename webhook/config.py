@@ -59,6 +59,8 @@ class Settings:
     metrics_port: int | None = None
     #: The event loop: uvloop (libuv; its TLS and transports are faster) or asyncio's own.
     loop: Literal["uvloop", "asyncio"] = "uvloop"
+    #: Strimzi KafkaNodePools are placed and guarded (their kinds are listed and watched).
+    kafka_node_pools: bool = True
     #: /readyz fails when a cache has not re-synced for this long (seconds).
     max_unsynced: float = 120.0
     #: Seconds to finish in-flight requests after SIGTERM.

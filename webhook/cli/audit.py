@@ -7,6 +7,7 @@ import asyncio
 import json
 from typing import Any
 
+from webhook.cli.audit_pools import pools_json, pools_text
 from webhook.cli.options import (
     add_output_flag,
     add_own_namespace_flag,
@@ -23,6 +24,7 @@ from webhook.errors import ConfigError
 from webhook.model.annotations import ENABLED
 from webhook.model.store import Store
 from webhook.rules.audit import Report, SetReport, audit
+from webhook.rules.poolaudit import audit_pools
 
 HELP = "expected vs actual zone of each ordinal, safe replica counts, removable nodes"
 EXAMPLES = """\
@@ -210,11 +212,12 @@ def render_json(report: Report) -> dict[str, Any]:
 def run_audit(settings: Settings, *, output: str, namespace: str | None = None) -> int:
     """Print the audit of the view (one namespace, or all); 1 when something is misplaced or
     broken, else 0."""
-    report = audit(
-        load_view(settings), excluded=settings.defaults().excluded_namespaces, namespace=namespace
-    )
+    view = load_view(settings)
+    excluded = settings.defaults().excluded_namespaces
+    report = audit(view, excluded=excluded, namespace=namespace)
+    pools = audit_pools(view, excluded=excluded, namespace=namespace)
     if output == "json":
-        print(json.dumps(render_json(report), indent=2))
+        print(json.dumps({**render_json(report), "kafkaNodePools": pools_json(pools)}, indent=2))
     else:
-        print(render_text(report))
-    return 1 if report.has_problems else 0
+        print((pools_text(pools) + "\n" if pools else "") + render_text(report))
+    return 1 if report.has_problems or any(p.has_problems for p in pools) else 0

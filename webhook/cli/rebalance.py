@@ -31,6 +31,7 @@ from webhook.cluster.snapshot import Snapshot, from_file, live_snapshot
 from webhook.cluster.view import choose_view
 from webhook.config import Settings
 from webhook.errors import ConfigError
+from webhook.model.store import Store
 from webhook.rules.rebalance import Plan, chosen, plan
 
 HELP = "plan (and with --apply make) the moves that bring misplaced ordinals to their zones"
@@ -163,6 +164,22 @@ def _not_chosen(snapshot: Snapshot, key: tuple[str, str], *, settings: Settings)
     )
 
 
+def kafka_note(store: Store, *, namespace: str | None) -> str:
+    """Why the KafkaNodePools of the view are not in the plan ("" when there are none)."""
+    pools = sorted(
+        f"{p.namespace}/{p.name}"
+        for p in store.nodepools.values()
+        if namespace is None or p.namespace == namespace
+    )
+    if not pools:
+        return ""
+    return (
+        f"KafkaNodePool{'s' if len(pools) > 1 else ''} {', '.join(pools)}: brokers are not "
+        "moved: a broker's data moves with Kafka's partition reassignment (Cruise Control), "
+        "not with its pod; see docs/kafka.md"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """``stszone rebalance``."""
     settings = settings_from(args)
@@ -188,6 +205,8 @@ def run(args: argparse.Namespace) -> int:
     table = args.output == "table"
     if table:
         print(render_plan(result, timeout=args.timeout, apply=args.apply))
+        if note := kafka_note(snapshot.store, namespace=namespace):
+            print(note)
     if not args.apply or not live or not result.steps:
         if not table:
             print(json.dumps(render_json(result, timeout=args.timeout), indent=2))

@@ -123,6 +123,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         f"(default: {DEFAULTS.loop})",
     )
     parser.add_argument(
+        "--kafka-node-pools",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="place and guard Strimzi KafkaNodePools (watched only where their CRD is served; "
+        "default: on)",
+    )
+    parser.add_argument(
         "--max-unsynced",
         type=float,
         metavar="SECONDS",

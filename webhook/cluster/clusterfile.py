@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from webhook.errors import BadObject, ConfigError
+from webhook.model.nodepools import pool_of, poolpod_info
 from webhook.model.records import EXTRACTORS, TABLE_OF_KIND, TABLES, Info, PodInfo, Table
 from webhook.model.store import Store
 
@@ -52,6 +53,13 @@ def load_store(path: Path, *, zones: tuple[str, ...] | None = None) -> Store:
     return store_from_objects(read_documents(path), zones=zones, source=str(path))
 
 
+def objects_labels(item: Any) -> dict[str, str]:
+    """``metadata.labels`` of a raw object ({} when it has none or they are malformed)."""
+    meta = item.get("metadata") if isinstance(item, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return labels if isinstance(labels, dict) else {}
+
+
 def store_from_objects(
     docs: Iterable[Any],
     *,
@@ -76,6 +84,8 @@ def store_from_objects(
                 f"{source}: item {index} ({item.get('kind')}): {err.message}"
             ) from None
         if isinstance(info, PodInfo) and info.owner is None:
+            if pool_of(objects_labels(item)) is not None:  # a Kafka node pool's broker
+                tables["poolpods"].append(poolpod_info(item))
             continue
         tables[table].append(info)
     store = Store(zones=zones)

@@ -26,6 +26,7 @@ from webhook.cluster.resources import resources
 from webhook.cluster.view import zone_source
 from webhook.config import Settings
 from webhook.errors import ConfigError
+from webhook.model.records import TABLES
 from webhook.model.store import Store
 
 log = logging.getLogger("stszone.live")
@@ -47,6 +48,11 @@ class LiveView:
             for resource in resources(settings)
         )
         self._stopped: str | None = None
+        # A kind turned off is never listed: its empty table counts as listed.
+        watched = {r.table for r in resources(settings)}
+        for table in TABLES:
+            if table not in watched:
+                self.store.replace(table, ())
 
     def statuses(self) -> tuple[CacheStatus, ...]:
         """Health of every cache (what ``/readyz`` and the ``stszone_cache_*`` gauges report)."""

@@ -152,8 +152,13 @@ class _ClaimSpec(TypedDict, total=False):
     volumeName: str
 
 
+class _ClaimMeta(_Meta, total=False):
+    # stszone.io/zone: the zone a pool broker's claim was given before its pod exists.
+    annotations: dict[str, str]
+
+
 class _Claim(TypedDict, total=False):
-    metadata: _Meta
+    metadata: _ClaimMeta
     spec: _ClaimSpec
 
 

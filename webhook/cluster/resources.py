@@ -9,6 +9,11 @@
   (``spec.nodeAffinity``, ``spec.volumeName``, the pod template) are not metadata.
 * pods -- only StatefulSet pods, by the server-side selector ``statefulset.kubernetes.io/pod-name``
   (the StatefulSet controller sets it on every pod it creates), never every pod of the cluster.
+* kafkanodepools (``kafka.strimzi.io/v1beta2``, served by every Strimzi since node pools came)
+  and the pods of node pools (label ``strimzi.io/pool-name``): only with ``--kafka-node-pools``
+  (the default). Optional: while the CRD is not served, the list answers 404 and the table
+  stays empty and counts as listed; the list is tried again now and then, so a CRD installed
+  after start is picked up without a restart.
 * namespaces -- only opted-in ones (``stszone.io/enabled=true``): a namespace missing from the table
   is not opted in, and the API server sends DELETED when a namespace loses the label, so the
   table stays exact while holding a handful of names instead of every namespace of the cluster.
@@ -22,6 +27,7 @@ from typing import Any, Final
 from webhook.cluster.api import JSON_MEDIA
 from webhook.config import Settings
 from webhook.model.annotations import ENABLED
+from webhook.model.nodepools import GROUP, POOL_LABEL
 from webhook.model.records import Key, Table
 
 #: Metadata-only representation, with plain JSON as the fallback for servers that cannot
@@ -40,6 +46,8 @@ class Resource:
     path: str
     label_selector: str = ""
     metadata_only: bool = False
+    #: Served only where a CRD is installed: a 404 is an empty collection, listed again later.
+    optional: bool = False
 
     def accept(self, *, watch: bool) -> str:
         """The Accept header of a list (``watch=False``) or a watch of this collection."""
@@ -49,7 +57,18 @@ class Resource:
 
 
 def resources(settings: Settings) -> tuple[Resource, ...]:
-    """The six collections the live view watches, in the order they are listed."""
+    """The collections the live view watches, in the order they are listed."""
+    return _core() + (_strimzi() if settings.kafka_node_pools else ())
+
+
+def _strimzi() -> tuple[Resource, ...]:
+    return (
+        Resource(table="nodepools", path=f"/apis/{GROUP}/v1beta2/kafkanodepools", optional=True),
+        Resource(table="poolpods", path="/api/v1/pods", label_selector=POOL_LABEL),
+    )
+
+
+def _core() -> tuple[Resource, ...]:
     return (
         Resource(table="nodes", path="/api/v1/nodes"),
         Resource(table="volumes", path="/api/v1/persistentvolumes"),

@@ -73,15 +73,22 @@ def _path(path: str, *, namespaced: bool, namespace: str | None) -> str:
 
 
 async def list_collection(
-    api: Api, path: str, *, label_selector: str = "", page: int = PAGE
+    api: Api, path: str, *, label_selector: str = "", page: int = PAGE, optional: bool = False
 ) -> list[Mapping[str, Any]]:
-    """Every item of one collection, page by page, each given its ``kind``."""
+    """Every item of one collection, page by page, each given its ``kind``; an ``optional``
+    one the API server does not serve (its CRD is not installed) has none."""
     params = {"limit": str(page)}
     if label_selector:
         params["labelSelector"] = label_selector
     items: list[Mapping[str, Any]] = []
     while True:
-        body = json.loads(await api.get(path, params=params))
+        try:
+            got = await api.get(path, params=params)
+        except ApiError as err:
+            if optional and err.status == 404:
+                return []
+            raise
+        body = json.loads(got)
         items.extend(flatten(body))
         token = body.get("metadata", {}).get("continue") if isinstance(body, dict) else None
         if not token:
@@ -98,6 +105,7 @@ async def list_cluster(
             api,
             _path(r.path, namespaced=r.table not in CLUSTER_SCOPED, namespace=namespace),
             label_selector=r.label_selector,
+            optional=r.optional,
         )
         for r in resources(settings)
     ]

@@ -34,6 +34,7 @@ SELECTOR: Final = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component"
 READ_RESOURCES: Final = (
     ("", ("namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes", "pods")),
     ("apps", ("statefulsets",)),
+    ("kafka.strimzi.io", ("kafkanodepools",)),
 )
 #: The one write of every replica: Events on the workloads it decides about (create, and patch
 #: for a repeat's series). Events live in the workloads' namespaces, which are whichever are

@@ -23,7 +23,11 @@ The safety choices, each one a lesson from admission webhooks that took clusters
   path). The API server sends a dry run only to webhooks that declare ``None`` or
   ``NoneOnDryRun``, so ``kubectl apply --dry-run=server`` still shows stszone's answer.
 - ``statefulsets/scale``: ``kubectl scale`` and the HPA go through the subresource and would
-  bypass a webhook registered on ``statefulsets`` alone.
+  bypass a webhook registered on ``statefulsets`` alone; ``kafkanodepools/scale`` likewise.
+- Strimzi KafkaNodePools (``kafka.strimzi.io`` ``v1`` and ``v1beta2``): their zone list on
+  CREATE, the balanced ``remove-node-ids`` on UPDATE (mutating); the scale-down guard on
+  UPDATE and ``/scale`` (validating). Their brokers' pods (controlled by a StrimziPodSet of
+  ``core.strimzi.io``) pass the pod condition; their claims pass as every claim does.
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 #: The one condition both webhooks carry. A request for anything but a pod passes (claims and
 #: StatefulSets are sent as the rules say); a pod passes when one of its ownerReferences is a
 #: controller of kind StatefulSet in group apps -- exactly what ``statefulset_owner`` in
-#: ``webhook.model.records`` accepts, so no pod the engine would place is left out. ``has()``
+#: ``webhook.model.records`` accepts, so no pod the engine would place is left out -- or of
+#: kind StrimziPodSet in group core.strimzi.io (a Kafka node pool's broker). ``has()``
 #: guards each optional field: a missing field is an evaluation error, and with
 #: ``failurePolicy: Fail`` an error refuses the request instead of skipping the webhook.
 STATEFULSET_PODS_ONLY: Final = {
@@ -53,16 +58,19 @@ STATEFULSET_PODS_ONLY: Final = {
     "expression": (
         'request.resource.group != "" || request.resource.resource != "pods" || '
         "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(ref, "
-        'has(ref.controller) && ref.controller && ref.kind == "StatefulSet" && '
-        'ref.apiVersion.startsWith("apps/")))'
+        'has(ref.controller) && ref.controller && ((ref.kind == "StatefulSet" && '
+        'ref.apiVersion.startsWith("apps/")) || (ref.kind == "StrimziPodSet" && '
+        'ref.apiVersion.startsWith("core.strimzi.io/")))))'
     ),
 }
 
 
-def _rule(group: str, resources: list[str], operations: list[str]) -> Obj:
+def _rule(
+    group: str, resources: list[str], operations: list[str], *, versions: tuple[str, ...] = ("v1",)
+) -> Obj:
     return {
         "apiGroups": [group],
-        "apiVersions": ["v1"],
+        "apiVersions": list(versions),
         "operations": operations,
         "resources": resources,
         "scope": "Namespaced",
@@ -73,6 +81,17 @@ def _rule(group: str, resources: list[str], operations: list[str]) -> Obj:
 MUTATE_RULES: Final = (
     _rule("", ["pods", "persistentvolumeclaims"], ["CREATE"]),
     _rule("apps", ["statefulsets"], ["CREATE"]),
+)
+#: Strimzi KafkaNodePools, both served versions (matchPolicy Equivalent converts the others).
+KAFKA_VERSIONS: Final = ("v1", "v1beta2")
+#: A pool's zone list on create; the brokers that leave on a scale-down (remove-node-ids).
+KAFKA_MUTATE_RULES: Final = (
+    _rule("kafka.strimzi.io", ["kafkanodepools"], ["CREATE", "UPDATE"], versions=KAFKA_VERSIONS),
+)
+#: A pool's annotations on create/update; its scale-downs through either path.
+KAFKA_VALIDATE_RULES: Final = (
+    _rule("kafka.strimzi.io", ["kafkanodepools"], ["CREATE", "UPDATE"], versions=KAFKA_VERSIONS),
+    _rule("kafka.strimzi.io", ["kafkanodepools/scale"], ["UPDATE"], versions=KAFKA_VERSIONS),
 )
 #: Annotations are checked on create/update; scale-downs through either path are guarded;
 #: pods are checked after every mutating webhook has run.
@@ -149,7 +168,7 @@ def mutating(
     """
     webhook = _webhook(
         MUTATE_NAME,
-        rules=MUTATE_RULES,
+        rules=MUTATE_RULES + KAFKA_MUTATE_RULES,
         client=client,
         namespaces=namespaces,
         match_conditions=match_conditions,
@@ -175,7 +194,7 @@ def validating(
     """The ValidatingWebhookConfiguration: annotations, the scale-down guard, final pods."""
     webhook = _webhook(
         VALIDATE_NAME,
-        rules=VALIDATE_RULES,
+        rules=VALIDATE_RULES + KAFKA_VALIDATE_RULES,
         client=client,
         namespaces=namespaces,
         match_conditions=match_conditions,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
+from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
 from webhook.model.records import (
     ClaimInfo,
     Info,
@@ -25,7 +26,17 @@ from webhook.model.records import (
     VolumeInfo,
 )
 
-R = TypeVar("R", NodeInfo, VolumeInfo, ClaimInfo, StatefulSetInfo, PodInfo, NamespaceInfo)
+R = TypeVar(
+    "R",
+    NodeInfo,
+    VolumeInfo,
+    ClaimInfo,
+    StatefulSetInfo,
+    PodInfo,
+    NamespaceInfo,
+    KafkaNodePoolInfo,
+    PoolPodInfo,
+)
 S = TypeVar("S")
 
 

@@ -44,6 +44,11 @@ def statefulset(namespace: str, name: str, *, uid: str = "") -> ObjectRef:
     return ObjectRef("apps/v1", "StatefulSet", namespace, name, uid)
 
 
+def kafkanodepool(namespace: str, name: str, *, uid: str = "") -> ObjectRef:
+    """A Strimzi KafkaNodePool (``v1beta2``: served by every Strimzi with node pools)."""
+    return ObjectRef("kafka.strimzi.io/v1beta2", "KafkaNodePool", namespace, name, uid)
+
+
 def pod(namespace: str, name: str, *, uid: str = "") -> ObjectRef:
     """A pod."""
     return ObjectRef("v1", "Pod", namespace, name, uid)

@@ -20,7 +20,8 @@ from msgspec import field
 
 from webhook.errors import BadObject
 from webhook.model import objects
-from webhook.model.annotations import ENABLED, POD_INDEX_LABEL, stszone_annotations
+from webhook.model.annotations import ENABLED, POD_INDEX_LABEL, ZONE, stszone_annotations
+from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, nodepool_info, poolpod_info
 from webhook.model.pinning import UNPINNED, ZONE_KEYS, Pinning, volume_pinning
 from webhook.model.podspec import REQUIRED, Going, going, mounted, required_terms
 
@@ -34,7 +35,9 @@ NOT_READY_TAINTS: Final = frozenset(
 )
 
 
-Table = Literal["nodes", "volumes", "claims", "statefulsets", "pods", "namespaces"]
+Table = Literal[
+    "nodes", "volumes", "claims", "statefulsets", "pods", "namespaces", "nodepools", "poolpods"
+]
 TABLES: Final[tuple[Table, ...]] = (
     "nodes",
     "volumes",
@@ -42,6 +45,8 @@ TABLES: Final[tuple[Table, ...]] = (
     "statefulsets",
     "pods",
     "namespaces",
+    "nodepools",
+    "poolpods",
 )
 Key = str | tuple[str, str]
 
@@ -99,6 +104,8 @@ class ClaimInfo(msgspec.Struct, frozen=True, gc=False):
     volume: str = ""
     #: Tells a claim from an earlier one of the same name (a volume's claimRef names the uid).
     uid: str = ""
+    #: ``stszone.io/zone``: the zone stszone gave it when it was created.
+    zone: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -180,7 +187,16 @@ class NamespaceInfo(msgspec.Struct, frozen=True, gc=False):
         return self.name
 
 
-Info = NodeInfo | VolumeInfo | ClaimInfo | StatefulSetInfo | PodInfo | NamespaceInfo
+Info = (
+    NodeInfo
+    | VolumeInfo
+    | ClaimInfo
+    | StatefulSetInfo
+    | PodInfo
+    | NamespaceInfo
+    | KafkaNodePoolInfo
+    | PoolPodInfo
+)
 
 
 # --- extraction: raw API object -> record -------------------------------------------------
@@ -262,6 +278,7 @@ def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
         # Interned: the volume's record holds the same name.
         volume=_intern(objects.string(objects.mapping(obj, "spec"), "volumeName")),
         uid=objects.string(meta, "uid"),
+        zone=objects.str_map(meta, "annotations", path="metadata").get(ZONE, ""),
     )
 
 
@@ -382,6 +399,8 @@ EXTRACTORS: Final[dict[Table, Callable[[Mapping[str, Any]], Info]]] = {
     "statefulsets": statefulset_info,
     "pods": pod_info,
     "namespaces": namespace_info,
+    "nodepools": nodepool_info,
+    "poolpods": poolpod_info,
 }
 
 #: API ``kind`` -> the store table its objects go to.
@@ -393,4 +412,5 @@ TABLE_OF_KIND: Final[dict[str, Table]] = {
     "StatefulSet": "statefulsets",
     "Pod": "pods",
     "Namespace": "namespaces",
+    "KafkaNodePool": "nodepools",
 }

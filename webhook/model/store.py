@@ -15,6 +15,7 @@ from webhook.model import pinning
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
 from webhook.model.index import Index, Staging
 from webhook.model.labels import NodeLabels
+from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
 from webhook.model.pinning import Reach
 from webhook.model.reach import Reaches
 from webhook.model.records import (
@@ -51,6 +52,9 @@ class Store:
         self.statefulsets: dict[tuple[str, str], StatefulSetInfo] = {}
         self.pods: dict[tuple[str, str], PodInfo] = {}
         self.namespaces: dict[str, NamespaceInfo] = {}
+        #: Strimzi KafkaNodePools and their pods (:mod:`webhook.model.nodepools`).
+        self.nodepools: dict[tuple[str, str], KafkaNodePoolInfo] = {}
+        self.poolpods: dict[tuple[str, str], PoolPodInfo] = {}
         #: Kinds that have been filled (a file load, or a watch's first list).
         self.loaded: set[Table] = set()
         #: The nodes by label (key -> value -> names), kept as the nodes change.
@@ -86,7 +90,9 @@ class Store:
         self._pods_by_owner: Index[PodInfo, SetPods] = Index(
             lambda p: (p.namespace, p.owner) if p.owner else None, summarise=SetPods.of
         )
+        self._pods_by_pool: Index[PoolPodInfo, None] = Index(lambda p: p.group)
         self._indexes: dict[Table, tuple[Index[Any, Any], ...]] = {
+            "poolpods": (self._pods_by_pool,),
             "volumes": (self._volumes_by_claim, self._volumes_by_stem),
             "claims": (self._claims_by_stem,),
             "statefulsets": (self._sets_by_namespace,),
@@ -244,6 +250,17 @@ class Store:
 
     def statefulset(self, namespace: str, name: str) -> StatefulSetInfo | None:
         return self.statefulsets.get((namespace, name))
+
+    def nodepool(self, namespace: str, name: str) -> KafkaNodePoolInfo | None:
+        return self.nodepools.get((namespace, name))
+
+    def pool_pods(self, namespace: str, cluster: str, pool: str) -> tuple[PoolPodInfo, ...]:
+        """The pods of one KafkaNodePool (indexed: no scan of the pods table)."""
+        return tuple(self._pods_by_pool.get((namespace, cluster, pool)).values())
+
+    def claims_with_stem(self, namespace: str, stem: str) -> tuple[ClaimInfo, ...]:
+        """The claims named ``<stem>-<digits>`` of one namespace."""
+        return tuple(self._claims_by_stem.get((namespace, stem)).values())
 
     def unsynced(self) -> tuple[Table, ...]:
         """Tables a live view has not listed yet (always none offline: a file or ``--zones``

@@ -15,7 +15,7 @@ from typing import Any, Literal, NamedTuple
 from webhook.config import Defaults
 from webhook.errors import BadObject, Denied
 from webhook.model.store import Store
-from webhook.rules import claims, scaling
+from webhook.rules import claims, pooladmission, scaling
 from webhook.rules import mutate as mutations
 from webhook.rules import validate as validations
 from webhook.rules.decision import Decision, allow, refuse
@@ -56,7 +56,15 @@ def _refused(request: Request, err: Denied | BadObject) -> Decision:
 
 def mutate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
     """Decide ``/mutate``."""
-    if request.operation != "CREATE" or request.namespace in defaults.excluded_namespaces:
+    if request.namespace in defaults.excluded_namespaces:
+        return allow()
+    try:
+        pool_decision = pooladmission.mutate(request, store=store)
+    except (Denied, BadObject) as err:
+        return _refused(request, err)
+    if pool_decision is not None:
+        return pool_decision
+    if request.operation != "CREATE":
         return allow()
     obj, ns, group, kind = request.object, request.namespace, request.group, request.kind
     try:
@@ -78,6 +86,9 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
     obj, ns, group, kind = request.object, request.namespace, request.group, request.kind
     operation, sub_resource = request.operation, request.sub_resource
     try:
+        pool_decision = pooladmission.validate(request, store=store)
+        if pool_decision is not None:
+            return pool_decision
         if kind == "Pod" and not group and operation == "CREATE":
             return validations.validate_pod(obj, namespace=ns, store=store, defaults=defaults)
         if request.resource == "statefulsets" and sub_resource == "scale":

@@ -8,7 +8,9 @@ A rule allows or refuses (a reason, an HTTP-style code and a message the user re
 - :class:`NodeRequirement`: require a node label, ANDed into every node-selector term of the
   pod's required node affinity (the terms are ORed, so it must go into each one);
 - :class:`SchedulerName`: hand the pod to a scheduler;
-- :class:`StorageClass`: give a claim a StorageClass.
+- :class:`StorageClass`: give a claim a StorageClass;
+- :class:`MetadataAnnotation`: set any annotation on the object (a KafkaNodePool's
+  ``strimzi.io/remove-node-ids``, say).
 
 A decision that a person should be able to find later also carries :class:`Notice` s, which
 the server posts to its outbox (never for a dry run) and a background job writes as Events on
@@ -67,7 +69,21 @@ class StorageClass(NamedTuple):
     name: str
 
 
-Edit = ZoneAnnotation | ZonesAnnotation | NodeRequirement | SchedulerName | StorageClass
+class MetadataAnnotation(NamedTuple):
+    """``metadata.annotations[key] = value`` on the object."""
+
+    key: str
+    value: str
+
+
+Edit = (
+    ZoneAnnotation
+    | ZonesAnnotation
+    | NodeRequirement
+    | SchedulerName
+    | StorageClass
+    | MetadataAnnotation
+)
 
 
 class Decision(NamedTuple):

@@ -37,6 +37,7 @@ from webhook.server.handlers import (
 from webhook.server.listeners import MetricsPort
 from webhook.server.looplag import LoopLag
 from webhook.server.metrics import Metrics
+from webhook.server.poolrisk import PoolRiskCollector
 from webhook.server.riskmetrics import ZoneRisk
 from webhook.server.runtime import Handler, Job, Route, Runtime
 
@@ -148,7 +149,7 @@ def install_metrics(
         certificate=certificate,
         in_flight=lambda: runtime.in_flight.count,
         ready=lambda: not runtime.shutting_down and not not_ready(runtime),
-        collectors=[zone_risk.collector, lag],
+        collectors=[zone_risk.collector, PoolRiskCollector(zone_risk.scan), lag],
     )
     runtime.observers.append(metrics.observe)
     port = runtime.settings.metrics_port

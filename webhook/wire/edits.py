@@ -17,6 +17,7 @@ from webhook.model.objects import JSON
 from webhook.model.podspec import REQUIRED, required_terms
 from webhook.rules.decision import (
     Edit,
+    MetadataAnnotation,
     NodeRequirement,
     SchedulerName,
     ZoneAnnotation,
@@ -37,6 +38,8 @@ def apply(obj: JSON, edits: Iterable[Edit]) -> JSON:
             obj = _annotated(obj, ZONES, ",".join(change.zones))
         elif isinstance(change, NodeRequirement):
             obj = _required(obj, change.key, change.value)
+        elif isinstance(change, MetadataAnnotation):
+            obj = _annotated(obj, change.key, change.value)
         elif isinstance(change, SchedulerName):
             obj = _with_spec(obj, "schedulerName", change.name)
         else:

@@ -1,0 +1,270 @@
+"""KafkaNodePool scale-downs: the guard, and the balanced ``strimzi.io/remove-node-ids``."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests import builders as b
+from tests import poolsim as sim
+from tests import strimzi_ref as ref
+from webhook.model.nodepools import nodepool_info, poolpod_info
+from webhook.model.records import volume_info
+from webhook.model.store import Store
+
+REMOVE = "strimzi.io/remove-node-ids"
+
+
+def skewed() -> tuple[Store, sim.Cluster]:
+    """Six brokers placed 0a 1a 2b 3b 4c 5c: brokers 1 and 3 have data in zones a and b."""
+    view = sim.store()
+    for node_id, zone in ((1, "zone-a"), (3, "zone-b")):
+        claim = ("kafka", f"data-my-cluster-pool-{node_id}")
+        view.put("volumes", volume_info(b.pv(f"pv-{node_id}", zone, claim=claim)))
+    cluster = sim.Cluster(view)
+    cluster.create_pool("pool", 6)
+    cluster.reconcile()
+    assert cluster.zones("pool") == {
+        0: "zone-a",
+        1: "zone-a",
+        2: "zone-b",
+        3: "zone-b",
+        4: "zone-c",
+        5: "zone-c",
+    }
+    return view, cluster
+
+
+def pool(view: Store, **annotations: str) -> sim.JSON:
+    info = view.nodepool("kafka", "pool")
+    assert info is not None
+    made = sim.pool_object("pool", replicas=info.replicas, node_ids=list(info.node_ids or ()))
+    made["metadata"]["annotations"] = {**info.annotations, **annotations}
+    return made
+
+
+def test_scale_that_empties_a_zone_is_refused_with_the_annotate_command() -> None:
+    view, _ = skewed()
+    new, old = sim.scale("pool", old=6, new=4)
+    refused = sim.admit(view, new, old=old, operation="UPDATE")
+    assert not refused.allowed and refused.reason == "ZoneLoss"
+    assert "my-cluster-pool-5 and my-cluster-pool-4" in refused.message
+    assert "zone-c" in refused.message
+    command = "kubectl annotate kafkanodepool pool -n kafka strimzi.io/remove-node-ids='[5, 3]' --overwrite"
+    assert command in refused.message
+    (told,) = refused.decision.notices  # an Event on the pool: the operator drops warnings
+    assert told.reason == "ScaleDownRefused" and told.note == refused.message
+    assert told.regarding.kind == "KafkaNodePool" and told.regarding.name == "pool"
+    # After that command (an UPDATE the guard allows: nothing is removed yet), the same scale passes.
+    annotated = pool(view, **{REMOVE: "[5, 3]"})
+    assert sim.admit(view, annotated, old=pool(view), operation="UPDATE").allowed
+    view.put("nodepools", nodepool_info(annotated))
+    again = sim.admit(view, new, old=old, operation="UPDATE")
+    assert again.allowed and not again.warnings
+
+
+def test_scale_keeping_every_zone_passes_and_warns_when_a_better_choice_exists() -> None:
+    view = sim.store()
+    view.put(
+        "nodepools", nodepool_info(sim.pool_object("pool", replicas=6, node_ids=list(range(6))))
+    )
+    for node_id, zone in enumerate(["zone-a", "zone-b", "zone-c", "zone-a", "zone-a", "zone-c"]):
+        pod = sim.pod_object("my-cluster", "pool", node_id)
+        pod["metadata"]["annotations"]["stszone.io/zone"] = zone
+        view.put("poolpods", poolpod_info(pod))
+    new, old = sim.scale("pool", old=6, new=5)
+    answered = sim.admit(view, new, old=old, operation="UPDATE")
+    assert answered.allowed
+    assert any("strimzi.io/remove-node-ids='[4]'" in w for w in answered.warnings)
+    # Through the pool itself, stszone names broker 4 (zone-a holds three).
+    lowered = pool(view)
+    lowered["spec"]["replicas"] = 5
+    rewritten = sim.admit(view, lowered, old=pool(view), operation="UPDATE")
+    assert rewritten.allowed
+    assert rewritten.edited["metadata"]["annotations"][REMOVE] == "[4]"
+    assert any("my-cluster-pool-4 (zone-a)" in w for w in rewritten.warnings)
+
+
+def test_apply_with_fewer_replicas_gets_the_fullest_zones_ids() -> None:
+    view, cluster = skewed()
+    lowered = pool(view)
+    lowered["spec"]["replicas"] = 4
+    answered = sim.admit(view, lowered, old=pool(view), operation="UPDATE")
+    assert answered.allowed
+    assert answered.edited["metadata"]["annotations"][REMOVE] == "[5, 3]"
+    # Reinvocation and dry run give the same answer; the rewritten object needs no patch.
+    assert sim.admit(view, lowered, old=pool(view), operation="UPDATE", dry_run=True).edited == (
+        answered.edited
+    )
+    again = sim.admit(view, answered.edited, old=pool(view), operation="UPDATE", endpoint="mutate")
+    assert again.allowed and not again.patch
+    # The played operator removes 5 then 3: every zone held, counts even.
+    cluster.set_pool("pool", replicas=4, remove_node_ids="[5, 3]")
+    cluster.reconcile()
+    assert Counter(cluster.zones("pool").values()) == {"zone-a": 2, "zone-b": 1, "zone-c": 1}
+
+
+def test_an_apply_dropping_the_written_annotation_mid_scale_down_gets_it_back() -> None:
+    """Server-side apply removes the annotation the webhook wrote for the same manager: while
+    the operator has not removed the brokers yet, the same IDs are written again."""
+    view, _ = skewed()
+    pending = pool(view, **{REMOVE: "[5, 3]"})
+    pending["spec"]["replicas"] = 4
+    view.put("nodepools", nodepool_info(pending))
+    dropped = copy.deepcopy(pending)
+    del dropped["metadata"]["annotations"][REMOVE]
+    answered = sim.admit(view, dropped, old=pending, operation="UPDATE")
+    assert answered.allowed
+    assert answered.edited["metadata"]["annotations"][REMOVE] == "[5, 3]"
+    # Once the operator is done (status.nodeIds at 4), dropping it changes nothing.
+    done = pool(view, **{REMOVE: "[5, 3]"})
+    done["spec"]["replicas"] = 4
+    done["status"] = {"nodeIds": [0, 1, 2, 4]}
+    after = copy.deepcopy(done)
+    del after["metadata"]["annotations"][REMOVE]
+    quiet = sim.admit(view, after, old=done, operation="UPDATE")
+    assert quiet.allowed and not quiet.patch
+
+
+def test_an_explicit_annotation_is_judged_as_it_stands() -> None:
+    view, _ = skewed()
+    lowered = pool(view, **{REMOVE: "[4, 5]"})
+    lowered["spec"]["replicas"] = 4
+    refused = sim.admit(view, lowered, old=pool(view), operation="UPDATE")
+    assert not refused.allowed
+    assert "my-cluster-pool-4 and my-cluster-pool-5" in refused.message
+    assert "zone-c" in refused.message and "stszone.io/allow-zone-loss" in refused.message
+    forced = pool(view, **{REMOVE: "[4, 5]", "stszone.io/allow-zone-loss": "true"})
+    forced["spec"]["replicas"] = 4
+    allowed = sim.admit(view, forced, old=pool(view), operation="UPDATE")
+    assert allowed.allowed and not allowed.patch
+    assert any("allow-zone-loss" in w for w in allowed.warnings)
+    validated = sim.admit(view, forced, old=pool(view), operation="UPDATE", endpoint="validate")
+    assert [n.reason for n in validated.decision.notices] == ["ZoneLossAllowed"]
+
+
+def test_the_default_order_when_already_balanced_writes_nothing() -> None:
+    view = sim.store()
+    cluster = sim.Cluster(view)
+    cluster.create_pool("pool", 6)
+    cluster.reconcile()
+    lowered = pool(view)
+    lowered["spec"]["replicas"] = 3
+    answered = sim.admit(view, lowered, old=pool(view), operation="UPDATE")
+    assert answered.allowed and not answered.patch and not answered.warnings
+
+
+zones_st = st.lists(st.sampled_from(sim.ZONES), min_size=3, max_size=18)
+
+
+def _placed(zones: list[str], ids: list[int]) -> Store:
+    view = sim.store()
+    view.put("nodepools", nodepool_info(sim.pool_object("pool", replicas=len(ids), node_ids=ids)))
+    for node_id, zone in zip(ids, zones, strict=True):
+        pod = sim.pod_object("my-cluster", "pool", node_id)
+        pod["metadata"]["annotations"]["stszone.io/zone"] = zone
+        view.put("poolpods", poolpod_info(pod))
+    return view
+
+
+def _spread(zones: dict[int, str], kept: list[int]) -> int:
+    counts = Counter(zones[i] for i in kept)
+    values = [counts.get(z, 0) for z in sim.ZONES]
+    return max(values) - min(values)
+
+
+@settings(max_examples=150, deadline=None)
+@given(zones_st, st.data())
+def test_the_choice_is_never_worse_than_the_default_and_reinvocation_agrees(
+    zones: list[str], data: st.DataObject
+) -> None:
+    ids = sorted(data.draw(st.sets(st.integers(0, 60), min_size=len(zones), max_size=len(zones))))
+    replicas = data.draw(st.integers(1, len(ids) - 1))
+    view = _placed(zones, ids)
+    where = dict(zip(ids, zones, strict=True))
+    before = pool(view)
+    lowered = copy.deepcopy(before)
+    lowered["spec"]["replicas"] = replicas
+    answered = sim.admit(view, lowered, old=before, operation="UPDATE", endpoint="mutate")
+    written = answered.edited["metadata"]["annotations"].get(REMOVE)
+    removed = ref.removed_ids(ids, replicas, written)
+    default = ref.removed_ids(ids, replicas, None)
+    kept = [i for i in ids if i not in removed]
+    assert _spread(where, kept) <= _spread(where, [i for i in ids if i not in default])
+    if len(ids) <= 9:  # the most even any choice of brokers could leave, by brute force
+        best = min(
+            _spread(where, [i for i in ids if i not in gone])
+            for gone in itertools.combinations(ids, len(ids) - replicas)
+        )
+        assert _spread(where, kept) == best
+    again = sim.admit(view, answered.edited, old=before, operation="UPDATE", endpoint="mutate")
+    assert not again.patch
+
+
+@settings(max_examples=100, deadline=None)
+@given(zones_st, st.lists(st.integers(0, 20), max_size=4), st.data())
+def test_the_users_choice_is_never_rewritten(
+    zones: list[str], chosen: list[int], data: st.DataObject
+) -> None:
+    ids = list(range(len(zones)))
+    replicas = data.draw(st.integers(1, len(ids) - 1))
+    view = _placed(zones, ids)
+    before = pool(view)
+    annotation = "[" + ", ".join(map(str, chosen)) + "]"
+    lowered = pool(view, **{REMOVE: annotation})
+    lowered["spec"]["replicas"] = replicas
+    answered = sim.admit(view, lowered, old=before, operation="UPDATE", endpoint="mutate")
+    assert not answered.patch
+
+
+def test_a_broker_of_unknown_zone_may_hold_the_zone_no_kept_one_holds() -> None:
+    """Brokers 0 (zone-a) and 1 (zone-b) known, 2's pod unscheduled and never placed: 3 -> 2
+    removes 2, and no kept broker is known to hold zone-c: refused as may-drop (facts only)."""
+    view = _placed(["zone-a", "zone-b"], [0, 1])
+    view.put("nodepools", nodepool_info(sim.pool_object("pool", replicas=3, node_ids=[0, 1, 2])))
+    view.put("poolpods", poolpod_info(sim.pod_object("my-cluster", "pool", 2)))
+    new, old = sim.scale("pool", old=3, new=2)
+    refused = sim.admit(view, new, old=old, operation="UPDATE")
+    assert not refused.allowed and refused.reason == "ZoneUnknown"
+    assert "may drop zone zone-c" in refused.message and "my-cluster-pool-2" in refused.message
+
+
+def test_a_terminating_broker_holds_its_zone_by_its_data() -> None:
+    """Broker 5's pod is Terminating (a rolling update): its claim still puts it in zone-c."""
+    view, _ = skewed()
+    pod = sim.pod_object("my-cluster", "pool", 5)
+    pod["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"
+    pod["metadata"]["annotations"]["stszone.io/zone"] = "zone-c"
+    view.put("poolpods", poolpod_info(pod))
+    new, old = sim.scale("pool", old=6, new=4)
+    refused = sim.admit(view, new, old=old, operation="UPDATE")
+    assert not refused.allowed and refused.reason == "ZoneLoss" and "zone-c" in refused.message
+
+
+def test_malformed_pool_annotations_are_refused_unless_left_as_they_were() -> None:
+    view = sim.store()
+    broken = sim.pool_object("pool", replicas=3)
+    broken["metadata"]["annotations"]["stszone.io/storage-class-template"] = "ssd"  # no {zone}
+    refused = sim.admit(view, broken)
+    assert not refused.allowed and refused.code == 422
+    assert "KafkaNodePool pool" in refused.message and "{zone}" in refused.message
+    # An update that leaves them as they were (a replicas bump) is not blocked by them.
+    bumped = copy.deepcopy(broken)
+    bumped["spec"]["replicas"] = 4
+    assert sim.admit(view, bumped, old=broken, operation="UPDATE").allowed
+
+
+def test_a_scale_down_of_a_pool_with_annotations_left_broken_is_judged_on_defaults() -> None:
+    """Broken annotations left as they were do not block a scale-down: the guard runs with
+    the server's zones, as for a StatefulSet."""
+    view, _ = skewed()
+    before = pool(view, **{"stszone.io/storage-class-template": "ssd"})
+    lowered = copy.deepcopy(before)
+    lowered["spec"]["replicas"] = 4
+    answered = sim.admit(view, lowered, old=before, operation="UPDATE")
+    assert answered.allowed, answered.message
+    assert answered.edited["metadata"]["annotations"][REMOVE] == "[5, 3]"

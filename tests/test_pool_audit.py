@@ -1,0 +1,94 @@
+"""``stszone audit`` of KafkaNodePools, from a saved cluster file of the recorded objects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests import builders as b
+from tests import poolsim as sim
+from webhook.cli import main
+from webhook.cluster.clusterfile import load_store
+from webhook.rules.risk import RiskScan
+from webhook.server.poolrisk import PoolRiskCollector
+
+
+def cluster_file(tmp_path: Path, *, misplace: bool = False) -> Path:
+    """The recorded pools, pods and claims; broker N's claims and pod in zone a, b, c by N mod 3
+    (broker 5's pod on a zone-a node when ``misplace``)."""
+    zones = {i: sim.ZONES[i % 3] for i in range(9)}
+    items: list[sim.JSON] = [b.node(f"n-{z}", z) for z in sim.ZONES]
+    for pool in sim.objects("kafkanodepools.v1beta2.json"):
+        pool["apiVersion"], pool["kind"] = "kafka.strimzi.io/v1beta2", "KafkaNodePool"
+        items.append(pool)
+    for pod in sim.objects("pods.json"):
+        node_id = int(pod["metadata"]["name"].rsplit("-", 1)[1])
+        zone = "zone-a" if misplace and node_id == 5 else zones[node_id]
+        pod["spec"]["nodeName"] = f"n-{zone}"
+        items.append(pod)
+    for claim in sim.objects("pvcs.json"):
+        node_id = int(claim["metadata"]["name"].rsplit("-", 1)[1])
+        claim["metadata"].setdefault("annotations", {})["stszone.io/zone"] = zones[node_id]
+        items.append(claim)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    return path
+
+
+def test_pools_are_audited_broker_by_broker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = cluster_file(tmp_path)
+    assert main(["audit", "--cluster", str(path), "--zones", ",".join(sim.ZONES)]) == 0
+    text = capsys.readouterr().out
+    assert "KafkaNodePool kafka/broker (cluster my-cluster): zones zone-a,zone-b,zone-c" in text
+    assert "brokers per zone: zone-a 2, zone-b 2, zone-c 2 (imbalance 0)" in text
+    # 6 brokers a b c a b c: the highest leave first; 3 keep every zone, 2 cannot.
+    assert "lowest replica count that keeps every zone: 3" in text
+
+
+def test_a_broker_away_from_its_data_is_misplaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = cluster_file(tmp_path, misplace=True)
+    args = ["audit", "--cluster", str(path), "--zones", ",".join(sim.ZONES), "-o", "json"]
+    assert main(args) == 1
+    pools = {p["name"]: p for p in json.loads(capsys.readouterr().out)["kafkaNodePools"]}
+    broker5 = next(r for r in pools["broker"]["brokers"] if r["nodeId"] == 5)
+    assert broker5 == {
+        "nodeId": 5,
+        "pod": "my-cluster-broker-5",
+        "dataZone": "zone-c",
+        "node": "n-zone-a",
+        "zone": "zone-a",
+        "status": "MISPLACED",
+    }
+    assert pools["broker"]["brokersPerZone"] == {"zone-a": 3, "zone-b": 2, "zone-c": 1}
+    assert pools["controller"]["misplaced"] == 0
+
+
+def test_rebalance_says_why_it_leaves_brokers_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = cluster_file(tmp_path, misplace=True)
+    main(["rebalance", "--cluster", str(path), "--zones", ",".join(sim.ZONES)])
+    out = capsys.readouterr().out
+    assert "KafkaNodePools kafka/broker, kafka/controller: brokers are not moved" in out
+    assert "Cruise Control" in out
+
+
+def test_pool_gauges_are_the_audit_figures(tmp_path: Path) -> None:
+    store = load_store(cluster_file(tmp_path, misplace=True), zones=sim.ZONES)
+    found = {
+        (family.name, sample.labels["kafkanodepool"]): sample.value
+        for family in PoolRiskCollector(RiskScan(store)).collect()
+        for sample in family.samples
+    }
+    assert found[("stszone_kafkanodepool_misplaced_brokers", "broker")] == 1
+    assert found[("stszone_kafkanodepool_zone_imbalance", "broker")] == 2  # a3 b2 c1
+    assert found[("stszone_kafkanodepool_zones_held", "controller")] == 3
+    assert found[("stszone_kafkanodepool_lowest_safe_replicas", "controller")] == 3
+    assert found[("stszone_kafkanodepool_replicas", "broker")] == 6

@@ -1,0 +1,144 @@
+"""The scale-down guard of KafkaNodePools, and the choice of who leaves. Pure.
+
+The operator removes the IDs of ``strimzi.io/remove-node-ids`` that the pool holds, in the
+order listed, then the highest of ``status.nodeIds``. A change that lowers ``spec.replicas``
+(an UPDATE or ``kafkanodepools/scale``) or changes that annotation is judged by those IDs:
+refused when a zone of ``stszone.io/zones`` that the pool's brokers hold would be held by none
+of the kept ones, unless the pool carries ``stszone.io/allow-zone-loss: "true"``.
+
+The choice (:func:`balanced`): from the fullest zones, among equals the highest ID, so that
+the zone counts left are as even as they can be and the operator's default order is kept
+whenever it is already that even. A zone is known from facts only (the broker's pod, its
+data); a broker of unknown zone holds none, and no choice is made while one is unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
+from webhook.model.nodepools import REMOVE_NODE_IDS, format_node_ids, removal_order
+from webhook.rules.poolzones import PoolPolicy
+from webhook.rules.text import joined, some
+
+
+def counts(
+    zones: Sequence[str], where: Mapping[int, str | None], kept: Sequence[int]
+) -> dict[str, int]:
+    """How many of ``kept`` each zone holds: the listed zones first (zero included)."""
+    found = dict.fromkeys(zones, 0)
+    for node_id in kept:
+        zone = where.get(node_id)
+        if zone is not None:
+            found[zone] = found.get(zone, 0) + 1
+    return found
+
+
+def imbalance(zones: Sequence[str], where: Mapping[int, str | None], kept: Sequence[int]) -> int:
+    """Largest minus smallest count over the listed zones (and any other zone held)."""
+    found = counts(zones, where, kept)
+    return max(found.values()) - min(found.values()) if found else 0
+
+
+def balanced(
+    node_ids: Sequence[int], where: Mapping[int, str | None], count: int
+) -> tuple[int, ...]:
+    """``count`` IDs to remove, one at a time from a zone holding the most of those left;
+    among those, the highest ID. None of unknown zone is ever chosen while others remain."""
+    left = sorted(node_ids)
+    chosen: list[int] = []
+    for _ in range(min(count, len(left))):
+        held = counts((), where, left)
+        fullest = max(held.values(), default=0)
+        candidates = [i for i in left if (z := where.get(i)) is not None and held[z] == fullest]
+        pick = max(candidates) if candidates else max(left)
+        left.remove(pick)
+        chosen.append(pick)
+    return tuple(chosen)
+
+
+class Removal(NamedTuple):
+    """What a scale-down of a pool removes and which listed zones it leaves empty."""
+
+    removed: tuple[int, ...]
+    kept: tuple[int, ...]
+    #: Listed zones held now and by none of the kept brokers -> the removed brokers there.
+    lost: dict[str, tuple[int, ...]]
+    #: Brokers removed whose zone is unknown.
+    unknown: tuple[int, ...]
+    #: Listed zones no kept broker is known to hold, which a removed broker of unknown zone
+    #: may hold: the guard goes by facts, so these may be lost too.
+    at_risk: tuple[str, ...] = ()
+
+    @property
+    def refused(self) -> bool:
+        """Whether the guard refuses it (before ``allow-zone-loss`` is considered)."""
+        return bool(self.lost or self.at_risk)
+
+
+def judge(policy: PoolPolicy, where: Mapping[int, str | None], removed: Sequence[int]) -> Removal:
+    """The zones ``removed`` leaves empty among the pool's current IDs."""
+    node_ids = policy.pool.node_ids or ()
+    kept = tuple(i for i in node_ids if i not in set(removed))
+    held_after = {where.get(i) for i in kept}
+    lost: dict[str, tuple[int, ...]] = {}
+    for zone in policy.zones:
+        there = tuple(i for i in removed if where.get(i) == zone)
+        if there and zone not in held_after:
+            lost[zone] = there
+    unknown = tuple(i for i in removed if where.get(i) is None)
+    at_risk = tuple(z for z in policy.zones if z not in held_after and z not in lost)
+    return Removal(tuple(removed), kept, lost, unknown, at_risk if unknown else ())
+
+
+def brokers(policy: PoolPolicy, ids: Sequence[int], where: Mapping[int, str | None]) -> str:
+    """``my-cluster-broker-5 (zone-c) and my-cluster-broker-3 (zone-a)``."""
+    named = [f"{policy.broker(i)} ({where.get(i) or 'zone unknown'})" for i in ids]
+    return some(named, len(named))
+
+
+def loss_text(policy: PoolPolicy, result: Removal) -> str:
+    """``zone zone-c (my-cluster-broker-5 and my-cluster-broker-2 are its only brokers)``."""
+    parts = []
+    for zone, ids in result.lost.items():
+        names = some([policy.broker(i) for i in ids], len(ids))
+        parts.append(
+            f"{zone} ({names} {'is its only broker' if len(ids) == 1 else 'are its only brokers'})"
+        )
+    return f"zone{'s' if len(parts) > 1 else ''} {joined(parts)}"
+
+
+def annotate_command(policy: PoolPolicy, ids: Sequence[int]) -> str:
+    """The ``kubectl annotate`` that makes the operator remove ``ids``, in that order."""
+    pool = policy.pool
+    return (
+        f"kubectl annotate kafkanodepool {pool.name} -n {pool.namespace} "
+        f"{REMOVE_NODE_IDS}='{format_node_ids(ids)}' --overwrite"
+    )
+
+
+def override(policy: PoolPolicy) -> str:
+    return f'set {ALLOW_ZONE_LOSS}: "true" on KafkaNodePool {policy.pool.name} to force it'
+
+
+def denial(policy: PoolPolicy, result: Removal, *, change: str) -> str:
+    """The message of a refused pool scale-down."""
+    removed = some([policy.broker(i) for i in result.removed], len(result.removed))
+    parts = [f"would drop {loss_text(policy, result)} of {ZONES}"] if result.lost else []
+    if result.at_risk:
+        zones = joined(list(result.at_risk))
+        unknown = some([policy.broker(i) for i in result.unknown], len(result.unknown))
+        parts.append(
+            f"may drop zone{'s' if len(result.at_risk) > 1 else ''} {zones}, which no kept "
+            f"broker is known to hold: the zone of {unknown} is unknown (no scheduled pod, "
+            "no volume of a known zone)"
+        )
+    return (
+        f"{change} of KafkaNodePool {policy.pool.name} removes {removed} and {'; and '.join(parts)}"
+    )
+
+
+def order_for(policy: PoolPolicy, replicas: int, annotation: str | None) -> tuple[int, ...]:
+    """The IDs the operator removes at ``replicas`` with ``annotation``, in order."""
+    return removal_order(policy.pool.node_ids or (), replicas, annotation)

@@ -1,0 +1,84 @@
+"""Which node IDs a pool's next pass adds, and the zones of its brokers taken together. Pure.
+
+The operator creates the claims of a scale-up's new brokers together (PVC-first), so the
+webhook may see none of their siblings when it places one: placing each by the zone counts
+the view holds at that moment would put them all in the same zone. Instead the zones of all
+the pool's brokers are worked out together and the same way whatever the order the requests
+come in: the brokers whose zone is known (their pod, their data) count as they are, and the
+others, the new IDs the operator is adding included, take the zone with the fewest one at a
+time, lowest ID first. Brokers created one after another, lowest first (as the operator
+creates them), get exactly the zones they would get one by one.
+
+The new IDs are those the operator's node-ID assignor hands out in its next pass: the pools
+of the cluster in name order (the order the API lists them); a pool short of
+``spec.replicas`` takes the unused IDs of its ``strimzi.io/next-node-ids`` first, then the
+lowest ID no pool uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from webhook.model.nodepools import NEXT_NODE_IDS, KafkaNodePoolInfo, parse_node_ids
+from webhook.model.store import Store
+
+
+def _candidates(annotation: str | None) -> Iterator[int]:
+    """The IDs of ``next-node-ids`` in order (nothing when absent or unreadable)."""
+    items = parse_node_ids(annotation) if annotation is not None else None
+    for first, last in items or ():
+        step = 1 if last >= first else -1
+        yield from range(first, last + step, step)
+
+
+def _take(count: int, in_use: set[int], annotation: str | None) -> list[int]:
+    added: list[int] = []
+    wanted = _candidates(annotation)
+    lowest = 0
+    while len(added) < count:
+        # Each candidate is looked at once; a candidate in use is skipped, so this ends after
+        # at most count + len(in_use) candidates of a (possibly huge) range.
+        chosen = next((i for i in wanted if i not in in_use), None)
+        if chosen is None:
+            while lowest in in_use:
+                lowest += 1
+            chosen = lowest
+        in_use.add(chosen)
+        added.append(chosen)
+    return added
+
+
+def new_ids(pool: KafkaNodePoolInfo, *, store: Store) -> tuple[int, ...]:
+    """The IDs the operator's next pass adds to ``pool`` (none when it is not short)."""
+    pools = sorted(
+        (
+            p
+            for p in store.nodepools.values()
+            if p.namespace == pool.namespace and p.cluster == pool.cluster
+        ),
+        key=lambda p: p.name,
+    )
+    in_use = {i for p in pools for i in p.node_ids or ()}
+    for each in pools:
+        short = each.replicas - len(each.node_ids or ())
+        added = _take(short, in_use, each.annotations.get(NEXT_NODE_IDS)) if short > 0 else []
+        if each.name == pool.name:
+            return tuple(added)
+    return ()
+
+
+def zones_together(
+    zones: tuple[str, ...], known: Mapping[int, str | None], ids: set[int]
+) -> dict[int, str]:
+    """Every ID's zone: a known zone as it is, the others to the listed zone with the fewest,
+    lowest ID first (ties: the first listed)."""
+    placed = {i: z for i, z in known.items() if z is not None}
+    counts = dict.fromkeys(zones, 0)
+    for zone in placed.values():
+        if zone in counts:
+            counts[zone] += 1
+    for node_id in sorted(ids - placed.keys()):
+        zone = min(zones, key=lambda z: counts[z])
+        placed[node_id] = zone
+        counts[zone] += 1
+    return placed

@@ -1,0 +1,188 @@
+"""Mutations for Strimzi KafkaNodePools: the pool's zones, its brokers' pods and claims. Pure.
+
+- A KafkaNodePool created in an opted-in namespace gets ``stszone.io/zones`` from the server's
+  zone source when it has none (as a StatefulSet does).
+- A broker's claim (created by the operator before its pod) gets the zone its broker will
+  get (:mod:`webhook.rules.poolzones`) and, with ``stszone.io/storage-class-template`` on the
+  pool, that zone's StorageClass.
+- A broker's pod gets the zone annotation and a required node affinity on its zone, so that
+  ``broker.rack`` (read by Strimzi from the node's zone label with ``spec.kafka.rack``)
+  matches the zone stszone chose.
+"""
+
+from __future__ import annotations
+
+from webhook.model import objects
+from webhook.model.annotations import (
+    DEFAULT_TOPOLOGY_KEY,
+    STORAGE_CLASS_TEMPLATE,
+    TOPOLOGY_KEY,
+    ZONE,
+    ZONES,
+    storage_class_for,
+)
+from webhook.model.names import is_qualified_name
+from webhook.model.nodepools import node_id_of, pool_of
+from webhook.model.objects import JSON
+from webhook.model.selection import pod_selection
+from webhook.model.store import Store
+from webhook.rules import affinity, fit
+from webhook.rules.decision import (
+    Decision,
+    Edit,
+    NodeRequirement,
+    StorageClass,
+    ZoneAnnotation,
+    ZonesAnnotation,
+    allow,
+    edit,
+    refuse,
+)
+from webhook.rules.placement import require_synced
+from webhook.rules.plan import skipped
+from webhook.rules.poolzones import PoolPolicy, choose, id_claims, pool_policy
+
+
+def pool_member(obj: JSON) -> tuple[str, str, int] | None:
+    """(cluster, pool, node ID) of a pod or claim the Strimzi operator made for a pool broker
+    (labelled ``strimzi.io/cluster`` and ``strimzi.io/pool-name``, its name ending in the
+    node ID), else None (also for one labelled ``stszone.io/skip=true``)."""
+    meta = objects.mapping(obj, "metadata")
+    labels = objects.str_map(meta, "labels", path="metadata")
+    owner = pool_of(labels)
+    name = objects.string(meta, "name", path="metadata")
+    node_id = node_id_of(name)
+    if owner is None or node_id is None or skipped(labels):
+        return None
+    broker = f"{owner[0]}-{owner[1]}-{node_id}"
+    if name != broker and not name.endswith(f"-{broker}"):
+        return None
+    return owner[0], owner[1], node_id
+
+
+def _policy(namespace: str, cluster: str, pool: str, *, store: Store) -> PoolPolicy | None:
+    policy = pool_policy(namespace, pool, store=store)
+    if policy is None or policy.pool.cluster != cluster:
+        return None
+    return policy
+
+
+def mutate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
+    """Pin a broker's pod to its zone: that of its data, else the pool's fewest."""
+    member = pool_member(pod)
+    if member is None:
+        return allow()
+    cluster, pool, node_id = member
+    policy = _policy(namespace, cluster, pool, store=store)
+    if policy is None:
+        return allow()
+    name = policy.broker(node_id)
+    spec = objects.mapping(pod, "spec")
+    claims = [
+        objects.string(objects.mapping(v, "persistentVolumeClaim"), "claimName")
+        for v in objects.dicts(spec, "volumes", path="spec")
+        if v.get("persistentVolumeClaim")
+    ]
+    choice = choose(namespace, node_id, policy=policy, store=store, claims=claims)
+    key, zone = policy.key, choice.zone
+    judged = fit.fit(pod_selection(spec), key=key, value=zone, view=store)
+    if not judged.allowed:
+        verb = "admits no node of" if judged.by_nodes else "excludes"
+        return refuse(
+            f"pod {name} of KafkaNodePool {pool} has {judged.conflict}, which {verb} "
+            f"{key}={zone}, the zone stszone chose for it; remove that constraint from the "
+            f"pool's pod template or change the pool's {ZONES}",
+            reason="ZoneConflict",
+        )
+    warnings: tuple[str, ...] = ()
+    if choice.why == "data" and zone not in policy.zones:
+        warnings = (f"{name} follows its claim {choice.claim} to {zone}, not in {ZONES}",)
+    return edit(ZoneAnnotation(zone), NodeRequirement(key, zone), warnings=warnings)
+
+
+def validate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
+    """Deny a broker's pod whose recorded zone (``stszone.io/zone``) is not required of its
+    nodes: a mutating webhook after stszone removed the requirement. Checked against the pod's
+    own annotation, not a fresh choice: the view may change between the two webhooks."""
+    member = pool_member(pod)
+    if member is None:
+        return allow()
+    cluster, pool, node_id = member
+    policy = _policy(namespace, cluster, pool, store=store)
+    meta = objects.mapping(pod, "metadata")
+    zone = objects.str_map(meta, "annotations", path="metadata").get(ZONE)
+    if policy is None or not zone:
+        return allow()
+    if affinity.pins(objects.mapping(pod, "spec"), policy.key, zone):
+        return allow()
+    return refuse(
+        f"pod {policy.broker(node_id)} of KafkaNodePool {pool} reached validation without the "
+        f"required nodeAffinity {policy.key} In [{zone}] that stszone sets for it: a mutating "
+        "webhook that ran after stszone removed it",
+        reason="ZoneRequirementMissing",
+    )
+
+
+def mutate_pool_claim(claim: JSON, *, namespace: str, store: Store) -> Decision:
+    """Give a broker's claim the zone its broker will get, and that zone's StorageClass."""
+    member = pool_member(claim)
+    if member is None:
+        return allow()
+    cluster, pool, node_id = member
+    policy = _policy(namespace, cluster, pool, store=store)
+    if policy is None:
+        return allow()
+    meta = objects.mapping(claim, "metadata")
+    spec = objects.mapping(claim, "spec")
+    name, uid = objects.string(meta, "name"), objects.string(meta, "uid", path="metadata")
+    volume = objects.string(spec, "volumeName", path="spec") or store.prebound(
+        namespace, name, uid=uid
+    )
+    siblings = [c for c in id_claims(namespace, node_id, policy=policy, store=store) if c != name]
+    choice = choose(
+        namespace,
+        node_id,
+        policy=policy,
+        store=store,
+        claims=[name, *siblings],
+        creating=(name, uid),
+    )
+    edits: list[Edit] = [ZoneAnnotation(choice.zone)]
+    warnings: tuple[str, ...] = ()
+    template = policy.declared.storage_class_template
+    current = spec.get("storageClassName")
+    if template and not volume:  # a named volume binds only if the classes match: kept
+        wanted = storage_class_for(template, choice.zone)
+        if current == "":
+            warnings = (
+                f'claim {name} keeps storageClassName "" (volumes without a class); '
+                "the storage-class template is not applied",
+            )
+        else:
+            edits.append(StorageClass(wanted))
+            if isinstance(current, str) and current != wanted:
+                warnings = (
+                    f"claim {name}: storageClassName {current} -> {wanted} "
+                    f"({STORAGE_CLASS_TEMPLATE})",
+                )
+    return edit(*edits, warnings=warnings)
+
+
+def mutate_nodepool(pool: JSON, *, store: Store) -> Decision:
+    """On CREATE, fill ``stszone.io/zones`` from the server's zone source when it is missing."""
+    meta = objects.mapping(pool, "metadata")
+    annotations = objects.str_map(meta, "annotations", path="metadata")
+    if ZONES in annotations:
+        return allow()
+    name = objects.string(meta, "name") or "(unnamed)"
+    key = annotations.get(TOPOLOGY_KEY, DEFAULT_TOPOLOGY_KEY)
+    key = key if is_qualified_name(key) else DEFAULT_TOPOLOGY_KEY
+    from_nodes = key != DEFAULT_TOPOLOGY_KEY or not store.zones_override
+    if from_nodes and "nodes" in store.unsynced():
+        require_synced(store, what=f"the zones of KafkaNodePool {name}")
+    zones = store.server_zones(key)
+    if not zones:
+        return allow(
+            warnings=(f"KafkaNodePool {name}: no zones known (no --zones, no node with {key})",)
+        )
+    return edit(ZonesAnnotation(zones))

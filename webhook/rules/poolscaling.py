@@ -1,0 +1,249 @@
+"""KafkaNodePool scale-downs by either path: UPDATE of the pool, and ``kafkanodepools/scale``. Pure.
+
+- ``/validate`` of an UPDATE judges the IDs the operator will remove with the object as
+  written (its ``spec.replicas`` and ``strimzi.io/remove-node-ids``, against its
+  ``status.nodeIds``): a listed zone left empty is refused, naming the brokers and the zone.
+- ``/mutate`` of an UPDATE that lowers ``spec.replicas`` and names no brokers writes
+  ``strimzi.io/remove-node-ids`` with the balanced choice when it is more even than the
+  operator's default order (nothing when the default is as even), and says so in a warning.
+  An annotation that is there is never rewritten; the same request always gets the same
+  answer, so a reinvocation and a dry run agree with the real request.
+- A ``/scale`` request carries a Scale, not the pool: its annotations cannot be written. One
+  whose default order drops a zone is refused with the ``kubectl annotate`` that makes it
+  balanced; one that keeps every zone is allowed, with a warning when a more balanced choice
+  existed.
+"""
+
+from __future__ import annotations
+
+from webhook.errors import BadObject
+from webhook.model import notices, objects
+from webhook.model.annotations import (
+    ALLOW_ZONE_LOSS,
+    Declared,
+    InvalidAnnotations,
+    parse_annotations,
+    stszone_annotations,
+    template_problems,
+)
+from webhook.model.nodepools import (
+    REMOVE_NODE_IDS,
+    KafkaNodePoolInfo,
+    format_node_ids,
+    nodepool_info,
+)
+from webhook.model.notices import ObjectRef
+from webhook.model.objects import JSON
+from webhook.model.store import Store
+from webhook.rules.decision import Decision, MetadataAnnotation, allow, edit, refuse
+from webhook.rules.placement import require_synced
+from webhook.rules.poolguard import (
+    Removal,
+    annotate_command,
+    balanced,
+    brokers,
+    denial,
+    imbalance,
+    judge,
+    order_for,
+    override,
+)
+from webhook.rules.poolzones import PoolPolicy, members, pool_policy
+
+
+def _as_written(obj: JSON, *, namespace: str, store: Store) -> PoolPolicy:
+    """The pool as the request writes it; its brokers are found through the view's record."""
+    info = nodepool_info(obj)
+    require_synced(store, what=f"KafkaNodePool {namespace}/{info.name}")
+    try:
+        declared = parse_annotations(info.annotations)
+    except InvalidAnnotations:
+        # Refused by /validate unless left as they were: the guard then runs on defaults.
+        declared = Declared()
+    zones = declared.zones or store.server_zones(declared.topology_key)
+    base = store.nodepool(namespace, info.name) or info
+    pool = KafkaNodePoolInfo(
+        namespace=namespace,
+        name=info.name,
+        uid=info.uid,
+        cluster=info.cluster or base.cluster,
+        annotations=info.annotations,
+        replicas=info.replicas,
+        node_ids=info.node_ids,
+        claim_prefixes=info.claim_prefixes or base.claim_prefixes,
+    )
+    return PoolPolicy(pool, declared, zones)
+
+
+def _replicas(obj: JSON) -> int:
+    value = objects.mapping(obj, "spec").get("replicas", 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadObject("spec.replicas must be an integer")
+    return value
+
+
+def _regarding(policy: PoolPolicy) -> ObjectRef:
+    pool = policy.pool
+    return notices.kafkanodepool(pool.namespace, pool.name, uid=pool.uid)
+
+
+def _verdict(policy: PoolPolicy, result: Removal, *, change: str, fix: str = "") -> Decision:
+    """Refuse a scale-down that drops (or may drop) a listed zone, unless the pool allows it
+    (then warn); a refusal and a forced loss are notices (Events) on the pool too."""
+    if not result.refused:
+        return allow()
+    if policy.declared.allow_zone_loss:
+        zones = ", ".join([*result.lost, *result.at_risk])
+        forced = (
+            f"{policy.pool.name}: {change} {'drops' if result.lost else 'may drop'} "
+            f'{zones}; allowed by {ALLOW_ZONE_LOSS}="true" (remove it to re-arm the guard)'
+        )
+        told = notices.zone_loss_allowed(_regarding(policy), note=forced)
+        return allow(warnings=(forced,)).with_notices(told)
+    reason = "ZoneLoss" if result.lost else "ZoneUnknown"
+    message = f"{denial(policy, result, change=change)}; {fix or override(policy)}"
+    told = notices.scale_down_refused(_regarding(policy), note=message)
+    return refuse(message, reason=reason).with_notices(told)
+
+
+def pool_annotation_problems(obj: JSON, *, old: JSON | None, store: Store) -> Decision | None:
+    """Refuse malformed ``stszone.io/*`` annotations on a pool's CREATE, or an UPDATE that
+    changes them (one leaving them as they were is not blocked, as for StatefulSets); None
+    when they are fine. A storage-class template is filled in for every zone it will get."""
+    meta = objects.mapping(obj, "metadata")
+    annotations = objects.str_map(meta, "annotations", path="metadata")
+    problems: list[str] = []
+    try:
+        declared = parse_annotations(annotations)
+    except InvalidAnnotations as err:
+        problems = list(err.problems)
+    else:
+        template = declared.storage_class_template
+        if template is not None:
+            zones = declared.zones or store.server_zones(declared.topology_key)
+            problems = template_problems(template, zones=zones)
+    if not problems:
+        return None
+    if old is not None:
+        before = objects.str_map(objects.mapping(old, "metadata"), "annotations")
+        if stszone_annotations(before) == stszone_annotations(annotations):
+            return None
+    name = objects.string(meta, "name") or "(unnamed)"
+    return refuse(f"KafkaNodePool {name}: {'; '.join(problems)}", code=422, reason="Invalid")
+
+
+def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
+    """Judge the IDs the operator will remove with the pool as written."""
+    invalid = pool_annotation_problems(obj, old=old, store=store)
+    if invalid is not None:
+        return invalid
+    new_replicas, old_replicas = _replicas(obj), _replicas(old)
+    annotation = objects.str_map(objects.mapping(obj, "metadata"), "annotations").get(
+        REMOVE_NODE_IDS
+    )
+    before = objects.str_map(objects.mapping(old, "metadata"), "annotations").get(REMOVE_NODE_IDS)
+    if new_replicas >= old_replicas and annotation == before:
+        return allow()
+    policy = _as_written(obj, namespace=namespace, store=store)
+    if not policy.pool.node_ids:
+        return allow()
+    removed = order_for(policy, new_replicas, annotation)
+    if not removed or new_replicas <= 0:
+        return allow()
+    where = members(namespace, policy, store=store)
+    change = f"scale-down from {len(policy.pool.node_ids)} to {new_replicas}"
+    return _verdict(policy, judge(policy, where, removed), change=change)
+
+
+def mutate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
+    """Write ``remove-node-ids`` with the balanced choice on a scale-down naming no brokers.
+
+    Also where an UPDATE drops the annotation while the scale-down is still pending (a
+    server-side apply of a manifest without it removes what the webhook wrote for the same
+    manager): the same choice is written again, so such a tool and stszone never fight.
+    """
+    annotations = objects.str_map(objects.mapping(obj, "metadata"), "annotations")
+    had = REMOVE_NODE_IDS in objects.str_map(objects.mapping(old, "metadata"), "annotations")
+    new_replicas = _replicas(obj)
+    lowered = new_replicas < _replicas(old) or had
+    if REMOVE_NODE_IDS in annotations or not lowered or new_replicas <= 0:
+        return allow()
+    policy = _as_written(obj, namespace=namespace, store=store)
+    node_ids = policy.pool.node_ids
+    if not node_ids or new_replicas >= len(node_ids):
+        return allow()
+    where = members(namespace, policy, store=store)
+    if any(where.get(i) is None for i in node_ids):
+        return allow()  # facts only: no choice while a broker's zone is unknown
+    default = order_for(policy, new_replicas, None)
+    chosen = balanced(node_ids, where, len(default))
+    if _score(policy, where, chosen) >= _score(policy, where, default):
+        return allow()
+    kept = [i for i in node_ids if i not in chosen]
+    return edit(
+        MetadataAnnotation(REMOVE_NODE_IDS, format_node_ids(chosen)),
+        warnings=(
+            f"{policy.pool.name}: stszone set {REMOVE_NODE_IDS}={format_node_ids(chosen)}: "
+            f"removes {brokers(policy, chosen, where)} from the fullest zones, keeping "
+            f"{_spread(policy, where, kept)} (the highest IDs would keep "
+            f"{_spread(policy, where, [i for i in node_ids if i not in default])})",
+        ),
+    )
+
+
+def _score(
+    policy: PoolPolicy, where: dict[int, str | None], removed: tuple[int, ...]
+) -> tuple[int, int]:
+    """(listed zones lost, imbalance) of the brokers kept: lower is better."""
+    node_ids = policy.pool.node_ids or ()
+    kept = [i for i in node_ids if i not in removed]
+    lost = len(judge(policy, where, removed).lost)
+    return lost, imbalance(policy.zones, where, kept)
+
+
+def _spread(policy: PoolPolicy, where: dict[int, str | None], kept: list[int]) -> str:
+    found = dict.fromkeys(policy.zones, 0)
+    for i in kept:
+        zone = where.get(i)
+        if zone is not None:
+            found[zone] = found.get(zone, 0) + 1
+    return " ".join(f"{z}:{n}" for z, n in found.items())
+
+
+def validate_pool_scale(
+    scale: JSON, *, old: JSON, name: str, namespace: str, store: Store
+) -> Decision:
+    """A ``kafkanodepools/scale`` UPDATE, judged with the pool as the view holds it."""
+    new_replicas, old_replicas = _replicas(scale), _replicas(old)
+    if new_replicas >= old_replicas or new_replicas <= 0:
+        return allow()
+    policy = pool_policy(namespace, name, store=store)
+    node_ids = policy.pool.node_ids if policy is not None else None
+    if policy is None or not node_ids:
+        return allow()
+    annotation = policy.pool.annotations.get(REMOVE_NODE_IDS)
+    removed = order_for(policy, new_replicas, annotation)
+    if not removed:
+        return allow()
+    where = members(namespace, policy, store=store)
+    change = f"scale-down from {len(node_ids)} to {new_replicas}"
+    result = judge(policy, where, removed)
+    known = all(where.get(i) is not None for i in node_ids)
+    chosen = balanced(node_ids, where, len(removed)) if known else removed
+    better = annotation is None and _score(policy, where, chosen) < _score(policy, where, removed)
+    fix = ""
+    if better and not judge(policy, where, chosen).refused:
+        fix = (
+            f"name the brokers that keep every zone first: {annotate_command(policy, chosen)} "
+            f"(then scale again), or {override(policy)}"
+        )
+    decided = _verdict(policy, result, change=change, fix=fix)
+    if better and not result.refused:
+        decided = decided.with_warnings(
+            (
+                f"{name}: removes {brokers(policy, removed, where)}; "
+                f"{brokers(policy, chosen, where)} would keep the zones more even: "
+                f"{annotate_command(policy, chosen)}",
+            )
+        )
+    return decided

@@ -1,0 +1,165 @@
+"""Where the brokers of a Strimzi KafkaNodePool are, and where a new one goes. Pure.
+
+A rule from the node ID alone cannot spread a pool: node IDs are shared by every pool of a
+cluster, so one pool may hold only IDs equal mod k. A broker therefore goes where its data is
+(a claim bound to a volume of a known zone, or a claim stszone already gave a zone), else to
+the pool's listed zone holding the fewest of its other brokers (ties: the first listed), the
+brokers without a known zone -- the new IDs of a scale-up among them -- worked out together,
+lowest ID first (:mod:`webhook.rules.poolplan`), so claims created together get the zones they
+would get one by one. The operator creates a broker's claims before its pod, so the claim gets
+its zone first by this rule, and the pod then follows its claims: claim and pod agree, and a
+pod re-created under the same name (a rolling update) returns to its data. Every scale-up adds
+each broker to a zone with the fewest, so the pool's zone counts never differ by more than one
+after scale-ups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from webhook.errors import Denied
+from webhook.model.annotations import (
+    DEFAULT_TOPOLOGY_KEY,
+    Declared,
+    InvalidAnnotations,
+    parse_annotations,
+)
+from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, node_id_of
+from webhook.model.store import Store
+from webhook.rules.placement import require_synced
+from webhook.rules.poolplan import new_ids, zones_together
+
+
+class PoolPolicy(NamedTuple):
+    """A KafkaNodePool in the view and its resolved placement policy."""
+
+    pool: KafkaNodePoolInfo
+    declared: Declared
+    zones: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return self.declared.topology_key
+
+    def broker(self, node_id: int) -> str:
+        """The pod name of a node ID: ``<cluster>-<pool>-<id>``."""
+        return f"{self.pool.cluster}-{self.pool.name}-{node_id}"
+
+
+def pool_policy(namespace: str, name: str, *, store: Store) -> PoolPolicy | None:
+    """The policy of KafkaNodePool ``namespace/name``; None when the view does not hold it.
+
+    Raises :class:`Denied` while a live view is still loading, and for malformed annotations.
+    """
+    require_synced(store, what=f"KafkaNodePool {namespace}/{name}")
+    pool = store.nodepool(namespace, name)
+    if pool is None:
+        return None
+    try:
+        declared = parse_annotations(pool.annotations)
+    except InvalidAnnotations as err:
+        raise Denied(
+            f"KafkaNodePool {namespace}/{name} has malformed stszone annotations: {err}",
+            reason="Invalid",
+        ) from err
+    zones = declared.zones or store.server_zones(declared.topology_key)
+    return PoolPolicy(pool, declared, zones)
+
+
+def _first_listed(zones: Iterable[str], order: tuple[str, ...]) -> str:
+    rank = {z: i for i, z in enumerate(order)}
+    return min(zones, key=lambda z: (rank.get(z, len(rank)), z))
+
+
+def pod_zone(pod: PoolPodInfo, *, store: Store, key: str = DEFAULT_TOPOLOGY_KEY) -> str | None:
+    """Where a live pod of a pool is: its node's zone, its own zone label, else the zone
+    stszone pinned it to; None when going away or unknown."""
+    if pod.going:
+        return None
+    if pod.node and (zone := store.node_zone(pod.node, key)):
+        return zone
+    return pod.zone_label(key) or pod.zone or None
+
+
+def claim_zone(
+    namespace: str, claim: str, *, policy: PoolPolicy, store: Store, uid: str | None = None
+) -> str | None:
+    """The zone a claim's data is in: its volume's zone, else the zone stszone gave it."""
+    volume, zones = store.claim_zones(namespace, claim, policy.key, uid=uid)
+    if volume and zones:
+        return _first_listed(zones, policy.zones)
+    info = store.claims.get((namespace, claim))
+    if info is not None and info.zone and (uid is None or not info.uid or info.uid == uid):
+        return info.zone
+    return None
+
+
+def members(namespace: str, policy: PoolPolicy, *, store: Store) -> dict[int, str | None]:
+    """Every node ID of the pool (its ``status.nodeIds``, its live pods, its claims) and its
+    zone where known: the live pod's, else its data's."""
+    pool = policy.pool
+    found: dict[int, str | None] = dict.fromkeys(pool.node_ids or (), None)
+    for stem in pool.claim_stems():
+        for info in store.claims_with_stem(namespace, stem):
+            node_id = node_id_of(info.name)
+            if node_id is not None and found.get(node_id) is None:
+                found[node_id] = claim_zone(namespace, info.name, policy=policy, store=store)
+    for pod in store.pool_pods(namespace, pool.cluster, pool.name):
+        if pod.node_id is None or pod.name != policy.broker(pod.node_id):
+            continue
+        zone = pod_zone(pod, store=store, key=policy.key)
+        if zone is not None:
+            found[pod.node_id] = zone
+        elif not pod.going:
+            found.setdefault(pod.node_id, None)
+    return found
+
+
+class Choice(NamedTuple):
+    """A broker's zone and why: "data" (its claims), or "fewest" (the pool's balance)."""
+
+    zone: str
+    why: str
+    claim: str = ""
+
+
+def choose(
+    namespace: str,
+    node_id: int,
+    *,
+    policy: PoolPolicy,
+    store: Store,
+    claims: Iterable[str] = (),
+    creating: tuple[str, str] | None = None,
+) -> Choice:
+    """The zone of broker ``node_id``: where any of its claims' data is, else the fewest.
+
+    ``claims``: its claims by name (a pod's mounted ones; for a claim being created, every
+    claim of that ID the view holds). ``creating``: (name, uid) of a claim being created.
+    """
+    if not policy.zones:
+        raise Denied(
+            f"no zones known for KafkaNodePool {namespace}/{policy.pool.name}: annotate it with "
+            '"stszone.io/zones: zone-a,zone-b,zone-c", start stszone with --zones, or label '
+            f"nodes with {policy.key}",
+            reason="NoZones",
+        )
+    for claim in claims:
+        uid = creating[1] if creating is not None and creating[0] == claim else None
+        zone = claim_zone(namespace, claim, policy=policy, store=store, uid=uid)
+        if zone is not None:
+            return Choice(zone, "data", claim)
+    found = members(namespace, policy, store=store)
+    found[node_id] = None  # its own zone is what is being chosen
+    ids = set(found) | set(new_ids(policy.pool, store=store))
+    return Choice(zones_together(policy.zones, found, ids)[node_id], "fewest")
+
+
+def id_claims(namespace: str, node_id: int, *, policy: PoolPolicy, store: Store) -> list[str]:
+    """The names of the claims of one broker the view holds."""
+    return [
+        f"{stem}-{node_id}"
+        for stem in policy.pool.claim_stems()
+        if (namespace, f"{stem}-{node_id}") in store.claims
+    ]
