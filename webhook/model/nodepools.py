@@ -25,7 +25,7 @@ from msgspec import field
 from webhook.errors import BadObject
 from webhook.model import objects
 from webhook.model.annotations import ZONE, stszone_annotations
-from webhook.model.pinning import ZONE_KEYS
+from webhook.model.pinning import ZONE_KEYS, topology_label
 from webhook.model.podspec import Going, going
 
 GROUP: Final = "kafka.strimzi.io"
@@ -95,11 +95,7 @@ class PoolPodInfo(msgspec.Struct, frozen=True, gc=False):
 
     def zone_label(self, topology_key: str) -> str | None:
         """The pod's own label for ``topology_key`` (or an equivalent zone key), if any."""
-        labels = dict(self.topology)
-        found = labels.get(topology_key)
-        if found is None and topology_key in ZONE_KEYS:
-            found = next((labels[k] for k in ZONE_KEYS if k in labels), None)
-        return found
+        return topology_label(self.topology, topology_key)
 
 
 def _int(value: Any, *, path: str) -> int:

@@ -253,3 +253,12 @@ def nowhere(pinning: Pinning, topology_key: str, *, view: Nodes) -> str:
             f"label {topology_key}"
         )
     return f"{NOWHERE} nodes with {pinning.describe()}, and no such node is in stszone's view"
+
+
+def topology_label(topology: Iterable[tuple[str, str]], key: str) -> str | None:
+    """A pod's own label for ``key`` among its topology labels (or an equivalent zone key)."""
+    labels = dict(topology)
+    found = labels.get(key)
+    if found is None and key in ZONE_KEYS:
+        found = next((labels[k] for k in ZONE_KEYS if k in labels), None)
+    return found

@@ -22,7 +22,7 @@ from webhook.errors import BadObject
 from webhook.model import objects
 from webhook.model.annotations import ENABLED, POD_INDEX_LABEL, ZONE, stszone_annotations
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, nodepool_info, poolpod_info
-from webhook.model.pinning import UNPINNED, ZONE_KEYS, Pinning, volume_pinning
+from webhook.model.pinning import UNPINNED, ZONE_KEYS, Pinning, topology_label, volume_pinning
 from webhook.model.podspec import REQUIRED, Going, going, mounted, required_terms
 
 #: Node label naming the node itself; local PersistentVolumes are pinned to a node with it.
@@ -169,11 +169,7 @@ class PodInfo(msgspec.Struct, frozen=True, gc=False):
 
     def zone_label(self, topology_key: str) -> str | None:
         """The pod's own label for ``topology_key`` (or an equivalent zone key), if any."""
-        labels = dict(self.topology)
-        found = labels.get(topology_key)
-        if found is None and topology_key in ZONE_KEYS:
-            found = next((labels[k] for k in ZONE_KEYS if k in labels), None)
-        return found
+        return topology_label(self.topology, topology_key)
 
 
 class NamespaceInfo(msgspec.Struct, frozen=True, gc=False):

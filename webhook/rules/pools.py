@@ -67,15 +67,22 @@ def _policy(namespace: str, cluster: str, pool: str, *, store: Store) -> PoolPol
     return policy
 
 
-def mutate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
-    """Pin a broker's pod to its zone: that of its data, else the pool's fewest."""
-    member = pool_member(pod)
+def _member_policy(obj: JSON, namespace: str, *, store: Store) -> tuple[PoolPolicy, int] | None:
+    """The policy of the pool ``obj`` (a broker's pod or claim) belongs to, and its node ID."""
+    member = pool_member(obj)
     if member is None:
-        return allow()
+        return None
     cluster, pool, node_id = member
     policy = _policy(namespace, cluster, pool, store=store)
-    if policy is None:
+    return None if policy is None else (policy, node_id)
+
+
+def mutate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
+    """Pin a broker's pod to its zone: that of its data, else the pool's fewest."""
+    found = _member_policy(pod, namespace, store=store)
+    if found is None:
         return allow()
+    policy, node_id = found
     name = policy.broker(node_id)
     spec = objects.mapping(pod, "spec")
     claims = [
@@ -89,7 +96,7 @@ def mutate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
     if not judged.allowed:
         verb = "admits no node of" if judged.by_nodes else "excludes"
         return refuse(
-            f"pod {name} of KafkaNodePool {pool} has {judged.conflict}, which {verb} "
+            f"pod {name} of KafkaNodePool {policy.pool.name} has {judged.conflict}, which {verb} "
             f"{key}={zone}, the zone stszone chose for it; remove that constraint from the "
             f"pool's pod template or change the pool's {ZONES}",
             reason="ZoneConflict",
@@ -125,13 +132,10 @@ def validate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
 
 def mutate_pool_claim(claim: JSON, *, namespace: str, store: Store) -> Decision:
     """Give a broker's claim the zone its broker will get, and that zone's StorageClass."""
-    member = pool_member(claim)
-    if member is None:
+    found = _member_policy(claim, namespace, store=store)
+    if found is None:
         return allow()
-    cluster, pool, node_id = member
-    policy = _policy(namespace, cluster, pool, store=store)
-    if policy is None:
-        return allow()
+    policy, node_id = found
     meta = objects.mapping(claim, "metadata")
     spec = objects.mapping(claim, "spec")
     name, uid = objects.string(meta, "name"), objects.string(meta, "uid", path="metadata")
