@@ -66,6 +66,8 @@ def test_events_are_accepted_and_described_on_the_statefulset(cluster: Cluster) 
     assert "Warning  ScaleDownRefused" in described and "(x3 over" in described, described
     assert "Normal   PlacedWithData" in described and "stszone.io/webhook" in described, described
     selected = cluster.kubectl.get(
-        "events", "--field-selector", f"reportingComponent=stszone.io/webhook,type=Warning,involvedObject.uid={uid}",
+        "events",
+        "--field-selector",
+        f"reportingComponent=stszone.io/webhook,type=Warning,involvedObject.uid={uid}",
     )["items"]
     assert [e["reason"] for e in selected] == ["ScaleDownRefused"]

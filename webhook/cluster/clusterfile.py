@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from webhook.errors import BadObject, ConfigError
-from webhook.model.records import EXTRACTORS, TABLE_OF_KIND, TABLES, Info, PodInfo, Table
+from webhook.model.records import EXTRACTORS, TABLES, Info, PodInfo, Table, table_of
 from webhook.model.store import Store
 
 
@@ -66,7 +66,7 @@ def store_from_objects(
     """
     tables: dict[Table, list[Info]] = {table: [] for table in TABLES}
     for index, item in enumerate(flatten(list(docs))):
-        table = TABLE_OF_KIND.get(str(item.get("kind", "")))
+        table = table_of(item)
         if table is None:
             continue
         try:

@@ -39,9 +39,18 @@ class Store:
     whole table at once so readers never see a half-filled re-list.
     """
 
-    def __init__(self, *, zones: tuple[str, ...] | None = None, live: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        zones: tuple[str, ...] | None = None,
+        live: bool = False,
+        kruise_start_ordinal: bool = False,
+    ) -> None:
         #: ``--zones``: the zone list new StatefulSets get, overriding discovery.
         self.zones_override = zones
+        #: ``--kruise-start-ordinal``: kruise-manager runs with its StatefulSetStartOrdinal gate,
+        #: so an Advanced StatefulSet's ``spec.ordinals.start`` counts (else its start is 0).
+        self.kruise_start_ordinal = kruise_start_ordinal
         #: Fed by watches: a StatefulSet missing from a synced table is one the watch has not
         #: delivered yet (creation races its first pod), not one that does not exist.
         self.live = live
@@ -51,6 +60,8 @@ class Store:
         self.statefulsets: dict[tuple[str, str], StatefulSetInfo] = {}
         self.pods: dict[tuple[str, str], PodInfo] = {}
         self.namespaces: dict[str, NamespaceInfo] = {}
+        #: OpenKruise Advanced StatefulSets (``apps.kruise.io``), apart from ``apps/v1`` ones.
+        self.kruisesets: dict[tuple[str, str], StatefulSetInfo] = {}
         #: Kinds that have been filled (a file load, or a watch's first list).
         self.loaded: set[Table] = set()
         #: The nodes by label (key -> value -> names), kept as the nodes change.
@@ -66,7 +77,7 @@ class Store:
         self._revision = 0
         self._cluster_revision = 0
         self._namespace_revisions: dict[str, int] = {}
-        self._set_revisions: dict[tuple[str, str], int] = {}
+        self._set_revisions: dict[tuple[str, ...], int] = {}
         # Secondary indexes, kept in step with the tables by put/delete/replace, so that a
         # request about one set looks at its namespace's records, never a whole table.
         #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
@@ -84,13 +95,15 @@ class Store:
         )
         self._sets_by_namespace: Index[StatefulSetInfo, None] = Index(lambda s: s.namespace)
         self._pods_by_owner: Index[PodInfo, SetPods] = Index(
-            lambda p: (p.namespace, p.owner) if p.owner else None, summarise=SetPods.of
+            lambda p: p.set_key, summarise=SetPods.of
         )
+        self._kruise_by_namespace: Index[StatefulSetInfo, None] = Index(lambda s: s.namespace)
         self._indexes: dict[Table, tuple[Index[Any, Any], ...]] = {
             "volumes": (self._volumes_by_claim, self._volumes_by_stem),
             "claims": (self._claims_by_stem,),
             "statefulsets": (self._sets_by_namespace,),
             "pods": (self._pods_by_owner,),
+            "kruisesets": (self._kruise_by_namespace,),
         }
 
     # writers
@@ -150,13 +163,20 @@ class Store:
     def _mark(self, info: Info) -> None:
         """Record that what ``info`` stands for changed at the current revision."""
         now = self._revision
-        if isinstance(info, StatefulSetInfo):
+        if isinstance(info, StatefulSetInfo) and info.group:
+            self._mark_set(
+                (info.namespace, info.name, info.group), present=info.key in self.kruisesets
+            )
+        elif isinstance(info, StatefulSetInfo):
             if info.key in self.statefulsets:
                 self._set_revisions[info.key] = now
             else:  # deleted: a set created later starts above every revision before
                 self._set_revisions.pop(info.key, None)
                 if not self._sets_by_namespace.get(info.namespace):
                     self._namespace_revisions.pop(info.namespace, None)
+        elif isinstance(info, PodInfo) and info.owner is not None and info.group:
+            if (info.namespace, info.owner) in self.kruisesets:
+                self._set_revisions[(info.namespace, info.owner, info.group)] = now
         elif isinstance(info, PodInfo) and info.owner is not None:
             if (owner := (info.namespace, info.owner)) in self.statefulsets:
                 self._set_revisions[owner] = now
@@ -168,7 +188,13 @@ class Store:
         # Otherwise a pod no set owns (the audit reads it as none; the live view keeps none) or
         # a namespace (it decides which sets are audited, and every sweep lists them anew).
 
-    def revision_of(self, namespace: str, statefulset: str) -> int:
+    def _mark_set(self, key: tuple[str, str, str], *, present: bool) -> None:
+        if present:
+            self._set_revisions[key] = self._revision
+        else:
+            self._set_revisions.pop(key, None)
+
+    def revision_of(self, namespace: str, statefulset: str, group: str = "") -> int:
         """The revision at which anything the audit of one StatefulSet reads last changed.
 
         Equal at two moments: nothing the set's figures (``stszone audit`` of that set) depend
@@ -177,7 +203,7 @@ class Store:
         return max(
             self._cluster_revision,
             self._namespace_revisions.get(namespace, 0),
-            self._set_revisions.get((namespace, statefulset), 0),
+            self._set_revisions.get(_set_key(namespace, statefulset, group), 0),
         )
 
     def replace(self, name: Table, infos: Iterable[Info]) -> None:
@@ -242,8 +268,10 @@ class Store:
         """Names of nodes whose label ``key`` equals ``value`` (sorted)."""
         return self._labels.nodes(key, value)
 
-    def statefulset(self, namespace: str, name: str) -> StatefulSetInfo | None:
-        return self.statefulsets.get((namespace, name))
+    def statefulset(self, namespace: str, name: str, group: str = "") -> StatefulSetInfo | None:
+        """The set of ``group`` ("": ``apps/v1``; ``apps.kruise.io``) named so, if held."""
+        table = self.kruisesets if group else self.statefulsets
+        return table.get((namespace, name))
 
     def unsynced(self) -> tuple[Table, ...]:
         """Tables a live view has not listed yet (always none offline: a file or ``--zones``
@@ -260,29 +288,60 @@ class Store:
         """The StatefulSets of one namespace (indexed: no scan of the whole table)."""
         return iter(tuple(self._sets_by_namespace.get(namespace).values()))
 
+    def kruisesets_in(self, namespace: str) -> Iterator[StatefulSetInfo]:
+        """The Advanced StatefulSets of one namespace (indexed)."""
+        return iter(tuple(self._kruise_by_namespace.get(namespace).values()))
+
+    def workloads_in(self, namespace: str) -> Iterator[StatefulSetInfo]:
+        """Every ordinal workload of one namespace: StatefulSets, then Advanced StatefulSets."""
+        yield from self.statefulsets_in(namespace)
+        yield from self.kruisesets_in(namespace)
+
     def known_ordinals(
-        self, namespace: str, statefulset: str, *, templates: Iterable[str] = ()
+        self,
+        namespace: str,
+        statefulset: str,
+        *,
+        templates: Iterable[str] = (),
+        group: str = "",
     ) -> frozenset[int]:
         """Ordinals of a set that have a pod, a claim or a pre-bound volume in this view.
 
         Every other ordinal is placed by the rule alone, which lets the guard reason about a
         ``replicas: 2147483647`` set without visiting two billion ordinals.
         """
-        found = self._pods_by_owner.summary((namespace, statefulset)).ordinals
+        found = self.set_pods(namespace, statefulset, group).ordinals
         for template in templates:
             stem = (namespace, f"{template}-{statefulset}")
             found = found | self._claims_by_stem.summary(stem) | self._volumes_by_stem.summary(stem)
         return found
 
-    def set_pods(self, namespace: str, statefulset: str) -> SetPods:
-        """The pods of one set by ordinal."""
-        return self._pods_by_owner.summary((namespace, statefulset))
+    def set_pods(self, namespace: str, statefulset: str, group: str = "") -> SetPods:
+        """The pods of one set by ordinal (``group``: its kind's, "" for ``apps/v1``).
 
-    def pod_zones(self, namespace: str, statefulset: str, topology_key: str) -> PodZones:
+        An Advanced StatefulSet's pods are those whose owner reference names its uid too (when
+        both are known): pods of an earlier set of that name, deleted, are not its members.
+        """
+        pods = self._pods_by_owner.summary(_set_key(namespace, statefulset, group))
+        if not group:
+            return pods
+        info = self.kruisesets.get((namespace, statefulset))
+        uid = info.uid if info is not None else ""
+        if uid and any(p.owner_uid and p.owner_uid != uid for p in pods.by_name.values()):
+            return SetPods.of(
+                p
+                for p in self._pods_by_owner.get(_set_key(namespace, statefulset, group)).values()
+                if not p.owner_uid or p.owner_uid == uid
+            )
+        return pods
+
+    def pod_zones(
+        self, namespace: str, statefulset: str, topology_key: str, group: str = ""
+    ) -> PodZones:
         """Where the scheduled pods of one set that are not going away are, by their nodes'
         ``topology_key`` label; which of them run on nodes that are not Ready; and which sit
         on nodes that no longer exist (:meth:`node_gone`: going away too)."""
-        pods = self.set_pods(namespace, statefulset)
+        pods = self.set_pods(namespace, statefulset, group)
         zones: dict[int, str] = {}
         unready: dict[int, str] = {}
         gone: dict[int, str] = {}
@@ -383,3 +442,8 @@ class Store:
             return None
         info = self.namespaces.get(namespace)
         return info.enabled if info is not None else False
+
+
+def _set_key(namespace: str, name: str, group: str) -> tuple[str, ...]:
+    """The key of a set's pods and revision (:attr:`PodInfo.set_key`)."""
+    return (namespace, name, group) if group else (namespace, name)

@@ -15,12 +15,13 @@ from typing import Any, Literal, NamedTuple
 from webhook.config import Defaults
 from webhook.errors import BadObject, Denied
 from webhook.model.store import Store
-from webhook.rules import claims, scaling
+from webhook.rules import claims, kruise, scaling
 from webhook.rules import mutate as mutations
 from webhook.rules import validate as validations
 from webhook.rules.decision import Decision, allow, refuse
 
 Endpoint = Literal["mutate", "validate"]
+KRUISE = "apps.kruise.io"
 
 
 class Request(NamedTuple):
@@ -66,6 +67,13 @@ def mutate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
             return claims.mutate_claim(obj, namespace=ns, store=store, requester=request.username)
         if kind == "StatefulSet" and group == "apps" and not request.sub_resource:
             return mutations.mutate_statefulset(obj, store=store)
+        if (
+            kind == "StatefulSet"
+            and group == KRUISE
+            and defaults.kruise
+            and not request.sub_resource
+        ):
+            return mutations.mutate_statefulset(obj, store=store)  # zones filled alike
     except (Denied, BadObject) as err:
         return _refused(request, err)
     return allow()
@@ -80,6 +88,8 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
     try:
         if kind == "Pod" and not group and operation == "CREATE":
             return validations.validate_pod(obj, namespace=ns, store=store, defaults=defaults)
+        if request.resource == "statefulsets" and request.resource_group == KRUISE:
+            return _validate_kruise(request, store=store, defaults=defaults)
         if request.resource == "statefulsets" and sub_resource == "scale":
             # kubectl scale and the HPA: kind autoscaling/v1 Scale, no annotations of its own.
             # The resource group tells apps/v1 StatefulSets from look-alikes (OpenKruise's, say).
@@ -100,6 +110,23 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
     except (Denied, BadObject) as err:
         return _refused(request, err)
     return allow()
+
+
+def _validate_kruise(request: Request, *, store: Store, defaults: Defaults) -> Decision:
+    """An Advanced StatefulSet or its ``/scale`` (:mod:`webhook.rules.kruise`)."""
+    if not defaults.kruise or request.operation not in ("CREATE", "UPDATE"):
+        return allow()
+    ns = request.namespace
+    if request.sub_resource == "scale":
+        if request.kind != "Scale" or request.operation != "UPDATE":
+            return allow()
+        return kruise.validate_kruise_scale(
+            request.object, old=request.old_object, name=request.name, namespace=ns, store=store
+        )
+    if request.sub_resource or request.kind != "StatefulSet" or request.group != KRUISE:
+        return allow()  # status cannot change spec or annotations
+    before = request.old_object if request.operation == "UPDATE" else None
+    return kruise.validate_kruise_set(request.object, old=before, namespace=ns, store=store)
 
 
 DECIDE: dict[Endpoint, Callable[..., Decision]] = {"mutate": mutate, "validate": validate}

@@ -31,7 +31,7 @@ from webhook.model.selection import template_selection
 from webhook.model.store import Store
 from webhook.rules import audit, fit, guard, scaling
 from webhook.rules.locate import SCHEDULED, Located, Locator
-from webhook.rules.placement import Policy, resolve_policy, rule_zone
+from webhook.rules.placement import Policy, policy_zone, resolve_policy
 
 #: Smaller sizes judged one by one, nearest first (each is one guard answer).
 SIZES: Final = 64
@@ -167,7 +167,7 @@ def _member(ordinal: int, *, policy: Policy, store: Store, where: Locator) -> Me
     located = where(ordinal)
     row = audit.member_row(ordinal, policy=policy, store=store, where=where, located=located)
     ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal"
-    rule = rule_zone(ordinal, zones=policy.zones, start=policy.start) if ruled else None
+    rule = policy_zone(ordinal, policy) if ruled else None
     return Member(row, rule, _guarded(located, ready=row.node_ready))
 
 

@@ -34,7 +34,7 @@ from webhook.rules import guard
 from webhook.rules.audit import audited
 from webhook.rules.blockers import owned_claims, set_blockers, some, zone_blocker
 from webhook.rules.locate import Locator, volume_zones
-from webhook.rules.placement import Policy, claim_name, resolve_policy, rule_zone
+from webhook.rules.placement import Policy, claim_name, policy_zone, resolve_policy
 
 Kind = Literal["in place", "movable", "pinned by data", "blocked"]
 
@@ -166,7 +166,7 @@ def _claims(
 
 def _draft(ordinal: int, ctx: _Set) -> _Draft:
     sts, policy, store, state = ctx.sts, ctx.policy, ctx.store, ctx.state
-    target = rule_zone(ordinal, zones=policy.zones, start=policy.start)
+    target = policy_zone(ordinal, policy)
     name = f"{sts.name}-{ordinal}"
     pod = store.set_pods(sts.namespace, sts.name).by_name.get(ordinal)
     live = state.pods.get((sts.namespace, name))
