@@ -113,15 +113,22 @@ def test_webhooks_see_exactly_the_requests_the_engine_answers(objects: list[Obj]
         ("", "pods", "CREATE"),
         ("", "persistentvolumeclaims", "CREATE"),
         ("apps", "statefulsets", "CREATE"),
+        ("apps.kruise.io", "statefulsets", "CREATE"),
     }
     assert by_kind["ValidatingWebhookConfiguration"] == {
         ("apps", "statefulsets", "CREATE"),
         ("apps", "statefulsets", "UPDATE"),
         ("apps", "statefulsets/scale", "UPDATE"),
         ("", "pods", "CREATE"),
+        ("apps.kruise.io", "statefulsets", "CREATE"),
+        ("apps.kruise.io", "statefulsets", "UPDATE"),
+        ("apps.kruise.io", "statefulsets/scale", "UPDATE"),
     }
     for _, webhook in webhooks(objects):
-        assert all(rule["apiVersions"] == ["v1"] for rule in webhook["rules"])
+        for rule in webhook["rules"]:
+            # OpenKruise serves its StatefulSet in two versions; a request comes as it was sent.
+            kruise = rule["apiGroups"] == ["apps.kruise.io"]
+            assert rule["apiVersions"] == (["v1beta1", "v1alpha1"] if kruise else ["v1"])
         assert all(rule["scope"] == "Namespaced" for rule in webhook["rules"])
 
 

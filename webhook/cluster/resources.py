@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from webhook.cluster.api import JSON_MEDIA
 from webhook.config import Settings
+from webhook.model import kruise
 from webhook.model.annotations import ENABLED
 from webhook.model.records import Key, Table
 
@@ -40,6 +41,8 @@ class Resource:
     path: str
     label_selector: str = ""
     metadata_only: bool = False
+    #: Served only where a CRD is installed: watched only while API discovery lists it.
+    optional: bool = False
 
     def accept(self, *, watch: bool) -> str:
         """The Accept header of a list (``watch=False``) or a watch of this collection."""
@@ -49,7 +52,7 @@ class Resource:
 
 
 def resources(settings: Settings) -> tuple[Resource, ...]:
-    """The six collections the live view watches, in the order they are listed."""
+    """The collections the live view watches, in the order they are listed."""
     return (
         Resource(table="nodes", path="/api/v1/nodes"),
         Resource(table="volumes", path="/api/v1/persistentvolumes"),
@@ -57,7 +60,20 @@ def resources(settings: Settings) -> tuple[Resource, ...]:
         Resource(table="statefulsets", path="/apis/apps/v1/statefulsets"),
         Resource(table="pods", path="/api/v1/pods", label_selector=STATEFULSET_POD_LABEL),
         Resource(table="namespaces", path="/api/v1/namespaces", label_selector=f"{ENABLED}=true"),
-    )
+    ) + optional_resources(settings)
+
+
+def optional_resources(settings: Settings) -> tuple[Resource, ...]:
+    """Collections of CRDs (watched only where served), each unless turned off."""
+    if not settings.kruise:
+        return ()
+    path = f"/apis/{kruise.GROUP}/{kruise.WATCHED_VERSION}/statefulsets"
+    return (Resource(table="kruisesets", path=path, optional=True),)
+
+
+def turned_off(settings: Settings) -> tuple[Table, ...]:
+    """Tables of kinds turned off: empty, and listed from the start."""
+    return () if settings.kruise else ("kruisesets",)
 
 
 def object_key(obj: dict[str, Any], *, table: Table) -> Key | None:

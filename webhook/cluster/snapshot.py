@@ -89,12 +89,22 @@ async def list_collection(
         params["continue"] = str(token)
 
 
+async def _optional(api: Api, path: str, *, label_selector: str = "") -> list[Mapping[str, Any]]:
+    """A CRD's collection: none where the CRD is not installed (404)."""
+    try:
+        return await list_collection(api, path, label_selector=label_selector)
+    except ApiError as err:
+        if err.status == 404:
+            return []
+        raise
+
+
 async def list_cluster(
     settings: Settings, *, api: Api, namespace: str | None = None
 ) -> list[Mapping[str, Any]]:
     """Nodes, volumes, claims, StatefulSets, their pods and opted-in namespaces, as objects."""
     lists = [
-        list_collection(
+        (_optional if r.optional else list_collection)(
             api,
             _path(r.path, namespaced=r.table not in CLUSTER_SCOPED, namespace=namespace),
             label_selector=r.label_selector,
@@ -115,6 +125,8 @@ async def live_snapshot(
             items = await list_cluster(settings, api=api, namespace=namespace)
         except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
             raise ConfigError(f"cannot list the cluster via {credentials.source}: {err}") from err
-    return from_objects(
+    snapshot = from_objects(
         items, zones=settings.zones, source=credentials.source, namespaces_listed=True
     )
+    snapshot.store.kruise_start_ordinal = settings.kruise_start_ordinal
+    return snapshot

@@ -23,7 +23,9 @@ The safety choices, each one a lesson from admission webhooks that took clusters
   path). The API server sends a dry run only to webhooks that declare ``None`` or
   ``NoneOnDryRun``, so ``kubectl apply --dry-run=server`` still shows stszone's answer.
 - ``statefulsets/scale``: ``kubectl scale`` and the HPA go through the subresource and would
-  bypass a webhook registered on ``statefulsets`` alone.
+  bypass a webhook registered on ``statefulsets`` alone; the same holds for OpenKruise's
+  ``apps.kruise.io`` StatefulSets, registered with their ``/scale`` unless turned off
+  (``kruise=False``). Where their CRD is not installed the API server sends nothing for them.
 """
 
 from __future__ import annotations
@@ -57,6 +59,17 @@ STATEFULSET_PODS_ONLY: Final = {
         'ref.apiVersion.startsWith("apps/")))'
     ),
 }
+#: The same, with the pods of OpenKruise Advanced StatefulSets (owner ``apps.kruise.io/...``,
+#: kind StatefulSet) sent too.
+WORKLOAD_PODS_ONLY: Final = {
+    "name": "statefulset-pods-only",
+    "expression": (
+        'request.resource.group != "" || request.resource.resource != "pods" || '
+        "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(ref, "
+        'has(ref.controller) && ref.controller && ref.kind == "StatefulSet" && '
+        '(ref.apiVersion.startsWith("apps/") || ref.apiVersion.startsWith("apps.kruise.io/"))))'
+    ),
+}
 
 
 def _rule(group: str, resources: list[str], operations: list[str]) -> Obj:
@@ -68,6 +81,22 @@ def _rule(group: str, resources: list[str], operations: list[str]) -> Obj:
         "scope": "Namespaced",
     }
 
+
+#: OpenKruise Advanced StatefulSets, both served versions (v1alpha1 requests arrive as sent).
+KRUISE_GROUP: Final = "apps.kruise.io"
+KRUISE_VERSIONS: Final = ["v1beta1", "v1alpha1"]
+
+
+def _kruise_rule(resources: list[str], operations: list[str]) -> Obj:
+    return {**_rule(KRUISE_GROUP, resources, operations), "apiVersions": list(KRUISE_VERSIONS)}
+
+
+#: Advanced StatefulSets get their zone list on CREATE; their changes and /scale are guarded.
+KRUISE_MUTATE_RULES: Final = (_kruise_rule(["statefulsets"], ["CREATE"]),)
+KRUISE_VALIDATE_RULES: Final = (
+    _kruise_rule(["statefulsets"], ["CREATE", "UPDATE"]),
+    _kruise_rule(["statefulsets/scale"], ["UPDATE"]),
+)
 
 #: Pods and claims get their zone; StatefulSets get their zone list written down.
 MUTATE_RULES: Final = (
@@ -116,7 +145,13 @@ def service_client(*, namespace: str, path: str, ca_bundle: str | None) -> Obj:
 
 
 def _webhook(
-    name: str, *, rules: tuple[Obj, ...], client: Obj, namespaces: Obj, match_conditions: bool
+    name: str,
+    *,
+    rules: tuple[Obj, ...],
+    client: Obj,
+    namespaces: Obj,
+    match_conditions: bool,
+    kruise: bool = True,
 ) -> Obj:
     webhook: Obj = {
         "name": name,
@@ -131,7 +166,7 @@ def _webhook(
         "timeoutSeconds": TIMEOUT_SECONDS,
     }
     if match_conditions:
-        webhook["matchConditions"] = [dict(STATEFULSET_PODS_ONLY)]
+        webhook["matchConditions"] = [dict(WORKLOAD_PODS_ONLY if kruise else STATEFULSET_PODS_ONLY)]
     return webhook
 
 
@@ -142,6 +177,7 @@ def mutating(
     namespaces: Obj,
     labels: dict[str, str],
     match_conditions: bool = True,
+    kruise: bool = True,
 ) -> Obj:
     """The MutatingWebhookConfiguration; reinvoked when a later webhook changes the pod.
 
@@ -149,10 +185,11 @@ def mutating(
     """
     webhook = _webhook(
         MUTATE_NAME,
-        rules=MUTATE_RULES,
+        rules=MUTATE_RULES + (KRUISE_MUTATE_RULES if kruise else ()),
         client=client,
         namespaces=namespaces,
         match_conditions=match_conditions,
+        kruise=kruise,
     )
     # Another mutating webhook may add affinity after us; IfNeeded gives us the last word.
     webhook["reinvocationPolicy"] = "IfNeeded"
@@ -171,14 +208,16 @@ def validating(
     namespaces: Obj,
     labels: dict[str, str],
     match_conditions: bool = True,
+    kruise: bool = True,
 ) -> Obj:
     """The ValidatingWebhookConfiguration: annotations, the scale-down guard, final pods."""
     webhook = _webhook(
         VALIDATE_NAME,
-        rules=VALIDATE_RULES,
+        rules=VALIDATE_RULES + (KRUISE_VALIDATE_RULES if kruise else ()),
         client=client,
         namespaces=namespaces,
         match_conditions=match_conditions,
+        kruise=kruise,
     )
     return {
         "apiVersion": API_VERSION,

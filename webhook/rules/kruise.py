@@ -169,6 +169,10 @@ def validate_kruise_scale(
 ) -> Decision:
     """Guard ``statefulsets/scale`` of ``apps.kruise.io`` (``kubectl scale``, the HPA)."""
     new_count = _replicas(scale)
+    if old and new_count >= _replicas(old):
+        return allow()  # not a scale-down: no lookups
+    if old and new_count == 0:
+        return verdict.stopped(name, old=_replicas(old))
     held = store.statefulset(namespace, name, kruise.GROUP)
     # An UPDATE always carries oldObject; a hand-written review may not.
     old_count = _replicas(old) if old else held.replicas if held is not None else new_count
