@@ -54,13 +54,19 @@ class Resource:
 def resources(settings: Settings) -> tuple[Resource, ...]:
     """The collections the live view watches, in the order they are listed."""
     return (
-        Resource(table="nodes", path="/api/v1/nodes"),
-        Resource(table="volumes", path="/api/v1/persistentvolumes"),
-        Resource(table="claims", path="/api/v1/persistentvolumeclaims"),
-        Resource(table="statefulsets", path="/apis/apps/v1/statefulsets"),
-        Resource(table="pods", path="/api/v1/pods", label_selector=STATEFULSET_POD_LABEL),
-        Resource(table="namespaces", path="/api/v1/namespaces", label_selector=f"{ENABLED}=true"),
-    ) + optional_resources(settings)
+        *_BUILT_IN,
+        *optional_resources(settings),
+    )
+
+
+_BUILT_IN: Final = (
+    Resource(table="nodes", path="/api/v1/nodes"),
+    Resource(table="volumes", path="/api/v1/persistentvolumes"),
+    Resource(table="claims", path="/api/v1/persistentvolumeclaims"),
+    Resource(table="statefulsets", path="/apis/apps/v1/statefulsets"),
+    Resource(table="pods", path="/api/v1/pods", label_selector=STATEFULSET_POD_LABEL),
+    Resource(table="namespaces", path="/api/v1/namespaces", label_selector=f"{ENABLED}=true"),
+)
 
 
 def optional_resources(settings: Settings) -> tuple[Resource, ...]:

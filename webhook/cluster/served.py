@@ -62,11 +62,14 @@ class ServedReflector(Reflector):
         self._poll = poll
         self._inner: Reflector | None = None
         self._empty = asyncio.Event()
+        #: Set once the table is either empty-and-listed or has a reflector of its own.
+        self._decided = asyncio.Event()
 
     def _absent(self) -> None:
         """Not served: an empty table, listed (nothing of this kind exists)."""
         self._store.replace(self.resource.table, [])
         self._empty.set()
+        self._decided.set()
 
     def status(self) -> CacheStatus:
         inner = self._inner
@@ -85,14 +88,15 @@ class ServedReflector(Reflector):
         )
 
     async def wait_synced(self) -> None:
-        while self._inner is None and not self._empty.is_set():
-            await asyncio.sleep(0.05)
+        await self._decided.wait()
         if self._inner is not None:
             await self._inner.wait_synced()
 
     def _fresh(self) -> Reflector:
         api, store, tuning, folding = self._args
-        return Reflector(self.resource, api=api, store=store, tuning=tuning, folding=folding)
+        fresh = Reflector(self.resource, api=api, store=store, tuning=tuning, folding=folding)
+        self._decided.set()
+        return fresh
 
     async def list(self) -> None:
         """One list when served, else an empty table (for the one-shot commands)."""
