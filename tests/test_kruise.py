@@ -22,7 +22,9 @@ from webhook.config import Defaults
 from webhook.model.kruise import Live, parse_reserve
 from webhook.model.records import pod_info, statefulset_info
 from webhook.model.store import Store
+from webhook.cli.audit import render_json, render_text
 from webhook.rules.admission import Request, mutate, validate
+from webhook.rules.audit import audit
 from webhook.rules.decision import StorageClass, ZoneAnnotation
 from webhook.wire.review import from_dict
 
@@ -61,7 +63,11 @@ def _store(*, pods: bool = True, zones_of: dict[str, str] | None = None) -> Stor
                 pod["spec"]["nodeName"] = f"n-{zone}"
             objects.append(pod)
     objects.append(
-        {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "shop", "labels": {}}}
+        {
+            "kind": "Namespace",
+            "apiVersion": "v1",
+            "metadata": {"name": "shop", "labels": {"stszone.io/enabled": "true"}},
+        }
     )
     return store_from_objects(objects)
 
@@ -272,3 +278,34 @@ def test_guard_agrees_with_the_controller(
         removed = set(old_live) - set(new_live)
         holders = [o for o in removed if where[o] == zone]
         assert str(holders[0]) in decision.message
+
+
+# --- audit ----------------------------------------------------------------------------------
+
+
+def test_audit_reads_members_by_rank() -> None:
+    """The audit lists the Advanced StatefulSet by kind, its live ordinals 0, 2, 3 with their
+    rank zones a, b, c, and web-2 running in c as misplaced."""
+    store = _store(zones_of={"web-0": "a", "web-2": "c", "web-3": "c"})
+    report = audit(store)
+    (web,) = [s for s in report.sets if s.name == "web"]
+    assert web.kind == "Advanced StatefulSet"
+    rows = {row.ordinal: (row.expected_zone, row.zone, row.status) for row in web.rows}
+    assert rows == {0: ("a", "a", "ok"), 2: ("b", "c", "MISPLACED"), 3: ("c", "c", "ok")}
+    # As for StatefulSets, the lowest count keeps the zones held now (a, c): 0 and 2.
+    assert web.lowest == 2
+    (data,) = render_json(report)["statefulsets"]
+    assert (data["apiGroup"], data["kind"], data["name"]) == (
+        "apps.kruise.io",
+        "StatefulSet",
+        "web",
+    )
+    assert "Advanced StatefulSet shop/web" in render_text(report)
+    assert "live ordinals 0, 2 and 3" in render_text(report)
+
+
+def test_audit_lowest_safe_count_follows_the_live_set() -> None:
+    """Members where the rule puts them: the lowest count keeping every zone is 3 (0, 2, 3)."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    (web,) = audit(store).sets
+    assert web.lowest == 3

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import NamedTuple
 
 from webhook.errors import Denied
@@ -25,6 +26,7 @@ from webhook.model.annotations import (
 from webhook.model.kruise import Live, rank_zone
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
+from webhook.rules.ordinals import WALK_LIMIT, walked
 
 
 def rule_zone(ordinal: int, *, zones: tuple[str, ...], start: int = 0) -> str:
@@ -81,6 +83,14 @@ def kruise_live(info: StatefulSetInfo, *, store: Store, replicas: int | None = N
         start=info.start if store.kruise_start_ordinal else 0,
         reserved=info.reserved,
     )
+
+
+def walked_members(sts: StatefulSetInfo, *, store: Store) -> Sequence[int]:
+    """The members a check visits one by one (:mod:`webhook.rules.ordinals`): the first
+    ordinals of a StatefulSet, or the first live ordinals of an Advanced StatefulSet."""
+    if not sts.group:
+        return walked(sts.start, sts.replicas)
+    return list(islice(kruise_live(sts, store=store), WALK_LIMIT))
 
 
 def policy_zone(ordinal: int, policy: Policy) -> str:
