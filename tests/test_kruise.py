@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 from tests.builders import node
 from tests.kruise_ref import live_ordinals, reserved
+from webhook.cli.audit import render_json, render_text
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.kruise import Live, parse_reserve
 from webhook.model.records import pod_info, statefulset_info
 from webhook.model.store import Store
-from webhook.cli.audit import render_json, render_text
 from webhook.rules.admission import Request, mutate, validate
 from webhook.rules.audit import audit
 from webhook.rules.decision import StorageClass, ZoneAnnotation
