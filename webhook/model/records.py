@@ -44,6 +44,9 @@ TABLES: Final[tuple[Table, ...]] = (
     "namespaces",
     "kruisesets",
 )
+#: The tables every request may read; another kind's table (``kruisesets``) is waited for
+#: only by the requests about that kind, so a slow list of it never holds StatefulSets back.
+CORE_TABLES: Final[tuple[Table, ...]] = TABLES[:6]
 Key = str | tuple[str, str]
 
 _intern = sys.intern

@@ -18,6 +18,7 @@ from webhook.model.labels import NodeLabels
 from webhook.model.pinning import Reach
 from webhook.model.reach import Reaches
 from webhook.model.records import (
+    CORE_TABLES,
     TABLES,
     ClaimInfo,
     Info,
@@ -273,12 +274,13 @@ class Store:
         table = self.kruisesets if group else self.statefulsets
         return table.get((namespace, name))
 
-    def unsynced(self) -> tuple[Table, ...]:
+    def unsynced(self, *also: Table) -> tuple[Table, ...]:
         """Tables a live view has not listed yet (always none offline: a file or ``--zones``
-        is complete by definition). Until there are none, an absent object proves nothing."""
+        is complete by definition), of the core ones and ``also``. Until there are none, an
+        absent object proves nothing."""
         if not self.live or len(self.loaded) == len(TABLES):  # tables are only ever added
             return ()
-        return tuple(table for table in TABLES if table not in self.loaded)
+        return tuple(t for t in (*CORE_TABLES, *also) if t not in self.loaded)
 
     def lagging(self) -> bool:
         """Whether a StatefulSet absent from this view may simply not have arrived yet."""

@@ -36,6 +36,8 @@ STATEFULSET_CONTROLLERS = frozenset(
     {
         "system:serviceaccount:kube-system:statefulset-controller",
         "system:kube-controller-manager",
+        # OpenKruise's Advanced StatefulSet controller (kruise-manager's own account).
+        "system:serviceaccount:kruise-system:kruise-manager",
     }
 )
 
@@ -65,7 +67,7 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -
     if skipped(objects.str_map(meta, "labels", path="metadata")):
         return allow()
     name = objects.string(meta, "name")
-    if {"statefulsets", "kruisesets"} & set(store.unsynced()):  # whose claim it is is unknown
+    if "statefulsets" in store.unsynced():  # whose claim it is cannot be known yet
         require_synced(store, what=f"claim {namespace}/{name}")
     owners = claim_owners(name, namespace=namespace, store=store)
     owner = owners[0] if owners else None

@@ -141,7 +141,9 @@ def _judge(
     """The verdict on going from the live set ``before`` to ``after``."""
     if not after.replicas:
         return verdict.stopped(name, old=before.replicas)
-    require_synced(store, what=f"a change of Advanced StatefulSet {namespace}/{name}")
+    require_synced(
+        store, what=f"a change of Advanced StatefulSet {namespace}/{name}", also=("kruisesets",)
+    )
     result = kruiseguard.compare(
         name,
         before=before,

@@ -24,7 +24,7 @@ from webhook.model.annotations import (
     stszone_annotations,
 )
 from webhook.model.kruise import Live, rank_zone
-from webhook.model.records import StatefulSetInfo
+from webhook.model.records import StatefulSetInfo, Table
 from webhook.model.store import Store
 from webhook.rules.ordinals import WALK_LIMIT, walked
 
@@ -101,14 +101,14 @@ def policy_zone(ordinal: int, policy: Policy) -> str:
     return rule_zone(ordinal, zones=policy.zones, start=policy.start)
 
 
-def require_synced(store: Store, *, what: str) -> None:
+def require_synced(store: Store, *, what: str, also: tuple[Table, ...] = ()) -> None:
     """Refuse, for retry, while a live view has not listed every resource yet.
 
     An object missing from a view still loading proves nothing: placing by the rule without
     the volumes would pin a pod where its data can never be, and a guard without the pods
     would count no zone. Offline views (``--zones``, ``--cluster FILE``) are complete.
     """
-    missing = store.unsynced()
+    missing = store.unsynced(*also)
     if missing:
         raise Denied(
             f"stszone's view of the cluster is still loading ({', '.join(missing)} not listed "
@@ -137,7 +137,9 @@ def resolve_policy(
     (a Scale, which cannot change them): then the defaults stand in and ``malformed`` says why.
     """
     kind = workload_kind(group)
-    require_synced(store, what=f"{kind} {namespace}/{statefulset}")
+    require_synced(
+        store, what=f"{kind} {namespace}/{statefulset}", also=("kruisesets",) if group else ()
+    )
     sts = store.statefulset(namespace, statefulset, group)
     if sts is None and store.lagging():
         # Placing by defaults would pin the pod for good with a possibly wrong zone list,
