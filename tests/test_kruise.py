@@ -12,12 +12,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import node
 from tests.kruise_ref import live_ordinals, reserved
 from webhook.cli.audit import render_json, render_text
+from webhook.cli.explain import run_explain
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.kruise import Live, parse_reserve
@@ -26,6 +28,7 @@ from webhook.model.store import Store
 from webhook.rules.admission import Request, mutate, validate
 from webhook.rules.audit import audit
 from webhook.rules.decision import StorageClass, ZoneAnnotation
+from webhook.rules.explain import explain_workload
 from webhook.wire.review import from_dict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kruise"
@@ -309,3 +312,36 @@ def test_audit_lowest_safe_count_follows_the_live_set() -> None:
     store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
     (web,) = audit(store).sets
     assert web.lowest == 3
+
+
+# --- explain --------------------------------------------------------------------------------
+
+
+def test_explain_names_members_by_rank_and_judges_smaller_sizes() -> None:
+    """``explain asts/web``: members 0, 2, 3 with rule zones a, b, c; 2 replicas would drop c
+    (web-3 is its only pod), 1 would drop b and c."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    explained = explain_workload(store, "shop", "web", group="apps.kruise.io")
+    assert explained is not None
+    assert explained.workload.kind == "Advanced StatefulSet"
+    assert [(m.row.ordinal, m.rule_zone) for m in explained.members] == [
+        (0, "a"),
+        (2, "b"),
+        (3, "c"),
+    ]
+    sizes = {s.replicas: s for s in explained.sizes}
+    assert not sizes[2].allowed and "zone c (ordinal 3 is its only pod)" in sizes[2].message
+    assert not sizes[1].allowed
+    # An apps/v1 lookup of the same name finds nothing.
+    assert explain_workload(store, "shop", "web") is None
+
+
+def test_explain_cli_finds_advanced_statefulsets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    assert run_explain(store, kind=None, name="web", namespace="shop", output="text") == 0
+    assert "Advanced StatefulSet shop/web" in capsys.readouterr().out
+    assert run_explain(store, kind="pod", name="web-2", namespace="shop", output="json") == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["workload"]["kind"] == "Advanced StatefulSet", body

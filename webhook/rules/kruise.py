@@ -97,7 +97,7 @@ def validate_kruise_set(sts: JSON, *, old: JSON | None, namespace: str, store: S
         return base  # nothing removed: no lookups
     declared = _declared(sts)
     label = "" if same else _label(before, after)
-    outcome = _judge(
+    outcome = judge_live(
         name,
         before=before,
         after=after,
@@ -126,7 +126,7 @@ def _label(before: Live, after: Live) -> str:
     return ", ".join(parts)
 
 
-def _judge(
+def judge_live(
     name: str,
     *,
     before: Live,
@@ -135,8 +135,8 @@ def _judge(
     old_policy: Policy,
     new_policy: Policy,
     store: Store,
-    label: str,
-    uid: str,
+    label: str = "",
+    uid: str = "",
 ) -> Decision:
     """The verdict on going from the live set ``before`` to ``after``."""
     if not after.replicas:
@@ -194,7 +194,7 @@ def validate_kruise_scale(
     live = policy.live or Live(replicas=0)
     before = Live(replicas=old_count, start=live.start, reserved=live.reserved)
     after = Live(replicas=new_count, start=live.start, reserved=live.reserved)
-    outcome = _judge(
+    outcome = judge_live(
         name,
         before=before,
         after=after,
