@@ -24,11 +24,13 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.kruise import Live, parse_reserve
 from webhook.model.records import pod_info, statefulset_info
+from webhook.model.state import LiveState
 from webhook.model.store import Store
 from webhook.rules.admission import Request, mutate, validate
 from webhook.rules.audit import audit
 from webhook.rules.decision import StorageClass, ZoneAnnotation
 from webhook.rules.explain import explain_workload
+from webhook.rules.rebalance import chosen, plan_set
 from webhook.wire.review import from_dict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kruise"
@@ -345,3 +347,11 @@ def test_explain_cli_finds_advanced_statefulsets(
     assert run_explain(store, kind="pod", name="web-2", namespace="shop", output="json") == 0
     body = json.loads(capsys.readouterr().out)
     assert body["workload"]["kind"] == "Advanced StatefulSet", body
+
+
+def test_rebalance_leaves_advanced_statefulsets_with_a_note() -> None:
+    """Planned moves would be checked against apps/v1 objects: none are planned, and why."""
+    store = _store(zones_of={"web-0": "a", "web-2": "c", "web-3": "c"})
+    (sts,) = chosen(store)
+    planned = plan_set(sts, store=store, state=LiveState(), move_data=False)
+    assert not planned.steps and "Advanced StatefulSet" in planned.note
