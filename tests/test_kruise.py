@@ -28,7 +28,7 @@ from webhook.model.state import LiveState
 from webhook.model.store import Store
 from webhook.rules.admission import Request, mutate, validate
 from webhook.rules.audit import audit
-from webhook.rules.decision import StorageClass, ZoneAnnotation
+from webhook.rules.decision import StorageClass, ZoneAnnotation, ZonesAnnotation
 from webhook.rules.explain import explain_workload
 from webhook.rules.rebalance import chosen, plan_set
 from webhook.wire.review import from_dict
@@ -374,3 +374,12 @@ def test_every_recorded_review_is_read(path: Path) -> None:
             # check refuses them for lacking their zone, as it should.
             expected = {"ZoneLoss", "ZoneUnknown", "ZoneRequirementMissing"}
             assert decision.reason in expected, decision.message
+
+
+def test_create_fills_the_zone_list() -> None:
+    """The recorded CREATE (review 001) without stszone.io/zones gets the view's zones."""
+    store = _store(pods=False)
+    decision = mutate(_request("001"), store=store, defaults=Defaults())
+    assert ZonesAnnotation(ZONES) in decision.edits
+    off = mutate(_request("001"), store=store, defaults=Defaults(kruise=False))
+    assert not off.edits
