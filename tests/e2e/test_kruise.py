@@ -2,7 +2,7 @@
 
 Skipped unless ``STSZONE_E2E_KUBECONFIG`` names a cluster; see ``conftest.py`` for the knobs
 and for what is created and always deleted. The CRD (``statefulsets.apps.kruise.io``) is
-applied from ``$STSZONE_CRDS/openkruise.yaml`` (default ``../shared/lab/crds``) when the
+applied from ``$STSZONE_KRUISE_CRDS`` (default ``../shared/lab/crds/openkruise.yaml``) when the
 cluster does not serve it, and deleted afterwards only then. No Kruise controller runs: the
 test creates the pods of the live ordinals as its source does (``stateful_set_utils.go``:
 owner ``apps.kruise.io/v1beta1`` StatefulSet with the set's uid, ``controller: true``, labels
@@ -39,7 +39,16 @@ from tests.rendered import ROOT
 
 pytestmark = MARKS
 
-CRD_DIR = Path(os.environ.get("STSZONE_CRDS", ROOT.parent / "shared" / "lab" / "crds"))
+SHARED_CRDS = ROOT.parent / "shared" / "lab" / "crds"
+#: ``$STSZONE_KRUISE_CRDS`` (a file), else ``openkruise.yaml`` in ``$STSZONE_CRDS`` when that
+#: names a folder (other tests read it as a file), else the shared lab's.
+_CRDS = Path(os.environ.get("STSZONE_CRDS", SHARED_CRDS))
+CRD_FILE = Path(
+    os.environ.get(
+        "STSZONE_KRUISE_CRDS",
+        (_CRDS if _CRDS.is_dir() else SHARED_CRDS) / "openkruise.yaml",
+    )
+)
 CRD = "statefulsets.apps.kruise.io"
 RESOURCE = "statefulsets.apps.kruise.io"
 
@@ -51,9 +60,9 @@ def kruise_crd(cluster: Cluster) -> Iterator[None]:
     if not kubectl.gone("crd", CRD):
         yield
         return
-    path = CRD_DIR / "openkruise.yaml"
+    path = CRD_FILE
     if not path.is_file():
-        pytest.skip(f"the cluster lacks {CRD} and {path} does not exist; set STSZONE_CRDS")
+        pytest.fail(f"the cluster lacks {CRD} and {path} does not exist; set STSZONE_KRUISE_CRDS")
     applied = kubectl.run("apply", "--server-side", "-o", "name", "-f", str(path)).split()
     try:
         kubectl.run("wait", "--for=condition=Established", f"crd/{CRD}", "--timeout=60s")
