@@ -53,14 +53,14 @@ def validated(body: dict[str, Any]) -> review.Answer:
     [
         (b.pvc("data-db-1"), "ConfigMap", "", "configmaps"),
         (b.pvc("data-db-1"), "PersistentVolumeClaim", "example.io", "claims"),
-        (b.statefulset("web"), "StatefulSet", "apps.kruise.io", "statefulsets"),
+        (b.statefulset("web"), "StatefulSet", "apps.example.io", "statefulsets"),
         (b.statefulset("web"), "Deployment", "apps", "deployments"),
         (b.statefulset("web"), "ConfigMap", "", "configmaps"),
     ],
     ids=[
         "claim-as-configmap",
         "claim-of-a-crd",
-        "kruise-set",
+        "lookalike-set",
         "set-as-deployment",
         "set-as-configmap",
     ],

@@ -166,6 +166,8 @@ EXPECTED = {
     "allNamespaces": False,
     "statefulsets": [
         {
+            "apiGroup": "apps",
+            "kind": "StatefulSet",
             "namespace": "shop",
             "name": "db",
             "mode": "affinity",
@@ -186,6 +188,8 @@ EXPECTED = {
             "misplaced": 1,
         },
         {
+            "apiGroup": "apps",
+            "kind": "StatefulSet",
             "namespace": "shop",
             "name": "kafka",
             "mode": "node-ordinal",

@@ -249,6 +249,42 @@ def _generated(objects: list[Obj], values: dict[str, Any]) -> None:
     assert_mounted(objects)
 
 
+def _kruise_rules(objects: list[Obj]) -> list[Obj]:
+    return [
+        rule
+        for _, hook in webhooks(objects)
+        for rule in hook["rules"]
+        if rule["apiGroups"] == ["apps.kruise.io"]
+    ]
+
+
+def _kruise_reads(objects: list[Obj]) -> list[Obj]:
+    return [
+        rule
+        for role in objects
+        if role["kind"] == "ClusterRole"
+        for rule in role["rules"]
+        if rule["apiGroups"] == ["apps.kruise.io"]
+    ]
+
+
+def _kruise_off(objects: list[Obj], values: dict[str, Any]) -> None:
+    """Advanced StatefulSets left alone: no rules, no reads, and serve is told so."""
+    assert "--no-kruise" in _args(objects)
+    assert not _kruise_rules(objects)
+    assert not _kruise_reads(objects)
+    for _, hook in webhooks(objects):
+        assert "apps.kruise.io" not in hook["matchConditions"][0]["expression"]
+
+
+def _kruise_start_ordinal(objects: list[Obj], values: dict[str, Any]) -> None:
+    """spec.ordinals.start counts; Advanced StatefulSets stay registered and read-only."""
+    assert "--kruise-start-ordinal" in _args(objects)
+    assert "--no-kruise" not in _args(objects)
+    assert len(_kruise_rules(objects)) == 3
+    assert all(r["verbs"] == ["get", "list", "watch"] for r in _kruise_reads(objects))
+
+
 #: Each ci file and what it must change.
 CHECKS: dict[str, Callable[[list[Obj], dict[str, Any]], None]] = {
     "generated-values.yaml": _generated,
@@ -261,6 +297,8 @@ CHECKS: dict[str, Callable[[list[Obj], dict[str, Any]], None]] = {
     "metrics-service-only-values.yaml": _metrics_service_only,
     "metrics-off-values.yaml": _metrics_off,
     "openshift-values.yaml": openshift,
+    "kruise-off-values.yaml": _kruise_off,
+    "kruise-start-ordinal-values.yaml": _kruise_start_ordinal,
 }
 
 

@@ -223,9 +223,10 @@ def test_status_subresource_is_not_checked() -> None:
 
 
 def test_scale_of_a_look_alike_resource_is_not_ours() -> None:
-    """A `statefulsets/scale` of another API group (OpenKruise's) is not looked up."""
+    """A `statefulsets/scale` of another API group is not looked up (OpenKruise's is judged:
+    tests/test_kruise.py)."""
     body = b.review(b.scale(replicas=0), operation="UPDATE", old=b.scale(replicas=6))
-    body["request"]["resource"]["group"] = "apps.kruise.io"
+    body["request"]["resource"]["group"] = "apps.example.io"
     request = review.from_dict(body)
     assert review.answer("validate", request, store=NoLookups(), defaults=Defaults()).allowed
 

@@ -115,6 +115,7 @@ def test_webhooks_see_exactly_the_requests_the_engine_answers(objects: list[Obj]
         ("apps", "statefulsets", "CREATE"),
         ("kafka.strimzi.io", "kafkanodepools", "CREATE"),
         ("kafka.strimzi.io", "kafkanodepools", "UPDATE"),
+        ("apps.kruise.io", "statefulsets", "CREATE"),
     }
     assert by_kind["ValidatingWebhookConfiguration"] == {
         ("apps", "statefulsets", "CREATE"),
@@ -124,14 +125,16 @@ def test_webhooks_see_exactly_the_requests_the_engine_answers(objects: list[Obj]
         ("kafka.strimzi.io", "kafkanodepools", "CREATE"),
         ("kafka.strimzi.io", "kafkanodepools", "UPDATE"),
         ("kafka.strimzi.io", "kafkanodepools/scale", "UPDATE"),
+        ("apps.kruise.io", "statefulsets", "CREATE"),
+        ("apps.kruise.io", "statefulsets", "UPDATE"),
+        ("apps.kruise.io", "statefulsets/scale", "UPDATE"),
     }
+    # Strimzi serves KafkaNodePools as v1 and v1beta2, OpenKruise its StatefulSet as v1beta1
+    # and v1alpha1: both versions of each are registered.
+    versions = {"kafka.strimzi.io": ["v1", "v1beta2"], "apps.kruise.io": ["v1beta1", "v1alpha1"]}
     for _, webhook in webhooks(objects):
-        # Strimzi serves KafkaNodePools as v1 and v1beta2: both are registered.
-        assert all(
-            rule["apiVersions"]
-            == (["v1", "v1beta2"] if rule["apiGroups"] == ["kafka.strimzi.io"] else ["v1"])
-            for rule in webhook["rules"]
-        )
+        for rule in webhook["rules"]:
+            assert rule["apiVersions"] == versions.get(rule["apiGroups"][0], ["v1"])
         assert all(rule["scope"] == "Namespaced" for rule in webhook["rules"])
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import gc
 import json
 import logging
@@ -450,19 +449,14 @@ async def test_live_store_lists_once_without_watching(api: FakeApi, kubeconfig: 
     assert not [s for s in api.requests if s.verb == "watch"]
 
 
-async def test_kafka_node_pools_not_served_cost_a_404_now_and_then(
+async def test_kafka_node_pools_not_served_hold_nothing_back(
     api: FakeApi, kubeconfig: Path
 ) -> None:
-    """The fake serves no kafka.strimzi.io: the pools' table counts as listed (empty), the view
-    is ready, nothing watches it, and it is listed again later (a CRD installed after start)."""
-    tuning = dataclasses.replace(TUNING, absent_poll=0.05)
-    async with running(kubeconfig, settings=Settings(), tuning=tuning) as view:
+    """The fake serves no kafka.strimzi.io: the pools' table counts as listed (empty) and the
+    view is ready (test_served.py: discovery is asked, the collection never listed)."""
+    async with running(kubeconfig, settings=Settings(), tuning=TUNING) as view:
         await eventually(lambda: view.ready()[0])
         assert "nodepools" in view.store.loaded and not view.store.nodepools
-        pools = next(r for r in view.reflectors if r.resource.table == "nodepools")
-        assert pools.absent
-        await eventually(lambda: pools.absent_checks >= 3)  # looked for again and again
-        assert view.ready()[0]
         statuses = {s.table: s for s in view.statuses()}
         assert statuses["nodepools"].synced and statuses["nodepools"].restarts == 0
 

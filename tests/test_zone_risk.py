@@ -93,20 +93,21 @@ def gauges(metrics: Metrics) -> Samples:
 
 
 def test_gauges_export_the_figures_and_a_malformed_set_only_its_replicas() -> None:
-    """Every gauge per set, labelled namespace/statefulset; the malformed set has replicas alone."""
+    """Every gauge per set, labelled namespace/statefulset/kind; the malformed set has replicas
+    alone."""
     scan = refreshed(RiskScan(cluster()))
     risk = ZoneRisk(scan, ready=lambda: True, interval=30)
     samples = gauges(Metrics(collectors=[risk.collector]))
-    db = {"namespace": "shop", "statefulset": "db"}
+    db = {"namespace": "shop", "statefulset": "db", "kind": "StatefulSet"}
     assert value(samples, "stszone_statefulset_replicas", **db) == 4
     assert value(samples, "stszone_statefulset_zones", **db) == 3
     assert value(samples, "stszone_statefulset_zones_held", **db) == 2
     assert value(samples, "stszone_statefulset_misplaced_pods", **db) == 1
     assert value(samples, "stszone_statefulset_unknown_zone_ordinals", **db) == 0
     assert value(samples, "stszone_statefulset_lowest_safe_replicas", **db) == 2
-    kafka = {"namespace": "shop", "statefulset": "kafka"}
+    kafka = {"namespace": "shop", "statefulset": "kafka", "kind": "StatefulSet"}
     assert value(samples, "stszone_statefulset_unknown_zone_ordinals", **kafka) == 1
-    broken = frozenset({("namespace", "shop"), ("statefulset", "broken")})
+    broken = frozenset({("namespace", "shop"), ("statefulset", "broken"), ("kind", "StatefulSet")})
     assert {name for name, labels in samples if labels == broken} == {
         "stszone_statefulset_replicas"
     }
@@ -325,11 +326,12 @@ async def test_served_metrics_carry_the_gauges_readiness_and_denials_by_kind(
         samples = await scrape(served)
         if (
             "stszone_statefulset_zones_held",
-            frozenset({("namespace", "shop"), ("statefulset", "db")}),
+            frozenset({("namespace", "shop"), ("statefulset", "db"), ("kind", "StatefulSet")}),
         ) in samples:
             break
         await asyncio.sleep(0.01)
-    assert value(samples, "stszone_statefulset_zones_held", namespace="shop", statefulset="db") == 2
+    db = {"namespace": "shop", "statefulset": "db", "kind": "StatefulSet"}
+    assert value(samples, "stszone_statefulset_zones_held", **db) == 2
     assert value(samples, "stszone_ready") == 1
     denied = value(
         samples, "stszone_denials_total", endpoint="mutate", kind="Pod", reason="ZoneConflict"

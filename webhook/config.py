@@ -31,6 +31,8 @@ class Defaults:
     storage_unhealthy_condition: str | None = None
     #: Extender: a node label (key, value; None = any value) that marks its storage unhealthy.
     storage_unhealthy_label: tuple[str, str | None] | None = None
+    #: OpenKruise Advanced StatefulSets are judged (``--no-kruise`` turns the kind off).
+    kruise: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,10 @@ class Settings:
     retry_period: float = 2.0
     #: The Lease holder's identity (None: $POD_NAME, else hostname_pid).
     identity: str | None = None
+    #: OpenKruise Advanced StatefulSets: watched (where their CRD is served) and judged.
+    kruise: bool = True
+    #: kruise-manager runs with its StatefulSetStartOrdinal gate: ``spec.ordinals.start`` counts.
+    kruise_start_ordinal: bool = False
 
     def defaults(self) -> Defaults:
         """The pure engine's view of these settings."""
@@ -112,6 +118,7 @@ class Settings:
                 if self.storage_unhealthy_label
                 else None
             ),
+            kruise=self.kruise,
         )
 
 

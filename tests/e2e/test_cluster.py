@@ -170,7 +170,7 @@ def test_zone_risk_gauges_follow_a_change_of_the_set(
 def wait_for_gauges(cluster: Cluster, name: str, *, replicas: int) -> None:
     """Wait until /metrics reports set ``name`` with ``replicas``, every zone held, nothing
     misplaced or unknown, and k (the number of zones) as its lowest safe count."""
-    labels = {"namespace": cluster.namespace, "statefulset": name}
+    labels = {"namespace": cluster.namespace, "statefulset": name, "kind": "StatefulSet"}
     k = len(cluster.zones)
     wanted = {
         "stszone_statefulset_replicas": replicas,

@@ -25,6 +25,7 @@ from webhook.model.annotations import ENABLED
 from webhook.model.store import Store
 from webhook.rules.audit import Report, SetReport, audit
 from webhook.rules.poolaudit import audit_pools
+from webhook.rules.text import some
 
 HELP = "expected vs actual zone of each ordinal, safe replica counts, removable nodes"
 EXAMPLES = """\
@@ -93,8 +94,11 @@ def load_view(settings: Settings) -> Store:
 
 def _set_lines(report: SetReport) -> list[str]:
     span = f"ordinals {report.start}-{report.start + report.replicas - 1}"
+    if report.group:  # live ordinals may have gaps (reserveOrdinals): name the first few
+        members = [row.ordinal for row in report.rows]
+        span = f"live ordinals {some(members[:5], report.replicas, shown=5)}"
     head = (
-        f"StatefulSet {report.namespace}/{report.name}: mode {report.mode}, zones "
+        f"{report.kind} {report.namespace}/{report.name}: mode {report.mode}, zones "
         f"{','.join(report.zones) or '(none)'}, replicas {report.replicas}"
         + (f" ({span})" if report.replicas else "")
     )
@@ -173,6 +177,8 @@ def render_json(report: Report) -> dict[str, Any]:
         "allNamespaces": report.all_namespaces,
         "statefulsets": [
             {
+                "apiGroup": s.group or "apps",
+                "kind": "StatefulSet",
                 "namespace": s.namespace,
                 "name": s.name,
                 "mode": s.mode,

@@ -18,6 +18,7 @@ from webhook.cli.options import (
     settings_from,
 )
 from webhook.errors import ConfigError
+from webhook.model.kruise import GROUP as KRUISE
 from webhook.model.store import Store
 from webhook.rules.explain import explain_pod, explain_workload
 
@@ -36,8 +37,9 @@ examples:
   stszone explain --kubeconfig ~/.kube/config -n shop statefulset/db -o json
   kubectl stszone explain pod/db-3                     live, the context's namespace
   kubectl stszone explain sts/db -o json | jq '.sizes[] | select(.allowed) | .replicas'
-TARGET is TYPE/NAME (pod, po, statefulset, sts, statefulset.apps) or a NAME (a pod, else a
-StatefulSet). Without -n (stszone alone), NAME is looked for in every namespace.
+TARGET is TYPE/NAME (pod, po, statefulset, sts, statefulset.apps; for an OpenKruise Advanced
+StatefulSet asts or statefulset.apps.kruise.io) or a NAME (a pod, else a StatefulSet).
+Without -n (stszone alone), NAME is looked for in every namespace.
 exit status: 0 explained, 1 not found (or found in several namespaces), 2 the view cannot be
 loaded
 """
@@ -55,6 +57,11 @@ TYPES: Final = {
     "sts": "statefulset",
     "statefulset.apps": "statefulset",
     "statefulsets.apps": "statefulset",
+    # OpenKruise Advanced StatefulSets (kubectl's names for them, and short ones).
+    "statefulset.apps.kruise.io": "advancedstatefulset",
+    "statefulsets.apps.kruise.io": "advancedstatefulset",
+    "asts": "advancedstatefulset",
+    "advancedstatefulset": "advancedstatefulset",
 }
 
 
@@ -101,19 +108,34 @@ def _found(
     store: Store, kind: str | None, name: str, namespace: str | None
 ) -> list[tuple[str, str]]:
     """(kind, namespace) of every object ``kind`` (None: a pod, else a set) could name."""
-    everywhere = {ns for ns, _ in store.pods} | {ns for ns, _ in store.statefulsets}
+    everywhere = (
+        {ns for ns, _ in store.pods}
+        | {ns for ns, _ in store.statefulsets}
+        | {ns for ns, _ in store.kruisesets}
+    )
     spaces = [namespace] if namespace is not None else sorted(everywhere)
     pods = [("pod", ns) for ns in spaces if store.pod(ns, name) is not None]
     sets = [("statefulset", ns) for ns in spaces if store.statefulset(ns, name) is not None]
+    advanced = [
+        ("advancedstatefulset", ns)
+        for ns in spaces
+        if store.statefulset(ns, name, KRUISE) is not None
+    ]
     if kind == "pod":
         # A pod not created yet is explained as its set's ordinal.
         head, _, tail = name.rpartition("-")
         ordinal = tail.isascii() and tail.isdigit()
-        missing = [("pod", ns) for ns in spaces if ordinal and store.statefulset(ns, head)]
+        missing = [
+            ("pod", ns)
+            for ns in spaces
+            if ordinal and (store.statefulset(ns, head) or store.statefulset(ns, head, KRUISE))
+        ]
         return pods or missing
     if kind == "statefulset":
         return sets
-    return pods or sets
+    if kind == "advancedstatefulset":
+        return advanced
+    return pods or sets or advanced
 
 
 def run_explain(
@@ -144,7 +166,8 @@ def run_explain(
             raise ConfigError(f"pod {where}/{name} left the view")
         body = pod_json(explained) if output == "json" else pod_text(explained)
     else:
-        workload = explain_workload(store, where, name)
+        group = KRUISE if which == "advancedstatefulset" else ""
+        workload = explain_workload(store, where, name, group=group)
         if workload is None:  # pragma: no cover - as above
             raise ConfigError(f"StatefulSet {where}/{name} left the view")
         body = workload_json(workload) if output == "json" else workload_text(workload)

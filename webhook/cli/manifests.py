@@ -83,6 +83,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "Kubernetes older than 1.28, whose API server lacks matchConditions (docs/install.md)",
     )
     parser.add_argument(
+        "--no-kruise",
+        action="store_true",
+        help="leave OpenKruise Advanced StatefulSets out: not registered, not read, "
+        "`serve --no-kruise`",
+    )
+    parser.add_argument(
         "--base",
         type=Path,
         metavar="FILE",
@@ -117,5 +123,6 @@ def run(args: argparse.Namespace) -> int:
         base=args.base,
         kustomize_dir=args.kustomize_dir,
         match_conditions=not args.no_match_conditions,
+        kruise=not args.no_kruise,
         component=args.component,
     )

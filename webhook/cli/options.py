@@ -92,6 +92,21 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
         help="never contact a cluster, even when a kubeconfig is found",
     )
     group.add_argument(
+        "--no-kruise",
+        dest="kruise",
+        action="store_false",
+        default=None,
+        help="leave OpenKruise Advanced StatefulSets (apps.kruise.io) alone: neither watched "
+        "nor judged (default: watched where their CRD is served)",
+    )
+    group.add_argument(
+        "--kruise-start-ordinal",
+        action="store_true",
+        default=None,
+        help="kruise-manager runs with its StatefulSetStartOrdinal feature gate: an Advanced "
+        "StatefulSet's spec.ordinals.start counts (default: its ordinals start at 0)",
+    )
+    group.add_argument(
         "--scheduler-name",
         default=DEFAULTS.scheduler_name,
         help="scheduler set on pods in scheduler mode when the StatefulSet names none "

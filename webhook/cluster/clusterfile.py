@@ -15,21 +15,28 @@ import yaml
 
 from webhook.errors import BadObject, ConfigError
 from webhook.model.nodepools import pool_of, poolpod_info
-from webhook.model.records import EXTRACTORS, TABLE_OF_KIND, TABLES, Info, PodInfo, Table
+from webhook.model.records import EXTRACTORS, TABLES, Info, PodInfo, Table, table_of
 from webhook.model.store import Store
 
 
-def flatten(doc: Any, *, item_kind: str = "") -> Iterator[Mapping[str, Any]]:
+def flatten(doc: Any, *, item_kind: str = "", api_version: str = "") -> Iterator[Mapping[str, Any]]:
     """The objects of documents and lists; items of a typed list (``PodList``) carry no
-    ``kind`` of their own, so they get the list's."""
+    ``kind`` (nor ``apiVersion``) of their own, so they get the list's: an ``apps.kruise.io``
+    StatefulSet is not an ``apps/v1`` one."""
     if isinstance(doc, Mapping):
         kind = doc.get("kind")
         if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
             inner = "" if kind == "List" else kind.removesuffix("List")
+            version = doc.get("apiVersion") if inner else ""
             for item in doc["items"]:
-                yield from flatten(item, item_kind=inner)
+                yield from flatten(
+                    item, item_kind=inner, api_version=version if isinstance(version, str) else ""
+                )
         elif item_kind and "kind" not in doc:
-            yield {**doc, "kind": item_kind}
+            made = {**doc, "kind": item_kind}
+            if api_version and "apiVersion" not in doc:
+                made["apiVersion"] = api_version
+            yield made
         else:
             yield doc
     elif isinstance(doc, list):
@@ -74,7 +81,7 @@ def store_from_objects(
     """
     tables: dict[Table, list[Info]] = {table: [] for table in TABLES}
     for index, item in enumerate(flatten(list(docs))):
-        table = TABLE_OF_KIND.get(str(item.get("kind", "")))
+        table = table_of(item)
         if table is None:
             continue
         try:

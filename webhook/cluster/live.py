@@ -22,7 +22,8 @@ import aiohttp
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.credentials import Credentials, load_credentials
 from webhook.cluster.reflector import CacheStatus, Reflector, Tuning
-from webhook.cluster.resources import resources
+from webhook.cluster.resources import Resource, resources, turned_off
+from webhook.cluster.served import ServedReflector
 from webhook.cluster.view import zone_source
 from webhook.config import Settings
 from webhook.errors import ConfigError
@@ -40,11 +41,15 @@ class LiveView:
     ) -> None:
         self.settings = settings
         self.credentials = credentials
-        self.store = Store(zones=settings.zones, live=True)
+        self.store = Store(
+            zones=settings.zones, live=True, kruise_start_ordinal=settings.kruise_start_ordinal
+        )
+        for table in turned_off(settings):
+            self.store.replace(table, [])
         self.api = Api(credentials)
         folding = asyncio.Lock()  # the pages of all lists fold one at a time
         self.reflectors = tuple(
-            Reflector(resource, api=self.api, store=self.store, tuning=tuning, folding=folding)
+            reflector_for(resource, api=self.api, store=self.store, tuning=tuning, folding=folding)
             for resource in resources(settings)
         )
         self._stopped: str | None = None
@@ -101,6 +106,19 @@ class LiveView:
             await self.api.close()
 
 
+def reflector_for(
+    resource: Resource,
+    *,
+    api: Api,
+    store: Store,
+    tuning: Tuning | None = None,
+    folding: asyncio.Lock | None = None,
+) -> Reflector:
+    """The reflector of one collection: a :class:`ServedReflector` for a CRD's."""
+    kind = ServedReflector if resource.optional else Reflector
+    return kind(resource, api=api, store=store, tuning=tuning, folding=folding)
+
+
 async def start_live(settings: Settings, *, tuning: Tuning | None = None) -> LiveView:
     """Load credentials (off the loop: an exec plugin may run) and build the live view."""
     credentials = await asyncio.to_thread(
@@ -124,10 +142,12 @@ async def live_store(
         credentials = await asyncio.to_thread(
             load_credentials, settings.kubeconfig, context=settings.context
         )
-    store = Store(zones=settings.zones)
+    store = Store(zones=settings.zones, kruise_start_ordinal=settings.kruise_start_ordinal)
+    for table in turned_off(settings):
+        store.replace(table, [])
     async with Api(credentials) as api:
         reflectors: Sequence[Reflector] = [
-            Reflector(resource, api=api, store=store, tuning=tuning)
+            reflector_for(resource, api=api, store=store, tuning=tuning)
             for resource in resources(settings)
         ]
         try:

@@ -48,6 +48,7 @@ class _Owner(TypedDict, total=False):
     kind: str
     name: str
     controller: bool
+    uid: str
 
 
 class _Meta(TypedDict, total=False):

@@ -68,8 +68,6 @@ class Tuning:
     backoff_cap: float = 30.0
     #: A watch open this long without error counts as healthy and resets the backoff.
     healthy_after: float = 10.0
-    #: How often an optional resource whose CRD is not served is listed again.
-    absent_poll: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +123,6 @@ class Reflector:
         self._unsynced_since: float | None = clock()
         self._last_error = ""
         self._bad: set[str] = set()
-        #: An optional resource the API server does not serve (its CRD is not installed).
-        self.absent = False
-        #: Lists that found it not served.
-        self.absent_checks = 0
 
     def status(self) -> CacheStatus:
         """A snapshot of this cache's health."""
@@ -161,15 +155,9 @@ class Reflector:
         started = self._clock()
         staged = self._store.staging(res.table)
         while True:
-            try:
-                body = await self._api.get(
-                    res.path, params=params, accept=accept, read_timeout=tuning.request_timeout
-                )
-            except ApiError as err:
-                if not (res.optional and err.status == 404):
-                    raise
-                self._not_served()
-                return
+            body = await self._api.get(
+                res.path, params=params, accept=accept, read_timeout=tuning.request_timeout
+            )
             # Decoding is one call that cannot yield: the next page is sized to about
             # page_bytes (never more than page_size objects) so that no decode stops the loop
             # for long, whatever the objects weigh (a pod with its managedFields: 5-20 KB).
@@ -191,7 +179,6 @@ class Reflector:
         if not isinstance(version, str) or not version:
             raise ValueError(f"{res.table} list has no metadata.resourceVersion to watch from")
         self._store.swap(staged)
-        self.absent = False
         self._rv = version
         self._lists += 1
         self._in_sync()
@@ -215,9 +202,6 @@ class Reflector:
             try:
                 if self._rv is None:
                     await self.list()
-                if self.absent:  # nothing to watch: look again later for its CRD
-                    await self._sleep(self._tuning.absent_poll)
-                    continue
                 await self._watch()  # returns when the server ends the stream (timeoutSeconds)
             except asyncio.CancelledError:
                 raise
@@ -269,18 +253,6 @@ class Reflector:
                 )
         if self._clock() - opened >= tuning.healthy_after:
             self._backoff.reset()
-
-    def _not_served(self) -> None:
-        """An optional resource answered 404: an empty table, listed (not an error)."""
-        if not self.absent:
-            log.info("%s: not served (CRD not installed); listed empty", self.resource.table)
-        self._store.swap(self._store.staging(self.resource.table))
-        self.absent = True
-        self.absent_checks += 1
-        self._rv = None
-        self._in_sync()
-        self._backoff.reset()
-        self._synced.set()
 
     def _apply(self, event: Any) -> None:
         table = self.resource.table

@@ -11,9 +11,11 @@
   (the StatefulSet controller sets it on every pod it creates), never every pod of the cluster.
 * kafkanodepools (``kafka.strimzi.io/v1beta2``, served by every Strimzi since node pools came)
   and the pods of node pools (label ``strimzi.io/pool-name``): only with ``--kafka-node-pools``
-  (the default). Optional: while the CRD is not served, the list answers 404 and the table
-  stays empty and counts as listed; the list is tried again now and then, so a CRD installed
-  after start is picked up without a restart.
+  (the default).
+* Advanced StatefulSets (``apps.kruise.io``): only with ``--kruise`` (the default).
+* A CRD's collection is optional: while API discovery does not list it, its table stays empty
+  and counts as listed; discovery is asked again now and then, so a CRD installed after start
+  is picked up without a restart (:mod:`webhook.cluster.served`).
 * namespaces -- only opted-in ones (``stszone.io/enabled=true``): a namespace missing from the table
   is not opted in, and the API server sends DELETED when a namespace loses the label, so the
   table stays exact while holding a handful of names instead of every namespace of the cluster.
@@ -26,6 +28,7 @@ from typing import Any, Final
 
 from webhook.cluster.api import JSON_MEDIA
 from webhook.config import Settings
+from webhook.model import kruise
 from webhook.model.annotations import ENABLED
 from webhook.model.nodepools import GROUP, POOL_LABEL
 from webhook.model.records import Key, Table
@@ -46,7 +49,7 @@ class Resource:
     path: str
     label_selector: str = ""
     metadata_only: bool = False
-    #: Served only where a CRD is installed: a 404 is an empty collection, listed again later.
+    #: Served only where a CRD is installed: watched only while API discovery lists it.
     optional: bool = False
 
     def accept(self, *, watch: bool) -> str:
@@ -58,25 +61,50 @@ class Resource:
 
 def resources(settings: Settings) -> tuple[Resource, ...]:
     """The collections the live view watches, in the order they are listed."""
-    return _core() + (_strimzi() if settings.kafka_node_pools else ())
-
-
-def _strimzi() -> tuple[Resource, ...]:
     return (
-        Resource(table="nodepools", path=f"/apis/{GROUP}/v1beta2/kafkanodepools", optional=True),
-        Resource(table="poolpods", path="/api/v1/pods", label_selector=POOL_LABEL),
+        *_BUILT_IN,
+        *optional_resources(settings),
     )
 
 
-def _core() -> tuple[Resource, ...]:
-    return (
-        Resource(table="nodes", path="/api/v1/nodes"),
-        Resource(table="volumes", path="/api/v1/persistentvolumes"),
-        Resource(table="claims", path="/api/v1/persistentvolumeclaims"),
-        Resource(table="statefulsets", path="/apis/apps/v1/statefulsets"),
-        Resource(table="pods", path="/api/v1/pods", label_selector=STATEFULSET_POD_LABEL),
-        Resource(table="namespaces", path="/api/v1/namespaces", label_selector=f"{ENABLED}=true"),
-    )
+_BUILT_IN: Final = (
+    Resource(table="nodes", path="/api/v1/nodes"),
+    Resource(table="volumes", path="/api/v1/persistentvolumes"),
+    Resource(table="claims", path="/api/v1/persistentvolumeclaims"),
+    Resource(table="statefulsets", path="/apis/apps/v1/statefulsets"),
+    Resource(table="pods", path="/api/v1/pods", label_selector=STATEFULSET_POD_LABEL),
+    Resource(table="namespaces", path="/api/v1/namespaces", label_selector=f"{ENABLED}=true"),
+)
+
+
+#: Strimzi node pools and their brokers' pods; the pods are core, but only worth a watch
+#: with the kind on.
+_STRIMZI: Final = (
+    Resource(table="nodepools", path=f"/apis/{GROUP}/v1beta2/kafkanodepools", optional=True),
+    Resource(table="poolpods", path="/api/v1/pods", label_selector=POOL_LABEL),
+)
+_KRUISE: Final = (
+    Resource(
+        table="kruisesets",
+        path=f"/apis/{kruise.GROUP}/{kruise.WATCHED_VERSION}/statefulsets",
+        optional=True,
+    ),
+)
+
+
+def _kinds(settings: Settings) -> tuple[tuple[bool, tuple[Resource, ...]], ...]:
+    """Each ordinal-workload kind beyond apps/v1: whether it is on, and its collections."""
+    return ((settings.kafka_node_pools, _STRIMZI), (settings.kruise, _KRUISE))
+
+
+def optional_resources(settings: Settings) -> tuple[Resource, ...]:
+    """The collections of the kinds turned on (a CRD's watched only where it is served)."""
+    return tuple(r for on, found in _kinds(settings) if on for r in found)
+
+
+def turned_off(settings: Settings) -> tuple[Table, ...]:
+    """Tables of kinds turned off: empty, and listed from the start."""
+    return tuple(r.table for on, found in _kinds(settings) if not on for r in found)
 
 
 def object_key(obj: dict[str, Any], *, table: Table) -> Key | None:

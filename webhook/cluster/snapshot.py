@@ -123,6 +123,8 @@ async def live_snapshot(
             items = await list_cluster(settings, api=api, namespace=namespace)
         except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
             raise ConfigError(f"cannot list the cluster via {credentials.source}: {err}") from err
-    return from_objects(
+    snapshot = from_objects(
         items, zones=settings.zones, source=credentials.source, namespaces_listed=True
     )
+    snapshot.store.kruise_start_ordinal = settings.kruise_start_ordinal
+    return snapshot

@@ -57,8 +57,11 @@ def choose_view(settings: Settings, *, environ: Mapping[str, str] = os.environ) 
 def offline_store(settings: Settings) -> Store:
     """The offline view: the cluster file if given, else an empty store with ``--zones``."""
     if settings.cluster_file is not None:
-        return load_store(settings.cluster_file, zones=settings.zones)
-    return Store(zones=settings.zones)
+        store = load_store(settings.cluster_file, zones=settings.zones)
+    else:
+        store = Store(zones=settings.zones)
+    store.kruise_start_ordinal = settings.kruise_start_ordinal
+    return store
 
 
 def zone_source(settings: Settings, store: Store) -> str:

@@ -36,6 +36,8 @@ READ_RESOURCES: Final = (
     ("apps", ("statefulsets",)),
     ("kafka.strimzi.io", ("kafkanodepools",)),
 )
+#: OpenKruise Advanced StatefulSets, read where their CRD is installed (unless turned off).
+KRUISE_READ: Final = ("apps.kruise.io", ("statefulsets",))
 #: The one write of every replica: Events on the workloads it decides about (create, and patch
 #: for a repeat's series). Events live in the workloads' namespaces, which are whichever are
 #: opted in, so this is a ClusterRole rule: a Role per namespace would have to follow opt-ins.
@@ -63,6 +65,8 @@ class Install:
     #: certificates (the write RBAC below). "provided": the pair is mounted from the Secret
     #: (cert-manager's, or one ``stszone manifests --ca`` prints) and nothing is written.
     certs: Literal["managed", "provided"] = "managed"
+    #: OpenKruise Advanced StatefulSets are registered, read and judged (``--no-kruise`` off).
+    kruise: bool = True
 
 
 def _meta(name: str, install: Install, *, namespaced: bool = True) -> Obj:
@@ -91,13 +95,19 @@ def _binding(name: str, install: Install, *, labels: dict[str, str]) -> Obj:
     }
 
 
+def _reads(install: Install) -> list[Obj]:
+    """get/list/watch of what the view reads (Advanced StatefulSets unless turned off)."""
+    read = (*READ_RESOURCES, KRUISE_READ) if install.kruise else READ_RESOURCES
+    return [
+        {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
+        for group, resources in read
+    ]
+
+
 def rbac(install: Install) -> list[Obj]:
     """ServiceAccount, a ClusterRole reading exactly what the view watches and writing Events,
     the binding."""
-    rules = [
-        {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
-        for group, resources in READ_RESOURCES
-    ]
+    rules = _reads(install)
     rules.append({key: list(value) for key, value in EVENT_RULE.items()})
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, install)},
@@ -117,10 +127,7 @@ def rebalance_rbac(install: Install) -> list[Obj]:
     it never deletes pods) and deleting claims (``--move-data`` only). The webhook's own
     ServiceAccount stays read-only."""
     labels = {**SELECTOR, "app.kubernetes.io/component": "rebalance"}
-    reads = [
-        {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
-        for group, resources in READ_RESOURCES
-    ]
+    reads = _reads(install)
     writes = [
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["delete"]},
@@ -186,7 +193,12 @@ def _container(install: Install) -> Obj:
         "name": "webhook",
         "image": install.image,
         "imagePullPolicy": "IfNotPresent",
-        "args": [*certs, *("--port", str(PORT)), *("--log-format", "json")],
+        "args": [
+            *certs,
+            *("--port", str(PORT)),
+            *("--log-format", "json"),
+            *(() if install.kruise else ("--no-kruise",)),
+        ],
         # The namespace is stszone's own (never intercepted; the Secret's and Lease's); the
         # pod's name is its Lease identity.
         "env": [_env("POD_NAMESPACE", "metadata.namespace"), _env("POD_NAME", "metadata.name")],

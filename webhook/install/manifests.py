@@ -72,6 +72,7 @@ def webhook_configurations(install: Install) -> list[Obj]:
             namespaces=namespaces,
             labels=SELECTOR,
             match_conditions=conditions,
+            kruise=install.kruise,
         ),
         registration.validating(
             NAME,
@@ -79,6 +80,7 @@ def webhook_configurations(install: Install) -> list[Obj]:
             namespaces=namespaces,
             labels=SELECTOR,
             match_conditions=conditions,
+            kruise=install.kruise,
         ),
     ]
 
@@ -231,6 +233,7 @@ def _objects(
     base: Path | None,
     ca_pem: bytes,
     match_conditions: bool,
+    kruise: bool = True,
 ) -> tuple[list[Obj], str]:
     ca_bundle = base64.b64encode(ca_pem).decode()
     if base is None:
@@ -243,6 +246,7 @@ def _objects(
             ca_bundle=ca_bundle,
             match_conditions=match_conditions,
             certs="provided",
+            kruise=kruise,
         )
         return base_objects(install), namespace
     if namespace is not None or image is not None:
@@ -270,6 +274,7 @@ def run_manifests(
     match_conditions: bool = True,
     component: str | None = None,
     out: TextIO | None = None,
+    kruise: bool = True,
 ) -> int:
     """Print the installation (or write the kustomize base); exit status 0, or ConfigError.
 
@@ -287,6 +292,7 @@ def run_manifests(
             namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
             image=IMAGE if image is None else image,
             match_conditions=match_conditions,
+            kruise=kruise,
         )
         _check_install(namespace=install.namespace, image=install.image)
         for path in write_kustomize_dir(kustomize_dir, install):
@@ -299,7 +305,11 @@ def run_manifests(
                 "--ca the base runs `stszone serve --manage-certs`, which makes its own"
             )
         return _print_managed(
-            namespace=namespace, image=image, match_conditions=match_conditions, out=out
+            namespace=namespace,
+            image=image,
+            match_conditions=match_conditions,
+            out=out,
+            kruise=kruise,
         )
     ca_pem = _read(ca, "CA certificate")
     check_ca_bundle(ca_pem)
@@ -309,6 +319,7 @@ def run_manifests(
         base=base,
         ca_pem=ca_pem,
         match_conditions=match_conditions,
+        kruise=kruise,
     )
     if secret:
         cert_pem = _read(cert or ca.with_name("tls.crt"), "serving certificate")
@@ -327,12 +338,18 @@ def run_manifests(
 
 
 def _print_managed(
-    *, namespace: str | None, image: str | None, match_conditions: bool, out: TextIO | None
+    *,
+    namespace: str | None,
+    image: str | None,
+    match_conditions: bool,
+    out: TextIO | None,
+    kruise: bool = True,
 ) -> int:
     install = Install(
         namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
         image=IMAGE if image is None else image,
         match_conditions=match_conditions,
+        kruise=kruise,
     )
     _check_install(namespace=install.namespace, image=install.image)
     out = out or sys.stdout

@@ -23,11 +23,15 @@ The safety choices, each one a lesson from admission webhooks that took clusters
   path). The API server sends a dry run only to webhooks that declare ``None`` or
   ``NoneOnDryRun``, so ``kubectl apply --dry-run=server`` still shows stszone's answer.
 - ``statefulsets/scale``: ``kubectl scale`` and the HPA go through the subresource and would
-  bypass a webhook registered on ``statefulsets`` alone; ``kafkanodepools/scale`` likewise.
+  bypass a webhook registered on ``statefulsets`` alone; ``kafkanodepools/scale`` and the
+  ``/scale`` of OpenKruise's ``apps.kruise.io`` StatefulSets likewise.
 - Strimzi KafkaNodePools (``kafka.strimzi.io`` ``v1`` and ``v1beta2``): their zone list on
   CREATE, the balanced ``remove-node-ids`` on UPDATE (mutating); the scale-down guard on
   UPDATE and ``/scale`` (validating). Their brokers' pods (controlled by a StrimziPodSet of
   ``core.strimzi.io``) pass the pod condition; their claims pass as every claim does.
+- OpenKruise Advanced StatefulSets (``v1beta1`` and ``v1alpha1``): their zone list on CREATE,
+  the guard on UPDATE and ``/scale``, unless turned off (``kruise=False``).
+  Where a kind's CRD is not installed the API server sends nothing for it.
 """
 
 from __future__ import annotations
@@ -46,23 +50,29 @@ TIMEOUT_SECONDS: Final = 5
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 
 
-#: The one condition both webhooks carry. A request for anything but a pod passes (claims and
-#: StatefulSets are sent as the rules say); a pod passes when one of its ownerReferences is a
-#: controller of kind StatefulSet in group apps -- exactly what ``statefulset_owner`` in
-#: ``webhook.model.records`` accepts, so no pod the engine would place is left out -- or of
-#: kind StrimziPodSet in group core.strimzi.io (a Kafka node pool's broker). ``has()``
-#: guards each optional field: a missing field is an evaluation error, and with
-#: ``failurePolicy: Fail`` an error refuses the request instead of skipping the webhook.
-STATEFULSET_PODS_ONLY: Final = {
-    "name": "statefulset-pods-only",
-    "expression": (
-        'request.resource.group != "" || request.resource.resource != "pods" || '
-        "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(ref, "
-        'has(ref.controller) && ref.controller && ((ref.kind == "StatefulSet" && '
-        'ref.apiVersion.startsWith("apps/")) || (ref.kind == "StrimziPodSet" && '
-        'ref.apiVersion.startsWith("core.strimzi.io/")))))'
-    ),
-}
+#: The one condition both webhooks carry. A request for anything but a pod passes (claims,
+#: StatefulSets and KafkaNodePools are sent as the rules say); a pod passes when one of its
+#: ownerReferences is a controller of kind StatefulSet in group apps (or apps.kruise.io, an
+#: Advanced StatefulSet, unless that kind is off) -- exactly the owners ``webhook.model.records``
+#: accepts, so no pod the engine would place is left out -- or of kind StrimziPodSet in group
+#: core.strimzi.io (a Kafka node pool's broker). ``has()`` guards each optional field: a
+#: missing field is an evaluation error, and with ``failurePolicy: Fail`` an error refuses the
+#: request instead of skipping the webhook.
+def pods_condition(*, kruise: bool = True) -> Obj:
+    """The ``matchConditions`` entry that sends only the pods of ordinal workloads."""
+    set_groups = 'ref.apiVersion.startsWith("apps/")'
+    if kruise:
+        set_groups = f'({set_groups} || ref.apiVersion.startsWith("apps.kruise.io/"))'
+    return {
+        "name": "statefulset-pods-only",
+        "expression": (
+            'request.resource.group != "" || request.resource.resource != "pods" || '
+            "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists("
+            'ref, has(ref.controller) && ref.controller && ((ref.kind == "StatefulSet" && '
+            f'{set_groups}) || (ref.kind == "StrimziPodSet" && '
+            'ref.apiVersion.startsWith("core.strimzi.io/")))))'
+        ),
+    }
 
 
 def _rule(
@@ -92,6 +102,17 @@ KAFKA_MUTATE_RULES: Final = (
 KAFKA_VALIDATE_RULES: Final = (
     _rule("kafka.strimzi.io", ["kafkanodepools"], ["CREATE", "UPDATE"], versions=KAFKA_VERSIONS),
     _rule("kafka.strimzi.io", ["kafkanodepools/scale"], ["UPDATE"], versions=KAFKA_VERSIONS),
+)
+#: OpenKruise Advanced StatefulSets, both served versions (v1alpha1 requests arrive as sent).
+KRUISE_GROUP: Final = "apps.kruise.io"
+KRUISE_VERSIONS: Final = ("v1beta1", "v1alpha1")
+#: Advanced StatefulSets get their zone list on CREATE; their changes and /scale are guarded.
+KRUISE_MUTATE_RULES: Final = (
+    _rule(KRUISE_GROUP, ["statefulsets"], ["CREATE"], versions=KRUISE_VERSIONS),
+)
+KRUISE_VALIDATE_RULES: Final = (
+    _rule(KRUISE_GROUP, ["statefulsets"], ["CREATE", "UPDATE"], versions=KRUISE_VERSIONS),
+    _rule(KRUISE_GROUP, ["statefulsets/scale"], ["UPDATE"], versions=KRUISE_VERSIONS),
 )
 #: Annotations are checked on create/update; scale-downs through either path are guarded;
 #: pods are checked after every mutating webhook has run.
@@ -135,7 +156,13 @@ def service_client(*, namespace: str, path: str, ca_bundle: str | None) -> Obj:
 
 
 def _webhook(
-    name: str, *, rules: tuple[Obj, ...], client: Obj, namespaces: Obj, match_conditions: bool
+    name: str,
+    *,
+    rules: tuple[Obj, ...],
+    client: Obj,
+    namespaces: Obj,
+    match_conditions: bool,
+    kruise: bool = True,
 ) -> Obj:
     webhook: Obj = {
         "name": name,
@@ -150,7 +177,7 @@ def _webhook(
         "timeoutSeconds": TIMEOUT_SECONDS,
     }
     if match_conditions:
-        webhook["matchConditions"] = [dict(STATEFULSET_PODS_ONLY)]
+        webhook["matchConditions"] = [pods_condition(kruise=kruise)]
     return webhook
 
 
@@ -161,6 +188,7 @@ def mutating(
     namespaces: Obj,
     labels: dict[str, str],
     match_conditions: bool = True,
+    kruise: bool = True,
 ) -> Obj:
     """The MutatingWebhookConfiguration; reinvoked when a later webhook changes the pod.
 
@@ -168,10 +196,11 @@ def mutating(
     """
     webhook = _webhook(
         MUTATE_NAME,
-        rules=MUTATE_RULES + KAFKA_MUTATE_RULES,
+        rules=MUTATE_RULES + KAFKA_MUTATE_RULES + (KRUISE_MUTATE_RULES if kruise else ()),
         client=client,
         namespaces=namespaces,
         match_conditions=match_conditions,
+        kruise=kruise,
     )
     # Another mutating webhook may add affinity after us; IfNeeded gives us the last word.
     webhook["reinvocationPolicy"] = "IfNeeded"
@@ -190,14 +219,16 @@ def validating(
     namespaces: Obj,
     labels: dict[str, str],
     match_conditions: bool = True,
+    kruise: bool = True,
 ) -> Obj:
     """The ValidatingWebhookConfiguration: annotations, the scale-down guard, final pods."""
     webhook = _webhook(
         VALIDATE_NAME,
-        rules=VALIDATE_RULES + KAFKA_VALIDATE_RULES,
+        rules=VALIDATE_RULES + KAFKA_VALIDATE_RULES + (KRUISE_VALIDATE_RULES if kruise else ()),
         client=client,
         namespaces=namespaces,
         match_conditions=match_conditions,
+        kruise=kruise,
     )
     return {
         "apiVersion": API_VERSION,

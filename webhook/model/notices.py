@@ -49,6 +49,13 @@ def kafkanodepool(namespace: str, name: str, *, uid: str = "") -> ObjectRef:
     return ObjectRef("kafka.strimzi.io/v1beta2", "KafkaNodePool", namespace, name, uid)
 
 
+def workload(namespace: str, name: str, *, group: str = "", uid: str = "") -> ObjectRef:
+    """A StatefulSet of ``group``: "" for ``apps/v1``, ``apps.kruise.io`` (its ``v1beta1``)."""
+    if not group:
+        return statefulset(namespace, name, uid=uid)
+    return ObjectRef(f"{group}/v1beta1", "StatefulSet", namespace, name, uid)
+
+
 def pod(namespace: str, name: str, *, uid: str = "") -> ObjectRef:
     """A pod."""
     return ObjectRef("v1", "Pod", namespace, name, uid)

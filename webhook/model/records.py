@@ -19,7 +19,7 @@ import msgspec
 from msgspec import field
 
 from webhook.errors import BadObject
-from webhook.model import objects
+from webhook.model import kruise, objects
 from webhook.model.annotations import ENABLED, POD_INDEX_LABEL, ZONE, stszone_annotations
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, nodepool_info, poolpod_info
 from webhook.model.pinning import UNPINNED, ZONE_KEYS, Pinning, topology_label, volume_pinning
@@ -36,7 +36,15 @@ NOT_READY_TAINTS: Final = frozenset(
 
 
 Table = Literal[
-    "nodes", "volumes", "claims", "statefulsets", "pods", "namespaces", "nodepools", "poolpods"
+    "nodes",
+    "volumes",
+    "claims",
+    "statefulsets",
+    "pods",
+    "namespaces",
+    "nodepools",
+    "poolpods",
+    "kruisesets",
 ]
 TABLES: Final[tuple[Table, ...]] = (
     "nodes",
@@ -47,7 +55,13 @@ TABLES: Final[tuple[Table, ...]] = (
     "namespaces",
     "nodepools",
     "poolpods",
+    "kruisesets",
 )
+#: The tables every request may read; another kind's tables are waited for only by the
+#: requests about that kind, so a slow list of them never holds StatefulSets back.
+CORE_TABLES: Final[tuple[Table, ...]] = TABLES[:6]
+#: A Strimzi node pool's tables (:mod:`webhook.model.nodepools`).
+POOL_TABLES: Final[tuple[Table, ...]] = ("nodepools", "poolpods")
 Key = str | tuple[str, str]
 
 _intern = sys.intern
@@ -127,6 +141,14 @@ class StatefulSetInfo(msgspec.Struct, frozen=True, gc=False):
     #: ``spec.persistentVolumeClaimRetentionPolicy.whenScaled`` is Delete: the controller
     #: deletes the claims of the ordinals a scale-down (or a move of ordinals.start) removes.
     deletes_claims: bool = False
+    #: The owner group: "" for ``apps/v1``, ``apps.kruise.io`` for an Advanced StatefulSet.
+    group: str = ""
+    #: An Advanced StatefulSet's ``spec.reserveOrdinals`` as merged intervals (none when the
+    #: controller cannot read them: :func:`webhook.model.kruise.parse_reserve`).
+    reserved: tuple[tuple[int, int], ...] = ()
+    #: False when ``spec.reserveOrdinals`` holds an entry the controller cannot read.
+    reserve_ok: bool = True
+    uid: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -157,10 +179,24 @@ class PodInfo(msgspec.Struct, frozen=True, gc=False):
     #: The claims it mounts under any other name (a pod made by hand, a volume of the pod
     #: template naming a claim of its own), in full.
     other_claims: tuple[str, ...] = ()
+    #: The owner's group: "" for an ``apps/v1`` StatefulSet, ``apps.kruise.io`` for an
+    #: Advanced StatefulSet (owners match on group, kind, name and uid).
+    group: str = ""
+    owner_uid: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.namespace, self.name)
+
+    @property
+    def set_key(self) -> tuple[str, str] | tuple[str, str, str] | None:
+        """The key of its set's pods in the Store: (namespace, set) for ``apps/v1``, with the
+        group appended for another kind, so two kinds' sets of one name never share pods."""
+        if self.owner is None:
+            return None
+        return (
+            (self.namespace, self.owner, self.group) if self.group else (self.namespace, self.owner)
+        )
 
     @property
     def claims(self) -> tuple[str, ...]:
@@ -317,12 +353,26 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
 
 def statefulset_owner(meta: Mapping[str, Any]) -> str | None:
     """Name of the StatefulSet (group ``apps``) that controls this object, if any."""
+    found = workload_owner(meta)
+    return found[1] if found is not None and not found[0] else None
+
+
+def workload_owner(meta: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(group, name, uid) of the ordinal workload controlling this object: a StatefulSet of
+    group ``apps`` (group "") or ``apps.kruise.io``; None for any other controller."""
     for ref in objects.dicts(meta, "ownerReferences", path="metadata"):
         if ref.get("controller") is not True or ref.get("kind") != "StatefulSet":
             continue
-        api_version, name = ref.get("apiVersion"), ref.get("name")
-        if isinstance(api_version, str) and api_version.startswith("apps/"):
-            return name if isinstance(name, str) and name else None
+        api_version, name, uid = ref.get("apiVersion"), ref.get("name"), ref.get("uid")
+        if not isinstance(api_version, str) or not isinstance(name, str) or not name:
+            return None
+        group, _, version = api_version.rpartition("/")
+        uid = uid if isinstance(uid, str) else ""
+        if group == "apps":
+            return "", name, uid
+        if group == kruise.GROUP and version in kruise.VERSIONS:
+            return kruise.GROUP, name, uid
+        return None
     return None
 
 
@@ -359,7 +409,9 @@ def _shared(topology: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...
 def pod_info(obj: Mapping[str, Any]) -> PodInfo:
     """Record of a StatefulSet pod (of its labels, only the topology ones are kept)."""
     meta = _meta(obj)
-    owner = statefulset_owner(meta)
+    found = workload_owner(meta)
+    owner = found[1] if found is not None else None
+    group, owner_uid = (found[0], found[2]) if found is not None and found[0] else ("", "")
     labels = objects.str_map(meta, "labels", path="metadata")
     topology = _shared(
         tuple(sorted((_intern(k), _intern(v)) for k, v in labels.items() if is_topology_label(k)))
@@ -377,6 +429,8 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
         going=going(meta, objects.mapping(obj, "status")),
         templates=templates,
         other_claims=others,
+        group=group,
+        owner_uid=owner_uid,
     )
 
 
@@ -385,6 +439,21 @@ def namespace_info(obj: Mapping[str, Any]) -> NamespaceInfo:
     meta = _meta(obj)
     labels = objects.str_map(meta, "labels")
     return NamespaceInfo(name=_name(meta), enabled=labels.get(ENABLED) == "true")
+
+
+def kruise_set_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
+    """Record of an OpenKruise Advanced StatefulSet: a StatefulSet's, plus its reserved
+    ordinals and uid (its pods' owner references name it)."""
+    base = statefulset_info(obj)
+    spec = objects.mapping(obj, "spec")
+    reserved, readable = kruise.parse_reserve(spec.get("reserveOrdinals"))
+    return msgspec.structs.replace(
+        base,
+        group=kruise.GROUP,
+        reserved=reserved,
+        reserve_ok=readable,
+        uid=objects.string(_meta(obj), "uid"),
+    )
 
 
 #: Extractor per table, for watchers and file loaders.
@@ -397,6 +466,7 @@ EXTRACTORS: Final[dict[Table, Callable[[Mapping[str, Any]], Info]]] = {
     "namespaces": namespace_info,
     "nodepools": nodepool_info,
     "poolpods": poolpod_info,
+    "kruisesets": kruise_set_info,
 }
 
 #: API ``kind`` -> the store table its objects go to.
@@ -410,3 +480,11 @@ TABLE_OF_KIND: Final[dict[str, Table]] = {
     "Namespace": "namespaces",
     "KafkaNodePool": "nodepools",
 }
+
+
+def table_of(obj: Mapping[str, Any]) -> Table | None:
+    """The store table a raw object goes to, by kind and (for look-alike kinds) group."""
+    api_version = obj.get("apiVersion")
+    if isinstance(api_version, str) and api_version.startswith(f"{kruise.GROUP}/"):
+        return "kruisesets" if obj.get("kind") == kruise.KIND else None
+    return TABLE_OF_KIND.get(str(obj.get("kind", "")))

@@ -201,7 +201,8 @@ def live_state(items: Iterable[Mapping[str, Any]]) -> LiveState:
             name = objects.string(objects.mapping(item, "metadata"), "name")
             # The API server defaults a hand-made PV to Retain; provisioners copy their class's.
             reclaim[name] = objects.string(spec, "persistentVolumeReclaimPolicy") or "Retain"
-        elif kind == "StatefulSet":
+        elif kind == "StatefulSet" and str(item.get("apiVersion", "apps/v1")).startswith("apps/"):
+            # Only apps/v1 sets: an Advanced StatefulSet of the same name is another object.
             sts = set_state(item)
             sets[(sts.namespace, sts.name)] = sts
     return LiveState(pods=pods, nodes=nodes, claims=claims, reclaim=reclaim, sets=sets)

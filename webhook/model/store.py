@@ -19,6 +19,7 @@ from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
 from webhook.model.pinning import Reach
 from webhook.model.reach import Reaches
 from webhook.model.records import (
+    CORE_TABLES,
     TABLES,
     ClaimInfo,
     Info,
@@ -40,9 +41,18 @@ class Store:
     whole table at once so readers never see a half-filled re-list.
     """
 
-    def __init__(self, *, zones: tuple[str, ...] | None = None, live: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        zones: tuple[str, ...] | None = None,
+        live: bool = False,
+        kruise_start_ordinal: bool = False,
+    ) -> None:
         #: ``--zones``: the zone list new StatefulSets get, overriding discovery.
         self.zones_override = zones
+        #: ``--kruise-start-ordinal``: kruise-manager runs with its StatefulSetStartOrdinal gate,
+        #: so an Advanced StatefulSet's ``spec.ordinals.start`` counts (else its start is 0).
+        self.kruise_start_ordinal = kruise_start_ordinal
         #: Fed by watches: a StatefulSet missing from a synced table is one the watch has not
         #: delivered yet (creation races its first pod), not one that does not exist.
         self.live = live
@@ -55,6 +65,8 @@ class Store:
         #: Strimzi KafkaNodePools and their pods (:mod:`webhook.model.nodepools`).
         self.nodepools: dict[tuple[str, str], KafkaNodePoolInfo] = {}
         self.poolpods: dict[tuple[str, str], PoolPodInfo] = {}
+        #: OpenKruise Advanced StatefulSets (``apps.kruise.io``), apart from ``apps/v1`` ones.
+        self.kruisesets: dict[tuple[str, str], StatefulSetInfo] = {}
         #: Kinds that have been filled (a file load, or a watch's first list).
         self.loaded: set[Table] = set()
         #: The nodes by label (key -> value -> names), kept as the nodes change.
@@ -70,7 +82,7 @@ class Store:
         self._revision = 0
         self._cluster_revision = 0
         self._namespace_revisions: dict[str, int] = {}
-        self._set_revisions: dict[tuple[str, str], int] = {}
+        self._set_revisions: dict[tuple[str, ...], int] = {}
         # Secondary indexes, kept in step with the tables by put/delete/replace, so that a
         # request about one set looks at its namespace's records, never a whole table.
         #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
@@ -88,15 +100,17 @@ class Store:
         )
         self._sets_by_namespace: Index[StatefulSetInfo, None] = Index(lambda s: s.namespace)
         self._pods_by_owner: Index[PodInfo, SetPods] = Index(
-            lambda p: (p.namespace, p.owner) if p.owner else None, summarise=SetPods.of
+            lambda p: p.set_key, summarise=SetPods.of
         )
         self._pods_by_pool: Index[PoolPodInfo, None] = Index(lambda p: p.group)
+        self._kruise_by_namespace: Index[StatefulSetInfo, None] = Index(lambda s: s.namespace)
         self._indexes: dict[Table, tuple[Index[Any, Any], ...]] = {
             "poolpods": (self._pods_by_pool,),
             "volumes": (self._volumes_by_claim, self._volumes_by_stem),
             "claims": (self._claims_by_stem,),
             "statefulsets": (self._sets_by_namespace,),
             "pods": (self._pods_by_owner,),
+            "kruisesets": (self._kruise_by_namespace,),
         }
 
     # writers
@@ -156,13 +170,20 @@ class Store:
     def _mark(self, info: Info) -> None:
         """Record that what ``info`` stands for changed at the current revision."""
         now = self._revision
-        if isinstance(info, StatefulSetInfo):
+        if isinstance(info, StatefulSetInfo) and info.group:
+            self._mark_set(
+                (info.namespace, info.name, info.group), present=info.key in self.kruisesets
+            )
+        elif isinstance(info, StatefulSetInfo):
             if info.key in self.statefulsets:
                 self._set_revisions[info.key] = now
             else:  # deleted: a set created later starts above every revision before
                 self._set_revisions.pop(info.key, None)
                 if not self._sets_by_namespace.get(info.namespace):
                     self._namespace_revisions.pop(info.namespace, None)
+        elif isinstance(info, PodInfo) and info.owner is not None and info.group:
+            if (info.namespace, info.owner) in self.kruisesets:
+                self._set_revisions[(info.namespace, info.owner, info.group)] = now
         elif isinstance(info, PodInfo) and info.owner is not None:
             if (owner := (info.namespace, info.owner)) in self.statefulsets:
                 self._set_revisions[owner] = now
@@ -174,7 +195,13 @@ class Store:
         # Otherwise a pod no set owns (the audit reads it as none; the live view keeps none) or
         # a namespace (it decides which sets are audited, and every sweep lists them anew).
 
-    def revision_of(self, namespace: str, statefulset: str) -> int:
+    def _mark_set(self, key: tuple[str, str, str], *, present: bool) -> None:
+        if present:
+            self._set_revisions[key] = self._revision
+        else:
+            self._set_revisions.pop(key, None)
+
+    def revision_of(self, namespace: str, statefulset: str, group: str = "") -> int:
         """The revision at which anything the audit of one StatefulSet reads last changed.
 
         Equal at two moments: nothing the set's figures (``stszone audit`` of that set) depend
@@ -183,7 +210,7 @@ class Store:
         return max(
             self._cluster_revision,
             self._namespace_revisions.get(namespace, 0),
-            self._set_revisions.get((namespace, statefulset), 0),
+            self._set_revisions.get(_set_key(namespace, statefulset, group), 0),
         )
 
     def replace(self, name: Table, infos: Iterable[Info]) -> None:
@@ -248,8 +275,10 @@ class Store:
         """Names of nodes whose label ``key`` equals ``value`` (sorted)."""
         return self._labels.nodes(key, value)
 
-    def statefulset(self, namespace: str, name: str) -> StatefulSetInfo | None:
-        return self.statefulsets.get((namespace, name))
+    def statefulset(self, namespace: str, name: str, group: str = "") -> StatefulSetInfo | None:
+        """The set of ``group`` ("": ``apps/v1``; ``apps.kruise.io``) named so, if held."""
+        table = self.kruisesets if group else self.statefulsets
+        return table.get((namespace, name))
 
     def nodepool(self, namespace: str, name: str) -> KafkaNodePoolInfo | None:
         return self.nodepools.get((namespace, name))
@@ -262,12 +291,13 @@ class Store:
         """The claims named ``<stem>-<digits>`` of one namespace."""
         return tuple(self._claims_by_stem.get((namespace, stem)).values())
 
-    def unsynced(self) -> tuple[Table, ...]:
+    def unsynced(self, *also: Table) -> tuple[Table, ...]:
         """Tables a live view has not listed yet (always none offline: a file or ``--zones``
-        is complete by definition). Until there are none, an absent object proves nothing."""
+        is complete by definition), of the core ones and ``also``. Until there are none, an
+        absent object proves nothing."""
         if not self.live or len(self.loaded) == len(TABLES):  # tables are only ever added
             return ()
-        return tuple(table for table in TABLES if table not in self.loaded)
+        return tuple(t for t in (*CORE_TABLES, *also) if t not in self.loaded)
 
     def lagging(self) -> bool:
         """Whether a StatefulSet absent from this view may simply not have arrived yet."""
@@ -277,29 +307,60 @@ class Store:
         """The StatefulSets of one namespace (indexed: no scan of the whole table)."""
         return iter(tuple(self._sets_by_namespace.get(namespace).values()))
 
+    def kruisesets_in(self, namespace: str) -> Iterator[StatefulSetInfo]:
+        """The Advanced StatefulSets of one namespace (indexed)."""
+        return iter(tuple(self._kruise_by_namespace.get(namespace).values()))
+
+    def workloads_in(self, namespace: str) -> Iterator[StatefulSetInfo]:
+        """Every ordinal workload of one namespace: StatefulSets, then Advanced StatefulSets."""
+        yield from self.statefulsets_in(namespace)
+        yield from self.kruisesets_in(namespace)
+
     def known_ordinals(
-        self, namespace: str, statefulset: str, *, templates: Iterable[str] = ()
+        self,
+        namespace: str,
+        statefulset: str,
+        *,
+        templates: Iterable[str] = (),
+        group: str = "",
     ) -> frozenset[int]:
         """Ordinals of a set that have a pod, a claim or a pre-bound volume in this view.
 
         Every other ordinal is placed by the rule alone, which lets the guard reason about a
         ``replicas: 2147483647`` set without visiting two billion ordinals.
         """
-        found = self._pods_by_owner.summary((namespace, statefulset)).ordinals
+        found = self.set_pods(namespace, statefulset, group).ordinals
         for template in templates:
             stem = (namespace, f"{template}-{statefulset}")
             found = found | self._claims_by_stem.summary(stem) | self._volumes_by_stem.summary(stem)
         return found
 
-    def set_pods(self, namespace: str, statefulset: str) -> SetPods:
-        """The pods of one set by ordinal."""
-        return self._pods_by_owner.summary((namespace, statefulset))
+    def set_pods(self, namespace: str, statefulset: str, group: str = "") -> SetPods:
+        """The pods of one set by ordinal (``group``: its kind's, "" for ``apps/v1``).
 
-    def pod_zones(self, namespace: str, statefulset: str, topology_key: str) -> PodZones:
+        An Advanced StatefulSet's pods are those whose owner reference names its uid too (when
+        both are known): pods of an earlier set of that name, deleted, are not its members.
+        """
+        pods = self._pods_by_owner.summary(_set_key(namespace, statefulset, group))
+        if not group:
+            return pods
+        info = self.kruisesets.get((namespace, statefulset))
+        uid = info.uid if info is not None else ""
+        if uid and any(p.owner_uid and p.owner_uid != uid for p in pods.by_name.values()):
+            return SetPods.of(
+                p
+                for p in self._pods_by_owner.get(_set_key(namespace, statefulset, group)).values()
+                if not p.owner_uid or p.owner_uid == uid
+            )
+        return pods
+
+    def pod_zones(
+        self, namespace: str, statefulset: str, topology_key: str, group: str = ""
+    ) -> PodZones:
         """Where the scheduled pods of one set that are not going away are, by their nodes'
         ``topology_key`` label; which of them run on nodes that are not Ready; and which sit
         on nodes that no longer exist (:meth:`node_gone`: going away too)."""
-        pods = self.set_pods(namespace, statefulset)
+        pods = self.set_pods(namespace, statefulset, group)
         zones: dict[int, str] = {}
         unready: dict[int, str] = {}
         gone: dict[int, str] = {}
@@ -400,3 +461,8 @@ class Store:
             return None
         info = self.namespaces.get(namespace)
         return info.enabled if info is not None else False
+
+
+def _set_key(namespace: str, name: str, group: str) -> tuple[str, ...]:
+    """The key of a set's pods and revision (:attr:`PodInfo.set_key`)."""
+    return (namespace, name, group) if group else (namespace, name)

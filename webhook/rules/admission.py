@@ -10,12 +10,12 @@ dry run).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from webhook.config import Defaults
 from webhook.errors import BadObject, Denied
 from webhook.model.store import Store
-from webhook.rules import claims, pooladmission, scaling
+from webhook.rules import claims, kruiseadmission, pooladmission, scaling
 from webhook.rules import mutate as mutations
 from webhook.rules import validate as validations
 from webhook.rules.decision import Decision, allow, refuse
@@ -54,16 +54,32 @@ def _refused(request: Request, err: Denied | BadObject) -> Decision:
     return refuse(f"malformed {request.kind}: {err.message}", code=400, reason="BadRequest")
 
 
+class KindRules(NamedTuple):
+    """The rules of one ordinal-workload kind beyond apps/v1 StatefulSets, asked first: each
+    returns None for a request that is not about its kind (its workloads, their pods)."""
+
+    mutate: Callable[[Request, Store, Defaults], Decision | None]
+    validate: Callable[[Request, Store, Defaults], Decision | None]
+
+
+#: Strimzi KafkaNodePools, OpenKruise Advanced StatefulSets; a new kind is one more module.
+KINDS: Final = (
+    KindRules(pooladmission.mutate, pooladmission.validate),
+    KindRules(kruiseadmission.mutate, kruiseadmission.validate),
+)
+
+
 def mutate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
     """Decide ``/mutate``."""
     if request.namespace in defaults.excluded_namespaces:
         return allow()
     try:
-        pool_decision = pooladmission.mutate(request, store=store)
+        for kind_rules in KINDS:
+            decision = kind_rules.mutate(request, store, defaults)
+            if decision is not None:
+                return decision
     except (Denied, BadObject) as err:
         return _refused(request, err)
-    if pool_decision is not None:
-        return pool_decision
     if request.operation != "CREATE":
         return allow()
     obj, ns, group, kind = request.object, request.namespace, request.group, request.kind
@@ -86,9 +102,10 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
     obj, ns, group, kind = request.object, request.namespace, request.group, request.kind
     operation, sub_resource = request.operation, request.sub_resource
     try:
-        pool_decision = pooladmission.validate(request, store=store)
-        if pool_decision is not None:
-            return pool_decision
+        for kind_rules in KINDS:
+            decision = kind_rules.validate(request, store, defaults)
+            if decision is not None:
+                return decision
         if kind == "Pod" and not group and operation == "CREATE":
             return validations.validate_pod(obj, namespace=ns, store=store, defaults=defaults)
         if request.resource == "statefulsets" and sub_resource == "scale":

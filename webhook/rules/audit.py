@@ -20,16 +20,23 @@ StatefulSet's annotations are malformed.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Generator, Mapping
+from collections.abc import Collection, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from webhook.errors import Denied
+from webhook.model.kruise import Live
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
-from webhook.rules import guard, removal
+from webhook.rules import guard, kruiseguard, removal
 from webhook.rules.locate import Located, Locator
-from webhook.rules.placement import Policy, place_by_mode, resolve_policy
+from webhook.rules.placement import (
+    Policy,
+    place_by_mode,
+    resolve_policy,
+    walked_members,
+    workload_kind,
+)
 
 Status = Literal["ok", "MISPLACED", "pending", "no pod", "going", "unknown"]
 
@@ -75,6 +82,13 @@ class SetReport:
     duplicate_labels: Mapping[int, tuple[str, ...]] | None = None
     #: Malformed annotations and other reasons this set cannot be placed.
     problem: str = ""
+    #: The workload's group: "" for ``apps/v1``, ``apps.kruise.io`` for an Advanced StatefulSet.
+    group: str = ""
+
+    @property
+    def kind(self) -> str:
+        """``StatefulSet`` or ``Advanced StatefulSet``."""
+        return workload_kind(self.group)
 
     @property
     def misplaced(self) -> int:
@@ -111,8 +125,14 @@ def audited(
 
     Namespaces stszone never intercepts (kube-system, its own) are left out even then.
     """
-    sets = store.statefulsets.values() if namespace is None else store.statefulsets_in(namespace)
-    return sorted((s for s in sets if audits(store, s, excluded=excluded)), key=lambda s: s.key)
+    sets: Iterable[StatefulSetInfo]
+    if namespace is None:
+        sets = [*store.statefulsets.values(), *store.kruisesets.values()]
+    else:
+        sets = store.workloads_in(namespace)
+    return sorted(
+        (s for s in sets if audits(store, s, excluded=excluded)), key=lambda s: (*s.key, s.group)
+    )
 
 
 def audits(store: Store, sts: StatefulSetInfo, *, excluded: Collection[str] = ()) -> bool:
@@ -147,7 +167,7 @@ def member_row(
     except Denied as err:
         expected, by, pinned = None, err.message, ()
     pod = store.pod(namespace, f"{policy.statefulset}-{ordinal}")
-    if pod is None or pod.owner != policy.statefulset:
+    if pod is None or pod.owner != policy.statefulset or pod.group != policy.group:
         return Row(ordinal, expected, by, "", None, "no pod")
     if pod.going or store.node_gone(pod.node):  # the guard counts it where its replacement goes
         return Row(ordinal, expected, by, pod.node, where.sits(pod), "going", located.detail)
@@ -201,9 +221,10 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
     refresh sees the change whole.
     """
     try:
-        policy = resolve_policy(sts.namespace, sts.name, store=store)
+        policy = resolve_policy(sts.namespace, sts.name, store=store, group=sts.group)
     except Denied as err:
         return SetReport(
+            group=sts.group,
             namespace=sts.namespace,
             name=sts.name,
             mode="?",
@@ -217,27 +238,19 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
         )
     # The lowest count is the guard's own answer for a scale-down to zero replicas, so the
     # audit and the guard agree on every cluster.
-    everything = range(sts.start, sts.start + sts.replicas)
-    lowest = guard.scale_down(
-        sts.name,
-        old=everything,
-        new=range(sts.start, sts.start),
-        namespace=sts.namespace,
-        policy=policy,
-        store=store,
-    ).lowest
+    lowest = _lowest(sts, policy=policy, store=store)
     node_ordinal = policy.declared.mode == "node-ordinal"
     label = policy.declared.node_label or ""
     rows: list[Row] = []
     unknown: list[int] = []
     held: set[str] = set()
     pinned: dict[int, tuple[str, ...]] = {}
-    ordinals, step = guard.audited_ordinals(sts), max(every, 1)
-    for first in range(ordinals.start, ordinals.stop, step):
+    ordinals, step = walked_members(sts, store=store), max(every, 1)
+    for first in range(0, len(ordinals), step):
         yield
         # A Locator per slice: it holds the set's pods as the view has them now.
         where = Locator(namespace=sts.namespace, policy=policy, store=store)
-        for o in range(first, min(first + step, ordinals.stop)):
+        for o in ordinals[first : first + step]:
             at = where(o)
             if at.zone is None:
                 unknown.append(o)
@@ -249,6 +262,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
     missing = tuple(o for o, nodes in pinned.items() if not nodes)
     duplicate = {o: nodes for o, nodes in pinned.items() if len(nodes) > 1}
     return SetReport(
+        group=sts.group,
         namespace=sts.namespace,
         name=sts.name,
         mode=policy.declared.mode,
@@ -262,6 +276,32 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
         missing_labels=missing,
         duplicate_labels=duplicate or None,
     )
+
+
+def _lowest(sts: StatefulSetInfo, *, policy: Policy, store: Store) -> int | None:
+    """The guard's own answer for a scale-down to zero, so the audit and the guard agree."""
+    if sts.group:
+        live = policy.live or Live(replicas=0)
+        empty = Live(replicas=0, start=live.start, reserved=live.reserved)
+        compared = kruiseguard.compare(
+            sts.name,
+            before=live,
+            after=empty,
+            namespace=sts.namespace,
+            old_policy=policy,
+            new_policy=policy._replace(live=empty),
+            store=store,
+        )
+        return compared.lowest if compared is not None else None
+    everything = range(sts.start, sts.start + sts.replicas)
+    return guard.scale_down(
+        sts.name,
+        old=everything,
+        new=range(sts.start, sts.start),
+        namespace=sts.namespace,
+        policy=policy,
+        store=store,
+    ).lowest
 
 
 def audit(store: Store, *, excluded: Collection[str] = (), namespace: str | None = None) -> Report:

@@ -36,11 +36,13 @@ STATEFULSET_CONTROLLERS = frozenset(
     {
         "system:serviceaccount:kube-system:statefulset-controller",
         "system:kube-controller-manager",
+        # OpenKruise's Advanced StatefulSet controller (kruise-manager's own account).
+        "system:serviceaccount:kruise-system:kruise-manager",
     }
 )
 
 
-def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, int]]:
+def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, int, str]]:
     """Every (StatefulSet, ordinal) whose volumeClaimTemplate produces a claim of this name,
     by the set's name.
 
@@ -49,13 +51,13 @@ def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, 
     the view lists them. Every match reads the same ordinal (the digits after the name's last
     dash), so the set's name is all that tells them apart.
     """
-    found: list[tuple[str, int]] = []
-    for sts in store.statefulsets_in(namespace):
+    found: list[tuple[str, int, str]] = []
+    for sts in store.workloads_in(namespace):  # StatefulSets and Advanced StatefulSets
         for template in sts.templates:
             prefix = f"{template}-{sts.name}-"
             rest = name[len(prefix) :]
             if name.startswith(prefix) and rest.isascii() and rest.isdigit():
-                found.append((sts.name, int(rest)))
+                found.append((sts.name, int(rest), sts.group))
     return sorted(found)
 
 
@@ -80,8 +82,8 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -
                 reason="StatefulSetNotYetSeen",
             )
         return allow()
-    statefulset, ordinal = owner
-    others = sorted({other for other, _ in owners[1:] if other != statefulset})
+    statefulset, ordinal, group = owner
+    others = sorted({other for other, _, _ in owners[1:] if other != statefulset})
     shared: tuple[str, ...] = ()
     if others:
         shared = (
@@ -89,16 +91,29 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -
             f"{statefulset} (rename a set or template)",
         )
     return _owned_claim(
-        claim, name=name, statefulset=statefulset, ordinal=ordinal, namespace=namespace, store=store
+        claim,
+        name=name,
+        statefulset=statefulset,
+        ordinal=ordinal,
+        namespace=namespace,
+        store=store,
+        group=group,
     ).with_warnings(shared)
 
 
 def _owned_claim(
-    claim: JSON, *, name: str, statefulset: str, ordinal: int, namespace: str, store: Store
+    claim: JSON,
+    *,
+    name: str,
+    statefulset: str,
+    ordinal: int,
+    namespace: str,
+    store: Store,
+    group: str = "",
 ) -> Decision:
-    """The zone (and class) of the claim of ``ordinal`` of ``statefulset``."""
+    """The zone (and class) of the claim of ``ordinal`` of ``statefulset`` (of ``group``)."""
     meta = objects.mapping(claim, "metadata")
-    policy = resolve_policy(namespace, statefulset, store=store)
+    policy = resolve_policy(namespace, statefulset, store=store, group=group)
     spec = objects.mapping(claim, "spec")
     uid = objects.string(meta, "uid", path="metadata")
     volume = objects.string(spec, "volumeName", path="spec") or store.prebound(

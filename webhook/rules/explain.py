@@ -23,15 +23,25 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from itertools import islice
 from typing import Final
 
 from webhook.errors import Denied
+from webhook.model.kruise import GROUP as KRUISE
+from webhook.model.kruise import Live
 from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.store import Store
-from webhook.rules import audit, fit, guard, scaling
+from webhook.rules import audit, fit, kruise, scaling
 from webhook.rules.locate import SCHEDULED, Located, Locator
-from webhook.rules.placement import Policy, resolve_policy, rule_zone
+from webhook.rules.placement import (
+    Policy,
+    policy_zone,
+    resolve_policy,
+    walked_members,
+    workload_kind,
+)
+from webhook.rules.text import some
 
 #: Smaller sizes judged one by one, nearest first (each is one guard answer).
 SIZES: Final = 64
@@ -110,8 +120,8 @@ class StatefulSets:
     kind: Final = "StatefulSet"
 
     @staticmethod
-    def find(store: Store, namespace: str, name: str) -> StatefulSetInfo | None:
-        return store.statefulset(namespace, name)
+    def find(store: Store, namespace: str, name: str, group: str = "") -> StatefulSetInfo | None:
+        return store.statefulset(namespace, name, group)
 
     @staticmethod
     def owner(store: Store, namespace: str, pod: str) -> tuple[str, int] | None:
@@ -122,8 +132,10 @@ class StatefulSets:
                 return None
             return info.owner, info.ordinal
         head, _, tail = pod.rpartition("-")
-        if tail.isascii() and tail.isdigit() and store.statefulset(namespace, head) is not None:
-            return head, int(tail)
+        if tail.isascii() and tail.isdigit():
+            found = store.statefulset(namespace, head) or store.statefulset(namespace, head, KRUISE)
+            if found is not None:
+                return head, int(tail)
         return None
 
     @staticmethod
@@ -136,7 +148,7 @@ def _workload(sts: StatefulSetInfo, policy: Policy | None) -> Workload:
     mode = policy.declared.mode if policy is not None else "?"
     zones = policy.zones if policy is not None else ()
     return Workload(
-        StatefulSets.kind, sts.namespace, sts.name, mode, zones, sts.replicas, sts.start
+        workload_kind(sts.group), sts.namespace, sts.name, mode, zones, sts.replicas, sts.start
     )
 
 
@@ -167,7 +179,7 @@ def _member(ordinal: int, *, policy: Policy, store: Store, where: Locator) -> Me
     located = where(ordinal)
     row = audit.member_row(ordinal, policy=policy, store=store, where=where, located=located)
     ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal"
-    rule = rule_zone(ordinal, zones=policy.zones, start=policy.start) if ruled else None
+    rule = policy_zone(ordinal, policy) if ruled else None
     return Member(row, rule, _guarded(located, ready=row.node_ready))
 
 
@@ -198,19 +210,29 @@ def explain_pod(
             return None
         return PodExplanation(namespace, name, left_alone="no StatefulSet controls it")
     set_name, ordinal = owned
-    sts = StatefulSets.find(store, namespace, set_name)
+    held = store.pod(namespace, name)
+    group = held.group if held is not None else ""
+    if held is None and store.statefulset(namespace, set_name) is None:
+        group = KRUISE  # a member not created yet of an Advanced StatefulSet
+    sts = StatefulSets.find(store, namespace, set_name, group)
     if sts is None:
         why = f"its StatefulSet {set_name} is not in the view"
         return PodExplanation(namespace, name, left_alone=why)
     refused = _refusal(store, namespace, excluded=excluded)
     try:
-        policy = resolve_policy(namespace, set_name, store=store)
+        policy = resolve_policy(namespace, set_name, store=store, group=group)
     except Denied as err:
         return PodExplanation(namespace, name, _workload(sts, None), left_alone=err.message)
     where = Locator(namespace=namespace, policy=policy, store=store)
     member = _member(ordinal, policy=policy, store=store, where=where)
     members = StatefulSets.ranges(sts, sts.replicas)[0]
-    if ordinal not in members:  # a pod left over, or a name asked about before a scale-up
+    live = policy.live
+    if live is not None and ordinal not in live:
+        shown = list(islice(live, 5))
+        span = f"live ordinals {some(shown, live.replicas, shown=5)}" if shown else "no members"
+        outside = f"not a member now ({span}): the guard does not count it"
+        member = Member(member.row, member.rule_zone, Guarded(None, outside))
+    elif live is None and ordinal not in members:  # left over, or asked before a scale-up
         span = f"ordinals {members.start}-{members.stop - 1}" if members else "no members"
         outside = f"not a member now ({span}): the guard does not count it"
         member = Member(member.row, member.rule_zone, Guarded(None, outside))
@@ -225,6 +247,21 @@ def explain_pod(
 
 
 def _answer(sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int) -> SizeAnswer:
+    if policy.live is not None:  # an Advanced StatefulSet: its live sets before and after
+        before = policy.live
+        after = Live(replicas=replicas, start=before.start, reserved=before.reserved)
+        decided = kruise.judge_live(
+            sts.name,
+            before=before,
+            after=after,
+            namespace=sts.namespace,
+            old_policy=policy,
+            new_policy=policy._replace(live=after),
+            store=store,
+        )
+        return SizeAnswer(
+            replicas, decided.allowed, decided.reason, decided.message, tuple(decided.warnings)
+        )
     old, new = StatefulSets.ranges(sts, replicas)
     outcome = scaling.judge(
         sts.name,
@@ -241,19 +278,22 @@ def _answer(sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int) -
     )
 
 
-def explain_workload(store: Store, namespace: str, name: str) -> WorkloadExplanation | None:
-    """Each member of ``namespace/name`` and the answer for each smaller size; None when the
-    view does not hold it."""
-    sts = StatefulSets.find(store, namespace, name)
+def explain_workload(
+    store: Store, namespace: str, name: str, *, group: str = ""
+) -> WorkloadExplanation | None:
+    """Each member of ``namespace/name`` (of ``group``: "" for ``apps/v1``) and the answer for
+    each smaller size; None when the view does not hold it."""
+    sts = StatefulSets.find(store, namespace, name, group)
     if sts is None:
         return None
     try:
-        policy = resolve_policy(namespace, name, store=store)
+        policy = resolve_policy(namespace, name, store=store, group=group)
     except Denied as err:
         return WorkloadExplanation(_workload(sts, None), (), (), problem=err.message)
     where = Locator(namespace=namespace, policy=policy, store=store)
     members = tuple(
-        _member(o, policy=policy, store=store, where=where) for o in guard.audited_ordinals(sts)
+        _member(o, policy=policy, store=store, where=where)
+        for o in walked_members(sts, store=store)
     )
     smaller = range(sts.replicas - 1, max(sts.replicas - 1 - SIZES, -1), -1)
     sizes = tuple(_answer(sts, policy, store, n) for n in smaller)

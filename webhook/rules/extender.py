@@ -40,7 +40,7 @@ from webhook.model.annotations import (
     stszone_annotations,
 )
 from webhook.model.objects import JSON
-from webhook.model.records import ordinal_of, statefulset_owner
+from webhook.model.records import ordinal_of, workload_owner
 from webhook.model.store import Store
 from webhook.rules.placement import place, resolve_policy
 from webhook.rules.plan import pod_claims, skipped
@@ -120,7 +120,8 @@ def target(pod: JSON, *, store: Store) -> Goal | None:
     namespace = objects.string(meta, "namespace")
     claims = pod_claims(pod)
     zone = annotations.get(ZONE)
-    owner = statefulset_owner(meta)
+    controller = workload_owner(meta)
+    group, owner = (controller[0], controller[1]) if controller is not None else ("", None)
     if owner is None:
         if not zone:
             return None
@@ -133,7 +134,9 @@ def target(pod: JSON, *, store: Store) -> Goal | None:
     else:
         # No pod_claims: the templates they would stand in for are read only when no claims
         # are given, and place() below is given the pod's.
-        policy = resolve_policy(namespace, owner, store=store, pod_annotations=annotations)
+        policy = resolve_policy(
+            namespace, owner, store=store, pod_annotations=annotations, group=group
+        )
         declared = policy.declared
         if not zone and declared.mode == "node-ordinal":
             return None  # its own affinity pins it to a node, whose zone is not the rule's

@@ -104,10 +104,15 @@ class ScaleDown:
     unready: Mapping[str, tuple[Located, ...]] = field(default_factory=dict)
     #: ``ordinals.start`` before and after (they differ when the change moves it).
     starts: tuple[int, int] = (0, 0)
+    #: What changed, when it is neither the count nor the start alone (an Advanced
+    #: StatefulSet's ``reserveOrdinals``): "" lets :attr:`change` say it.
+    label: str = ""
 
     @property
     def change(self) -> str:
         """``3 -> 2``, or ``ordinals.start 0 -> 1`` (and the replicas, when they change too)."""
+        if self.label:
+            return self.label
         counts = f"{self.old} -> {self.new}"
         if self.starts[0] == self.starts[1]:
             return counts

@@ -32,7 +32,7 @@ from typing import Final, Literal, NamedTuple
 
 from webhook.model.records import PodInfo
 from webhook.model.store import Store
-from webhook.rules.placement import Policy, controller_claims, rule_zone, zone_among
+from webhook.rules.placement import Policy, controller_claims, policy_zone, zone_among
 
 Source = Literal["pod", "pod-label", "volume", "node-label", "rule", "replacement", "unknown"]
 
@@ -109,7 +109,7 @@ class Locator:
     def __init__(self, *, namespace: str, policy: Policy, store: Store) -> None:
         self.namespace, self.policy, self.store = namespace, policy, store
         self.key = policy.declared.topology_key
-        pods = store.set_pods(namespace, policy.statefulset)
+        pods = store.set_pods(namespace, policy.statefulset, policy.group)
         self.pods, self.going = pods.by_name, pods.going
         self.nodes = store.nodes
 
@@ -169,9 +169,7 @@ class Locator:
                 why = f"no node labelled {label}={ordinal} has a label {self.key}"
             return Located(ordinal, None, "unknown", why)
         if policy.zones:
-            return Located(
-                ordinal, rule_zone(ordinal, zones=policy.zones, start=policy.start), "rule"
-            )
+            return Located(ordinal, policy_zone(ordinal, policy), "rule")
         return Located(ordinal, None, "unknown", "no pod, no zone-pinned volume and no zone list")
 
     def _replaced(self, ordinal: int, pod: PodInfo) -> Located:

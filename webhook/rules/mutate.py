@@ -97,7 +97,7 @@ def _placement_notices(view: PodView, plan: PodPlan, *, namespace: str) -> tuple
     placement = plan.placement
     if not placement.warnings or not (placement.nowhere or placement.volume):
         return ()
-    workload = notices.statefulset(namespace, view.owner, uid=view.owner_uid)
+    workload = notices.workload(namespace, view.owner, group=view.group, uid=view.owner_uid)
     pod = notices.pod(namespace, _pod_name(view, plan))
     note = placement.warnings[0]
     if placement.nowhere:

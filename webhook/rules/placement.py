@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import NamedTuple
 
 from webhook.errors import Denied
@@ -22,7 +23,10 @@ from webhook.model.annotations import (
     parse_annotations,
     stszone_annotations,
 )
+from webhook.model.kruise import Live, rank_zone
+from webhook.model.records import StatefulSetInfo, Table
 from webhook.model.store import Store
+from webhook.rules.ordinals import WALK_LIMIT, walked
 
 
 def rule_zone(ordinal: int, *, zones: tuple[str, ...], start: int = 0) -> str:
@@ -56,16 +60,55 @@ class Policy(NamedTuple):
     known: bool
     #: Why the set's annotations were unusable, when the caller tolerated it (defaults used).
     malformed: tuple[str, ...] = ()
+    #: The owner's group: "" for ``apps/v1``, ``apps.kruise.io`` for an Advanced StatefulSet.
+    group: str = ""
+    #: An Advanced StatefulSet's live ordinals: its members are placed by rank, not ordinal.
+    live: Live | None = None
+
+    @property
+    def kind(self) -> str:
+        """How messages name the workload's kind."""
+        return workload_kind(self.group)
 
 
-def require_synced(store: Store, *, what: str) -> None:
+def workload_kind(group: str) -> str:
+    """``StatefulSet``, or ``Advanced StatefulSet`` for ``apps.kruise.io``."""
+    return "Advanced StatefulSet" if group else "StatefulSet"
+
+
+def kruise_live(info: StatefulSetInfo, *, store: Store, replicas: int | None = None) -> Live:
+    """The live ordinals of an Advanced StatefulSet record (``replicas``: another count)."""
+    return Live(
+        replicas=info.replicas if replicas is None else replicas,
+        start=info.start if store.kruise_start_ordinal else 0,
+        reserved=info.reserved,
+    )
+
+
+def walked_members(sts: StatefulSetInfo, *, store: Store) -> Sequence[int]:
+    """The members a check visits one by one (:mod:`webhook.rules.ordinals`): the first
+    ordinals of a StatefulSet, or the first live ordinals of an Advanced StatefulSet."""
+    if not sts.group:
+        return walked(sts.start, sts.replicas)
+    return list(islice(kruise_live(sts, store=store), WALK_LIMIT))
+
+
+def policy_zone(ordinal: int, policy: Policy) -> str:
+    """The rule's zone for ``ordinal``: ``zones[(ordinal - start) mod k]``, or for an Advanced
+    StatefulSet ``zones[rank mod k]`` (:mod:`webhook.model.kruise`); zones must not be empty."""
+    if policy.live is not None:
+        return rank_zone(ordinal, zones=policy.zones, live=policy.live)
+    return rule_zone(ordinal, zones=policy.zones, start=policy.start)
+
+
+def require_synced(store: Store, *, what: str, also: tuple[Table, ...] = ()) -> None:
     """Refuse, for retry, while a live view has not listed every resource yet.
 
     An object missing from a view still loading proves nothing: placing by the rule without
     the volumes would pin a pod where its data can never be, and a guard without the pods
     would count no zone. Offline views (``--zones``, ``--cluster FILE``) are complete.
     """
-    missing = store.unsynced()
+    missing = store.unsynced(*also)
     if missing:
         raise Denied(
             f"stszone's view of the cluster is still loading ({', '.join(missing)} not listed "
@@ -83,6 +126,7 @@ def resolve_policy(
     pod_annotations: Mapping[str, str] | None = None,
     pod_claims: tuple[str, ...] = (),
     tolerate_malformed: bool = False,
+    group: str = "",
 ) -> Policy:
     """Resolve the policy of a StatefulSet from its annotations, else the pod's, else the server.
 
@@ -92,13 +136,16 @@ def resolve_policy(
     is still loading, and when the annotations are malformed -- unless ``tolerate_malformed``
     (a Scale, which cannot change them): then the defaults stand in and ``malformed`` says why.
     """
-    require_synced(store, what=f"StatefulSet {namespace}/{statefulset}")
-    sts = store.statefulset(namespace, statefulset)
+    kind = workload_kind(group)
+    require_synced(
+        store, what=f"{kind} {namespace}/{statefulset}", also=("kruisesets",) if group else ()
+    )
+    sts = store.statefulset(namespace, statefulset, group)
     if sts is None and store.lagging():
         # Placing by defaults would pin the pod for good with a possibly wrong zone list,
         # mode or ordinals.start; the StatefulSet controller retries a refused create.
         raise Denied(
-            f"StatefulSet {namespace}/{statefulset} has not reached stszone's view yet (its "
+            f"{kind} {namespace}/{statefulset} has not reached stszone's view yet (its "
             "watch event is usually milliseconds behind its creation); retry in a moment "
             "(the StatefulSet controller retries its creates by itself)",
             reason="StatefulSetNotYetSeen",
@@ -112,7 +159,7 @@ def resolve_policy(
     except InvalidAnnotations as err:
         if not tolerate_malformed:
             raise Denied(
-                f"StatefulSet {namespace}/{statefulset} has malformed stszone annotations: {err}",
+                f"{kind} {namespace}/{statefulset} has malformed stszone annotations: {err}",
                 reason="Invalid",
             ) from err
         declared, malformed = Declared(), tuple(err.problems)
@@ -120,14 +167,19 @@ def resolve_policy(
     templates = (
         sts.templates if sts is not None else _templates_from_claims(statefulset, pod_claims)
     )
+    live = None
+    if group:
+        live = kruise_live(sts, store=store) if sts is not None else Live(replicas=0)
     return Policy(
         statefulset=statefulset,
         declared=declared,
         zones=zones,
-        start=sts.start if sts is not None else 0,
+        start=live.start if live is not None else sts.start if sts is not None else 0,
         templates=templates,
         known=sts is not None,
         malformed=malformed,
+        group=group,
+        live=live,
     )
 
 
@@ -175,12 +227,12 @@ def place(
     """
     if not policy.zones:
         raise Denied(
-            f"no zones known for StatefulSet {namespace}/{policy.statefulset}: annotate it with "
+            f"no zones known for {policy.kind} {namespace}/{policy.statefulset}: annotate it with "
             f'{ZONES}: "zone-a,zone-b,zone-c", start stszone with --zones, or label nodes with '
             f"{policy.declared.topology_key}",
             reason="NoZones",
         )
-    by_rule = rule_zone(ordinal, zones=policy.zones, start=policy.start)
+    by_rule = policy_zone(ordinal, policy)
     allowed: frozenset[str] | None = None
     pinned_by = ("", "")
     key = policy.declared.topology_key
@@ -225,7 +277,7 @@ def zone_among(zones: frozenset[str], ordinal: int, policy: Policy) -> str:
     """The zone an ordinal takes among several its volume allows (a regional disk): the
     rule's when allowed, else the first in the set's list order (then by name)."""
     if policy.zones:
-        by_rule = rule_zone(ordinal, zones=policy.zones, start=policy.start)
+        by_rule = policy_zone(ordinal, policy)
         if by_rule in zones:
             return by_rule
     order = {z: i for i, z in enumerate(policy.zones)}

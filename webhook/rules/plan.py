@@ -14,9 +14,15 @@ from webhook.errors import Denied
 from webhook.model import objects
 from webhook.model.annotations import SKIP, stszone_annotations
 from webhook.model.objects import JSON
-from webhook.model.records import ordinal_of, statefulset_owner
+from webhook.model.records import ordinal_of, workload_owner
 from webhook.model.store import Store
-from webhook.rules.placement import Placement, Policy, place_by_mode, resolve_policy
+from webhook.rules.placement import (
+    Placement,
+    Policy,
+    place_by_mode,
+    resolve_policy,
+    workload_kind,
+)
 
 
 def skipped(labels: Mapping[str, str]) -> bool:
@@ -54,6 +60,8 @@ class PodView(NamedTuple):
     spec: JSON
     #: Its StatefulSet's uid, from the owner reference (what Events about the set name).
     owner_uid: str = ""
+    #: Its owner's group: "" for ``apps/v1``, ``apps.kruise.io`` for an Advanced StatefulSet.
+    group: str = ""
 
 
 def read_pod(pod: JSON) -> PodView | None:
@@ -61,9 +69,10 @@ def read_pod(pod: JSON) -> PodView | None:
     controls it, or it carries ``stszone.io/skip=true``); :class:`Denied` when it has no
     ordinal."""
     meta = objects.mapping(pod, "metadata")
-    owner = statefulset_owner(meta)
-    if owner is None:
+    found = workload_owner(meta)
+    if found is None:
         return None
+    group, owner, uid = found
     labels = objects.str_map(meta, "labels", path="metadata")
     if skipped(labels):
         return None
@@ -71,20 +80,12 @@ def read_pod(pod: JSON) -> PodView | None:
     name = objects.string(meta, "name")
     if ordinal is None:
         raise Denied(
-            f"pod {name or '(unnamed)'} of StatefulSet {owner} has no ordinal (no "
+            f"pod {name or '(unnamed)'} of {workload_kind(group)} {owner} has no ordinal (no "
             "apps.kubernetes.io/pod-index label, no -N name suffix)",
             reason="NoOrdinal",
         )
     annotations = objects.str_map(meta, "annotations", path="metadata")
     spec = objects.mapping(pod, "spec")
-    uid = next(
-        (
-            ref.get("uid")
-            for ref in objects.dicts(meta, "ownerReferences", path="metadata")
-            if ref.get("controller") is True and ref.get("name") == owner
-        ),
-        "",
-    )
     return PodView(
         name,
         owner,
@@ -93,7 +94,8 @@ def read_pod(pod: JSON) -> PodView | None:
         stszone_annotations(annotations),
         spec_claims(spec),
         spec,
-        uid if isinstance(uid, str) else "",
+        uid,
+        group,
     )
 
 
@@ -118,6 +120,7 @@ def plan_pod(pod: PodView, *, namespace: str, store: Store) -> PodPlan:
         store=store,
         pod_annotations=pod.policy_annotations,
         pod_claims=pod.claims,
+        group=pod.group,
     )
     placement = place_by_mode(
         pod.ordinal,

@@ -1,14 +1,16 @@
 """The requests about Strimzi KafkaNodePools, their brokers' pods and claims, to their rules. Pure.
 
 :mod:`webhook.rules.admission` asks here first; None means "not a pool request" and the
-StatefulSet rules decide as before. A pod or claim is a pool broker's when the operator's
-labels (``strimzi.io/cluster``, ``strimzi.io/pool-name``) name a pool the view holds.
+StatefulSet rules decide. A pod or claim is a pool broker's when the operator's labels
+(``strimzi.io/cluster``, ``strimzi.io/pool-name``) name a pool the view holds. ``defaults`` is
+not read: with the kind off, the view holds no pool.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from webhook.config import Defaults
 from webhook.model.nodepools import GROUP
 from webhook.model.store import Store
 from webhook.rules import pools, poolscaling
@@ -22,7 +24,7 @@ def _is_pool(request: Request) -> bool:
     return request.resource == "kafkanodepools" and request.resource_group in ("", GROUP)
 
 
-def mutate(request: Request, *, store: Store) -> Decision | None:
+def mutate(request: Request, store: Store, defaults: Defaults) -> Decision | None:
     """``/mutate`` of a pool request; None for any other."""
     obj, ns, op = request.object, request.namespace, request.operation
     if _is_pool(request) and request.kind == "KafkaNodePool" and not request.sub_resource:
@@ -42,7 +44,7 @@ def mutate(request: Request, *, store: Store) -> Decision | None:
     return None
 
 
-def validate(request: Request, *, store: Store) -> Decision | None:
+def validate(request: Request, store: Store, defaults: Defaults) -> Decision | None:
     """``/validate`` of a pool request; None for any other."""
     if request.kind == "Pod" and not request.group and request.operation == "CREATE":
         if pools.pool_member(request.object) is None:

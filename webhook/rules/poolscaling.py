@@ -34,6 +34,7 @@ from webhook.model.nodepools import (
 )
 from webhook.model.notices import ObjectRef
 from webhook.model.objects import JSON
+from webhook.model.records import POOL_TABLES
 from webhook.model.store import Store
 from webhook.rules.decision import Decision, MetadataAnnotation, allow, edit, refuse
 from webhook.rules.placement import require_synced
@@ -54,7 +55,7 @@ from webhook.rules.poolzones import PoolPolicy, members, pool_policy
 def _as_written(obj: JSON, *, namespace: str, store: Store) -> PoolPolicy:
     """The pool as the request writes it; its brokers are found through the view's record."""
     info = nodepool_info(obj)
-    require_synced(store, what=f"KafkaNodePool {namespace}/{info.name}")
+    require_synced(store, what=f"KafkaNodePool {namespace}/{info.name}", also=POOL_TABLES)
     try:
         declared = parse_annotations(info.annotations)
     except InvalidAnnotations:

@@ -26,6 +26,7 @@ from webhook.model.annotations import (
     parse_annotations,
 )
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, node_id_of
+from webhook.model.records import POOL_TABLES
 from webhook.model.store import Store
 from webhook.rules.placement import require_synced
 from webhook.rules.poolplan import new_ids, zones_together
@@ -52,7 +53,7 @@ def pool_policy(namespace: str, name: str, *, store: Store) -> PoolPolicy | None
 
     Raises :class:`Denied` while a live view is still loading, and for malformed annotations.
     """
-    require_synced(store, what=f"KafkaNodePool {namespace}/{name}")
+    require_synced(store, what=f"KafkaNodePool {namespace}/{name}", also=POOL_TABLES)
     pool = store.nodepool(namespace, name)
     if pool is None:
         return None

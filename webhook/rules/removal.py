@@ -33,9 +33,8 @@ from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
 from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.store import Store
-from webhook.rules import guard
 from webhook.rules.locate import Locator
-from webhook.rules.placement import Policy, place, resolve_policy
+from webhook.rules.placement import Policy, place, resolve_policy, walked_members
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +66,9 @@ def _local_nodes(
 
 def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
     """The ordinals of ``sts`` and its topology key; a malformed set's pods get no homes."""
-    ordinals = guard.audited_ordinals(sts)
+    ordinals = walked_members(sts, store=store)
     try:
-        policy = resolve_policy(sts.namespace, sts.name, store=store)
+        policy = resolve_policy(sts.namespace, sts.name, store=store, group=sts.group)
     except Denied:
         pods = (store.pod(sts.namespace, f"{sts.name}-{o}") for o in ordinals)
         stuck = [

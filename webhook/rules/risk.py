@@ -34,15 +34,25 @@ from typing import Final
 
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
-from webhook.rules import guard
 from webhook.rules.audit import SetReport, audit_steps, audits
+from webhook.rules.placement import walked_members
 
 #: Ordinals one refresh cycle visits (plus at most one set's worth beyond it).
 BUDGET: Final = 20_000
 #: StatefulSets a sweep lists between pauses (finding the opted-in ones).
 LIST_SLICE: Final = 256
 
-Key = tuple[str, str]
+#: (namespace, name) of a StatefulSet; (namespace, name, group) of another kind's set.
+Key = tuple[str, ...]
+
+
+def key_of(sts: StatefulSetInfo) -> Key:
+    """The scan's key of a set: its kind's sets of one name are apart."""
+    return (*sts.key, sts.group) if sts.group else sts.key
+
+
+def _held(store: Store, key: Key) -> StatefulSetInfo | None:
+    return store.statefulset(key[0], key[1], key[2] if len(key) > 2 else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +74,8 @@ class SetRisk:
     lowest: int | None
     #: Why the set cannot be placed (malformed annotations), or "".
     problem: str = ""
+    #: The set's group: "" for ``apps/v1``, ``apps.kruise.io`` for an Advanced StatefulSet.
+    group: str = ""
 
     @classmethod
     def of(cls, report: SetReport) -> SetRisk:
@@ -79,6 +91,7 @@ class SetRisk:
             unknown=len(report.unknown),
             lowest=report.lowest,
             problem=report.problem,
+            group=report.group,
         )
 
 
@@ -110,13 +123,14 @@ class RiskScan:
         # The opted-in sets, in the order listed (keys only: a set's record is read when its
         # audit starts, as the view has it then).
         present: dict[Key, None] = {}
-        listed = list(self.store.statefulsets.values())  # a copy: the view may change at a pause
+        # A copy: the view may change at a pause. StatefulSets, then Advanced StatefulSets.
+        listed = [*self.store.statefulsets.values(), *self.store.kruisesets.values()]
         for first in range(0, len(listed), LIST_SLICE):
             if first:
                 yield
             for each in listed[first : first + LIST_SLICE]:
                 if audits(self.store, each, excluded=self.excluded):
-                    present[each.key] = None
+                    present[key_of(each)] = None
         for key in [key for key in self.sets if key not in present]:
             del self.sets[key]  # its series go at once, not at the end of a pass
             self._revisions.pop(key, None)
@@ -138,7 +152,7 @@ class RiskScan:
         while self._queue and (spent == 0 or spent < self.budget):
             key = self._queue.popleft()
             self._queued.discard(key)
-            sts = self.store.statefulsets.get(key) if key in present else None
+            sts = _held(self.store, key) if key in present else None
             if sts is None:
                 continue
             revision = self.store.revision_of(*key)
@@ -146,9 +160,9 @@ class RiskScan:
                 unchanged += 1  # nothing its figures read has changed since: they stand
                 pause = unchanged % LIST_SLICE == 0
             else:
-                spent += self._cost(sts)
+                spent += self._cost(sts, self.store)
                 report = yield from audit_steps(sts, store=self.store)
-                if key in self.store.statefulsets:
+                if _held(self.store, key) is not None:
                     self.sets[key] = SetRisk.of(report)
                     # The revision before the audit: a change at one of its pauses is newer.
                     self._revisions[key] = revision
@@ -178,6 +192,6 @@ class RiskScan:
         self._queued.add(key)
 
     @staticmethod
-    def _cost(sts: StatefulSetInfo) -> int:
+    def _cost(sts: StatefulSetInfo, store: Store) -> int:
         # What audit_steps visits; a set of zero replicas still costs its policy lookup.
-        return max(1, len(guard.audited_ordinals(sts)))
+        return max(1, len(walked_members(sts, store=store)))

@@ -122,7 +122,7 @@ def _lowest(result: ScaleDown) -> str:
 def _denial(result: ScaleDown) -> str:
     """The message of a refused scale-down."""
     what = f"scale-down of {result.name} from {result.old} to {result.new}"
-    if result.starts[0] != result.starts[1]:
+    if result.starts[0] != result.starts[1] or result.label:
         what = f"{result.change} of {result.name}"
     parts = []
     if result.lost:

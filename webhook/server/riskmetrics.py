@@ -40,7 +40,9 @@ READY_POLL: Final = 1.0
 #: Seconds the refresh waits at each pause of a sweep: the loop is free that long between two
 #: slices, so requests that arrive during a refresh are answered between them.
 PAUSE: Final = 0.001
-LABELS: Final = ("namespace", "statefulset")
+LABELS: Final = ("namespace", "statefulset", "kind")
+#: The ``kind`` label of each workload group.
+KINDS: Final = {"": "StatefulSet", "apps.kruise.io": "AdvancedStatefulSet"}
 
 #: (metric suffix, help, value of one set or None to leave its sample out)
 GAUGES: Final[tuple[tuple[str, str, Callable[[SetRisk], int | None]], ...]] = (
@@ -87,7 +89,8 @@ class ZoneRiskCollector(Collector):
             for risk in risks:
                 value = read(risk)
                 if value is not None:
-                    family.add_metric([risk.namespace, risk.name], value)
+                    kind = KINDS.get(risk.group, risk.group)
+                    family.add_metric([risk.namespace, risk.name, kind], value)
             yield family
         last = self._last_pass()
         if last is not None:

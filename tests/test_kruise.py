@@ -1,0 +1,385 @@
+"""OpenKruise Advanced StatefulSets: live ordinals, placement by rank, owners, the guard.
+
+The objects and reviews are the recorded ones of ``tests/fixtures/kruise`` (the lab, with a test
+playing kruise-manager v1.8.4); the live ordinals are checked against ``tests/kruise_ref.py``,
+written from the controller's source, never from stszone's.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.builders import node
+from tests.kruise_ref import live_ordinals, reserved
+from webhook.cli.audit import render_json, render_text
+from webhook.cli.explain import run_explain
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.model.kruise import Live, parse_reserve
+from webhook.model.records import pod_info, statefulset_info
+from webhook.model.state import LiveState
+from webhook.model.store import Store
+from webhook.rules.admission import Request, mutate, validate
+from webhook.rules.audit import audit
+from webhook.rules.decision import StorageClass, ZoneAnnotation, ZonesAnnotation
+from webhook.rules.explain import explain_workload
+from webhook.rules.rebalance import chosen, plan_set
+from webhook.wire.review import from_dict
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kruise"
+ZONES = ("a", "b", "c")
+ANNOTATED = {"stszone.io/zones": "a,b,c"}
+
+
+def _items(name: str) -> list[Any]:
+    items: list[Any] = json.loads((FIXTURES / "objects" / name).read_text())["items"]
+    return items
+
+
+def _request(number: str) -> Request:
+    (path,) = (FIXTURES / "admission").glob(f"{number}-all-*.json")
+    return from_dict(json.loads(path.read_text())).request
+
+
+def _annotated(obj: dict[str, Any]) -> dict[str, Any]:
+    made = copy.deepcopy(obj)
+    made["metadata"].setdefault("annotations", {}).update(ANNOTATED)
+    return made
+
+
+def _store(*, pods: bool = True, zones_of: dict[str, str] | None = None) -> Store:
+    """The recorded set (annotated with zones a,b,c), its claims and, scheduled on nodes of
+    the given zones, its pods."""
+    objects: list[Any] = [node(f"n-{z}", z) for z in ZONES]
+    objects += [_annotated(s) for s in _items("statefulsets.v1beta1.json")]
+    objects += _items("pvcs.json")
+    if pods:
+        for pod in _items("pods.json"):
+            pod = copy.deepcopy(pod)
+            zone = (zones_of or {}).get(pod["metadata"]["name"])
+            if zone:
+                pod["spec"]["nodeName"] = f"n-{zone}"
+            objects.append(pod)
+    objects.append(
+        {
+            "kind": "Namespace",
+            "apiVersion": "v1",
+            "metadata": {"name": "shop", "labels": {"stszone.io/enabled": "true"}},
+        }
+    )
+    return store_from_objects(objects)
+
+
+# --- the model ------------------------------------------------------------------------------
+
+entries = st.lists(
+    st.one_of(
+        st.integers(-3, 40),
+        st.tuples(st.integers(-2, 40), st.integers(0, 12)).map(lambda t: f"{t[0]}-{t[0] + t[1]}"),
+        st.sampled_from(["5", "3-1", "1-2-3", " 1-3", "+1-3", "0003-005"]),
+    ),
+    max_size=5,
+)
+
+
+@given(replicas=st.integers(0, 30), start=st.integers(0, 6), reserve=entries)
+def test_live_ordinals_agree_with_the_controller(
+    replicas: int, start: int, reserve: list[int | str]
+) -> None:
+    """The first ``replicas`` unreserved ordinals at or above the start, malformed lists ignored."""
+    intervals, readable = parse_reserve(reserve)
+    ref = reserved(reserve)
+    assert readable == (ref is not None)
+    assert intervals == (ref.intervals if ref is not None else ())
+    live = Live(replicas=replicas, start=start, reserved=intervals)
+    want = live_ordinals(replicas, start=start, reserve=reserve)
+    assert tuple(live) == want
+    # A member's rank is its place among the live ordinals, whatever the count.
+    assert [live.rank(o) for o in want] == list(range(len(want)))
+    assert all(live.at(i) == o for i, o in enumerate(want))
+    assert all((o in live) == (o in want) for o in range(-2, 80))
+
+
+def test_three_replicas_with_one_reserved_cover_every_zone() -> None:
+    """Live 0, 2, 3 (ordinal 1 reserved): by rank a, b, c; ``ordinal mod 3`` would say a, c, a."""
+    store = _store(pods=False)
+    got = {}
+    for number in ("004", "006", "008"):
+        request = _request(number)
+        decision = mutate(request, store=store, defaults=Defaults())
+        (zone,) = [e.zone for e in decision.edits if isinstance(e, ZoneAnnotation)]
+        got[request.object["metadata"]["name"]] = zone
+    assert got == {"web-0": "a", "web-2": "b", "web-3": "c"}
+
+
+def test_claims_get_the_zone_and_class_of_their_member() -> None:
+    """``data-web-3`` is rank 2's claim: zone c, class ``ssd-c`` from the template."""
+    store = _store(pods=False)
+    sts = store.kruisesets[("shop", "web")]
+    annotations = {**sts.annotations, "stszone.io/storage-class-template": "ssd-{zone}"}
+    store.put("kruisesets", type(sts)(**{**_fields(sts), "annotations": annotations}))
+    store.delete("claims", ("shop", "data-web-3"))
+    decision = mutate(_request("007"), store=store, defaults=Defaults())
+    assert ZoneAnnotation("c") in decision.edits
+    assert StorageClass("ssd-c") in decision.edits
+
+
+def _fields(info: Any) -> dict[str, Any]:
+    return {f: getattr(info, f) for f in info.__struct_fields__}
+
+
+def test_kruise_pods_are_not_an_apps_set_of_the_same_name() -> None:
+    """An apps/v1 StatefulSet ``web`` beside the Advanced one: neither sees the other's pods."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    apps = {
+        "kind": "StatefulSet",
+        "apiVersion": "apps/v1",
+        "metadata": {"name": "web", "namespace": "shop", "annotations": ANNOTATED},
+        "spec": {"replicas": 3, "template": {"spec": {}}},
+    }
+    store.put("statefulsets", statefulset_info(apps))
+    assert not store.set_pods("shop", "web").by_name
+    assert sorted(store.set_pods("shop", "web", "apps.kruise.io").by_name) == [0, 2, 3]
+
+
+def test_pods_of_an_earlier_set_are_not_members() -> None:
+    """A pod whose owner reference names another uid belongs to a deleted set of that name."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    (pod,) = [p for p in _items("pods.json") if p["metadata"]["name"] == "web-3"]
+    pod = copy.deepcopy(pod)
+    pod["metadata"]["ownerReferences"][0]["uid"] = "0000-earlier"
+    store.put("pods", pod_info(pod))
+    assert sorted(store.set_pods("shop", "web", "apps.kruise.io").by_name) == [0, 2]
+
+
+# --- the guard ------------------------------------------------------------------------------
+
+
+def _update(request: Request, **spec: Any) -> Request:
+    old = _annotated(request.old_object)
+    new = _annotated(request.object)
+    new["spec"].update(spec)
+    return request._replace(object=new, old_object=old)
+
+
+def test_reserving_the_only_member_of_a_zone_is_refused() -> None:
+    """Live 0, 2, 3 in a, b, c; reserving 0-1 at replicas 3 makes them 2, 3, 4: zone a lost."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    request = _update(_request("011"), replicas=3, reserveOrdinals=["0-1"])
+    request.old_object["spec"]["replicas"] = 3
+    decision = validate(request, store=store, defaults=Defaults())
+    assert not decision.allowed
+    assert "reserveOrdinals [1] -> [0-1]" in decision.message
+    assert "zone a (ordinal 0 is its only pod)" in decision.message
+
+
+def test_a_reserve_change_that_keeps_every_zone_is_allowed() -> None:
+    """Reserving 3 (zone c) at replicas 3: live 0, 2, 4; the new member 4 is rank 2, zone c."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    request = _update(_request("011"), replicas=3, reserveOrdinals=[1, 3])
+    request.old_object["spec"]["replicas"] = 3
+    decision = validate(request, store=store, defaults=Defaults())
+    assert decision.allowed, decision.message
+
+
+def test_a_reserve_change_counts_new_members_by_their_new_rank() -> None:
+    """Reserving 2 (zone b) at replicas 3: live 0, 3, 4. Ranks shift: 3 keeps its pod (and
+    data) in c, and the new member 4 is rank 2, zone c too: b is lost, and refused."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    request = _update(_request("011"), replicas=3, reserveOrdinals=[1, 2])
+    request.old_object["spec"]["replicas"] = 3
+    decision = validate(request, store=store, defaults=Defaults())
+    assert not decision.allowed
+    assert "zone b (ordinal 2 is its only pod)" in decision.message
+
+
+def test_scale_subresource_of_kruise_is_guarded_by_live_members() -> None:
+    """/scale 3 -> 2 removes web-3, the highest live ordinal: zone c lost, refused."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    decision = validate(_request("009"), store=store, defaults=Defaults())
+    assert not decision.allowed
+    assert "zone c (ordinal 3 is its only pod)" in decision.message
+
+
+def test_the_kind_can_be_turned_off() -> None:
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    decision = validate(_request("009"), store=store, defaults=Defaults(kruise=False))
+    assert decision.allowed
+
+
+def test_a_v1alpha1_update_drops_the_reserved_ordinals() -> None:
+    """Through v1alpha1 the stored set loses reserveOrdinals: live 0, 2 become 0, 1 -- web-2
+    (zone b) goes and the new member 1 goes to rank 1's zone, b: every zone kept."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    request = _request("015")
+    request = request._replace(
+        object=_annotated(request.object), old_object=_annotated(request.old_object)
+    )
+    # The view holds replicas 2, reserveOrdinals [1] (read through v1beta1): live 0, 2.
+    sts = store.kruisesets[("shop", "web")]
+    store.put("kruisesets", type(sts)(**{**_fields(sts), "replicas": 2}))
+    request.object["spec"]["replicas"] = 2
+    decision = validate(request, store=store, defaults=Defaults())
+    assert decision.allowed, decision.message
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    before=st.tuples(st.integers(1, 9), entries),
+    after=st.tuples(st.integers(1, 9), entries),
+    zones=st.lists(st.sampled_from(ZONES), min_size=40, max_size=40),
+)
+def test_guard_agrees_with_the_controller(
+    before: tuple[int, list[int | str]],
+    after: tuple[int, list[int | str]],
+    zones: list[str],
+) -> None:
+    """Members placed anywhere (a pod per live ordinal in a random zone); any change of
+    replicas/reserveOrdinals is refused exactly when a zone the members hold before is held
+    by no member after, per the controller's live sets; new members go by their rank."""
+    old_live = live_ordinals(before[0], reserve=before[1])
+    new_live = live_ordinals(after[0], reserve=after[1])
+    where = {o: zones[o % 40] for o in old_live}
+    expected_after = {where.get(o) or ZONES[new_live.index(o) % 3] for o in new_live}
+    lost = set(where.values()) - expected_after
+    objects: list[Any] = [node(f"n-{z}", z) for z in ZONES]
+    base = _annotated(_items("statefulsets.v1beta1.json")[0])
+    base["spec"]["replicas"], base["spec"]["reserveOrdinals"] = before
+    objects.append(base)
+    (template,) = [p for p in _items("pods.json") if p["metadata"]["name"] == "web-0"]
+    for o in old_live:
+        pod = copy.deepcopy(template)
+        pod["metadata"]["name"] = f"web-{o}"
+        pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = str(o)
+        pod["spec"]["nodeName"] = f"n-{where[o]}"
+        pod["spec"]["volumes"] = []
+        objects.append(pod)
+    store = store_from_objects(objects)
+    new = copy.deepcopy(base)
+    new["spec"]["replicas"], new["spec"]["reserveOrdinals"] = after
+    request = Request(
+        kind="StatefulSet",
+        group="apps.kruise.io",
+        resource="statefulsets",
+        sub_resource="",
+        operation="UPDATE",
+        namespace="shop",
+        name="web",
+        object=new,
+        old_object=base,
+        resource_group="apps.kruise.io",
+    )
+    decision = validate(request, store=store, defaults=Defaults())
+    assert decision.allowed == (not lost), decision.message
+    for zone in lost:
+        assert f"zone {zone} (" in decision.message or f" {zone} (" in decision.message
+        removed = set(old_live) - set(new_live)
+        holders = [o for o in removed if where[o] == zone]
+        assert str(holders[0]) in decision.message
+
+
+# --- audit ----------------------------------------------------------------------------------
+
+
+def test_audit_reads_members_by_rank() -> None:
+    """The audit lists the Advanced StatefulSet by kind, its live ordinals 0, 2, 3 with their
+    rank zones a, b, c, and web-2 running in c as misplaced."""
+    store = _store(zones_of={"web-0": "a", "web-2": "c", "web-3": "c"})
+    report = audit(store)
+    (web,) = [s for s in report.sets if s.name == "web"]
+    assert web.kind == "Advanced StatefulSet"
+    rows = {row.ordinal: (row.expected_zone, row.zone, row.status) for row in web.rows}
+    assert rows == {0: ("a", "a", "ok"), 2: ("b", "c", "MISPLACED"), 3: ("c", "c", "ok")}
+    # As for StatefulSets, the lowest count keeps the zones held now (a, c): 0 and 2.
+    assert web.lowest == 2
+    (data,) = render_json(report)["statefulsets"]
+    assert (data["apiGroup"], data["kind"], data["name"]) == (
+        "apps.kruise.io",
+        "StatefulSet",
+        "web",
+    )
+    assert "Advanced StatefulSet shop/web" in render_text(report)
+    assert "live ordinals 0, 2 and 3" in render_text(report)
+
+
+def test_audit_lowest_safe_count_follows_the_live_set() -> None:
+    """Members where the rule puts them: the lowest count keeping every zone is 3 (0, 2, 3)."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    (web,) = audit(store).sets
+    assert web.lowest == 3
+
+
+# --- explain --------------------------------------------------------------------------------
+
+
+def test_explain_names_members_by_rank_and_judges_smaller_sizes() -> None:
+    """``explain asts/web``: members 0, 2, 3 with rule zones a, b, c; 2 replicas would drop c
+    (web-3 is its only pod), 1 would drop b and c."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    explained = explain_workload(store, "shop", "web", group="apps.kruise.io")
+    assert explained is not None
+    assert explained.workload.kind == "Advanced StatefulSet"
+    assert [(m.row.ordinal, m.rule_zone) for m in explained.members] == [
+        (0, "a"),
+        (2, "b"),
+        (3, "c"),
+    ]
+    sizes = {s.replicas: s for s in explained.sizes}
+    assert not sizes[2].allowed and "zone c (ordinal 3 is its only pod)" in sizes[2].message
+    assert not sizes[1].allowed
+    # An apps/v1 lookup of the same name finds nothing.
+    assert explain_workload(store, "shop", "web") is None
+
+
+def test_explain_cli_finds_advanced_statefulsets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    assert run_explain(store, kind=None, name="web", namespace="shop", output="text") == 0
+    assert "Advanced StatefulSet shop/web" in capsys.readouterr().out
+    assert run_explain(store, kind="pod", name="web-2", namespace="shop", output="json") == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["workload"]["kind"] == "Advanced StatefulSet", body
+
+
+def test_rebalance_leaves_advanced_statefulsets_with_a_note() -> None:
+    """Planned moves would be checked against apps/v1 objects: none are planned, and why."""
+    store = _store(zones_of={"web-0": "a", "web-2": "c", "web-3": "c"})
+    (sts,) = chosen(store)
+    planned = plan_set(sts, store=store, state=LiveState(), move_data=False)
+    assert not planned.steps and "Advanced StatefulSet" in planned.note
+
+
+@pytest.mark.parametrize(
+    "path", sorted((FIXTURES / "admission").glob("*.json")), ids=lambda p: p.name[:3]
+)
+def test_every_recorded_review_is_read(path: Path) -> None:
+    """Each review the API server sent (both registrations, both versions) is answered from
+    the recorded objects: never a malformed-object answer, and only the shapes the guard
+    refuses are refused (no pod is scheduled there, so members are where the rule puts them)."""
+    store = _store(pods=False)
+    request = from_dict(json.loads(path.read_text())).request
+    for decide in (mutate, validate):
+        decision = decide(request, store=store, defaults=Defaults())
+        assert decision.code != 400, decision.message
+        if not decision.allowed:
+            # The recorded pods were never mutated (no stszone ran on the lab then): the final
+            # check refuses them for lacking their zone, as it should.
+            expected = {"ZoneLoss", "ZoneUnknown", "ZoneRequirementMissing"}
+            assert decision.reason in expected, decision.message
+
+
+def test_create_fills_the_zone_list() -> None:
+    """The recorded CREATE (review 001) without stszone.io/zones gets the view's zones."""
+    store = _store(pods=False)
+    decision = mutate(_request("001"), store=store, defaults=Defaults())
+    assert ZonesAnnotation(ZONES) in decision.edits
+    off = mutate(_request("001"), store=store, defaults=Defaults(kruise=False))
+    assert not off.edits

@@ -1,0 +1,213 @@
+"""Admission of OpenKruise Advanced StatefulSets (``apps.kruise.io`` StatefulSet). Pure.
+
+The set itself is checked as an ``apps/v1`` StatefulSet is (its ``stszone.io/*`` annotations,
+its pod template against the zones, the warnings), by :func:`validate.validate_statefulset`
+with the ordinals left alone; what removes members is judged here, by the live ordinal sets
+before and after (:mod:`webhook.rules.kruiseguard`): a ``replicas`` decrease (UPDATE, or the
+``statefulsets/scale`` subresource) and any change of ``reserveOrdinals`` (or, with
+``--kruise-start-ordinal``, of ``spec.ordinals.start``).
+
+``v1alpha1`` has no ``reserveOrdinals`` in its schema: an UPDATE through it stores the set
+without them (both objects of the review lack them), so its "before" is the set as the view
+holds it (read through ``v1beta1``) and its "after" reserves nothing, as the controller will.
+"""
+
+from __future__ import annotations
+
+from webhook.model import kruise, notices, objects
+from webhook.model.annotations import (
+    Declared,
+    InvalidAnnotations,
+    parse_annotations,
+    stszone_annotations,
+)
+from webhook.model.kruise import Live
+from webhook.model.objects import JSON
+from webhook.model.records import StatefulSetInfo, kruise_set_info
+from webhook.model.store import Store
+from webhook.rules import kruiseguard, verdict
+from webhook.rules import validate as validations
+from webhook.rules.decision import Decision, allow
+from webhook.rules.placement import Policy, kruise_live, require_synced, resolve_policy
+
+
+def _declared(sts: JSON) -> Declared:
+    """The set's stszone annotations (defaults when malformed: the base check speaks of them)."""
+    meta = objects.mapping(sts, "metadata")
+    try:
+        return parse_annotations(
+            stszone_annotations(objects.str_map(meta, "annotations", path="metadata"))
+        )
+    except InvalidAnnotations:
+        return Declared()
+
+
+def _policy(info: StatefulSetInfo, declared: Declared, live: Live, *, store: Store) -> Policy:
+    return Policy(
+        statefulset=info.name,
+        declared=declared,
+        zones=declared.zones or store.server_zones(declared.topology_key),
+        start=live.start,
+        templates=info.templates,
+        known=True,
+        group=kruise.GROUP,
+        live=live,
+    )
+
+
+def _same_ordinals(old: JSON, new: JSON) -> JSON:
+    """``old`` with the new object's replicas and ordinals: the ``apps/v1`` checks then judge
+    the annotations and template only, never the ordinals (judged here instead)."""
+    spec = dict(objects.mapping(old, "spec"))
+    new_spec = objects.mapping(new, "spec")
+    for key in ("replicas", "ordinals"):
+        if key in new_spec:
+            spec[key] = new_spec[key]
+        else:
+            spec.pop(key, None)
+    return {**old, "spec": spec}
+
+
+def _unreadable_warning(name: str, info: StatefulSetInfo) -> tuple[str, ...]:
+    if info.reserve_ok:
+        return ()
+    return (
+        f"{name}: spec.reserveOrdinals holds an entry the Kruise controller cannot read "
+        '(integers and "a-b" ranges only), so it ignores the whole list: no ordinal is reserved',
+    )
+
+
+def validate_kruise_set(sts: JSON, *, old: JSON | None, namespace: str, store: Store) -> Decision:
+    """Check an Advanced StatefulSet CREATE (``old`` None) or UPDATE."""
+    base_old = _same_ordinals(old, sts) if old is not None else None
+    base = validations.validate_statefulset(sts, old=base_old, namespace=namespace, store=store)
+    meta = objects.mapping(sts, "metadata")
+    name = objects.string(meta, "name") or "(unnamed)"
+    info = kruise_set_info({**sts, "metadata": {**meta, "name": name}})
+    base = base.with_warnings(_unreadable_warning(name, info))
+    if not base.allowed or old is None:
+        return base
+    before_info = kruise_set_info(old)
+    held = store.statefulset(namespace, name, kruise.GROUP)
+    if objects.string(old, "apiVersion").endswith("/v1alpha1") and held is not None:
+        before_info = held  # v1alpha1 shows no reserveOrdinals; the view read them
+    before, after = kruise_live(before_info, store=store), kruise_live(info, store=store)
+    same = (before.reserved, before.start) == (after.reserved, after.start)
+    if same and after.replicas >= before.replicas:
+        return base  # nothing removed: no lookups
+    declared = _declared(sts)
+    label = "" if same else _label(before, after)
+    outcome = judge_live(
+        name,
+        before=before,
+        after=after,
+        namespace=namespace,
+        old_policy=_policy(before_info, declared, before, store=store),
+        new_policy=_policy(info, declared, after, store=store),
+        store=store,
+        label=label,
+        uid=objects.string(meta, "uid", path="metadata"),
+    )
+    return outcome.with_warnings(base.warnings).with_notices(*base.notices)
+
+
+def _label(before: Live, after: Live) -> str:
+    parts = []
+    if before.reserved != after.reserved:
+        was, now = (
+            kruiseguard.describe_reserve(before.reserved),
+            kruiseguard.describe_reserve(after.reserved),
+        )
+        parts.append(f"reserveOrdinals {was} -> {now}")
+    if before.start != after.start:
+        parts.append(f"ordinals.start {before.start} -> {after.start}")
+    if before.replicas != after.replicas:
+        parts.append(f"replicas {before.replicas} -> {after.replicas}")
+    return ", ".join(parts)
+
+
+def judge_live(
+    name: str,
+    *,
+    before: Live,
+    after: Live,
+    namespace: str,
+    old_policy: Policy,
+    new_policy: Policy,
+    store: Store,
+    label: str = "",
+    uid: str = "",
+) -> Decision:
+    """The verdict on going from the live set ``before`` to ``after``."""
+    if not after.replicas:
+        return verdict.stopped(name, old=before.replicas)
+    require_synced(
+        store, what=f"a change of Advanced StatefulSet {namespace}/{name}", also=("kruisesets",)
+    )
+    result = kruiseguard.compare(
+        name,
+        before=before,
+        after=after,
+        namespace=namespace,
+        old_policy=old_policy,
+        new_policy=new_policy,
+        store=store,
+        label=label,
+    )
+    if result is None:
+        return allow(
+            warnings=(
+                f"{name}: over {kruiseguard.LIMIT} members; stszone does not judge this change",
+            )
+        )
+    regarding = notices.workload(namespace, name, group=kruise.GROUP, uid=uid)
+    return verdict.verdict(
+        result, allow_zone_loss=new_policy.declared.allow_zone_loss, regarding=regarding
+    )
+
+
+def validate_kruise_scale(
+    scale: JSON, *, old: JSON, name: str, namespace: str, store: Store
+) -> Decision:
+    """Guard ``statefulsets/scale`` of ``apps.kruise.io`` (``kubectl scale``, the HPA)."""
+    new_count = _replicas(scale)
+    if old and new_count >= _replicas(old):
+        return allow()  # not a scale-down: no lookups
+    if old and new_count == 0:
+        return verdict.stopped(name, old=_replicas(old))
+    held = store.statefulset(namespace, name, kruise.GROUP)
+    # An UPDATE always carries oldObject; a hand-written review may not.
+    old_count = _replicas(old) if old else held.replicas if held is not None else new_count
+    if new_count >= old_count:
+        return allow()
+    if new_count == 0:
+        return verdict.stopped(name, old=old_count)
+    policy = resolve_policy(
+        namespace, name, store=store, tolerate_malformed=True, group=kruise.GROUP
+    )
+    warnings: tuple[str, ...] = ()
+    if held is None:
+        warnings = (
+            f"{namespace}/{name} is not in stszone's view yet: guarded on its pods and the "
+            "server's zones, with no reserved ordinals",
+        )
+    live = policy.live or Live(replicas=0)
+    before = Live(replicas=old_count, start=live.start, reserved=live.reserved)
+    after = Live(replicas=new_count, start=live.start, reserved=live.reserved)
+    outcome = judge_live(
+        name,
+        before=before,
+        after=after,
+        namespace=namespace,
+        old_policy=policy._replace(live=before),
+        new_policy=policy._replace(live=after),
+        store=store,
+        label="",
+        uid=objects.string(objects.mapping(scale, "metadata"), "uid", path="metadata"),
+    )
+    return outcome.with_warnings(warnings)
+
+
+def _replicas(scale: JSON) -> int:
+    # autoscaling/v1 ScaleSpec.replicas is omitempty: a scale to 0 has no replicas field.
+    return objects.integer(objects.mapping(scale, "spec"), "replicas", default=0, path="spec")
