@@ -18,8 +18,8 @@ import pytest
 from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.model.records import TABLES
 from webhook.model.store import Store
+from webhook.model.tables import TABLES
 from webhook.rules.admission import Endpoint
 from webhook.wire import review
 

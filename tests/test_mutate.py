@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.model.records import TABLES
 from webhook.model.store import Store
+from webhook.model.tables import TABLES
 from webhook.wire import review
 from webhook.wire.patch import apply
 

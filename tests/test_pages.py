@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tests.fakestate import API_FIXTURES
 from webhook.cluster import pages
 from webhook.cluster.resources import describe
-from webhook.model.records import EXTRACTORS, Table
+from webhook.model.tables import EXTRACTORS, Table
 
 #: Recorded lists (tests/fixtures/api/README.md) and the table each one fills.
 LISTS: list[tuple[str, Table]] = [

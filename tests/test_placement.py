@@ -13,7 +13,8 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.errors import Denied
 from webhook.model import objects
-from webhook.model.records import node_info, ordinal_of
+from webhook.model.owners import ordinal_of
+from webhook.model.records import node_info
 from webhook.model.store import Store
 from webhook.rules.placement import place, resolve_policy, rule_zone
 from webhook.wire import review

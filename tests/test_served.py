@@ -22,8 +22,8 @@ from webhook.cluster.credentials import load_credentials
 from webhook.cluster.resources import Resource, optional_resources
 from webhook.cluster.served import ServedReflector
 from webhook.config import Settings
-from webhook.model.records import Table
 from webhook.model.store import Store
+from webhook.model.tables import Table
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kruise" / "objects" / "statefulsets.v1beta1.json"
 

@@ -20,8 +20,8 @@ from tests.fakeapi import FakeApi, Fault, eventually
 from tests.test_live_admission import live_app, mutate, pinned_zone
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.model.records import Table
 from webhook.model.store import Store
+from webhook.model.tables import Table
 from webhook.rules.admission import Endpoint
 from webhook.wire import review
 from webhook.wire.review import Answer

@@ -29,8 +29,8 @@ from webhook.cluster.live import LiveView, live_store
 from webhook.cluster.reflector import CacheStatus, Reflector, Tuning
 from webhook.cluster.resources import METADATA_LIST, STATEFULSET_POD_LABEL, resources
 from webhook.config import Settings
-from webhook.model.records import Table
 from webhook.model.store import Store
+from webhook.model.tables import Table
 
 TUNING = Tuning(
     page_size=5,

@@ -19,7 +19,6 @@ from tests import builders as b
 from tests.test_zone_risk import namespace, refreshed
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.model.records import (
-    Table,
     claim_info,
     namespace_info,
     node_info,
@@ -28,6 +27,7 @@ from webhook.model.records import (
     volume_info,
 )
 from webhook.model.store import Store
+from webhook.model.tables import Table
 from webhook.rules.risk import RiskScan
 
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -222,14 +222,14 @@ def test_revisions_are_kept_for_existing_sets_and_namespaces_with_sets_only() ->
         store.put("claims", claim_info(b.pvc("data-db-0", namespace=ns)))
         for s in SETS:
             store.put("statefulsets", statefulset_info(b.statefulset(s, namespace=ns, replicas=7)))
-    assert len(store._set_revisions) == 9 and len(store._namespace_revisions) == 3
+    assert store._revisions.held() == (9, 3)
     for ns in NAMESPACES:
         for s in SETS:
             store.delete("statefulsets", (ns, s))
     for i in range(50):
         store.put("pods", pod_info(b.sts_pod(f"gone{i}", 0, namespace="a", node="n1")))
         store.put("claims", claim_info(b.pvc(f"data-gone{i}-0", namespace=f"ns{i}")))
-    assert store._set_revisions == {} and store._namespace_revisions == {}
+    assert store._revisions.held() == (0, 0)
     before = store.revision_of("a", "gone3")
     store.put("statefulsets", statefulset_info(b.statefulset("gone3", namespace="a")))
     assert store.revision_of("a", "gone3") > before

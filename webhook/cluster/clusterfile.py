@@ -15,8 +15,9 @@ import yaml
 
 from webhook.errors import BadObject, ConfigError
 from webhook.model.nodepools import pool_of, poolpod_info
-from webhook.model.records import EXTRACTORS, TABLES, Info, PodInfo, Table, table_of
+from webhook.model.records import Info, PodInfo
 from webhook.model.store import Store
+from webhook.model.tables import EXTRACTORS, TABLES, Table, table_of
 
 
 def flatten(doc: Any, *, item_kind: str = "", api_version: str = "") -> Iterator[Mapping[str, Any]]:

@@ -27,8 +27,8 @@ from webhook.cluster.served import ServedReflector
 from webhook.cluster.view import zone_source
 from webhook.config import Settings
 from webhook.errors import ConfigError
-from webhook.model.records import TABLES
 from webhook.model.store import Store
+from webhook.model.tables import TABLES
 
 log = logging.getLogger("stszone.live")
 

@@ -33,7 +33,7 @@ from typing import Any, Final, Generic, TypedDict, TypeVar
 
 import msgspec
 
-from webhook.model.records import Table
+from webhook.model.tables import Table
 from webhook.wire import codec
 
 Item = TypeVar("Item")

@@ -12,7 +12,7 @@ from webhook.cluster.resources import STATEFULSET_POD_LABEL
 from webhook.model import objects
 from webhook.model import state as states
 from webhook.model.annotations import ZONE
-from webhook.model.records import ordinal_of, statefulset_owner
+from webhook.model.owners import ordinal_of, statefulset_owner
 from webhook.rules.rebalance import Step
 
 

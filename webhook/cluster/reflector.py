@@ -43,8 +43,9 @@ from webhook.cluster.api import Api, ApiError, StreamSilent, api_error
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.resources import Resource, describe, object_key
 from webhook.errors import BadObject
-from webhook.model.records import EXTRACTORS, Info, PodInfo, Table
+from webhook.model.records import Info, PodInfo
 from webhook.model.store import Store
+from webhook.model.tables import EXTRACTORS, Table
 from webhook.wire import codec
 
 log = logging.getLogger("stszone.watch")

@@ -31,7 +31,8 @@ from webhook.config import Settings
 from webhook.model import kruise
 from webhook.model.annotations import ENABLED
 from webhook.model.nodepools import GROUP, POOL_LABEL
-from webhook.model.records import Key, Table
+from webhook.model.records import Key
+from webhook.model.tables import Table
 
 #: Metadata-only representation, with plain JSON as the fallback for servers that cannot
 #: convert (client-go's metadata informer asks the same way); list and watch name different types.

@@ -22,9 +22,9 @@ from webhook.model.records import (
     NodeInfo,
     PodInfo,
     StatefulSetInfo,
-    Table,
     VolumeInfo,
 )
+from webhook.model.tables import Table
 
 R = TypeVar(
     "R",

@@ -262,3 +262,24 @@ def topology_label(topology: Iterable[tuple[str, str]], key: str) -> str | None:
     if found is None and key in ZONE_KEYS:
         found = next((labels[k] for k in ZONE_KEYS if k in labels), None)
     return found
+
+
+def is_topology_label(key: str) -> bool:
+    """Whether a pod label names where it runs: a zone key, or any ``topology.*/`` key."""
+    return key in ZONE_KEYS or key.partition("/")[0].startswith("topology.")
+
+
+#: One shared tuple per distinct set of pod topology labels: the pods of a zone all carry the
+#: same few (zone, region), so 100k pods hold a handful of tuples, not 100k.
+_TOPOLOGIES: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+_TOPOLOGIES_MAX: Final = 4096
+
+
+def shared_topology(topology: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The one shared tuple equal to ``topology`` (while the table has room)."""
+    found = _TOPOLOGIES.get(topology)
+    if found is not None:
+        return found
+    if len(_TOPOLOGIES) < _TOPOLOGIES_MAX:
+        _TOPOLOGIES[topology] = topology
+    return topology

@@ -5,24 +5,31 @@ affinity, a claim's volume, a pod's node, its own topology labels, its claims an
 going away), so a cluster of thousands of nodes and 100k pods stays small in memory. The
 ``*_info`` functions turn a raw API object (full or metadata-only) into a record and raise
 :class:`~webhook.errors.BadObject` for shapes they cannot read; ``EXTRACTORS`` maps each
-store kind to its function for the watches and the file loader.
+table to its function for the watches and the file loader (:mod:`webhook.model.tables`).
 """
 
 from __future__ import annotations
 
-import re
 import sys
-from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal
+from collections.abc import Mapping
+from typing import Any, Final
 
 import msgspec
 from msgspec import field
 
 from webhook.errors import BadObject
 from webhook.model import kruise, objects
-from webhook.model.annotations import ENABLED, POD_INDEX_LABEL, ZONE, stszone_annotations
-from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, nodepool_info, poolpod_info
-from webhook.model.pinning import UNPINNED, ZONE_KEYS, Pinning, topology_label, volume_pinning
+from webhook.model.annotations import ENABLED, ZONE, stszone_annotations
+from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
+from webhook.model.owners import ordinal_of, workload_owner
+from webhook.model.pinning import (
+    UNPINNED,
+    Pinning,
+    is_topology_label,
+    shared_topology,
+    topology_label,
+    volume_pinning,
+)
 from webhook.model.podspec import REQUIRED, Going, going, mounted, required_terms
 
 #: Node label naming the node itself; local PersistentVolumes are pinned to a node with it.
@@ -35,37 +42,9 @@ NOT_READY_TAINTS: Final = frozenset(
 )
 
 
-Table = Literal[
-    "nodes",
-    "volumes",
-    "claims",
-    "statefulsets",
-    "pods",
-    "namespaces",
-    "nodepools",
-    "poolpods",
-    "kruisesets",
-]
-TABLES: Final[tuple[Table, ...]] = (
-    "nodes",
-    "volumes",
-    "claims",
-    "statefulsets",
-    "pods",
-    "namespaces",
-    "nodepools",
-    "poolpods",
-    "kruisesets",
-)
-#: The tables every request may read; another kind's tables are waited for only by the
-#: requests about that kind, so a slow list of them never holds StatefulSets back.
-CORE_TABLES: Final[tuple[Table, ...]] = TABLES[:6]
-#: A Strimzi node pool's tables (:mod:`webhook.model.nodepools`).
-POOL_TABLES: Final[tuple[Table, ...]] = ("nodepools", "poolpods")
 Key = str | tuple[str, str]
 
 _intern = sys.intern
-_SUFFIX = re.compile(r"-([0-9]+)$")
 
 
 # The records are msgspec Structs with ``gc=False``: immutable values holding strings, numbers,
@@ -351,61 +330,6 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
     )
 
 
-def statefulset_owner(meta: Mapping[str, Any]) -> str | None:
-    """Name of the StatefulSet (group ``apps``) that controls this object, if any."""
-    found = workload_owner(meta)
-    return found[1] if found is not None and not found[0] else None
-
-
-def workload_owner(meta: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    """(group, name, uid) of the ordinal workload controlling this object: a StatefulSet of
-    group ``apps`` (group "") or ``apps.kruise.io``; None for any other controller."""
-    for ref in objects.dicts(meta, "ownerReferences", path="metadata"):
-        if ref.get("controller") is not True or ref.get("kind") != "StatefulSet":
-            continue
-        api_version, name, uid = ref.get("apiVersion"), ref.get("name"), ref.get("uid")
-        if not isinstance(api_version, str) or not isinstance(name, str) or not name:
-            return None
-        group, _, version = api_version.rpartition("/")
-        uid = uid if isinstance(uid, str) else ""
-        if group == "apps":
-            return "", name, uid
-        if group == kruise.GROUP and version in kruise.VERSIONS:
-            return kruise.GROUP, name, uid
-        return None
-    return None
-
-
-def ordinal_of(meta: Mapping[str, Any], labels: Mapping[str, str]) -> int | None:
-    """Ordinal from the ``apps.kubernetes.io/pod-index`` label (``labels``: the metadata's),
-    else the name's ``-N`` suffix."""
-    index = labels.get(POD_INDEX_LABEL, "")
-    if index.isascii() and index.isdigit():
-        return int(index)
-    match = _SUFFIX.search(objects.string(meta, "name"))
-    return int(match.group(1)) if match else None
-
-
-def is_topology_label(key: str) -> bool:
-    """Whether a pod label names where it runs: a zone key, or any ``topology.*/`` key."""
-    return key in ZONE_KEYS or key.partition("/")[0].startswith("topology.")
-
-
-#: One shared tuple per distinct set of pod topology labels: the pods of a zone all carry the
-#: same few (zone, region), so 100k pods hold a handful of tuples, not 100k.
-_TOPOLOGIES: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
-_TOPOLOGIES_MAX: Final = 4096
-
-
-def _shared(topology: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    found = _TOPOLOGIES.get(topology)
-    if found is not None:
-        return found
-    if len(_TOPOLOGIES) < _TOPOLOGIES_MAX:
-        _TOPOLOGIES[topology] = topology
-    return topology
-
-
 def pod_info(obj: Mapping[str, Any]) -> PodInfo:
     """Record of a StatefulSet pod (of its labels, only the topology ones are kept)."""
     meta = _meta(obj)
@@ -413,7 +337,7 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
     owner = found[1] if found is not None else None
     group, owner_uid = (found[0], found[2]) if found is not None and found[0] else ("", "")
     labels = objects.str_map(meta, "labels", path="metadata")
-    topology = _shared(
+    topology = shared_topology(
         tuple(sorted((_intern(k), _intern(v)) for k, v in labels.items() if is_topology_label(k)))
     )
     name = _name(meta)
@@ -454,37 +378,3 @@ def kruise_set_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
         reserve_ok=readable,
         uid=objects.string(_meta(obj), "uid"),
     )
-
-
-#: Extractor per table, for watchers and file loaders.
-EXTRACTORS: Final[dict[Table, Callable[[Mapping[str, Any]], Info]]] = {
-    "nodes": node_info,
-    "volumes": volume_info,
-    "claims": claim_info,
-    "statefulsets": statefulset_info,
-    "pods": pod_info,
-    "namespaces": namespace_info,
-    "nodepools": nodepool_info,
-    "poolpods": poolpod_info,
-    "kruisesets": kruise_set_info,
-}
-
-#: API ``kind`` -> the store table its objects go to.
-TABLE_OF_KIND: Final[dict[str, Table]] = {
-    "Node": "nodes",
-    "PartialObjectMetadata": "nodes",
-    "PersistentVolume": "volumes",
-    "PersistentVolumeClaim": "claims",
-    "StatefulSet": "statefulsets",
-    "Pod": "pods",
-    "Namespace": "namespaces",
-    "KafkaNodePool": "nodepools",
-}
-
-
-def table_of(obj: Mapping[str, Any]) -> Table | None:
-    """The store table a raw object goes to, by kind and (for look-alike kinds) group."""
-    api_version = obj.get("apiVersion")
-    if isinstance(api_version, str) and api_version.startswith(f"{kruise.GROUP}/"):
-        return "kruisesets" if obj.get("kind") == kruise.KIND else None
-    return TABLE_OF_KIND.get(str(obj.get("kind", "")))

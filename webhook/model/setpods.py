@@ -4,10 +4,10 @@ ordinals. Pure: summaries of the records of one set, built when asked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from webhook.model.records import PodInfo
+from webhook.model.records import NodeInfo, PodInfo
 
 
 def claim_stem(namespace: str, claim: str) -> tuple[str, str] | None:
@@ -80,6 +80,34 @@ class PodZones:
     #: Ordinal -> its node, for the pods on a node that no longer exists: going away, as PodGC
     #: deletes them (their ordinals are where their replacements go).
     gone: Mapping[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def placed(
+        cls,
+        pods: SetPods,
+        nodes: Mapping[str, NodeInfo],
+        topology_key: str,
+        *,
+        node_gone: Callable[[str], bool],
+    ) -> PodZones:
+        """Where the scheduled pods of a set that are not going away are, by their nodes'
+        ``topology_key`` label; which of them run on nodes that are not Ready; and which sit
+        on nodes that no longer exist (``node_gone``: going away too)."""
+        zones: dict[int, str] = {}
+        unready: dict[int, str] = {}
+        gone: dict[int, str] = {}
+        for ordinal in sorted(pods.by_name):
+            pod = pods.by_name[ordinal]
+            node = nodes.get(pod.node) if pod.node and not pod.going else None
+            if node is None:
+                if pod.node and not pod.going and node_gone(pod.node):
+                    gone[ordinal] = pod.node
+                continue  # not scheduled, going away (it holds no zone), or on a node unknown
+            if zone := node.labels.get(topology_key):
+                zones[ordinal] = zone
+            if not node.ready:
+                unready[ordinal] = node.name
+        return cls.of(zones, unready=unready, gone=gone)
 
     @classmethod
     def of(

@@ -19,8 +19,6 @@ from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
 from webhook.model.pinning import Reach
 from webhook.model.reach import Reaches
 from webhook.model.records import (
-    CORE_TABLES,
-    TABLES,
     ClaimInfo,
     Info,
     Key,
@@ -28,10 +26,11 @@ from webhook.model.records import (
     NodeInfo,
     PodInfo,
     StatefulSetInfo,
-    Table,
     VolumeInfo,
 )
+from webhook.model.revisions import Revisions, set_key
 from webhook.model.setpods import PodZones, SetPods, claim_ordinals, claim_stem
+from webhook.model.tables import CORE_TABLES, TABLES, Table
 
 
 class Store:
@@ -73,16 +72,8 @@ class Store:
         self._labels = NodeLabels()
         #: Where each distinct volume affinity reaches, kept as the volumes and nodes change.
         self._reaches = Reaches()
-        # Revisions: one counter, bumped by every change of a record that changed something.
-        # What a StatefulSet's audit reads is its record and pods, its namespace's claims, and
-        # cluster-wide records (nodes, volumes); each of those keeps the revision it last
-        # changed at, so :meth:`revision_of` tells whether anything a set's figures read has
-        # changed since (a re-list moves every set's). Only sets that exist and namespaces that
-        # hold sets are kept: a set created later starts with a revision above all before.
-        self._revision = 0
-        self._cluster_revision = 0
-        self._namespace_revisions: dict[str, int] = {}
-        self._set_revisions: dict[tuple[str, ...], int] = {}
+        #: What each set's audit reads last changed at (:meth:`revision_of`).
+        self._revisions = Revisions()
         # Secondary indexes, kept in step with the tables by put/delete/replace, so that a
         # request about one set looks at its namespace's records, never a whole table.
         #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
@@ -160,46 +151,12 @@ class Store:
             self._changed(name, old)
 
     def _changed(self, name: Table, *infos: Info) -> None:
-        """One change of table ``name`` touching ``infos`` (the record put, the one it replaced,
-        or the one deleted): the revision moves on, and each record's set, namespace or the
-        whole view is marked changed at it."""
-        self._revision += 1
-        for info in infos:
-            self._mark(info)
+        """One change touching ``infos``: the record put, the one it replaced, or the one gone."""
+        self._revisions.changed(infos, view=self)
 
-    def _mark(self, info: Info) -> None:
-        """Record that what ``info`` stands for changed at the current revision."""
-        now = self._revision
-        if isinstance(info, StatefulSetInfo) and info.group:
-            self._mark_set(
-                (info.namespace, info.name, info.group), present=info.key in self.kruisesets
-            )
-        elif isinstance(info, StatefulSetInfo):
-            if info.key in self.statefulsets:
-                self._set_revisions[info.key] = now
-            else:  # deleted: a set created later starts above every revision before
-                self._set_revisions.pop(info.key, None)
-                if not self._sets_by_namespace.get(info.namespace):
-                    self._namespace_revisions.pop(info.namespace, None)
-        elif isinstance(info, PodInfo) and info.owner is not None and info.group:
-            if (info.namespace, info.owner) in self.kruisesets:
-                self._set_revisions[(info.namespace, info.owner, info.group)] = now
-        elif isinstance(info, PodInfo) and info.owner is not None:
-            if (owner := (info.namespace, info.owner)) in self.statefulsets:
-                self._set_revisions[owner] = now
-        elif isinstance(info, ClaimInfo):
-            if self._sets_by_namespace.get(info.namespace):
-                self._namespace_revisions[info.namespace] = now
-        elif isinstance(info, (NodeInfo, VolumeInfo)):  # a volume is reached by name from any claim
-            self._cluster_revision = now
-        # Otherwise a pod no set owns (the audit reads it as none; the live view keeps none) or
-        # a namespace (it decides which sets are audited, and every sweep lists them anew).
-
-    def _mark_set(self, key: tuple[str, str, str], *, present: bool) -> None:
-        if present:
-            self._set_revisions[key] = self._revision
-        else:
-            self._set_revisions.pop(key, None)
+    def has_sets(self, namespace: str) -> bool:
+        """Whether the view holds an apps/v1 StatefulSet in ``namespace``."""
+        return bool(self._sets_by_namespace.get(namespace))
 
     def revision_of(self, namespace: str, statefulset: str, group: str = "") -> int:
         """The revision at which anything the audit of one StatefulSet reads last changed.
@@ -207,11 +164,7 @@ class Store:
         Equal at two moments: nothing the set's figures (``stszone audit`` of that set) depend
         on has changed in between, so they need not be worked out again.
         """
-        return max(
-            self._cluster_revision,
-            self._namespace_revisions.get(namespace, 0),
-            self._set_revisions.get(_set_key(namespace, statefulset, group), 0),
-        )
+        return self._revisions.of(namespace, set_key(namespace, statefulset, group))
 
     def replace(self, name: Table, infos: Iterable[Info]) -> None:
         """Swap the whole table ``name`` (a fresh list) and mark it loaded."""
@@ -241,11 +194,7 @@ class Store:
         elif name == "volumes":
             self._reaches = Reaches(v.pinning for v in self.volumes.values())
             self._reaches.refresh(self)
-        # A re-list may change anything: every set's revision moves past all earlier ones.
-        self._revision += 1
-        self._cluster_revision = self._revision
-        self._namespace_revisions.clear()
-        self._set_revisions.clear()
+        self._revisions.relisted()
 
     # queries
     def server_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:
@@ -341,7 +290,7 @@ class Store:
         An Advanced StatefulSet's pods are those whose owner reference names its uid too (when
         both are known): pods of an earlier set of that name, deleted, are not its members.
         """
-        pods = self._pods_by_owner.summary(_set_key(namespace, statefulset, group))
+        pods = self._pods_by_owner.summary(set_key(namespace, statefulset, group))
         if not group:
             return pods
         info = self.kruisesets.get((namespace, statefulset))
@@ -349,7 +298,7 @@ class Store:
         if uid and any(p.owner_uid and p.owner_uid != uid for p in pods.by_name.values()):
             return SetPods.of(
                 p
-                for p in self._pods_by_owner.get(_set_key(namespace, statefulset, group)).values()
+                for p in self._pods_by_owner.get(set_key(namespace, statefulset, group)).values()
                 if not p.owner_uid or p.owner_uid == uid
             )
         return pods
@@ -357,26 +306,13 @@ class Store:
     def pod_zones(
         self, namespace: str, statefulset: str, topology_key: str, group: str = ""
     ) -> PodZones:
-        """Where the scheduled pods of one set that are not going away are, by their nodes'
-        ``topology_key`` label; which of them run on nodes that are not Ready; and which sit
-        on nodes that no longer exist (:meth:`node_gone`: going away too)."""
-        pods = self.set_pods(namespace, statefulset, group)
-        zones: dict[int, str] = {}
-        unready: dict[int, str] = {}
-        gone: dict[int, str] = {}
-        nodes = self.nodes
-        for ordinal in sorted(pods.by_name):
-            pod = pods.by_name[ordinal]
-            node = nodes.get(pod.node) if pod.node and not pod.going else None
-            if node is None:
-                if pod.node and not pod.going and self.node_gone(pod.node):
-                    gone[ordinal] = pod.node
-                continue  # not scheduled, going away (it holds no zone), or on a node unknown
-            if zone := node.labels.get(topology_key):
-                zones[ordinal] = zone
-            if not node.ready:
-                unready[ordinal] = node.name
-        return PodZones.of(zones, unready=unready, gone=gone)
+        """Where the pods of one set are (:meth:`PodZones.placed`; :meth:`node_gone`)."""
+        return PodZones.placed(
+            self.set_pods(namespace, statefulset, group),
+            self.nodes,
+            topology_key,
+            node_gone=self.node_gone,
+        )
 
     def node_gone(self, node: str) -> bool:
         """Whether ``node`` no longer exists: the view holds the cluster's nodes (listed, and
@@ -461,8 +397,3 @@ class Store:
             return None
         info = self.namespaces.get(namespace)
         return info.enabled if info is not None else False
-
-
-def _set_key(namespace: str, name: str, group: str) -> tuple[str, ...]:
-    """The key of a set's pods and revision (:attr:`PodInfo.set_key`)."""
-    return (namespace, name, group) if group else (namespace, name)

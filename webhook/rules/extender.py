@@ -40,7 +40,7 @@ from webhook.model.annotations import (
     stszone_annotations,
 )
 from webhook.model.objects import JSON
-from webhook.model.records import ordinal_of, workload_owner
+from webhook.model.owners import ordinal_of, workload_owner
 from webhook.model.store import Store
 from webhook.rules.placement import place, resolve_policy
 from webhook.rules.plan import pod_claims, skipped

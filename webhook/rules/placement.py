@@ -24,8 +24,9 @@ from webhook.model.annotations import (
     stszone_annotations,
 )
 from webhook.model.kruise import Live, rank_zone
-from webhook.model.records import StatefulSetInfo, Table
+from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
+from webhook.model.tables import Table
 from webhook.rules.ordinals import WALK_LIMIT, walked
 
 

@@ -14,7 +14,7 @@ from webhook.errors import Denied
 from webhook.model import objects
 from webhook.model.annotations import SKIP, stszone_annotations
 from webhook.model.objects import JSON
-from webhook.model.records import ordinal_of, workload_owner
+from webhook.model.owners import ordinal_of, workload_owner
 from webhook.model.store import Store
 from webhook.rules.placement import (
     Placement,

@@ -34,8 +34,8 @@ from webhook.model.nodepools import (
 )
 from webhook.model.notices import ObjectRef
 from webhook.model.objects import JSON
-from webhook.model.records import POOL_TABLES
 from webhook.model.store import Store
+from webhook.model.tables import POOL_TABLES
 from webhook.rules.decision import Decision, MetadataAnnotation, allow, edit, refuse
 from webhook.rules.placement import require_synced
 from webhook.rules.poolguard import (

@@ -26,8 +26,8 @@ from webhook.model.annotations import (
     parse_annotations,
 )
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, node_id_of
-from webhook.model.records import POOL_TABLES
 from webhook.model.store import Store
+from webhook.model.tables import POOL_TABLES
 from webhook.rules.placement import require_synced
 from webhook.rules.poolplan import new_ids, zones_together
 

@@ -24,8 +24,8 @@ from typing import Final, Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from webhook.model.records import TABLES
 from webhook.model.store import Store
+from webhook.model.tables import TABLES
 
 PREFIX: Final = "stszone"
 

@@ -1,0 +1,53 @@
+"""How a pod names its workload and its member: the controlling owner and the ordinal. Pure.
+
+An ordinal workload's pods carry its name twice: in the controller owner reference (group,
+kind, name and uid: an apps/v1 StatefulSet and an OpenKruise Advanced StatefulSet of the same
+name are told apart by the group) and in their own name, ``<set>-<ordinal>`` (or the
+``apps.kubernetes.io/pod-index`` label, set by the StatefulSet controller since 1.28).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.model import kruise, objects
+from webhook.model.annotations import POD_INDEX_LABEL
+
+_SUFFIX = re.compile(r"-([0-9]+)$")
+
+
+def statefulset_owner(meta: Mapping[str, Any]) -> str | None:
+    """Name of the StatefulSet (group ``apps``) that controls this object, if any."""
+    found = workload_owner(meta)
+    return found[1] if found is not None and not found[0] else None
+
+
+def workload_owner(meta: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(group, name, uid) of the ordinal workload controlling this object: a StatefulSet of
+    group ``apps`` (group "") or ``apps.kruise.io``; None for any other controller."""
+    for ref in objects.dicts(meta, "ownerReferences", path="metadata"):
+        if ref.get("controller") is not True or ref.get("kind") != "StatefulSet":
+            continue
+        api_version, name, uid = ref.get("apiVersion"), ref.get("name"), ref.get("uid")
+        if not isinstance(api_version, str) or not isinstance(name, str) or not name:
+            return None
+        group, _, version = api_version.rpartition("/")
+        uid = uid if isinstance(uid, str) else ""
+        if group == "apps":
+            return "", name, uid
+        if group == kruise.GROUP and version in kruise.VERSIONS:
+            return kruise.GROUP, name, uid
+        return None
+    return None
+
+
+def ordinal_of(meta: Mapping[str, Any], labels: Mapping[str, str]) -> int | None:
+    """Ordinal from the ``apps.kubernetes.io/pod-index`` label (``labels``: the metadata's),
+    else the name's ``-N`` suffix."""
+    index = labels.get(POD_INDEX_LABEL, "")
+    if index.isascii() and index.isdigit():
+        return int(index)
+    match = _SUFFIX.search(objects.string(meta, "name"))
+    return int(match.group(1)) if match else None

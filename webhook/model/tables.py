@@ -1,0 +1,85 @@
+"""The store's tables: their names, which raw objects go to which, and their extractors. Pure.
+
+One table per kind of record (:mod:`webhook.model.records`, :mod:`webhook.model.nodepools`);
+the watches and the file loader both read a raw object into its table through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal
+
+from webhook.model import kruise
+from webhook.model.nodepools import nodepool_info, poolpod_info
+from webhook.model.records import (
+    Info,
+    claim_info,
+    kruise_set_info,
+    namespace_info,
+    node_info,
+    pod_info,
+    statefulset_info,
+    volume_info,
+)
+
+Table = Literal[
+    "nodes",
+    "volumes",
+    "claims",
+    "statefulsets",
+    "pods",
+    "namespaces",
+    "nodepools",
+    "poolpods",
+    "kruisesets",
+]
+TABLES: Final[tuple[Table, ...]] = (
+    "nodes",
+    "volumes",
+    "claims",
+    "statefulsets",
+    "pods",
+    "namespaces",
+    "nodepools",
+    "poolpods",
+    "kruisesets",
+)
+#: The tables every request may read; another kind's tables are waited for only by the
+#: requests about that kind, so a slow list of them never holds StatefulSets back.
+CORE_TABLES: Final[tuple[Table, ...]] = TABLES[:6]
+#: A Strimzi node pool's tables (:mod:`webhook.model.nodepools`).
+POOL_TABLES: Final[tuple[Table, ...]] = ("nodepools", "poolpods")
+
+
+#: Extractor per table, for watchers and file loaders.
+EXTRACTORS: Final[dict[Table, Callable[[Mapping[str, Any]], Info]]] = {
+    "nodes": node_info,
+    "volumes": volume_info,
+    "claims": claim_info,
+    "statefulsets": statefulset_info,
+    "pods": pod_info,
+    "namespaces": namespace_info,
+    "nodepools": nodepool_info,
+    "poolpods": poolpod_info,
+    "kruisesets": kruise_set_info,
+}
+
+#: API ``kind`` -> the store table its objects go to.
+TABLE_OF_KIND: Final[dict[str, Table]] = {
+    "Node": "nodes",
+    "PartialObjectMetadata": "nodes",
+    "PersistentVolume": "volumes",
+    "PersistentVolumeClaim": "claims",
+    "StatefulSet": "statefulsets",
+    "Pod": "pods",
+    "Namespace": "namespaces",
+    "KafkaNodePool": "nodepools",
+}
+
+
+def table_of(obj: Mapping[str, Any]) -> Table | None:
+    """The store table a raw object goes to, by kind and (for look-alike kinds) group."""
+    api_version = obj.get("apiVersion")
+    if isinstance(api_version, str) and api_version.startswith(f"{kruise.GROUP}/"):
+        return "kruisesets" if obj.get("kind") == kruise.KIND else None
+    return TABLE_OF_KIND.get(str(obj.get("kind", "")))
