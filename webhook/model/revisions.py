@@ -11,6 +11,7 @@ revision above all before.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from webhook.model.records import ClaimInfo, Info, NodeInfo, PodInfo, StatefulSetInfo, VolumeInfo
@@ -24,14 +25,14 @@ def set_key(namespace: str, name: str, group: str) -> tuple[str, ...]:
     return (namespace, name, group) if group else (namespace, name)
 
 
+@dataclass
 class Revisions:
     """The revision counter and what each set, namespace and the whole view changed at."""
 
-    def __init__(self) -> None:
-        self.now = 0
-        self._cluster = 0
-        self._namespaces: dict[str, int] = {}
-        self._sets: dict[tuple[str, ...], int] = {}
+    now: int = 0
+    _cluster: int = 0
+    _namespaces: dict[str, int] = field(default_factory=dict)
+    _sets: dict[tuple[str, ...], int] = field(default_factory=dict)
 
     def of(self, namespace: str, key: tuple[str, ...]) -> int:
         """The revision at which anything the audit of the set ``key`` reads last changed."""

@@ -7,7 +7,7 @@ the watches and the file loader both read a raw object into its table through he
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from webhook.model import kruise
 from webhook.model.nodepools import nodepool_info, poolpod_info
@@ -33,17 +33,8 @@ Table = Literal[
     "poolpods",
     "kruisesets",
 ]
-TABLES: Final[tuple[Table, ...]] = (
-    "nodes",
-    "volumes",
-    "claims",
-    "statefulsets",
-    "pods",
-    "namespaces",
-    "nodepools",
-    "poolpods",
-    "kruisesets",
-)
+#: Every table, in the order the Literal names them.
+TABLES: Final[tuple[Table, ...]] = get_args(Table)
 #: The tables every request may read; another kind's tables are waited for only by the
 #: requests about that kind, so a slow list of them never holds StatefulSets back.
 CORE_TABLES: Final[tuple[Table, ...]] = TABLES[:6]
