@@ -28,7 +28,6 @@ from webhook.cluster.view import zone_source
 from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.model.store import Store
-from webhook.model.tables import TABLES
 
 log = logging.getLogger("stszone.live")
 
@@ -44,8 +43,6 @@ class LiveView:
         self.store = Store(
             zones=settings.zones, live=True, kruise_start_ordinal=settings.kruise_start_ordinal
         )
-        for table in turned_off(settings):
-            self.store.replace(table, [])
         self.api = Api(credentials)
         folding = asyncio.Lock()  # the pages of all lists fold one at a time
         self.reflectors = tuple(
@@ -54,10 +51,8 @@ class LiveView:
         )
         self._stopped: str | None = None
         # A kind turned off is never listed: its empty table counts as listed.
-        watched = {r.table for r in resources(settings)}
-        for table in TABLES:
-            if table not in watched:
-                self.store.replace(table, ())
+        for table in turned_off(settings):
+            self.store.replace(table, ())
 
     def statuses(self) -> tuple[CacheStatus, ...]:
         """Health of every cache (what ``/readyz`` and the ``stszone_cache_*`` gauges report)."""

@@ -97,6 +97,10 @@ class Index(Generic[R, S]):
             raise TypeError("this index summarises nothing")
         return self._summarise(self.get(key).values())
 
+    def groups(self) -> Iterable[Hashable]:
+        """The keys of the groups that hold a record."""
+        return self._groups.keys()
+
     def get(self, key: Hashable) -> Mapping[Key, R]:
         """The records of one group (empty when none)."""
         members = self._groups.get(key)

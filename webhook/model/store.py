@@ -74,8 +74,7 @@ class Store:
         self._reaches = Reaches()
         #: What each set's audit reads last changed at (:meth:`revision_of`).
         self._revisions = Revisions()
-        # Secondary indexes, kept in step with the tables by put/delete/replace, so that a
-        # request about one set looks at its namespace's records, never a whole table.
+        # Indexes, kept in step by put/delete/replace: a request reads one set's records only.
         #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
         self._volumes_by_claim: Index[VolumeInfo, None] = Index(lambda v: v.claim)
         #: Claims and pre-bound PVs by (namespace, claim name without its "-<ordinal>"), i.e.
@@ -84,6 +83,10 @@ class Store:
         self._volumes_by_stem: Index[VolumeInfo, frozenset[int]] = Index(
             lambda v: claim_stem(v.claim[0], v.claim[1]) if v.claim else None,
             summarise=lambda volumes: claim_ordinals(v.claim[1] for v in volumes if v.claim),
+        )
+        #: Volumes by affinity (those that pin something): what ``_reaches`` keeps.
+        self._volumes_by_pinning: Index[VolumeInfo, None] = Index(
+            lambda v: None if v.pinning.anywhere else v.pinning
         )
         self._claims_by_stem: Index[ClaimInfo, frozenset[int]] = Index(
             lambda c: claim_stem(c.namespace, c.name),
@@ -97,7 +100,7 @@ class Store:
         self._kruise_by_namespace: Index[StatefulSetInfo, None] = Index(lambda s: s.namespace)
         self._indexes: dict[Table, tuple[Index[Any, Any], ...]] = {
             "poolpods": (self._pods_by_pool,),
-            "volumes": (self._volumes_by_claim, self._volumes_by_stem),
+            "volumes": (self._volumes_by_claim, self._volumes_by_stem, self._volumes_by_pinning),
             "claims": (self._claims_by_stem,),
             "statefulsets": (self._sets_by_namespace,),
             "pods": (self._pods_by_owner,),
@@ -130,7 +133,7 @@ class Store:
             self._reaches.refresh(self)
         elif isinstance(info, VolumeInfo):
             self._reaches.add(info.pinning, view=self)
-            if old is not None:
+            if old is not None and not self._volumes_by_pinning.get(old.pinning):
                 self._reaches.remove(old.pinning)
         if old is None:
             self._changed(name, info)
@@ -146,7 +149,7 @@ class Store:
             if isinstance(old, NodeInfo):
                 self._labels.remove(old)
                 self._reaches.refresh(self)
-            elif isinstance(old, VolumeInfo):
+            elif isinstance(old, VolumeInfo) and not self._volumes_by_pinning.get(old.pinning):
                 self._reaches.remove(old.pinning)
             self._changed(name, old)
 
@@ -192,7 +195,8 @@ class Store:
             self._labels = NodeLabels(self.nodes.values())
             self._reaches.refresh(self)
         elif name == "volumes":
-            self._reaches = Reaches(v.pinning for v in self.volumes.values())
+            held = self._volumes_by_pinning.groups()
+            self._reaches = Reaches(p for p in held if isinstance(p, pinning.Pinning))
             self._reaches.refresh(self)
         self._revisions.relisted()
 
