@@ -104,6 +104,10 @@ class Live:
             total += hi - lo + 1
         self._before = before
 
+    def resized(self, replicas: int) -> Live:
+        """The same set at another ``replicas`` (its start and reserved ordinals kept)."""
+        return Live(replicas=replicas, start=self.start, reserved=self.reserved)
+
     def is_reserved(self, ordinal: int) -> bool:
         index = bisect_right(self._lows, ordinal) - 1
         return index >= 0 and ordinal <= self._highs[index]

@@ -282,7 +282,7 @@ def _lowest(sts: StatefulSetInfo, *, policy: Policy, store: Store) -> int | None
     """The guard's own answer for a scale-down to zero, so the audit and the guard agree."""
     if sts.group:
         live = policy.live or Live(replicas=0)
-        empty = Live(replicas=0, start=live.start, reserved=live.reserved)
+        empty = live.resized(0)
         compared = kruiseguard.compare(
             sts.name,
             before=live,

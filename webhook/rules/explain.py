@@ -28,7 +28,6 @@ from typing import Final
 
 from webhook.errors import Denied
 from webhook.model.kruise import GROUP as KRUISE
-from webhook.model.kruise import Live
 from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.store import Store
@@ -249,7 +248,7 @@ def explain_pod(
 def _answer(sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int) -> SizeAnswer:
     if policy.live is not None:  # an Advanced StatefulSet: its live sets before and after
         before = policy.live
-        after = Live(replicas=replicas, start=before.start, reserved=before.reserved)
+        after = before.resized(replicas)
         decided = kruise.judge_live(
             sts.name,
             before=before,

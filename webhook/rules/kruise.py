@@ -192,8 +192,8 @@ def validate_kruise_scale(
             "server's zones, with no reserved ordinals",
         )
     live = policy.live or Live(replicas=0)
-    before = Live(replicas=old_count, start=live.start, reserved=live.reserved)
-    after = Live(replicas=new_count, start=live.start, reserved=live.reserved)
+    before = live.resized(old_count)
+    after = live.resized(new_count)
     outcome = judge_live(
         name,
         before=before,

@@ -153,7 +153,7 @@ def _lowest(
     guard allows: every listed zone the old members hold is held by a kept member, and either
     every listed zone is or no removed member's zone is unknown."""
     top = max(len(old_live), len(after))
-    widest = list(Live(replicas=top, start=after.start, reserved=after.reserved))
+    widest = list(after.resized(top))
     position = {o: i for i, o in enumerate(widest)}
     unknown_old = [o for o in old_live if old_members.zone(o) is None]
     # The count from which every old member of unknown zone is kept (None: never).
