@@ -277,6 +277,24 @@ def _kruise_off(objects: list[Obj], values: dict[str, Any]) -> None:
         assert "apps.kruise.io" not in hook["matchConditions"][0]["expression"]
 
 
+def _kafka_off(objects: list[Obj], values: dict[str, Any]) -> None:
+    """KafkaNodePools left alone: no rules, no reads, no broker pods sent, and serve told so."""
+    assert "--no-kafka-node-pools" in _args(objects)
+    for _, hook in webhooks(objects):
+        assert all(r["apiGroups"] != ["kafka.strimzi.io"] for r in hook["rules"])
+        assert (
+            "StrimziPodSet"
+            not in hook.get("matchConditions", [{"expression": ""}])[0]["expression"]
+        )
+    assert not [
+        rule
+        for role in objects
+        if role["kind"] == "ClusterRole"
+        for rule in role["rules"]
+        if rule["apiGroups"] == ["kafka.strimzi.io"]
+    ]
+
+
 def _kruise_start_ordinal(objects: list[Obj], values: dict[str, Any]) -> None:
     """spec.ordinals.start counts; Advanced StatefulSets stay registered and read-only."""
     assert "--kruise-start-ordinal" in _args(objects)
@@ -293,6 +311,7 @@ CHECKS: dict[str, Callable[[list[Obj], dict[str, Any]], None]] = {
     "provided-values.yaml": _provided,
     "placement-values.yaml": _placement,
     "hostnetwork-values.yaml": _host_network,
+    "kafka-off-values.yaml": _kafka_off,
     "metrics-values.yaml": _metrics,
     "metrics-service-only-values.yaml": _metrics_service_only,
     "metrics-off-values.yaml": _metrics_off,

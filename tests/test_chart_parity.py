@@ -26,6 +26,7 @@ from webhook.config import DEFAULT_NAMESPACE
 from webhook.install import manifests
 from webhook.install.certfiles import issue
 from webhook.install.pemcheck import check_serving_pair
+from webhook.install.registration import Kinds
 
 #: Helm's labels for finding a release's objects (`kubectl get all -l
 #: app.kubernetes.io/instance=stszone`); a kustomize base has no release to name. They are
@@ -191,6 +192,14 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Path, Path], list[Obj]]]] = {
     "webhooks.matchConditions=false = stszone manifests --no-match-conditions": (
         {"webhooks": {"matchConditions": False}},
         lambda pair, tmp: _managed(match_conditions=False),
+    ),
+    "kafkaNodePools.enabled=false = stszone manifests --no-kafka-node-pools": (
+        {"kafkaNodePools": {"enabled": False}},
+        lambda pair, tmp: _managed(kinds=Kinds(kafka_node_pools=False)),
+    ),
+    "kruise.enabled=false = stszone manifests --no-kruise": (
+        {"kruise": {"enabled": False}},
+        lambda pair, tmp: _managed(kinds=Kinds(kruise=False)),
     ),
     "certificates.mode=generated = stszone manifests --ca": (
         GENERATED_MODE,

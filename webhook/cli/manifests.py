@@ -8,6 +8,7 @@ from typing import Any
 
 from webhook.cli.options import DEFAULTS, command_parser
 from webhook.install.manifests import COMPONENTS, PATCH_COMPONENTS, run_manifests
+from webhook.install.registration import Kinds
 
 HELP = "print the installation YAML (self-managed certificates, or the caBundle and Secret)"
 DESCRIPTION = """\
@@ -83,6 +84,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "Kubernetes older than 1.28, whose API server lacks matchConditions (docs/install.md)",
     )
     parser.add_argument(
+        "--no-kafka-node-pools",
+        action="store_true",
+        help="leave Strimzi KafkaNodePools out: not registered, not read, "
+        "`serve --no-kafka-node-pools`",
+    )
+    parser.add_argument(
         "--no-kruise",
         action="store_true",
         help="leave OpenKruise Advanced StatefulSets out: not registered, not read, "
@@ -123,6 +130,6 @@ def run(args: argparse.Namespace) -> int:
         base=args.base,
         kustomize_dir=args.kustomize_dir,
         match_conditions=not args.no_match_conditions,
-        kruise=not args.no_kruise,
+        kinds=Kinds(kafka_node_pools=not args.no_kafka_node_pools, kruise=not args.no_kruise),
         component=args.component,
     )

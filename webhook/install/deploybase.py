@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 
 from webhook import __version__
 from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME, SERVICE_NAME, Settings
+from webhook.install.registration import ALL_KINDS, Kinds
 
 Obj = dict[str, Any]
 
@@ -34,9 +35,10 @@ SELECTOR: Final = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component"
 READ_RESOURCES: Final = (
     ("", ("namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes", "pods")),
     ("apps", ("statefulsets",)),
-    ("kafka.strimzi.io", ("kafkanodepools",)),
 )
-#: OpenKruise Advanced StatefulSets, read where their CRD is installed (unless turned off).
+#: Strimzi KafkaNodePools and OpenKruise Advanced StatefulSets, read where their CRDs are
+#: installed (unless turned off).
+KAFKA_READ: Final = ("kafka.strimzi.io", ("kafkanodepools",))
 KRUISE_READ: Final = ("apps.kruise.io", ("statefulsets",))
 #: The one write of every replica: Events on the workloads it decides about (create, and patch
 #: for a repeat's series). Events live in the workloads' namespaces, which are whichever are
@@ -65,8 +67,8 @@ class Install:
     #: certificates (the write RBAC below). "provided": the pair is mounted from the Secret
     #: (cert-manager's, or one ``stszone manifests --ca`` prints) and nothing is written.
     certs: Literal["managed", "provided"] = "managed"
-    #: OpenKruise Advanced StatefulSets are registered, read and judged (``--no-kruise`` off).
-    kruise: bool = True
+    #: The kinds beyond apps/v1 StatefulSets that are registered, read and judged.
+    kinds: Kinds = ALL_KINDS
 
 
 def _meta(name: str, install: Install, *, namespaced: bool = True) -> Obj:
@@ -96,8 +98,13 @@ def _binding(name: str, install: Install, *, labels: dict[str, str]) -> Obj:
 
 
 def _reads(install: Install) -> list[Obj]:
-    """get/list/watch of what the view reads (Advanced StatefulSets unless turned off)."""
-    read = (*READ_RESOURCES, KRUISE_READ) if install.kruise else READ_RESOURCES
+    """get/list/watch of what the view reads (each further kind unless turned off)."""
+    kinds = install.kinds
+    read = (
+        *READ_RESOURCES,
+        *((KAFKA_READ,) if kinds.kafka_node_pools else ()),
+        *((KRUISE_READ,) if kinds.kruise else ()),
+    )
     return [
         {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
         for group, resources in read
@@ -197,7 +204,8 @@ def _container(install: Install) -> Obj:
             *certs,
             *("--port", str(PORT)),
             *("--log-format", "json"),
-            *(() if install.kruise else ("--no-kruise",)),
+            *(() if install.kinds.kafka_node_pools else ("--no-kafka-node-pools",)),
+            *(() if install.kinds.kruise else ("--no-kruise",)),
         ],
         # The namespace is stszone's own (never intercepted; the Secret's and Lease's); the
         # pod's name is its Lease identity.

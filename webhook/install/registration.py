@@ -30,12 +30,13 @@ The safety choices, each one a lesson from admission webhooks that took clusters
   UPDATE and ``/scale`` (validating). Their brokers' pods (controlled by a StrimziPodSet of
   ``core.strimzi.io``) pass the pod condition; their claims pass as every claim does.
 - OpenKruise Advanced StatefulSets (``v1beta1`` and ``v1alpha1``): their zone list on CREATE,
-  the guard on UPDATE and ``/scale``, unless turned off (``kruise=False``).
+  the guard on UPDATE and ``/scale``. Each kind beyond apps/v1 can be turned off (:class:`Kinds`).
   Where a kind's CRD is not installed the API server sends nothing for it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 from webhook.model.annotations import ENABLED, SKIP
@@ -58,19 +59,35 @@ NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 #: core.strimzi.io (a Kafka node pool's broker). ``has()`` guards each optional field: a
 #: missing field is an evaluation error, and with ``failurePolicy: Fail`` an error refuses the
 #: request instead of skipping the webhook.
-def pods_condition(*, kruise: bool = True) -> Obj:
+@dataclass(frozen=True, slots=True)
+class Kinds:
+    """The ordinal-workload kinds beyond apps/v1 StatefulSets that are registered, read and
+    judged; each can be turned off (``serve --no-kafka-node-pools``, ``--no-kruise``)."""
+
+    kafka_node_pools: bool = True
+    kruise: bool = True
+
+
+#: Every kind on: the default.
+ALL_KINDS: Final = Kinds()
+
+
+def pods_condition(kinds: Kinds = ALL_KINDS) -> Obj:
     """The ``matchConditions`` entry that sends only the pods of ordinal workloads."""
     set_groups = 'ref.apiVersion.startsWith("apps/")'
-    if kruise:
+    if kinds.kruise:
         set_groups = f'({set_groups} || ref.apiVersion.startsWith("apps.kruise.io/"))'
+    owners = f'(ref.kind == "StatefulSet" && {set_groups})'
+    if kinds.kafka_node_pools:
+        owners += (
+            ' || (ref.kind == "StrimziPodSet" && ref.apiVersion.startsWith("core.strimzi.io/"))'
+        )
     return {
         "name": "statefulset-pods-only",
         "expression": (
             'request.resource.group != "" || request.resource.resource != "pods" || '
             "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists("
-            'ref, has(ref.controller) && ref.controller && ((ref.kind == "StatefulSet" && '
-            f'{set_groups}) || (ref.kind == "StrimziPodSet" && '
-            'ref.apiVersion.startsWith("core.strimzi.io/")))))'
+            f"ref, has(ref.controller) && ref.controller && ({owners})))"
         ),
     }
 
@@ -162,7 +179,7 @@ def _webhook(
     client: Obj,
     namespaces: Obj,
     match_conditions: bool,
-    kruise: bool = True,
+    kinds: Kinds = ALL_KINDS,
 ) -> Obj:
     webhook: Obj = {
         "name": name,
@@ -177,7 +194,7 @@ def _webhook(
         "timeoutSeconds": TIMEOUT_SECONDS,
     }
     if match_conditions:
-        webhook["matchConditions"] = [pods_condition(kruise=kruise)]
+        webhook["matchConditions"] = [pods_condition(kinds)]
     return webhook
 
 
@@ -188,7 +205,7 @@ def mutating(
     namespaces: Obj,
     labels: dict[str, str],
     match_conditions: bool = True,
-    kruise: bool = True,
+    kinds: Kinds = ALL_KINDS,
 ) -> Obj:
     """The MutatingWebhookConfiguration; reinvoked when a later webhook changes the pod.
 
@@ -196,11 +213,13 @@ def mutating(
     """
     webhook = _webhook(
         MUTATE_NAME,
-        rules=MUTATE_RULES + KAFKA_MUTATE_RULES + (KRUISE_MUTATE_RULES if kruise else ()),
+        rules=MUTATE_RULES
+        + (KAFKA_MUTATE_RULES if kinds.kafka_node_pools else ())
+        + (KRUISE_MUTATE_RULES if kinds.kruise else ()),
         client=client,
         namespaces=namespaces,
         match_conditions=match_conditions,
-        kruise=kruise,
+        kinds=kinds,
     )
     # Another mutating webhook may add affinity after us; IfNeeded gives us the last word.
     webhook["reinvocationPolicy"] = "IfNeeded"
@@ -219,16 +238,18 @@ def validating(
     namespaces: Obj,
     labels: dict[str, str],
     match_conditions: bool = True,
-    kruise: bool = True,
+    kinds: Kinds = ALL_KINDS,
 ) -> Obj:
     """The ValidatingWebhookConfiguration: annotations, the scale-down guard, final pods."""
     webhook = _webhook(
         VALIDATE_NAME,
-        rules=VALIDATE_RULES + KAFKA_VALIDATE_RULES + (KRUISE_VALIDATE_RULES if kruise else ()),
+        rules=VALIDATE_RULES
+        + (KAFKA_VALIDATE_RULES if kinds.kafka_node_pools else ())
+        + (KRUISE_VALIDATE_RULES if kinds.kruise else ()),
         client=client,
         namespaces=namespaces,
         match_conditions=match_conditions,
-        kruise=kruise,
+        kinds=kinds,
     )
     return {
         "apiVersion": API_VERSION,
