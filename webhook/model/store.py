@@ -1,9 +1,7 @@
 """The cluster view the pure code reads: one :class:`Store` of records. Pure.
 
-One Store serves both worlds: ``clusterfile.py`` fills it once from a saved
-``kubectl get ... -o yaml`` list (offline), and ``watch.py`` keeps it current from list+watch
-(live). The admission path only ever reads it: dictionary lookups, no I/O. The records and
-their extraction from API objects are in :mod:`webhook.model.records`.
+``clusterfile.py`` fills it once from a saved ``kubectl get -o yaml`` (offline); the reflectors
+keep it current by list+watch (live). The admission path only reads it: lookups, no I/O.
 """
 
 from __future__ import annotations
@@ -35,10 +33,7 @@ from webhook.model.tables import CORE_TABLES, TABLES, Table
 
 class Store:
     """In-memory cluster view. Writers: ``put``/``delete``/``replace``. Readers: the queries.
-
-    All access happens on the event loop thread, so no locking is needed; ``replace`` swaps a
-    whole table at once so readers never see a half-filled re-list.
-    """
+    All on the event loop thread (no locks); ``replace`` swaps a whole table at once."""
 
     def __init__(
         self,
