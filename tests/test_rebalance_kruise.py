@@ -22,6 +22,7 @@ from tests import rebalancing as r
 from tests.kruise_ref import change, live_ordinals
 from tests.rebalancerig import Controller, Rig, asked, open_rig
 from tests.rendered import granted
+from webhook.cli import main
 from webhook.cli.rebalance_text import render_json, render_outcome, render_plan
 from webhook.cluster.snapshot import from_objects
 from webhook.install import deploybase
@@ -96,6 +97,9 @@ def planned(objects: list[JSON]) -> Plan:
 
 # --- the plan -------------------------------------------------------------------------------
 
+#: replicas 3, reserveOrdinals [1]: live 0, 2, 3 in a, b, c by rank; web-2 runs in c.
+MISPLACED = {0: "a1", 2: "c2", 3: "c1"}
+
 #: replicas 4, reserveOrdinals [1, 3-4]: live 0, 2, 5, 6, whose ranks put them in a, b, c, a.
 GAPS: tuple[int, list[int | str]] = (4, [1, "3-4"])
 #: web-2 sits in a (its rank's zone is b), web-5 in b (c), web-6 in c (a).
@@ -139,7 +143,7 @@ def test_the_plan_names_the_kind() -> None:
 def test_a_pod_of_an_earlier_set_of_that_name_is_no_member_and_blocks_the_moves() -> None:
     """web-3's owner reference names another uid (a set deleted and created again): the set
     is not whole (web-3 missing), so web-2 is blocked, not moved."""
-    objects = cluster(3, [1], {0: "a1", 2: "c2", 3: "c1"})
+    objects = cluster(3, [1], MISPLACED)
     objects[-1] = member(3, "c1", owner_uid="uid-of-an-earlier-web")
     (web,) = planned(objects).sets
     rows = {row.ordinal: row for row in web.rows}
@@ -151,13 +155,29 @@ def test_an_apps_statefulset_of_the_same_name_is_not_planned_with_its_pods() -> 
     """An apps/v1 StatefulSet ``web`` beside the Advanced one: the members' pods are never
     taken for its pods (it has none, so nothing of it moves), and the Advanced StatefulSet's
     plan is the same as without it."""
-    objects = cluster(3, [1], {0: "a1", 2: "c2", 3: "c1"})
+    objects = cluster(3, [1], MISPLACED)
     alone = planned(objects).sets
     apps, kruise = planned([*objects, r.statefulset(2, name="web")]).sets
     assert (apps.group, kruise.group) == ("", GROUP)
     assert not apps.steps and all(not row.node for row in apps.rows)
     assert kruise == alone[0]
     assert [(s.pod, s.target) for s in kruise.steps] == [("web-2", "zone-b")]
+
+
+def test_the_command_plans_an_advanced_statefulset_of_a_saved_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``stszone rebalance --cluster FILE --statefulset shop/web``: the dry run finds the
+    Advanced StatefulSet by that name and plans web-2's move; nothing is left (exit 0)."""
+    saved = tmp_path / "cluster.json"
+    saved.write_text(json.dumps({"kind": "List", "items": cluster(3, [1], MISPLACED)}))
+    argv = ["rebalance", "--cluster", str(saved), "--statefulset", "shop/web", "-o", "json"]
+    assert main(argv) == 0
+    (data,) = json.loads(capsys.readouterr().out)["statefulsets"]
+    assert data["apiGroup"] == GROUP
+    assert [(s["pod"], s["from"], s["to"]) for s in data["steps"]] == [
+        ("web-2", "zone-c", "zone-b")
+    ]
 
 
 # --- the moves, against the fake API server -------------------------------------------------
@@ -187,10 +207,6 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     async with open_rig(tmp_path, controller=KruiseController) as made:
         made.controller.zone = lambda ordinal: rank_zone(ordinal, 3, [1])
         yield made
-
-
-#: replicas 3, reserveOrdinals [1]: live 0, 2, 3 in a, b, c by rank; web-2 runs in c.
-MISPLACED = {0: "a1", 2: "c2", 3: "c1"}
 
 
 async def test_a_member_is_moved_to_its_rank_zone(rig: Rig) -> None:
