@@ -89,8 +89,8 @@ class Reads:
         if sts is None:
             raise Stop(f"{step.kind} {step.namespace}/{step.statefulset} is gone")
         info = (kruise_set_info if step.group else statefulset_info)(sts)
-        if why := changed(step, info):
-            raise Stop(f"{why}; run rebalance again for a fresh plan")
+        if differs := changed(step, info):
+            raise Stop(f"{differs}; run rebalance again for a fresh plan")
         if states.set_state(sts).updating:
             return "a rolling update is under way"
         pods = await self.set_pods(step)
