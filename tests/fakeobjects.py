@@ -34,10 +34,11 @@ JSON = dict[str, Any]
 EvictHook = Callable[[str, str], None]
 
 _PATH = re.compile(
-    r"^/(?P<group>api/v1|apis/[a-z0-9.]+/v1)(?:/namespaces/(?P<namespace>[^/]+))?"
+    r"^/(?P<group>api/v1|apis/[a-z0-9.]+/v1[a-z0-9]*)(?:/namespaces/(?P<namespace>[^/]+))?"
     r"/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>eviction))?$"
 )
-_PLURALS = {path.rpartition("/")[2]: name for name, (path, *_) in RESOURCES.items()}
+#: (group version path, plural) -> resource: two groups serve ``statefulsets``.
+_PLURALS = {tuple(path[1:].rsplit("/", 1)): name for name, (path, *_) in RESOURCES.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +54,10 @@ class Route:
 def route(path: str) -> Route | None:
     """The route of ``path``, or None for paths the fake does not serve."""
     match = _PATH.match(path)
-    if match is None or match["plural"] not in _PLURALS:
+    resource = _PLURALS.get((match["group"], match["plural"])) if match is not None else None
+    if match is None or resource is None:
         return None
-    return Route(
-        _PLURALS[match["plural"]], match["namespace"] or "", match["name"] or "", match["sub"] or ""
-    )
+    return Route(resource, match["namespace"] or "", match["name"] or "", match["sub"] or "")
 
 
 def status(

@@ -28,6 +28,14 @@ RESOURCES: Final = {
         True,
     ),
     "statefulsets": ("/apis/apps/v1/statefulsets", "StatefulSet", "apps/v1", True),
+    # OpenKruise Advanced StatefulSets, as the CRD serves them (v1beta1): served, never in
+    # fixtures; discovery is not served, so the live view leaves them alone.
+    "kruisesets": (
+        "/apis/apps.kruise.io/v1beta1/statefulsets",
+        "StatefulSet",
+        "apps.kruise.io/v1beta1",
+        True,
+    ),
     "pods": ("/api/v1/pods", "Pod", "v1", True),
     "namespaces": ("/api/v1/namespaces", "Namespace", "v1", False),
     # What ``--manage-certs`` reads and writes (tests.fakewrites): served, never in fixtures.

@@ -14,6 +14,12 @@ nothing of ``webhook``:
 - A change keeps the pods whose ordinals stay live, creates the new live ordinals, and deletes
   every other pod, highest ordinal first (``descendingOrdinal``). Reserving a live ordinal
   deletes that pod and, at the same replicas, adds the next free ordinal above the top.
+- A live ordinal whose pod is gone (evicted, deleted) is one :func:`change` creates: the
+  controller makes it again under the same name ``<set>-<ordinal>``, with the same claims
+  ``<template>-<set>-<ordinal>``, as the ``apps/v1`` controller does. It creates the claims
+  first and makes no pod while one of them is being deleted (``createPersistentVolumeClaims``
+  in ``stateful_pod_control.go``: "pvc ... is to be deleted"); once that claim is gone it
+  creates a fresh one, then the pod.
 
 Reserved ordinals are kept as merged intervals, so a range such as ``"0-4000000000"`` costs
 nothing to read (the controller itself would loop over it).

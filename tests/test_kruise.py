@@ -24,7 +24,7 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.kruise import Live, parse_reserve
 from webhook.model.records import pod_info, statefulset_info
-from webhook.model.state import LiveState
+from webhook.model.state import live_state
 from webhook.model.store import Store
 from webhook.rules.admission import Request, mutate, validate
 from webhook.rules.audit import audit
@@ -349,12 +349,18 @@ def test_explain_cli_finds_advanced_statefulsets(
     assert body["workload"]["kind"] == "Advanced StatefulSet", body
 
 
-def test_rebalance_leaves_advanced_statefulsets_with_a_note() -> None:
-    """Planned moves would be checked against apps/v1 objects: none are planned, and why."""
+def test_rebalance_moves_a_misplaced_member_to_its_rank_zone() -> None:
+    """web-2 (rank 1) runs in c: one step evicts it for b (ordinal 2 mod 3 would say c);
+    web-0 and web-3 stay. The recorded pods were Pending: here the kubelet made them Ready."""
     store = _store(zones_of={"web-0": "a", "web-2": "c", "web-3": "c"})
+    ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    state = live_state([{**p, **ready} for p in _items("pods.json")])
     (sts,) = chosen(store)
-    planned = plan_set(sts, store=store, state=LiveState(), move_data=False)
-    assert not planned.steps and "Advanced StatefulSet" in planned.note
+    planned = plan_set(sts, store=store, state=state, move_data=False)
+    assert [(s.pod, s.source, s.target, s.group) for s in planned.steps] == [
+        ("web-2", "c", "b", "apps.kruise.io")
+    ]
+    assert [row.kind for row in planned.rows] == ["in place", "movable", "in place"]
 
 
 @pytest.mark.parametrize(

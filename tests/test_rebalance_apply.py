@@ -1,168 +1,32 @@
 """The rebalance executor against the fake API server: order, budgets, timeouts, Ctrl-C, data.
 
-The test plays the rest of Kubernetes with one eviction hook (:class:`Controller`): once an
-eviction has deleted a pod, the pod comes back -- new uid, Ready, on a node of the zone the
-webhook would pick -- at the executor's next sleep. The clock and the sleep are fake: waiting
-costs nothing and no assertion depends on the wall clock.
+The test plays the rest of Kubernetes with one eviction hook (:class:`tests.rebalancerig.
+Controller`): once an eviction has deleted a pod, the pod comes back -- new uid, Ready, on a
+node of the zone the webhook would pick -- at the executor's next sleep. The clock and the sleep
+are fake: waiting costs nothing and no assertion depends on the wall clock.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests import rebalancing as r
-from tests.fakeapi import FakeApi, Fault
-from tests.kubeconfig import write_kubeconfig
+from tests.fakeapi import Fault
+from tests.rebalancerig import Rig, asked, open_rig
 from tests.rendered import granted
-from webhook.cluster.api import Api
-from webhook.cluster.credentials import load_credentials
-from webhook.cluster.rebalance import Event, Outcome, Rebalancer, Timing, apply
-from webhook.cluster.snapshot import from_objects, list_cluster
-from webhook.config import Settings
+from webhook.cluster.rebalance import Event, Outcome, Timing, apply
 from webhook.install import deploybase
-from webhook.rules.rebalance import Plan, chosen, plan
-
-TOKEN = "rebalance-token"
-JSON = dict[str, Any]
-
-
-@dataclass
-class Clock:
-    """Fake time: ``sleep`` advances it at once and lets the controller act."""
-
-    now: float = 0.0
-    slept: list[float] = field(default_factory=list)
-    ticks: list[Callable[[], None]] = field(default_factory=list)
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-        for tick in self.ticks:
-            tick()
-        await asyncio.sleep(0)
-
-
-@dataclass
-class Controller:
-    """StatefulSet controller + webhook + scheduler + kubelet: an evicted pod comes back Ready
-    in ``zone(ordinal)`` on the next tick; ``None`` from ``zone`` means it never comes back."""
-
-    api: FakeApi
-    zone: Callable[[int], str | None] = lambda ordinal: r.ZONES[ordinal % 3]
-    pending: list[tuple[str, str]] = field(default_factory=list)
-    #: Pods of the set present (not deleted) right after each eviction.
-    present_after: list[int] = field(default_factory=list)
-    generation: int = 0
-
-    def evicted(self, namespace: str, name: str) -> None:
-        self.present_after.append(len(self.api.objects.tables["pods"]))
-        self.pending.append((namespace, name))
-
-    def tick(self) -> None:
-        for _, name in self.pending:
-            ordinal = int(name.rpartition("-")[2])
-            zone = self.zone(ordinal)
-            if zone is None:
-                continue
-            self.generation += 1
-            claims = self.api.objects.tables["persistentvolumeclaims"]
-            for key in [k for k, v in claims.items() if b"deletionTimestamp" in v.body]:
-                # pvc-protection lets go once the pod is gone; the controller makes a new one.
-                self.api.delete("persistentvolumeclaims", key[1], namespace=key[0])
-                fresh = r.claim(key[1], "")
-                fresh["metadata"]["uid"] = f"uid-{key[1]}-new"
-                self.api.put("persistentvolumeclaims", fresh)
-            node = next(n for n, z in r.NODES.items() if z == zone)
-            fresh = r.pod(
-                ordinal, node, sts=name.rpartition("-")[0], uid=f"{name}-new-{self.generation}"
-            )
-            self.api.put("pods", fresh)
-        self.pending = [p for p in self.pending if self.zone(int(p[1].rpartition("-")[2])) is None]
-
-
-@dataclass
-class Rig:
-    api: FakeApi
-    client: Api
-    clock: Clock
-    controller: Controller
-    kubeconfig: Path
-    events: list[Event] = field(default_factory=list)
-
-    async def plan(self, *, move_data: bool = False) -> Plan:
-        snap = from_objects(await list_cluster(Settings(), api=self.client), namespaces_listed=True)
-        sets = chosen(snap.store, excluded={"kube-system"})
-        return plan(snap.store, snap.state, sets=sets, move_data=move_data)
-
-    def rebalancer(self, *, timeout: float = 60.0) -> Rebalancer:
-        return Rebalancer(
-            self.client,
-            timing=Timing(timeout=timeout, poll=1.0, backoff_initial=1.0, backoff_cap=8.0),
-            report=self.events.append,
-            sleep=self.clock.sleep,
-            clock=self.clock,
-            rand=lambda: 0.0,
-        )
-
-    def load(self, objects: list[JSON]) -> None:
-        resource = {
-            "Namespace": "namespaces",
-            "Node": "nodes",
-            "StatefulSet": "statefulsets",
-            "Pod": "pods",
-            "PersistentVolumeClaim": "persistentvolumeclaims",
-            "PersistentVolume": "persistentvolumes",
-        }
-        for obj in objects:
-            self.api.put(resource[obj["kind"]], obj)
-
-    def where(self) -> dict[str, tuple[str, str]]:
-        """pod -> (uid, zone) now."""
-        found = {}
-        for stored in self.api.objects.tables["pods"].values():
-            pod = json.loads(stored.body)
-            node = pod["spec"].get("nodeName")
-            found[pod["metadata"]["name"]] = (pod["metadata"]["uid"], r.NODES.get(node, "-"))
-        return found
-
-    def interrupted_on(self, kind: str) -> Rebalancer:
-        """A rebalancer whose stop is set (Ctrl-C) when it reports an event of ``kind``."""
-        executor = self.rebalancer()
-
-        def report(event: Event) -> None:
-            self.events.append(event)
-            if event.kind == kind:
-                executor.stop.set()
-
-        executor.report = report
-        return executor
-
-    def evictions(self) -> list[tuple[str, bool]]:
-        """(pod, dry run) of every eviction asked for, in order."""
-        return [(s.name, s.query.get("dryRun") == "All") for s in self.api.seen("pods", "evict")]
 
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    async with FakeApi(token=TOKEN, fixtures=False) as fake:
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token=TOKEN)
-        clock = Clock()
-        controller = Controller(fake)
-        fake.on_evict.append(controller.evicted)
-        clock.ticks.append(controller.tick)
-        async with Api(load_credentials(str(kubeconfig))) as client:
-            yield Rig(fake, client, clock, controller, kubeconfig)
+    async with open_rig(tmp_path) as made:
+        yield made
 
 
 #: 4 replicas: db-1 (a->b) and db-3 (c->a) move; 0 and 2 are in place.
@@ -389,12 +253,6 @@ async def test_every_request_is_granted_by_the_rebalance_cluster_role(rig: Rig) 
     (role,) = [
         o for o in deploybase.rebalance_rbac(deploybase.Install()) if o["kind"] == "ClusterRole"
     ]
-    asked = set()
-    for seen in rig.api.requests:
-        group = "apps" if seen.resource == "statefulsets" else ""
-        if seen.verb == "evict":
-            asked.add(("", "pods/eviction", "create"))
-        else:
-            asked.add((group, seen.resource, seen.verb))
-    assert {verb for _, _, verb in asked} == {"list", "get", "create", "delete"}
-    assert asked <= granted(role)
+    requests = asked(rig.api)
+    assert {verb for _, _, verb in requests} == {"list", "get", "create", "delete"}
+    assert requests <= granted(role)

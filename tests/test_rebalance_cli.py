@@ -187,7 +187,14 @@ async def test_apply_against_the_api_converges_with_json_progress(tmp_path: Path
         "stopped": None,
         "interrupted": False,
         "statefulsets": [
-            {"namespace": "shop", "name": "db", "moved": [1], "left": [], "stopped": None}
+            {
+                "apiGroup": "apps",
+                "namespace": "shop",
+                "name": "db",
+                "moved": [1],
+                "left": [],
+                "stopped": None,
+            }
         ],
     }
     events = [json.loads(line) for line in err.getvalue().splitlines()]

@@ -31,16 +31,19 @@ from webhook.cluster.snapshot import Snapshot, from_file, live_snapshot
 from webhook.cluster.view import choose_view
 from webhook.config import Settings
 from webhook.errors import ConfigError
+from webhook.model import kruise
 from webhook.model.store import Store
 from webhook.rules.rebalance import Plan, chosen, plan
 
 HELP = "plan (and with --apply make) the moves that bring misplaced ordinals to their zones"
 DESCRIPTION = """\
-For each opted-in StatefulSet (or -n NAMESPACE, or --statefulset NS/NAME): every ordinal whose
-pod runs outside its rule zone zones[(i - start) mod k], classified as movable (evicting it is
-enough), pinned by data (a bound volume holds it; it moves only with --move-data, which deletes
-that replica's data) or blocked (with the reason), and the order of the moves: one pod at a
-time, never the last pod of a zone while another ordinal belongs there. By default a dry run:
+For each opted-in StatefulSet and OpenKruise Advanced StatefulSet (or -n NAMESPACE, or
+--statefulset NS/NAME, which names both kinds): every ordinal whose pod runs outside its rule
+zone zones[(i - start) mod k] (an Advanced StatefulSet's live ordinals by rank: zones[rank mod
+k]), classified as movable (evicting it is enough), pinned by data (a bound volume holds it; it
+moves only with --move-data, which deletes that replica's data) or blocked (with the reason),
+and the order of the moves: one pod at a time, never the last pod of a zone while another
+ordinal belongs there. By default a dry run:
 the plan and the equivalent kubectl commands. --apply carries it out through the Eviction API
 (PodDisruptionBudgets respected), waiting before each step until every replica is Ready and
 after it until the re-created pod is Ready in its zone; it stops at the first step that does
@@ -100,7 +103,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--statefulset",
         type=_statefulset,
         metavar="NS/NAME",
-        help="only this StatefulSet",
+        help="only this StatefulSet (and an Advanced StatefulSet of that name)",
     )
     add_target_namespace_flag(parser)
     add_view_flags(parser)
@@ -112,7 +115,9 @@ def load(settings: Settings, *, namespace: str | None) -> tuple[Snapshot, bool]:
     """The planning view and whether it is live: ``--cluster FILE``, else one list of the
     cluster (only ``namespace``'s objects when given)."""
     if settings.cluster_file is not None:
-        return from_file(settings.cluster_file, zones=settings.zones), False
+        snapshot = from_file(settings.cluster_file, zones=settings.zones)
+        snapshot.store.kruise_start_ordinal = settings.kruise_start_ordinal
+        return snapshot, False
     if choose_view(settings).live:
         return asyncio.run(live_snapshot(settings, namespace=namespace)), True
     raise ConfigError(
@@ -154,8 +159,11 @@ def confirm(
 def _not_chosen(snapshot: Snapshot, key: tuple[str, str], *, settings: Settings) -> str:
     """Why ``--statefulset NS/NAME`` names no set to plan."""
     namespace, name = key
-    if snapshot.store.statefulset(namespace, name) is None:
-        return f"StatefulSet {namespace}/{name} was not found"
+    store = snapshot.store
+    if store.statefulset(namespace, name) is None and (
+        store.statefulset(namespace, name, kruise.GROUP) is None
+    ):
+        return f"StatefulSet {namespace}/{name} was not found (nor an Advanced StatefulSet)"
     if namespace in settings.defaults().excluded_namespaces:
         return f"stszone never touches namespace {namespace} (kube-system and its own)"
     return (

@@ -10,6 +10,7 @@ from typing import Any, Final, TextIO
 
 from webhook.cli.options import table_lines
 from webhook.cluster.rebalance import Event, Outcome
+from webhook.rules.placement import workload_kind
 from webhook.rules.rebalance import Plan, Row, SetPlan, Step
 
 
@@ -53,7 +54,7 @@ def action(row: Row) -> str:
 
 def _set_lines(set_plan: SetPlan, *, timeout: float, commands: bool) -> list[str]:
     head = (
-        f"StatefulSet {set_plan.namespace}/{set_plan.name}: zones "
+        f"{set_plan.kind} {set_plan.namespace}/{set_plan.name}: zones "
         f"{','.join(set_plan.zones) or '(none)'}, replicas {set_plan.replicas}"
     )
     if set_plan.problem:
@@ -126,6 +127,7 @@ def render_json(result: Plan, *, timeout: float, outcome: Outcome | None = None)
             "interrupted": outcome.interrupted,
             "statefulsets": [
                 {
+                    "apiGroup": s.group or "apps",
                     "namespace": s.namespace,
                     "name": s.name,
                     "moved": list(s.moved),
@@ -140,6 +142,8 @@ def render_json(result: Plan, *, timeout: float, outcome: Outcome | None = None)
         "complete": result.complete,
         "statefulsets": [
             {
+                "apiGroup": s.group or "apps",
+                "kind": "StatefulSet",
                 "namespace": s.namespace,
                 "name": s.name,
                 "zones": list(s.zones),
@@ -172,7 +176,8 @@ def render_outcome(result: Plan, outcome: Outcome) -> str:
     lines = [""]
     for done in outcome.sets:
         moved = ", ".join(map(str, done.moved)) or "none"
-        line = f"{done.namespace}/{done.name}: moved ordinal(s) {moved}"
+        kind = f"{workload_kind(done.group)} " if done.group else ""
+        line = f"{kind}{done.namespace}/{done.name}: moved ordinal(s) {moved}"
         if done.left:
             line += f"; not moved: {', '.join(map(str, done.left))}"
         if done.stopped:

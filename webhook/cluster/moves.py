@@ -35,6 +35,8 @@ class SetOutcome:
     #: Planned moves not made (after a stop or an interrupt).
     left: tuple[int, ...] = ()
     stopped: str = ""
+    #: The set's group: "" for ``apps/v1``, ``apps.kruise.io`` for an Advanced StatefulSet.
+    group: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,4 +87,5 @@ def left_over(
         moved=tuple(moved or ()),
         left=tuple(s.ordinal for s in steps),
         stopped=why,
+        group=set_plan.group,
     )

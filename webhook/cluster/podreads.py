@@ -1,5 +1,11 @@
 """What the rebalance executor reads before and after each step, from the API server (never
-from the plan): whether the set is whole, where a pod is, what a re-created pod looks like."""
+from the plan): whether the set is whole, where a pod is, what a re-created pod looks like.
+
+One path for both kinds of set: an ``apps/v1`` StatefulSet and an OpenKruise Advanced
+StatefulSet (``apps.kruise.io``) are read at their own API path, their members are their live
+ordinals (:class:`~webhook.model.kruise.Live`: an ``apps/v1`` set reserves none), and a pod
+counts for a set only when its controller owner names the set's group, kind and name (and uid,
+when the plan knows it): an ``apps/v1`` set of the same name is never taken for it."""
 
 from __future__ import annotations
 
@@ -9,16 +15,45 @@ from typing import Any
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.moves import Stop
 from webhook.cluster.resources import STATEFULSET_POD_LABEL
-from webhook.model import objects
+from webhook.model import kruise, objects
 from webhook.model import state as states
 from webhook.model.annotations import ZONE
-from webhook.model.owners import ordinal_of, statefulset_owner
+from webhook.model.kruise import Live
+from webhook.model.owners import ordinal_of, owned_by, workload_owner
+from webhook.model.records import StatefulSetInfo, kruise_set_info, statefulset_info
 from webhook.rules.rebalance import Step
 
 
 def pod_path(step: Step, suffix: str = "") -> str:
     """The API path of the step's pod (and of a subresource of it)."""
     return f"/api/v1/namespaces/{step.namespace}/pods/{step.pod}{suffix}"
+
+
+def set_path(step: Step) -> str:
+    """The API path of the step's set: ``apps/v1``, or the Advanced StatefulSet's version
+    stszone reads (the one with ``reserveOrdinals``)."""
+    version = f"{kruise.GROUP}/{kruise.WATCHED_VERSION}" if step.group else "apps/v1"
+    return f"/apis/{version}/namespaces/{step.namespace}/statefulsets/{step.statefulset}"
+
+
+def member(step: Step, pod: dict[str, Any] | None) -> bool:
+    """Whether ``pod`` is controlled by the step's set (group, kind, name; uid when known)."""
+    owner = workload_owner(meta(pod)) if pod is not None else None
+    return owned_by(owner, group=step.group, name=step.statefulset, uid=step.set_uid)
+
+
+def changed(step: Step, info: StatefulSetInfo) -> str:
+    """How the set's members differ from the plan's ("" when they do not)."""
+    where = f"{step.kind} {step.namespace}/{step.statefulset}"
+    if step.set_uid and info.uid and info.uid != step.set_uid:
+        return f"{where} was deleted and created again (uid {info.uid})"
+    if info.replicas != step.replicas:
+        return f"{where} now has {info.replicas} replicas, not {step.replicas} as planned"
+    if info.start != step.spec_start:
+        return f"{where} now starts at ordinal {info.start}, not {step.spec_start} as planned"
+    if info.reserved != step.reserved:
+        return f"the reserveOrdinals of {where} changed since the plan (its members' ranks move)"
+    return ""
 
 
 @dataclass(slots=True)
@@ -50,25 +85,19 @@ class Reads:
 
     async def whole(self, step: Step) -> str:
         """What keeps the set from being whole ("" when nothing does)."""
-        sts = await self.get(
-            f"/apis/apps/v1/namespaces/{step.namespace}/statefulsets/{step.statefulset}"
-        )
+        sts = await self.get(set_path(step))
         if sts is None:
-            raise Stop(f"StatefulSet {step.namespace}/{step.statefulset} is gone")
-        info = states.set_state(sts)
-        if info.replicas != step.replicas:
-            raise Stop(
-                f"{step.namespace}/{step.statefulset} now has {info.replicas} replicas, not "
-                f"{step.replicas} as planned; run rebalance again for a fresh plan"
-            )
-        if info.updating:
+            raise Stop(f"{step.kind} {step.namespace}/{step.statefulset} is gone")
+        info = (kruise_set_info if step.group else statefulset_info)(sts)
+        if differs := changed(step, info):
+            raise Stop(f"{differs}; run rebalance again for a fresh plan")
+        if states.set_state(sts).updating:
             return "a rolling update is under way"
         pods = await self.set_pods(step)
-        ordinals = spec(sts).get("ordinals")
-        start = int((ordinals.get("start") if isinstance(ordinals, dict) else 0) or 0)
+        members = Live(replicas=info.replicas, start=step.start, reserved=info.reserved)
         problems = [
             why
-            for ordinal in range(start, start + info.replicas)
+            for ordinal in members
             if (why := states.unready(f"{step.statefulset}-{ordinal}", pods.get(ordinal)))
         ]
         if problems:
@@ -77,7 +106,7 @@ class Reads:
             holder = await self.get(
                 f"/api/v1/namespaces/{step.namespace}/pods/{step.statefulset}-{ordinal}"
             )
-            node = spec(holder).get("nodeName") if holder is not None else None
+            node = spec(holder).get("nodeName") if member(step, holder) else None
             if node and await self.zone(str(node), step.topology_key) == step.source:
                 return ""
         if step.company:
@@ -88,7 +117,8 @@ class Reads:
         return ""
 
     async def set_pods(self, step: Step) -> dict[int, states.PodState]:
-        """The set's pods by ordinal, from one namespaced list of StatefulSet pods."""
+        """The set's pods by ordinal, from one namespaced list of StatefulSet pods (both
+        controllers label their pods ``statefulset.kubernetes.io/pod-name``)."""
         body = await self.api.call(
             "GET",
             f"/api/v1/namespaces/{step.namespace}/pods",
@@ -98,7 +128,7 @@ class Reads:
         for item in body.get("items") or []:
             fields = meta(item)
             ordinal = ordinal_of(fields, objects.str_map(fields, "labels", path="metadata"))
-            if statefulset_owner(fields) == step.statefulset and ordinal is not None:
+            if member(step, item) and ordinal is not None:
                 pods[ordinal] = states.pod_state(item)
         return pods
 
@@ -112,6 +142,11 @@ class Reads:
         if fields.get("uid") == step.uid:
             return "the evicted pod is still there" + (
                 " (terminating)" if fields.get("deletionTimestamp") else ""
+            )
+        if not member(step, pod):
+            raise Stop(
+                f"the new {step.pod} is not controlled by {step.kind} {step.namespace}/"
+                f"{step.statefulset} (its owner: {_owner(pod)}); run rebalance again"
             )
         placed = (fields.get("annotations") or {}).get(ZONE)
         if placed and placed != step.target:
@@ -135,9 +170,17 @@ class Reads:
         return None
 
 
-def meta(obj: dict[str, Any]) -> dict[str, Any]:
-    """``metadata`` of a raw object (``{}`` when missing)."""
-    meta = obj.get("metadata")
+def _owner(pod: dict[str, Any]) -> str:
+    found = workload_owner(meta(pod))
+    if found is None:
+        return "none"
+    group, name, uid = found
+    return f"{group or 'apps'} StatefulSet {name}" + (f" (uid {uid})" if uid else "")
+
+
+def meta(obj: dict[str, Any] | None) -> dict[str, Any]:
+    """``metadata`` of a raw object (``{}`` when missing or no object)."""
+    meta = obj.get("metadata") if obj is not None else None
     return meta if isinstance(meta, dict) else {}
 
 

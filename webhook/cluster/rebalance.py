@@ -2,16 +2,19 @@
 
 Each :class:`~webhook.rules.rebalance.Step` of a set, in the plan's order:
 
-1. **Whole set.** Wait (up to ``timeout``) until the StatefulSet has the replicas the plan saw,
-   no rollout under way, and every pod Ready and none terminating -- read from the API, not the
-   plan. The pod must be the planned one (same uid) in its source zone, and the ordinals the
-   plan counted on to keep that zone held (``company``) must still be there.
+1. **Whole set.** Wait (up to ``timeout``) until the set (a StatefulSet, or an Advanced
+   StatefulSet, read at its own group's path) has the members the plan saw (replicas, start,
+   reserved ordinals, uid), no rollout under way, and every member's pod Ready and none
+   terminating -- read from the API, not the plan. The pod must be the planned one (same uid)
+   in its source zone, and the ordinals the plan counted on to keep that zone held
+   (``company``) must still be there.
 2. **Claims** (``--move-data`` only). First a dry-run eviction until the PodDisruptionBudget
    allows it, then the claims are deleted (with their uid as a precondition). The pod still
    mounts them, so the ``kubernetes.io/pvc-protection`` finalizer keeps them, Terminating, until
-   the pod is gone; the StatefulSet controller does not re-create a pod while one of its claims
-   is terminating ("pvc ... is being deleted") and, once it is gone, creates a fresh claim and
-   then the pod, which the webhook places in its rule zone. Deleting the claim *after* the
+   the pod is gone; neither the StatefulSet controller nor OpenKruise's re-creates a pod while
+   one of its claims is terminating ("pvc ... is being deleted", "pvc ... is to be deleted")
+   and, once it is gone, creates a fresh claim and then the pod (same name, same ordinal),
+   which the webhook places in its rule zone. Deleting the claim *after* the
    eviction would race the controller: a pod re-created on the old claim follows it back.
 3. **Eviction** through the Eviction API (policy/v1), so PodDisruptionBudgets are respected, with
    the pod's uid as a precondition. A 429 is waited out with capped, jittered backoff until the
@@ -104,7 +107,7 @@ class Rebalancer:
                 self._say("stopped", step, index, len(set_plan.steps), why)
                 return left_over(set_plan, set_plan.steps[index - 1 :], moved, why), why
             moved.append(step.ordinal)
-        return SetOutcome(set_plan.namespace, set_plan.name, tuple(moved)), ""
+        return SetOutcome(set_plan.namespace, set_plan.name, tuple(moved), group=set_plan.group), ""
 
     def _say(self, kind: EventKind, step: Step, index: int, steps: int, message: str) -> None:
         self.report(

@@ -43,6 +43,15 @@ def workload_owner(meta: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return None
 
 
+def owned_by(owner: tuple[str, str, str] | None, *, group: str, name: str, uid: str = "") -> bool:
+    """Whether ``owner`` (:func:`workload_owner`'s answer) is the set ``name`` of ``group``: the
+    group tells an ``apps/v1`` set from an Advanced StatefulSet of the same name, and the uid,
+    when both sides know it, a set from an earlier one deleted and re-created under that name."""
+    if owner is None or owner[0] != group or owner[1] != name:
+        return False
+    return not (uid and owner[2] and owner[2] != uid)
+
+
 def ordinal_of(meta: Mapping[str, Any], labels: Mapping[str, str]) -> int | None:
     """Ordinal from the ``apps.kubernetes.io/pod-index`` label (``labels``: the metadata's),
     else the name's ``-N`` suffix."""

@@ -4,7 +4,8 @@ The Store keeps what admission needs and no more (a pod's node, a claim's volume
 webhook's caches stay small and a pod's readiness flapping changes no record. Moving pods safely
 needs more: which pods are Ready or terminating, which nodes are cordoned, tainted or NotReady,
 which claims are being deleted or owned by their pod, how a volume is reclaimed, and whether a
-StatefulSet is mid-rollout. A one-shot command reads these from the same single list of the
+set (an ``apps/v1`` StatefulSet or an OpenKruise Advanced StatefulSet) is mid-rollout, and which
+set controls each pod. A one-shot command reads these from the same single list of the
 cluster (or saved file) as the Store; :func:`live_state` turns those objects into a
 :class:`LiveState`. Shapes it cannot read raise :class:`~webhook.errors.BadObject`.
 """
@@ -15,8 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from webhook.model import objects
+from webhook.model import kruise, objects
 from webhook.model.annotations import SKIP
+from webhook.model.owners import owned_by, workload_owner
+from webhook.model.revisions import set_key
 
 
 class Taint(NamedTuple):
@@ -41,7 +44,7 @@ class NodeState:
 
 @dataclass(frozen=True, slots=True)
 class PodState:
-    """One StatefulSet pod's identity and health."""
+    """One StatefulSet pod's identity, owner and health."""
 
     namespace: str
     name: str
@@ -49,6 +52,12 @@ class PodState:
     ready: bool = False
     #: ``metadata.deletionTimestamp`` is set: the pod is on its way out.
     deleting: bool = False
+    #: (group, name, uid) of the set controlling it (:func:`~webhook.model.owners.workload_owner`).
+    owner: tuple[str, str, str] | None = None
+
+    def member_of(self, *, group: str, name: str, uid: str = "") -> bool:
+        """Whether the set ``name`` of ``group`` (of ``uid``, when known) controls the pod."""
+        return owned_by(self.owner, group=group, name=name, uid=uid)
 
 
 def unready(name: str, pod: PodState | None) -> str | None:
@@ -73,10 +82,13 @@ class ClaimState:
 
 @dataclass(frozen=True, slots=True)
 class SetState:
-    """What the StatefulSet controller is doing with a set, and its pods' template."""
+    """What the set's controller is doing with it, and its pods' template."""
 
     namespace: str
     name: str
+    #: "" for ``apps/v1``, ``apps.kruise.io`` for an Advanced StatefulSet.
+    group: str = ""
+    uid: str = ""
     replicas: int = 1
     #: ``status.currentRevision != status.updateRevision``: a rolling update is under way.
     updating: bool = False
@@ -88,14 +100,19 @@ class SetState:
 
 @dataclass(frozen=True, slots=True)
 class LiveState:
-    """Pods, nodes, claims, volumes' reclaim policies and sets, by key."""
+    """Pods, nodes, claims, volumes' reclaim policies and sets, by key (a set's is
+    :func:`~webhook.model.revisions.set_key`'s: its group appended when not ``apps/v1``)."""
 
     pods: Mapping[tuple[str, str], PodState] = field(default_factory=dict)
     nodes: Mapping[str, NodeState] = field(default_factory=dict)
     claims: Mapping[tuple[str, str], ClaimState] = field(default_factory=dict)
     #: PersistentVolume name -> ``spec.persistentVolumeReclaimPolicy``.
     reclaim: Mapping[str, str] = field(default_factory=dict)
-    sets: Mapping[tuple[str, str], SetState] = field(default_factory=dict)
+    sets: Mapping[tuple[str, ...], SetState] = field(default_factory=dict)
+
+    def workload(self, namespace: str, name: str, group: str = "") -> SetState | None:
+        """The set ``name`` of ``group`` ("": ``apps/v1``), if listed."""
+        return self.sets.get(set_key(namespace, name, group))
 
 
 def _deleting(meta: Mapping[str, Any]) -> bool:
@@ -126,7 +143,7 @@ def node_state(obj: Mapping[str, Any]) -> NodeState:
 
 
 def pod_state(obj: Mapping[str, Any]) -> PodState:
-    """A Pod's uid, Ready condition and deletion."""
+    """A Pod's uid, Ready condition, deletion and controlling set."""
     meta = objects.mapping(obj, "metadata")
     return PodState(
         namespace=objects.string(meta, "namespace"),
@@ -134,6 +151,7 @@ def pod_state(obj: Mapping[str, Any]) -> PodState:
         uid=objects.string(meta, "uid"),
         ready=_condition(obj, "Ready") is True,
         deleting=_deleting(meta),
+        owner=workload_owner(meta),
     )
 
 
@@ -153,8 +171,18 @@ def claim_state(obj: Mapping[str, Any]) -> ClaimState:
     )
 
 
+def set_group(obj: Mapping[str, Any]) -> str | None:
+    """The group of a raw StatefulSet: "" for ``apps``, ``apps.kruise.io`` for an Advanced
+    StatefulSet (of a version stszone reads), None for any other group of that kind."""
+    group, _, version = str(obj.get("apiVersion", "apps/v1")).rpartition("/")
+    if group == "apps":
+        return ""
+    return kruise.GROUP if group == kruise.GROUP and version in kruise.VERSIONS else None
+
+
 def set_state(obj: Mapping[str, Any]) -> SetState:
-    """A StatefulSet's replicas, rollout, deletion and pod template facts."""
+    """A StatefulSet's (or an Advanced StatefulSet's: the same fields) replicas, rollout,
+    deletion and pod template facts."""
     meta, spec = objects.mapping(obj, "metadata"), objects.mapping(obj, "spec")
     status = objects.mapping(obj, "status")
     template = objects.mapping(spec, "template", path="spec")
@@ -164,6 +192,8 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
     return SetState(
         namespace=objects.string(meta, "namespace"),
         name=objects.string(meta, "name"),
+        group=set_group(obj) or "",
+        uid=objects.string(meta, "uid"),
         replicas=objects.integer(spec, "replicas", default=1, path="spec"),
         updating=bool(current and update and current != update),
         deleting=_deleting(meta),
@@ -184,7 +214,7 @@ def live_state(items: Iterable[Mapping[str, Any]]) -> LiveState:
     nodes: dict[str, NodeState] = {}
     claims: dict[tuple[str, str], ClaimState] = {}
     reclaim: dict[str, str] = {}
-    sets: dict[tuple[str, str], SetState] = {}
+    sets: dict[tuple[str, ...], SetState] = {}
     for item in items:
         kind = item.get("kind")
         if kind == "Pod":
@@ -201,8 +231,9 @@ def live_state(items: Iterable[Mapping[str, Any]]) -> LiveState:
             name = objects.string(objects.mapping(item, "metadata"), "name")
             # The API server defaults a hand-made PV to Retain; provisioners copy their class's.
             reclaim[name] = objects.string(spec, "persistentVolumeReclaimPolicy") or "Retain"
-        elif kind == "StatefulSet" and str(item.get("apiVersion", "apps/v1")).startswith("apps/"):
-            # Only apps/v1 sets: an Advanced StatefulSet of the same name is another object.
+        elif kind == "StatefulSet" and set_group(item) is not None:
+            # Keyed by group too: an Advanced StatefulSet and an apps/v1 set of the same name
+            # are two objects.
             sts = set_state(item)
-            sets[(sts.namespace, sts.name)] = sts
+            sets[set_key(sts.namespace, sts.name, sts.group)] = sts
     return LiveState(pods=pods, nodes=nodes, claims=claims, reclaim=reclaim, sets=sets)

@@ -1,15 +1,17 @@
-"""Why a StatefulSet's pods cannot move now: the set's health, its claims, its rule zone's nodes.
+"""Why a set's pods cannot move now: the set's health, its claims, its rule zone's nodes.
 
-Pure. The set: every replica must be Ready, no rollout under way, the set not being deleted,
-its pod template not opted out of stszone. A claim whose ownerReferences name its pod (left by
-``persistentVolumeClaimRetentionPolicy.whenScaled: Delete``) is deleted by the garbage collector
-once that pod is, so evicting it would lose data. The nodes: a coarse version of what the
-scheduler's filters check, enough to tell a person *before* a pod is evicted that it would have
-nowhere to go -- the node is cordoned (``spec.unschedulable``, the NodeUnschedulable filter),
-NotReady, tainted NoSchedule/NoExecute with no matching toleration (TaintToleration), or
-outside the pod template's ``nodeSelector`` and required nodeAffinity (NodeAffinity: the terms
-are ORed, the expressions of a term ANDed). CPU, memory, ports and inter-pod affinity are not
-checked; the executor's wait for Ready catches those.
+Pure, and the same for an ``apps/v1`` StatefulSet and an Advanced StatefulSet. The set: every
+member (each live ordinal) must have its pod, owned by this set, Ready; no rollout under way,
+the set not being deleted, its pod template not opted out of stszone. A claim whose
+ownerReferences name its pod (left by ``persistentVolumeClaimRetentionPolicy.whenScaled:
+Delete``) is deleted by the garbage collector once that pod is, so evicting it would lose data.
+The nodes: a coarse version of what the scheduler's filters check, enough to tell a person
+*before* a pod is evicted that it would have nowhere to go -- the node is cordoned
+(``spec.unschedulable``, the NodeUnschedulable filter), NotReady, tainted NoSchedule/NoExecute
+with no matching toleration (TaintToleration), or outside the pod template's ``nodeSelector``
+and required nodeAffinity (NodeAffinity: the terms are ORed, the expressions of a term ANDed).
+CPU, memory, ports and inter-pod affinity are not checked; the executor's wait for Ready
+catches those.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from webhook.model.records import NodeInfo, StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.state import LiveState, NodeState, SetState, Taint
 from webhook.model.store import Store
-from webhook.rules.placement import Policy, claim_name
+from webhook.rules.placement import Policy, claim_name, workload_kind
 
 #: How many names a reason lists before counting the rest.
 NAMED: Final = 5
@@ -85,12 +87,12 @@ def some(names: Iterable[str]) -> str:
     return shown + (f" and {len(items) - NAMED} more" if len(items) > NAMED else "")
 
 
-def set_blockers(sts: StatefulSetInfo, state: LiveState, ordinals: range) -> list[str]:
-    """Reasons no ordinal of the set may move now."""
-    info = state.sets.get(sts.key)
+def set_blockers(sts: StatefulSetInfo, state: LiveState, ordinals: Sequence[int]) -> list[str]:
+    """Reasons no ordinal of the set may move now (``ordinals``: its members)."""
+    info = state.workload(sts.namespace, sts.name, sts.group)
     reasons: list[str] = []
     if info is not None and info.deleting:
-        reasons.append("the StatefulSet is being deleted")
+        reasons.append(f"the {workload_kind(sts.group)} is being deleted")
     if info is not None and info.updating:
         reasons.append("a rolling update is under way; run rebalance once it has finished")
     if info is not None and info.skipped:
@@ -99,13 +101,22 @@ def set_blockers(sts: StatefulSetInfo, state: LiveState, ordinals: range) -> lis
             "re-created pod"
         )
     names = (f"{sts.name}-{ordinal}" for ordinal in ordinals)
-    unready = [w for n in names if (w := states.unready(n, state.pods.get((sts.namespace, n))))]
+    unready = [w for n in names if (w := states.unready(n, _member(n, sts=sts, state=state)))]
     if unready:
         reasons.append(
             f"not every replica is Ready ({len(ordinals) - len(unready)}/{len(ordinals)}: "
             f"{some(unready)}); pods move only while all are"
         )
     return reasons
+
+
+def _member(name: str, *, sts: StatefulSetInfo, state: LiveState) -> states.PodState | None:
+    """The pod ``name`` when the set controls it; a pod of that name another set (an ``apps/v1``
+    set of the same name, an earlier set) controls is not this set's member."""
+    pod = state.pods.get((sts.namespace, name))
+    if pod is None or not pod.member_of(group=sts.group, name=sts.name, uid=sts.uid):
+        return None
+    return pod
 
 
 def zone_blocker(
@@ -116,7 +127,7 @@ def zone_blocker(
     nodes = sorted(name for name, node in store.nodes.items() if node.labels.get(key) == zone)
     if not nodes:
         return f"no node is labelled {key}={zone}"
-    info: SetState | None = state.sets.get(sts.key)
+    info: SetState | None = state.workload(sts.namespace, sts.name, sts.group)
     why = {
         name: unfit(store.nodes[name], state.nodes.get(name), sts=sts, set_state=info)
         for name in nodes

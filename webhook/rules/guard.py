@@ -32,22 +32,15 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Final
 
-from webhook.model.records import StatefulSetInfo
 from webhook.model.setpods import by_residue, by_zone
 from webhook.model.store import Store
 from webhook.rules import motion
 from webhook.rules.locate import Located, Locator
 from webhook.rules.ordinals import removed as removed_ordinals
-from webhook.rules.ordinals import walked
 from webhook.rules.placement import Policy, rule_zone
 
 #: How many ordinals a message names per zone (and unknown ordinals); the rest are counted.
 NAMED: Final = 10
-
-
-def audited_ordinals(sts: StatefulSetInfo) -> range:
-    """The ordinals ``stszone audit`` looks at one by one (see :mod:`webhook.rules.ordinals`)."""
-    return walked(sts.start, sts.replicas)
 
 
 @dataclass(frozen=True, slots=True)

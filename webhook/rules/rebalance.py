@@ -3,11 +3,14 @@
 Pure: it reads the same facts as the scale-down guard and the audit (where each ordinal is, from
 :class:`~webhook.rules.locate.Locator`; what pins it, from
 :func:`~webhook.rules.locate.volume_zones`) plus the health the one-shot command lists
-(:class:`~webhook.model.state.LiveState`). Each ordinal whose pod runs outside its rule zone
-``zones[(i - start) mod k]`` is
+(:class:`~webhook.model.state.LiveState`). Each member whose pod runs outside its rule zone
+(``zones[(i - start) mod k]`` for ordinal ``i`` of an ``apps/v1`` StatefulSet; for an OpenKruise
+Advanced StatefulSet, ``zones[rank mod k]`` among its live ordinals,
+:func:`~webhook.rules.placement.policy_zone`) is
 
-- **movable**: no bound volume holds it elsewhere; moving it = evicting its pod, the StatefulSet
-  controller re-creates it and the webhook places it in its rule zone;
+- **movable**: no bound volume holds it elsewhere; moving it = evicting its pod, the set's
+  controller re-creates it under the same name (both controllers do: a live ordinal without a
+  pod gets one) and the webhook places it in its rule zone;
 - **pinned by data**: a volume bound to one of its claims is in another zone; it moves only
   with ``--move-data``, which deletes its claims with the pod (that replica's data is gone);
 - **blocked**: it cannot move now, with the reasons (zone unknown, set not fully Ready,
@@ -27,14 +30,21 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from webhook.errors import Denied
+from webhook.model.kruise import Intervals
 from webhook.model.records import StatefulSetInfo
 from webhook.model.state import LiveState
 from webhook.model.store import Store
-from webhook.rules import guard
 from webhook.rules.audit import audited
 from webhook.rules.blockers import owned_claims, set_blockers, some, zone_blocker
 from webhook.rules.locate import Locator, volume_zones
-from webhook.rules.placement import Policy, claim_name, policy_zone, resolve_policy
+from webhook.rules.placement import (
+    Policy,
+    claim_name,
+    policy_zone,
+    resolve_policy,
+    walked_members,
+    workload_kind,
+)
 
 Kind = Literal["in place", "movable", "pinned by data", "blocked"]
 
@@ -68,7 +78,11 @@ class Row:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One move: evict ``pod`` (deleting ``claims`` first when moving data) and wait for it."""
+    """One move: evict ``pod`` (deleting ``claims`` first when moving data) and wait for it.
+
+    The set is named by group too, and its members as planned (``replicas``, ``spec_start``,
+    ``reserved``): the executor re-reads the set before the move and stops when they changed.
+    """
 
     namespace: str
     statefulset: str
@@ -83,11 +97,26 @@ class Step:
     claims: tuple[Claim, ...] = ()
     #: Ordinals that hold ``source`` while the pod is away (none: nobody else belongs there).
     company: tuple[int, ...] = ()
+    #: "" for an ``apps/v1`` StatefulSet, ``apps.kruise.io`` for an Advanced StatefulSet.
+    group: str = ""
+    #: The set's uid, when known (Advanced StatefulSets): its pods' owner references name it.
+    set_uid: str = ""
+    #: The first live ordinal (``spec.ordinals.start``, or 0 for an Advanced StatefulSet
+    #: without ``--kruise-start-ordinal``), and ``spec.ordinals.start`` as it was read.
+    start: int = 0
+    spec_start: int = 0
+    #: ``spec.reserveOrdinals`` (Advanced StatefulSets) as merged intervals.
+    reserved: Intervals = ()
+
+    @property
+    def kind(self) -> str:
+        """How messages name the set's kind."""
+        return workload_kind(self.group)
 
 
 @dataclass(frozen=True, slots=True)
 class SetPlan:
-    """The plan of one StatefulSet."""
+    """The plan of one set: a StatefulSet, or an Advanced StatefulSet (``group``)."""
 
     namespace: str
     name: str
@@ -99,6 +128,12 @@ class SetPlan:
     problem: str = ""
     #: Why there is nothing to plan although the set is opted in (node-ordinal mode).
     note: str = ""
+    group: str = ""
+
+    @property
+    def kind(self) -> str:
+        """How messages name the set's kind."""
+        return workload_kind(self.group)
 
     @property
     def left(self) -> tuple[int, ...]:
@@ -168,7 +203,7 @@ def _draft(ordinal: int, ctx: _Set) -> _Draft:
     sts, policy, store, state = ctx.sts, ctx.policy, ctx.store, ctx.state
     target = policy_zone(ordinal, policy)
     name = f"{sts.name}-{ordinal}"
-    pod = store.set_pods(sts.namespace, sts.name).by_name.get(ordinal)
+    pod = store.set_pods(sts.namespace, sts.name, sts.group).by_name.get(ordinal)
     live = state.pods.get((sts.namespace, name))
     node = pod.node if pod is not None else ""
     located = ctx.where(ordinal)
@@ -272,24 +307,20 @@ def _order(
 
 
 def plan_set(sts: StatefulSetInfo, *, store: Store, state: LiveState, move_data: bool) -> SetPlan:
-    """The plan of one StatefulSet."""
-    if sts.group:  # the moves' checks read apps/v1 sets and their pods (cluster/podreads.py)
-        why = (
-            "an OpenKruise Advanced StatefulSet: rebalance does not move its members yet "
-            "(stszone audit shows which are misplaced; docs/kruise.md)"
-        )
-        return SetPlan(sts.namespace, sts.name, (), sts.replicas, note=why)
+    """The plan of one set (an ``apps/v1`` StatefulSet or an Advanced StatefulSet: its
+    members are its live ordinals, each placed by its rank)."""
+    empty = SetPlan(sts.namespace, sts.name, (), sts.replicas, group=sts.group)
     try:
-        policy = resolve_policy(sts.namespace, sts.name, store=store)
+        policy = resolve_policy(sts.namespace, sts.name, store=store, group=sts.group)
     except Denied as err:
-        return SetPlan(sts.namespace, sts.name, (), sts.replicas, problem=err.message)
-    empty = SetPlan(sts.namespace, sts.name, policy.zones, sts.replicas)
+        return replace(empty, problem=err.message)
+    empty = replace(empty, zones=policy.zones)
     if policy.declared.mode == "node-ordinal":
         why = "node-ordinal mode pins ordinals to labelled nodes, not zones: nothing to rebalance"
         return replace(empty, note=why)
     if not policy.zones:
         return replace(empty, problem="no zone list (no stszone.io/zones, no --zones, no zones)")
-    ordinals = guard.audited_ordinals(sts)
+    ordinals = walked_members(sts, store=store)
     ctx = _Set(
         sts=sts,
         policy=policy,
@@ -318,6 +349,11 @@ def plan_set(sts: StatefulSetInfo, *, store: Store, state: LiveState, move_data:
                 replicas=sts.replicas,
                 claims=row.claims,
                 company=company,
+                group=sts.group,
+                set_uid=sts.uid,
+                start=policy.start,
+                spec_start=sts.start,
+                reserved=sts.reserved,
             )
         )
     return replace(empty, rows=tuple(d.row for d in drafts), steps=tuple(steps))
