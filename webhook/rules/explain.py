@@ -190,7 +190,8 @@ def _allowed_zones(sts: StatefulSetInfo, policy: Policy, store: Store) -> tuple[
     return tuple(fit.allowed(selection, key, policy.zones, view=store))
 
 
-def _refusal(store: Store, namespace: str, *, excluded: Collection[str]) -> str:
+def namespace_refusal(store: Store, namespace: str, *, excluded: Collection[str]) -> str:
+    """Why stszone places nothing in ``namespace`` ("" when it does)."""
     if namespace in excluded:
         return f"namespace {namespace} is never intercepted (kube-system, stszone's own)"
     if store.namespace_enabled(namespace) is False:
@@ -217,7 +218,7 @@ def explain_pod(
     if sts is None:
         why = f"its StatefulSet {set_name} is not in the view"
         return PodExplanation(namespace, name, left_alone=why)
-    refused = _refusal(store, namespace, excluded=excluded)
+    refused = namespace_refusal(store, namespace, excluded=excluded)
     try:
         policy = resolve_policy(namespace, set_name, store=store, group=group)
     except Denied as err:

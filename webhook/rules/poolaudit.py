@@ -82,7 +82,8 @@ def audited_pools(
     )
 
 
-def _row(namespace: str, node_id: int, policy: PoolPolicy, store: Store) -> BrokerRow:
+def broker_row(namespace: str, node_id: int, policy: PoolPolicy, store: Store) -> BrokerRow:
+    """One broker as the audit sees it: its data's zone, its pod's node and zone, a status."""
     name = policy.broker(node_id)
     expected = None
     for stem in policy.pool.claim_stems():
@@ -114,7 +115,7 @@ def audit_pool(pool: KafkaNodePoolInfo, *, store: Store) -> PoolReport:
         return base
     where = members(pool.namespace, policy, store=store)
     node_ids = sorted(pool.node_ids if pool.node_ids is not None else where)
-    rows = tuple(_row(pool.namespace, i, policy, store) for i in node_ids)
+    rows = tuple(broker_row(pool.namespace, i, policy, store) for i in node_ids)
     located = {r.node_id: r.zone or where.get(r.node_id) for r in rows if r.status != "going"}
     counts = dict.fromkeys(policy.zones, 0)
     for zone in located.values():
