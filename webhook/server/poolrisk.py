@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Final
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from webhook.rules.poolaudit import PoolReport, audit_pools
 from webhook.rules.risk import RiskScan
+from webhook.server.riskmetrics import PREFIX, gauge_families
 
 LABELS: Final = ("namespace", "kafkanodepool")
 GAUGES: Final[tuple[tuple[str, str, Callable[[PoolReport], float | None]], ...]] = (
@@ -50,11 +51,10 @@ class PoolRiskCollector(Collector):
         self._scan = scan
 
     def collect(self) -> Iterator[Metric]:
-        reports = audit_pools(self._scan.store, excluded=self._scan.excluded)
-        for suffix, text, read in GAUGES:
-            family = GaugeMetricFamily(f"stszone_kafkanodepool_{suffix}", text, labels=list(LABELS))
-            for report in reports:
-                value = read(report)
-                if value is not None:
-                    family.add_metric([report.namespace, report.name], value)
-            yield family
+        yield from gauge_families(
+            f"{PREFIX}_kafkanodepool",
+            GAUGES,
+            audit_pools(self._scan.store, excluded=self._scan.excluded),
+            labels=LABELS,
+            label_values=lambda r: [r.namespace, r.name],
+        )

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Final
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from typing import Final, TypeVar
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -75,6 +75,30 @@ GAUGES: Final[tuple[tuple[str, str, Callable[[SetRisk], int | None]], ...]] = (
 )
 
 
+Row = TypeVar("Row")
+#: (metric suffix, help, value of one row or None to leave its sample out)
+Gauges = Sequence[tuple[str, str, Callable[[Row], float | None]]]
+
+
+def gauge_families(
+    prefix: str,
+    gauges: Gauges[Row],
+    rows: Iterable[Row],
+    *,
+    labels: Sequence[str],
+    label_values: Callable[[Row], list[str]],
+) -> Iterator[Metric]:
+    """One gauge family per entry of ``gauges``, a sample per row that has a value."""
+    rows = list(rows)
+    for suffix, text, read in gauges:
+        family = GaugeMetricFamily(f"{prefix}_{suffix}", text, labels=list(labels))
+        for row in rows:
+            value = read(row)
+            if value is not None:
+                family.add_metric(label_values(row), value)
+        yield family
+
+
 class ZoneRiskCollector(Collector):
     """The gauges of the scan's latest figures, read at scrape time."""
 
@@ -83,15 +107,13 @@ class ZoneRiskCollector(Collector):
         self._last_pass = last_pass
 
     def collect(self) -> Iterator[Metric]:
-        risks = list(self._scan.sets.values())
-        for suffix, text, read in GAUGES:
-            family = GaugeMetricFamily(f"{PREFIX}_statefulset_{suffix}", text, labels=list(LABELS))
-            for risk in risks:
-                value = read(risk)
-                if value is not None:
-                    kind = KINDS.get(risk.group, risk.group)
-                    family.add_metric([risk.namespace, risk.name, kind], value)
-            yield family
+        yield from gauge_families(
+            f"{PREFIX}_statefulset",
+            GAUGES,
+            self._scan.sets.values(),
+            labels=LABELS,
+            label_values=lambda r: [r.namespace, r.name, KINDS.get(r.group, r.group)],
+        )
         last = self._last_pass()
         if last is not None:
             yield GaugeMetricFamily(
