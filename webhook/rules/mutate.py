@@ -204,6 +204,21 @@ def _node_ordinal_mode(view: PodView, plan: PodPlan, *, namespace: str, store: S
     return edit(*edits, warnings=warnings)
 
 
+def server_zones_for(
+    annotations: dict[str, str], *, store: Store, what: str
+) -> tuple[str, tuple[str, ...]]:
+    """The topology key a new workload declares (the default when absent or invalid: the
+    validating webhook refuses an invalid one) and the server's zones on it. Raises
+    :class:`Denied`, for retry, while a live view has not listed the nodes: an empty node view
+    is no zone list."""
+    key = annotations.get(TOPOLOGY_KEY, DEFAULT_TOPOLOGY_KEY)
+    key = key if is_qualified_name(key) else DEFAULT_TOPOLOGY_KEY
+    from_nodes = key != DEFAULT_TOPOLOGY_KEY or not store.zones_override
+    if from_nodes and "nodes" in store.unsynced():
+        require_synced(store, what=f"the zones of {what}")
+    return key, store.server_zones(key)
+
+
 def mutate_statefulset(sts: JSON, *, store: Store) -> Decision:
     """On CREATE, fill ``stszone.io/zones`` from the server's zone source when it is missing.
 
@@ -218,12 +233,7 @@ def mutate_statefulset(sts: JSON, *, store: Store) -> Decision:
     if ZONES in annotations:
         return allow()
     name = objects.string(meta, "name") or "(unnamed)"
-    key = annotations.get(TOPOLOGY_KEY, DEFAULT_TOPOLOGY_KEY)
-    key = key if is_qualified_name(key) else DEFAULT_TOPOLOGY_KEY  # validation refuses it
-    from_nodes = key != DEFAULT_TOPOLOGY_KEY or not store.zones_override
-    if from_nodes and "nodes" in store.unsynced():  # an empty node view is no zone list
-        require_synced(store, what=f"the zones of StatefulSet {name}")
-    zones = store.server_zones(key)
+    key, zones = server_zones_for(annotations, store=store, what=f"StatefulSet {name}")
     if not zones:
         if key == DEFAULT_TOPOLOGY_KEY:
             text = f"{name}: no zones known (no --zones, no node with {key}); set {ZONES}"

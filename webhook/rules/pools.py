@@ -14,14 +14,11 @@ from __future__ import annotations
 
 from webhook.model import objects
 from webhook.model.annotations import (
-    DEFAULT_TOPOLOGY_KEY,
     STORAGE_CLASS_TEMPLATE,
-    TOPOLOGY_KEY,
     ZONE,
     ZONES,
     storage_class_for,
 )
-from webhook.model.names import is_qualified_name
 from webhook.model.nodepools import node_id_of, pool_of
 from webhook.model.objects import JSON
 from webhook.model.selection import pod_selection
@@ -38,7 +35,7 @@ from webhook.rules.decision import (
     edit,
     refuse,
 )
-from webhook.rules.placement import require_synced
+from webhook.rules.mutate import server_zones_for
 from webhook.rules.plan import skipped
 from webhook.rules.poolzones import PoolPolicy, choose, id_claims, pool_policy
 
@@ -179,12 +176,7 @@ def mutate_nodepool(pool: JSON, *, store: Store) -> Decision:
     if ZONES in annotations:
         return allow()
     name = objects.string(meta, "name") or "(unnamed)"
-    key = annotations.get(TOPOLOGY_KEY, DEFAULT_TOPOLOGY_KEY)
-    key = key if is_qualified_name(key) else DEFAULT_TOPOLOGY_KEY
-    from_nodes = key != DEFAULT_TOPOLOGY_KEY or not store.zones_override
-    if from_nodes and "nodes" in store.unsynced():
-        require_synced(store, what=f"the zones of KafkaNodePool {name}")
-    zones = store.server_zones(key)
+    key, zones = server_zones_for(annotations, store=store, what=f"KafkaNodePool {name}")
     if not zones:
         return allow(
             warnings=(f"KafkaNodePool {name}: no zones known (no --zones, no node with {key})",)
