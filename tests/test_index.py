@@ -11,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.model.index import Index
-from webhook.model.records import VolumeInfo
+from webhook.model.records import PodInfo, VolumeInfo
+from webhook.model.setpods import SetPods
+from webhook.model.store import Store
 
 CLAIMS = [("ns", "data-db-0"), ("ns", "data-db-1"), ("other", "data-db-0")]
 
@@ -59,3 +61,47 @@ def test_a_record_replaced_under_its_own_key_stays_alone() -> None:
     assert dict(index.get(CLAIMS[0])) == {"pv-a": _volume("pv-a", 0, "u2")}
     index.remove(_volume("pv-b", 0, ""))  # another key of the group: nothing to remove
     assert list(index.get(CLAIMS[0])) == ["pv-a"]
+
+
+_pods = st.builds(
+    PodInfo,
+    namespace=st.just("ns"),
+    name=st.sampled_from(["db-0", "db-1", "db-2", "web-0", "web-1"]),
+    owner=st.sampled_from([None, "db", "web"]),
+    ordinal=st.sampled_from([None, 0, 1, 2]),
+    node=st.sampled_from(["", "n1"]),
+    going=st.sampled_from(["", "Terminating"]),
+)
+#: One step of the view: put a pod, delete one by name, or re-list (a fresh list folded in
+#: chunks, duplicates included, as the reflector folds pages).
+_steps = st.one_of(
+    st.tuples(st.just("put"), _pods),
+    st.tuples(st.just("delete"), _pods),
+    st.tuples(st.just("list"), st.lists(st.lists(_pods, max_size=4), max_size=3)),
+)
+
+
+@given(steps=st.lists(_steps, max_size=25))
+def test_the_stores_set_summaries_follow_every_change_of_its_pods(
+    steps: list[tuple[str, object]],
+) -> None:
+    """A set's pods by ordinal, as the Store keeps them, equal a summary built afresh from the
+    pods table after any puts, deletes (an owner changed under one key included) and re-lists."""
+    store = Store(zones=("a", "b"))
+    for verb, arg in steps:
+        if verb == "put":
+            assert isinstance(arg, PodInfo)
+            store.put("pods", arg)
+        elif verb == "delete":
+            assert isinstance(arg, PodInfo)
+            store.delete("pods", arg.key)
+        else:
+            assert isinstance(arg, list)
+            staged = store.staging("pods")
+            for chunk in arg:
+                staged.add(chunk)
+            store.swap(staged)
+        for owner in ("db", "web"):
+            fresh = SetPods.of(p for p in store.pods.values() if p.owner == owner)
+            assert store.set_pods("ns", owner) == fresh
+            assert store.known_ordinals("ns", owner) == fresh.ordinals

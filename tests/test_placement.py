@@ -93,6 +93,23 @@ def test_zone_sources_in_order_of_precedence() -> None:
     assert policy.zones == ("s", "t", "u")
 
 
+def test_a_pod_key_its_set_lacks_joins_the_sets_policy() -> None:
+    """The set's keys win; a key only the pod carries still counts, and a malformed set is
+    refused for its pods (the set's annotations are parsed as the view reads the set)."""
+    store = store_from_objects([b.statefulset(annotations={"stszone.io/zones": "s,t"})])
+    own = {"stszone.io/zones": "p,q", "stszone.io/scheduler-name": "my-scheduler"}
+    policy = resolve_policy("ns", "db", store=store, pod_annotations=own)
+    assert policy.zones == ("s", "t")
+    assert policy.declared.scheduler_name == "my-scheduler"
+    with pytest.raises(Denied, match="node-ordinal"):
+        resolve_policy("ns", "db", store=store, pod_annotations={"stszone.io/mode": "node-ordinal"})
+    broken = store_from_objects([b.statefulset(annotations={"stszone.io/zones": "a,a"})])
+    with pytest.raises(Denied, match="more than once"):
+        resolve_policy("ns", "db", store=broken, pod_annotations={"stszone.io/zones": "a,b"})
+    tolerated = resolve_policy("ns", "db", store=broken, tolerate_malformed=True)
+    assert tolerated.malformed and tolerated.declared.zones is None
+
+
 def test_ordinals_start_offsets_the_rule() -> None:
     """With ordinals.start = 5, ordinal 5 goes to the first zone."""
     store = store_from_objects([b.statefulset(start=5, annotations={"stszone.io/zones": "a,b,c"})])

@@ -172,6 +172,15 @@ def parse_annotations(annotations: Mapping[str, str]) -> Declared:
     )
 
 
+def read_annotations(annotations: Mapping[str, str]) -> tuple[Declared, tuple[str, ...]]:
+    """(the policy, no problems) of well-formed annotations, else (the defaults, every problem):
+    :func:`parse_annotations` for a caller that keeps the outcome rather than raising it."""
+    try:
+        return parse_annotations(annotations), ()
+    except InvalidAnnotations as err:
+        return Declared(), tuple(err.problems)
+
+
 def template_problems(template: str, *, zones: tuple[str, ...]) -> list[str]:
     """Problems with a storage-class template, filled in for every zone of ``zones``.
 

@@ -19,7 +19,13 @@ from msgspec import field
 
 from webhook.errors import BadObject
 from webhook.model import kruise, objects
-from webhook.model.annotations import ENABLED, ZONE, stszone_annotations
+from webhook.model.annotations import (
+    ENABLED,
+    ZONE,
+    Declared,
+    read_annotations,
+    stszone_annotations,
+)
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
 from webhook.model.owners import ordinal_of, workload_owner
 from webhook.model.pinning import (
@@ -111,6 +117,11 @@ class StatefulSetInfo(msgspec.Struct, frozen=True, gc=False):
     namespace: str
     name: str
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: ``annotations`` parsed once, as the view reads the set (not on every pod's request):
+    #: the policy they declare (the defaults when malformed) and their problems. Derived in
+    #: ``__post_init__`` from ``annotations`` whatever is passed, so they never disagree.
+    declared: Declared = field(default_factory=Declared)
+    problems: tuple[str, ...] = ()
     replicas: int = 1
     start: int = 0
     templates: tuple[str, ...] = ()
@@ -128,6 +139,11 @@ class StatefulSetInfo(msgspec.Struct, frozen=True, gc=False):
     #: False when ``spec.reserveOrdinals`` holds an entry the controller cannot read.
     reserve_ok: bool = True
     uid: str = ""
+
+    def __post_init__(self) -> None:
+        declared, problems = read_annotations(self.annotations)
+        msgspec.structs.force_setattr(self, "declared", declared)
+        msgspec.structs.force_setattr(self, "problems", problems)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -1,5 +1,6 @@
 """What the Store says about one StatefulSet: its pods by ordinal, their zones, its claims'
-ordinals. Pure: summaries of the records of one set, built when asked.
+ordinals. Pure: summaries of the records of one set, which the Store's indexes keep in step with
+the set's records (:mod:`webhook.model.index`).
 """
 
 from __future__ import annotations

@@ -73,8 +73,8 @@ class Store:
         #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
         self._volumes_by_claim: Index[VolumeInfo, None] = Index(lambda v: v.claim)
         #: Claims and pre-bound PVs by (namespace, claim name without its "-<ordinal>"), i.e.
-        #: by "<template>-<set>": the claims of one set are one lookup per template. Each
-        #: group's ordinals are summarised when the guard asks.
+        #: by "<template>-<set>": the claims of one set are one lookup per template, with
+        #: the ordinals they hold.
         self._volumes_by_stem: Index[VolumeInfo, frozenset[int]] = Index(
             lambda v: claim_stem(v.claim[0], v.claim[1]) if v.claim else None,
             summarise=lambda volumes: claim_ordinals(v.claim[1] for v in volumes if v.claim),
@@ -117,9 +117,10 @@ class Store:
             # leave the indexes as they are.
             return
         for index in self._indexes.get(name, ()):
-            if old is not None:
-                index.remove(old)
-            index.add(info, key=key)
+            gone = index.remove(old, summarise=False) if old is not None else None
+            group = index.add(info, key=key)
+            if gone != group:
+                index.resummarise(gone)
         table[key] = info
         if isinstance(info, NodeInfo) and (old is None or old.labels != info.labels):
             if old is not None:

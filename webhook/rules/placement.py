@@ -19,8 +19,7 @@ from webhook.errors import Denied
 from webhook.model.annotations import (
     ZONES,
     Declared,
-    InvalidAnnotations,
-    parse_annotations,
+    read_annotations,
     stszone_annotations,
 )
 from webhook.model.kruise import Live, rank_zone
@@ -151,19 +150,18 @@ def resolve_policy(
             "(the StatefulSet controller retries its creates by itself)",
             reason="StatefulSetNotYetSeen",
         )
-    merged: dict[str, str] = stszone_annotations(pod_annotations or {})
-    if sts is not None:
-        merged.update(sts.annotations)
-    malformed: tuple[str, ...] = ()
-    try:
-        declared = parse_annotations(merged)
-    except InvalidAnnotations as err:
-        if not tolerate_malformed:
-            raise Denied(
-                f"{kind} {namespace}/{statefulset} has malformed stszone annotations: {err}",
-                reason="Invalid",
-            ) from err
-        declared, malformed = Declared(), tuple(err.problems)
+    own = stszone_annotations(pod_annotations or {})
+    if sts is not None and own.keys() <= sts.annotations.keys():
+        # The set's keys win over the pod's: its annotations alone decide, parsed by the view.
+        declared, malformed = sts.declared, sts.problems
+    else:
+        declared, malformed = read_annotations({**own, **(sts.annotations if sts else {})})
+    if malformed and not tolerate_malformed:
+        raise Denied(
+            f"{kind} {namespace}/{statefulset} has malformed stszone annotations: "
+            + "; ".join(malformed),
+            reason="Invalid",
+        )
     zones = declared.zones or store.server_zones(declared.topology_key)
     templates = (
         sts.templates if sts is not None else _templates_from_claims(statefulset, pod_claims)

@@ -47,9 +47,11 @@ def pool_member(obj: JSON) -> tuple[str, str, int] | None:
     meta = objects.mapping(obj, "metadata")
     labels = objects.str_map(meta, "labels", path="metadata")
     owner = pool_of(labels)
+    if owner is None:  # every pod that is not a broker's: the common case, answered first
+        return None
     name = objects.string(meta, "name", path="metadata")
     node_id = node_id_of(name)
-    if owner is None or node_id is None or skipped(labels):
+    if node_id is None or skipped(labels):
         return None
     broker = f"{owner[0]}-{owner[1]}-{node_id}"
     if name != broker and not name.endswith(f"-{broker}"):
