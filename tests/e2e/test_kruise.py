@@ -2,8 +2,8 @@
 
 Skipped unless ``STSZONE_E2E_KUBECONFIG`` names a cluster; see ``conftest.py`` for the knobs
 and for what is created and always deleted. The CRD (``statefulsets.apps.kruise.io``) is
-applied from ``$STSZONE_KRUISE_CRDS`` (default ``../shared/lab/crds/openkruise.yaml``) when the
-cluster does not serve it, and deleted afterwards only then. No Kruise controller runs: the
+applied from ``$STSZONE_KRUISE_CRDS`` (else ``crds/openkruise.yaml`` of
+``$STSZONE_LAB_SCRIPTS``, else of ``../shared/lab``) when the cluster does not serve it, and deleted afterwards only then. No Kruise controller runs: the
 test creates the pods of the live ordinals as its source does (``stateful_set_utils.go``:
 owner ``apps.kruise.io/v1beta1`` StatefulSet with the set's uid, ``controller: true``, labels
 ``statefulset.kubernetes.io/pod-name`` and ``apps.kubernetes.io/pod-index``), and the lab's
@@ -39,16 +39,9 @@ from tests.rendered import ROOT
 
 pytestmark = MARKS
 
-SHARED_CRDS = ROOT.parent / "shared" / "lab" / "crds"
-#: ``$STSZONE_KRUISE_CRDS`` (a file), else ``openkruise.yaml`` in ``$STSZONE_CRDS`` when that
-#: names a folder (other tests read it as a file), else the shared lab's.
-_CRDS = Path(os.environ.get("STSZONE_CRDS", SHARED_CRDS))
-CRD_FILE = Path(
-    os.environ.get(
-        "STSZONE_KRUISE_CRDS",
-        (_CRDS if _CRDS.is_dir() else SHARED_CRDS) / "openkruise.yaml",
-    )
-)
+LAB_SCRIPTS = Path(os.environ.get("STSZONE_LAB_SCRIPTS", ROOT.parent / "shared" / "lab"))
+#: ``$STSZONE_KRUISE_CRDS``, else the lab scripts' ``crds/openkruise.yaml``.
+CRD_FILE = Path(os.environ.get("STSZONE_KRUISE_CRDS", LAB_SCRIPTS / "crds" / "openkruise.yaml"))
 CRD = "statefulsets.apps.kruise.io"
 RESOURCE = "statefulsets.apps.kruise.io"
 
