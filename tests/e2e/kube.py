@@ -12,11 +12,13 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 from tests.process import Webhook
+from tests.rendered import ROOT
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -25,6 +27,9 @@ ZONE_KEY = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 #: On everything a run creates, valued with the run's id.
 RUN_LABEL = "stszone.io/e2e"
+#: The lab's scripts and its ``crds/``: ``$STSZONE_LAB_SCRIPTS``, else ``../shared/lab`` beside
+#: the repository.
+LAB_SCRIPTS = Path(os.environ.get("STSZONE_LAB_SCRIPTS", ROOT.parent / "shared" / "lab"))
 #: The marks of every end-to-end test module: skipped unless a cluster is named.
 MARKS = [
     pytest.mark.e2e,

@@ -3,9 +3,10 @@
 Skipped unless ``STSZONE_E2E_KUBECONFIG`` names a cluster; see ``conftest.py`` for the knobs
 and for what is created and always deleted. The CRD (``statefulsets.apps.kruise.io``) is
 applied from ``$STSZONE_KRUISE_CRDS`` (else ``crds/openkruise.yaml`` of
-``$STSZONE_LAB_SCRIPTS``, else of ``../shared/lab``) when the cluster does not serve it, and deleted afterwards only then. No Kruise controller runs: the
-test creates the pods of the live ordinals as its source does (``stateful_set_utils.go``:
-owner ``apps.kruise.io/v1beta1`` StatefulSet with the set's uid, ``controller: true``, labels
+``$STSZONE_LAB_SCRIPTS``, else of ``../shared/lab``) when the cluster does not serve it, and
+deleted afterwards only then. No Kruise controller runs: the test creates the pods of the
+live ordinals as its source does (``stateful_set_utils.go``: owner ``apps.kruise.io/v1beta1``
+StatefulSet with the set's uid, ``controller: true``, labels
 ``statefulset.kubernetes.io/pod-name`` and ``apps.kubernetes.io/pod-index``), and the lab's
 scheduler binds them where stszone's node affinity says.
 
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.kube import (
+    LAB_SCRIPTS,
     MARKS,
     RUN_LABEL,
     ZONE_KEY,
@@ -35,11 +37,9 @@ from tests.e2e.kube import (
     pod_template,
     wait_for,
 )
-from tests.rendered import ROOT
 
 pytestmark = MARKS
 
-LAB_SCRIPTS = Path(os.environ.get("STSZONE_LAB_SCRIPTS", ROOT.parent / "shared" / "lab"))
 #: ``$STSZONE_KRUISE_CRDS``, else the lab scripts' ``crds/openkruise.yaml``.
 CRD_FILE = Path(os.environ.get("STSZONE_KRUISE_CRDS", LAB_SCRIPTS / "crds" / "openkruise.yaml"))
 CRD = "statefulsets.apps.kruise.io"

@@ -30,12 +30,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import LOG_KEY
-from tests.e2e.kube import RUN_LABEL, Cluster, Kubectl, KubectlError, Obj, wait_for
+from tests.e2e.kube import LAB_SCRIPTS, RUN_LABEL, Cluster, Kubectl, KubectlError, Obj, wait_for
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-LAB_SCRIPTS = Path(os.environ.get("STSZONE_LAB_SCRIPTS", ROOT.parent / "shared" / "lab"))
 CRD_FILE = Path(os.environ.get("STSZONE_STRIMZI_CRDS", LAB_SCRIPTS / "crds" / "strimzi.yaml"))
 CRDS = ("kafkanodepools.kafka.strimzi.io", "strimzipodsets.core.strimzi.io")
 KAFKA = "my-cluster"
