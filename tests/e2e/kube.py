@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
-
 from tests.process import Webhook
 from tests.rendered import ROOT
 
@@ -30,14 +28,6 @@ RUN_LABEL = "stszone.io/e2e"
 #: The lab's scripts and its ``crds/``: ``$STSZONE_LAB_SCRIPTS``, else ``../shared/lab`` beside
 #: the repository.
 LAB_SCRIPTS = Path(os.environ.get("STSZONE_LAB_SCRIPTS", ROOT.parent / "shared" / "lab"))
-#: The marks of every end-to-end test module: skipped unless a cluster is named.
-MARKS = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not os.environ.get("STSZONE_E2E_KUBECONFIG"),
-        reason="end-to-end tests need a cluster: set STSZONE_E2E_KUBECONFIG to its kubeconfig",
-    ),
-]
 
 
 class KubectlError(AssertionError):

@@ -19,12 +19,10 @@ from contextlib import ExitStack
 import pytest
 
 from tests.e2e.conftest import delete_namespace, opted_in_namespace, registrations
-from tests.e2e.kube import MARKS, RUN_LABEL, Kubectl, Obj, wait_for, workload
+from tests.e2e.kube import RUN_LABEL, Kubectl, Obj, wait_for, workload
 from tests.process import free_port
 from webhook.install.certfiles import issue
 from webhook.install.registration import MUTATE_NAME
-
-pytestmark = MARKS
 
 TIMEOUT = float(os.environ.get("STSZONE_E2E_TIMEOUT", "180"))
 IMAGE = os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10")

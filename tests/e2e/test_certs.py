@@ -25,11 +25,9 @@ from typing import Any
 from cryptography import x509
 
 from tests.e2e import certslab, replicas
-from tests.e2e.kube import MARKS, Kubectl, wait_for, workload
+from tests.e2e.kube import Kubectl, wait_for, workload
 from tests.e2e.replicas import IMAGE, Load
 from webhook.install import tlssecret
-
-pytestmark = MARKS
 
 #: The serving pair's lifetime (``--cert-validity``), the shortest stszone takes: the pair is
 #: renewed about every 19 s; the CA (90 s) gets a successor 57 s after its creation, which

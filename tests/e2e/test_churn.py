@@ -19,9 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.kube import MARKS, Kubectl
-
-pytestmark = MARKS
+from tests.e2e.kube import Kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 7

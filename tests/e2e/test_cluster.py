@@ -11,7 +11,6 @@ from collections.abc import Callable
 import pytest
 
 from tests.e2e.kube import (
-    MARKS,
     RUN_LABEL,
     ZONE_KEY,
     Cluster,
@@ -22,8 +21,6 @@ from tests.e2e.kube import (
     workload,
 )
 from tests.test_metrics import parse
-
-pytestmark = MARKS
 
 #: Creates a StatefulSet by name and returns it once all its pods exist.
 Make = Callable[[str], Obj]

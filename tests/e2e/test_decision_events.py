@@ -12,7 +12,6 @@ from contextlib import ExitStack
 import pytest
 
 from tests.e2e.kube import (
-    MARKS,
     RUN_LABEL,
     ZONE_KEY,
     Cluster,
@@ -21,8 +20,6 @@ from tests.e2e.kube import (
     pod_template,
     wait_for,
 )
-
-pytestmark = MARKS
 
 
 def _volume(name: str, *, zone: str, claim: str, namespace: str, run: str) -> Obj:

@@ -7,15 +7,13 @@ import asyncio
 import json
 import time
 
-from tests.e2e.kube import MARKS, RUN_LABEL, Cluster, workload
+from tests.e2e.kube import RUN_LABEL, Cluster, workload
 from webhook.cluster.api import Api
 from webhook.cluster.correlator import Correlator
 from webhook.cluster.credentials import load_credentials
 from webhook.cluster.events import ApiSink, EventWriter
 from webhook.model import notices
 from webhook.model.outbox import Outbox
-
-pytestmark = MARKS
 
 
 async def _record(kubeconfig: str, posts: list[tuple[notices.Notice, bool]]) -> None:

@@ -26,7 +26,6 @@ import pytest
 
 from tests.e2e.kube import (
     HOSTNAME,
-    MARKS,
     RUN_LABEL,
     ZONE_KEY,
     Cluster,
@@ -40,8 +39,6 @@ from tests.e2e.kube import (
     workload,
 )
 from tests.e2e.test_unknown_zone import _nodes_by_zone
-
-pytestmark = MARKS
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = Path(os.environ.get("STSZONE_LAB", str(Path.home() / "stszone-lab")))

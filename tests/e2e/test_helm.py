@@ -40,7 +40,6 @@ from tests.e2e.helmlab import (
     serving_release,
 )
 from tests.e2e.kube import (
-    MARKS,
     RUN_LABEL,
     ZONE_KEY,
     Kubectl,
@@ -52,8 +51,6 @@ from tests.e2e.kube import (
 from tests.e2e.server import ROOT, STOP_TIMEOUT
 from tests.helm import CHART, Helm, HelmError, ci_values, helm_for_tests, release
 from webhook.install import tlssecret
-
-pytestmark = MARKS
 
 TIMEOUT = float(os.environ.get("STSZONE_E2E_TIMEOUT", "180"))
 IMAGE = os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10")

@@ -27,7 +27,6 @@ import pytest
 
 from tests.e2e.kube import (
     LAB_SCRIPTS,
-    MARKS,
     RUN_LABEL,
     ZONE_KEY,
     Cluster,
@@ -37,8 +36,6 @@ from tests.e2e.kube import (
     pod_template,
     wait_for,
 )
-
-pytestmark = MARKS
 
 #: ``$STSZONE_KRUISE_CRDS``, else the lab scripts' ``crds/openkruise.yaml``.
 CRD_FILE = Path(os.environ.get("STSZONE_KRUISE_CRDS", LAB_SCRIPTS / "crds" / "openkruise.yaml"))

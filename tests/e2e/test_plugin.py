@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.kube import MARKS, RUN_LABEL, Cluster, Obj, owned_pod, wait_for, workload
-
-pytestmark = MARKS
+from tests.e2e.kube import RUN_LABEL, Cluster, Obj, owned_pod, wait_for, workload
 
 #: Installed beside this interpreter by `pip install -e .` ([project.scripts]).
 PLUGIN = Path(sys.executable).parent / "kubectl-stszone"

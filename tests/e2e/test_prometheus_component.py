@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import delete_namespace, opted_in_namespace
-from tests.e2e.kube import MARKS, Kubectl, KubectlError, Obj, wait_for
+from tests.e2e.kube import Kubectl, KubectlError, Obj, wait_for
 from tests.rendered import ROOT, base_with
-
-pytestmark = MARKS
 
 CRD_FILE = Path(
     os.environ.get(

@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.kube import (
-    MARKS,
     RUN_LABEL,
     ZONE_KEY,
     Cluster,
@@ -34,8 +33,6 @@ from tests.e2e.kube import (
     wait_for,
 )
 from tests.e2e.server import ROOT
-
-pytestmark = MARKS
 
 ENABLED = "stszone.io/enabled"
 

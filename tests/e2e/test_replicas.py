@@ -30,10 +30,8 @@ from typing import Any
 import pytest
 
 from tests.e2e import certslab, replicas
-from tests.e2e.kube import MARKS, ZONE_KEY, Kubectl, wait_for, workload
+from tests.e2e.kube import ZONE_KEY, Kubectl, wait_for, workload
 from tests.e2e.replicas import IMAGE, Load, Process
-
-pytestmark = MARKS
 
 #: Seconds of load before, between and after the restarts.
 SETTLE = 8.0

@@ -30,9 +30,15 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import LOG_KEY
-from tests.e2e.kube import LAB_SCRIPTS, RUN_LABEL, Cluster, Kubectl, KubectlError, Obj, wait_for
-
-pytestmark = pytest.mark.e2e
+from tests.e2e.kube import (
+    LAB_SCRIPTS,
+    RUN_LABEL,
+    Cluster,
+    Kubectl,
+    KubectlError,
+    Obj,
+    wait_for,
+)
 
 CRD_FILE = Path(os.environ.get("STSZONE_STRIMZI_CRDS", LAB_SCRIPTS / "crds" / "strimzi.yaml"))
 CRDS = ("kafkanodepools.kafka.strimzi.io", "strimzipodsets.core.strimzi.io")

@@ -26,7 +26,6 @@ import pytest
 
 from tests.e2e.conftest import schedulable_zones
 from tests.e2e.kube import (
-    MARKS,
     ZONE_KEY,
     Cluster,
     Kubectl,
@@ -35,8 +34,6 @@ from tests.e2e.kube import (
     skipped_statefulset,
     wait_for,
 )
-
-pytestmark = MARKS
 
 NAME = "before"
 
