@@ -12,6 +12,7 @@ states, on the reference's reading.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from hypothesis import example, given, settings
@@ -193,6 +194,19 @@ def test_property_the_evaluator_reads_nodes_as_kubernetes_does(
             assert parse_term(term).matches(labels, name) == want, term
         assert selection.admits(labels, name) == ref.pod_match(spec, labels, name)
         assert pinning.admits(labels) == ref.volume_admits(pv, labels)
+
+
+def test_volumes_written_alike_share_a_record_and_no_two_writings_are_confused() -> None:
+    """100,000 volumes in three zones hold three records; a value that only looks like another
+    (a YAML date beside its text, a number beside its digits) is read as what it is."""
+    assert volume_info(b.pv("pv-1", "a")).pinning is volume_info(b.pv("pv-2", "a")).pinning
+    for text, other in (("2026-12-05", datetime.date(2026, 12, 5)), ("5", 5)):
+        as_text, as_other = b.pv("pv-t", text), b.pv("pv-o", text)
+        terms = as_other["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+        terms[0]["matchExpressions"][0]["values"] = [other]
+        # Values must be strings: a term with any other matches no node.
+        assert volume_info(as_text).pinning.admits({ZONE: text})
+        assert not volume_info(as_other).pinning.admits({ZONE: text})
 
 
 @given(st.sampled_from([*VALUES, "00", "+0", "-0", "1_0", " 1", "\u0661"]))  # an Arabic 1

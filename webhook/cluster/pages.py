@@ -153,9 +153,13 @@ class _ClaimSpec(TypedDict, total=False):
     volumeName: str
 
 
+# Of a claim's annotations, only the zone a pool broker's claim was given before its pod exists
+# (webhook.model.annotations.ZONE): the rest (the binder's, the provisioner's) are stepped over.
+_ClaimAnnotations = TypedDict("_ClaimAnnotations", {"stszone.io/zone": str}, total=False)
+
+
 class _ClaimMeta(_Meta, total=False):
-    # stszone.io/zone: the zone a pool broker's claim was given before its pod exists.
-    annotations: dict[str, str]
+    annotations: _ClaimAnnotations
 
 
 class _Claim(TypedDict, total=False):

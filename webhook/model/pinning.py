@@ -27,6 +27,7 @@ no zone label) is **nowhere**: no pod can mount it, and its zone is unknown.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -118,14 +119,34 @@ def _zones(value: str) -> tuple[str, ...] | None:
     return None if "" in parts else tuple(sorted(set(parts)))
 
 
-#: One record per distinct affinity: 100,000 volumes pinned to three zones hold three.
-_PINNINGS: dict[Pinning, Pinning] = {}
+#: Volumes by the way their constraints are written: 100,000 volumes pinned to three zones are
+#: written three ways, so they hold three records, and a list parses each way once. The key is
+#: the raw values pickled: pickle writes each value with its type, so equal keys are equal input
+#: for every type a JSON or YAML document holds (a date and its text, ``1``, ``1.0`` and
+#: ``True`` differ), which an encoding to JSON does not promise; ``repr`` would too, at three
+#: times the cost.
+_PINNINGS: dict[bytes, Pinning] = {}
 _PINNINGS_MAX: Final = 32768
+_LABEL_KEYS: Final = tuple(sorted(TOPOLOGY_LABELS))
+_UNWRITTEN: Final = (None, (None,) * len(_LABEL_KEYS))
 
 
 def volume_pinning(spec: Mapping[str, Any], *, labels: Mapping[str, str]) -> Pinning:
     """The node constraints of a PersistentVolume's ``spec`` and ``metadata.labels``."""
     affinity = objects.mapping(spec, "nodeAffinity", path="spec")
+    written = (affinity.get("required"), tuple(labels.get(k) for k in _LABEL_KEYS))
+    if written == _UNWRITTEN:
+        return UNPINNED
+    key = pickle.dumps(written, protocol=5)
+    found = _PINNINGS.get(key)
+    if found is None:
+        if len(_PINNINGS) >= _PINNINGS_MAX:  # pragma: no mutate (a bound: affinities are few)
+            _PINNINGS.clear()
+        found = _PINNINGS[key] = _read_pinning(affinity, labels)
+    return found
+
+
+def _read_pinning(affinity: Mapping[str, Any], labels: Mapping[str, str]) -> Pinning:
     required: tuple[Term, ...] | None = None
     if affinity.get("required") is not None:
         where = "spec.nodeAffinity.required"
@@ -134,18 +155,12 @@ def volume_pinning(spec: Mapping[str, Any], *, labels: Mapping[str, str]) -> Pin
         required = tuple(t for t in map(parse_term, terms) if not t.empty)
     zoned = tuple(
         (k, zones)
-        for k in sorted(TOPOLOGY_LABELS)
+        for k in _LABEL_KEYS
         if k in labels and (zones := _zones(labels[k])) is not None  # unreadable: ignored
     )
     if required is None and not zoned:
         return UNPINNED
-    found = Pinning(required, zoned)
-    shared = _PINNINGS.get(found)
-    if shared is None:
-        if len(_PINNINGS) >= _PINNINGS_MAX:  # pragma: no mutate (a bound: affinities are few)
-            _PINNINGS.clear()
-        shared = _PINNINGS[found] = found
-    return shared
+    return Pinning(required, zoned)
 
 
 def zone_keys(topology_key: str) -> tuple[str, ...]:

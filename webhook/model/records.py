@@ -305,7 +305,9 @@ def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
         # Interned: the volume's record holds the same name.
         volume=_intern(objects.string(objects.mapping(obj, "spec"), "volumeName")),
         uid=objects.string(meta, "uid"),
-        zone=objects.str_map(meta, "annotations", path="metadata").get(ZONE, ""),
+        zone=objects.string(
+            objects.mapping(meta, "annotations", path="metadata"), ZONE, path="metadata.annotations"
+        ),
     )
 
 
