@@ -25,9 +25,19 @@ ZONE_KEY = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 #: On everything a run creates, valued with the run's id.
 RUN_LABEL = "stszone.io/e2e"
-#: The lab's scripts and its ``crds/``: ``$STSZONE_LAB_SCRIPTS``, else ``../shared/lab`` beside
-#: the repository.
-LAB_SCRIPTS = Path(os.environ.get("STSZONE_LAB_SCRIPTS", ROOT.parent / "shared" / "lab"))
+#: The lab's folder (its binaries, kubeconfig and state): ``$STSZONE_LAB``, else ``~/stszone-lab``.
+LAB = Path(os.environ.get("STSZONE_LAB", str(Path.home() / "stszone-lab")))
+
+
+def lab_file(name: str) -> Path:
+    """A file of the lab's scripts (``nodes.sh``, ``crds/strimzi.yaml``), from the first folder
+    holding it where ``.ci/run`` looks: ``$STSZONE_LAB_SCRIPTS``, ``../shared/lab`` beside the
+    repository, the lab's folder. When none does, where the first would hold it, for the
+    message that says it is missing."""
+    scripts = os.environ.get("STSZONE_LAB_SCRIPTS")
+    folders = [Path(scripts)] if scripts else []
+    folders += [ROOT.parent / "shared" / "lab", LAB]
+    return next((f / name for f in folders if (f / name).exists()), folders[0] / name)
 
 
 class KubectlError(AssertionError):

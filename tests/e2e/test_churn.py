@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.kube import Kubectl
+from tests.e2e.kube import Kubectl, lab_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 7
@@ -27,12 +27,7 @@ MINUTES = 1.5
 
 
 def test_a_short_churn_keeps_every_invariant(kubectl: Kubectl, tmp_path: Path) -> None:
-    scripts = [
-        os.environ.get("STSZONE_LAB_SCRIPTS"),
-        str(ROOT.parent / "shared" / "lab"),
-        os.environ.get("STSZONE_LAB", str(Path.home() / "stszone-lab")),
-    ]
-    if not any(s and (Path(s) / "nodes.sh").is_file() for s in scripts):
+    if not lab_file("nodes.sh").is_file():
         pytest.skip("no lab scripts (nodes.sh, up.sh): set STSZONE_LAB_SCRIPTS to run the churn")
     figures = tmp_path / "churn.json"
     command = [

@@ -26,12 +26,14 @@ import pytest
 
 from tests.e2e.kube import (
     HOSTNAME,
+    LAB,
     RUN_LABEL,
     ZONE_KEY,
     Cluster,
     Kubectl,
     KubectlError,
     Obj,
+    lab_file,
     owned_pod,
     place_on,
     skipped_statefulset,
@@ -40,28 +42,18 @@ from tests.e2e.kube import (
 )
 from tests.e2e.test_unknown_zone import _nodes_by_zone
 
-ROOT = Path(__file__).resolve().parents[2]
-LAB = Path(os.environ.get("STSZONE_LAB", str(Path.home() / "stszone-lab")))
 HANG = "FAKE_KUBELET_FINALIZE_DELETES"
 
 
-def _lab_scripts() -> Path | None:
-    """The folder holding ``fake-kubelet.sh`` (as ``.ci/run`` finds the lab's scripts)."""
-    for candidate in (os.environ.get("STSZONE_LAB_SCRIPTS"), ROOT.parent / "shared" / "lab", LAB):
-        if candidate and (Path(candidate) / "fake-kubelet.sh").is_file():
-            return Path(candidate)
-    return None
-
-
 def _fake_kubelet(
-    scripts: Path, action: str, *, hang: bool = False
+    kubelet: Path, action: str, *, hang: bool = False
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != HANG}
     env["LAB"] = str(LAB)
     if hang:
         env[HANG] = "0"
     return subprocess.run(
-        [str(scripts / "fake-kubelet.sh"), action],
+        [str(kubelet), action],
         env=env,
         capture_output=True,
         text=True,
@@ -92,21 +84,21 @@ def _force_delete_terminating(kubectl: Kubectl) -> None:
 def deletions_hang(everywhere: Kubectl) -> Iterator[None]:
     """The fake kubelet leaves deleted pods Terminating for the block; afterwards those pods
     are force-deleted and the kubelet runs as before (default settings), however it ends."""
-    scripts = _lab_scripts()
-    if scripts is None:
+    kubelet = lab_file("fake-kubelet.sh")
+    if not kubelet.is_file():
         pytest.skip("no lab scripts (fake-kubelet.sh): set STSZONE_LAB_SCRIPTS to run this test")
-    was_running = _fake_kubelet(scripts, "status").returncode == 0
+    was_running = _fake_kubelet(kubelet, "status").returncode == 0
     if not was_running:
         pytest.skip("the lab's fake kubelet is not running: start it (fake-kubelet.sh start)")
     try:
-        started = _fake_kubelet(scripts, "restart", hang=True)
+        started = _fake_kubelet(kubelet, "restart", hang=True)
         assert started.returncode == 0, f"fake-kubelet.sh restart: {started.stdout}{started.stderr}"
         yield
     finally:
         try:
             _force_delete_terminating(everywhere)
         finally:
-            back = _fake_kubelet(scripts, "restart")
+            back = _fake_kubelet(kubelet, "restart")
             assert back.returncode == 0, f"fake-kubelet.sh restart: {back.stdout}{back.stderr}"
 
 

@@ -45,24 +45,24 @@ from tests.e2e.kube import (
     Kubectl,
     KubectlError,
     Obj,
+    lab_file,
     wait_for,
     workload,
 )
-from tests.e2e.server import ROOT, STOP_TIMEOUT
+from tests.e2e.server import STOP_TIMEOUT
 from tests.helm import CHART, Helm, HelmError, ci_values, helm_for_tests, release
 from webhook.install import tlssecret
 
 TIMEOUT = float(os.environ.get("STSZONE_E2E_TIMEOUT", "180"))
 IMAGE = os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10")
-SHARED_CRDS = ROOT.parent / "shared" / "lab" / "crds"
 #: The CRDs the chart's optional objects need, applied for the dry runs when the cluster lacks
 #: them (and deleted afterwards).
 CRD_FILES = {
     "certificates.cert-manager.io": Path(
-        os.environ.get("STSZONE_CERT_MANAGER_CRDS", SHARED_CRDS / "cert-manager.yaml")
+        os.environ.get("STSZONE_CERT_MANAGER_CRDS") or lab_file("crds/cert-manager.yaml")
     ),
     "servicemonitors.monitoring.coreos.com": Path(
-        os.environ.get("STSZONE_CRDS", SHARED_CRDS / "prometheus-operator.yaml")
+        os.environ.get("STSZONE_CRDS") or lab_file("crds/prometheus-operator.yaml")
     ),
 }
 REPLICAS = 6

@@ -2,13 +2,13 @@
 
 Skipped unless ``STSZONE_E2E_KUBECONFIG`` names a cluster; see ``conftest.py`` for the knobs
 and for what is created and always deleted. The CRD (``statefulsets.apps.kruise.io``) is
-applied from ``$STSZONE_KRUISE_CRDS`` (else ``crds/openkruise.yaml`` of
-``$STSZONE_LAB_SCRIPTS``, else of ``../shared/lab``) when the cluster does not serve it, and
-deleted afterwards only then. No Kruise controller runs: the test creates the pods of the
-live ordinals as its source does (``stateful_set_utils.go``: owner ``apps.kruise.io/v1beta1``
-StatefulSet with the set's uid, ``controller: true``, labels
-``statefulset.kubernetes.io/pod-name`` and ``apps.kubernetes.io/pod-index``), and the lab's
-scheduler binds them where stszone's node affinity says.
+applied from ``$STSZONE_KRUISE_CRDS`` (else the lab's ``crds/openkruise.yaml``,
+``kube.lab_file``) when the cluster does not serve it, and deleted afterwards only then. No
+Kruise controller runs: the test creates the pods of the live ordinals as its source does
+(``stateful_set_utils.go``: owner ``apps.kruise.io/v1beta1`` StatefulSet with the set's uid,
+``controller: true``, labels ``statefulset.kubernetes.io/pod-name`` and
+``apps.kubernetes.io/pod-index``), and the lab's scheduler binds them where stszone's node
+affinity says.
 
 With zones Z0, Z1, Z2 and ``replicas: 4, reserveOrdinals: [1]`` the live ordinals are 0, 2, 3,
 4, ranks 0..3, so stszone puts them in Z0, Z1, Z2, Z0 (``ordinal mod 3`` would leave Z1 out of
@@ -26,19 +26,19 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.kube import (
-    LAB_SCRIPTS,
     RUN_LABEL,
     ZONE_KEY,
     Cluster,
     Kubectl,
     KubectlError,
     Obj,
+    lab_file,
     pod_template,
     wait_for,
 )
 
 #: ``$STSZONE_KRUISE_CRDS``, else the lab scripts' ``crds/openkruise.yaml``.
-CRD_FILE = Path(os.environ.get("STSZONE_KRUISE_CRDS", LAB_SCRIPTS / "crds" / "openkruise.yaml"))
+CRD_FILE = Path(os.environ.get("STSZONE_KRUISE_CRDS") or lab_file("crds/openkruise.yaml"))
 CRD = "statefulsets.apps.kruise.io"
 RESOURCE = "statefulsets.apps.kruise.io"
 

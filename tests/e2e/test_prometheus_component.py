@@ -1,8 +1,8 @@
 """deploy/components/prometheus against a real API server: the CRD schemas accept its objects.
 
 Needs the prometheus-operator CRDs (ServiceMonitor, PrometheusRule). When the cluster lacks
-them, they are applied from ``$STSZONE_CRDS`` (default: ``../shared/lab/crds/
-prometheus-operator.yaml`` beside the repository) and deleted again afterwards; nothing else
+them, they are applied from ``$STSZONE_CRDS`` (else the lab's
+``crds/prometheus-operator.yaml``, ``kube.lab_file``) and deleted again afterwards; nothing else
 of the cluster changes (``kubectl apply --dry-run=server`` persists nothing).
 """
 
@@ -18,14 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import delete_namespace, opted_in_namespace
-from tests.e2e.kube import Kubectl, KubectlError, Obj, wait_for
-from tests.rendered import ROOT, base_with
+from tests.e2e.kube import Kubectl, KubectlError, Obj, lab_file, wait_for
+from tests.rendered import base_with
 
-CRD_FILE = Path(
-    os.environ.get(
-        "STSZONE_CRDS", ROOT.parent / "shared" / "lab" / "crds" / "prometheus-operator.yaml"
-    )
-)
+CRD_FILE = Path(os.environ.get("STSZONE_CRDS") or lab_file("crds/prometheus-operator.yaml"))
 NEEDED = ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com")
 #: What the component adds to the base, and the Deployment it patches.
 CHECKED = {"Service", "ServiceMonitor", "PrometheusRule", "Deployment"}

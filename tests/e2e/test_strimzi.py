@@ -13,8 +13,8 @@ but with the highest IDs in zones b and c. Then:
 - with the annotation removed, a patch to 3 replicas gets ``remove-node-ids`` ``[1]`` written
   (zone a held two, zone c's only broker would have gone by default).
 
-The Strimzi CRDs are applied from ``$STSZONE_STRIMZI_CRDS`` (default
-``$STSZONE_LAB_SCRIPTS/crds/strimzi.yaml``, else ``../shared/lab/crds/strimzi.yaml``) when the cluster lacks them, and left installed (other
+The Strimzi CRDs are applied from ``$STSZONE_STRIMZI_CRDS`` (else the lab's
+``crds/strimzi.yaml``, ``kube.lab_file``) when the cluster lacks them, and left installed (other
 runs and tests use them); the PersistentVolumes made here are deleted afterwards.
 """
 
@@ -31,16 +31,16 @@ import pytest
 
 from tests.e2e.conftest import LOG_KEY
 from tests.e2e.kube import (
-    LAB_SCRIPTS,
     RUN_LABEL,
     Cluster,
     Kubectl,
     KubectlError,
     Obj,
+    lab_file,
     wait_for,
 )
 
-CRD_FILE = Path(os.environ.get("STSZONE_STRIMZI_CRDS", LAB_SCRIPTS / "crds" / "strimzi.yaml"))
+CRD_FILE = Path(os.environ.get("STSZONE_STRIMZI_CRDS") or lab_file("crds/strimzi.yaml"))
 CRDS = ("kafkanodepools.kafka.strimzi.io", "strimzipodsets.core.strimzi.io")
 KAFKA = "my-cluster"
 POOL = "pool"
