@@ -40,6 +40,11 @@ def lab_file(name: str) -> Path:
     return next((f / name for f in folders if (f / name).exists()), folders[0] / name)
 
 
+def crd_file(variable: str, name: str) -> Path:
+    """The CRDs file ``$variable`` names, else the lab's ``crds/<name>`` (:func:`lab_file`)."""
+    return Path(os.environ.get(variable) or lab_file(f"crds/{name}"))
+
+
 class KubectlError(AssertionError):
     """kubectl exited non-zero; ``stderr`` holds its message (e.g. a webhook's denial)."""
 

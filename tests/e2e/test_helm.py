@@ -45,7 +45,7 @@ from tests.e2e.kube import (
     Kubectl,
     KubectlError,
     Obj,
-    lab_file,
+    crd_file,
     wait_for,
     workload,
 )
@@ -58,12 +58,8 @@ IMAGE = os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10")
 #: The CRDs the chart's optional objects need, applied for the dry runs when the cluster lacks
 #: them (and deleted afterwards).
 CRD_FILES = {
-    "certificates.cert-manager.io": Path(
-        os.environ.get("STSZONE_CERT_MANAGER_CRDS") or lab_file("crds/cert-manager.yaml")
-    ),
-    "servicemonitors.monitoring.coreos.com": Path(
-        os.environ.get("STSZONE_CRDS") or lab_file("crds/prometheus-operator.yaml")
-    ),
+    "certificates.cert-manager.io": crd_file("STSZONE_CERT_MANAGER_CRDS", "cert-manager.yaml"),
+    "servicemonitors.monitoring.coreos.com": crd_file("STSZONE_CRDS", "prometheus-operator.yaml"),
 }
 REPLICAS = 6
 

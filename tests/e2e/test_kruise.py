@@ -18,10 +18,8 @@ the first three).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from contextlib import ExitStack
-from pathlib import Path
 
 import pytest
 
@@ -32,13 +30,13 @@ from tests.e2e.kube import (
     Kubectl,
     KubectlError,
     Obj,
-    lab_file,
+    crd_file,
     pod_template,
     wait_for,
 )
 
 #: ``$STSZONE_KRUISE_CRDS``, else the lab scripts' ``crds/openkruise.yaml``.
-CRD_FILE = Path(os.environ.get("STSZONE_KRUISE_CRDS") or lab_file("crds/openkruise.yaml"))
+CRD_FILE = crd_file("STSZONE_KRUISE_CRDS", "openkruise.yaml")
 CRD = "statefulsets.apps.kruise.io"
 RESOURCE = "statefulsets.apps.kruise.io"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import delete_namespace, opted_in_namespace
-from tests.e2e.kube import Kubectl, KubectlError, Obj, lab_file, wait_for
+from tests.e2e.kube import Kubectl, KubectlError, Obj, crd_file, wait_for
 from tests.rendered import base_with
 
-CRD_FILE = Path(os.environ.get("STSZONE_CRDS") or lab_file("crds/prometheus-operator.yaml"))
+CRD_FILE = crd_file("STSZONE_CRDS", "prometheus-operator.yaml")
 NEEDED = ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com")
 #: What the component adds to the base, and the Deployment it patches.
 CHECKED = {"Service", "ServiceMonitor", "PrometheusRule", "Deployment"}

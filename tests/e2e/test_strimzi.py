@@ -21,7 +21,6 @@ runs and tests use them); the PersistentVolumes made here are deleted afterwards
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -36,11 +35,11 @@ from tests.e2e.kube import (
     Kubectl,
     KubectlError,
     Obj,
-    lab_file,
+    crd_file,
     wait_for,
 )
 
-CRD_FILE = Path(os.environ.get("STSZONE_STRIMZI_CRDS") or lab_file("crds/strimzi.yaml"))
+CRD_FILE = crd_file("STSZONE_STRIMZI_CRDS", "strimzi.yaml")
 CRDS = ("kafkanodepools.kafka.strimzi.io", "strimzipodsets.core.strimzi.io")
 KAFKA = "my-cluster"
 POOL = "pool"
