@@ -3,6 +3,7 @@ when they should (``promtool check rules`` / ``promtool test rules``, Debian's p
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 import subprocess
@@ -60,14 +61,12 @@ def test_alerts_fire_exactly_in_the_cases_written_down(rules_dir: Path) -> None:
 
 def test_rules_name_only_metrics_stszone_exports(rendered: list[Obj]) -> None:
     """A renamed metric would silence an alert: every stszone_* name in the rules is served."""
-    risk = ZoneRisk(RiskScan(cluster()), ready=lambda: True, interval=30)
-    for _ in risk.scan.sweep():
-        pass
-    risk.last_pass = 0.0
+    risk = ZoneRisk(RiskScan(cluster()), ready=lambda: True, interval=30, pause=0)
+    asyncio.run(risk.refresh())
     metrics = Metrics(
         ready=lambda: True,
         certificate=lambda: __import__("datetime").datetime(2030, 1, 1),
-        collectors=[risk.collector],
+        rendered=[risk.exposition],
     )
     metrics.observe("mutate", None, None, 0.001, 400)
     served = set(re.findall(r"^# TYPE (stszone_\w+) ", metrics.exposition().decode(), re.M))

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client.exposition import generate_latest
 
 from tests import builders as b
 from tests.conftest import ServeFactory
@@ -18,9 +19,10 @@ from webhook.model.store import Store
 from webhook.rules.audit import PAUSE_EVERY, audit_set, audit_steps, finish
 from webhook.rules.ordinals import WALK_LIMIT
 from webhook.rules.risk import LIST_SLICE, RiskScan, SetRisk
+from webhook.server import riskmetrics
 from webhook.server.app import install_metrics
 from webhook.server.metrics import Metrics
-from webhook.server.riskmetrics import ZoneRisk
+from webhook.server.riskmetrics import RENDER_SLICE, ZoneRisk
 from webhook.server.runtime import Runtime
 
 ZONES = "zone-a,zone-b,zone-c"
@@ -92,12 +94,17 @@ def gauges(metrics: Metrics) -> Samples:
     return parse(metrics.exposition().decode())
 
 
+def served(scan: RiskScan) -> Metrics:
+    """Metrics serving the gauges a refresh of ``scan`` wrote."""
+    risk = ZoneRisk(scan, ready=lambda: True, interval=30, pause=0)
+    asyncio.run(risk.refresh())
+    return Metrics(rendered=[risk.exposition])
+
+
 def test_gauges_export_the_figures_and_a_malformed_set_only_its_replicas() -> None:
     """Every gauge per set, labelled namespace/statefulset/kind; the malformed set has replicas
     alone."""
-    scan = refreshed(RiskScan(cluster()))
-    risk = ZoneRisk(scan, ready=lambda: True, interval=30)
-    samples = gauges(Metrics(collectors=[risk.collector]))
+    samples = gauges(served(RiskScan(cluster())))
     db = {"namespace": "shop", "statefulset": "db", "kind": "StatefulSet"}
     assert value(samples, "stszone_statefulset_replicas", **db) == 4
     assert value(samples, "stszone_statefulset_zones", **db) == 3
@@ -114,17 +121,20 @@ def test_gauges_export_the_figures_and_a_malformed_set_only_its_replicas() -> No
     assert not any(("statefulset", "cache") in labels for _, labels in samples)
 
 
-def test_a_deleted_set_loses_its_series_at_the_next_refresh() -> None:
-    """No stale series: the set is gone from the figures as soon as the view drops it."""
+async def test_a_deleted_set_loses_its_series_at_the_next_refresh() -> None:
+    """No stale series: the set is gone from the figures, and from the text a scrape is
+    served, at the first refresh after the view drops it."""
     store = cluster()
-    scan = refreshed(RiskScan(store))
+    risk = ZoneRisk(RiskScan(store), ready=lambda: True, interval=30, pause=0)
+    metrics = Metrics(rendered=[risk.exposition])
+    await risk.refresh()
+    assert any(("statefulset", "db") in labels for _, labels in gauges(metrics))
     store.delete("statefulsets", ("shop", "db"))
-    refreshed(scan)
-    assert ("shop", "db") not in scan.sets
-    samples = gauges(
-        Metrics(collectors=[ZoneRisk(scan, ready=lambda: True, interval=30).collector])
-    )
+    await risk.refresh()
+    assert ("shop", "db") not in risk.scan.sets
+    samples = gauges(metrics)
     assert not any(("statefulset", "db") in labels for _, labels in samples)
+    assert any(("statefulset", "kafka") in labels for _, labels in samples)
 
 
 def many_sets(count: int, replicas: int) -> Store:
@@ -264,6 +274,69 @@ async def test_the_refresh_waits_and_lets_the_loop_run_at_each_pause() -> None:
     assert ticks - before >= expected
     assert elapsed >= 0.9 * expected * 0.002  # timers may fire a clock tick early
     assert ("ns", "db") in scan.sets
+
+
+async def test_a_scrape_serves_the_text_the_refresh_wrote_in_slices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gauges' text is written by the refresh, RENDER_SLICE sets at a time with the loop
+    free between slices, and again only for the sets whose figures changed; a scrape writes
+    none of it (only the line of the last pass)."""
+    count = 3 * RENDER_SLICE + 1
+    store = many_sets(count, 0)
+    scan = RiskScan(store)
+    written: list[int] = []  # samples per family, each time the module writes text
+    events: list[str] = []  # "w" for a family written, "t" when another task ran
+
+    def spy(collector: Any) -> bytes:
+        for family in collector.collect():
+            written.append(len(family.samples))
+            events.append("w")
+        return generate_latest(collector)
+
+    monkeypatch.setattr(riskmetrics, "generate_latest", spy)
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        while not stop.is_set():
+            events.append("t")
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    risk = ZoneRisk(scan, ready=lambda: True, interval=30, pause=0.001, clock=lambda: 5.0)
+    await risk.refresh()
+    stop.set()
+    await task
+    assert written == [1] * 6 * count  # six gauges of one set at a time
+    runs = [len(run) for run in "".join(events).split("t") if run]
+    assert runs == [6 * RENDER_SLICE] * 3 + [6]  # the loop runs between two slices
+    written.clear()
+    metrics = Metrics(rendered=[risk.exposition])
+    samples = gauges(metrics)
+    assert written == [1]  # the last pass
+    replicas = [labels for name, labels in samples if name == "stszone_statefulset_replicas"]
+    assert len(replicas) == count
+    assert value(samples, "stszone_zone_risk_last_pass_timestamp_seconds") == 5.0
+
+    written.clear()
+    await risk.refresh()  # nothing changed: nothing to write
+    assert written == []
+    store.put("statefulsets", statefulset_info(b.statefulset("s7", replicas=4, templates=())))
+    await risk.refresh()
+    assert written == [1] * 6  # the one set whose figures changed
+    samples = gauges(metrics)
+    assert (
+        value(
+            samples,
+            "stszone_statefulset_replicas",
+            namespace="ns",
+            statefulset="s7",
+            kind="StatefulSet",
+        )
+        == 4
+    )
+    assert len([1 for name, _ in samples if name == "stszone_statefulset_replicas"]) == count
 
 
 class Ticks:

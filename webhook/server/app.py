@@ -149,7 +149,8 @@ def install_metrics(
         certificate=certificate,
         in_flight=lambda: runtime.in_flight.count,
         ready=lambda: not runtime.shutting_down and not not_ready(runtime),
-        collectors=[zone_risk.collector, PoolRiskCollector(zone_risk.scan), lag],
+        collectors=[PoolRiskCollector(zone_risk.scan), lag],
+        rendered=[zone_risk.exposition],
     )
     runtime.observers.append(metrics.observe)
     port = runtime.settings.metrics_port

@@ -28,7 +28,9 @@ The hot path costs a few dictionary updates per request: requests are counted in
 numbers (every observer runs on the event loop thread, so prometheus-client's per-sample locks
 buy nothing; with them the observer took 3% of the loop under load) and turned into metric
 families when scraped. Everything else is read when scraped, from callables the app hands in,
-so it is always current and costs nothing between scrapes.
+so it is always current and costs nothing between scrapes, except the zone-risk gauges: their
+text, six lines per opted-in set, is written by the refresh that makes their figures
+(:mod:`webhook.server.riskmetrics`) and a scrape appends it as it is.
 """
 
 from __future__ import annotations
@@ -172,8 +174,11 @@ class Metrics:
         in_flight: Callable[[], int] | None = None,
         ready: Callable[[], bool] | None = None,
         collectors: Iterable[Collector] = (),
+        rendered: Iterable[Callable[[], bytes]] = (),
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        #: Exposition text written ahead of the scrape (the zone-risk gauges), served as is.
+        self._rendered = list(rendered)
         self._counted = _RequestCollector()
         self.registry.register(self._counted)
         self.registry.register(_ServerCollector(in_flight=in_flight, ready=ready))
@@ -211,8 +216,9 @@ class Metrics:
             counted.denials[denied] = counted.denials.get(denied, 0) + 1
 
     def exposition(self) -> bytes:
-        """The text exposition format of everything in the registry."""
-        return generate_latest(self.registry)
+        """The text exposition format of everything in the registry, and the text written
+        ahead of the scrape."""
+        return b"".join([generate_latest(self.registry), *(text() for text in self._rendered)])
 
     def handler(self, request: web.BaseRequest) -> web.Response:
         """``GET /metrics``: the exposition, read now."""

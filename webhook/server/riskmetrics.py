@@ -1,6 +1,6 @@
 """Zone-risk gauges per opted-in StatefulSet, and the background job that keeps them current.
 
-Exported (all prefixed ``stszone_``, labels ``namespace`` and ``statefulset``)::
+Exported (all prefixed ``stszone_``, labels ``namespace``, ``statefulset`` and ``kind``)::
 
     statefulset_replicas                    gauge  spec.replicas
     statefulset_zones                       gauge  zones the set lists (stszone.io/zones, else
@@ -14,12 +14,16 @@ Exported (all prefixed ``stszone_``, labels ``namespace`` and ``statefulset``)::
 A set whose annotations are malformed exports ``replicas`` alone (``stszone audit`` names the
 problem; its pods are denied, which the denial counter shows).
 
-The figures come from :class:`webhook.rules.risk.RiskScan`, refreshed by :func:`refresh_zone_risk`
+The figures come from :class:`webhook.rules.risk.RiskScan`, refreshed by :meth:`ZoneRisk.refresh`
 every ``interval`` seconds (``Settings.zone_risk_interval``, 30 s: a misplaced pod shows within
 that plus the scrape interval) while the view is ready (a view still listing would report every set
-as empty). Never on the request path: a scrape reads the last figures, and a set that is
-deleted loses its series at the next refresh. The cost of a refresh is bounded by the scan's
-ordinal budget (see :mod:`webhook.rules.risk`), and it runs in slices a millisecond apart.
+as empty). Never on the request path, nor on a scrape's: each refresh ends by writing the
+exposition text of the sets whose figures changed, :data:`RENDER_SLICE` sets at a time, and a
+scrape serves the text as it is (six lines per set, over a megabyte at 2,000 sets, would
+otherwise hold the event loop, and every admission waiting on it, for a tenth of a second per
+scrape). A set that is deleted loses its series at the next refresh. The cost of a refresh is
+bounded by the scan's ordinal budget (see :mod:`webhook.rules.risk`), and it runs in slices a
+millisecond apart.
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Final, TypeVar
 
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
-from webhook.rules.risk import RiskScan, SetRisk
+from webhook.rules.risk import Key, RiskScan, SetRisk
 
 PREFIX: Final = "stszone"
 #: Seconds between readiness checks while the view is not ready.
@@ -40,6 +45,8 @@ READY_POLL: Final = 1.0
 #: Seconds the refresh waits at each pause of a sweep: the loop is free that long between two
 #: slices, so requests that arrive during a refresh are answered between them.
 PAUSE: Final = 0.001
+#: Sets whose sample lines a refresh writes between two pauses (about 3 ms of work).
+RENDER_SLICE: Final = 25
 LABELS: Final = ("namespace", "statefulset", "kind")
 #: The ``kind`` label of each workload group.
 KINDS: Final = {"": "StatefulSet", "apps.kruise.io": "AdvancedStatefulSet"}
@@ -99,32 +106,57 @@ def gauge_families(
         yield family
 
 
-class ZoneRiskCollector(Collector):
-    """The gauges of the scan's latest figures, read at scrape time."""
+class _Families(Collector):
+    """Metric families as a collector: what ``generate_latest`` writes out."""
 
-    def __init__(self, scan: RiskScan, *, last_pass: Callable[[], float | None]) -> None:
-        self._scan = scan
-        self._last_pass = last_pass
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = families
 
-    def collect(self) -> Iterator[Metric]:
-        yield from gauge_families(
-            f"{PREFIX}_statefulset",
-            GAUGES,
-            self._scan.sets.values(),
-            labels=LABELS,
-            label_values=lambda r: [r.namespace, r.name, KINDS.get(r.group, r.group)],
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+def _text(family: Metric) -> str:
+    """``family`` in the text exposition format, as a scrape writes it."""
+    return generate_latest(_Families([family])).decode()
+
+
+def _families(risks: Iterable[SetRisk]) -> Iterator[Metric]:
+    return gauge_families(
+        f"{PREFIX}_statefulset",
+        GAUGES,
+        risks,
+        labels=LABELS,
+        label_values=lambda r: [r.namespace, r.name, KINDS.get(r.group, r.group)],
+    )
+
+
+#: Each gauge's ``# HELP`` and ``# TYPE`` lines: the text of its family with no sample.
+_HEADERS: Final = tuple(_text(family) for family in _families(()))
+
+
+def _samples(risk: SetRisk) -> list[str]:
+    """The sample lines of one set, a text per gauge ("" for a gauge it has no value of): each
+    family's text less its header."""
+    return [
+        _text(family).removeprefix(header)
+        for family, header in zip(_families([risk]), _HEADERS, strict=True)
+    ]
+
+
+def _last_pass(seconds: float) -> str:
+    return _text(
+        GaugeMetricFamily(
+            f"{PREFIX}_zone_risk_last_pass_timestamp_seconds",
+            "Unix time every opted-in StatefulSet had last been refreshed.",
+            value=seconds,
         )
-        last = self._last_pass()
-        if last is not None:
-            yield GaugeMetricFamily(
-                f"{PREFIX}_zone_risk_last_pass_timestamp_seconds",
-                "Unix time every opted-in StatefulSet had last been refreshed.",
-                value=last,
-            )
+    )
 
 
 class ZoneRisk:
-    """A scan, its collector, and the job refreshing it (attach :meth:`run` to the runtime)."""
+    """A scan, the text of its gauges, and the job refreshing both (attach :meth:`run` to the
+    runtime, :meth:`exposition` to the metrics)."""
 
     def __init__(
         self,
@@ -137,8 +169,11 @@ class ZoneRisk:
         pause: float = PAUSE,
     ) -> None:
         self.scan = scan
-        self.collector = ZoneRiskCollector(scan, last_pass=lambda: self.last_pass)
         self.last_pass: float | None = None
+        #: Each set's figures and the sample lines they were written to, one text per gauge.
+        self._lines: dict[Key, tuple[SetRisk, list[str]]] = {}
+        #: The gauges' exposition as of the last refresh (no sample before the first).
+        self._text = "".join(_HEADERS).encode()
         self._ready = ready
         self._interval = interval
         self._sleep = sleep
@@ -147,7 +182,9 @@ class ZoneRisk:
 
     async def refresh(self) -> None:
         """One refresh cycle, waiting ``pause`` seconds at each of the sweep's pauses (every few
-        ordinals of a set's audit, and after each set).
+        ordinals of a set's audit, and after each set), then the text of the gauges of every
+        set whose figures changed, :data:`RENDER_SLICE` sets at a time with the same wait
+        between slices.
 
         A wait rather than a bare yield: the loop is then free between two slices, so a request
         that arrives during a refresh waits for the rest of one slice at most, instead of
@@ -158,6 +195,30 @@ class ZoneRisk:
             await asyncio.sleep(self._pause)
         if self.scan.passes != passes:
             self.last_pass = self._clock()
+        # The sweep is over: these are the figures until the next refresh.
+        written = 0
+        lines: dict[Key, tuple[SetRisk, list[str]]] = {}
+        for key, risk in list(self.scan.sets.items()):
+            kept = self._lines.get(key)
+            if kept is None or kept[0] != risk:
+                if written and written % RENDER_SLICE == 0:
+                    await asyncio.sleep(self._pause)
+                kept = (risk, _samples(risk))
+                written += 1
+            lines[key] = kept
+        if written or len(lines) != len(self._lines):
+            self._lines = lines
+            self._text = "".join(
+                header + "".join(texts[gauge] for _, texts in lines.values())
+                for gauge, header in enumerate(_HEADERS)
+            ).encode()
+
+    def exposition(self) -> bytes:
+        """The gauges' text as the last refresh wrote it, and the line of when the last pass
+        ended (the one line a scrape writes here)."""
+        if self.last_pass is None:
+            return self._text
+        return self._text + _last_pass(self.last_pass).encode()
 
     async def run(self) -> None:
         """Refresh every ``interval`` seconds while the view is ready, until cancelled.
