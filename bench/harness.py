@@ -167,6 +167,17 @@ class Harness:
         return self.start("floor", cmd, core=core)
 
 
+def core_times(core: int) -> tuple[float, float]:
+    """Seconds CPU ``core`` has been busy and has been counted at all since boot (/proc/stat)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *ticks = line.split()
+        if name == f"cpu{core}":
+            values = [int(t) for t in ticks[:8]]  # user nice system idle iowait irq softirq steal
+            idle = values[3] + values[4]
+            return (sum(values) - idle) / _TICKS, sum(values) / _TICKS
+    raise RuntimeError(f"no cpu{core} in /proc/stat")
+
+
 def get(port: int, path: str, *, ca: Path, timeout: float = 5.0) -> tuple[int, str]:
     ctx = ssl.create_default_context(cafile=str(ca))
     try:

@@ -44,6 +44,13 @@ class Figures:
     failed: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     #: generator -> the largest share of its core it used in any measurement.
     generator_cpu: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    #: (server, measurement) -> the server's CPU time per request in µs, round by round;
+    #: measurements are "wrk", "200/s alone", "1,000/s together" and the like.
+    cpu_per_request: dict[tuple[str, str], list[float]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    #: rate -> the share of the server core busy while every server ran at it, round by round.
+    core_busy: dict[float, list[float]] = field(default_factory=lambda: defaultdict(list))
 
     def p99(self, server: str, mode: str, rate: float) -> float:
         return percentile(self.latencies[(server, mode, rate)], 99)
@@ -127,6 +134,24 @@ def summary(figures: Figures, *, heading: str) -> str:
         "generators, most of their core used: "
         + ", ".join(f"{g} {100 * s:.0f}%" for g, s in figures.generator_cpu.items())
     )
+    if figures.cpu_per_request:
+        measurements = dict.fromkeys(m for _, m in figures.cpu_per_request)
+        lines.append("server CPU per request, µs (median of the rounds):")
+        for measurement in measurements:
+            each = [
+                f"{n} {statistics.median(figures.cpu_per_request[(n, measurement)]):.0f}"
+                for n in names
+                if (n, measurement) in figures.cpu_per_request
+            ]
+            lines.append(f"  {measurement}: " + ", ".join(each))
+    if figures.core_busy:
+        lines.append(
+            "server core busy with every server at once (median of the rounds): "
+            + ", ".join(
+                f"{_rate(rate)} {100 * statistics.median(shares):.0f}%"
+                for rate, shares in figures.core_busy.items()
+            )
+        )
     return "\n".join(lines)
 
 
@@ -146,5 +171,7 @@ def as_json(figures: Figures) -> dict[str, Any]:
         "rps_by_round": dict(figures.rps),
         "failed": dict(figures.failed),
         "generator_cpu": dict(figures.generator_cpu),
+        "cpu_per_request_us": {f"{n} {m}": v for (n, m), v in figures.cpu_per_request.items()},
+        "core_busy": {f"{rate:g}/s": v for rate, v in figures.core_busy.items()},
         "objective": [v.__dict__ for v in verdicts(figures)],
     }

@@ -131,35 +131,55 @@ def start(h: harness.Harness, args: argparse.Namespace) -> tuple[dict[str, int],
 
 def measure_round(
     number: int, ports: dict[str, int], *, ca: Path, index: Path, args: argparse.Namespace,
-    figures: Figures,
+    figures: Figures, procs: dict[str, harness.Proc],
 ) -> None:  # fmt: skip
-    """One round: each server alone (wrk, then the open loop at every rate), then together."""
+    """One round: each server alone (wrk, then the open loop at every rate), then together.
+
+    Each measurement also notes every server's CPU time per request (from /proc), and the
+    together runs how busy the server core was: at rates the core can barely carry, a server
+    that needs more than its scheduler's share of the core queues while the others run.
+    """
     names = list(ports)
     order = names[number % len(names) :] + names[: number % len(names)]
     common = {"ca": ca, "duration": args.duration, "connections": args.connections}
+
+    def spent(name: str, measurement: str, since: float, requests: float) -> None:
+        used = procs[name].cpu_seconds() - since
+        figures.cpu_per_request[(name, measurement)].append(1e6 * used / max(requests, 1))
+
     line = []
     for name in order:
+        before = procs[name].cpu_seconds()
         closed = harness.wrk(
             ports[name], index, duration=args.duration, connections=args.connections,
             core=args.client_core,
         )  # fmt: skip
+        spent(name, "wrk", before, closed["requests"])
         figures.rps[name].append(closed["rps"])
         figures.failed[name] += closed["errors"]
         figures.busy("wrk", closed["generator_cpu"])
         part = f"{name} {closed['rps']:.0f} req/s"
         for rate in args.rates:
+            before = procs[name].cpu_seconds()
             (opened,) = harness.openloop(
                 [ports[name]], index, rate=rate, core=args.client_core, **common
             )
+            spent(name, f"{rate:,.0f}/s alone", before, rate * args.duration)
             figures.latencies[(name, "alone", rate)] += opened["latencies_ms"]
             figures.failed[name] += opened["failed"]
             figures.busy("open loop alone", opened["generator_cpu"])
             part += f", p99 {opened['p99_ms']:.2f} ms at {rate:g}/s"
         line.append(part)
     for rate in args.rates:
+        before_all = {n: procs[n].cpu_seconds() for n in order}
+        busy, counted = harness.core_times(args.server_core)
         results = harness.openloop(
             [ports[n] for n in order], index, rate=rate, core=args.client_core, **common
         )
+        now_busy, now_counted = harness.core_times(args.server_core)
+        figures.core_busy[rate].append((now_busy - busy) / max(now_counted - counted, 1e-9))
+        for n in order:
+            spent(n, f"{rate:,.0f}/s together", before_all[n], rate * args.duration)
         for name, opened in zip(order, results, strict=True):
             figures.latencies[(name, "together", rate)] += opened["latencies_ms"]
             figures.failed[name] += opened["failed"]
@@ -179,8 +199,11 @@ def main(argv: list[str] | None = None) -> int:
                 port, index, duration=3, connections=args.connections, core=args.client_core
             )
         figures = Figures(servers=[n for n in SERVERS if n in ports], rates=args.rates)
+        procs = {proc.name: proc for proc in h.procs if proc.name in ports}
         for number in range(args.rounds):
-            measure_round(number, ports, ca=ca, index=index, args=args, figures=figures)
+            measure_round(
+                number, ports, ca=ca, index=index, args=args, figures=figures, procs=procs
+            )
     heading = (
         f"request path: {args.rounds} rounds of {args.duration:g} s, {args.connections} "
         f"connections; live view of 5,000 nodes and 100,000 pods, claims and volumes"

@@ -81,3 +81,23 @@ def test_the_baseline_is_shown_against_the_floor_but_judged_by_nobody() -> None:
     assert met(made)
     assert "9.00x" in text  # the baseline's p99 over the floor's
     assert text.splitlines()[-2] == "objective: met"
+
+
+def test_cpu_per_request_and_the_busy_core_are_the_medians_of_the_rounds() -> None:
+    """What each server's requests cost it, per measurement, and how busy the server core was
+    with every server at once: the figures that tell a queue from a slow answer."""
+    made = figures(p99={"floor": 1.0, "stszone": 1.0}, rps={"floor": [100], "stszone": [100]})
+    made.cpu_per_request[("floor", "wrk")] = [100.0, 300.0, 120.0]
+    made.cpu_per_request[("stszone", "wrk")] = [200.0, 210.0, 900.0]
+    made.cpu_per_request[("stszone", "1,000/s together")] = [560.0]
+    made.core_busy[1000.0] = [0.8, 0.95, 0.9]
+    lines = summary(made, heading="h").splitlines()
+    at = lines.index("server CPU per request, µs (median of the rounds):")
+    assert lines[at + 1 : at + 3] == [
+        "  wrk: floor 120, stszone 210",
+        "  1,000/s together: stszone 560",
+    ]
+    assert (
+        lines[at + 3]
+        == "server core busy with every server at once (median of the rounds): 1,000/s 90%"
+    )
