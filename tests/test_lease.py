@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,6 +113,15 @@ def _gets(fake: FakeApi, agent: str) -> int:
     return sum(1 for seen in fake.seen("leases", "get") if seen.agent == agent)
 
 
+def _releases(fake: FakeApi, agent: str) -> list[dict[str, Any]]:
+    """The releases ``agent`` wrote (updates with an empty holder), oldest first."""
+    return [
+        s.body
+        for s in fake.seen("leases", "update")
+        if s.agent == agent and s.body["spec"]["holderIdentity"] == ""
+    ]
+
+
 async def test_of_two_candidates_one_leads_and_the_other_keeps_out(
     fake: FakeApi, make: Callable[..., Candidate]
 ) -> None:
@@ -170,12 +180,69 @@ async def test_a_leader_stopped_on_purpose_hands_the_lease_over_at_once(
     assert a.events == ["lead", "stop"]
     await eventually(lambda: b.elector.leading)
     assert _lease(fake)["holderIdentity"] == "replica-b"
-    releases = [
-        s.body["spec"]
-        for s in fake.seen("leases", "update")
-        if s.agent == "replica-a" and s.body["spec"]["holderIdentity"] == ""
-    ]
-    assert len(releases) == 1 and releases[0]["leaseDurationSeconds"] == 1
+    # Two writes when a renewal still in flight made the first meet 409 Conflict (the next test).
+    releases = _releases(fake, "replica-a")
+    assert 1 <= len(releases) <= 2 and releases[-1]["spec"]["leaseDurationSeconds"] == 1
+
+
+async def _stop_right_after_a_renewal(
+    fake: FakeApi, leader: Candidate, *, then: Callable[[], None] = lambda: None
+) -> str:
+    """Stop ``leader`` once one of its renewals is stored and before its answer is sent (then
+    run ``then``); the renewal's resourceVersion."""
+    landed: list[str] = []
+    task = leader.task
+    assert task is not None
+
+    def stop(resource: str, verb: str, obj: dict[str, Any]) -> None:
+        mine = obj["spec"]["holderIdentity"] == leader.elector.identity
+        if resource == "leases" and verb == "update" and mine:
+            fake.on_write.remove(stop)
+            landed.append(obj["metadata"]["resourceVersion"])
+            task.cancel()
+            then()
+
+    fake.on_write.append(stop)
+    await eventually(lambda: bool(landed))
+    with contextlib.suppress(asyncio.CancelledError):
+        await task  # cancelled once, as on SIGTERM: a second cancel would cut the release
+    assert leader.events == ["lead", "stop"]
+    return landed[0]
+
+
+async def test_a_leader_stopped_while_its_renewal_is_in_flight_still_hands_the_lease_over(
+    fake: FakeApi, make: Callable[..., Candidate]
+) -> None:
+    """The stop comes after a renewal reached the API server and before its answer came back:
+    the release, written against the Lease as last read, meets 409 Conflict. It reads the Lease
+    again and releases that, so a candidate whose clock has not moved still takes it."""
+    a = make("replica-a")
+    await eventually(lambda: a.elector.leading)
+    b = make("replica-b", clock=Clock())
+    await eventually(lambda: _gets(fake, "replica-b") >= 2)
+    landed = await _stop_right_after_a_renewal(fake, a)
+    stale, fresh = (r["metadata"]["resourceVersion"] for r in _releases(fake, "replica-a"))
+    assert stale != landed and fresh == landed
+    await eventually(lambda: b.elector.leading)
+    assert _lease(fake)["holderIdentity"] == "replica-b"
+
+
+async def test_a_release_that_finds_another_holder_leaves_the_lease_alone(
+    fake: FakeApi, make: Callable[..., Candidate]
+) -> None:
+    """The same stop, but by the time the release reads the Lease again another replica holds
+    it: the release writes nothing more."""
+    a = make("replica-a")
+    await eventually(lambda: a.elector.leading)
+
+    def taken() -> None:
+        lease = json.loads(fake.objects.tables["leases"][(NS, "stszone-certs")].body)
+        lease["spec"]["holderIdentity"] = "replica-c"
+        fake.put("leases", lease)
+
+    await _stop_right_after_a_renewal(fake, a, then=taken)
+    assert len(_releases(fake, "replica-a")) == 1  # the one that met 409 Conflict
+    assert _lease(fake)["holderIdentity"] == "replica-c"
 
 
 async def test_a_leader_that_cannot_renew_stops_leading(

@@ -229,16 +229,43 @@ class Elector:
         return True
 
     async def _release(self) -> None:
-        """Hand the Lease back: empty holder, 1 s duration (client-go's ReleaseOnCancel)."""
+        """Hand the Lease back: empty holder, 1 s duration (client-go's ReleaseOnCancel), within
+        the renew deadline (client-go's bound too).
+
+        A renewal cancelled in flight may have landed after the Lease was last read, and then
+        the first write meets 409 Conflict: the Lease is read again and released if it still
+        names us."""
         assert self._lease is not None
-        body = self._record(self._lease, wall=self._wall())
-        body["spec"].update(holderIdentity="", leaseDurationSeconds=1)
+        where = f"{self.namespace}/{self.name}"
         try:
-            async with asyncio.timeout(self.timing.retry_period):
-                await self.api.call("PUT", self._path, body=body)
-            log.info("released Lease %s/%s", self.namespace, self.name)
-        except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as err:
-            log.warning("could not release Lease %s/%s: %s", self.namespace, self.name, err)
+            async with asyncio.timeout(self.timing.renew_deadline):
+                try:
+                    await self.api.call("PUT", self._path, body=self._released(self._lease))
+                except ApiError as err:
+                    if err.status != 409:
+                        raise
+                    lease = await self.api.call("GET", self._path)
+                    holder = ((lease.get("spec") or {}).get("holderIdentity")) or ""
+                    if holder != self.identity:
+                        log.info(
+                            "Lease %s is no longer ours to release (held by %r)", where, holder
+                        )
+                        return
+                    await self.api.call("PUT", self._path, body=self._released(lease))
+            log.info("released Lease %s", where)
+        except TimeoutError:
+            log.warning(
+                "could not release Lease %s: no answer within %gs",
+                where,
+                self.timing.renew_deadline,
+            )
+        except (ApiError, aiohttp.ClientError, OSError) as err:
+            log.warning("could not release Lease %s: %s", where, err)
+
+    def _released(self, lease: JSON) -> JSON:
+        body = self._record(lease, wall=self._wall())
+        body["spec"].update(holderIdentity="", leaseDurationSeconds=1)
+        return body
 
     def _say(self, message: str, *, err: Exception) -> None:
         if message == self._said:
