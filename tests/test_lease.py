@@ -1,6 +1,6 @@
 """Leader election on a Lease (webhook/cluster/lease.py) against the fake API server: one
-leader, takeover only after the lease duration of silence, release on a clean stop, a leader
-that cannot renew stops, and RBAC refusals said once."""
+leader, takeover only after the lease duration of silence, release on a clean stop (also when
+a renewal was still in flight), a leader that cannot renew stops, and RBAC refusals said once."""
 
 from __future__ import annotations
 
