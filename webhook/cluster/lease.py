@@ -248,7 +248,9 @@ class Elector:
                     holder = ((lease.get("spec") or {}).get("holderIdentity")) or ""
                     if holder != self.identity:
                         log.info(
-                            "Lease %s is no longer ours to release (held by %r)", where, holder
+                            "Lease %s is no longer ours to release (held by %s)",
+                            where,
+                            holder or "nobody",
                         )
                         return
                     await self.api.call("PUT", self._path, body=self._released(lease))
@@ -259,7 +261,7 @@ class Elector:
                 where,
                 self.timing.renew_deadline,
             )
-        except (ApiError, aiohttp.ClientError, OSError) as err:
+        except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
             log.warning("could not release Lease %s: %s", where, err)
 
     def _released(self, lease: JSON) -> JSON:
