@@ -69,6 +69,10 @@ def _micro_time(wall: float) -> str:
     return dt.datetime.fromtimestamp(wall, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _holder(lease: JSON) -> str:
+    return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
 class Elector:
     """Campaigns for one Lease and runs ``lead`` while it holds it (see the module doc)."""
 
@@ -185,7 +189,7 @@ class Elector:
         )
         if record != self._observed:
             self._observed, self._observed_at = record, now
-        self.holder = str(spec.get("holderIdentity") or "")
+        self.holder = _holder(lease)
         self._lease = lease
         if (
             self.holder
@@ -230,31 +234,11 @@ class Elector:
 
     async def _release(self) -> None:
         """Hand the Lease back: empty holder, 1 s duration (client-go's ReleaseOnCancel), within
-        the renew deadline (client-go's bound too).
-
-        A renewal cancelled in flight may have landed after the Lease was last read, and then
-        the first write meets 409 Conflict: the Lease is read again and released if it still
-        names us."""
-        assert self._lease is not None
+        the renew deadline (client-go's bound too)."""
         where = f"{self.namespace}/{self.name}"
         try:
             async with asyncio.timeout(self.timing.renew_deadline):
-                try:
-                    await self.api.call("PUT", self._path, body=self._released(self._lease))
-                except ApiError as err:
-                    if err.status != 409:
-                        raise
-                    lease = await self.api.call("GET", self._path)
-                    holder = ((lease.get("spec") or {}).get("holderIdentity")) or ""
-                    if holder != self.identity:
-                        log.info(
-                            "Lease %s is no longer ours to release (held by %s)",
-                            where,
-                            holder or "nobody",
-                        )
-                        return
-                    await self.api.call("PUT", self._path, body=self._released(lease))
-            log.info("released Lease %s", where)
+                holder = await self._hand_back()
         except TimeoutError:
             log.warning(
                 "could not release Lease %s: no answer within %gs",
@@ -263,6 +247,32 @@ class Elector:
             )
         except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
             log.warning("could not release Lease %s: %s", where, err)
+        else:
+            if holder == self.identity:
+                log.info("released Lease %s", where)
+            else:
+                log.info(
+                    "Lease %s is no longer ours to release (held by %s)", where, holder or "nobody"
+                )
+
+    async def _hand_back(self) -> str:
+        """Write the release; the holder found (ours when it was released).
+
+        A renewal cancelled in flight may have landed after the Lease was last read, and then
+        the write meets 409 Conflict: the Lease is read again and released if it still names
+        us."""
+        assert self._lease is not None
+        try:
+            await self.api.call("PUT", self._path, body=self._released(self._lease))
+            return self.identity
+        except ApiError as err:
+            if err.status != 409:
+                raise
+        lease = await self.api.call("GET", self._path)
+        holder = _holder(lease)
+        if holder == self.identity:
+            await self.api.call("PUT", self._path, body=self._released(lease))
+        return holder
 
     def _released(self, lease: JSON) -> JSON:
         body = self._record(lease, wall=self._wall())
