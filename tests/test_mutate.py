@@ -327,6 +327,20 @@ def test_statefulset_create_fills_zones_from_server() -> None:
     assert reinvoke(mutated, discovered) == []
 
 
+def test_a_node_with_an_empty_zone_label_adds_no_zone() -> None:
+    """topology.kubernetes.io/zone="" is a valid label that names no zone: discovery skips it,
+    so the list written is one validation accepts, and ordinal 0 keeps the first real zone."""
+    nodes = [b.node("n1", "zone-b"), b.node("n2", "zone-a"), b.node("unzoned", "")]
+    discovered = store_from_objects(nodes)
+    _, mutated = run(b.statefulset(), discovered)
+    assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "zone-a,zone-b"
+    request = review.from_dict(b.review(mutated))
+    assert review.answer("validate", request, store=discovered, defaults=DEFAULTS).allowed
+    unlisted = store_from_objects([*nodes, b.statefulset(annotations={})])
+    _, pod = run(b.sts_pod(ordinal=0), unlisted)
+    assert pod["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
+
+
 def test_statefulset_create_fills_only_zones_its_template_allows() -> None:
     """A template pinned to zone-b/zone-c by its own affinity gets only those, in server order."""
     aff = b.zone_affinity([(ZONE_KEY, "In", ["zone-c", "zone-b"])])

@@ -205,8 +205,8 @@ class Store:
         return self.discovered_zones(topology_key)
 
     def discovered_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:
-        """Sorted distinct values of ``topology_key`` over all nodes."""
-        return tuple(sorted(self._labels.values(topology_key)))
+        """Sorted distinct values of ``topology_key`` over all nodes; "" names no zone."""
+        return tuple(sorted(v for v in self._labels.values(topology_key) if v))
 
     def node_zone(self, node: str, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> str | None:
         """The zone label of a node, or None when the node or its label is unknown."""
