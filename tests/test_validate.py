@@ -565,6 +565,27 @@ def test_scheduler_mode_denial_names_the_sets_own_scheduler() -> None:
     assert "scheduler mode needs schedulerName 'zoned' and stszone.io/zone='c'" in outcome.message
 
 
+@pytest.mark.parametrize("named", ["set", "server"])
+def test_scheduler_mode_may_name_the_default_scheduler(named: str) -> None:
+    """An extender in the default scheduler's own profile: stszone leaves default-scheduler in
+    place and records the zone, and validation admits the pod it mutated."""
+    annotations = {"stszone.io/zones": "a,b,c", "stszone.io/mode": "scheduler"}
+    defaults = Defaults(scheduler_name="default-scheduler") if named == "server" else DEFAULTS
+    if named == "set":
+        annotations["stszone.io/scheduler-name"] = "default-scheduler"
+    store = store_from_objects([b.statefulset(annotations=annotations)])
+    request = review.from_dict(b.review(b.sts_pod(ordinal=2)))
+    mutated = review.chain(request, store=store, defaults=defaults)
+    assert mutated.allowed, mutated.message
+    assert mutated.edited["spec"]["schedulerName"] == "default-scheduler"
+    assert mutated.edited["metadata"]["annotations"]["stszone.io/zone"] == "c"
+    unzoned = copy.deepcopy(mutated.edited)
+    unzoned["metadata"]["annotations"].pop("stszone.io/zone")
+    request = review.from_dict(b.review(unzoned))
+    outcome = review.answer("validate", request, store=store, defaults=defaults)
+    assert not outcome.allowed and outcome.reason == "SchedulerRequirementMissing"
+
+
 def test_node_ordinal_mode_needs_the_node_pin() -> None:
     """node-ordinal: the pod must be pinned to its ordinal's node label."""
     spec = {

@@ -322,13 +322,14 @@ def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults)
                 reason="NodeRequirementMissing",
             )
     else:
-        scheduler = objects.string(spec, "schedulerName", path="spec")
+        scheduler = objects.string(spec, "schedulerName", path="spec") or DEFAULT_SCHEDULER
         recorded = view.annotations.get(ZONE)
-        if scheduler in ("", DEFAULT_SCHEDULER) or recorded != zone:
-            wanted = plan.policy.declared.scheduler_name or defaults.scheduler_name
+        wanted = plan.policy.declared.scheduler_name or defaults.scheduler_name
+        # The extender may sit in the default scheduler's own profile: then wanted is it.
+        if (scheduler == DEFAULT_SCHEDULER and wanted != DEFAULT_SCHEDULER) or recorded != zone:
             return refuse(
                 f"pod {name} reached validation with schedulerName "
-                f"{scheduler or DEFAULT_SCHEDULER!r} and {ZONE}={recorded!r}; scheduler mode "
+                f"{scheduler!r} and {ZONE}={recorded!r}; scheduler mode "
                 f"needs schedulerName {wanted!r} and {ZONE}={zone!r}: {_WHY_MISSING}",
                 reason="SchedulerRequirementMissing",
             )
