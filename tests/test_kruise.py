@@ -200,6 +200,23 @@ def test_a_reserve_change_counts_new_members_by_their_new_rank() -> None:
     assert "zone b (ordinal 2 is its only pod)" in decision.message
 
 
+def test_a_new_zone_list_names_the_members_it_moves_by_rank() -> None:
+    """Live 0, 2, 3 are ranks 0, 1, 2: zones a,b,c -> a,c,b moves ranks 1 and 2, ordinals 2
+    and 3 (ordinal 1 is reserved), and the Event regards the Advanced StatefulSet."""
+    request = _update(_request("011"), replicas=3, reserveOrdinals=[1])
+    request.old_object["spec"].update(replicas=3, reserveOrdinals=[1])
+    request.object["metadata"]["annotations"]["stszone.io/zones"] = "a,c,b"
+    decision = validate(request, store=_store(), defaults=Defaults())
+    assert decision.allowed, decision.message
+    moved = [w for w in decision.warnings if "when re-created" in w]
+    assert moved == [
+        "web: new stszone.io/zones moves 2 ordinal(s) when re-created: 2 (b->c) and 3 (c->b)"
+    ]
+    (notice,) = decision.notices
+    assert notice.regarding.api_version == "apps.kruise.io/v1beta1"
+    assert (notice.regarding.kind, notice.regarding.name) == ("StatefulSet", "web")
+
+
 def test_scale_subresource_of_kruise_is_guarded_by_live_members() -> None:
     """/scale 3 -> 2 removes web-3, the highest live ordinal: zone c lost, refused."""
     store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})

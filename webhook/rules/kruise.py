@@ -80,7 +80,9 @@ def _unreadable_warning(name: str, info: StatefulSetInfo) -> tuple[str, ...]:
 def validate_kruise_set(sts: JSON, *, old: JSON | None, namespace: str, store: Store) -> Decision:
     """Check an Advanced StatefulSet CREATE (``old`` None) or UPDATE."""
     base_old = _same_ordinals(old, sts) if old is not None else None
-    base = validations.validate_statefulset(sts, old=base_old, namespace=namespace, store=store)
+    base = validations.validate_statefulset(
+        sts, old=base_old, namespace=namespace, store=store, group=kruise.GROUP
+    )
     meta = objects.mapping(sts, "metadata")
     name = objects.string(meta, "name") or "(unnamed)"
     info = kruise_set_info({**sts, "metadata": {**meta, "name": name}})

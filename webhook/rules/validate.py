@@ -28,13 +28,12 @@ from webhook.model.annotations import (
     template_problems,
 )
 from webhook.model.objects import JSON
-from webhook.model.records import StatefulSetInfo, statefulset_info
+from webhook.model.records import StatefulSetInfo, kruise_set_info, statefulset_info
 from webhook.model.selection import template_selection
 from webhook.model.store import Store
 from webhook.rules import affinity, fit, scaling
 from webhook.rules.decision import Decision, allow, refuse
-from webhook.rules.ordinals import walked
-from webhook.rules.placement import Policy, place
+from webhook.rules.placement import Policy, kruise_live, place, walked_members
 from webhook.rules.plan import check_node_name, plan_pod, read_pod, skipped
 from webhook.rules.text import some
 
@@ -71,8 +70,11 @@ def _declared(
     return Declared(), scaling.malformed_warning(name, problems, by="update")
 
 
-def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: Store) -> Decision:
-    """Check a StatefulSet CREATE (``old`` None) or UPDATE.
+def validate_statefulset(
+    sts: JSON, *, old: JSON | None, namespace: str, store: Store, group: str = ""
+) -> Decision:
+    """Check a StatefulSet CREATE (``old`` None) or UPDATE; of ``group`` ``apps.kruise.io``,
+    an Advanced StatefulSet, whose members are placed by rank over its live ordinals.
 
     Denied: malformed ``stszone.io/*`` annotations; a pod template whose own nodeSelector or
     required node affinity excludes listed zones (or, in node-ordinal mode, ordinal labels);
@@ -87,14 +89,19 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
         return refuse(said, code=422, reason="Invalid")
     warnings: tuple[str, ...] = (said,) if said else ()
     # A generateName'd set may reach validation unnamed; the checks below only print the name.
-    info = statefulset_info({**sts, "metadata": {**meta, "name": name}})
+    info = (kruise_set_info if group else statefulset_info)(
+        {**sts, "metadata": {**meta, "name": name}}
+    )
+    live = kruise_live(info, store=store) if group else None
     policy = Policy(
         statefulset=info.name,
         declared=declared,
         zones=declared.zones or store.server_zones(declared.topology_key),
-        start=info.start,
+        start=info.start if live is None else live.start,
         templates=info.templates,
         known=True,
+        group=group,
+        live=live,
     )
     # A template labelled skip gets no zone from stszone: its constraints contradict nothing.
     excluded = None if _template_skipped(sts) else _template_exclusion(info, policy, store=store)
@@ -118,7 +125,7 @@ def validate_statefulset(sts: JSON, *, old: JSON | None, namespace: str, store: 
         info, policy, old=old, before=before, namespace=namespace, store=store
     )
     warnings += changes
-    regarding = notices.statefulset(namespace, name, uid=uid)
+    regarding = notices.workload(namespace, name, group=group, uid=uid)
     told = (notices.members_moved(regarding, note=moving),) if moving else ()
     if info.replicas >= before.replicas and info.start == before.start:
         return allow(warnings=warnings).with_notices(*told)  # no ordinal removed: no lookups
@@ -187,7 +194,7 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
         key = declared.node_label or ""  # pragma: no mutate (never empty here)
         if not affinity.constrains(info.node_terms, info.node_selector, key):
             return None  # the usual case: nothing in the template mentions the ordinal label
-        values = [str(o) for o in walked(info.start, info.replicas)]
+        values = [str(o) for o in walked_members(info, store=store)]
     else:
         key, values = declared.topology_key, list(policy.zones)
     # Judged on the view's nodes of each value (webhook.rules.fit), by its name alone where
@@ -231,7 +238,8 @@ def _zone_list_change(
     ``spec.ordinals.start`` moves: both change ``zones[(i - start) mod k]``. A move of the
     start names only the ordinals the set had before (the others are new); the warning that
     says members move, or "" when none does)."""
-    start = before.start
+    # An Advanced StatefulSet's ordinals are judged in webhook.rules.kruise: equal here.
+    start = before.start if policy.live is None else policy.start
     old_annotations = objects.str_map(objects.mapping(old, "metadata"), "annotations")
     try:
         old_declared: Declared = parse_annotations(old_annotations)
@@ -254,7 +262,7 @@ def _zone_list_change(
     before_policy = policy._replace(declared=old_declared, zones=old_zones, start=start)
     moved: list[str] = []
     stay: list[str] = []
-    ordinals = walked(info.start, info.replicas)
+    ordinals = walked_members(info, store=store)
     checked = len(ordinals)
     existed = range(start, start + before.replicas)
     for ordinal in ordinals:
