@@ -10,6 +10,8 @@ taking bytes. Nothing is timed; ``HANG_GUARD`` only fails a test that would othe
 * A client that never reads its answers is, soon, not read from either.
 * A request with no ``Host`` is a 400 (RFC 9112 section 3.2); an ``Upgrade`` header on a
   valid POST is ignored, the review answered; an over-long header line is a 400, never a 5xx.
+* A body whose Content-Encoding does not decode is a 400 counted as one; a refused header value
+  that is not UTF-8 is escaped in its 400.
 """
 
 from __future__ import annotations
@@ -210,3 +212,41 @@ async def test_a_client_gone_mid_body_is_neither_an_error_nor_counted(
         app.runtime.observers.clear()
     assert seen == [True], "the request whose client left was counted"
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_a_body_that_does_not_decode_is_a_400_counted_as_one(
+    app: InThread, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture, encoding: str
+) -> None:
+    """aiohttp decodes a Content-Encoding itself: a body that does not decode is the client's
+    error, a one-line 400 with no error record (``logs.ClientErrors``), and the observers are
+    told 400, not allowed."""
+    statuses: list[int] = []
+    app.runtime.observers.append(lambda *seen: statuses.append(seen[-1]))
+    server = logging.getLogger("aiohttp.server")
+    server.addFilter(errors := logs.ClientErrors())
+    try:
+        with caplog.at_level(logging.DEBUG):
+            async with connected(app.port, client_ssl) as (reader, writer):
+                broken = b"\x1f\x8b\x08\x00" + BODY[:64]  # a gzip header, then plain JSON
+                writer.write(request(broken, headers=(f"Content-Encoding: {encoding}",)))
+                answer = await response(reader)
+            await eventually(lambda: bool(statuses))
+    finally:
+        server.removeFilter(errors)
+        app.runtime.observers.clear()
+    assert answer.status == 400 and b"Content-Encoding" in answer.body, answer
+    assert statuses == [400]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+async def test_a_refused_header_value_that_is_not_utf8_is_escaped_in_the_400(
+    app: InThread, client_ssl: ssl.SSLContext
+) -> None:
+    """The 400 for an unsupported ``Expect`` quotes its value: a byte that is not UTF-8 is
+    written as an escape (of aiohttp's surrogate), not a 500."""
+    latin1 = request(BODY, headers=("Expect: caf_",)).replace(b"caf_", b"caf\xe9")
+    async with connected(app.port, client_ssl) as (reader, writer):
+        writer.write(latin1)
+        answer = await response(reader)
+    assert answer.status == 400 and b"Expect: caf\\udce9 is not supported" in answer.body, answer

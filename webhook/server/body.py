@@ -20,6 +20,7 @@ from typing import Final, NamedTuple
 
 from aiohttp import hdrs, web
 from aiohttp.http import HttpVersion11
+from aiohttp.web_protocol import RequestPayloadError
 
 from webhook.errors import BadRequest, PayloadTooLarge
 
@@ -71,8 +72,10 @@ def check_head(request: web.BaseRequest, *, body: Body) -> None:
 
 
 def plain(status: int, *, text: str) -> web.Response:
-    """A one-line ``text/plain`` answer."""
-    return web.Response(status=status, text=text + "\n", content_type="text/plain")
+    """A one-line ``text/plain`` answer. Header values quoted in it may hold bytes that are not
+    UTF-8 (aiohttp keeps them as surrogates): they are written as escapes."""
+    body = (text + "\n").encode("utf-8", "backslashreplace")
+    return web.Response(status=status, body=body, content_type="text/plain", charset="utf-8")
 
 
 def refused(err: BadRequest) -> web.Response:
@@ -106,6 +109,11 @@ async def read_body(request: web.BaseRequest, *, body: Body, seconds: float) -> 
         limit = request.client_max_size
         raise PayloadTooLarge(
             f"request body is over the {limit} byte cap{body.too_large_hint}"
+        ) from None
+    except RequestPayloadError:
+        raise BadRequest(
+            "request body could not be decoded (its Content-Encoding or its chunked framing "
+            f"is broken); send {body.what} as JSON"
         ) from None
     except TimeoutError:
         raise BodyTimeout(

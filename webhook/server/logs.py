@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from webhook.rules.decision import ZoneAnnotation
 from webhook.wire.review import Answer, Review
@@ -62,13 +63,16 @@ class ClientErrors(logging.Filter):
     aiohttp answers a malformed request (no ``Host``, an over-long header, not HTTP at all) with
     a 400 and logs it at error level with a traceback: anyone who can reach the port could fill
     the log. The client's mistake is told to the client; the log keeps a line at debug level.
+    A body aiohttp could not decode (its Content-Encoding, its chunked framing) is answered by
+    the handler, and logged by aiohttp when it drains the rest of it: the same client mistake.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if not isinstance(error, HttpProcessingError):
+        if not isinstance(error, HttpProcessingError | RequestPayloadError):
             return True
-        _CLIENTS.debug("%s: %s", record.getMessage(), str(error.message).replace("\n", " "))
+        what = error.message if isinstance(error, HttpProcessingError) else error
+        _CLIENTS.debug("%s: %s", record.getMessage(), str(what).replace("\n", " "))
         return False
 
 
