@@ -38,10 +38,14 @@ zone_names = st.lists(
         ({"name": "db-x"}, None),
         ({"name": "db-3", "labels": {"apps.kubernetes.io/pod-index": "x"}}, 3),
         ({"name": "db-٣"}, None),
+        ({"name": "db-2147483647"}, 2147483647),
+        ({"name": "db-" + "9" * 5000}, None),
+        ({"name": "db-3", "labels": {"apps.kubernetes.io/pod-index": "9" * 11}}, 3),
     ],
 )
 def test_ordinal_of(meta: dict[str, object], expected: int | None) -> None:
-    """The pod-index label wins; else the name's numeric suffix; non-ASCII digits are not ordinals."""
+    """The pod-index label wins; else the name's numeric suffix; non-ASCII digits, and more
+    digits than an int32 has, are not ordinals."""
     assert ordinal_of(meta, objects.str_map(meta, "labels")) == expected
 
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from webhook.model import kruise, objects
 from webhook.model.annotations import POD_INDEX_LABEL
 
-_SUFFIX = re.compile(r"-([0-9]+)$")
+#: Ordinals are int32 in Kubernetes: ten digits at most. A longer run of digits is no ordinal
+#: (and past 4,300 digits, more than ``int()`` converts).
+_ORDINAL_DIGITS: Final = 10
+_SUFFIX = re.compile(rf"-([0-9]{{1,{_ORDINAL_DIGITS}}})$")
 
 
 def statefulset_owner(meta: Mapping[str, Any]) -> str | None:
@@ -56,7 +59,7 @@ def ordinal_of(meta: Mapping[str, Any], labels: Mapping[str, str]) -> int | None
     """Ordinal from the ``apps.kubernetes.io/pod-index`` label (``labels``: the metadata's),
     else the name's ``-N`` suffix."""
     index = labels.get(POD_INDEX_LABEL, "")
-    if index.isascii() and index.isdigit():
+    if index.isascii() and index.isdigit() and len(index) <= _ORDINAL_DIGITS:
         return int(index)
     match = _SUFFIX.search(objects.string(meta, "name"))
     return int(match.group(1)) if match else None
