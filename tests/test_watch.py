@@ -12,7 +12,8 @@ import contextlib
 import gc
 import json
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,34 @@ async def running(
         job.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await job
+
+
+@contextlib.asynccontextmanager
+async def reflecting(
+    kubeconfig: Path,
+    *,
+    sleep: Callable[[float], Awaitable[None]],
+    clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[Reflector]:
+    """The StatefulSet pods' reflector alone, running with an injected backoff sleep (and clock):
+    the test decides what each wait does, so no seconds are counted. Cancelled after the block."""
+    (pods,) = [r for r in resources(Settings()) if r.table == "pods"]
+    async with Api(load_credentials(str(kubeconfig))) as client:
+        reflector = Reflector(
+            pods, api=client, store=Store(), tuning=TUNING, clock=clock, sleep=sleep
+        )
+        task = asyncio.create_task(reflector.run())
+        try:
+            yield reflector
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def parked() -> None:
+    """What an injected sleep awaits once a test has seen enough retries: until cancelled."""
+    await asyncio.Event().wait()
 
 
 def status(view: LiveView, kind: Table) -> CacheStatus:
@@ -321,6 +350,56 @@ async def test_readiness_fails_when_a_cache_cannot_resync(api: FakeApi, kubeconf
         assert status(view, "pods").relists == 1
 
 
+@pytest.mark.parametrize(
+    "fault", [Fault.drop(), Fault.error_event(500)], ids=["watch-200-reset", "watch-200-ERROR-500"]
+)
+async def test_watch_failing_before_any_event_leaves_the_cache_unsynced(
+    api: FakeApi, kubeconfig: Path, fault: Fault
+) -> None:
+    """A watch the API server answers and that then fails before delivering anything, on every
+    attempt, proves nothing: the time out of sync counts on across the attempts (so /readyz
+    fails past --max-unsynced), from the first failure after the list (the clock is injected:
+    each retry waits one second of it)."""
+    api.inject("pods", "watch", *[fault] * 1000)
+    now = [0.0]
+    unsynced: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        unsynced.append(pods.status().unsynced_for)
+        now[0] += 1.0
+        if len(unsynced) == 6:
+            await parked()
+        await asyncio.sleep(0)
+
+    async with reflecting(kubeconfig, sleep=sleep, clock=lambda: now[0]) as pods:
+        await eventually(lambda: len(unsynced) == 6)
+        assert pods.status().synced and pods.status().restarts == 6
+    assert unsynced == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+async def test_quiet_watch_is_in_sync_once_open_for_healthy_after(
+    api: FakeApi, kubeconfig: Path
+) -> None:
+    """A watch of a quiet resource delivers nothing: it proves itself by staying open for
+    ``healthy_after``, not by being answered. The injected clock moves only in steps of 0.02 s,
+    so the step that finds the cache in sync tells when it became so."""
+    api.inject("pods", "watch", Fault.drop())  # out of sync from this failure, at time 0
+    now = [0.0]
+
+    async def sleep(delay: float) -> None:
+        now[0] += 1.0  # the quiet watch opens at time 1
+
+    def tick() -> bool:
+        now[0] += 0.02
+        return pods.status().unsynced_for == 0.0
+
+    async with reflecting(kubeconfig, sleep=sleep, clock=lambda: now[0]) as pods:
+        await api.wait_watching("pods")
+        await eventually(tick)
+        assert now[0] >= 1.0 + TUNING.healthy_after, now[0]
+        assert pods.status().restarts == 1 and len(api.seen("pods", "watch")) == 2
+
+
 async def test_bad_objects_are_skipped_and_logged_once(
     api: FakeApi, kubeconfig: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -410,26 +489,15 @@ async def test_failing_api_is_retried_at_a_bounded_pace(api: FakeApi, kubeconfig
     the upper half of its bound (the sleep is injected: no seconds are counted)."""
     api.inject("pods", "list", *[Fault.status(500)] * 1000)
     waits: list[tuple[float, int]] = []  # (delay asked for, lists the API had seen by then)
-    enough = asyncio.Event()
 
     async def sleep(delay: float) -> None:
         waits.append((delay, len(api.seen("pods", "list"))))
         if len(waits) == 12:
-            enough.set()
-            await asyncio.Event().wait()  # parked until cancelled
+            await parked()
         await asyncio.sleep(0)
 
-    (pods,) = [r for r in resources(Settings()) if r.table == "pods"]
-    async with Api(load_credentials(str(kubeconfig))) as client:
-        reflector = Reflector(pods, api=client, store=Store(), tuning=TUNING, sleep=sleep)
-        task = asyncio.create_task(reflector.run())
-        try:
-            async with asyncio.timeout(HANG_GUARD):
-                await enough.wait()
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    async with reflecting(kubeconfig, sleep=sleep) as reflector:
+        await eventually(lambda: len(waits) == 12)
     assert [lists for _, lists in waits] == list(range(1, 13))  # no retry without its wait
     initial, cap = TUNING.backoff_initial, TUNING.backoff_cap
     bounds = [min(cap, initial * 2**n) for n in range(12)]

@@ -23,6 +23,12 @@ Each :class:`Reflector` follows client-go's reflector contract:
    capped, jittered backoff (:mod:`webhook.cluster.backoff`) that resets once a watch is
    healthy again. A 410 on the list itself (an expired ``continue``
    token, or the HTTP 410 shape of an expired version) restarts the list from scratch.
+5. The cache is in sync (what ``/readyz`` reads) after a list, and again once a new watch has
+   proven itself: it delivered an event or a BOOKMARK, or stayed open for ``healthy_after``
+   without failing. An answer of 200 proves nothing: a watch that opens and then fails before
+   delivering anything (an ERROR event, a reset stream) on every attempt leaves the cache stale,
+   and the time out of sync keeps counting across such attempts. A quiet resource sends nothing,
+   so staying open is the proof there.
 
 Objects the extractors cannot read are logged once each and skipped; their old record is dropped,
 since it would be silently stale. Nothing an API server sends makes :meth:`Reflector.run` return.
@@ -67,7 +73,8 @@ class Tuning:
     request_timeout: float = 60.0
     backoff_initial: float = 0.8
     backoff_cap: float = 30.0
-    #: A watch open this long without error counts as healthy and resets the backoff.
+    #: A watch open this long without error counts as healthy: in sync though quiet (a watch of
+    #: a quiet resource delivers nothing), and the backoff resets.
     healthy_after: float = 10.0
 
 
@@ -83,9 +90,11 @@ class CacheStatus:
     restarts: int
     #: Full lists after the first one (410 Gone).
     relists: int
-    #: Unix time the cache was last known current (list done, watch opened, event received).
+    #: Unix time the cache was last known current (list done, event received, or the end of a
+    #: watch that had stayed open ``healthy_after``).
     last_sync: float | None
-    #: Seconds since the cache lost its watch without getting it back (0 while in sync).
+    #: Seconds since the cache lost its watch without a new one proving itself (by an event, or
+    #: by staying open ``healthy_after``); 0 while in sync.
     unsynced_for: float
     last_error: str
     #: Objects currently skipped because they could not be read.
@@ -122,12 +131,14 @@ class Reflector:
         self._restarts = 0
         self._last_sync: float | None = None
         self._unsynced_since: float | None = clock()
+        #: When the open watch answered (None between watches): open long enough, it is healthy.
+        self._opened: float | None = None
         self._last_error = ""
         self._bad: set[str] = set()
 
     def status(self) -> CacheStatus:
         """A snapshot of this cache's health."""
-        since = self._unsynced_since
+        since = None if self._healthy() else self._unsynced_since
         return CacheStatus(
             table=self.resource.table,
             synced=self._synced.is_set(),
@@ -237,7 +248,9 @@ class Reflector:
         async with self._api.stream(
             res.path, params=params, accept=accept, idle_timeout=tuning.idle_timeout
         ) as lines:
-            self._in_sync()
+            # Answering proves nothing yet (the stream may fail at once): an event proves the
+            # watch (_apply), and so does staying open for healthy_after (_healthy).
+            self._opened = self._clock()
             try:
                 async for line in lines:
                     # An unparseable frame is a broken stream, not a bad object: reconnecting
@@ -252,6 +265,10 @@ class Reflector:
                     tuning.idle_timeout,
                     self._rv,
                 )
+            finally:
+                if self._healthy():
+                    self._in_sync()  # current until this end, however the watch ended
+                self._opened = None
         if self._clock() - opened >= tuning.healthy_after:
             self._backoff.reset()
 
@@ -283,7 +300,7 @@ class Reflector:
         version = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if isinstance(version, str) and version:
             self._rv = version
-        self._last_sync = time.time()
+        self._in_sync()  # an event or BOOKMARK proves the watch works
         self._backoff.reset()
 
     def _record(self, obj: Any) -> Info | None:
@@ -307,6 +324,11 @@ class Reflector:
             self._bad.clear()  # bound the memory; at worst an object is reported twice
         self._bad.add(ident)
         log.warning("skipping %s %s: %s", self.resource.table, ident, problem)
+
+    def _healthy(self) -> bool:
+        """Whether the open watch has stayed open for ``healthy_after`` (quiet is healthy)."""
+        opened = self._opened
+        return opened is not None and self._clock() - opened >= self._tuning.healthy_after
 
     def _in_sync(self) -> None:
         self._unsynced_since = None

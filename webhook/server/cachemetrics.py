@@ -101,7 +101,7 @@ class CacheCollector(Collector):
             ),
             "last_sync": GaugeMetricFamily(
                 f"{PREFIX}_cache_last_sync_timestamp_seconds",
-                "Unix time the cache was last known current (list, watch opened, event).",
+                "Unix time the cache was last known current (list, event, healthy watch).",
                 labels=["resource"],
             ),
             "unsynced": GaugeMetricFamily(
