@@ -508,6 +508,62 @@ async def test_failing_api_is_retried_at_a_bounded_pace(api: FakeApi, kubeconfig
     assert not status.synced and status.restarts == 12 and "HTTP 500" in status.last_error
 
 
+async def test_watch_expiring_after_every_list_re_lists_at_a_slowing_pace(
+    api: FakeApi, kubeconfig: Path
+) -> None:
+    """A watch answering 410 right after every list (a watch cache whose window is shorter than a
+    list takes, under heavy churn) re-lists after each wait, and the waits grow to the cap as
+    after any failure: a completed list proves nothing about the watch, so it does not reset
+    the backoff (the sleep is injected: no seconds are counted)."""
+    api.inject("pods", "watch", *[Fault.expired()] * 1000)
+    waits: list[tuple[float, int]] = []  # (delay asked for, lists the API had begun by then)
+
+    async def sleep(delay: float) -> None:
+        lists = [s for s in api.seen("pods", "list") if "continue" not in s.query]
+        waits.append((delay, len(lists)))
+        if len(waits) == 8:
+            await parked()
+        await asyncio.sleep(0)
+
+    async with reflecting(kubeconfig, sleep=sleep) as pods:
+        await eventually(lambda: len(waits) == 8)
+    assert [lists for _, lists in waits] == list(range(1, 9))  # one full list per wait
+    initial, cap = TUNING.backoff_initial, TUNING.backoff_cap
+    bounds = [min(cap, initial * 2**n) for n in range(8)]
+    for (delay, _), bound in zip(waits, bounds, strict=True):
+        assert bound / 2 <= delay <= bound, (delay, bound)
+    assert pods.status().relists == 7
+
+
+async def test_watch_open_for_healthy_after_resets_the_backoff_however_it_ends(
+    api: FakeApi, kubeconfig: Path
+) -> None:
+    """Three watches failing at once grow the backoff; a fourth that stays open for
+    ``healthy_after`` (on the injected clock) resets it, though it ends cut mid-event: the wait
+    after it is back at ``backoff_initial``."""
+    api.inject("pods", "watch", *[Fault.drop()] * 3)
+    now = [0.0]
+    waits: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+        now[0] += 1.0
+        if len(waits) == 4:
+            await parked()
+
+    def tick() -> bool:
+        now[0] += 0.02
+        return pods.status().unsynced_for == 0.0
+
+    async with reflecting(kubeconfig, sleep=sleep, clock=lambda: now[0]) as pods:
+        await api.wait_watching("pods")
+        await eventually(tick)  # the fourth watch, quiet, has been open healthy_after
+        api.cut("pods")
+        await eventually(lambda: len(waits) == 4)
+    initial = TUNING.backoff_initial
+    assert waits[2] >= 2 * initial and initial / 2 <= waits[3] <= initial, waits
+
+
 async def test_live_store_lists_once_without_watching(api: FakeApi, kubeconfig: Path) -> None:
     """``live_store`` (for one-shot commands) lists every resource and opens no watch."""
     credentials = load_credentials(str(kubeconfig))

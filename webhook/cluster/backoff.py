@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 @dataclass(slots=True)
 class Backoff:
-    """Successive retry delays: ``next()`` after each failure, ``reset()`` after a success."""
+    """Successive retry delays: ``next()`` after each failure, ``reset()`` once healthy again."""
 
     initial: float = 0.8
     cap: float = 30.0

@@ -20,9 +20,13 @@ Each :class:`Reflector` follows client-go's reflector contract:
 4. Whenever the stream ends -- server timeout, silence for ``idle_timeout`` (a quiet resource
    gets no BOOKMARKs, and a half-open connection is silent too; neither is counted as a
    failure), dropped connection, error -- reconnect from the last resourceVersion seen, after a
-   capped, jittered backoff (:mod:`webhook.cluster.backoff`) that resets once a watch is
-   healthy again. A 410 on the list itself (an expired ``continue``
-   token, or the HTTP 410 shape of an expired version) restarts the list from scratch.
+   capped, jittered backoff (:mod:`webhook.cluster.backoff`). As client-go's, it resets only
+   after a healthy stretch: once a watch has stayed open for ``healthy_after``, however it ends.
+   A completed list is no such proof (a watch answering 410 right after every list would
+   otherwise re-list in a loop at the initial delay), nor is an event (a watch delivering a few
+   events and then a 410, under churn, would do the same). A 410 on the list itself (an expired
+   ``continue`` token, or the HTTP 410 shape of an expired version) restarts the list from
+   scratch.
 5. The cache is in sync (what ``/readyz`` reads) after a list, and again once a new watch has
    proven itself: it delivered an event or a BOOKMARK, or stayed open for ``healthy_after``
    without failing. An answer of 200 proves nothing: a watch that opens and then fails before
@@ -74,7 +78,7 @@ class Tuning:
     backoff_initial: float = 0.8
     backoff_cap: float = 30.0
     #: A watch open this long without error counts as healthy: in sync though quiet (a watch of
-    #: a quiet resource delivers nothing), and the backoff resets.
+    #: a quiet resource delivers nothing), and the backoff resets (nothing else resets it).
     healthy_after: float = 10.0
 
 
@@ -194,7 +198,6 @@ class Reflector:
         self._rv = version
         self._lists += 1
         self._in_sync()
-        self._backoff.reset()
         verb = "re-listed" if self._synced.is_set() else "synced"
         log.info(
             "%s cache %s: %d objects in %.1fs (resourceVersion %s)",
@@ -244,7 +247,6 @@ class Reflector:
         if res.label_selector:
             params["labelSelector"] = res.label_selector
         accept = res.accept(watch=True)
-        opened = self._clock()
         async with self._api.stream(
             res.path, params=params, accept=accept, idle_timeout=tuning.idle_timeout
         ) as lines:
@@ -266,11 +268,10 @@ class Reflector:
                     self._rv,
                 )
             finally:
-                if self._healthy():
-                    self._in_sync()  # current until this end, however the watch ended
+                if self._healthy():  # however the watch ended, it was healthy until then
+                    self._in_sync()
+                    self._backoff.reset()
                 self._opened = None
-        if self._clock() - opened >= tuning.healthy_after:
-            self._backoff.reset()
 
     def _apply(self, event: Any) -> None:
         table = self.resource.table
@@ -301,7 +302,6 @@ class Reflector:
         if isinstance(version, str) and version:
             self._rv = version
         self._in_sync()  # an event or BOOKMARK proves the watch works
-        self._backoff.reset()
 
     def _record(self, obj: Any) -> Info | None:
         """The store record of ``obj``, or None when it is skipped (logged once per object)."""
