@@ -14,6 +14,7 @@ watches are open and inject faults into the next request of a resource and verb:
     api.inject("pods", "list", Fault.drop())          connection cut half-way through the body
     api.inject("pods", "watch", Fault.slow(0.5))      answer delayed
     api.inject("pods", "watch", Fault.stall())        half an event, then silence
+    api.inject("pods", "watch", Fault.lines(b"..."))  HTTP 200, these raw lines, then the end
     api.cut("pods")                                   open pods watches cut mid-event
     api.bookmark("pods")                              BOOKMARK on open pods watches
 
@@ -69,10 +70,11 @@ Verb = Literal["list", "watch", "get", "evict", "delete", "create", "update", "p
 class Fault:
     """What goes wrong with one request."""
 
-    what: Literal["status", "expired", "error-event", "drop", "slow", "stall"]
+    what: Literal["status", "expired", "error-event", "drop", "slow", "stall", "lines"]
     code: int = 0
     seconds: float = 0.0
     retry_after: int | None = None
+    body: bytes = b""
 
     @classmethod
     def status(cls, code: int, *, retry_after: int | None = None) -> Fault:
@@ -98,6 +100,11 @@ class Fault:
     def stall(cls) -> Fault:
         """A watch that sends half an event, then nothing until the client goes (at most 10 s)."""
         return cls("stall")
+
+    @classmethod
+    def lines(cls, body: bytes) -> Fault:
+        """A watch whose stream is ``body`` as it is (events no server sends), then ends."""
+        return cls("lines", body=body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,6 +374,9 @@ class FakeApi:
             return response
         if fault is not None and fault.what == "drop":
             return _abort(request, response)
+        if fault is not None and fault.what == "lines":
+            await response.write(fault.body)
+            return response
         if fault is not None and fault.what == "stall":
             await response.write(b'{"type":"MODIFIED","object":{"kind":"' + kind.encode())
             for _ in range(200):

@@ -441,6 +441,56 @@ async def test_bad_objects_are_skipped_and_logged_once(
     assert len([m for m in logged if "db-9" in m]) == 1, logged
 
 
+async def test_bad_objects_count_only_what_is_skipped_now(api: FakeApi, kubeconfig: Path) -> None:
+    """``bad_objects`` counts the objects skipped now: one deleted, one fixed, and one a re-list
+    no longer meets (deleted while no watch was open) stop counting."""
+    bad_pv: dict[str, Any] = {
+        "metadata": {"name": "pv-bad", "uid": "u-1"},
+        "spec": {"nodeAffinity": ["zone-a"]},
+    }
+    bad_pod = pod("db-9")
+    bad_pod["spec"]["nodeName"] = 3
+    async with running(kubeconfig) as view:
+        await eventually(lambda: view.ready()[0])
+        api.put("persistentvolumes", bad_pv)
+        api.put("pods", bad_pod)
+        await eventually(
+            lambda: status(view, "volumes").bad_objects == status(view, "pods").bad_objects == 1
+        )
+        api.delete("persistentvolumes", "pv-bad")
+        api.put("persistentvolumes", {"metadata": {"name": "pv-after"}, "spec": {}})
+        api.put("pods", pod("db-9"))  # fixed
+        await eventually(lambda: "pv-after" in view.store.volumes)  # after the DELETED
+        await eventually(lambda: view.store.pod("cap", "db-9") is not None)
+        assert status(view, "volumes").bad_objects == status(view, "pods").bad_objects == 0
+        api.put("persistentvolumes", bad_pv)
+        await eventually(lambda: status(view, "volumes").bad_objects == 1)
+        api.inject("persistentvolumes", "watch", Fault.expired())
+        api.cut("persistentvolumes")
+        api.delete("persistentvolumes", "pv-bad")  # no watch sees it: only the re-list can tell
+        await eventually(lambda: status(view, "volumes").relists == 1)
+        assert status(view, "volumes").bad_objects == 0
+
+
+async def test_unknown_event_type_is_logged_once_and_not_counted(
+    api: FakeApi, kubeconfig: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An event type no server sends is ignored and logged once; it is no object of the
+    collection, so ``bad_objects`` does not count it."""
+    caplog.set_level(logging.WARNING, logger="stszone.watch")
+    future = b'{"type":"FUTURE","object":{"kind":"Pod","metadata":{"name":"db-0"}}}\n'
+    async with running(kubeconfig) as view:
+        await eventually(lambda: view.ready()[0])
+        await api.wait_watching("pods")
+        watches = len(api.seen("pods", "watch"))
+        api.inject("pods", "watch", Fault.lines(future * 2))
+        api.cut("pods")
+        await eventually(lambda: len(api.seen("pods", "watch")) == watches + 2)
+        assert status(view, "pods").bad_objects == 0
+    logged = [r.getMessage() for r in caplog.records if "FUTURE" in r.getMessage()]
+    assert logged == ["skipping pods event type 'FUTURE': unknown watch event type; ignored"]
+
+
 async def test_silent_watch_is_reopened_quietly_after_idle_timeout(
     api: FakeApi, kubeconfig: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -35,7 +35,11 @@ Each :class:`Reflector` follows client-go's reflector contract:
    so staying open is the proof there.
 
 Objects the extractors cannot read are logged once each and skipped; their old record is dropped,
-since it would be silently stale. Nothing an API server sends makes :meth:`Reflector.run` return.
+since it would be silently stale. ``bad_objects`` counts the objects skipped now: one deleted, or
+modified into a readable shape, stops counting, and a re-list counts what it skipped itself (an
+object deleted while no watch was open is never seen deleted). Other oddities of a stream (an
+event without an object, an unknown event type) are logged once each and not counted: they are
+no object of the collection. Nothing an API server sends makes :meth:`Reflector.run` return.
 """
 
 from __future__ import annotations
@@ -101,7 +105,7 @@ class CacheStatus:
     #: by staying open ``healthy_after``); 0 while in sync.
     unsynced_for: float
     last_error: str
-    #: Objects currently skipped because they could not be read.
+    #: Objects skipped now because they cannot be read (not those deleted or fixed since).
     bad_objects: int
 
 
@@ -138,7 +142,10 @@ class Reflector:
         #: When the open watch answered (None between watches): open long enough, it is healthy.
         self._opened: float | None = None
         self._last_error = ""
+        #: What describes each object skipped now: counted in the status, and logged only once.
         self._bad: set[str] = set()
+        #: Oddities of the stream that are no object (an unknown event type): logged once each.
+        self._noted: set[str] = set()
 
     def status(self) -> CacheStatus:
         """A snapshot of this cache's health."""
@@ -170,6 +177,7 @@ class Reflector:
         accept = res.accept(watch=False)
         started = self._clock()
         staged = self._store.staging(res.table)
+        skipped: set[str] = set()  # once swapped in, what this list skipped is all that is skipped
         while True:
             body = await self._api.get(
                 res.path, params=params, accept=accept, read_timeout=tuning.request_timeout
@@ -185,7 +193,11 @@ class Reflector:
                     if start:
                         await asyncio.sleep(0)  # requests and the other lists run in between
                     chunk = items[start : start + tuning.fold_chunk]
-                    staged.add(r for item in chunk if (r := self._record(item)) is not None)
+                    staged.add(
+                        r
+                        for item in chunk
+                        if (r := self._record(item, skipped=skipped)) is not None
+                    )
                     del chunk
                 token, version = meta.get("continue"), meta.get("resourceVersion")
                 del items, meta
@@ -195,6 +207,7 @@ class Reflector:
         if not isinstance(version, str) or not version:
             raise ValueError(f"{res.table} list has no metadata.resourceVersion to watch from")
         self._store.swap(staged)
+        self._bad = skipped
         self._rv = version
         self._lists += 1
         self._in_sync()
@@ -277,7 +290,7 @@ class Reflector:
         table = self.resource.table
         obj = event.get("object") if isinstance(event, dict) else None
         if not isinstance(obj, dict):
-            self._report(f"event {str(event)[:80]}", problem="watch event without an object")
+            self._note(f"event {str(event)[:80]}", problem="watch event without an object")
             return
         kind_of_event = event.get("type")
         if kind_of_event == "ERROR":
@@ -290,26 +303,31 @@ class Reflector:
             elif key is not None:
                 self._store.delete(table, key)
         elif kind_of_event == "DELETED":
+            self._bad.discard(describe(obj))  # gone: no longer skipped
             key = object_key(obj, table=table)
             if key is not None:
                 self._store.delete(table, key)
         elif kind_of_event != "BOOKMARK":
-            self._report(
-                f"event type {kind_of_event!r}", problem="unknown watch event type; ignored"
-            )
+            self._note(f"event type {kind_of_event!r}", problem="unknown watch event type; ignored")
         meta = obj.get("metadata")
         version = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if isinstance(version, str) and version:
             self._rv = version
         self._in_sync()  # an event or BOOKMARK proves the watch works
 
-    def _record(self, obj: Any) -> Info | None:
-        """The store record of ``obj``, or None when it is skipped (logged once per object)."""
+    def _record(self, obj: Any, *, skipped: set[str] | None = None) -> Info | None:
+        """The store record of ``obj``, or None when it is skipped (logged once per object).
+
+        A skipped object is added to ``skipped`` (a list's own set), else to the ones skipped now.
+        """
         try:
             record: Info = EXTRACTORS[self.resource.table](obj)
         except Exception as err:  # BadObject, or a shape the extractor did not foresee
             problem = err.message if isinstance(err, BadObject) else f"{type(err).__name__}: {err}"
-            self._report(describe(obj), problem=problem)
+            ident = describe(obj)
+            if ident not in self._bad:  # a re-list meeting it again says nothing new
+                log.warning("skipping %s %s: %s", self.resource.table, ident, problem)
+            (self._bad if skipped is None else skipped).add(ident)
             return None
         if self._bad:
             self._bad.discard(describe(obj))  # readable again: report it if it breaks again
@@ -317,12 +335,13 @@ class Reflector:
             return None  # carries the pod-name label but no StatefulSet owns it (orphaned)
         return record
 
-    def _report(self, ident: str, *, problem: str) -> None:
-        if ident in self._bad:
+    def _note(self, ident: str, *, problem: str) -> None:
+        # Skipped objects need no bound (the collection bounds them); these could be anything.
+        if ident in self._noted:
             return
-        if len(self._bad) >= 10_000:
-            self._bad.clear()  # bound the memory; at worst an object is reported twice
-        self._bad.add(ident)
+        if len(self._noted) >= 10_000:
+            self._noted.clear()  # bound the memory; at worst an oddity is logged twice
+        self._noted.add(ident)
         log.warning("skipping %s %s: %s", self.resource.table, ident, problem)
 
     def _healthy(self) -> bool:

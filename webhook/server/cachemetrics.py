@@ -8,7 +8,7 @@ Exported (all per ``resource``, the view's table)::
     cache_unsynced_seconds             gauge     how long it has been out of sync
     watch_restarts_total               counter   lists/watches that ended and retried
     cache_relists_total                counter   full re-lists after the first (410)
-    cache_bad_objects                  gauge     objects skipped as unreadable
+    cache_bad_objects                  gauge     objects skipped now as unreadable
 
 The figures come from a callable the app hands in: the live view's reflector statuses, or
 :func:`store_caches` for an offline view (a ``--cluster`` file or ``--zones``), so they are
@@ -111,7 +111,7 @@ class CacheCollector(Collector):
             ),
             "bad": GaugeMetricFamily(
                 f"{PREFIX}_cache_bad_objects",
-                "Objects skipped because they could not be read.",
+                "Objects skipped now because they cannot be read (not those deleted or fixed).",
                 labels=["resource"],
             ),
             "restarts": CounterMetricFamily(
