@@ -9,7 +9,10 @@ allows with ``resourceNames`` (the API server takes the name from the selector):
 whether the Secret exists and gives the version to watch from; ADDED/MODIFIED hand the new
 object over, DELETED hands over None. As the reflectors do, the watch is re-opened from the last
 version when it ends, is silent for ``idle_timeout`` (a quiet Secret gets no BOOKMARKs) or
-fails, and re-listed on ``410 Gone``, after a capped, jittered backoff on errors.
+fails, and re-listed on ``410 Gone``. A watch proves itself by an event or by staying open for
+``healthy_after``: only that resets the capped, jittered backoff and ends the time counted as
+failing (what readiness reads). A watch the API server answers and that then fails, or ends,
+before proving itself is retried after the backoff, and the time failing counts on.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +48,8 @@ class WatchTiming:
     request_timeout: float = 30.0
     backoff_initial: float = 0.8
     backoff_cap: float = 30.0
+    #: A watch open this long without error is healthy: working though quiet, backoff reset.
+    healthy_after: float = 10.0
 
 
 class SecretWatch:
@@ -59,6 +64,7 @@ class SecretWatch:
         on_change: OnChange,
         timing: WatchTiming | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.api = api
         self.namespace = namespace
@@ -66,6 +72,7 @@ class SecretWatch:
         self.on_change = on_change
         self.timing = timing or WatchTiming()
         self._clock = clock
+        self._sleep = sleep
         self._path = f"/api/v1/namespaces/{namespace}/secrets"
         self._selector = f"metadata.name={name}"
         self.current: JSON | None = None
@@ -74,13 +81,20 @@ class SecretWatch:
         self.last_error = ""
         #: ``clock()`` since the watch has been failing (None while it works).
         self._failing_since: float | None = None
+        #: ``clock()`` when the open watch was answered (None between watches).
+        self._opened: float | None = None
         self._rv = ""
         self._changed = asyncio.Event()
 
     def unsynced_for(self) -> float:
         """Seconds the watch has been failing (0 while it works)."""
         since = self._failing_since
-        return 0.0 if since is None else self._clock() - since
+        return 0.0 if since is None or self._healthy() else self._clock() - since
+
+    def _healthy(self) -> bool:
+        """Whether the open watch has stayed open for ``healthy_after`` (quiet is healthy)."""
+        opened = self._opened
+        return opened is not None and self._clock() - opened >= self.timing.healthy_after
 
     async def changed(self, within: float) -> bool:
         """Wait up to ``within`` s for the Secret to change; True when it did."""
@@ -107,18 +121,22 @@ class SecretWatch:
             try:
                 if not self._rv:
                     await self._list()
-                await self._watch()
-                backoff.reset()
-                self._ok()
+                if await self._watch(backoff):
+                    continue  # ended after a healthy stretch (its timeout): watch again at once
+                # Ended before proving itself (a proxy cutting it, say): paced, never a loop.
+                self.last_error = f"the watch ended within {self.timing.healthy_after:g}s"
+                wait = backoff.next()
             except StreamSilent:
-                self._ok()  # quiet, not broken: watch again from the same version
+                continue  # silent for idle_timeout (healthy): watch again from the same version
             except ApiError as err:
                 if err.expired:
-                    self._rv = ""  # compacted: list again
-                    continue
-                await asyncio.sleep(self._failed(err, backoff=backoff))
+                    self._rv = ""  # compacted: list again, paced like any retry
+                    wait = backoff.next()
+                else:
+                    wait = self._failed(err, backoff=backoff)
             except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as err:
-                await asyncio.sleep(self._failed(err, backoff=backoff))
+                wait = self._failed(err, backoff=backoff)
+            await self._sleep(wait)
 
     def _ok(self) -> None:
         self._failing_since = None
@@ -159,7 +177,8 @@ class SecretWatch:
             secret = {"kind": "Secret", "apiVersion": "v1", **secret}
         self._set(secret)
 
-    async def _watch(self) -> None:
+    async def _watch(self, backoff: Backoff) -> bool:
+        """Follow one watch until it ends; True when it had stayed open ``healthy_after``."""
         low, high = self.timing.watch_timeout
         params = {
             "watch": "1",
@@ -171,16 +190,29 @@ class SecretWatch:
         async with self.api.stream(
             self._path, params=params, idle_timeout=self.timing.idle_timeout
         ) as lines:
-            self._ok()
-            async for line in lines:
-                event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    raise api_error(obj, status=int(obj.get("code") or 500))
-                version = (obj.get("metadata") or {}).get("resourceVersion")
-                if version:
-                    self._rv = str(version)
-                if kind in ("ADDED", "MODIFIED"):
-                    self._set(obj)
-                elif kind == "DELETED":
-                    self._set(None)
+            # Answering proves nothing yet (the stream may fail at once): an event proves the
+            # watch, and so does staying open for healthy_after (_healthy).
+            self._opened = self._clock()
+            try:
+                async for line in lines:
+                    event = json.loads(line)
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        raise api_error(obj, status=int(obj.get("code") or 500))
+                    version = (obj.get("metadata") or {}).get("resourceVersion")
+                    if version:
+                        self._rv = str(version)
+                    if kind in ("ADDED", "MODIFIED"):
+                        self._set(obj)
+                    elif kind == "DELETED":
+                        self._set(None)
+                    self._ok()
+            finally:
+                healthy = self._healthy()  # however it ended, it was healthy until then
+                self._opened = None
+                if healthy:
+                    self._ok()
+                    backoff.reset()
+                elif self._failing_since is None:
+                    self._failing_since = self._clock()
+        return healthy
