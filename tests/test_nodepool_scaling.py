@@ -108,6 +108,23 @@ def test_apply_with_fewer_replicas_gets_the_fullest_zones_ids() -> None:
     assert Counter(cluster.zones("pool").values()) == {"zone-a": 2, "zone-b": 1, "zone-c": 1}
 
 
+def test_a_put_is_judged_by_the_brokers_the_pool_has_not_by_the_status_it_sends() -> None:
+    """A PUT need not carry status (``kubectl replace`` of an edited export), or may carry a
+    stale one: the status stored is the old one all the same (the CRD's status subresource),
+    so the brokers are read from it and the balanced choice is written either way."""
+    view, _ = skewed()
+    lowered = pool(view)
+    lowered["spec"]["replicas"] = 4
+    bare = copy.deepcopy(lowered)
+    del bare["status"]
+    stale = copy.deepcopy(lowered)
+    stale["status"] = {"nodeIds": [0, 1, 2, 3]}
+    for sent in (bare, stale):
+        answered = sim.admit(view, sent, old=pool(view), operation="UPDATE", endpoint="mutate")
+        assert answered.allowed
+        assert answered.edited["metadata"]["annotations"][REMOVE] == "[5, 3]", sent.get("status")
+
+
 def test_an_apply_dropping_the_written_annotation_mid_scale_down_gets_it_back() -> None:
     """Server-side apply removes the annotation the webhook wrote for the same manager: while
     the operator has not removed the brokers yet, the same IDs are written again."""

@@ -52,8 +52,13 @@ from webhook.rules.poolguard import (
 from webhook.rules.poolzones import PoolPolicy, members, pool_policy
 
 
-def _as_written(obj: JSON, *, namespace: str, store: Store) -> PoolPolicy:
-    """The pool as the request writes it; its brokers are found through the view's record."""
+def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPolicy:
+    """The pool as the request writes it, with the brokers it has: ``old``'s ``status.nodeIds``.
+
+    The status stored by an UPDATE of the pool itself is always the old one (the CRD has a
+    status subresource: the API server copies it in after the mutating webhooks). A PUT need not
+    carry it at all, so the object as sent says nothing reliable of the brokers.
+    """
     info = nodepool_info(obj)
     require_synced(store, what=f"KafkaNodePool {namespace}/{info.name}", also=POOL_TABLES)
     try:
@@ -70,7 +75,7 @@ def _as_written(obj: JSON, *, namespace: str, store: Store) -> PoolPolicy:
         cluster=info.cluster or base.cluster,
         annotations=info.annotations,
         replicas=info.replicas,
-        node_ids=info.node_ids,
+        node_ids=nodepool_info(old).node_ids,
         claim_prefixes=info.claim_prefixes or base.claim_prefixes,
     )
     return PoolPolicy(pool, declared, zones)
@@ -145,7 +150,7 @@ def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) 
     before = objects.str_map(objects.mapping(old, "metadata"), "annotations").get(REMOVE_NODE_IDS)
     if new_replicas >= old_replicas and annotation == before:
         return allow()
-    policy = _as_written(obj, namespace=namespace, store=store)
+    policy = _as_written(obj, old=old, namespace=namespace, store=store)
     if not policy.pool.node_ids:
         return allow()
     removed = order_for(policy, new_replicas, annotation)
@@ -169,7 +174,7 @@ def mutate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) ->
     lowered = new_replicas < _replicas(old) or had
     if REMOVE_NODE_IDS in annotations or not lowered or new_replicas <= 0:
         return allow()
-    policy = _as_written(obj, namespace=namespace, store=store)
+    policy = _as_written(obj, old=old, namespace=namespace, store=store)
     node_ids = policy.pool.node_ids
     if not node_ids or new_replicas >= len(node_ids):
         return allow()
