@@ -166,14 +166,15 @@ async def write(api: Any, request: web.Request) -> web.StreamResponse:
     if where is None or not where.name:
         return status(404, "NotFound", "the server could not find the requested resource")
     body = await request.json() if request.can_read_body else None
-    if request.method == "POST" and where.subresource == "eviction":
-        fault = api.record("evict", where, request, body)
-        if fault is not None and fault.what == "slow":
-            await asyncio.sleep(fault.seconds)
-            fault = None
-        dry_run = request.query.get("dryRun") == "All"
-        return evict(api, where, body, dry_run=dry_run, fault=fault)
-    if request.method == "DELETE" and where.resource == "persistentvolumeclaims":
-        fault = api.record("delete", where, request, body)
+    evicting = request.method == "POST" and where.subresource == "eviction"
+    deleting = request.method == "DELETE" and where.resource == "persistentvolumeclaims"
+    if not (evicting or deleting):
+        return status(405, "MethodNotAllowed", f"{request.method} is not served here")
+    fault = api.record("evict" if evicting else "delete", where, request, body)
+    if fault is not None and fault.what == "slow":  # answered late, as if nothing went wrong
+        await asyncio.sleep(fault.seconds)
+        fault = None
+    if deleting:
         return delete_claim(api, where, body, fault=fault)
-    return status(405, "MethodNotAllowed", f"{request.method} is not served here")
+    dry_run = request.query.get("dryRun") == "All"
+    return evict(api, where, body, dry_run=dry_run, fault=fault)

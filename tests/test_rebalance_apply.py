@@ -219,7 +219,36 @@ async def test_move_data_refused_after_the_claim_went_says_what_is_half_done(rig
     rig.api.inject("pods", "evict", Fault.slow(0), *[Fault.status(429)] * 20)
     outcome = await rig.rebalancer(timeout=5).run(result)
     assert outcome.stopped.startswith("the PodDisruptionBudget did not allow evicting db-1")
-    assert "its claims are marked for deletion" in outcome.stopped
+    assert "claim(s) data-db-1 are marked for deletion" in outcome.stopped
+
+
+@pytest.mark.parametrize(
+    ("resource", "verb", "name", "deleted"),
+    [
+        ("persistentvolumeclaims", "delete", "logs-db-1", ["data-db-1"]),
+        ("pods", "evict", "db-1", ["data-db-1", "logs-db-1"]),
+    ],
+    ids=["second-claim-delete-fails", "eviction-fails-after-the-claims"],
+)
+async def test_any_failure_after_a_claim_went_says_what_is_half_done(
+    rig: Rig, resource: str, verb: str, name: str, deleted: list[str]
+) -> None:
+    """Two claims (two templates): once one is deleted, any failure before the eviction went
+    through leaves it Terminating until the pod next stops; the stop says so, naming them."""
+    extra = [r.claim("data-db-1", "pv-1"), r.volume("pv-1", "zone-a", "data-db-1")]
+    extra += [r.claim("logs-db-1", "pv-2"), r.volume("pv-2", "zone-a", "logs-db-1")]
+    rig.load(r.cluster(FOUR, sts=r.statefulset(4, templates=("data", "logs")), extra=extra))
+    result = await rig.plan(move_data=True)
+    assert [c.name for c in result.steps[0].claims] == ["data-db-1", "logs-db-1"]
+    failures = [Fault.status(500)]
+    if verb == "evict":
+        failures.insert(0, Fault.slow(0))  # the dry run passes; the real eviction fails
+    else:
+        rig.api.inject(resource, verb, Fault.slow(0))  # the first claim goes
+    rig.api.inject(resource, verb, *failures)
+    outcome = await rig.rebalancer().run(result)
+    assert f"; claim(s) {', '.join(deleted)} are marked for deletion" in outcome.stopped
+    assert "delete pod db-1 to finish" in outcome.stopped, outcome.stopped
 
 
 async def test_a_pod_changed_since_the_plan_stops_before_any_eviction(rig: Rig) -> None:

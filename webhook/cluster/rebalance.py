@@ -103,7 +103,7 @@ class Rebalancer:
                 self._say("stopped", step, index, len(set_plan.steps), str(err))
                 return left_over(set_plan, set_plan.steps[index - 1 :], moved, str(err)), ""
             except (Stop, BadObject, aiohttp.ClientError, OSError, TimeoutError) as err:
-                why = str(err) if isinstance(err, Stop) else f"the API server failed us: {err!r}"
+                why = _why(err)
                 self._say("stopped", step, index, len(set_plan.steps), why)
                 return left_over(set_plan, set_plan.steps[index - 1 :], moved, why), why
             moved.append(step.ordinal)
@@ -125,18 +125,24 @@ class Rebalancer:
             await self._evict(step, deadline=deadline, dry_run=True)
             if self.stop.is_set():
                 raise Halted
-            await self._delete_claims(step)
-            names = ", ".join(c.name for c in step.claims)
-            self._say("claims", step, index, steps, f"claims {names} deleted (kept until evicted)")
+        deleted: list[str] = []
         try:
+            await self._delete_claims(step, deleted=deleted)
+            if deleted:
+                names = ", ".join(deleted)
+                self._say(
+                    "claims", step, index, steps, f"claims {names} deleted (kept until evicted)"
+                )
             await self._evict(step, deadline=deadline, dry_run=False)
-        except SetStop as err:
-            if step.claims:  # the claims are going: say exactly what is left half done
-                raise Stop(
-                    f"{err}; its claims are marked for deletion and go when the pod next stops "
-                    f"(evict it with `kubectl drain` or delete pod {step.pod} to finish)"
-                ) from err
-            raise
+        except (Stop, SetStop, aiohttp.ClientError, OSError, TimeoutError) as err:
+            if not deleted:
+                raise
+            # Claims are going: whatever failed, say exactly what is left half done.
+            raise Stop(
+                f"{_why(err)}; claim(s) {', '.join(deleted)} are marked for deletion and go when "
+                f"the pod next stops (evict it with `kubectl drain` or delete pod {step.pod} to "
+                "finish)"
+            ) from err
         self._say("evicted", step, index, steps, f"{move}: evicted, waiting for it to be Ready")
         node = await self._converged(step, deadline=deadline)
         self._say("moved", step, index, steps, f"{step.pod} is Ready on {node} in {step.target}")
@@ -173,7 +179,8 @@ class Rebalancer:
 
     # --- 2. and 3. claims and eviction -------------------------------------------------------
 
-    async def _delete_claims(self, step: Step) -> None:
+    async def _delete_claims(self, step: Step, *, deleted: list[str]) -> None:
+        """Delete the step's claims in turn, each added to ``deleted`` once the API took it."""
         for claim in step.claims:
             path = f"/api/v1/namespaces/{step.namespace}/persistentvolumeclaims/{claim.name}"
             options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
@@ -184,6 +191,8 @@ class Rebalancer:
             except ApiError as err:
                 if err.status != 404:
                     raise Stop(f"deleting claim {claim.name} failed: {err}") from err
+                continue  # gone already: nothing of this step's doing
+            deleted.append(claim.name)
 
     async def _evict(self, step: Step, *, deadline: float, dry_run: bool) -> None:
         body: dict[str, Any] = {
@@ -241,6 +250,11 @@ class Rebalancer:
                     f"{self.timing.timeout:g}s: {seen}"
                 )
             await self.sleep(self.timing.poll)
+
+
+def _why(err: Exception) -> str:
+    """A stop's reason: our own words, or what the API client raised."""
+    return str(err) if isinstance(err, Stop | SetStop) else f"the API server failed us: {err!r}"
 
 
 async def apply(
