@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests import rebalancing as r
-from tests.fakeapi import Fault
+from tests.fakeapi import Fault, Verb
 from tests.rebalancerig import Rig, asked, open_rig
 from tests.rendered import granted
 from webhook.cluster.rebalance import Event, Outcome, Timing, apply
@@ -223,15 +223,15 @@ async def test_move_data_refused_after_the_claim_went_says_what_is_half_done(rig
 
 
 @pytest.mark.parametrize(
-    ("resource", "verb", "name", "deleted"),
+    ("resource", "verb", "deleted"),
     [
-        ("persistentvolumeclaims", "delete", "logs-db-1", ["data-db-1"]),
-        ("pods", "evict", "db-1", ["data-db-1", "logs-db-1"]),
+        ("persistentvolumeclaims", "delete", ["data-db-1"]),
+        ("pods", "evict", ["data-db-1", "logs-db-1"]),
     ],
     ids=["second-claim-delete-fails", "eviction-fails-after-the-claims"],
 )
 async def test_any_failure_after_a_claim_went_says_what_is_half_done(
-    rig: Rig, resource: str, verb: str, name: str, deleted: list[str]
+    rig: Rig, resource: str, verb: Verb, deleted: list[str]
 ) -> None:
     """Two claims (two templates): once one is deleted, any failure before the eviction went
     through leaves it Terminating until the pod next stops; the stop says so, naming them."""
