@@ -15,9 +15,10 @@ import copy
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from webhook.install import cabundle, tlssecret
 from webhook.install.issuing import Policy
@@ -52,6 +53,40 @@ def config(kind: str, bundle: bytes = b"") -> JSON:
         "metadata": {"name": "stszone", "resourceVersion": "1"},
         "webhooks": [{"name": f"{kind[:4].lower()}.stszone.io", "clientConfig": client}],
     }
+
+
+#: One corrupted byte of an ECDSA P-256 certificate, each a different exception from
+#: cryptography (which parses the version on load, the public key and the extensions only when
+#: first asked for): ValueError, UnsupportedAlgorithm, InvalidVersion, DuplicateExtension.
+CORRUPTIONS: Final = (
+    "a flipped bit in its public key",
+    "an unknown curve",
+    "X.509 version 66",
+    "its subjectKeyIdentifier twice",
+)
+
+
+def corrupted(cert_pem: bytes, how: str) -> bytes:
+    """``cert_pem`` with one byte changed as :data:`CORRUPTIONS` names it (its signature no
+    longer verifies either)."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    der = cert.public_bytes(serialization.Encoding.DER)
+    if how == "a flipped bit in its public key":
+        point = cert.public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+        )
+        at = der.index(point) + 10
+        der = der[:at] + bytes([der[at] ^ 1]) + der[at + 1 :]
+    else:
+        was, becomes = {
+            "an unknown curve": ("06082a8648ce3d030107", "06082a8648ce3d030106"),  # prime256v1
+            "X.509 version 66": ("a003020102", "a003020142"),  # v3 is encoded as 2
+            "its subjectKeyIdentifier twice": ("0603551d23", "0603551d0e"),  # AKI's OID
+        }[how]
+        assert bytes.fromhex(was) in der
+        der = der.replace(bytes.fromhex(was), bytes.fromhex(becomes), 1)
+    body = base64.encodebytes(der).decode()
+    return f"-----BEGIN CERTIFICATE-----\n{body}-----END CERTIFICATE-----\n".encode()
 
 
 def issuer_of(secret: JSON) -> x509.Certificate | None:

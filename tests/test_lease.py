@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -45,11 +46,17 @@ class Candidate:
     terms: int = 0
     ended: int = 0
     events: list[str] = field(default_factory=list)
+    #: Whether its work raises as soon as it starts; when each term started (the loop's time).
+    fails: bool = False
+    started: list[float] = field(default_factory=list)
 
     async def lead(self) -> None:
         self.terms += 1
         self.events.append("lead")
+        self.started.append(asyncio.get_running_loop().time())
         try:
+            if self.fails:
+                raise RuntimeError("the work failed")
             await asyncio.Event().wait()
         finally:
             self.ended += 1
@@ -68,7 +75,11 @@ async def make(fake: FakeApi, tmp_path: Path) -> AsyncIterator[Callable[..., Can
     started: list[tuple[Candidate, Api]] = []
 
     def build(
-        identity: str, *, clock: Callable[[], float] | None = None, release: bool = True
+        identity: str,
+        *,
+        clock: Callable[[], float] | None = None,
+        release: bool = True,
+        fails: bool = False,
     ) -> Candidate:
         api = Api(load_credentials(str(kubeconfig)), user_agent=identity)
         extra = {"clock": clock} if clock is not None else {}
@@ -81,7 +92,7 @@ async def make(fake: FakeApi, tmp_path: Path) -> AsyncIterator[Callable[..., Can
             release_on_cancel=release,
             **extra,
         )
-        candidate = Candidate(elector)
+        candidate = Candidate(elector, fails=fails)
         candidate.task = asyncio.create_task(elector.run(candidate.lead))
         started.append((candidate, api))
         return candidate
@@ -258,6 +269,20 @@ async def test_a_leader_that_cannot_renew_stops_leading(
     fake.clear("leases", "get")
     await eventually(lambda: a.terms == 2)
     assert a.events[:3] == ["lead", "stop", "lead"]
+
+
+async def test_work_that_fails_at_once_is_run_again_only_a_retry_period_later(
+    fake: FakeApi, make: Callable[..., Candidate]
+) -> None:
+    """The leader's work raises as soon as it starts: each new term starts a retry period after
+    the last (re-run at once, it would spin: Lease updates and reads in a tight loop), and the
+    Lease stays with the same holder meanwhile."""
+    a = make("replica-a", fails=True)
+    await eventually(lambda: a.terms >= 4)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(a.started)]
+    assert all(gap >= FAST.retry_period for gap in gaps), gaps
+    assert _lease(fake)["holderIdentity"] == "replica-a"
+    assert _lease(fake)["leaseTransitions"] == 0
 
 
 async def test_rbac_refusing_the_lease_is_said_once_with_the_fix(

@@ -27,7 +27,7 @@ from tests.certcluster import (
     stored,
     writes_by,
 )
-from tests.certsim import replay
+from tests.certsim import corrupted, replay
 from tests.fakeapi import FakeApi, Fault, eventually
 from webhook.cli import build_parser, managedcerts, settings_from
 from webhook.config import Settings
@@ -195,6 +195,31 @@ async def test_a_leader_killed_in_the_middle_of_a_ca_rotation_is_finished_by_the
         await eventually(lambda: survivor.managed.tls.serial == _serving_serial(fake))
         bundle = bundle_pem(fake, "MutatingWebhookConfiguration")
         assert await handshake(survivor.port, bundle) == _serving_serial(fake)
+
+
+@pytest.mark.parametrize("broken", ["a flipped bit in its public key"])
+async def test_a_broken_pair_in_our_secret_is_reissued_from_its_ca_and_served(
+    tmp_path: Path, broken: str
+) -> None:
+    """Our Secret, its tls.crt broken, the configurations trusting its CA: the leader re-issues
+    the pair from that CA (once the CA has been seen trusted for the settling time, 0.6 s),
+    and the replica serves it."""
+    policy = managedcerts.policy(Settings(namespace=NS, cert_validity=6.0))
+    ca_pem, ca_key = new_ca(lifetime=policy.ca_validity)
+    cert, key = new_serving(
+        ca_cert_pem=ca_pem, ca_key_pem=ca_key, dns_names=policy.dns_names, lifetime=policy.validity
+    )
+    secret = tlssecret.build(_contents(ca_pem, ca_key, cert, key), name="stszone-tls", namespace=NS)
+    secret["data"]["tls.crt"] = base64.b64encode(corrupted(cert, broken)).decode()
+    async with cluster(tmp_path, configs=()) as (fake, start):
+        fake.put("secrets", secret)
+        for kind in KINDS:
+            fake.put(kind.lower() + "s", _with_bundle(configuration(kind), ca_pem))
+        replica = await start("replica-a", cert_validity=6.0)
+        await eventually(lambda: replica.managed.ready()[0])
+        contents = tlssecret.read(_secret(fake))
+        assert contents.ca is not None and contents.ca.cert_pem == ca_pem
+        assert await handshake(replica.port, ca_pem) == _serving_serial(fake)
 
 
 async def test_a_foreign_secret_that_does_not_parse_is_left_alone_and_said_once(

@@ -7,9 +7,10 @@ import base64
 import datetime as dt
 from typing import Any
 
+import pytest
 from cryptography import x509
 
-from tests.certsim import NAMES, START, Paper, config, issuer_of, policy
+from tests.certsim import CORRUPTIONS, NAMES, START, Paper, config, corrupted, issuer_of, policy
 from webhook.install import cabundle, tlssecret
 from webhook.install.certs import new_ca, new_serving
 from webhook.install.rotation import Rotation
@@ -186,14 +187,24 @@ def test_a_secret_someone_else_made_is_left_alone() -> None:
     assert "delete it" in decision.problem and "--manage-certs" in decision.problem
 
 
-def test_a_broken_pair_in_our_secret_is_reissued_from_its_ca() -> None:
-    """Our Secret with a truncated tls.crt: a new pair from the CA it still holds."""
+@pytest.mark.parametrize("broken", ["truncated", *CORRUPTIONS])
+def test_a_broken_pair_in_our_secret_is_reissued_from_its_ca(broken: str) -> None:
+    """Our Secret with a tls.crt truncated or with one corrupted byte: the pair reads as
+    unusable, the CA beside it still reads, and a new pair comes from that CA."""
     paper = Paper(policy())
     rotation = paper.rotation()
     paper.run(rotation, until=START + dt.timedelta(seconds=1))
     ca, _ = _serials(paper)
     assert paper.secret is not None
-    paper.secret["data"]["tls.crt"] = paper.secret["data"]["tls.crt"][:40]
+    data = paper.secret["data"]
+    if broken == "truncated":
+        data["tls.crt"] = data["tls.crt"][:40]
+    else:
+        pem = corrupted(base64.b64decode(data["tls.crt"]), broken)
+        data["tls.crt"] = base64.b64encode(pem).decode()
+    contents = tlssecret.read(paper.secret)
+    assert contents.serving is None and contents.ca is not None
+    assert [p for p in contents.problems if "tls.crt" in p], contents.problems
     waiting = rotation.decide(paper.secret, configs=paper.configs, now=paper.now)
     assert waiting.secret is None  # the CA has not been seen trusted for ``settle`` yet
     paper.now += dt.timedelta(seconds=waiting.wait)
@@ -226,12 +237,18 @@ def test_a_new_ca_is_trusted_before_it_serves_when_replicas_serve_another() -> N
     assert all(_bundle_serials(c) == [[new_ca_serial]] for c in paper.configs)
 
 
-def test_configurations_that_drifted_get_the_bundle_back() -> None:
-    """Someone re-applies a configuration without caBundle: it gets the Secret's CAs again."""
+@pytest.mark.parametrize("drift", ["no caBundle", "a caBundle that does not parse"])
+def test_configurations_that_drifted_get_the_bundle_back(drift: str) -> None:
+    """Someone re-applies a configuration without caBundle, or with one that does not parse
+    (it trusts nothing): it gets the Secret's CAs again."""
     paper = Paper(policy())
     rotation = paper.rotation()
     paper.run(rotation, until=START + dt.timedelta(seconds=1))
-    paper.configs[0] = config("MutatingWebhookConfiguration")
+    bundle = b""
+    if drift != "no caBundle":
+        ca_pem = base64.b64decode((paper.secret or {})["data"]["ca.crt"])
+        bundle = corrupted(ca_pem, "X.509 version 66")
+    paper.configs[0] = config("MutatingWebhookConfiguration", bundle)
     decision = rotation.decide(paper.secret, configs=paper.configs, now=paper.now)
     assert [c["kind"] for c in decision.configs] == ["MutatingWebhookConfiguration"]
     ca, _ = _serials(paper)

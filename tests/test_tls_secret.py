@@ -14,6 +14,7 @@ import pytest
 from cryptography import x509
 
 from tests.certcluster import handshake
+from tests.certsim import CORRUPTIONS, corrupted
 from tests.served import Served, served
 from webhook.cluster.certkeeper import Outcome
 from webhook.cluster.view import offline_store
@@ -118,6 +119,22 @@ async def test_a_bad_pair_is_refused_and_the_served_one_kept(
         f"{tls.serial:x}: the key does not match the certificate"
     ]
     assert (await _get(running, "/readyz", ca))[0] == 200
+
+
+@pytest.mark.parametrize("how", CORRUPTIONS)
+def test_a_pair_whose_certificate_does_not_parse_is_refused(
+    how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One corrupted byte in the certificate (each a different exception from cryptography):
+    refused with a reason, the served pair kept."""
+    tls = _placeholder()
+    _, cert, key = _issue()
+    tls.install(cert, key_pem=key)
+    _, other_cert, other_key = _issue()
+    assert tls.install(corrupted(other_cert, how), key_pem=other_key) is False
+    assert tls.serial == x509.load_pem_x509_certificate(cert).serial_number
+    lines = [r.getMessage() for r in caplog.records if "not used" in r.getMessage()]
+    assert len(lines) == 1 and "a certificate that does not parse: " in lines[0], lines
 
 
 def test_a_first_pair_that_does_not_load_is_a_config_error() -> None:

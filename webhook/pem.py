@@ -15,13 +15,42 @@ from webhook.errors import ConfigError
 
 PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 
+#: What cryptography raises for a certificate whose bytes do not parse, by the part it is in:
+#: the version (InvalidVersion), the public key (ValueError, UnsupportedAlgorithm for an
+#: unknown curve), the extensions (ValueError, DuplicateExtension); TypeError was seen too
+#: when fuzzing.
+_UNPARSED = (
+    ValueError,
+    TypeError,
+    UnsupportedAlgorithm,
+    x509.InvalidVersion,
+    x509.DuplicateExtension,
+)
+
 
 def certificates(pem: bytes, what: str) -> list[x509.Certificate]:
-    """Every certificate in ``pem`` (a bundle or a chain, leaf first); ConfigError for none."""
+    """Every certificate in ``pem`` (a bundle or a chain, leaf first); ConfigError for none,
+    and for one whose public key or extensions do not parse.
+
+    cryptography parses those two only when first asked for them, so a corrupted byte would
+    otherwise raise far from here (matching a key, reading BasicConstraints) and not as a
+    ConfigError: they are asked for here, once.
+    """
     try:
-        return x509.load_pem_x509_certificates(pem)
+        found = x509.load_pem_x509_certificates(pem)
     except ValueError:
         raise ConfigError(f"the {what} holds no PEM certificate (empty, truncated?)") from None
+    except _UNPARSED as err:
+        raise ConfigError(f"the {what} holds a certificate that does not parse: {err}") from None
+    for cert in found:
+        try:
+            cert.public_key()
+            _ = cert.extensions
+        except _UNPARSED as err:
+            raise ConfigError(
+                f"the {what} holds a certificate that does not parse: {err}"
+            ) from None
+    return found
 
 
 def private_key(pem: bytes, what: str) -> PrivateKey:

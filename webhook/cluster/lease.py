@@ -17,7 +17,8 @@ Every write is an update carrying the Lease's ``resourceVersion`` (or a create, 
 none): when two candidates try at once, the API server accepts one and answers the other
 ``409 Conflict``, which simply means someone else won. A leader stopped on purpose (SIGTERM)
 releases the Lease -- empty holder, one-second duration, as client-go's ``ReleaseOnCancel`` --
-so that a successor need not wait out the lease duration.
+so that a successor need not wait out the lease duration. Work that ends by itself while the
+Lease is held (a crash) is started again a retry period later, never at once.
 
 The Lease is stszone's, in its own namespace: ``create`` on leases there, ``get``/``update``
 on this one name (``deploy/base``'s Role).
@@ -122,12 +123,19 @@ class Elector:
                 )
                 task = asyncio.create_task(lead(), name=f"lead-{self.name}")
                 try:
-                    await self._keep(task)
+                    ended = await self._keep(task)
                 finally:
                     self._renewed_at = None
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
+                if ended:
+                    # Work that fails at once, re-run at once, would spin: Lease updates and
+                    # reads of the cluster in a tight loop. It is re-run a retry period later,
+                    # the pace of every other retry here. Nothing is written meanwhile
+                    # (``leading`` is False), and the Lease, renewed a retry period before, is
+                    # normally still ours when the campaign renews it.
+                    await asyncio.sleep(self.timing.retry_period)
         finally:
             if self._lease is not None and self.holder == self.identity and self.release_on_cancel:
                 await asyncio.shield(self._release())
@@ -138,15 +146,19 @@ class Elector:
                 return
             await asyncio.sleep(self.timing.retry_period * (1 + random.random() * JITTER))
 
-    async def _keep(self, task: asyncio.Task[None]) -> None:
+    async def _keep(self, task: asyncio.Task[None]) -> bool:
         """Renew every retry period; return when someone else holds the Lease, when renewing
-        has failed for the renew deadline, or when ``lead`` ended."""
+        has failed for the renew deadline (False), or when ``lead`` ended by itself (True)."""
         while True:
             await asyncio.wait({task}, timeout=self.timing.retry_period)
             if task.done():
                 error = None if task.cancelled() else task.exception()
-                log.error("the leader's work ended (%s); campaigning again", error or "cancelled")
-                return
+                log.error(
+                    "the leader's work ended (%s); campaigning again in %gs",
+                    error or "cancelled",
+                    self.timing.retry_period,
+                )
+                return True
             renewed = self._renewed_at if self._renewed_at is not None else self._clock()
             left = self.timing.renew_deadline - (self._clock() - renewed)
             held = False
@@ -159,12 +171,12 @@ class Elector:
             where = f"Lease {self.namespace}/{self.name}"
             if self.holder and self.holder != self.identity:
                 log.warning("stopped leading: %s is now held by %s", where, self.holder)
-                return
+                return False
             if not self.leading:
                 log.warning(
                     "stopped leading: %s not renewed for %gs", where, self.timing.renew_deadline
                 )
-                return
+                return False
 
     async def _try(self) -> bool:
         """One acquire-or-renew: True when we hold the Lease afterwards."""

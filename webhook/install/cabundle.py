@@ -31,7 +31,7 @@ def _certificates(encoded: object) -> list[x509.Certificate]:
         return []
     try:
         return x509.load_pem_x509_certificates(base64.b64decode(encoded, validate=True))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, x509.InvalidVersion):
         return []  # a caBundle nothing verifies against trusts nothing
 
 
