@@ -10,6 +10,9 @@ optimistic concurrency of a real one.
   patched ``metadata.resourceVersion`` that differs from the stored one is a ``409 Conflict``
   (how a client makes a patch conditional), a failing ``test`` operation a ``422``.
 
+- A ``kubernetes.io/tls`` Secret without ``tls.crt`` or ``tls.key`` in its data is refused with
+  ``422 Invalid``, on create, update and patch alike (the API server's ValidateSecret).
+
 Faults queued with ``inject(resource, "create" | "update" | "patch", Fault.status(403))`` answer
 first (RBAC refusing a write). Every write that lands is in ``objects.history``, and the hooks
 in ``api.on_write`` run with (resource, verb, object) -- a test's way to act at an exact point,
@@ -56,7 +59,22 @@ def _conflict(where: Route) -> web.Response:
     )
 
 
+def _invalid(where: Route, obj: JSON) -> web.Response | None:
+    """The API server's validation of what is about to be stored, as far as stszone meets it."""
+    if where.resource != "secrets" or obj.get("type") != "kubernetes.io/tls":
+        return None
+    data = obj.get("data") or {}
+    missing = [f"data[{key}]: Required value" for key in ("tls.crt", "tls.key") if key not in data]
+    if not missing:
+        return None
+    listed = missing[0] if len(missing) == 1 else f"[{', '.join(missing)}]"
+    return status(422, "Invalid", f'Secret "{where.name}" is invalid: {listed}')
+
+
 def _land(api: Any, verb: str, where: Route, obj: JSON, *, code: int = 200) -> web.Response:
+    refused = _invalid(where, obj)
+    if refused is not None:
+        return refused
     api.put(where.resource, obj)
     stored = _stored(api, where)
     for hook in api.on_write:

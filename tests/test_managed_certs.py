@@ -197,20 +197,28 @@ async def test_a_leader_killed_in_the_middle_of_a_ca_rotation_is_finished_by_the
         assert await handshake(survivor.port, bundle) == _serving_serial(fake)
 
 
-@pytest.mark.parametrize("broken", ["a flipped bit in its public key"])
+@pytest.mark.parametrize(
+    "broken", ["a flipped bit in its public key", "truncated, and ca-bundle.crt does not parse"]
+)
 async def test_a_broken_pair_in_our_secret_is_reissued_from_its_ca_and_served(
     tmp_path: Path, broken: str
 ) -> None:
     """Our Secret, its tls.crt broken, the configurations trusting its CA: the leader re-issues
     the pair from that CA (once the CA has been seen trusted for the settling time, 0.6 s),
-    and the replica serves it."""
+    and the replica serves it. The fake, as the API server, refuses a write of the Secret
+    without tls.crt and tls.key (such as a repair of the bundle alone) with 422."""
     policy = managedcerts.policy(Settings(namespace=NS, cert_validity=6.0))
     ca_pem, ca_key = new_ca(lifetime=policy.ca_validity)
     cert, key = new_serving(
         ca_cert_pem=ca_pem, ca_key_pem=ca_key, dns_names=policy.dns_names, lifetime=policy.validity
     )
     secret = tlssecret.build(_contents(ca_pem, ca_key, cert, key), name="stszone-tls", namespace=NS)
-    secret["data"]["tls.crt"] = base64.b64encode(corrupted(cert, broken)).decode()
+    data = secret["data"]
+    if broken.startswith("truncated"):
+        data["tls.crt"] = data["tls.crt"][:40]
+        data["ca-bundle.crt"] = base64.b64encode(b"garbage").decode()
+    else:
+        data["tls.crt"] = base64.b64encode(corrupted(cert, broken)).decode()
     async with cluster(tmp_path, configs=()) as (fake, start):
         fake.put("secrets", secret)
         for kind in KINDS:

@@ -215,6 +215,37 @@ def test_a_broken_pair_in_our_secret_is_reissued_from_its_ca(broken: str) -> Non
     assert "no usable serving pair" in decision.done
 
 
+@pytest.mark.parametrize("also", ["ca-bundle.crt does not parse", "the CA is due for a successor"])
+def test_a_broken_pair_is_reissued_before_any_other_write_of_the_secret(also: str) -> None:
+    """A kubernetes.io/tls Secret must hold tls.crt and tls.key (422 otherwise), so with the pair
+    broken, the bundle's repair or the staging of the next CA waits for the pair's re-issue,
+    which carries the repaired bundle (tests/certsim.py checks each write holds a pair)."""
+    paper = Paper(policy())
+    rotation = paper.rotation()
+    paper.run(rotation, until=START + dt.timedelta(seconds=1))
+    ca, _ = _serials(paper)
+    if also == "the CA is due for a successor":
+        due = tlssecret.read(paper.secret or {}).ca.renew_at()  # type: ignore[union-attr]
+        paper.run(rotation, until=due - dt.timedelta(seconds=3))
+        paper.now = due + dt.timedelta(seconds=1)
+    assert paper.secret is not None
+    data = paper.secret["data"]
+    data["tls.crt"] = data["tls.crt"][:40]
+    if also == "ca-bundle.crt does not parse":
+        data["ca-bundle.crt"] = base64.b64encode(b"garbage").decode()
+
+    def repaired(paper: Paper) -> bool:
+        return tlssecret.read(paper.secret or {}).serving is not None
+
+    paper.run(rotation, until=paper.now + dt.timedelta(seconds=30), stop=repaired)
+    assert repaired(paper) and _serials(paper)[0] == ca
+    contents = tlssecret.read(paper.secret)
+    assert [c.serial_number for c in contents.bundle] == [ca] and not contents.problems
+    paper.run(rotation, until=paper.now + dt.timedelta(seconds=5))
+    staged = also == "the CA is due for a successor"
+    assert len(tlssecret.read(paper.secret).bundle) == (2 if staged else 1)
+
+
 def test_a_new_ca_is_trusted_before_it_serves_when_replicas_serve_another() -> None:
     """The Secret deleted while the configurations trust its CA: the new CA joins them first,
     and the new Secret is written only once that has settled (replicas keep the old pair)."""

@@ -12,7 +12,8 @@ seconds; the margin is for a slow watch re-opening). So a rotation goes:
    from it in the same write (the old CA stays in the bundle);
 3. a CA two thirds into its life gets a successor staged beside it (bundle: old + new);
 4. a serving pair two thirds into its life (or missing, for other names, from another CA) is
-   re-issued from the CA;
+   re-issued from the CA; one that is missing or does not read comes before the Secret
+   writes of steps 1 and 3 (see ``_Writer.paired``);
 5. a CA that no longer signs the served pair leaves the bundle ``settle`` after the switch was
    seen, and step 1 then takes it out of the configurations.
 
@@ -139,7 +140,8 @@ class Rotation:
         write = _Writer(
             self, contents=replace(contents, ca=ca, bundle=tuple(bundle)), version=version
         )
-        if [fingerprint(c) for c in bundle] != [fingerprint(c) for c in contents.bundle]:
+        changed = [fingerprint(c) for c in bundle] != [fingerprint(c) for c in contents.bundle]
+        if changed and write.paired:
             return write.secret(f"the bundle now holds CAs {serials(bundle)}")
         stale = [c for c in configs if not cabundle.holds_exactly(c, bundle=bundle)]
         if stale:
@@ -232,7 +234,7 @@ class Rotation:
         now: dt.datetime,
         waits: list[float],
     ) -> Decision | None:
-        if staged is not None:
+        if staged is not None or not write.paired:
             return None
         due = ca.renew_at()
         if now < due:
@@ -334,6 +336,17 @@ class _Writer:
     rotation: Rotation
     contents: Contents
     version: str | None
+
+    @property
+    def paired(self) -> bool:
+        """Whether the Secret holds a usable pair, so a write may keep it as it is.
+
+        A ``kubernetes.io/tls`` Secret must hold ``tls.crt`` and ``tls.key`` (the API server
+        answers 422 to a write without them), so while the pair is unusable the only writes
+        are those that issue one (the renewal, the switch to a staged CA), and they carry the
+        bundle's repair too: the bundle's write and the staging wait for the pair. (Retiring
+        waits for it anyway: it needs a pair from the CA.)"""
+        return self.contents.serving is not None
 
     def secret(self, done: str, **changes: Any) -> Decision:
         contents = replace(self.contents, problems=(), **changes)
