@@ -4,6 +4,7 @@ CA rotation's order, and the Secrets it must leave alone (tests/certsim.py check
 from __future__ import annotations
 
 import base64
+import copy
 import datetime as dt
 from typing import Any
 
@@ -94,6 +95,34 @@ def test_the_serving_pair_is_renewed_two_thirds_in_from_the_same_ca() -> None:
         "ValidatingWebhookConfiguration",
         "secret",
     ]
+
+
+def test_every_write_keeps_what_others_put_on_the_secret() -> None:
+    """Labels, annotations, ownerReferences and finalizers someone else put on our Secret (a
+    replicator, a backup tool) are in each of its writes, which replace the whole object; only
+    stszone's label is set."""
+    paper = Paper(policy())
+    rotation = paper.rotation()
+    paper.run(rotation, until=START + dt.timedelta(seconds=1))
+    assert paper.secret is not None
+    theirs: dict[str, Any] = {
+        "annotations": {"replicator.example.io/replicate-to": "team-a"},
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Namespace", "name": "n", "uid": "1"}],
+        "finalizers": ["backup.example.io/keep"],
+    }
+    paper.secret["metadata"].update(copy.deepcopy(theirs))
+    paper.secret["metadata"]["labels"]["backup.example.io/include"] = "true"
+    before = len(paper.writes_of("secret"))
+    paper.run(rotation, until=START + dt.timedelta(minutes=7))  # renewals, a CA rotation
+    written = paper.writes_of("secret")[before:]
+    assert len(written) >= 5
+    for secret in written:
+        metadata = secret["metadata"]
+        assert {key: metadata.get(key) for key in theirs} == theirs
+        assert metadata["labels"] == {
+            "backup.example.io/include": "true",
+            tlssecret.MANAGED_BY: tlssecret.MANAGER,
+        }
 
 
 def test_the_ca_rotates_in_order_and_the_old_one_leaves_last() -> None:

@@ -117,13 +117,19 @@ class Rotation:
                 "its own, or run without --manage-certs and give --cert/--key"
             )
         contents = read(secret) if secret is not None else Contents()
-        version = str((secret or {}).get("metadata", {}).get("resourceVersion") or "") or None
+        metadata = (secret or {}).get("metadata") or {}
+        version = str(metadata.get("resourceVersion") or "") or None
         ca = usable_ca(contents.ca, now=now)
         # Something verifies against the configurations: a replica may be serving from it.
         guarded = bool(cabundle.carried(configs, now=now))
         if ca is None:
             return self._new_authority(
-                contents, version=version, configs=configs, now=now, guarded=guarded
+                contents,
+                version=version,
+                metadata=metadata,
+                configs=configs,
+                now=now,
+                guarded=guarded,
             )
         if self._pending is not None and self._pending.fingerprint == ca.fingerprint:
             self._pending = None
@@ -138,7 +144,10 @@ class Rotation:
             if needed is not None and needed.fingerprint not in {fingerprint(c) for c in bundle}:
                 bundle.append(needed.cert)
         write = _Writer(
-            self, contents=replace(contents, ca=ca, bundle=tuple(bundle)), version=version
+            self,
+            contents=replace(contents, ca=ca, bundle=tuple(bundle)),
+            version=version,
+            metadata=metadata,
         )
         changed = [fingerprint(c) for c in bundle] != [fingerprint(c) for c in contents.bundle]
         if changed and write.paired:
@@ -166,6 +175,7 @@ class Rotation:
         contents: Contents,
         *,
         version: str | None,
+        metadata: Mapping[str, Any],
         configs: Sequence[Mapping[str, Any]],
         now: dt.datetime,
         guarded: bool,
@@ -194,7 +204,8 @@ class Rotation:
         serving = serving_pair(self.policy, new, now=now)
         contents = Contents(ca=new, serving=serving, bundle=tuple(bundle))
         what = "created" if version is None else "replaced (its CA was unusable)"
-        return _Writer(self, contents=contents, version=version).secret(
+        write = _Writer(self, contents=contents, version=version, metadata=metadata)
+        return write.secret(
             f"{what}: CA {new.serial:x} until {new.cert.not_valid_after_utc:%Y-%m-%d %H:%M:%S}, "
             f"serving pair {serving.serial:x} until "
             f"{serving.cert.not_valid_after_utc:%Y-%m-%d %H:%M:%S}"
@@ -336,6 +347,8 @@ class _Writer:
     rotation: Rotation
     contents: Contents
     version: str | None
+    #: The Secret's metadata as read, written back with it (see ``tlssecret.build``).
+    metadata: Mapping[str, Any]
 
     @property
     def paired(self) -> bool:
@@ -355,6 +368,7 @@ class _Writer:
             name=self.rotation.name,
             namespace=self.rotation.namespace,
             resource_version=self.version,
+            metadata=self.metadata,
         )
         return Decision(
             secret=secret, done=f"Secret {self.rotation.namespace}/{self.rotation.name} {done}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import datetime as dt
 import hashlib
 from collections.abc import Iterable, Mapping
@@ -162,9 +163,14 @@ def build(
     name: str,
     namespace: str,
     resource_version: str | None = None,
-    labels: Mapping[str, str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> JSON:
-    """The Secret holding ``contents``, marked as stszone's; an update when it has a version."""
+    """The Secret holding ``contents``, marked as stszone's; an update when it has a version.
+
+    ``metadata`` is the Secret's as read: an update (PUT) replaces the whole object, so what
+    others put there (labels, annotations, ownerReferences, finalizers: a replicator's, a backup
+    tool's) goes back as it was; only stszone's label is set.
+    """
     data: dict[str, bytes] = {}
     for keyed, cert_key, key_key in (
         (contents.serving, TLS_CERT, TLS_KEY),
@@ -174,17 +180,20 @@ def build(
         if keyed is not None:
             data[cert_key], data[key_key] = keyed.cert_pem, keyed.key_pem
     data[BUNDLE] = pem_bundle(contents.bundle)
-    metadata: JSON = {
-        "name": name,
-        "namespace": namespace,
-        "labels": {**(labels or {}), MANAGED_BY: MANAGER},
-    }
+    kept: JSON = copy.deepcopy(dict(metadata or {}))
+    labels = kept.get("labels")
+    kept.update(
+        name=name,
+        namespace=namespace,
+        labels={**(labels if isinstance(labels, Mapping) else {}), MANAGED_BY: MANAGER},
+    )
+    kept.pop("resourceVersion", None)
     if resource_version is not None:
-        metadata["resourceVersion"] = resource_version
+        kept["resourceVersion"] = resource_version
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "kubernetes.io/tls",
-        "metadata": metadata,
+        "metadata": kept,
         "data": {key: base64.b64encode(value).decode() for key, value in data.items()},
     }
