@@ -14,6 +14,7 @@ from cryptography import x509
 from tests.certsim import CORRUPTIONS, NAMES, START, Paper, config, corrupted, issuer_of, policy
 from webhook.install import cabundle, tlssecret
 from webhook.install.certs import new_ca, new_serving
+from webhook.install.issuing import authority, serving_pair
 from webhook.install.rotation import Rotation
 
 
@@ -273,6 +274,40 @@ def test_a_broken_pair_is_reissued_before_any_other_write_of_the_secret(also: st
     paper.run(rotation, until=paper.now + dt.timedelta(seconds=5))
     staged = also == "the CA is due for a successor"
     assert len(tlssecret.read(paper.secret).bundle) == (2 if staged else 1)
+
+
+def test_a_secret_written_by_a_clock_an_hour_ahead_is_replaced() -> None:
+    """Its CA and pair are not valid for another hour (API servers refuse them): a leader with
+    the right clock makes a new CA, trusted first, and the Secret's pair from it."""
+    paper = Paper(policy(validity=3 * 86400))
+    paper.now = START + dt.timedelta(hours=1)
+    paper.run(paper.rotation(), until=paper.now + dt.timedelta(seconds=1))
+    paper.now = START
+    paper.run(paper.rotation(), until=START + dt.timedelta(minutes=1))
+    contents = tlssecret.read(paper.secret or {})
+    assert contents.ca is not None and contents.serving is not None
+    assert contents.ca.cert.not_valid_before_utc <= START
+    assert contents.serving.cert.not_valid_before_utc <= START
+
+
+def test_a_pair_from_a_clock_ahead_by_more_than_the_backdating_is_reissued_once() -> None:
+    """notBefore is backdated (five minutes for long lifetimes), so a leader behind the pair's
+    writer by 4 minutes keeps it. Behind by 7, it re-issues it, and the new pair starts in the
+    past for the writer too: leading in turn, neither re-issues the other's pair again."""
+    plan = policy(validity=3 * 86400)
+    ca = authority(plan, namespace="certs-ns", now=START - dt.timedelta(hours=1))
+    for ahead, reissues in ((4, 0), (7, 1)):
+        skew = dt.timedelta(minutes=ahead)
+        pair = serving_pair(plan, ca, now=START + skew)
+        contents = tlssecret.Contents(ca=ca, serving=pair, bundle=(ca.cert,))
+        paper = Paper(plan, trusted_since={ca.fingerprint: START - dt.timedelta(hours=1)})
+        paper.secret = tlssecret.build(contents, name="stszone-tls", namespace="certs-ns")
+        paper.configs = [config(c["kind"], ca.cert_pem) for c in paper.configs]
+        for minute, clock in enumerate((dt.timedelta(0), skew) * 2):  # the two take turns
+            paper.now = START + dt.timedelta(minutes=minute) + clock
+            paper.run(paper.rotation(), until=paper.now + dt.timedelta(minutes=1))
+        assert len(paper.writes_of("secret")) == reissues, ahead
+        assert _serials(paper)[0] == ca.serial
 
 
 def test_a_new_ca_is_trusted_before_it_serves_when_replicas_serve_another() -> None:

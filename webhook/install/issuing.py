@@ -38,8 +38,13 @@ class Policy:
 
 
 def usable_ca(keyed: Keyed | None, *, now: dt.datetime) -> Keyed | None:
-    """``keyed`` when it is an unexpired CA certificate (with its key), else None."""
-    if keyed is None or keyed.cert.not_valid_after_utc <= now:
+    """``keyed`` when it is a CA certificate (with its key) valid at ``now``, else None.
+
+    Not valid yet counts as unusable: API servers refuse it until their clocks reach its
+    notBefore. Only a leader whose clock ran ahead of this one by more than the backdating
+    (see :mod:`webhook.install.certs`) makes such a CA.
+    """
+    if keyed is None or not keyed.cert.not_valid_before_utc <= now < keyed.cert.not_valid_after_utc:
         return None
     try:
         constraints = keyed.cert.extensions.get_extension_for_class(x509.BasicConstraints).value

@@ -11,15 +11,15 @@ seconds; the margin is for a slow watch re-opening). So a rotation goes:
 2. a staged next CA, once trusted for ``settle``, becomes the CA: the serving pair is re-issued
    from it in the same write (the old CA stays in the bundle);
 3. a CA two thirds into its life gets a successor staged beside it (bundle: old + new);
-4. a serving pair two thirds into its life (or missing, for other names, from another CA) is
-   re-issued from the CA; one that is missing or does not read comes before the Secret
-   writes of steps 1 and 3 (see ``_Writer.paired``);
+4. a serving pair two thirds into its life (or missing, not valid yet, for other names, from
+   another CA) is re-issued from the CA; one that is missing or does not read comes before the
+   Secret writes of steps 1 and 3 (see ``_Writer.paired``);
 5. a CA that no longer signs the served pair leaves the bundle ``settle`` after the switch was
    seen, and step 1 then takes it out of the configurations.
 
-A missing Secret (or one whose CA is unusable) gets a new CA; when the configurations already
-trust another CA (replicas may be serving from it), the new one is added to them first and
-the Secret is written only once it has been trusted for ``settle``.
+A missing Secret (or one whose CA is unusable: expired, or not valid yet) gets a new CA; when
+the configurations already trust another CA (replicas may be serving from it), the new one is
+added to them first and the Secret is written only once it has been trusted for ``settle``.
 
 What the leader has seen (since when a CA is trusted, since when the pair comes from the
 current CA) is kept by the :class:`Rotation`, one per leadership term: a new leader has seen
@@ -298,6 +298,12 @@ class Rotation:
     ) -> str:
         if serving is None:
             return "the Secret held no usable serving pair"
+        start = serving.cert.not_valid_before_utc
+        if start > now:
+            # Written by a leader whose clock ran ahead of this one by more than the backdating
+            # (certs.py): API servers refuse it until then. The new pair starts in the past
+            # for every clock ahead of this one, so its writer does not re-issue it in turn.
+            return f"the pair was not valid until {start:%Y-%m-%d %H:%M:%S} (a clock ahead)"
         if not issued_by(serving.cert, ca=ca.cert):
             return "the pair was not signed by the Secret's CA"
         missing = sorted(set(self.policy.dns_names) - dns_names(serving.cert))
