@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 import webhook
+from tests.helpexamples import help_examples, run_example
 from tests.rendered import DEPLOY, Obj, only, validate, webhooks
+from tests.tools import require
 from webhook.cli import main
 from webhook.config import SECRET_NAME
 from webhook.errors import ConfigError
@@ -178,6 +180,35 @@ def test_without_ca_it_prints_the_self_managed_base(capsys: pytest.CaptureFixtur
         "--manage-certs"
         in only(printed, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     )
+
+
+@pytest.mark.parametrize("example", help_examples("manifests"))
+def test_every_help_example_runs_as_written(example: str, tmp_path: Path) -> None:
+    """Each example of `stszone manifests --help`, in a copy of the repository's deploy/ that
+    also holds what the help says the examples take: certs/ from `stszone certs`, a pair for
+    namespace webhooks, and platform/stszone, an overlay of deploy/base with the component
+    deploy/components/provided-certs. Nothing is applied: what an example pipes to
+    `kubectl apply -f -` goes to a file instead."""
+    if "kubectl kustomize" in example:
+        require("kubectl", why="the --base example (kubectl kustomize)")
+    shutil.copytree(DEPLOY, tmp_path / "deploy")
+    if "stszone certs --out certs" not in example:
+        _issue(tmp_path, "certs", "stszone-system")
+    issue(tmp_path, service="stszone", namespace="webhooks")
+    overlay = tmp_path / "platform" / "stszone"
+    overlay.mkdir(parents=True)
+    kustomization = {
+        "resources": ["../../deploy/base"],
+        "components": ["../../deploy/components/provided-certs"],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    applied = tmp_path / "applied.yaml"
+    done = run_example(example.replace("| kubectl apply -f -", f"> {applied}"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    if "--kustomize-dir" not in example:
+        printed = applied.read_text() if applied.exists() else done.stdout
+        kinds = {obj["kind"] for obj in yaml.safe_load_all(printed) if obj}
+        assert {"Deployment", "ValidatingWebhookConfiguration"} <= kinds
 
 
 def test_kustomize_dir_writes_the_base_and_protects_foreign_files(

@@ -29,10 +29,14 @@ examples:
   stszone manifests --ca ca.crt --cert tls.crt --key tls.key --namespace webhooks
   stszone manifests --ca certs/ca.crt --no-secret    the Secret is managed elsewhere
   stszone manifests --ca certs/ca.crt --no-match-conditions    Kubernetes 1.27 and older
-  kubectl kustomize deploy/overlays/dev | stszone manifests --ca certs/ca.crt --base -
+  kubectl kustomize platform/stszone | stszone manifests --ca certs/ca.crt --base -
   stszone manifests --kustomize-dir base/            the base as kustomize files (no certs)
   stszone manifests --component rebalance --kustomize-dir deploy/components/rebalance
   stszone manifests --component provided-certs --kustomize-dir deploy/components/provided-certs
+certs/ is what `stszone certs --out certs` writes; a pair given with --cert/--key names
+stszone.NS.svc of --namespace (`stszone certs --namespace webhooks` issues one). --base takes
+an overlay of your own (platform/stszone above) that adds deploy/components/provided-certs;
+one whose webhook makes its own certificates (deploy/base, deploy/overlays/dev) is refused.
 exit status: 0 printed, 2 refused (unreadable or mismatched certificates, bad flag)
 """
 
@@ -99,8 +103,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--base",
         type=Path,
         metavar="FILE",
-        help="fill in a rendered overlay instead of the built-in base (- for stdin), e.g. "
-        "`kubectl kustomize deploy/overlays/dev | stszone manifests --ca ca.crt --base -`",
+        help="fill in a rendered overlay instead of the built-in base (- for stdin); the overlay "
+        "adds the component deploy/components/provided-certs, e.g. "
+        "`kubectl kustomize platform/stszone | stszone manifests --ca ca.crt --base -`",
     )
     parser.add_argument(
         "--component",
