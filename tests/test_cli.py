@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests import builders as b
+from tests.helpexamples import ROOT, help_examples, run_example
 from webhook import cli
 from webhook.cli import build_parser, settings_from
 from webhook.wire.patch import apply
@@ -70,6 +71,15 @@ def test_review_reads_stdin(
         "uid": b.fixture_review("035-Pod-CREATE")["request"]["uid"],
         "allowed": True,
     }
+
+
+def test_review_help_example_reading_stdin_runs_as_written() -> None:
+    """The example of `stszone review --help` that reads `-` answers the review it is given."""
+    (example,) = [line for line in help_examples("review") if "-" in line.split()]
+    done = run_example(example, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["kind"] == "AdmissionReview" and answer["response"]["uid"]
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ EXAMPLES = """\
 examples:
   stszone review --zones a,b,c tests/fixtures/admission/003-Pod-CREATE.json
   stszone review --cluster cluster.yaml --endpoint validate review.json
-  kubectl create --dry-run=client -o json ... | stszone review --zones a,b,c -
+  stszone review --zones a,b,c - < tests/fixtures/admission/035-Pod-CREATE.json    from stdin
   stszone review --kubeconfig ~/.kube/config review.json    answer from the cluster (one list)
 exit status: 0 answered (allowed or denied), 2 the file is not an AdmissionReview
 """
