@@ -160,3 +160,24 @@ def test_zone_risk_interval_flag_sets_the_refresh_and_refuses_non_positive(
         with pytest.raises(SystemExit):
             parser.parse_args(["serve", "--zone-risk-interval", bad])
         assert "is not a number of seconds above 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--port", "99999", "'99999' is not a port (0 to 65535)"),
+        ("--port", "-1", "'-1' is not a port (0 to 65535)"),
+        ("--port", "https", "'https' is not a port (0 to 65535)"),
+        ("--metrics-port", "70000", "'70000' is not a port (1 to 65535)"),
+        ("--metrics-port", "0", "'0' is not a port (1 to 65535)"),
+    ],
+)
+def test_a_port_out_of_range_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str, says: str
+) -> None:
+    """A port outside 1..65535 (0 too for --port: the kernel picks one) exits 2 naming the
+    flag; the event loop would otherwise listen on the value modulo 65536."""
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", flag, value])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"argument {flag}: {says}")

@@ -38,6 +38,22 @@ def seconds(text: str, *, finite: bool = False) -> float:
     return value
 
 
+def port(text: str, *, any_free: bool = False) -> int:
+    """An argparse type: a TCP port, 1 to 65535 (0 too when ``any_free``: the kernel picks one).
+
+    Without it a port above 65535 is not refused but wrapped by the event loop (uvloop listens
+    on 99999 % 65536 = 34463), and a negative one fails later as "--host does not resolve".
+    """
+    lowest = 0 if any_free else 1
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not lowest <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port ({lowest} to 65535)")
+    return value
+
+
 def command_parser(
     commands: Any, name: str, *, help: str, description: str, epilog: str, run: Any
 ) -> argparse.ArgumentParser:

@@ -18,6 +18,7 @@ from webhook.cli.options import (
     add_own_namespace_flag,
     add_view_flags,
     command_parser,
+    port,
     seconds,
     settings_from,
 )
@@ -86,7 +87,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         run=run,
     )
     parser.add_argument("--host", help=f"address to listen on (default: {DEFAULTS.host})")
-    parser.add_argument("--port", type=int, help=f"port (default: {DEFAULTS.port})")
+    parser.add_argument(
+        "--port",
+        type=functools.partial(port, any_free=True),
+        help=f"port, 0 for one the kernel picks, named in the log (default: {DEFAULTS.port})",
+    )
     parser.add_argument(
         "--reuse-port",
         action="store_true",
@@ -114,7 +119,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help=f"least severe level logged; debug logs each decision (default: {DEFAULTS.log_level})",
     )
     parser.add_argument(
-        "--metrics-port", type=int, help="serve /metrics on this port too (default: same port)"
+        "--metrics-port",
+        # No 0 here: nothing would say which port the kernel gave /metrics.
+        type=port,
+        help="serve /metrics on this port too (default: same port)",
     )
     parser.add_argument(
         "--loop",
