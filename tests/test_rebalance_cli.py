@@ -107,6 +107,28 @@ def test_nothing_to_do_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str
     )
 
 
+def test_a_set_that_cannot_be_planned_is_counted_not_nothing_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One set in place, one whose topology key no node carries: exit 1, and the summary names
+    the set it could not plan instead of saying every ordinal is in its rule zone."""
+    rack = {"stszone.io/topology-key": "example.io/rack"}
+    racked = r.statefulset(0, name="racked", annotations=rack)
+    del racked["metadata"]["annotations"]["stszone.io/zones"]
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(r.cluster({0: "a1", 1: "b1", 2: "c1"}, extra=[racked])))
+    assert main(["rebalance", "--cluster", str(path)]) == 1
+    lines = capsys.readouterr().out.rstrip().splitlines()
+    assert (
+        "  PROBLEM: no zone list: no stszone.io/zones on it, no --zones, and no node labelled "
+        "example.io/rack"
+    ) in lines
+    assert lines[-2:] == [
+        "1 set(s) could not be planned (PROBLEM above): StatefulSet shop/racked.",
+        "Nothing to do in the other sets: every ordinal is in its rule zone.",
+    ]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

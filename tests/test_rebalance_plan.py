@@ -458,7 +458,12 @@ def test_a_set_with_no_zone_list_anywhere_is_a_problem() -> None:
     del listless["metadata"]["annotations"]["stszone.io/zones"]
     result = planned(r.cluster({0: None, 1: None}, sts=listless, nodes=[b.node("x1", None)]))
     assert only(result) == SetPlan(
-        "shop", "db", (), 2, problem="no zone list (no stszone.io/zones, no --zones, no zones)"
+        "shop",
+        "db",
+        (),
+        2,
+        problem="no zone list: no stszone.io/zones on it, no --zones, and no node labelled "
+        "topology.kubernetes.io/zone",
     )
     assert not result.complete
 

@@ -55,7 +55,8 @@ examples:
   stszone rebalance --statefulset prod/db --apply --move-data     also pinned ones (asks)
   stszone rebalance --cluster cluster.yaml -o json    plan from a saved cluster, for scripts
 exit status: 0 converged or nothing to do (dry run: applying would leave nothing misplaced),
-1 something left (blocked, pinned without --move-data, or stopped), 2 cannot run
+1 something left (blocked, pinned without --move-data, stopped, or a set that could not be
+planned: its PROBLEM line says why), 2 cannot run
 """
 #: Seconds one step may take, by default: a pod of a real database takes minutes to be Ready.
 DEFAULT_TIMEOUT = 300.0

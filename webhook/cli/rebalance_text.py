@@ -89,10 +89,18 @@ def render_plan(result: Plan, *, timeout: float, apply: bool) -> str:
     for set_plan in result.sets:
         # A dry run shows the kubectl equivalent; --apply shows its progress instead.
         lines += [*_set_lines(set_plan, timeout=timeout, commands=not apply), ""]
+    # A set that could not be planned has no rows: it counts neither as moved nor as left.
+    unplanned = [s for s in result.sets if s.problem]
+    if unplanned:
+        names = ", ".join(f"{s.kind} {s.namespace}/{s.name}" for s in unplanned)
+        lines.append(f"{len(unplanned)} set(s) could not be planned (PROBLEM above): {names}.")
     moves, left = len(result.steps), sum(len(s.left) for s in result.sets)
     stay = f"{left} ordinal(s) stay outside their zone"
-    if not moves and not left:
+    if not moves and not left and not unplanned:
         lines.append("Nothing to do: every ordinal is in its rule zone.")
+    elif not moves and not left:
+        if len(unplanned) < len(result.sets):
+            lines.append("Nothing to do in the other sets: every ordinal is in its rule zone.")
     elif not moves:
         lines.append(f"Nothing can move now: {stay} (the reasons are under each table).")
     elif apply:

@@ -319,7 +319,9 @@ def plan_set(sts: StatefulSetInfo, *, store: Store, state: LiveState, move_data:
         why = "node-ordinal mode pins ordinals to labelled nodes, not zones: nothing to rebalance"
         return replace(empty, note=why)
     if not policy.zones:
-        return replace(empty, problem="no zone list (no stszone.io/zones, no --zones, no zones)")
+        key = policy.declared.topology_key
+        why = f"no zone list: no stszone.io/zones on it, no --zones, and no node labelled {key}"
+        return replace(empty, problem=why)
     ordinals = walked_members(sts, store=store)
     ctx = _Set(
         sts=sts,
