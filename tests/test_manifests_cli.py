@@ -170,6 +170,36 @@ def test_a_base_file_running_manage_certs_is_refused_with_ca(
     assert "deploy/components/provided-certs" in captured.err
 
 
+NOT_AN_OBJECT = "holds something that is not a Kubernetes object"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("apiVersion: v1\nkind: List\nitems:\n", NOT_AN_OBJECT),
+        ("apiVersion: v1\nkind: List\nitems: 7\n", NOT_AN_OBJECT),
+        ("apiVersion: v1\nkind: Service\nmetadata:\n", NOT_AN_OBJECT),
+        ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n", NOT_AN_OBJECT),
+        (
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {template:}\n",
+            "must hold exactly one Service named stszone",
+        ),
+    ],
+)
+def test_a_malformed_base_file_is_one_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], certs: Path, tmp_path: Path, text: str, message: str
+) -> None:
+    """Null where a List's items, an object's metadata or spec belong (`metadata:` alone is
+    YAML's null) is refused like any other non-object; a null deeper down reads as absent."""
+    base = tmp_path / "base.yaml"
+    base.write_text(text)
+    status = main(["manifests", "--ca", str(certs / "system" / "ca.crt"), "--base", str(base)])
+    captured = capsys.readouterr()
+    assert (status, captured.out) == (2, "")
+    assert captured.err.startswith("stszone manifests: ") and message in captured.err
+    assert captured.err.count("\n") == 1
+
+
 def test_without_ca_it_prints_the_self_managed_base(capsys: pytest.CaptureFixture[str]) -> None:
     """No --ca: the base as it is (its webhook makes its own certificates), no Secret."""
     status, printed, _ = run(capsys, "--namespace", "webhooks-prod")

@@ -4,6 +4,8 @@ and filled in with the caBundle, instead of the built-in base.
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
 from webhook.errors import ConfigError
@@ -11,21 +13,47 @@ from webhook.install.deploybase import NAME, Obj
 
 
 def load_objects(text: bytes, *, source: str) -> list[Obj]:
-    """The objects of a YAML stream such as ``kubectl kustomize`` prints (``List``s unpacked)."""
+    """The objects of a YAML stream such as ``kubectl kustomize`` prints (``List``s unpacked).
+
+    Each must be a mapping with a kind and a metadata mapping, and a spec, when it has one, a
+    mapping too (``metadata:`` or ``spec:`` with nothing after it is YAML's null): else a
+    ConfigError, never a traceback from reading it later.
+    """
     try:
         docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as err:
         raise ConfigError(f"{source} is not YAML: {err}") from None
     objects: list[Obj] = []
     for doc in docs:
-        items = (
-            doc.get("items", []) if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
-        )
-        for item in items:
-            if not (isinstance(item, dict) and "kind" in item and "metadata" in item):
-                raise ConfigError(f"{source} holds something that is not a Kubernetes object")
-            objects.append(item)
+        listed = isinstance(doc, dict) and doc.get("kind") == "List"
+        items = doc.get("items", []) if listed else [doc]
+        if not isinstance(items, list) or not all(_is_object(item) for item in items):
+            raise ConfigError(f"{source} holds something that is not a Kubernetes object")
+        objects += items
     return objects
+
+
+def _is_object(item: Any) -> bool:
+    """A mapping with a kind, a metadata mapping, and no spec or a spec mapping."""
+    return (
+        isinstance(item, dict)
+        and "kind" in item
+        and isinstance(item.get("metadata"), dict)
+        and isinstance(item.get("spec", {}), dict)
+    )
+
+
+def _dig(value: Any, *path: str) -> Any:
+    """``value[path[0]][path[1]]...``, or None where a step is not a mapping."""
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _items(value: Any) -> list[Any]:
+    """``value`` if it is a list, else none: a malformed field below an object's spec reads as
+    absent here, and the API server refuses it when the output is applied."""
+    return value if isinstance(value, list) else []
 
 
 def fill_ca_bundle(objects: list[Obj], *, ca_bundle: str, source: str) -> str:
@@ -42,11 +70,10 @@ def fill_ca_bundle(objects: list[Obj], *, ca_bundle: str, source: str) -> str:
     filled = 0
     for obj in objects:
         if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-            for webhook in obj.get("webhooks") or []:
-                client = webhook.get("clientConfig") or {}
-                service = client.get("service") or {}
-                if {key: service.get(key) for key in ours} == ours:
-                    client["caBundle"] = ca_bundle
+            for webhook in _items(obj.get("webhooks")):
+                service = _dig(webhook, "clientConfig", "service")
+                if isinstance(service, dict) and {key: service.get(key) for key in ours} == ours:
+                    webhook["clientConfig"]["caBundle"] = ca_bundle
                     filled += 1
     if not filled:
         raise ConfigError(f"no webhook in {source} calls Service {NAME}.{namespace}")
@@ -57,9 +84,9 @@ def refuse_managed(objects: list[Obj], *, source: str) -> None:
     """ConfigError when the file's Deployment runs ``--manage-certs``: it would serve its own
     certificates, not the pair whose CA is being filled in."""
     for obj in objects:
-        containers = obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers")
+        containers = _items(_dig(obj, "spec", "template", "spec", "containers"))
         if obj["kind"] == "Deployment" and any(
-            "--manage-certs" in (c.get("args") or []) for c in containers or []
+            "--manage-certs" in _items(_dig(c, "args")) for c in containers
         ):
             raise ConfigError(
                 f"{source} runs `stszone serve --manage-certs`, which makes its own certificates "
