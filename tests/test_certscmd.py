@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,39 @@ def test_bad_flags_exit_2(
     assert main(["certs", "--out", str(tmp_path / "o"), *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--namespace", "a b"], "--namespace 'a b' is not a namespace name"),
+        (["--namespace", "x" * 64], "at most 63 characters"),
+        (["--service", "Bad_Name"], "--service 'Bad_Name' is not a Service name"),
+    ],
+)
+def test_a_name_no_dns_name_can_hold_is_refused_before_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    """The Service and namespace become labels of stszone.NS.svc: one that is no DNS label
+    (what `stszone manifests --namespace` refuses too) exits 2 before a file is written."""
+    out = tmp_path / "o"
+    assert main(["certs", "--out", str(out), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stszone certs: ") and message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_the_next_command_is_quoted_for_the_shell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An --out with a space in it: the printed `next:` command still reads as one word."""
+    out = tmp_path / "my certs"
+    assert main(["certs", "--out", str(out)]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("next:")]
+    assert shlex.split(line.removeprefix("next:")) == [
+        *("stszone", "manifests", "--ca", str(out / "ca.crt"), "--namespace", "stszone-system"),
+        *("|", "kubectl", "apply", "-f", "-"),
+    ]
 
 
 def test_unknown_key_type_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from webhook.cli.options import DEFAULTS, command_parser
 from webhook.install.certfiles import issue
 from webhook.install.certs import CA_DAYS, KEY_TYPE, KEY_TYPES, SERVING_DAYS
 from webhook.install.deploybase import NAME
+from webhook.install.manifests import check_dns_label
 
 HELP = "write a CA and a serving certificate for the webhook Service"
 DESCRIPTION = """\
@@ -82,6 +84,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Issue the files into ``--out`` and print what was written; ConfigError on refusal."""
     out = Path(args.out)
+    check_dns_label(args.service, flag="--service", what="Service name", example=NAME)
+    check_dns_label(
+        args.namespace, flag="--namespace", what="namespace name", example=DEFAULTS.namespace
+    )
     issued = issue(
         out,
         service=args.service,
@@ -104,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if issued.not_after < wanted - dt.timedelta(days=1):
         # new_serving caps the leaf at the CA's expiry; say so instead of surprising later.
         print(f"note: shortened to the CA's expiry; replace {issued.ca} before then")
-    apply = f"stszone manifests --ca {issued.ca} --namespace {args.namespace} | kubectl apply -f -"
+    ca, namespace = shlex.quote(str(issued.ca)), shlex.quote(args.namespace)
+    apply = f"stszone manifests --ca {ca} --namespace {namespace} | kubectl apply -f -"
     print(f"next:   {apply}")
     return 0

@@ -217,12 +217,18 @@ def _read(path: Path, what: str) -> bytes:
         raise ConfigError(f"cannot read the {what} {path}: {err.strerror}") from None
 
 
-def _check_install(*, namespace: str, image: str) -> None:
-    if not _DNS_LABEL.match(namespace):
+def check_dns_label(value: str, *, flag: str, what: str, example: str) -> None:
+    """ConfigError unless ``value``, given with ``flag``, is a DNS-1123 label, as a namespace
+    or Service name must be: it becomes a label of the name the API server dials."""
+    if not _DNS_LABEL.fullmatch(value):
         raise ConfigError(
-            f"--namespace {namespace!r} is not a namespace name (lowercase letters, digits and "
-            "'-', at most 63 characters, e.g. stszone-system)"
+            f"{flag} {value!r} is not a {what} (lowercase letters, digits and '-', at most 63 "
+            f"characters, e.g. {example})"
         )
+
+
+def _check_install(*, namespace: str, image: str) -> None:
+    check_dns_label(namespace, flag="--namespace", what="namespace name", example=DEFAULT_NAMESPACE)
     if not image or any(char.isspace() for char in image):
         raise ConfigError(f"--image {image!r} is not an image reference (e.g. stszone:0.1.0)")
 
