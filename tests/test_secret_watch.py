@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakeapi import FakeApi, Fault, eventually
+from tests.retries import assert_doubling, in_background, parked
 from webhook.cluster.api import Api
 from webhook.cluster.credentials import load_credentials
 from webhook.cluster.secretwatch import SecretWatch, WatchTiming
@@ -46,18 +47,8 @@ async def watching(
             clock=clock,
             sleep=sleep,
         )
-        task = asyncio.create_task(watch.run())
-        try:
+        async with in_background(watch.run()):
             yield watch
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
-async def parked() -> None:
-    """What an injected sleep awaits once a test has seen enough retries: until cancelled."""
-    await asyncio.Event().wait()
 
 
 @pytest.mark.parametrize(
@@ -113,9 +104,9 @@ async def test_a_watch_that_never_proves_itself_is_retried_at_a_slowing_pace(
     async with watching(kubeconfig, sleep=sleep, clock=lambda: now[0]):
         await eventually(lambda: len(waits) == 8 or len(api.seen("secrets", "watch")) > 50)
     assert [seen for _, seen in waits] == list(range(1, 9))  # no retry without its wait
-    bounds = [min(TIMING.backoff_cap, TIMING.backoff_initial * 2**n) for n in range(8)]
-    for (delay, _), bound in zip(waits, bounds, strict=True):
-        assert bound / 2 <= delay <= bound, (delay, bound)
+    assert_doubling(
+        [delay for delay, _ in waits], initial=TIMING.backoff_initial, cap=TIMING.backoff_cap
+    )
 
 
 async def test_a_quiet_watch_proves_itself_by_staying_open(api: FakeApi, kubeconfig: Path) -> None:

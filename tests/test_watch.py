@@ -23,6 +23,7 @@ from tests.conftest import FAKE_TOKEN
 from tests.fakeapi import FakeApi, Fault, eventually
 from tests.fakestate import API_FIXTURES, matches
 from tests.hang import HANG_GUARD
+from tests.retries import assert_doubling, in_background, parked
 from webhook.cluster.api import Api
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.credentials import load_credentials
@@ -84,18 +85,8 @@ async def reflecting(
         reflector = Reflector(
             pods, api=client, store=Store(), tuning=TUNING, clock=clock, sleep=sleep
         )
-        task = asyncio.create_task(reflector.run())
-        try:
+        async with in_background(reflector.run()):
             yield reflector
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
-async def parked() -> None:
-    """What an injected sleep awaits once a test has seen enough retries: until cancelled."""
-    await asyncio.Event().wait()
 
 
 def status(view: LiveView, kind: Table) -> CacheStatus:
@@ -550,10 +541,8 @@ async def test_failing_api_is_retried_at_a_bounded_pace(api: FakeApi, kubeconfig
         await eventually(lambda: len(waits) == 12)
     assert [lists for _, lists in waits] == list(range(1, 13))  # no retry without its wait
     initial, cap = TUNING.backoff_initial, TUNING.backoff_cap
-    bounds = [min(cap, initial * 2**n) for n in range(12)]
-    assert bounds[-1] == cap
-    for (delay, _), bound in zip(waits, bounds, strict=True):
-        assert bound / 2 <= delay <= bound, (delay, bound)
+    assert initial * 2**11 >= cap  # the last waits are at the cap
+    assert_doubling([delay for delay, _ in waits], initial=initial, cap=cap)
     status = reflector.status()
     assert not status.synced and status.restarts == 12 and "HTTP 500" in status.last_error
 
@@ -578,10 +567,9 @@ async def test_watch_expiring_after_every_list_re_lists_at_a_slowing_pace(
     async with reflecting(kubeconfig, sleep=sleep) as pods:
         await eventually(lambda: len(waits) == 8)
     assert [lists for _, lists in waits] == list(range(1, 9))  # one full list per wait
-    initial, cap = TUNING.backoff_initial, TUNING.backoff_cap
-    bounds = [min(cap, initial * 2**n) for n in range(8)]
-    for (delay, _), bound in zip(waits, bounds, strict=True):
-        assert bound / 2 <= delay <= bound, (delay, bound)
+    assert_doubling(
+        [delay for delay, _ in waits], initial=TUNING.backoff_initial, cap=TUNING.backoff_cap
+    )
     assert pods.status().relists == 7
 
 
