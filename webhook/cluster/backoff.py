@@ -1,4 +1,5 @@
-"""Capped exponential backoff with jitter, for reconnecting watches. Pure.
+"""Capped exponential backoff with jitter, for reconnecting watches, and when a watch has proven
+itself healthy (:class:`OpenWatch`), which resets it. Pure.
 
 The delays grow ``initial * factor**n`` up to ``cap``, and each is drawn uniformly from the
 upper half of that bound ("equal jitter"): never longer than ``cap``, never zero, and spread so
@@ -44,3 +45,31 @@ class Backoff:
     def reset(self) -> None:
         """Start again from ``initial`` (the connection was healthy)."""
         self.attempts = 0
+
+
+@dataclass(slots=True)
+class OpenWatch:
+    """Whether the watch open now has proven itself by staying open ``healthy_after``: the one
+    proof a watch of a quiet resource can give (it gets no events, and Kubernetes sends it no
+    BOOKMARKs). Being answered proves nothing: the stream may fail at once. Read when asked,
+    so no timer runs."""
+
+    healthy_after: float
+    clock: Callable[[], float]
+    #: ``clock()`` when the open watch was answered; None between watches.
+    opened: float | None = None
+
+    def open(self) -> None:
+        """The watch was answered: from now on, staying open counts."""
+        self.opened = self.clock()
+
+    def healthy(self) -> bool:
+        """Whether a watch is open and has been for ``healthy_after``."""
+        opened = self.opened
+        return opened is not None and self.clock() - opened >= self.healthy_after
+
+    def close(self) -> bool:
+        """The watch ended, however it ended: whether it had been healthy until then."""
+        healthy = self.healthy()
+        self.opened = None
+        return healthy

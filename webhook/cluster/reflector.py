@@ -54,7 +54,7 @@ from typing import Any
 
 from webhook.cluster import pages
 from webhook.cluster.api import Api, ApiError, StreamSilent, api_error
-from webhook.cluster.backoff import Backoff
+from webhook.cluster.backoff import Backoff, OpenWatch
 from webhook.cluster.resources import Resource, describe, object_key
 from webhook.errors import BadObject
 from webhook.model.records import Info, PodInfo
@@ -139,8 +139,7 @@ class Reflector:
         self._restarts = 0
         self._last_sync: float | None = None
         self._unsynced_since: float | None = clock()
-        #: When the open watch answered (None between watches): open long enough, it is healthy.
-        self._opened: float | None = None
+        self._open = OpenWatch(self._tuning.healthy_after, clock)
         self._last_error = ""
         #: What describes each object skipped now: counted in the status, and logged only once.
         self._bad: set[str] = set()
@@ -149,7 +148,7 @@ class Reflector:
 
     def status(self) -> CacheStatus:
         """A snapshot of this cache's health."""
-        since = None if self._healthy() else self._unsynced_since
+        since = None if self._open.healthy() else self._unsynced_since
         return CacheStatus(
             table=self.resource.table,
             synced=self._synced.is_set(),
@@ -263,9 +262,8 @@ class Reflector:
         async with self._api.stream(
             res.path, params=params, accept=accept, idle_timeout=tuning.idle_timeout
         ) as lines:
-            # Answering proves nothing yet (the stream may fail at once): an event proves the
-            # watch (_apply), and so does staying open for healthy_after (_healthy).
-            self._opened = self._clock()
+            # An event proves the watch (_apply), and so does staying open (OpenWatch).
+            self._open.open()
             try:
                 async for line in lines:
                     # An unparseable frame is a broken stream, not a bad object: reconnecting
@@ -281,10 +279,9 @@ class Reflector:
                     self._rv,
                 )
             finally:
-                if self._healthy():  # however the watch ended, it was healthy until then
+                if self._open.close():  # however the watch ended, it was healthy until then
                     self._in_sync()
                     self._backoff.reset()
-                self._opened = None
 
     def _apply(self, event: Any) -> None:
         table = self.resource.table
@@ -343,11 +340,6 @@ class Reflector:
             self._noted.clear()  # bound the memory; at worst an oddity is logged twice
         self._noted.add(ident)
         log.warning("skipping %s %s: %s", self.resource.table, ident, problem)
-
-    def _healthy(self) -> bool:
-        """Whether the open watch has stayed open for ``healthy_after`` (quiet is healthy)."""
-        opened = self._opened
-        return opened is not None and self._clock() - opened >= self._tuning.healthy_after
 
     def _in_sync(self) -> None:
         self._unsynced_since = None

@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 
 from webhook.cluster.api import Api, ApiError, StreamSilent, api_error
-from webhook.cluster.backoff import Backoff
+from webhook.cluster.backoff import Backoff, OpenWatch
 
 log = logging.getLogger("stszone.certs")
 
@@ -81,20 +81,14 @@ class SecretWatch:
         self.last_error = ""
         #: ``clock()`` since the watch has been failing (None while it works).
         self._failing_since: float | None = None
-        #: ``clock()`` when the open watch was answered (None between watches).
-        self._opened: float | None = None
+        self._open = OpenWatch(self.timing.healthy_after, clock)
         self._rv = ""
         self._changed = asyncio.Event()
 
     def unsynced_for(self) -> float:
         """Seconds the watch has been failing (0 while it works)."""
         since = self._failing_since
-        return 0.0 if since is None or self._healthy() else self._clock() - since
-
-    def _healthy(self) -> bool:
-        """Whether the open watch has stayed open for ``healthy_after`` (quiet is healthy)."""
-        opened = self._opened
-        return opened is not None and self._clock() - opened >= self.timing.healthy_after
+        return 0.0 if since is None or self._open.healthy() else self._clock() - since
 
     async def changed(self, within: float) -> bool:
         """Wait up to ``within`` s for the Secret to change; True when it did."""
@@ -190,9 +184,8 @@ class SecretWatch:
         async with self.api.stream(
             self._path, params=params, idle_timeout=self.timing.idle_timeout
         ) as lines:
-            # Answering proves nothing yet (the stream may fail at once): an event proves the
-            # watch, and so does staying open for healthy_after (_healthy).
-            self._opened = self._clock()
+            # An event proves the watch, and so does staying open (OpenWatch).
+            self._open.open()
             try:
                 async for line in lines:
                     event = json.loads(line)
@@ -208,8 +201,7 @@ class SecretWatch:
                         self._set(None)
                     self._ok()
             finally:
-                healthy = self._healthy()  # however it ended, it was healthy until then
-                self._opened = None
+                healthy = self._open.close()  # however it ended, it was healthy until then
                 if healthy:
                     self._ok()
                     backoff.reset()
