@@ -17,6 +17,7 @@ from webhook.model.store import Store
 from webhook.wire import review
 
 ZONE_KEY = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
 ABC = {"stszone.io/zones": "a,b,c"}
 NODES = [b.node(f"n{z}", z) for z in "abcx"] + [b.node("nbare", None)]
 FORCE = 'set stszone.io/allow-zone-loss: "true" on the StatefulSet to force it'
@@ -286,6 +287,19 @@ def test_unknowns_of_both_kinds_ask_for_labels_and_for_the_volumes_nodes() -> No
     assert f"(ordinal 2: {NOWHERE}; ordinal 3: node nbare has no label {ZONE_KEY})" in (
         outcome.message
     )
+
+
+def test_a_volume_on_a_node_without_a_zone_label_asks_for_the_label_not_the_node() -> None:
+    """db-2 has no pod and its volume is pinned by hostname to nbare, which is in the view but
+    has no zone label: the way out is to label nbare, not to restore a node that is there."""
+    pinned = [b.pvc("data-db-2", volume="pv-bare"), b.pv("pv-bare", "nbare", key=HOSTNAME)]
+    outcome = scale(cluster({0: "na", 1: "nb"}, *pinned), 3, 2)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    assert (
+        "(volume pv-bare can attach only to node(s) nbare, which have no label "
+        f"{ZONE_KEY})" in outcome.message
+    )
+    assert outcome.message.endswith(f"; label the node(s) with their zone, or {FORCE}")
 
 
 def test_a_certain_and_a_possible_loss_are_both_named() -> None:

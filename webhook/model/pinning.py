@@ -55,6 +55,9 @@ TOPOLOGY_LABELS: Final = {
 
 #: How every reason :func:`nowhere` gives begins (messages tell a volume's unknown zone by it).
 NOWHERE: Final = "can attach only to"
+#: How a reason of :func:`nowhere` ends when the volume's nodes are missing, not unlabelled:
+#: the fix is to bring a node back rather than to label one.
+ABSENT: Final = "and no such node is in stszone's view"
 
 
 class Pinning(NamedTuple):
@@ -267,7 +270,7 @@ def nowhere(pinning: Pinning, topology_key: str, *, view: Nodes) -> str:
             f"{NOWHERE} node(s) {', '.join(unlabelled[:3])}{more}, which have no "
             f"label {topology_key}"
         )
-    return f"{NOWHERE} nodes with {pinning.describe()}, and no such node is in stszone's view"
+    return f"{NOWHERE} nodes with {pinning.describe()}, {ABSENT}"
 
 
 def topology_label(topology: Iterable[tuple[str, str]], key: str) -> str | None:

@@ -13,7 +13,7 @@ from typing import Final
 from webhook.model import notices
 from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
 from webhook.model.notices import Notice, ObjectRef
-from webhook.model.pinning import NOWHERE
+from webhook.model.pinning import ABSENT
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.guard import Holders, ScaleDown, Unknown
 from webhook.rules.locate import SCHEDULED, Located
@@ -139,7 +139,8 @@ def _denial(result: ScaleDown) -> str:
     fix = OVERRIDE
     if result.depends_on_unknown:
         unknown = [*result.unknown_removed.first, *result.unknown_kept.first]
-        volumes = sum(NOWHERE in item.detail for item in unknown)
+        # A volume whose nodes are there but unlabelled needs a label, like an unlabelled node.
+        volumes = sum(ABSENT in item.detail for item in unknown)
         if volumes == len(unknown):
             fix = f"restore the node(s) the volume(s) can attach to, or {OVERRIDE}"
         elif volumes:
