@@ -432,6 +432,24 @@ def test_scaling_to_zero_deletes_the_claims_from_ordinals_start_on() -> None:
     )
 
 
+def test_the_claims_warning_of_a_moved_start_names_the_move() -> None:
+    """whenScaled: Delete; start 0 -> 3 with 3 replicas removes 0, 1, 2 (3, 4, 5 come in a, b,
+    c): allowed, and the claims it deletes are said to go with the move, not with "3 -> 3"; with
+    replicas 3 -> 4 as well, the warning names both changes, not a scale-up that deletes."""
+    store = cluster(placed("na", "nb", "nc"), extra=claimed(3, reclaim="Retain"))
+    before = b.statefulset(replicas=3, annotations=ABC, when_scaled="Delete")
+    after = b.statefulset(replicas=3, annotations=ABC, start=3, when_scaled="Delete")
+    assert sts_update(store, before, after).warnings == (
+        "db: ordinals.start 0 -> 3 deletes claims data-db-0, data-db-1 and data-db-2 with their "
+        f"pods {POLICY}; their volumes are kept (reclaim policy not Delete)",
+    )
+    grown = b.statefulset(replicas=4, annotations=ABC, start=1, when_scaled="Delete")
+    assert sts_update(store, before, grown).warnings[0] == (
+        "db: ordinals.start 0 -> 1, replicas 3 -> 4 deletes claim data-db-0 with its pod "
+        f"{POLICY}; its volume is kept (reclaim policy not Delete)"
+    )
+
+
 def test_the_claims_warning_on_an_update_and_on_scaling_to_zero() -> None:
     """An UPDATE is judged as written (the policy is the new object's); scaling to zero deletes
     every claim; a refused scale-down deletes nothing and says nothing of claims."""

@@ -55,7 +55,7 @@ def warning(sts: StatefulSetInfo, *, old: range, new: range, store: Store) -> tu
         return ()
     plural = len(claims) > 1
     head = (
-        f"{sts.name}: {len(old)} -> {len(new)} deletes claim{'s' if plural else ''} "
+        f"{sts.name}: {_change(old, new)} deletes claim{'s' if plural else ''} "
         f"{some(claims, len(claims))} with {'their pods' if plural else 'its pod'} ({POLICY})"
     )
     if with_data == len(claims):
@@ -69,3 +69,13 @@ def warning(sts: StatefulSetInfo, *, old: range, new: range, store: Store) -> tu
         if not plural:
             tail = "its volume is kept (reclaim policy not Delete)"
     return (f"{head}; {tail}",)
+
+
+def _change(old: range, new: range) -> str:
+    """``4 -> 3``, or ``ordinals.start 0 -> 1`` (and the replicas, when they change too): a move
+    of the start deletes claims whatever the count does. Scaling to zero is the count alone."""
+    counts = f"{len(old)} -> {len(new)}"
+    if not new or old.start == new.start:
+        return counts
+    moved = f"ordinals.start {old.start} -> {new.start}"
+    return moved if len(old) == len(new) else f"{moved}, replicas {counts}"
