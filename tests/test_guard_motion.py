@@ -349,6 +349,16 @@ def test_moving_ordinals_start_by_the_zone_count_moves_no_rule_zone() -> None:
     assert outcome.allowed and outcome.warnings == ()
 
 
+def test_moving_the_start_of_a_stopped_set_stops_nothing() -> None:
+    """A set at 0 replicas has no ordinal to remove: moving its start says nothing of stopping
+    it ("0 -> 0 stops the set in every zone" was said of a set already stopped)."""
+    store = cluster([])
+    before = b.statefulset(replicas=0, annotations=ABC)
+    outcome = sts_update(store, before, b.statefulset(replicas=0, annotations=ABC, start=1))
+    assert outcome.allowed
+    assert not any("stops the set" in w for w in outcome.warnings), outcome.warnings
+
+
 # --- data that a scale-down deletes -----------------------------------------------------------
 
 

@@ -33,6 +33,7 @@ from webhook.model.selection import template_selection
 from webhook.model.store import Store
 from webhook.rules import affinity, fit, scaling
 from webhook.rules.decision import Decision, allow, refuse
+from webhook.rules.ordinals import removed
 from webhook.rules.placement import Policy, kruise_live, place, walked_members
 from webhook.rules.plan import check_node_name, plan_pod, read_pod, skipped
 from webhook.rules.text import some
@@ -127,14 +128,16 @@ def validate_statefulset(
     warnings += changes
     regarding = notices.workload(namespace, name, group=group, uid=uid)
     told = (notices.members_moved(regarding, note=moving),) if moving else ()
-    if info.replicas >= before.replicas and info.start == before.start:
-        return allow(warnings=warnings).with_notices(*told)  # no ordinal removed: no lookups
     # A move of spec.ordinals.start removes the ordinals below the new start (and at or above
     # the new start + replicas), whatever replicas does: the guard checks them alike.
+    old_range = range(before.start, before.start + before.replicas)
+    new_range = range(info.start, info.start + info.replicas)
+    if not removed(old_range, new_range):
+        return allow(warnings=warnings).with_notices(*told)  # no ordinal removed: no lookups
     outcome = scaling.judge(
         name,
-        old=range(before.start, before.start + before.replicas),
-        new=range(info.start, info.start + info.replicas),
+        old=old_range,
+        new=new_range,
         namespace=namespace,
         policy=policy,
         store=store,
