@@ -201,6 +201,28 @@ async def test_server_errors_are_retried_while_new_notices_keep_flowing(tmp_path
         assert s.writer.stats().failed == 0
 
 
+async def test_credentials_that_cannot_be_loaded_for_a_while_do_not_stop_the_writer(
+    tmp_path: Path,
+) -> None:
+    """A rotated token (401) makes the next write reload the kubeconfig; a kubeconfig caught
+    being rewritten (or an exec plugin failing once) is a failure that may pass: the write is
+    tried again, and the job that writes goes on (ending it would fail /readyz for good)."""
+    async with setup(tmp_path) as s:
+        kubeconfig = tmp_path / "kubeconfig"
+        good = kubeconfig.read_text()
+        s.fake.inject("events", "create", Fault.status(401))
+        s.outbox.post([REFUSED], dry_run=False)
+        await s.writer.round(now=T0)  # 401: refused, and the credentials are dropped
+        kubeconfig.write_text("apiVersion: v1\nkind: Config\n")  # half written
+        s.outbox.post([PLACED], dry_run=False)
+        await s.writer.round(now=T0 + 1)
+        assert s.events() == []
+        kubeconfig.write_text(good)
+        await s.writer.round(now=T0 + 60)
+        assert [e["reason"] for e in s.events()] == ["PlacedWithData"]
+        assert s.writer.stats().failed == 1  # the 401 alone
+
+
 async def test_a_write_failing_every_time_is_given_up(tmp_path: Path) -> None:
     async with setup(tmp_path) as s:
         s.fake.inject("events", "create", *[Fault.status(500)] * 6)

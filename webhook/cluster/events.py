@@ -7,13 +7,13 @@ time, to a :class:`Sink`: the API server (:class:`ApiSink`: ``POST`` to
 ``/apis/events.k8s.io/v1/namespaces/{ns}/events``, a JSON merge patch of ``series`` for
 repeats) or, with no cluster, the log (:class:`LogSink`).
 
-Writes that fail for a reason that may pass (a transport error, 429, 5xx) are tried again later
-with backoff, at most ``max_tries`` times (and at most :data:`MAX_HELD` writes wait so), while
-new notices keep being drained; any other refusal (403: RBAC; 422: invalid) is counted as
-failed and logged, at most once a minute. A
-series patch that finds its Event gone (404: its TTL passed) creates it again with its series,
-as client-go does. Nothing here ever blocks a request: posting is the outbox's synchronous
-append, and what the job cannot keep up with is dropped there and counted.
+Writes that fail for a reason that may pass (a transport error, credentials that cannot be
+loaded, 429, 5xx) are tried again later with backoff, at most ``max_tries`` times (and at most
+:data:`MAX_HELD` writes wait so), while new notices keep being drained; any other refusal (403:
+RBAC; 422: invalid) is counted as failed and logged, at most once a minute. A series patch that
+finds its Event gone (404: its TTL passed) creates it again with its series, as client-go does.
+Nothing here ever blocks a request: posting is the outbox's synchronous append, and what the job
+cannot keep up with is dropped there and counted.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import aiohttp
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.correlator import Correlator, Create, Patch, Write
+from webhook.errors import ConfigError
 from webhook.model.outbox import Outbox
 
 log = logging.getLogger("stszone.events")
@@ -204,7 +205,9 @@ class EventWriter:
                 self._fail(write, f"refused: {err}", now=now)
                 return
             self._later(write, tries=tries, now=now, why=str(err), at_least=err.retry_after)
-        except (aiohttp.ClientError, OSError, TimeoutError) as err:
+        except (aiohttp.ClientError, OSError, TimeoutError, ConfigError) as err:
+            # ConfigError: the credentials could not be loaded (a kubeconfig being rewritten,
+            # an exec plugin failing once); the next attempt loads them again.
             self._later(write, tries=tries, now=now, why=str(err) or type(err).__name__)
         else:
             self._backoff.reset()
