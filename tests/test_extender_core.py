@@ -258,3 +258,43 @@ def test_each_reason_a_node_fails_is_given() -> None:
         "unhealthy storage (label storage.example.io/unhealthy=true)",
         "nx": "node(s) not in stszone's node cache yet, zone unknown",
     }
+
+
+def namespace(name: str, *, enabled: bool) -> dict[str, Any]:
+    labels = {"stszone.io/enabled": "true"} if enabled else {}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+@pytest.mark.parametrize(
+    ("where", "annotations"),
+    [
+        ("other", {}),  # not opted in: the webhook never saw the set or its pods
+        ("other", {"stszone.io/zone": "zone-a"}),
+        ("kube-system", {}),  # never intercepted, even labelled (as here)
+        ("stszone-system", {}),
+    ],
+    ids=["not-opted-in", "not-opted-in-annotated", "kube-system", "own-namespace"],
+)
+@pytest.mark.parametrize("cache", [False, True], ids=["full-nodes", "node-names"])
+def test_pods_of_namespaces_stszone_leaves_alone_pass_unfiltered(
+    where: str, annotations: dict[str, str], cache: bool
+) -> None:
+    """With the extender in the default scheduler's profile every pod of the cluster comes by.
+    A StatefulSet pod of a namespace stszone does not intercept is not held to the rule's zone
+    (db-1 would be zone-b) nor to an annotation: every node passes, none is scored down."""
+    nodes = [node(f"n-{z}", z, None, False) for z in ZONES]
+    store = store_from_objects(
+        [*nodes, namespace("ns", enabled=True), namespace(where, enabled=where != "other"),
+         b.statefulset(namespace=where), b.statefulset()],
+        zones=ZONES,
+    )  # fmt: skip
+    pod = b.sts_pod(ordinal=1, namespace=where, annotations=annotations)
+    args = parse(pod, nodes, cache=cache, store=store)
+    filtered = extender.filter_nodes(args.pod, args.candidates, store=store, defaults=DEFAULTS)
+    assert filtered == extender.Filtered(("n-zone-a", "n-zone-b", "n-zone-c"))
+    scores = extender.prioritize(args.pod, args.candidates, store=store, defaults=DEFAULTS)
+    assert {score for _, score in scores} == {extender.MAX_SCORE}
+    # The same set in the opted-in namespace is held to zone-b.
+    opted = b.sts_pod(ordinal=1, namespace="ns")
+    held = extender.filter_nodes(opted, args.candidates, store=store, defaults=DEFAULTS)
+    assert held.passed == ("n-zone-b",)

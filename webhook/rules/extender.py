@@ -26,7 +26,7 @@ half for healthy storage.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -105,19 +105,21 @@ class Goal:
         return self.volume_zones if self.overruled else frozenset({self.zone})
 
 
-def target(pod: JSON, *, store: Store) -> Goal | None:
-    """The pod's zone (annotation, else the rule), or None for pods stszone leaves alone.
+def target(pod: JSON, *, store: Store, excluded: Collection[str] = ()) -> Goal | None:
+    """The pod's zone (annotation, else the rule), or None for pods stszone leaves alone:
+    skipped ones, and those of a namespace it never intercepts (``excluded``) or that is not
+    opted in (with the extender in the default scheduler's profile, every pod comes by).
 
     Raises :class:`Denied` when the annotations are malformed, or when the zone must come from
     the rule and cannot (no ordinal, no zones known).
     """
     meta = objects.mapping(pod, "metadata")
     labels = objects.str_map(meta, "labels", path="metadata")
-    if skipped(labels):
+    namespace = objects.string(meta, "namespace")
+    if skipped(labels) or namespace in excluded or store.namespace_enabled(namespace) is False:
         return None
     annotations = objects.str_map(meta, "annotations", path="metadata")
     name = objects.string(meta, "name") or "(unnamed)"
-    namespace = objects.string(meta, "namespace")
     claims = pod_claims(pod)
     zone = annotations.get(ZONE)
     controller = workload_owner(meta)
@@ -210,7 +212,7 @@ def filter_nodes(
     """Answer the ``filter`` verb: the nodes where the pod can run with its volumes, in its
     zone, whose storage is healthy."""
     try:
-        goal = target(pod, store=store)
+        goal = target(pod, store=store, excluded=defaults.excluded_namespaces)
     except Denied as err:
         return Filtered(error=err.message)
     except BadObject as err:
@@ -237,7 +239,7 @@ def prioritize(
     """Answer the ``prioritize`` verb: (node, 0..10), preferring the volume's zone and healthy
     storage."""
     try:
-        goal = target(pod, store=store)
+        goal = target(pod, store=store, excluded=defaults.excluded_namespaces)
     except Denied:
         goal = None  # filter reports it; scoring just has no zone preference
     except BadObject as err:
