@@ -15,6 +15,7 @@ from tests.conftest import ServeFactory
 from tests.fakeapi import FakeApi, eventually
 from tests.rawhttp import FIXTURE, connected, request, response
 from tests.served import Served
+from tests.test_extender import SETTINGS, BrokenStore, args
 from webhook.cluster.credentials import load_credentials
 from webhook.cluster.live import LiveView
 from webhook.cluster.reflector import Tuning
@@ -238,3 +239,24 @@ async def test_in_flight_counts_a_review_uploading_and_not_the_scrape(
         writer.write(body[-10:])
         assert (await response(reader)).status == 200
     assert value(await scrape(served), "stszone_in_flight_requests") == 0
+
+
+async def test_extender_internal_errors_count_as_errors(serve: ServeFactory) -> None:
+    """An internal error in filter travels in ExtenderFilterResult.Error (HTTP 200, so that
+    kube-scheduler shows it on the pod) and in prioritize as a 500: both are stszone's own
+    errors, counted as ``error`` like an admission request's, never as ``allowed``."""
+    served = await serve(runtime=runtime_with_metrics(BrokenStore(zones=("zone-a",)), SETTINGS))
+    body = args(b.sts_pod("db", 0), ["a-ok"], cache=True)
+    status, result = await served.post_json("/extender/filter", body)
+    assert status == 200 and "internal error" in result["Error"]
+    status, _ = await served.post_json("/extender/prioritize", body)
+    assert status == 500
+    status, result = await served.post_json("/extender/filter", {**body, "Pod": b.plain_pod()})
+    assert status == 200 and result["Error"] == ""  # a pod of no set: no view lookup
+
+    samples = await scrape(served)
+    requests = "stszone_requests_total"
+    kind = "ExtenderArgs"
+    assert value(samples, requests, endpoint="extender/filter", kind=kind, result="error") == 1
+    assert value(samples, requests, endpoint="extender/filter", kind=kind, result="allowed") == 1
+    assert value(samples, requests, endpoint="extender/prioritize", kind=kind, result="error") == 1

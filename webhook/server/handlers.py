@@ -36,6 +36,7 @@ class _Exchange:
 
     parsed: review.Review | None = None
     answered: review.Answer | None = None
+    #: The HTTP status, or 500 for an internal error answered in a 200 (extender ``filter``).
     status: int = 200
 
 
@@ -168,8 +169,9 @@ def extender_handler(verb: extender_wire.Verb, *, runtime: Runtime) -> Handler:
         except Exception:
             log.exception("internal error answering extender/%s", verb)
             message = "stszone hit an internal error on this pod; see the webhook's logs"
+            # The observers count it as the error it is, also when the answer is a 200.
+            exchange.status = 500
             if verb != "filter":
-                exchange.status = 500
                 return plain(500, text=message)
             failed = extender.Filtered(error=message)
             answer = extender_wire.dumps(extender_wire.filter_result(args, failed))
