@@ -15,6 +15,7 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults, Settings
 from webhook.errors import BadObject, Denied
 from webhook.model.store import Store
+from webhook.model.tables import TABLES
 from webhook.rules import extender
 from webhook.wire import extender as extender_wire
 
@@ -298,3 +299,22 @@ def test_pods_of_namespaces_stszone_leaves_alone_pass_unfiltered(
     opted = b.sts_pod(ordinal=1, namespace="ns")
     held = extender.filter_nodes(opted, args.candidates, store=store, defaults=DEFAULTS)
     assert held.passed == ("n-zone-b",)
+
+
+def test_pods_of_advanced_statefulsets_pass_unfiltered_with_the_kind_turned_off() -> None:
+    """``serve --no-kruise`` leaves Advanced StatefulSets out: not read, not judged. Their
+    pods that come by (the extender in the default scheduler's profile) pass: the live view
+    never holds their set, and waiting for it would keep them Pending for good."""
+    objects = [*(node(f"n-{z}", z, None, False) for z in ZONES), namespace("ns", enabled=True)]
+    listed = store_from_objects(objects)
+    store = Store(live=True)
+    for table in TABLES:  # every table listed; kruisesets empty, as a kind turned off leaves it
+        store.replace(table, listed.table(table).values())
+    pod = b.sts_pod(ordinal=1)
+    pod["metadata"]["ownerReferences"][0]["apiVersion"] = "apps.kruise.io/v1beta1"
+    args = parse(pod, objects[:3], cache=True, store=store)
+    off = Defaults(kruise=False)
+    filtered = extender.filter_nodes(args.pod, args.candidates, store=store, defaults=off)
+    assert filtered == extender.Filtered(("n-zone-a", "n-zone-b", "n-zone-c"))
+    on = extender.filter_nodes(args.pod, args.candidates, store=store, defaults=Defaults())
+    assert "Advanced StatefulSet ns/db has not reached stszone's view" in on.error

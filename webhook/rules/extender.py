@@ -26,7 +26,7 @@ half for healthy storage.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -47,6 +47,7 @@ from webhook.rules.plan import pod_claims, skipped
 
 #: ``MaxExtenderPriority`` of kube-scheduler's extender API (``MinExtenderPriority`` is 0).
 MAX_SCORE: Final = 10
+_DEFAULTS: Final = Defaults()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +106,11 @@ class Goal:
         return self.volume_zones if self.overruled else frozenset({self.zone})
 
 
-def target(pod: JSON, *, store: Store, excluded: Collection[str] = ()) -> Goal | None:
+def target(pod: JSON, *, store: Store, defaults: Defaults = _DEFAULTS) -> Goal | None:
     """The pod's zone (annotation, else the rule), or None for pods stszone leaves alone:
-    skipped ones, and those of a namespace it never intercepts (``excluded``) or that is not
-    opted in (with the extender in the default scheduler's profile, every pod comes by).
+    skipped ones, those of a namespace it never intercepts or that is not opted in, and those
+    of a kind turned off (with the extender in the default scheduler's profile, every pod
+    comes by).
 
     Raises :class:`Denied` when the annotations are malformed, or when the zone must come from
     the rule and cannot (no ordinal, no zones known).
@@ -116,7 +118,8 @@ def target(pod: JSON, *, store: Store, excluded: Collection[str] = ()) -> Goal |
     meta = objects.mapping(pod, "metadata")
     labels = objects.str_map(meta, "labels", path="metadata")
     namespace = objects.string(meta, "namespace")
-    if skipped(labels) or namespace in excluded or store.namespace_enabled(namespace) is False:
+    excluded = namespace in defaults.excluded_namespaces
+    if skipped(labels) or excluded or store.namespace_enabled(namespace) is False:
         return None
     annotations = objects.str_map(meta, "annotations", path="metadata")
     name = objects.string(meta, "name") or "(unnamed)"
@@ -124,6 +127,8 @@ def target(pod: JSON, *, store: Store, excluded: Collection[str] = ()) -> Goal |
     zone = annotations.get(ZONE)
     controller = workload_owner(meta)
     group, owner = (controller[0], controller[1]) if controller is not None else ("", None)
+    if group and not defaults.kruise:
+        return None  # --no-kruise: the view never holds the set, so there is no rule to apply
     if owner is None:
         if not zone:
             return None
@@ -212,7 +217,7 @@ def filter_nodes(
     """Answer the ``filter`` verb: the nodes where the pod can run with its volumes, in its
     zone, whose storage is healthy."""
     try:
-        goal = target(pod, store=store, excluded=defaults.excluded_namespaces)
+        goal = target(pod, store=store, defaults=defaults)
     except Denied as err:
         return Filtered(error=err.message)
     except BadObject as err:
@@ -239,7 +244,7 @@ def prioritize(
     """Answer the ``prioritize`` verb: (node, 0..10), preferring the volume's zone and healthy
     storage."""
     try:
-        goal = target(pod, store=store, excluded=defaults.excluded_namespaces)
+        goal = target(pod, store=store, defaults=defaults)
     except Denied:
         goal = None  # filter reports it; scoring just has no zone preference
     except BadObject as err:
