@@ -27,6 +27,7 @@ from tests import builders as b
 from tests.fakeapi import FakeApi
 from tests.kubeconfig import write_kubeconfig
 from webhook.cli import main, plugin
+from webhook.cli.explain_text import workload_json, workload_text
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.model.store import Store
 from webhook.rules.explain import explain_pod, explain_workload
@@ -96,6 +97,21 @@ def test_each_member_and_what_the_guard_counts() -> None:
         "zone-a",
         "zone-b",
     ]
+
+
+def test_the_table_says_where_a_going_member_counts() -> None:
+    """db-2 is Terminating and its replacement goes to zone-c, where the guard counts it; db-3's
+    zone is unknown. The GUARD column tells the two apart: zone-c for db-2, unknown for db-3."""
+    explained = explain_workload(_facts(), "ns", "db")
+    assert explained is not None
+    cells = {
+        line.split()[0]: line.split("  ")[-1].strip()
+        for line in workload_text(explained).splitlines()[2:7]
+    }
+    assert cells["2"] == "none (going; counts zone-c)"
+    assert cells["3"] == "unknown"
+    guards = [m["guard"] for m in workload_json(explained)["members"]]
+    assert [(g["zone"], g["counts"]) for g in guards[2:4]] == [(None, "zone-c"), (None, None)]
 
 
 def test_each_smaller_size_gets_the_webhooks_answer() -> None:

@@ -89,7 +89,11 @@ def _member_json(member: Member) -> dict[str, Any]:
         "nodeReady": row.node_ready if row.node else None,
         "status": row.status,
         "why": row.why or None,
-        "guard": {"zone": member.guard.zone, "why": member.guard.why},
+        "guard": {
+            "zone": member.guard.zone,
+            "counts": member.guard.counts,
+            "why": member.guard.why,
+        },
     }
 
 
@@ -123,7 +127,7 @@ def pod_json(explained: PodExplanation) -> dict[str, Any]:
 def _guard_cell(member: Member) -> str:
     zone, row = member.guard.zone, member.row
     if row.status == "going":
-        return f"none (going; counts {zone or '?'})"
+        return f"none (going; counts {member.guard.counts or '?'})"
     if zone is None:
         return "unknown"
     return f"holds {zone}" if row.node else f"{zone} (not running)"

@@ -66,6 +66,8 @@ class Guarded:
 
     zone: str | None
     why: str
+    #: Where the guard counts a member that holds no zone (a going pod: its replacement's zone).
+    counts: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +160,8 @@ def _guarded(located: Located, *, ready: bool) -> Guarded:
             None, f"its zone is unknown ({located.detail}): a scale-down that removes it is refused"
         )
     if located.source == "replacement":
-        return Guarded(None, f"holds no zone: {located.detail}; the guard counts it there")
+        why = f"holds no zone: {located.detail}; the guard counts it there"
+        return Guarded(None, why, counts=zone)
     if located.source in SCHEDULED or located.node:
         why = f"holds {zone} for the scale-down guard"
         if located.source == "volume":
