@@ -366,6 +366,20 @@ def test_explain_cli_finds_advanced_statefulsets(
     assert body["workload"]["kind"] == "Advanced StatefulSet", body
 
 
+def test_explain_text_names_the_live_ordinals(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ordinal 1 is reserved: the members of web are 0, 2 and 3, and the heading of the set and
+    of its member web-3 says so (not "ordinals 0-2", which leaves web-3 out)."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    assert run_explain(store, kind=None, name="web", namespace="shop", output="text") == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head == (
+        "Advanced StatefulSet shop/web: mode affinity, zones a,b,c, replicas 3 "
+        "(live ordinals 0, 2 and 3)"
+    )
+    assert run_explain(store, kind="pod", name="web-3", namespace="shop", output="text") == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"Pod shop/web-3: ordinal 3 of {head}"
+
+
 def test_rebalance_moves_a_misplaced_member_to_its_rank_zone() -> None:
     """web-2 (rank 1) runs in c: one step evicts it for b (ordinal 2 mod 3 would say c);
     web-0 and web-3 stay. The recorded pods were Pending: here the kubelet made them Ready."""

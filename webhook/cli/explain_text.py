@@ -6,16 +6,20 @@ from typing import Any
 
 from webhook.cli.options import table_lines
 from webhook.rules.explain import (
+    LIVE_SHOWN,
     Member,
     PodExplanation,
     SizeAnswer,
     Workload,
     WorkloadExplanation,
 )
+from webhook.rules.text import some
 
 
 def _head(workload: Workload) -> str:
     span = f" (ordinals {workload.start}-{workload.start + workload.replicas - 1})"
+    if workload.live is not None:  # reserveOrdinals leaves gaps: name the first few
+        span = f" (live ordinals {some(workload.live, workload.replicas, shown=LIVE_SHOWN)})"
     return (
         f"{workload.kind} {workload.namespace}/{workload.name}: mode {workload.mode}, zones "
         f"{','.join(workload.zones) or '(none)'}, replicas {workload.replicas}"

@@ -44,6 +44,8 @@ from webhook.rules.text import some
 
 #: Smaller sizes judged one by one, nearest first (each is one guard answer).
 SIZES: Final = 64
+#: Live ordinals of an Advanced StatefulSet a heading names (the rest are counted).
+LIVE_SHOWN: Final = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,9 @@ class Workload:
     zones: tuple[str, ...]
     replicas: int
     start: int
+    #: An Advanced StatefulSet's first few live ordinals (reserveOrdinals leaves gaps); None
+    #: for a set whose members are ``[start, start + replicas)``.
+    live: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +153,16 @@ class StatefulSets:
 def _workload(sts: StatefulSetInfo, policy: Policy | None) -> Workload:
     mode = policy.declared.mode if policy is not None else "?"
     zones = policy.zones if policy is not None else ()
+    live = policy.live if policy is not None else None
     return Workload(
-        workload_kind(sts.group), sts.namespace, sts.name, mode, zones, sts.replicas, sts.start
+        workload_kind(sts.group),
+        sts.namespace,
+        sts.name,
+        mode,
+        zones,
+        sts.replicas,
+        sts.start,
+        None if live is None else tuple(islice(live, LIVE_SHOWN)),
     )
 
 
