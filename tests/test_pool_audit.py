@@ -70,6 +70,20 @@ def test_a_broker_away_from_its_data_is_misplaced(
     assert pools["controller"]["misplaced"] == 0
 
 
+def test_a_misplaced_broker_is_in_the_summary_and_the_json_problems(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The audit exits 1 for broker 5 away from its data: its last line and the JSON's
+    ``problems`` say so too, instead of "Every audited pod is where stszone expects it"."""
+    path = cluster_file(tmp_path, misplace=True)
+    args = ["audit", "--cluster", str(path), "--zones", ",".join(sim.ZONES)]
+    assert main(args) == 1
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "0 StatefulSet(s) and 1 KafkaNodePool(s) with problems; 1 pod(s) misplaced."
+    assert main([*args, "-o", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["problems"] is True
+
+
 def test_rebalance_says_why_it_leaves_brokers_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -24,7 +24,7 @@ from webhook.errors import ConfigError
 from webhook.model.annotations import ENABLED
 from webhook.model.store import Store
 from webhook.rules.audit import Report, SetReport, audit
-from webhook.rules.poolaudit import audit_pools
+from webhook.rules.poolaudit import PoolReport, audit_pools
 from webhook.rules.text import some
 
 HELP = "expected vs actual zone of each ordinal, safe replica counts, removable nodes"
@@ -142,8 +142,8 @@ def _set_lines(report: SetReport) -> list[str]:
     return lines
 
 
-def render_text(report: Report) -> str:
-    """The human-readable audit."""
+def render_text(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> str:
+    """The human-readable audit (its summary weighs ``pools`` too: they set the exit status)."""
     lines: list[str] = []
     if report.all_namespaces:
         lines += [
@@ -162,17 +162,19 @@ def render_text(report: Report) -> str:
         f"Nodes that can be removed together: {', '.join(report.removable_together) or '(none)'}"
     )
     lines += [REMOVAL_NOTE, ""]
-    misplaced = sum(s.misplaced for s in report.sets)
-    broken = sum(s.has_problems for s in report.sets)
-    if report.has_problems:
-        lines.append(f"{broken} StatefulSet(s) with problems; {misplaced} pod(s) misplaced.")
+    misplaced = sum(s.misplaced for s in report.sets) + sum(p.misplaced for p in pools)
+    broken = f"{sum(s.has_problems for s in report.sets)} StatefulSet(s)"
+    if broken_pools := sum(p.has_problems for p in pools):
+        broken += f" and {broken_pools} KafkaNodePool(s)"
+    if report.has_problems or broken_pools:
+        lines.append(f"{broken} with problems; {misplaced} pod(s) misplaced.")
     else:
         lines.append("Every audited pod is where stszone expects it.")
     return "\n".join(lines)
 
 
-def render_json(report: Report) -> dict[str, Any]:
-    """The audit as JSON for scripts (``--output json``)."""
+def render_json(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> dict[str, Any]:
+    """The audit as JSON for scripts (``--output json``); ``problems`` weighs ``pools`` too."""
     return {
         "allNamespaces": report.all_namespaces,
         "statefulsets": [
@@ -211,7 +213,7 @@ def render_json(report: Report) -> dict[str, Any]:
         ],
         "removableNodes": list(report.removable),
         "removableTogether": list(report.removable_together),
-        "problems": report.has_problems,
+        "problems": report.has_problems or any(p.has_problems for p in pools),
     }
 
 
@@ -223,7 +225,8 @@ def run_audit(settings: Settings, *, output: str, namespace: str | None = None) 
     report = audit(view, excluded=excluded, namespace=namespace)
     pools = audit_pools(view, excluded=excluded, namespace=namespace)
     if output == "json":
-        print(json.dumps({**render_json(report), "kafkaNodePools": pools_json(pools)}, indent=2))
+        body = {**render_json(report, pools=pools), "kafkaNodePools": pools_json(pools)}
+        print(json.dumps(body, indent=2))
     else:
-        print((pools_text(pools) + "\n" if pools else "") + render_text(report))
+        print((pools_text(pools) + "\n" if pools else "") + render_text(report, pools=pools))
     return 1 if report.has_problems or any(p.has_problems for p in pools) else 0
