@@ -166,11 +166,8 @@ async def test_a_local_volume_keeps_its_own_node(serve: ServeFactory, cache: boo
 
 
 async def test_node_cache_with_a_metadata_view_cannot_see_conditions(serve: ServeFactory) -> None:
-    """The live view watches node metadata only: the condition is unknown, so it fails no node.
-
-    The label still works; this is the documented reason to prefer the label with
-    nodeCacheCapable: true.
-    """
+    """A view that holds no node conditions (a cluster file of metadata): the condition is
+    unknown, so it fails no node; the label still does."""
     served = await serve(store=cluster(full=False), settings=SETTINGS)
     pod = b.sts_pod(ordinal=3, annotations={"stszone.io/zone": "zone-a"})
     _, result = await served.post_json("/extender/filter", args(pod, ALL, cache=True))
