@@ -229,6 +229,33 @@ async def test_dashboard_covers_what_operators_look_at(scraped: set[str]) -> Non
     assert {topic for topic, name in topics.items() if name not in used} == set()
 
 
+def per_workload_groupings(expr: str) -> list[list[str]]:
+    """The ``by`` labels of each aggregation of ``expr`` that keeps the ``statefulset`` label."""
+    promql = VARIABLES.sub("x", RANGES.sub("5m", expr))
+    found: list[list[str]] = []
+
+    def visit(node: promql_parser.Expr) -> None:
+        if not isinstance(node, promql_parser.AggregateExpr) or node.modifier is None:
+            return
+        if "statefulset" in node.modifier.labels:
+            found.append(list(node.modifier.labels))
+
+    promql_parser.walk(promql_parser.parse(promql), pre_visit=visit)
+    return found
+
+
+def test_workloads_of_one_name_and_two_kinds_stay_apart() -> None:
+    """An Advanced StatefulSet may share its name with a StatefulSet: every per-workload
+    aggregation keeps ``kind``, else one row (or line) would mix the two sets' figures."""
+    exprs = queries(json.loads(DASHBOARD.read_text()))
+    groupings = [labels for expr in exprs for labels in per_workload_groupings(expr)]
+    assert groupings, "no per-workload query found: the check would pass vacuously"
+    assert [labels for labels in groupings if "kind" not in labels] == []
+    assert per_workload_groupings("max by (namespace, statefulset) (x)") == [
+        ["namespace", "statefulset"]
+    ]
+
+
 def test_a_misspelt_series_is_found() -> None:
     """The check can fail: a counter without _total, and a typo, are reported."""
     served = {"stszone_requests_total", "stszone_ready"}
