@@ -327,3 +327,27 @@ def test_a_claim_naming_a_zoneless_volume_with_no_zone_to_follow_records_none() 
     got, warnings = mutated(claim_review(volumeName="pv-nfs"), store)
     assert "stszone.io/zone" not in got["metadata"].get("annotations", {})
     assert got["spec"]["storageClassName"] == "manual" and warnings == ()
+
+
+@pytest.mark.parametrize("old_claim_listed", [True, False])
+def test_a_claim_as_the_api_server_sends_it_to_mutate_is_not_pinned_by_an_earlier_claims_volume(
+    old_claim_listed: bool,
+) -> None:
+    """The API server gives a new object its uid after the mutating webhooks (review 001 has
+    none; its validating twin 002 has one), so /mutate never sees the new claim's uid. pv-b is
+    still Bound to the deleted data-db-0 (its claimRef names that claim's uid): the claim the
+    controller re-creates can never bind to it, so it gets the rule's zone-a and its template
+    class, whether or not the view still lists the deleted claim."""
+    assert "uid" not in claim_review()["request"]["object"]["metadata"]
+    volume = b.pv("pv-b", "zone-b", claim=("cap", "data-db-0"))
+    volume["spec"]["claimRef"]["uid"] = "uid-of-a-deleted-claim"
+    extra = [volume]
+    if old_claim_listed:
+        old = b.pvc("data-db-0", namespace="cap", volume="pv-b")
+        old["metadata"]["uid"] = "uid-of-a-deleted-claim"
+        extra.append(old)
+    got, warnings = mutated(claim_review(), cluster(*extra))
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
+    assert got["spec"]["storageClassName"] == "ssd-zone-a"
+    assert warnings == ("claim data-db-0: storageClassName manual -> ssd-zone-a "
+                        "(stszone.io/storage-class-template)",)  # fmt: skip

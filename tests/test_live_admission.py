@@ -150,20 +150,39 @@ async def with_template(api: FakeApi, view: LiveView) -> None:
     )
 
 
+async def prebind(api: FakeApi, view: LiveView, volume: str, *, claim: str) -> None:
+    """Make ``volume`` pre-bound by name to ``claim`` of namespace cap, which does not exist
+    (deleted, as an admin does to restore a volume to a set): a claimRef without uid."""
+    api.delete("persistentvolumeclaims", claim, namespace="cap")
+    pv = json.loads(api.objects.tables["persistentvolumes"][("", volume)].body)
+    pv["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": "cap", "name": claim}
+    api.put("persistentvolumes", pv)
+    await eventually(
+        lambda: (
+            view.store.volumes[volume].claim_uid == "" and ("cap", claim) not in view.store.claims
+        )
+    )
+
+
 @pytest.mark.parametrize(
-    ("claim", "zone", "storage_class", "says"),
+    ("claim", "prebound", "zone", "storage_class", "says"),
     [
         # no volume: ordinal 5 -> zones[5 mod 3], and the template's class
-        ("data-db-5", "zone-c", "ssd-zone-c", "storageClassName manual -> ssd-zone-c"),
-        # pv-cap-zone-c-1 already names it in claimRef (pre-bound): its zone, its class kept
-        ("data-db-0", "zone-c", "manual", "names volume pv-cap-zone-c-1: storageClassName kept"),
+        ("data-db-5", False, "zone-c", "ssd-zone-c", "storageClassName manual -> ssd-zone-c"),
+        # pv-cap-zone-c-1 names it in a claimRef without uid (pre-bound): its zone, its class kept
+        ("data-db-0", True, "zone-c", "manual", "names volume pv-cap-zone-c-1: storageClassName kept"),
+        # pv-cap-zone-c-1's claimRef names the uid of another data-db-0: the PV controller never
+        # binds it to a claim being created (its uid comes after admission), so the rule places it
+        ("data-db-0", False, "zone-a", "ssd-zone-a", "storageClassName manual -> ssd-zone-a"),
     ],
-)
+    ids=["unbound", "pre-bound", "bound-to-an-earlier-claim"],
+)  # fmt: skip
 async def test_claim_gets_zone_and_storage_class(
     serve: ServeFactory,
     api: FakeApi,
     kubeconfig: Path,
     claim: str,
+    prebound: bool,
     zone: str,
     storage_class: str,
     says: str,
@@ -173,6 +192,8 @@ async def test_claim_gets_zone_and_storage_class(
     served, view = await live_app(serve, kubeconfig)
     await eventually(lambda: view.ready()[0])
     await with_template(api, view)
+    if prebound:
+        await prebind(api, view, "pv-cap-zone-c-1", claim=claim)
     mutated, warnings = await mutate(served, recorded_claim(claim))
     assert mutated["metadata"]["annotations"]["stszone.io/zone"] == zone
     assert mutated["spec"]["storageClassName"] == storage_class

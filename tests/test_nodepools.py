@@ -197,3 +197,24 @@ def test_a_broker_stripped_of_its_zone_requirement_is_refused_at_validation() ->
     refused = sim.admit(view, stripped, endpoint="validate")
     assert not refused.allowed and refused.reason == "ZoneRequirementMissing"
     assert "my-cluster-pool-0" in refused.message
+
+
+def test_a_broker_claim_is_not_pinned_by_the_volume_of_a_deleted_claim_of_its_name() -> None:
+    """The recorded claim reached /mutate without a uid (the API server sets it later), so a
+    volume still Bound to a deleted claim of that name (its claimRef names that claim's uid)
+    is none of its own: the claim is placed by its pool and gets its zone's class."""
+    view = sim.store()
+    for pool in sim.objects("kafkanodepools.v1.json"):
+        fresh = copy.deepcopy(pool)
+        fresh["apiVersion"], fresh["kind"] = "kafka.strimzi.io/v1", "KafkaNodePool"
+        fresh.pop("status")
+        fresh["metadata"]["annotations"] = {"stszone.io/storage-class-template": "ssd-{zone}"}
+        view.put("nodepools", nodepool_info(sim.admit(view, fresh).edited))
+    claim = sim.recorded("006-all-PersistentVolumeClaim")["request"]["object"]
+    assert "uid" not in claim["metadata"]
+    old = b.pv("pv-old", "zone-c", claim=("kafka", "data-0-my-cluster-broker-0"))
+    old["spec"]["claimRef"]["uid"] = "uid-of-a-deleted-claim"
+    view.put("volumes", volume_info(old))
+    answered = sim.admit(view, claim)
+    assert answered.edited["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
+    assert answered.edited["spec"]["storageClassName"] == "ssd-zone-a"

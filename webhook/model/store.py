@@ -329,35 +329,34 @@ class Store:
         self, namespace: str, claim: str, topology_key: str, *, uid: str | None = None
     ) -> tuple[str, frozenset[str] | None]:
         """(volume name, :meth:`volume_zones`) of the PV bound to a claim; ``("", frozenset())``
-        if none.
-
-        The PV's own ``claimRef`` counts too: a pre-bound PV pins the claim before binding.
-        ``uid`` names the claim meant (one being created): a claim of the same name with another
-        uid in the view is an earlier one, deleted, and its volume is not this one's.
+        if none. The PV's own ``claimRef`` counts too: a pre-bound PV pins the claim before
+        binding. ``uid`` (even "") names a claim being created (:meth:`prebound`): a claim of the
+        same name with another uid in the view is an earlier one, deleted.
         """
-        info = self.claims.get((namespace, claim))
-        if uid is not None and info is not None and info.uid and info.uid != uid:
+        info, new = self.claims.get((namespace, claim)), uid is not None
+        if new and info is not None and info.uid and info.uid != uid:
             info = None
         volume = info.volume if info is not None and info.volume else ""
         if uid is None:
             uid = info.uid if info is not None else ""
-        volume = volume or self.prebound(namespace, claim, uid=uid)
+        volume = volume or self.prebound(namespace, claim, uid=uid, new=new)
         if not volume or volume not in self.volumes:
             return "", frozenset()
         return volume, self.volume_zones(volume, topology_key)
 
-    def prebound(self, namespace: str, claim: str, *, uid: str = "") -> str:
+    def prebound(self, namespace: str, claim: str, *, uid: str = "", new: bool = False) -> str:
         """Name of a PersistentVolume whose ``claimRef`` names this claim, or ``""``.
 
         A claimRef naming another uid than ``uid`` (when both are known) belongs to an earlier
         claim of this name, deleted, its volume not yet marked Released: the PV controller will
-        never bind this claim to it.
+        never bind this claim to it. So does any uid but ``uid`` for a ``new`` claim, being
+        created: the API server gives it its uid after the mutating webhooks, so none names it.
         """
         return next(
             (
                 v.name
                 for v in self._volumes_by_claim.get((namespace, claim)).values()
-                if not (uid and v.claim_uid) or v.claim_uid == uid
+                if v.claim_uid in ("", uid) or not (new or uid)
             ),
             "",
         )

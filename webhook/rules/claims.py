@@ -117,7 +117,7 @@ def _owned_claim(
     spec = objects.mapping(claim, "spec")
     uid = objects.string(meta, "uid", path="metadata")
     volume = objects.string(spec, "volumeName", path="spec") or store.prebound(
-        namespace, name, uid=uid
+        namespace, name, uid=uid, new=True
     )
     if volume:
         return _follow_volume(

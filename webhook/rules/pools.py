@@ -139,7 +139,7 @@ def mutate_pool_claim(claim: JSON, *, namespace: str, store: Store) -> Decision:
     spec = objects.mapping(claim, "spec")
     name, uid = objects.string(meta, "name"), objects.string(meta, "uid", path="metadata")
     volume = objects.string(spec, "volumeName", path="spec") or store.prebound(
-        namespace, name, uid=uid
+        namespace, name, uid=uid, new=True
     )
     siblings = [c for c in id_claims(namespace, node_id, policy=policy, store=store) if c != name]
     choice = choose(
