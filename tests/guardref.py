@@ -18,7 +18,8 @@ ordinal one by one and reads the store's raw tables and the volumes' raw objects
 - a scheduled pod that is not going away is in its node's zone label, else its own topology
   label, else its bound volumes' zone, else its zone is unknown (never the placement rule);
 - any other ordinal -- no pod, a pod not scheduled, a pod going away (its replacement) -- is in
-  its bound volumes' zone (unknown when one of them is nowhere), else where the rule puts it
+  its bound volumes' zone (unknown when one of them is nowhere, or their zones do not meet),
+  else where the rule puts it
   (node-ordinal mode: the one zone of the nodes labelled with it), else unknown;
 - a scale-down is refused when a listed zone held by a removed ordinal of known zone is held by
   no kept ordinal of known zone, or when an unknown zone could change that answer (a kept
@@ -223,6 +224,7 @@ def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns")
             nowhere = True
         elif where != ANY:
             volume = set(where) if volume is None else volume & where
+    nowhere = nowhere or volume == set()  # volumes in zones that do not meet: no node mounts all
     by_volume = None
     if volume:
         ordered = [z for z in policy.zones if z in volume] or sorted(volume)

@@ -280,6 +280,29 @@ def test_a_pod_mounting_claims_bound_in_different_zones_is_denied_naming_both() 
     )
 
 
+def test_an_ordinal_whose_claims_are_bound_in_different_zones_holds_no_zone() -> None:
+    """db-2 has no pod: its claims are bound in a and b, so stszone refuses the pod the
+    controller creates (no node can mount both) and ordinal 2 runs nowhere. It must not count
+    as holding c, the rule's zone: 6 -> 3 removes db-5, the only pod in c."""
+    pods = [b.sts_pod(ordinal=o, node=f"n{z}", claims=("data", "logs"))
+            for o, z in ((0, "a"), (1, "b"), (3, "a"), (4, "b"), (5, "c"))]  # fmt: skip
+    sts = b.statefulset(annotations=ABC, replicas=6, templates=("data", "logs"))
+    store = store_from_objects([
+        *NODES, sts, *pods,
+        b.pvc("data-db-2", volume="pv-a"), b.pv("pv-a", "a"),
+        b.pvc("logs-db-2", volume="pv-b"), b.pv("pv-b", "b"),
+    ])  # fmt: skip
+    assert mutated(b.sts_pod(ordinal=2, claims=("data", "logs")), store).reason == (
+        "VolumeZoneConflict"
+    )
+    outcome = scale(store, 6, 3)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    assert (
+        "kept ordinal 2, whose zone is unknown (volumes pv-a and pv-b are in different zones "
+        "(a vs b); no node can mount both), is there" in outcome.message
+    )
+
+
 def test_the_guard_reads_the_claim_a_running_pod_mounts() -> None:
     """db-2 runs on nbare (no zone label) and mounts old-data-2, bound in c; no data-db-2 exists.
     Its mounted claim says c, so 3 -> 2 drops c -- a fact, not an unknown."""

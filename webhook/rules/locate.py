@@ -85,7 +85,7 @@ def volume_zones(claims: Sequence[str], *, namespace: str, policy: Policy, store
 
     Several claims intersect (the pod must reach all of them); a volume pinned to nodes counts
     as their zones, and one that can attach to none makes the ordinal's zone unknown
-    (``Store.volume_zones``).
+    (``Store.volume_zones``), as do volumes in zones that do not meet (placement refuses the pod).
     """
     key = policy.declared.topology_key
     names: list[str] = []
@@ -94,6 +94,10 @@ def volume_zones(claims: Sequence[str], *, namespace: str, policy: Policy, store
         volume, zones = store.claim_zones(namespace, claim, key)
         if zones is None:
             return Pinned((volume,), frozenset(), store.volume_nowhere(volume, key))
+        if zones and allowed is not None and not allowed & zones:
+            apart = f"{', '.join(sorted(allowed))} vs {', '.join(sorted(zones))}"
+            why = f"volumes {names[-1]} and {volume} are in different zones ({apart})"
+            return Pinned((*names, volume), frozenset(), f"{why}; no node can mount both")
         if zones:
             names.append(volume)
             allowed = zones if allowed is None else allowed & zones
