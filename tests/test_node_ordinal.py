@@ -359,3 +359,20 @@ def test_a_node_pinned_pod_may_leave_its_node_for_another_labelled_node_of_its_z
     store = kafka(*nodes, extra=pods)
     alone, _ = removable_nodes(store, [store.statefulsets[("ns", "db")]])
     assert alone == ("n0", "n0x", "n1bare", "n2a", "n2b")
+
+
+def test_a_refusal_says_where_the_pod_would_run_by_its_node_label_not_as_a_zone() -> None:
+    """db-0 asks for zone-b by its nodeSelector; the node labelled 0 is in zone-a, those
+    labelled 1 in zone-b. The refusal names where it would have run by the ordinal label those
+    nodes carry: "in 1" would read as a zone called 1. So does the refusal of a template that
+    keeps ordinal 2 off the node labelled 2."""
+    labelled = [("a1", "zone-a", "0"), ("b1", "zone-b", "1"), ("b2", "zone-b", "1"), ("c1", "zone-c", "2")]  # fmt: skip
+    store = kafka(*(broker(*node) for node in labelled))
+    outcome, _ = mutate(b.sts_pod(ordinal=0, node_selector={ZONE_KEY: "zone-b"}), store)
+    assert outcome.reason == "NodeConflict"
+    assert f"; it would run on nodes b1, b2 with {NODE_LABEL}=1;" in outcome.message
+    sts = b.statefulset(annotations=ANNOTATIONS,
+                        affinity=b.zone_affinity([(NODE_LABEL, "In", ["0", "1"])]))  # fmt: skip
+    request = review.from_dict(b.review(sts))
+    checked = review.answer("validate", request, store=store, defaults=Defaults())
+    assert f"(its pods would run on node a1 with {NODE_LABEL}=0; " in checked.message

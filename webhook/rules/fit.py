@@ -64,12 +64,14 @@ class Fit:
         """Whether the pod's own constraints leave it the zone."""
         return not self.conflict
 
-    def where(self) -> str:
-        """:attr:`elsewhere` in words: "node n4 in zone-b; nodes n5, n6 in zone-c"."""
+    def where(self, *, zones: bool = True) -> str:
+        """:attr:`elsewhere` in words: "node n4 in zone-b; nodes n5, n6 in zone-c"; with
+        ``zones`` False (``key`` names no zone: a node label), "node n4 with example.io/node=1"."""
         parts = []
         for value, nodes in self.elsewhere.items():
             noun = "node" if len(nodes) == 1 else "nodes"
-            place = f"in {value}" if value else f"without {self.key}"
+            place = f"in {value}" if zones else f"with {self.key}={value}"
+            place = place if value else f"without {self.key}"
             parts.append(f"{noun} {', '.join(nodes)} {place}")
         return "; ".join(parts)
 

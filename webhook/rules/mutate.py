@@ -71,18 +71,20 @@ def _pin(
     what: str,
     fix: str = f"change its {ZONES}",
     reason: str = "ZoneConflict",
+    zone: bool = True,
 ) -> NodeRequirement:
     """The requirement ``key In [value]``; Denied if the pod's own constraints rule it out.
 
     They are judged on the view's nodes of ``key=value`` (:mod:`webhook.rules.fit`): a pod
     whose nodeSelector, required affinity or nodeName admits none of them, but admits nodes
     elsewhere, would stay Pending for good once pinned. Where the view has no node there (a
-    node pool at zero), only what they say of ``key`` itself can rule it out.
+    node pool at zero), only what they say of ``key`` itself can rule it out. ``zone``: False
+    when ``key`` is a node label, not a topology key (the message then names no zone).
     """
     judged = fit.fit(pod_selection(view.spec), key=key, value=value, view=store)
     if not judged.allowed:
         verb = "admits no node of" if judged.by_nodes else "excludes"
-        runs = f"; it would run on {judged.where()}" if judged.elsewhere else ""
+        runs = f"; it would run on {judged.where(zones=zone)}" if judged.elsewhere else ""
         raise Denied(
             f"pod {_pod_name(view, plan)} has {judged.conflict}, which {verb} {key}={value}, "
             f"{what}{runs}; remove that constraint from the StatefulSet's pod template or {fix}",
@@ -162,6 +164,7 @@ def _node_ordinal_mode(view: PodView, plan: PodPlan, *, namespace: str, store: S
             what=f"the node label of ordinal {value}",
             fix=f"change its {NODE_LABEL}",
             reason="NodeConflict",
+            zone=False,
         )
     ]
     nodes = store.nodes_with_label(label, value)

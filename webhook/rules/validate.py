@@ -211,7 +211,7 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
     first = next(j for j in judged if not j.allowed)
     why = first.conflict
     if first.elsewhere:
-        why += f" (its pods would run on {first.where()})"
+        why += f" (its pods would run on {first.where(zones=key == declared.topology_key)})"
     if declared.mode == "node-ordinal":
         return (
             f"StatefulSet {info.name}: its pod template's {why} excludes {key} value(s) "
