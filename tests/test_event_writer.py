@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 
 from tests.fakeapi import FakeApi, Fault, eventually
@@ -327,3 +329,39 @@ async def test_writes_waiting_for_a_retry_are_bounded(
         assert s.writer.stats().failed == 2
         await s.writer.round(now=T0 + 60)  # the two held are written now
         assert len(s.events()) == 2 and s.writer.stats().created == 2
+
+
+async def test_an_answer_that_is_not_json_fails_the_write_not_the_job(tmp_path: Path) -> None:
+    """A proxy in front of the API server answering 201 with a page, not a JSON object: the
+    write counts as failed and the job goes on writing (a job that ended would fail /readyz
+    for good)."""
+
+    async def page(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(status=201, text="<html>signed in</html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", page)
+    async with TestServer(app, host="127.0.0.1") as server:
+        url = f"http://127.0.0.1:{server.port}"
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=url, token=TOKEN)
+        settings = Settings()
+        runtime = Runtime(store=Store(), defaults=settings.defaults(), settings=settings)
+        registry = CollectorRegistry()
+        attach_recorder(runtime, credentials=load_credentials(str(kubeconfig)), registry=registry)
+        (job,) = runtime.jobs
+        task = asyncio.create_task(job())
+        try:
+            runtime.outbox.post([REFUSED], dry_run=False)
+            await eventually(
+                lambda: task.done() or "stszone_events_failed_total 1.0" in _metrics(registry)
+            )
+            assert not task.done(), task.exception()
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _metrics(registry: CollectorRegistry) -> str:
+    return generate_latest(registry).decode()

@@ -145,9 +145,18 @@ class Api:
             body=body,
             content_type=content_type,
         ) as resp:
-            answer: Any = json.loads(await resp.read())
+            raw = await resp.read()
+        try:
+            answer: Any = json.loads(raw)
+        except ValueError:
+            # A proxy's page, say: an ApiError, like any answer the caller cannot use, which
+            # every caller handles; a ValueError would end a job that does not expect one.
+            answer = None
         if not isinstance(answer, dict):
-            raise ApiError(resp.status, message=f"{method} {path} answered with no JSON object")
+            seen = raw[:100].decode(errors="replace").strip() or "an empty body"
+            raise ApiError(
+                resp.status, message=f"{method} {path} answered with no JSON object: {seen}"
+            )
         return answer
 
     @asynccontextmanager
