@@ -271,6 +271,26 @@ async def test_a_leader_that_cannot_renew_stops_leading(
     assert a.events[:3] == ["lead", "stop", "lead"]
 
 
+async def test_credentials_that_cannot_be_reloaded_for_a_while_do_not_end_the_campaign(
+    fake: FakeApi, make: Callable[..., Candidate], tmp_path: Path
+) -> None:
+    """The API server stops taking the old token (401: the credentials are reloaded) while the
+    kubeconfig is being rewritten with the new one: the reload fails for a moment, the leader
+    stops leading when its renew deadline passes, and leads again once the file reads; the
+    campaign never ends (a job that ended would fail /readyz for good)."""
+    a = make("replica-a")
+    await eventually(lambda: a.elector.leading)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("")  # truncated, about to be written again
+    fake.token = "lease-token-2"
+    assert a.task is not None
+    await eventually(lambda: a.task is not None and (a.task.done() or a.ended == 1))
+    assert not a.task.done(), a.task.exception()
+    write_kubeconfig(kubeconfig, server=fake.url, token="lease-token-2")
+    await eventually(lambda: a.task is not None and (a.task.done() or a.terms == 2))
+    assert not a.task.done(), a.task.exception()
+
+
 async def test_work_that_fails_at_once_is_run_again_only_a_retry_period_later(
     fake: FakeApi, make: Callable[..., Candidate]
 ) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Final
 import aiohttp
 
 from webhook.cluster.credentials import Credentials
+from webhook.errors import ConfigError
 
 JSON_MEDIA: Final = "application/json"
 #: Largest watch event we buffer; etcd caps objects at 1.5 MiB, JSON may double that.
@@ -52,6 +53,14 @@ class ApiError(Exception):
     def expired(self) -> bool:
         """410 Gone / Expired: the resourceVersion or continue token was compacted; re-list."""
         return self.status == 410 or self.reason in ("Expired", "Gone")
+
+
+class CredentialsError(aiohttp.ClientError):
+    """The credentials could not be loaded for one request (a kubeconfig caught while it is
+    rewritten, a client pair of which one half is new): that request failed, as on a lost
+    connection, and the next one loads them again. A :class:`ConfigError` here would end the
+    jobs that retry only API and connection errors (the Lease campaign, the Secret's watch,
+    the Event writer), and with them readiness, for good."""
 
 
 def api_error(body: Any, *, status: int, retry_after: str | None = None) -> ApiError:
@@ -187,7 +196,10 @@ class Api:
         body: Mapping[str, Any] | list[Any] | None = None,
         content_type: str = JSON_MEDIA,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        target = await self.credentials.target()
+        try:
+            target = await self.credentials.target()
+        except ConfigError as err:
+            raise CredentialsError(err.message) from err
         if self._session is None:
             self._session = aiohttp.ClientSession(auto_decompress=True)
         timeout = aiohttp.ClientTimeout(
