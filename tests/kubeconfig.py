@@ -20,14 +20,19 @@ def write_kubeconfig(
     token: str | None = None,
     ca: Path | None = None,
     exec_token: str | None = None,
+    token_file: str | None = None,
 ) -> Path:
-    """A one-context kubeconfig; ``exec_token`` makes an exec plugin print that token."""
+    """A one-context kubeconfig; ``exec_token`` makes an exec plugin print that token;
+    ``token_file`` is the user's ``tokenFile`` as written (relative to the kubeconfig's
+    directory, or absolute)."""
     cluster: dict[str, object] = {"server": server}
     if ca is not None:
         cluster["certificate-authority"] = str(ca)
     user: dict[str, object] = {}
     if token is not None:
         user["token"] = token
+    if token_file is not None:
+        user["tokenFile"] = token_file
     if exec_token is not None:
         credential = {
             "apiVersion": "client.authentication.k8s.io/v1",

@@ -81,6 +81,28 @@ def test_no_cluster_and_broken_kubeconfig(tmp_path: Path) -> None:
         load_credentials(str(broken))
 
 
+async def test_a_kubeconfig_token_file_is_reread_when_it_changes(
+    api: FakeApi, dev_certs: DevCerts, tmp_path: Path
+) -> None:
+    """A kubeconfig whose user reads its token from a file (``tokenFile``, relative to the
+    kubeconfig) that something rotates, as the kubelet does a projected token: requests carry
+    the new token once the file has it, as client-go's do; none is refused first (a refused
+    eviction stops ``rebalance --apply``)."""
+    (tmp_path / "sa").mkdir()
+    token = tmp_path / "sa" / "token"
+    token.write_text("t-1")
+    path = write_kubeconfig(
+        tmp_path / "config", server=api.url, token_file="sa/token", ca=dev_certs.ca
+    )
+    credentials = load_credentials(str(path))
+    assert len((await live_store(Settings(), credentials=credentials)).pods) == 12
+    rotated = tmp_path / "sa" / "token.new"
+    rotated.write_text("t-2")
+    rotated.replace(token)
+    api.token = "t-2"  # the old token's time is over
+    assert len((await live_store(Settings(), credentials=credentials)).pods) == 12
+
+
 async def test_in_cluster_token_is_reread_after_rotation(
     api: FakeApi, dev_certs: DevCerts, tmp_path: Path
 ) -> None:

@@ -13,8 +13,9 @@ immediate, and raw JSON goes straight to the ``state`` extractors.
 Credentials expire: bound service-account tokens are rotated by the kubelet (the file changes
 under us) and exec plugins hand out short-lived tokens. :meth:`Credentials.target` therefore
 runs the configuration's ``refresh_api_key_hook`` before every request (it re-reads the token
-file once a minute, or re-runs the exec plugin after the expiry it announced), and a 401 drops
-the configuration so the next request reloads it from scratch. That hook may read files or run
+file once a minute, or re-runs the exec plugin after the expiry it announced), reloads a
+kubeconfig whose user's ``tokenFile`` changed (the loader reads that file only once), and a 401
+drops the configuration so the next request reloads it from scratch. That hook may read files or run
 a subprocess, so it runs in the default executor: the one place a thread is used, never on the
 admission path.
 """
@@ -53,11 +54,17 @@ class Connection:
 class Credentials:
     """Where the cluster is and how to authenticate, refreshed before each request."""
 
-    def __init__(self, load: Callable[[], Any], *, source: str) -> None:
+    def __init__(
+        self, load: Callable[[], Any], *, source: str, token_file: str | None = None
+    ) -> None:
         #: Human-readable origin, for logs: "in-cluster service account", "kubeconfig PATH".
         self.source = source
         self._load = load
         self._config: Any = None
+        #: A kubeconfig user's ``tokenFile``: the loader reads it once, so a change of it (a
+        #: rotated token) reloads the configuration, as client-go re-reads the file.
+        self._token_file = token_file
+        self._token_stamp: tuple[int, ...] | None = None
         self._tls: tuple[tuple[Any, ...], ssl.SSLContext] | None = None
         # Six reflectors ask at once from executor threads; the loaders are not thread-safe
         # (and an exec plugin should run once, not six times).
@@ -80,7 +87,11 @@ class Credentials:
                 raise ConfigError(f"cannot load credentials from {self.source}: {err}") from err
 
     def _target(self) -> Connection:
+        if self._token_file is not None and _stamp(self._token_file) != self._token_stamp:
+            self._config = None
         if self._config is None:
+            if self._token_file is not None:
+                self._token_stamp = _stamp(self._token_file)
             self._config = self._load()
         config = self._config
         # get_api_key_with_prefix runs refresh_api_key_hook first: token rotation happens here.
@@ -108,6 +119,31 @@ class Credentials:
                 context.load_cert_chain(config.cert_file, config.key_file or None)
             self._tls = (stamp, context)
         return self._tls[1]
+
+
+def _stamp(path: str) -> tuple[int, ...] | None:
+    # The kubelet swaps in a new file (a new inode); other writers rewrite it in place.
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
+
+
+def _token_file(path: str, *, context: str | None, kube_config: Any) -> str | None:
+    """The ``tokenFile`` of the kubeconfig user ``context`` (else the current one) names,
+    resolved as the loader resolves it; None when there is none (or the file does not read:
+    loading it says why)."""
+    try:
+        merged = kube_config.kube_config.KubeConfigMerger(path).config
+        named = merged["contexts"].get_with_name(context or merged["current-context"])
+        user = merged["users"].get_with_name(named["context"]["user"])["user"]
+        if "tokenFile" not in user:
+            return None
+        base = os.path.dirname(os.path.abspath(str(user.path)))
+        return os.path.normpath(os.path.join(base, str(user["tokenFile"])))
+    except Exception:  # ConfigException, YAML errors, a shape the loader refuses anyway
+        return None
 
 
 def _mtime(path: str | None) -> float:
@@ -189,7 +225,11 @@ def load_credentials(
             return configuration
 
         named = f" (context {context})" if context else ""
-        credentials = Credentials(from_file, source=f"kubeconfig {path}{named}")
+        credentials = Credentials(
+            from_file,
+            source=f"kubeconfig {path}{named}",
+            token_file=_token_file(path, context=context, kube_config=kube_config),
+        )
     credentials.target_now()
     return credentials
 
