@@ -31,7 +31,6 @@ import aiohttp
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.correlator import Correlator, Create, Patch, Write
-from webhook.errors import ConfigError
 from webhook.model.outbox import Outbox
 
 log = logging.getLogger("stszone.events")
@@ -205,9 +204,9 @@ class EventWriter:
                 self._fail(write, f"refused: {err}", now=now)
                 return
             self._later(write, tries=tries, now=now, why=str(err), at_least=err.retry_after)
-        except (aiohttp.ClientError, OSError, TimeoutError, ConfigError) as err:
-            # ConfigError: the credentials could not be loaded (a kubeconfig being rewritten,
-            # an exec plugin failing once); the next attempt loads them again.
+        except (aiohttp.ClientError, OSError, TimeoutError) as err:
+            # ClientError includes credentials that could not be loaded for this attempt (a
+            # kubeconfig being rewritten, an exec plugin failing once): the next loads them.
             self._later(write, tries=tries, now=now, why=str(err) or type(err).__name__)
         else:
             self._backoff.reset()
