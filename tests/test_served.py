@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from webhook.cluster.api import Api
 from webhook.cluster.credentials import load_credentials
 from webhook.cluster.resources import Resource, optional_resources
 from webhook.cluster.served import ServedReflector
+from webhook.cluster.snapshot import list_cluster
 from webhook.config import Settings
 from webhook.model.store import Store
 from webhook.model.tables import Table
@@ -136,3 +138,106 @@ def test_the_kind_can_be_turned_off() -> None:
         "poolpods",
     }
     assert {r.table for r in optional_resources(Settings(kafka_node_pools=False))} == {"kruisesets"}
+
+
+def _pool_list_v1() -> dict[str, Any]:
+    listed = _pool_list()
+    listed["apiVersion"] = "kafka.strimzi.io/v1"
+    return listed
+
+
+@pytest.mark.parametrize("version", ["v1", "v1beta2"])
+async def test_node_pools_are_watched_at_the_version_strimzi_serves(
+    tmp_path: Path, version: str
+) -> None:
+    # Strimzi 1.0 serves KafkaNodePools as kafka.strimzi.io/v1 only (v1beta2 is removed from
+    # its CRDs); Strimzi before 0.49 serves v1beta2 only. Either way the pools are listed.
+    (resource,) = [r for r in optional_resources(Settings()) if r.table == "nodepools"]
+    at = f"/apis/kafka.strimzi.io/{version}/kafkanodepools"
+    fake = Discovery(dataclasses.replace(resource, path=at), _pool_list_v1)
+    fake.served = True
+    app = web.Application()
+    app.router.add_get(fake.group_version_path, fake.group_version)
+    app.router.add_get(at, fake.collection)
+    async with TestServer(app, host="127.0.0.1") as server:
+        config = write_kubeconfig(
+            tmp_path / "kubeconfig", server=str(server.make_url("")).rstrip("/"), token="t"
+        )
+        store = Store(live=True)
+        async with Api(load_credentials(str(config))) as api:
+            cache = ServedReflector(resource, api=api, store=store, poll=0.05)
+            job = asyncio.create_task(cache.run())
+            try:
+                await eventually(lambda: KINDS["nodepools"].holds(store))
+                assert cache.status().synced and cache.status().objects == 1
+            finally:
+                job.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await job
+            # The one-shot commands (audit, explain) list the same version.
+            once = Store()
+            await ServedReflector(resource, api=api, store=once).list()
+            assert KINDS["nodepools"].holds(once)
+
+
+async def test_node_pools_follow_strimzi_when_an_upgrade_removes_v1beta2(tmp_path: Path) -> None:
+    (resource,) = [r for r in optional_resources(Settings()) if r.table == "nodepools"]
+    before = sim.pool_object("broker", replicas=3, node_ids=[0, 1, 2])
+    after = sim.pool_object("broker", replicas=4, node_ids=[0, 1, 2, 3])
+
+    def listing(pool: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+        return lambda: {"kind": "KafkaNodePoolList", "items": [pool]}
+
+    fakes = {
+        version: Discovery(
+            dataclasses.replace(resource, path=f"/apis/kafka.strimzi.io/{version}/kafkanodepools"),
+            listing(pool),
+        )
+        for version, pool in (("v1beta2", before), ("v1", after))
+    }
+    fakes["v1beta2"].served = True  # Strimzi before 0.49
+    app = web.Application()
+    for fake in fakes.values():
+        app.router.add_get(fake.group_version_path, fake.group_version)
+        app.router.add_get(f"{fake.group_version_path}/{fake.plural}", fake.collection)
+    async with TestServer(app, host="127.0.0.1") as server:
+        config = write_kubeconfig(
+            tmp_path / "kubeconfig", server=str(server.make_url("")).rstrip("/"), token="t"
+        )
+        store = Store(live=True)
+        async with Api(load_credentials(str(config))) as api:
+            cache = ServedReflector(resource, api=api, store=store, poll=0.05)
+            job = asyncio.create_task(cache.run())
+            try:
+                await eventually(lambda: store.nodepool("kafka", "broker") is not None)
+                # Strimzi 1.0: its CRD serves v1 only.
+                fakes["v1beta2"].served, fakes["v1"].served = False, True
+                await eventually(
+                    lambda: getattr(store.nodepool("kafka", "broker"), "replicas", 0) == 4
+                )
+                assert cache.status().synced
+            finally:
+                job.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await job
+
+
+async def test_the_rebalance_snapshot_lists_node_pools_at_v1_when_only_v1_is_served(
+    tmp_path: Path,
+) -> None:
+    async def handle(request: web.Request) -> web.Response:
+        if request.path == "/apis/kafka.strimzi.io/v1/kafkanodepools":
+            return web.json_response(_pool_list_v1())
+        if request.path.startswith("/apis/kafka.strimzi.io/"):
+            return web.json_response({"kind": "Status", "code": 404}, status=404)
+        return web.json_response({"kind": "List", "items": [], "metadata": {}})
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    async with TestServer(app, host="127.0.0.1") as server:
+        config = write_kubeconfig(
+            tmp_path / "kubeconfig", server=str(server.make_url("")).rstrip("/"), token="t"
+        )
+        async with Api(load_credentials(str(config))) as api:
+            items = await list_cluster(Settings(), api=api)
+    assert [i["metadata"]["name"] for i in items if i.get("kind") == "KafkaNodePool"] == ["broker"]

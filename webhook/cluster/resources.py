@@ -9,9 +9,9 @@
   (``spec.nodeAffinity``, ``spec.volumeName``, the pod template) are not metadata.
 * pods -- only StatefulSet pods, by the server-side selector ``statefulset.kubernetes.io/pod-name``
   (the StatefulSet controller sets it on every pod it creates), never every pod of the cluster.
-* kafkanodepools (``kafka.strimzi.io/v1beta2``, served by every Strimzi since node pools came)
-  and the pods of node pools (label ``strimzi.io/pool-name``): only with ``--kafka-node-pools``
-  (the default).
+* kafkanodepools (``kafka.strimzi.io/v1``, else ``v1beta2``: Strimzi 1.0 serves only ``v1``,
+  Strimzi before 0.49 only ``v1beta2``) and the pods of node pools (label
+  ``strimzi.io/pool-name``): only with ``--kafka-node-pools`` (the default).
 * Advanced StatefulSets (``apps.kruise.io``): only with ``--kruise`` (the default).
 * A CRD's collection is optional: while API discovery does not list it, its table stays empty
   and counts as listed; discovery is asked again now and then, so a CRD installed after start
@@ -52,6 +52,14 @@ class Resource:
     metadata_only: bool = False
     #: Served only where a CRD is installed: watched only while API discovery lists it.
     optional: bool = False
+    #: The same collection at other versions of its API, in order, read where the version of
+    #: ``path`` is not served (a CRD of an older release serves only those).
+    older: tuple[str, ...] = ()
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Where the collection may be served, the preferred version first."""
+        return (self.path, *self.older)
 
     def accept(self, *, watch: bool) -> str:
         """The Accept header of a list (``watch=False``) or a watch of this collection."""
@@ -81,7 +89,12 @@ _BUILT_IN: Final = (
 #: Strimzi node pools and their brokers' pods; the pods are core, but only worth a watch
 #: with the kind on.
 _STRIMZI: Final = (
-    Resource(table="nodepools", path=f"/apis/{GROUP}/v1beta2/kafkanodepools", optional=True),
+    Resource(
+        table="nodepools",
+        path=f"/apis/{GROUP}/v1/kafkanodepools",
+        optional=True,
+        older=(f"/apis/{GROUP}/v1beta2/kafkanodepools",),
+    ),
     Resource(table="poolpods", path="/api/v1/pods", label_selector=POOL_LABEL),
 )
 _KRUISE: Final = (

@@ -5,13 +5,16 @@ them must cost nothing (no failing lists, no readiness problem), and a CRD insta
 stszone started must be picked up without a restart. So the cache asks API discovery for the
 group version every ``poll`` seconds: while the resource is not served, its table is empty and
 counts as listed; once it is, an ordinary :class:`Reflector` lists and watches it; when the CRD
-goes away again, that reflector is stopped and the table emptied.
+goes away again, that reflector is stopped and the table emptied. A collection served at several
+versions over a CRD's releases (:attr:`Resource.paths`) is read at the first one discovery
+lists, and at another once that one is no longer served (an upgrade that removes a version).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -42,6 +45,15 @@ async def served(api: Api, resource: Resource) -> bool:
     return isinstance(listed, list) and any(
         isinstance(r, dict) and r.get("name") == plural for r in listed
     )
+
+
+async def serving(api: Api, resource: Resource) -> Resource | None:
+    """The resource at the first of its paths that discovery lists; None when none is."""
+    for path in resource.paths:
+        at = dataclasses.replace(resource, path=path, older=())
+        if await served(api, at):
+            return at
+    return None
 
 
 class ServedReflector(Reflector):
@@ -92,16 +104,17 @@ class ServedReflector(Reflector):
         if self._inner is not None:
             await self._inner.wait_synced()
 
-    def _fresh(self) -> Reflector:
+    def _fresh(self, resource: Resource) -> Reflector:
         api, store, tuning, folding = self._args
-        fresh = Reflector(self.resource, api=api, store=store, tuning=tuning, folding=folding)
+        fresh = Reflector(resource, api=api, store=store, tuning=tuning, folding=folding)
         self._decided.set()
         return fresh
 
     async def list(self) -> None:
         """One list when served, else an empty table (for the one-shot commands)."""
-        if await served(self._api, self.resource):
-            self._inner = self._fresh()
+        found = await serving(self._api, self.resource)
+        if found is not None:
+            self._inner = self._fresh(found)
             await self._inner.list()
         else:
             self._absent()
@@ -109,10 +122,15 @@ class ServedReflector(Reflector):
     async def run(self) -> None:
         """Check discovery every ``poll`` seconds; run a reflector while the API is served."""
         task: asyncio.Task[None] | None = None
+        running: Resource | None = None
         try:
             while True:
                 try:
-                    now = await served(self._api, self.resource)
+                    # What runs is kept while its version is served.
+                    if running is not None and await served(self._api, running):
+                        now: Resource | None = running
+                    else:
+                        now = await serving(self._api, self.resource)
                 except asyncio.CancelledError:
                     raise
                 except Exception as err:  # unknown: keep what runs, ask again later
@@ -121,18 +139,21 @@ class ServedReflector(Reflector):
                         self._absent()  # an optional kind never holds readiness back
                     await asyncio.sleep(self._poll)
                     continue
-                if now and task is None:
-                    log.info("%s is served: watching it", self.resource.path)
-                    self._inner = self._fresh()
-                    task = asyncio.create_task(self._inner.run())
-                elif not now and task is not None:
-                    log.info("%s is no longer served: its cache is emptied", self.resource.path)
+                if task is not None and running is not None and now != running:
+                    gone = "" if now is not None else ": its cache is emptied"
+                    log.info("%s is no longer served%s", running.path, gone)
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
-                    task, self._inner = None, None
-                    self._absent()
-                elif not now and not self._empty.is_set():
+                    task, running, self._inner = None, None, None
+                    if now is None:
+                        self._absent()
+                if now is not None and task is None:
+                    log.info("%s is served: watching it", now.path)
+                    self._inner = self._fresh(now)
+                    running = now
+                    task = asyncio.create_task(self._inner.run())
+                elif now is None and not self._empty.is_set():
                     self._absent()
                 await asyncio.sleep(self._poll)
         finally:

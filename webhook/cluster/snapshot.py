@@ -22,7 +22,7 @@ import aiohttp
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.clusterfile import flatten, read_documents, store_from_objects
 from webhook.cluster.credentials import Credentials, load_credentials
-from webhook.cluster.resources import CLUSTER_SCOPED, resources
+from webhook.cluster.resources import CLUSTER_SCOPED, Resource, resources
 from webhook.config import Settings
 from webhook.errors import BadObject, ConfigError
 from webhook.model.state import LiveState, live_state
@@ -101,15 +101,27 @@ async def list_cluster(
 ) -> list[Mapping[str, Any]]:
     """Nodes, volumes, claims, StatefulSets, their pods and opted-in namespaces, as objects."""
     lists = [
-        list_collection(
-            api,
-            _path(r.path, namespaced=r.table not in CLUSTER_SCOPED, namespace=namespace),
-            label_selector=r.label_selector,
-            optional=r.optional,
-        )
+        _list_resource(api, r, namespaced=r.table not in CLUSTER_SCOPED, namespace=namespace)
         for r in resources(settings)
     ]
     return [item for found in await asyncio.gather(*lists) for item in found]
+
+
+async def _list_resource(
+    api: Api, resource: Resource, *, namespaced: bool, namespace: str | None
+) -> list[Mapping[str, Any]]:
+    """Every item of one collection, at the first of its versions the API server serves."""
+    for path in resource.paths:
+        try:
+            return await list_collection(
+                api,
+                _path(path, namespaced=namespaced, namespace=namespace),
+                label_selector=resource.label_selector,
+            )
+        except ApiError as err:
+            if not (resource.optional and err.status == 404):
+                raise
+    return []
 
 
 async def live_snapshot(
