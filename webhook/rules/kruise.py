@@ -25,7 +25,7 @@ from webhook.model.kruise import Live
 from webhook.model.objects import JSON
 from webhook.model.records import StatefulSetInfo, kruise_set_info
 from webhook.model.store import Store
-from webhook.rules import kruiseguard, verdict
+from webhook.rules import kruiseguard, retention, verdict
 from webhook.rules import validate as validations
 from webhook.rules.decision import Decision, allow
 from webhook.rules.placement import Policy, kruise_live, require_synced, resolve_policy
@@ -109,6 +109,7 @@ def validate_kruise_set(sts: JSON, *, old: JSON | None, namespace: str, store: S
         store=store,
         label=label,
         uid=objects.string(meta, "uid", path="metadata"),
+        sts=info,
     )
     return outcome.with_warnings(base.warnings).with_notices(*base.notices)
 
@@ -139,33 +140,57 @@ def judge_live(
     store: Store,
     label: str = "",
     uid: str = "",
+    sts: StatefulSetInfo | None = None,
 ) -> Decision:
-    """The verdict on going from the live set ``before`` to ``after``."""
-    if not after.replicas:
-        return verdict.stopped(name, old=before.replicas)
-    require_synced(
-        store, what=f"a change of Advanced StatefulSet {namespace}/{name}", also=("kruisesets",)
-    )
-    result = kruiseguard.compare(
-        name,
-        before=before,
-        after=after,
-        namespace=namespace,
-        old_policy=old_policy,
-        new_policy=new_policy,
-        store=store,
-        label=label,
-    )
-    if result is None:
-        return allow(
-            warnings=(
-                f"{name}: over {kruiseguard.LIMIT} members; stszone does not judge this change",
-            )
-        )
+    """The verdict on going from the live set ``before`` to ``after``; ``sts``: the set as it
+    will be, whose claims an allowed answer says go with the removed members."""
     regarding = notices.workload(namespace, name, group=kruise.GROUP, uid=uid)
-    return verdict.verdict(
-        result, allow_zone_loss=new_policy.declared.allow_zone_loss, regarding=regarding
-    )
+    if not after.replicas:
+        outcome = verdict.stopped(name, old=before.replicas)
+    else:
+        require_synced(
+            store, what=f"a change of Advanced StatefulSet {namespace}/{name}", also=("kruisesets",)
+        )
+        result = kruiseguard.compare(
+            name,
+            before=before,
+            after=after,
+            namespace=namespace,
+            old_policy=old_policy,
+            new_policy=new_policy,
+            store=store,
+            label=label,
+        )
+        if result is None:
+            return allow(
+                warnings=(
+                    f"{name}: over {kruiseguard.LIMIT} members; stszone does not judge this change",
+                )
+            )
+        outcome = verdict.verdict(
+            result, allow_zone_loss=new_policy.declared.allow_zone_loss, regarding=regarding
+        )
+    if sts is None or not outcome.allowed:
+        return outcome
+    return _with_claims(outcome, sts, before=before, after=after, store=store, label=label, uid=uid)
+
+
+def _with_claims(
+    outcome: Decision,
+    sts: StatefulSetInfo,
+    *,
+    before: Live,
+    after: Live,
+    store: Store,
+    label: str = "",
+    uid: str = "",
+) -> Decision:
+    """``outcome`` saying which claims go with the members ``after`` no longer has
+    (``whenScaled: Delete``), as a warning and an Event on the set."""
+    deleted = retention.live_warning(sts, before=before, after=after, store=store, label=label)
+    regarding = notices.workload(sts.namespace, sts.name, group=kruise.GROUP, uid=uid)
+    told = tuple(notices.claims_deleted(regarding, note=text) for text in deleted)
+    return outcome.with_warnings(deleted).with_notices(*told)
 
 
 def validate_kruise_scale(
@@ -175,15 +200,20 @@ def validate_kruise_scale(
     new_count = _replicas(scale)
     if old and new_count >= _replicas(old):
         return allow()  # not a scale-down: no lookups
-    if old and new_count == 0:
-        return verdict.stopped(name, old=_replicas(old))
     held = store.statefulset(namespace, name, kruise.GROUP)
     # An UPDATE always carries oldObject; a hand-written review may not.
     old_count = _replicas(old) if old else held.replicas if held is not None else new_count
     if new_count >= old_count:
         return allow()
+    uid = objects.string(objects.mapping(scale, "metadata"), "uid", path="metadata")
     if new_count == 0:
-        return verdict.stopped(name, old=old_count)
+        stopped = verdict.stopped(name, old=old_count)
+        if held is None:
+            return stopped
+        everything = kruise_live(held, store=store, replicas=old_count)
+        return _with_claims(
+            stopped, held, before=everything, after=everything.resized(0), store=store, uid=uid
+        )
     policy = resolve_policy(
         namespace, name, store=store, tolerate_malformed=True, group=kruise.GROUP
     )
@@ -205,7 +235,8 @@ def validate_kruise_scale(
         new_policy=policy._replace(live=after),
         store=store,
         label="",
-        uid=objects.string(objects.mapping(scale, "metadata"), "uid", path="metadata"),
+        uid=uid,
+        sts=held,
     )
     return outcome.with_warnings(warnings)
 

@@ -6,10 +6,17 @@ removes (a move of ``spec.ordinals.start`` removes ordinals too) once their pods
 a volume whose reclaim policy is Delete goes with its claim, data and all. A scale-down the
 guard allows says so: which claims go (a count past a few), and whether their data goes too.
 Only claims the view holds are named: an ordinal without one has nothing to delete.
+
+kruise-manager does the same for an Advanced StatefulSet, to every member that leaves its live
+ordinals: those above the new count and those newly reserved (``podInOrdinalRange`` in its
+``stateful_set_utils.go``), so its changes are said alike, from the live sets before and after.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from webhook.model.kruise import Live
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules.ordinals import removed as removed_ordinals
@@ -27,11 +34,17 @@ def deleted_claims(
     order; how many of them have a volume whose reclaim policy is Delete); bounded by the set's
     objects in the view, not by the ranges (which may hold two billion ordinals)."""
     gone = removed_ordinals(old, new)
-    known = store.known_ordinals(sts.namespace, sts.name, templates=sts.templates)
+    return _claims_of(sts, lambda ordinal: any(ordinal in r for r in gone), store=store)
+
+
+def _claims_of(
+    sts: StatefulSetInfo, gone: Callable[[int], bool], *, store: Store
+) -> tuple[list[str], int]:
+    known = store.known_ordinals(sts.namespace, sts.name, templates=sts.templates, group=sts.group)
     claims: list[str] = []
     with_data = 0
     for ordinal in sorted(known):
-        if not any(ordinal in r for r in gone):
+        if not gone(ordinal):
             continue
         for template in sts.templates:
             name = claim_name(template, sts.name, ordinal)
@@ -50,12 +63,28 @@ def warning(sts: StatefulSetInfo, *, old: range, new: range, store: Store) -> tu
     go with its pods (none without that policy, or when the view holds no claim that goes)."""
     if not sts.deletes_claims:
         return ()
-    claims, with_data = deleted_claims(sts, old=old, new=new, store=store)
+    return _said(sts, _change(old, new), deleted_claims(sts, old=old, new=new, store=store))
+
+
+def live_warning(
+    sts: StatefulSetInfo, *, before: Live, after: Live, store: Store, label: str = ""
+) -> tuple[str, ...]:
+    """The same warning for an Advanced StatefulSet going from the live ordinals ``before`` to
+    ``after``; ``label`` names the change (the counts when empty)."""
+    if not sts.deletes_claims:
+        return ()
+    found = _claims_of(sts, lambda o: o in before and o not in after, store=store)
+    counts = f"{before.replicas} -> {after.replicas}"
+    return _said(sts, label if label and after.replicas else counts, found)
+
+
+def _said(sts: StatefulSetInfo, change: str, found: tuple[list[str], int]) -> tuple[str, ...]:
+    claims, with_data = found
     if not claims:
         return ()
     plural = len(claims) > 1
     head = (
-        f"{sts.name}: {_change(old, new)} deletes claim{'s' if plural else ''} "
+        f"{sts.name}: {change} deletes claim{'s' if plural else ''} "
         f"{some(claims, len(claims))} with {'their pods' if plural else 'its pod'} ({POLICY})"
     )
     if with_data == len(claims):
