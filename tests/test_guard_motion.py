@@ -481,6 +481,20 @@ def test_the_claims_warning_on_an_update_and_on_scaling_to_zero() -> None:
     assert scale(kept, 4, 3).warnings == ()
 
 
+def test_scaling_to_zero_by_scale_also_makes_the_claims_event() -> None:
+    """kubectl scale --replicas=0 deletes every claim as an UPDATE to 0 does: both say it in a
+    warning and in a ClaimsDeleted Event on the set."""
+    pods = placed("na", "nb", "nc", "na")
+    store = cluster(pods, extra=claimed(4, reclaim="Delete"), when_scaled="Delete")
+    after = b.statefulset(replicas=0, annotations=ABC, when_scaled="Delete")
+    by_update = sts_update(store, b.statefulset(replicas=4, annotations=ABC), after)
+    for answer in (by_update, scale(store, 4, 0)):
+        (said,) = [w for w in answer.warnings if "deletes claims" in w]
+        (notice,) = [n for n in answer.decision.notices if n.reason == "ClaimsDeleted"]
+        assert notice.note == said
+        assert (notice.regarding.kind, notice.regarding.name) == ("StatefulSet", "db")
+
+
 # --- the same facts in the zone-risk gauges ---------------------------------------------------
 
 
