@@ -21,6 +21,7 @@ from webhook.config import Defaults
 from webhook.model.notices import CLAIMS_DELETED
 from webhook.model.store import Store
 from webhook.rules.admission import Request, validate
+from webhook.rules.explain import explain_workload
 
 OBJECTS = Path(__file__).parent / "fixtures" / "kruise" / "objects"
 POLICY = "(persistentVolumeClaimRetentionPolicy.whenScaled: Delete)"
@@ -145,3 +146,16 @@ def test_a_kruise_set_that_retains_its_claims_says_nothing_of_them() -> None:
     kept = _store(when_scaled="Retain")
     assert not any("deletes" in w for w in _scale(kept, 4, 3).warnings)
     assert not _update(kept, _set(4, [1, 4], when_scaled="Retain")).notices
+
+
+def test_explain_says_the_claims_each_smaller_size_deletes() -> None:
+    """``stszone explain asts/web`` judges 3 replicas as /scale would: allowed, and data-web-4
+    goes with its pod, as the same answer for an ``apps/v1`` set says."""
+    explained = explain_workload(_store(), "shop", "web", group="apps.kruise.io")
+    assert explained is not None
+    sizes = {s.replicas: s for s in explained.sizes}
+    assert sizes[3].allowed
+    assert sizes[3].warnings == (
+        f"web: 4 -> 3 deletes claim data-web-4 with its pod {POLICY}; its volume's reclaim "
+        "policy is Delete: the data goes with it",
+    )

@@ -274,6 +274,7 @@ def _answer(sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int) -
             old_policy=policy,
             new_policy=policy._replace(live=after),
             store=store,
+            sts=sts,
         )
         return SizeAnswer(
             replicas, decided.allowed, decided.reason, decided.message, tuple(decided.warnings)
