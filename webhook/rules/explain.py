@@ -161,7 +161,7 @@ def _workload(sts: StatefulSetInfo, policy: Policy | None) -> Workload:
         mode,
         zones,
         sts.replicas,
-        sts.start,
+        sts.start if live is None else live.start,
         None if live is None else tuple(islice(live, LIVE_SHOWN)),
     )
 
