@@ -495,6 +495,27 @@ def test_scaling_to_zero_by_scale_also_makes_the_claims_event() -> None:
         assert (notice.regarding.kind, notice.regarding.name) == ("StatefulSet", "db")
 
 
+def test_the_claims_event_relates_the_one_claim_it_deletes() -> None:
+    """docs/events.md: an Event names the claim involved (``related``). 4 -> 3 deletes
+    data-db-3 alone: its Event relates it; 9 -> 3 deletes six, and relates none of them."""
+    one = cluster(
+        placed("na", "nb", "nc", "na"), extra=claimed(4, reclaim="Retain"), when_scaled="Delete"
+    )
+    (notice,) = scale(one, 4, 3).decision.notices
+    assert notice.reason == "ClaimsDeleted"
+    assert notice.related is not None
+    assert (notice.related.kind, notice.related.namespace, notice.related.name) == (
+        "PersistentVolumeClaim",
+        "ns",
+        "data-db-3",
+    )
+    several = cluster(
+        placed(*["na", "nb", "nc"] * 3), extra=claimed(9, reclaim="Retain"), when_scaled="Delete"
+    )
+    (notice,) = scale(several, 9, 3).decision.notices
+    assert notice.reason == "ClaimsDeleted" and notice.related is None
+
+
 # --- the same facts in the zone-risk gauges ---------------------------------------------------
 
 

@@ -189,8 +189,7 @@ def _with_claims(
     (``whenScaled: Delete``), as a warning and an Event on the set."""
     deleted = retention.live_warning(sts, before=before, after=after, store=store, label=label)
     regarding = notices.workload(sts.namespace, sts.name, group=kruise.GROUP, uid=uid)
-    told = tuple(notices.claims_deleted(regarding, note=text) for text in deleted)
-    return outcome.with_warnings(deleted).with_notices(*told)
+    return outcome.with_warnings(deleted.warnings).with_notices(*deleted.notices(regarding))
 
 
 def validate_kruise_scale(

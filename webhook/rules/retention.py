@@ -15,7 +15,9 @@ ordinals: those above the new count and those newly reserved (``podInOrdinalRang
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
+from webhook.model import notices
 from webhook.model.kruise import Live
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
@@ -25,6 +27,22 @@ from webhook.rules.text import some
 
 #: The field, as a user finds it in the StatefulSet.
 POLICY = "persistentVolumeClaimRetentionPolicy.whenScaled: Delete"
+
+
+class Deleted(NamedTuple):
+    """What an allowed change says of the claims it deletes."""
+
+    warnings: tuple[str, ...] = ()
+    namespace: str = ""
+    #: The one claim that goes, when exactly one does: the Event's ``related`` object.
+    claim: str = ""
+
+    def notices(self, regarding: notices.ObjectRef) -> tuple[notices.Notice, ...]:
+        """The ``ClaimsDeleted`` Event of each warning, on the set ``regarding``."""
+        related = notices.claim(self.namespace, self.claim) if self.claim else None
+        return tuple(
+            notices.claims_deleted(regarding, note=t, claim=related) for t in self.warnings
+        )
 
 
 def deleted_claims(
@@ -58,30 +76,30 @@ def _claims_of(
     return claims, with_data
 
 
-def warning(sts: StatefulSetInfo, *, old: range, new: range, store: Store) -> tuple[str, ...]:
+def warning(sts: StatefulSetInfo, *, old: range, new: range, store: Store) -> Deleted:
     """The warning of an allowed change from ``old`` to ``new`` ordinals of a set whose claims
     go with its pods (none without that policy, or when the view holds no claim that goes)."""
     if not sts.deletes_claims:
-        return ()
+        return Deleted()
     return _said(sts, _change(old, new), deleted_claims(sts, old=old, new=new, store=store))
 
 
 def live_warning(
     sts: StatefulSetInfo, *, before: Live, after: Live, store: Store, label: str = ""
-) -> tuple[str, ...]:
+) -> Deleted:
     """The same warning for an Advanced StatefulSet going from the live ordinals ``before`` to
     ``after``; ``label`` names the change (the counts when empty)."""
     if not sts.deletes_claims:
-        return ()
+        return Deleted()
     found = _claims_of(sts, lambda o: o in before and o not in after, store=store)
     counts = f"{before.replicas} -> {after.replicas}"
     return _said(sts, label if label and after.replicas else counts, found)
 
 
-def _said(sts: StatefulSetInfo, change: str, found: tuple[list[str], int]) -> tuple[str, ...]:
+def _said(sts: StatefulSetInfo, change: str, found: tuple[list[str], int]) -> Deleted:
     claims, with_data = found
     if not claims:
-        return ()
+        return Deleted()
     plural = len(claims) > 1
     head = (
         f"{sts.name}: {change} deletes claim{'s' if plural else ''} "
@@ -97,7 +115,7 @@ def _said(sts: StatefulSetInfo, change: str, found: tuple[list[str], int]) -> tu
         tail = "their volumes are kept (reclaim policy not Delete)"
         if not plural:
             tail = "its volume is kept (reclaim policy not Delete)"
-    return (f"{head}; {tail}",)
+    return Deleted((f"{head}; {tail}",), sts.namespace, "" if plural else claims[0])
 
 
 def _change(old: range, new: range) -> str:

@@ -75,8 +75,7 @@ def _with_claims(
 ) -> Decision:
     """``outcome`` saying which claims go with the removed pods, as a warning and an Event."""
     deleted = retention.warning(sts, old=old, new=new, store=store)
-    told = tuple(notices.claims_deleted(regarding, note=text) for text in deleted)
-    return outcome.with_warnings(deleted).with_notices(*told)
+    return outcome.with_warnings(deleted.warnings).with_notices(*deleted.notices(regarding))
 
 
 def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Decision:
