@@ -14,6 +14,7 @@ import pytest
 
 from tests import builders as b
 from tests.helpexamples import ROOT, help_examples, run_example
+from tests.process import clean_environ
 from webhook import cli
 from webhook.cli import build_parser, settings_from
 from webhook.wire.patch import apply
@@ -181,3 +182,32 @@ def test_a_port_out_of_range_is_a_usage_error(
         build_parser().parse_args(["serve", flag, value])
     assert exited.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith(f"argument {flag}: {says}")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param([], id="the overview"),
+        pytest.param(["audit", "--cluster", "deploy/examples/guard/cluster.yaml"], id="audit"),
+        pytest.param(
+            ["explain", "--cluster", "deploy/examples/kafka/cluster.yaml", "knp/broker"],
+            id="explain, more than a buffer",
+        ),
+    ],
+)
+def test_a_reader_that_stops_early_ends_the_command_quietly(args: list[str]) -> None:
+    """``stszone audit ... | head -7`` (docs/guard.md): once the reader has gone, the command
+    stops as ``cat`` or ``grep`` would, with no traceback and the status a shell gives a command
+    ended by SIGPIPE (128 + 13)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "webhook", *args],
+        cwd=ROOT,
+        env=clean_environ(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the first line is written
+    _, err = proc.communicate(timeout=60)
+    assert err.decode() == ""
+    assert proc.returncode == 141

@@ -2,14 +2,16 @@
 
 A command module offers ``HELP`` (its line in ``stszone``'s overview), ``add_parser`` (its
 flags, help and examples; it sets ``run``) and ``run(args) -> exit status``. This module only
-gathers them, prints the overview when no command is given, and turns a
-:class:`~webhook.errors.ConfigError` into one line on stderr and exit status 2. No logic lives
-here.
+gathers them, prints the overview when no command is given, turns a
+:class:`~webhook.errors.ConfigError` into one line on stderr and exit status 2, and a reader
+that closed the output early into a quiet exit. No logic lives here.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Final
@@ -58,16 +60,26 @@ def overview(prog: str = "stszone") -> str:
 
 def dispatch(args: argparse.Namespace, *, prog: str = "stszone") -> int:
     """Run a parsed command; a :class:`ConfigError` is one line on stderr and exit status 2."""
-    if args.command is None:
-        print(overview(prog))
-        return 0
+    status: int
     try:
-        status: int = args.run(args)
+        if args.command is None:
+            print(overview(prog))
+            status = 0
+        else:
+            status = args.run(args)
+        sys.stdout.flush()
     except ConfigError as err:
         print(f"{prog} {args.command}: {err.message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader of our output has gone (`stszone audit | head`). Python ignores SIGPIPE, so
+        # end as a command SIGPIPE stops does; stdout goes to /dev/null so that the flush at
+        # exit does not fail on the closed pipe again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     return status
 
 
