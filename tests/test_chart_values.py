@@ -4,11 +4,11 @@ alerts say for a release of another name in another namespace."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
 
+from tests import markdown
 from tests.helm import ROOT, Helm, Obj, helm_for_tests, hooks, release
 from tests.rendered import container, only, validate, webhooks
 
@@ -161,21 +161,11 @@ def test_alerts_name_the_release_namespace_and_deployment(helm: Helm) -> None:
         assert 'namespace="webhooks"' in rules[name]["expr"], name
 
 
-def _headings(markdown: str) -> set[str]:
-    """GitHub's anchors of a page's headings (lower case, spaces to dashes, punctuation gone)."""
-    prose = re.sub(r"^```.*?^```", "", markdown, flags=re.MULTILINE | re.DOTALL)
-    found = set()
-    for title in re.findall(r"^#+ (.+)$", prose, flags=re.MULTILINE):
-        slug = re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
-        found.add(slug)
-    return found
-
-
 def test_every_runbook_url_is_a_section_of_the_metrics_docs(helm: Helm) -> None:
     """runbook_url = docs/metrics.md#alertname, and that section exists and says what to do."""
     rule = only(helm.template(*PROMETHEUS), "PrometheusRule")
     docs = (ROOT / "docs" / "metrics.md").read_text()
-    anchors = _headings(docs)
+    anchors = markdown.anchors(docs)
     for group in rule["spec"]["groups"]:
         for entry in group["rules"]:
             url = entry["annotations"]["runbook_url"]

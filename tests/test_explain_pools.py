@@ -21,6 +21,7 @@ import pytest
 from tests import builders as b
 from tests import poolsim as sim
 from tests import strimzi_ref as ref
+from tests.markdown import console
 from webhook.cli import main, plugin
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.model.store import Store
@@ -282,23 +283,12 @@ ROOT = Path(__file__).parent.parent
 EXAMPLE = "deploy/examples/kafka/cluster.yaml"
 
 
-def _console(doc: str, command: str) -> list[str]:
-    """The lines printed under ``$ command`` in a console block of ``doc``."""
-    lines = doc.splitlines()
-    printed = []
-    for line in lines[lines.index(f"$ {command}") + 1 :]:
-        if line.startswith(("$ ", "```")):
-            break
-        printed.append(line)
-    return printed
-
-
 @pytest.mark.parametrize("target", ["knp/broker", "pod/my-cluster-broker-4"])
 def test_docs_kafka_shows_what_explain_prints(
     capsys: pytest.CaptureFixture[str], target: str
 ) -> None:
     command = f"stszone explain --cluster {EXAMPLE} {target}"
-    shown = _console((ROOT / "docs" / "kafka.md").read_text(), command)
+    shown = console((ROOT / "docs" / "kafka.md").read_text(), command)
     assert main(["explain", "--cluster", str(ROOT / EXAMPLE), target]) == 0
     assert capsys.readouterr().out.splitlines() == shown
 
