@@ -1,12 +1,47 @@
-"""What a newcomer reads holds: what the docs print as the program's is what it prints (more of
-it in ``test_explain_pools`` for kafka.md and ``test_first_contact`` for the README's session)."""
+"""What a newcomer reads holds: every page and section the docs point to exists, and what they
+print as the program's is what it prints (more of it in ``test_explain_pools`` for kafka.md and
+``test_first_contact`` for the README's session)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from tests.markdown import ROOT, console
+from tests.markdown import PAGES, ROOT, anchors, console, prose
 from webhook.cli import main
+
+#: A markdown link's target, ``[text](target)``.
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+#: A page named in the text, ``docs/guard.md``, as a reader would type it from the checkout.
+_NAMED = re.compile(r"(?<![\w./-])docs/[\w-]+\.md\b")
+
+
+def _targets(page: Path) -> list[tuple[Path, str]]:
+    """(file, anchor or "") of every link and every ``docs/*.md`` named on ``page``."""
+    text = prose(page.read_text())
+    found = []
+    for target in _LINK.findall(text):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        path, _, anchor = target.partition("#")
+        found.append((page.parent / path if path else page, anchor))
+    found += [(ROOT / name, "") for name in _NAMED.findall(text)]
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_page_and_section_the_docs_point_to_exists(page: Path) -> None:
+    """A link, or a page named in the text, leads somewhere: the file, and its section."""
+    broken = []
+    for path, anchor in _targets(page):
+        if not path.exists():
+            broken.append(f"{path.relative_to(ROOT)}: no such file")
+        elif anchor and path.suffix == ".md" and anchor not in anchors(path.read_text()):
+            broken.append(f"{path.relative_to(ROOT)}#{anchor}: no such section")
+    assert broken == []
+
 
 GUARD_EXAMPLE = "deploy/examples/guard/cluster.yaml"
 
