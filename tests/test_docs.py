@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.markdown import PAGES, ROOT, anchors, console, prose
+from tests.markdown import PAGES, ROOT, anchors, console, fenced, prose
 from webhook.cli import main
 
 #: A markdown link's target, ``[text](target)``.
@@ -41,6 +42,19 @@ def test_every_page_and_section_the_docs_point_to_exists(page: Path) -> None:
         elif anchor and path.suffix == ".md" and anchor not in anchors(path.read_text()):
             broken.append(f"{path.relative_to(ROOT)}#{anchor}: no such section")
     assert broken == []
+
+
+def test_install_shows_the_match_condition_the_manifests_register() -> None:
+    """docs/install.md prints "the condition both configurations carry": it is deploy/base's."""
+    doc = (ROOT / "docs" / "install.md").read_text()
+    shown = yaml.safe_load(fenced(doc, "The condition both configurations carry"))
+    registered = [
+        webhook["matchConditions"]
+        for config in yaml.safe_load_all((ROOT / "deploy" / "base" / "webhooks.yaml").read_text())
+        for webhook in config["webhooks"]
+    ]
+    assert registered and all(conditions == registered[0] for conditions in registered)
+    assert shown == {"matchConditions": registered[0]}
 
 
 GUARD_EXAMPLE = "deploy/examples/guard/cluster.yaml"
