@@ -6,6 +6,7 @@ import copy
 import itertools
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -285,3 +286,29 @@ def test_a_scale_down_of_a_pool_with_annotations_left_broken_is_judged_on_defaul
     answered = sim.admit(view, lowered, old=before, operation="UPDATE")
     assert answered.allowed, answered.message
     assert answered.edited["metadata"]["annotations"][REMOVE] == "[5, 3]"
+
+
+@pytest.mark.parametrize("version", ["v1", "v1beta2"])
+def test_a_refusal_event_names_the_pool_at_the_version_the_cluster_serves(version: str) -> None:
+    """Strimzi 1.0 serves KafkaNodePools as ``kafka.strimzi.io/v1`` only (its CRD lists no
+    ``v1beta2``), Strimzi before 0.49 as ``v1beta2`` only: the Event's ``regarding`` is the
+    version the view read the pool at, so a client that follows the reference finds the pool."""
+    view = sim.store()
+    served = sim.pool_object("pool", replicas=3, node_ids=[0, 1, 2])
+    served["apiVersion"] = f"kafka.strimzi.io/{version}"
+    view.put("nodepools", nodepool_info(served))
+    for node_id, zone in enumerate(sim.ZONES):
+        pod = sim.pod_object("my-cluster", "pool", node_id)
+        pod["metadata"]["annotations"]["stszone.io/zone"] = zone
+        view.put("poolpods", poolpod_info(pod))
+    new, old = sim.scale("pool", old=3, new=2)
+    by_scale = sim.admit(view, new, old=old, operation="UPDATE")
+    lowered = copy.deepcopy(served)
+    lowered["spec"]["replicas"] = 2
+    lowered["metadata"]["annotations"][REMOVE] = "[2]"
+    by_update = sim.admit(view, lowered, old=served, operation="UPDATE")
+    for refused in (by_scale, by_update):
+        assert not refused.allowed and refused.reason == "ZoneLoss", refused.message
+        (told,) = refused.decision.notices
+        assert told.regarding.api_version == f"kafka.strimzi.io/{version}"
+        assert (told.regarding.kind, told.regarding.uid) == ("KafkaNodePool", "uid-pool")

@@ -49,6 +49,9 @@ class KafkaNodePoolInfo(msgspec.Struct, frozen=True, gc=False):
     namespace: str
     name: str
     uid: str = ""
+    #: ``kafka.strimzi.io/<version>`` it was read at: a version the cluster serves (Strimzi 1.0
+    #: serves ``v1`` only, Strimzi before 0.49 ``v1beta2`` only); "" when the object named none.
+    api_version: str = ""
     #: ``metadata.labels["strimzi.io/cluster"]``.
     cluster: str = ""
     #: Its ``stszone.io/*`` annotations and the operator's node-ID annotations.
@@ -140,10 +143,14 @@ def nodepool_info(obj: Mapping[str, Any]) -> KafkaNodePoolInfo:
     kept.update({k: annotations[k] for k in KEPT if k in annotations})
     spec = objects.mapping(obj, "spec")
     replicas = spec.get("replicas", 0)
+    api_version = obj.get("apiVersion")
     return KafkaNodePoolInfo(
         namespace=objects.string(meta, "namespace"),
         name=name,
         uid=objects.string(meta, "uid"),
+        api_version=api_version
+        if isinstance(api_version, str) and api_version.startswith(f"{GROUP}/")
+        else "",
         cluster=objects.str_map(meta, "labels", path="metadata").get(CLUSTER_LABEL, ""),
         annotations=kept,
         replicas=_int(replicas, path="spec.replicas"),

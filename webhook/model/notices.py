@@ -44,9 +44,12 @@ def statefulset(namespace: str, name: str, *, uid: str = "") -> ObjectRef:
     return ObjectRef("apps/v1", "StatefulSet", namespace, name, uid)
 
 
-def kafkanodepool(namespace: str, name: str, *, uid: str = "") -> ObjectRef:
-    """A Strimzi KafkaNodePool (``v1beta2``: served by every Strimzi with node pools)."""
-    return ObjectRef("kafka.strimzi.io/v1beta2", "KafkaNodePool", namespace, name, uid)
+def kafkanodepool(namespace: str, name: str, *, uid: str = "", api_version: str = "") -> ObjectRef:
+    """A Strimzi KafkaNodePool at ``api_version``, the version the pool was read at: no one
+    version is served by every Strimzi (1.0 serves ``v1`` only, before 0.49 ``v1beta2`` only).
+    "" (unknown) names ``v1``, the version of every current release."""
+    version = api_version or "kafka.strimzi.io/v1"
+    return ObjectRef(version, "KafkaNodePool", namespace, name, uid)
 
 
 def workload(namespace: str, name: str, *, group: str = "", uid: str = "") -> ObjectRef:

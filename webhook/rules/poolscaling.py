@@ -72,6 +72,8 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
         namespace=namespace,
         name=info.name,
         uid=info.uid,
+        # The version the view reads it at (the request's may be another one it serves).
+        api_version=base.api_version or info.api_version,
         cluster=info.cluster or base.cluster,
         annotations=info.annotations,
         replicas=info.replicas,
@@ -90,7 +92,9 @@ def _replicas(obj: JSON) -> int:
 
 def _regarding(policy: PoolPolicy) -> ObjectRef:
     pool = policy.pool
-    return notices.kafkanodepool(pool.namespace, pool.name, uid=pool.uid)
+    return notices.kafkanodepool(
+        pool.namespace, pool.name, uid=pool.uid, api_version=pool.api_version
+    )
 
 
 def _verdict(policy: PoolPolicy, result: Removal, *, change: str, fix: str = "") -> Decision:
