@@ -44,6 +44,10 @@ CRDS = ("kafkanodepools.kafka.strimzi.io", "strimzipodsets.core.strimzi.io")
 KAFKA = "my-cluster"
 POOL = "pool"
 REMOVE = "strimzi.io/remove-node-ids"
+#: The versions every Strimzi from 0.49 (the lab's CRDs serve v1 and v1beta2) to 1.x (v1 only)
+#: serves; the operator names its objects at v1 from 1.0 on (ModelUtils.createOwnerReference).
+POOL_API = "kafka.strimzi.io/v1"
+PODSET_API = "core.strimzi.io/v1"
 
 
 @pytest.fixture(scope="session")
@@ -112,7 +116,7 @@ def _claim(cluster: Cluster, pool: Obj, node_id: int) -> Obj:
             "annotations": {"strimzi.io/delete-claim": "true"},
             "ownerReferences": [
                 {
-                    "apiVersion": "kafka.strimzi.io/v1beta2",
+                    "apiVersion": POOL_API,
                     "kind": "KafkaNodePool",
                     "name": POOL,
                     "uid": pool["metadata"]["uid"],
@@ -129,6 +133,16 @@ def _claim(cluster: Cluster, pool: Obj, node_id: int) -> Obj:
     }
 
 
+def _podset(cluster: Cluster) -> Obj:
+    """The pool's StrimziPodSet, as ``KafkaCluster.generatePodSets`` makes it (pods left out)."""
+    return {
+        "apiVersion": PODSET_API,
+        "kind": "StrimziPodSet",
+        "metadata": {"name": f"{KAFKA}-{POOL}", "labels": _labels(cluster.run)},
+        "spec": {"selector": {"matchLabels": _labels(cluster.run)}, "pods": []},
+    }
+
+
 def _pod(cluster: Cluster, podset: Obj, node_id: int) -> Obj:
     """As the StrimziPodSet controller makes it: owner the StrimziPodSet (controller)."""
     name = f"{KAFKA}-{POOL}-{node_id}"
@@ -140,7 +154,7 @@ def _pod(cluster: Cluster, podset: Obj, node_id: int) -> Obj:
             "labels": {**_labels(cluster.run), "strimzi.io/pod-name": name},
             "ownerReferences": [
                 {
-                    "apiVersion": "core.strimzi.io/v1beta2",
+                    "apiVersion": PODSET_API,
                     "kind": "StrimziPodSet",
                     "name": f"{KAFKA}-{POOL}",
                     "uid": podset["metadata"]["uid"],
@@ -174,7 +188,7 @@ def _pod(cluster: Cluster, podset: Obj, node_id: int) -> Obj:
 
 def _nodepool(cluster: Cluster, replicas: int) -> Obj:
     return {
-        "apiVersion": "kafka.strimzi.io/v1",
+        "apiVersion": POOL_API,
         "kind": "KafkaNodePool",
         "metadata": {
             "name": POOL,
@@ -249,14 +263,7 @@ def test_a_pool_is_placed_balanced_guarded_and_scaled_down_by_zone(
         time.sleep(0.3)  # the claim reaches the view before the next one is placed
     assert claims == {0: a, 1: a, 2: b, 3: b, 4: c, 5: c}
     _status(kubectl, list(range(6)))
-    podset = kubectl.create(
-        {
-            "apiVersion": "core.strimzi.io/v1beta2",
-            "kind": "StrimziPodSet",
-            "metadata": {"name": f"{KAFKA}-{POOL}", "labels": _labels(cluster.run)},
-            "spec": {"selector": {"matchLabels": _labels(cluster.run)}, "pods": []},
-        }
-    )
+    podset = kubectl.create(_podset(cluster))
     zones: dict[int, str] = {}
     for node_id in range(6):
         made = kubectl.create(_pod(cluster, podset, node_id))
