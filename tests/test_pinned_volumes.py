@@ -144,16 +144,20 @@ def test_the_zone_keys_of_csi_drivers_name_zones(key: str) -> None:
 def test_a_volume_that_selects_no_node_is_in_an_unknown_zone(
     key: str, values: tuple[str, ...], why: str
 ) -> None:
-    """Its pod can run nowhere: stszone pins it to no zone and says why; the validating webhook
-    lets it through; a scale-down that removes it, with no other pod in b and c, is refused as
-    unknown, naming the volume."""
+    """Its pod can run nowhere (or, on a node without a zone label, nowhere stszone can tell):
+    stszone pins it to no zone and says why; the validating webhook lets it through; a
+    scale-down that removes it, with no other pod in b and c, is refused as unknown, naming the
+    volume."""
     store = view(b.sts_pod(ordinal=0, node="na"), *bound(1, *values, key=key), replicas=2)
     pod = b.sts_pod(ordinal=1)
     outcome = mutated(pod, store)
     assert outcome.allowed and pinned_zone(outcome) is None
+    if values == ("nbare",):  # the node is there: the pod runs, in a zone no one can tell
+        said = "is in no zone stszone can tell", "label the node(s) with their zone"
+    else:
+        said = "cannot run anywhere", "restore the node, or give the ordinal a new claim"
     assert outcome.warnings == (
-        f"db-1 cannot run anywhere: {why} (claim data-db-1); stszone leaves it unpinned: "
-        "restore the node, or give the ordinal a new claim",
+        f"db-1 {said[0]}: {why} (claim data-db-1); stszone leaves it unpinned: {said[1]}",
     )
     assert validated(pod, store).allowed
     refused = scale(store, 2, 1)

@@ -23,6 +23,7 @@ from webhook.model.annotations import (
     stszone_annotations,
 )
 from webhook.model.kruise import Live, rank_zone
+from webhook.model.pinning import ABSENT
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.model.tables import Table
@@ -241,10 +242,16 @@ def place(
         volume, zones = store.claim_zones(namespace, claim, key, uid=uid)
         if zones is None:
             why = store.volume_nowhere(volume, key)
-            warning = (
-                f"{pod} cannot run anywhere: {why} (claim {claim}); stszone leaves it unpinned: "
-                "restore the node, or give the ordinal a new claim"
-            )
+            if ABSENT in why:
+                warning = (
+                    f"{pod} cannot run anywhere: {why} (claim {claim}); stszone leaves it "
+                    "unpinned: restore the node, or give the ordinal a new claim"
+                )
+            else:  # its nodes are there, without a zone: it runs, stszone cannot tell where
+                warning = (
+                    f"{pod} is in no zone stszone can tell: {why} (claim {claim}); stszone "
+                    "leaves it unpinned: label the node(s) with their zone"
+                )
             return Placement(
                 zone="",
                 rule_zone=by_rule,
