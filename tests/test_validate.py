@@ -336,6 +336,36 @@ def test_a_zone_list_change_that_moves_nothing_gives_no_warning(
     assert outcome.allowed and outcome.warnings == ()
 
 
+def test_a_switch_out_of_node_ordinal_mode_names_the_ordinals_leaving_their_nodes_zones() -> None:
+    """Ordinals 0, 1, 2 run on the nodes labelled 0, 1, 2, in zones b, c, c. Back in affinity
+    mode with the same list a,b,c the rule puts them in a, b, c: 0 and 1 move, 2 stays. With
+    b,c,a only 2 moves. Each is compared with where its labelled node put it, never with a
+    rule the node-ordinal set was never placed by (which would have 2 and 3 moves)."""
+    label = "example.io/node"
+    store = store_from_objects(
+        [b.node("n0", "b", labels={label: "0"}), b.node("n1", "c", labels={label: "1"}),
+         b.node("n2", "c", labels={label: "2"}), b.node("n3", "a")]
+    )  # fmt: skip
+    pinned = {"stszone.io/zones": "a,b,c", "stszone.io/mode": "node-ordinal",
+              "stszone.io/node-label": label}  # fmt: skip
+    old = b.statefulset(annotations=pinned)
+    same_list = b.statefulset(annotations={**pinned, "stszone.io/mode": "affinity"})
+    outcome = validate(same_list, store, operation="UPDATE", old=old)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: new stszone.io/mode affinity moves 2 ordinal(s) when re-created: 0 (b->a) and 1 "
+        "(c->b)",
+    )
+    assert [n.reason for n in outcome.notices] == ["MembersMoved"]
+    new_list = b.statefulset(
+        annotations={**pinned, "stszone.io/mode": "affinity", "stszone.io/zones": "b,c,a"}
+    )
+    outcome = validate(new_list, store, operation="UPDATE", old=old)
+    assert outcome.warnings == (
+        "db: new stszone.io/mode affinity moves 1 ordinal(s) when re-created: 2 (c->a)",
+    )
+
+
 def test_unchanged_or_equivalent_zone_list_gives_no_warning() -> None:
     """Writing down the server's list on a set that had none changes no ordinal's zone."""
     old = b.statefulset(annotations={})

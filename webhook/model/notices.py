@@ -190,5 +190,6 @@ def claims_deleted(workload: ObjectRef, *, note: str, claim: ObjectRef | None = 
 
 
 def members_moved(workload: ObjectRef, *, note: str) -> Notice:
-    """A new ``stszone.io/zones`` or ``ordinals.start`` moves members when they are re-created."""
+    """A new ``stszone.io/zones`` or ``ordinals.start``, or a switch into or out of node-ordinal
+    mode, moves members when they are re-created."""
     return notice(MEMBERS_MOVED, workload, note=note)

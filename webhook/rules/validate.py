@@ -18,6 +18,7 @@ from webhook.errors import Denied
 from webhook.model import notices, objects
 from webhook.model.annotations import (
     DEFAULT_SCHEDULER,
+    MODE,
     PREFIX,
     TOPOLOGY_KEY,
     ZONE,
@@ -34,7 +35,7 @@ from webhook.model.store import Store
 from webhook.rules import affinity, fit, scaling
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.ordinals import removed
-from webhook.rules.placement import Policy, kruise_live, place, walked_members
+from webhook.rules.placement import Policy, kruise_live, place_by_mode, walked_members
 from webhook.rules.plan import check_node_name, plan_pod, read_pod, skipped
 from webhook.rules.text import some
 
@@ -238,9 +239,10 @@ def _zone_list_change(
     store: Store,
 ) -> tuple[tuple[str, ...], str]:
     """(a warning listing the ordinals whose zone a changed ``stszone.io/zones`` or a moved
-    ``spec.ordinals.start`` moves: both change ``zones[(i - start) mod k]``. A move of the
-    start names only the ordinals the set had before (the others are new); the warning that
-    says members move, or "" when none does)."""
+    ``spec.ordinals.start`` moves: both change ``zones[(i - start) mod k]``; so does a switch
+    into or out of node-ordinal mode, where the labelled nodes place each ordinal instead. A
+    move of the start names only the ordinals the set had before (the others are new); the
+    warning that says members move, or "" when none does)."""
     # An Advanced StatefulSet's ordinals are judged in webhook.rules.kruise: equal here.
     start = before.start if policy.live is None else policy.start
     old_annotations = objects.str_map(objects.mapping(old, "metadata"), "annotations")
@@ -249,9 +251,12 @@ def _zone_list_change(
     except InvalidAnnotations:
         return (), ""  # the old list was unusable: nothing was placed by it
     old_zones = old_declared.zones or store.server_zones(old_declared.topology_key)
-    if policy.declared.mode == "node-ordinal" or not (policy.zones and old_zones):
+    by_nodes = (old_declared.mode == "node-ordinal", policy.declared.mode == "node-ordinal")
+    if all(by_nodes) or not ((policy.zones or by_nodes[1]) and (old_zones or by_nodes[0])):
         return (), ""  # zones pin nothing in node-ordinal mode; with no list, nothing was placed
     key, old_key = policy.declared.topology_key, old_declared.topology_key
+    if key != old_key and by_nodes[1]:
+        return (), ""  # the labelled nodes place every ordinal, whatever the key reads
     if key != old_key:
         # Zone names under two labels name different places: no ordinal-by-ordinal comparison.
         relabelled = (
@@ -260,7 +265,10 @@ def _zone_list_change(
             "existing pods"
         )
         return (relabelled,), relabelled
-    if old_zones == policy.zones and start == policy.start:
+    # A list read in node-ordinal mode placed nothing: only the switch of mode moves members.
+    zones_changed = old_zones != policy.zones and not any(by_nodes)
+    mode_changed = by_nodes[0] != by_nodes[1]
+    if not (zones_changed or mode_changed) and start == policy.start:
         return (), ""
     before_policy = policy._replace(declared=old_declared, zones=old_zones, start=start)
     moved: list[str] = []
@@ -272,20 +280,24 @@ def _zone_list_change(
         if start != policy.start and ordinal not in existed:
             continue
         try:
-            after = place(ordinal, namespace=namespace, policy=policy, store=store)
-            was = place(ordinal, namespace=namespace, policy=before_policy, store=store)
+            after = place_by_mode(ordinal, namespace=namespace, policy=policy, store=store)
+            was = place_by_mode(ordinal, namespace=namespace, policy=before_policy, store=store)
         except Denied:
             continue  # no zones before, or conflicting volumes: reported where it matters
+        if any(by_nodes) and "" in (was.zone, after.zone):
+            continue  # no labelled node, or nodes in several zones: no zone to compare
         if was.zone != after.zone:
             moved.append(f"{ordinal} ({was.zone}->{after.zone})")
         elif after.volume and was.rule_zone != after.rule_zone:
             stay.append(f"{ordinal} ({after.zone}, {after.volume})")
-    if old_zones == policy.zones and not (moved or stay):
+    if not zones_changed and not (moved or stay):
         return (), ""  # ordinals.start moved by a multiple of the zone count: no zone changes
     count = len(moved)
     scope = "" if checked == info.replicas else f" of the first {checked}"
     moves = f": {some(moved, count, shown=count if count <= 2 else 1)}" if moved else ""
-    what = [ZONES] if old_zones != policy.zones else []
+    what = [ZONES] if zones_changed else []
+    if mode_changed:
+        what.append(f"{MODE} {policy.declared.mode}")
     if start != policy.start:
         what.append(f"spec.ordinals.start {policy.start}")
     verb = "moves" if len(what) == 1 else "move"
