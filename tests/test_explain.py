@@ -27,7 +27,7 @@ from tests import builders as b
 from tests.fakeapi import FakeApi
 from tests.kubeconfig import write_kubeconfig
 from webhook.cli import main, plugin
-from webhook.cli.explain_text import workload_json, workload_text
+from webhook.cli.explain_text import pod_text, workload_json, workload_text
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.model.store import Store
 from webhook.rules.explain import explain_pod, explain_workload
@@ -314,3 +314,30 @@ def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
         main(["explain", "--help"])
     out = capsys.readouterr().out
     assert "kubectl stszone explain pod/db-3" in out and "exit status:" in out
+
+
+def test_a_node_ordinal_pod_off_its_node_is_told_where_it_goes_not_to_rebalance() -> None:
+    """db-0 runs on n1, labelled for ordinal 1, in the same zone b as its own node n0: it is
+    outside its node, not outside b, and `stszone rebalance` moves no node-ordinal pod (it
+    says "nothing to rebalance"); re-created, stszone pins it to n0."""
+    label = "example.io/node"
+    store = store_from_objects(
+        [
+            b.node("n0", "b", labels={label: "0"}),
+            b.node("n1", "b", labels={label: "1"}),
+            b.statefulset(
+                "db",
+                replicas=2,
+                templates=(),
+                annotations={"stszone.io/mode": "node-ordinal", "stszone.io/node-label": label},
+            ),
+            b.sts_pod("db", 0, node="n1", claims=()),
+        ]
+    )
+    explained = explain_pod(store, "ns", "db-0")
+    assert explained is not None
+    assert (
+        "  status:          MISPLACED: it runs on none of the nodes labelled for its ordinal "
+        "(n0); re-created, stszone pins it to them (`stszone rebalance` moves no pod of "
+        "node-ordinal mode)"
+    ) in pod_text(explained).splitlines()

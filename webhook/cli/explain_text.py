@@ -69,16 +69,30 @@ def pod_text(explained: PodExplanation) -> str:
     else:
         rows.append(("runs on", "no node yet" if row.status == "pending" else "(no pod)"))
     status = row.status + (f": {row.why}" if row.why else "")
-    if row.status == "MISPLACED":
+    if row.status == "MISPLACED" and workload.mode == "node-ordinal":
+        status += _off_its_nodes(row.expected_by)
+    elif row.status == "MISPLACED":
         status += (
-            f": it runs outside {row.expected_zone or 'its node'} (placed before stszone, or "
-            "by hand); `stszone rebalance` can move it"
+            f": it runs outside {row.expected_zone} (placed before stszone, or by hand); "
+            "`stszone rebalance` can move it"
         )
     rows.append(("status", status))
     rows.append(("guard", member.guard.why))
     width = max(len(k) for k, _ in rows)
     lines += [f"  {k + ':':<{width + 1}} {v}" for k, v in rows]
     return "\n".join(lines)
+
+
+def _off_its_nodes(expected_by: str) -> str:
+    """Why a node-ordinal pod is misplaced: it runs on none of the nodes labelled for its
+    ordinal (its zone may well be theirs), which only its re-creation changes."""
+    nodes = expected_by.removeprefix("nodes ")
+    if nodes == expected_by:  # no node carries the label
+        return ": no node is labelled for its ordinal; re-created, it waits for one"
+    return (
+        f": it runs on none of the nodes labelled for its ordinal ({nodes}); re-created, "
+        "stszone pins it to them (`stszone rebalance` moves no pod of node-ordinal mode)"
+    )
 
 
 def _member_json(member: Member) -> dict[str, Any]:
