@@ -95,6 +95,19 @@ def test_guard_table(zones: list[str], old: int, new: int, says: str | None) -> 
         assert says in outcome.message
 
 
+def test_a_set_labelled_skip_is_left_alone_on_its_scale_subresource() -> None:
+    """The objectSelector (stszone.io/skip NotIn [true]) keeps a labelled set's own writes from
+    /validate, but the API server matches it against the Scale, which carries none of the set's
+    labels (k8s.io/apiserver .../predicates/object/matcher.go): its /scale still arrives, and
+    is allowed as a patch of its replicas is."""
+    sts = b.statefulset(annotations=ABC, replicas=6)
+    sts["metadata"]["labels"] = {"stszone.io/skip": "true"}
+    pods = [b.sts_pod(ordinal=i, node=f"n{z}") for i, z in enumerate(MISPLACED)]
+    outcome = scale(guardref.view([*NODES, sts, *pods]), 6, 3)
+    assert outcome.allowed and not outcome.warnings, outcome.message
+    assert not scale(cluster(MISPLACED), 6, 3).allowed  # the same set unlabelled
+
+
 def test_ordinals_start_keeps_the_lowest_ordinals_from_start() -> None:
     """With ordinals.start = 10, 6 -> 3 keeps 10-12 and removes 13-15 (13 holds c alone)."""
     store = cluster(MISPLACED, start=10)

@@ -23,7 +23,7 @@ from webhook.cli.explain import run_explain
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.kruise import Live, parse_reserve
-from webhook.model.records import pod_info, statefulset_info
+from webhook.model.records import kruise_set_info, pod_info, statefulset_info
 from webhook.model.state import live_state
 from webhook.model.store import Store
 from webhook.rules.admission import Request, mutate, validate
@@ -223,6 +223,18 @@ def test_scale_subresource_of_kruise_is_guarded_by_live_members() -> None:
     decision = validate(_request("009"), store=store, defaults=Defaults())
     assert not decision.allowed
     assert "zone c (ordinal 3 is its only pod)" in decision.message
+
+
+def test_a_kruise_set_labelled_skip_is_left_alone_on_its_scale_subresource() -> None:
+    """A Scale carries none of the set's labels, so the objectSelector that keeps a set
+    labelled stszone.io/skip=true from stszone cannot keep its /scale away: allowed here."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    assert not validate(_request("009"), store=store, defaults=Defaults()).allowed
+    labelled = _annotated(_items("statefulsets.v1beta1.json")[0])
+    labelled["metadata"].setdefault("labels", {})["stszone.io/skip"] = "true"
+    store.put("kruisesets", kruise_set_info(labelled))
+    decision = validate(_request("009"), store=store, defaults=Defaults())
+    assert decision.allowed and not decision.warnings, decision.message
 
 
 def test_the_kind_can_be_turned_off() -> None:

@@ -21,6 +21,7 @@ from webhook.errors import BadObject
 from webhook.model import kruise, objects
 from webhook.model.annotations import (
     ENABLED,
+    SKIP,
     ZONE,
     Declared,
     read_annotations,
@@ -139,6 +140,7 @@ class StatefulSetInfo(msgspec.Struct, frozen=True, gc=False):
     #: False when ``spec.reserveOrdinals`` holds an entry the controller cannot read.
     reserve_ok: bool = True
     uid: str = ""
+    skipped: bool = False  # labelled stszone.io/skip=true, like what the objectSelector skips
 
     def __post_init__(self) -> None:
         declared, problems = read_annotations(self.annotations)
@@ -332,6 +334,7 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
         _name(objects.mapping(t, "metadata"))
         for t in objects.dicts(spec, "volumeClaimTemplates", path="spec")
     )
+    retention = objects.mapping(spec, "persistentVolumeClaimRetentionPolicy")
     return StatefulSetInfo(
         namespace=_intern(objects.string(meta, "namespace")),
         name=_name(meta),
@@ -341,10 +344,8 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
         templates=templates,
         node_terms=tuple(terms),
         node_selector=objects.str_map(template_spec, "nodeSelector"),
-        deletes_claims=objects.string(
-            objects.mapping(spec, "persistentVolumeClaimRetentionPolicy"), "whenScaled"
-        )
-        == "Delete",
+        deletes_claims=objects.string(retention, "whenScaled") == "Delete",
+        skipped=objects.str_map(meta, "labels", path="metadata").get(SKIP) == "true",
     )
 
 

@@ -200,6 +200,8 @@ def validate_kruise_scale(
     if old and new_count >= _replicas(old):
         return allow()  # not a scale-down: no lookups
     held = store.statefulset(namespace, name, kruise.GROUP)
+    if held is not None and held.skipped:
+        return allow()  # a Scale lacks the set's labels: the objectSelector cannot skip it
     # An UPDATE always carries oldObject; a hand-written review may not.
     old_count = _replicas(old) if old else held.replicas if held is not None else new_count
     if new_count >= old_count:
