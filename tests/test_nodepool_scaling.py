@@ -18,6 +18,7 @@ from webhook.model.records import volume_info
 from webhook.model.store import Store
 
 REMOVE = "strimzi.io/remove-node-ids"
+SKIP = "stszone.io/skip"
 
 
 def skewed() -> tuple[Store, sim.Cluster]:
@@ -66,6 +67,18 @@ def test_scale_that_empties_a_zone_is_refused_with_the_annotate_command() -> Non
     view.put("nodepools", nodepool_info(annotated))
     again = sim.admit(view, new, old=old, operation="UPDATE")
     assert again.allowed and not again.warnings
+
+
+def test_a_pool_labelled_skip_is_left_alone_on_its_scale_subresource() -> None:
+    """The objectSelector keeps a pool labelled stszone.io/skip=true from stszone, but it is
+    matched against the Scale, which carries none of the pool's labels: /scale still comes."""
+    view, _ = skewed()
+    new, old = sim.scale("pool", old=6, new=4)
+    labelled = pool(view)
+    labelled["metadata"]["labels"] = {**labelled["metadata"].get("labels", {}), SKIP: "true"}
+    view.put("nodepools", nodepool_info(labelled))
+    allowed = sim.admit(view, new, old=old, operation="UPDATE")
+    assert allowed.allowed and not allowed.warnings, allowed.message
 
 
 def test_scale_keeping_every_zone_passes_and_warns_when_a_better_choice_exists() -> None:

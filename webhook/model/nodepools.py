@@ -24,7 +24,7 @@ from msgspec import field
 
 from webhook.errors import BadObject
 from webhook.model import objects
-from webhook.model.annotations import ZONE, stszone_annotations
+from webhook.model.annotations import SKIP, ZONE, stszone_annotations
 from webhook.model.pinning import ZONE_KEYS, topology_label
 from webhook.model.podspec import Going, going
 
@@ -61,6 +61,8 @@ class KafkaNodePoolInfo(msgspec.Struct, frozen=True, gc=False):
     node_ids: tuple[int, ...] | None = None
     #: The prefixes of its brokers' claim names: ``data``, or ``data-<id>`` per JBOD volume.
     claim_prefixes: tuple[str, ...] = ()
+    #: Labelled ``stszone.io/skip=true``: the webhooks' objectSelector leaves it alone.
+    skipped: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -139,6 +141,7 @@ def nodepool_info(obj: Mapping[str, Any]) -> KafkaNodePoolInfo:
     if not name:
         raise BadObject("metadata.name is missing")
     annotations = objects.str_map(meta, "annotations", path="metadata")
+    labels = objects.str_map(meta, "labels", path="metadata")
     kept = stszone_annotations(annotations)
     kept.update({k: annotations[k] for k in KEPT if k in annotations})
     spec = objects.mapping(obj, "spec")
@@ -151,11 +154,12 @@ def nodepool_info(obj: Mapping[str, Any]) -> KafkaNodePoolInfo:
         api_version=api_version
         if isinstance(api_version, str) and api_version.startswith(f"{GROUP}/")
         else "",
-        cluster=objects.str_map(meta, "labels", path="metadata").get(CLUSTER_LABEL, ""),
+        cluster=labels.get(CLUSTER_LABEL, ""),
         annotations=kept,
         replicas=_int(replicas, path="spec.replicas"),
         node_ids=_node_ids(objects.mapping(obj, "status")),
         claim_prefixes=claim_prefixes(spec),
+        skipped=labels.get(SKIP) == "true",
     )
 
 

@@ -229,7 +229,8 @@ def validate_pool_scale(
         return allow()
     policy = pool_policy(namespace, name, store=store)
     node_ids = policy.pool.node_ids if policy is not None else None
-    if policy is None or not node_ids:
+    # A Scale carries none of the pool's labels: the objectSelector cannot skip its /scale.
+    if policy is None or not node_ids or policy.pool.skipped:
         return allow()
     annotation = policy.pool.annotations.get(REMOVE_NODE_IDS)
     removed = order_for(policy, new_replicas, annotation)
