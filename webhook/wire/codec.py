@@ -1,8 +1,9 @@
 """JSON on the hot paths: msgspec, with the stdlib where exactness needs it, in one place.
 
 msgspec does every decode and encode at run time: request bodies (against a shape when the
-caller has one, :mod:`webhook.wire.lean`), the answers, the live view's watch events and the list
-pages that do not fit their table's shape (:mod:`webhook.cluster.pages` decodes the others). It
+caller has one: the AdmissionReview envelope, :mod:`webhook.wire.review`), the answers, the live
+view's watch events and the list pages that do not fit their table's shape
+(:mod:`webhook.cluster.pages` decodes the others). It
 reads every document it accepts as ``json.loads`` does: the same values of the same types in
 the same key order, an integer an ``int`` however long (up to the 4300 digits the interpreter
 reads), the last of duplicate keys kept (tests/test_live_decode.py holds it to that). Where it
