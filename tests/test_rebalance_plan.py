@@ -649,6 +649,18 @@ def test_a_terminating_pod_blocks_every_move_of_its_set() -> None:
     )
 
 
+def test_a_pod_on_a_deleted_node_blocks_every_move_of_its_set() -> None:
+    """db-0 still reports Ready, but its node is gone (PodGC deletes the pod): zone-a holds no
+    running pod but db-1, so evicting db-1 would leave zone-a empty. The set is not whole."""
+    result = only(planned(r.cluster({0: "gone", 1: "a1", 2: "c1", 3: "b1"})))
+    assert result.steps == ()
+    assert [row.kind for row in result.rows] == ["in place", "blocked", "in place", "blocked"]
+    assert result.rows[1].notes == (
+        "not every replica is Ready (3/4: db-0 on node gone, which no longer exists); pods "
+        "move only while all are",
+    )
+
+
 # --- the live state the planner reads -----------------------------------------------------------
 
 

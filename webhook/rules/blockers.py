@@ -87,8 +87,17 @@ def some(names: Iterable[str]) -> str:
     return shown + (f" and {len(items) - NAMED} more" if len(items) > NAMED else "")
 
 
-def set_blockers(sts: StatefulSetInfo, state: LiveState, ordinals: Sequence[int]) -> list[str]:
-    """Reasons no ordinal of the set may move now (``ordinals``: its members)."""
+def set_blockers(
+    sts: StatefulSetInfo,
+    state: LiveState,
+    ordinals: Sequence[int],
+    *,
+    gone: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Reasons no ordinal of the set may move now (``ordinals``: its members; ``gone``: member
+    pod -> its node, for pods bound to a node that no longer exists: their Ready condition
+    outlives the node until PodGC deletes them, so they hold no zone however they report)."""
+    lost = gone or {}
     info = state.workload(sts.namespace, sts.name, sts.group)
     reasons: list[str] = []
     if info is not None and info.deleting:
@@ -101,13 +110,22 @@ def set_blockers(sts: StatefulSetInfo, state: LiveState, ordinals: Sequence[int]
             "re-created pod"
         )
     names = (f"{sts.name}-{ordinal}" for ordinal in ordinals)
-    unready = [w for n in names if (w := states.unready(n, _member(n, sts=sts, state=state)))]
+    unready = [w for n in names if (w := _unready(n, sts=sts, state=state, gone=lost))]
     if unready:
         reasons.append(
             f"not every replica is Ready ({len(ordinals) - len(unready)}/{len(ordinals)}: "
             f"{some(unready)}); pods move only while all are"
         )
     return reasons
+
+
+def _unready(
+    name: str, *, sts: StatefulSetInfo, state: LiveState, gone: Mapping[str, str]
+) -> str | None:
+    """Why the member pod ``name`` does not count as Ready, or None."""
+    if why := states.unready(name, _member(name, sts=sts, state=state)):
+        return why
+    return f"{name} on node {gone[name]}, which no longer exists" if name in gone else None
 
 
 def _member(name: str, *, sts: StatefulSetInfo, state: LiveState) -> states.PodState | None:

@@ -323,13 +323,19 @@ def plan_set(sts: StatefulSetInfo, *, store: Store, state: LiveState, move_data:
         why = f"no zone list: no stszone.io/zones on it, no --zones, and no node labelled {key}"
         return replace(empty, problem=why)
     ordinals = walked_members(sts, store=store)
+    pods = store.set_pods(sts.namespace, sts.name, sts.group).by_name
+    gone = {
+        f"{sts.name}-{o}": pod.node
+        for o in ordinals
+        if (pod := pods.get(o)) is not None and store.node_gone(pod.node)
+    }
     ctx = _Set(
         sts=sts,
         policy=policy,
         store=store,
         state=state,
         where=Locator(namespace=sts.namespace, policy=policy, store=store),
-        blockers=tuple(set_blockers(sts, state, ordinals)),
+        blockers=tuple(set_blockers(sts, state, ordinals, gone=gone)),
         move_data=move_data,
         homes={},
     )
