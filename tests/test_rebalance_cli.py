@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests import poolsim as sim
 from tests import rebalancing as r
 from tests.fakeapi import FakeApi
 from tests.kubeconfig import write_kubeconfig
@@ -126,6 +127,43 @@ def test_a_set_that_cannot_be_planned_is_counted_not_nothing_to_do(
     assert lines[-2:] == [
         "1 set(s) could not be planned (PROBLEM above): StatefulSet shop/racked.",
         "Nothing to do in the other sets: every ordinal is in its rule zone.",
+    ]
+
+
+def _pools_file(tmp_path: Path) -> Path:
+    """db in place, and a KafkaNodePool "brokers" in shop (opted in), in kafka (not opted in)
+    and in kube-system (never touched, even labelled)."""
+    pools = [
+        sim.pool_object("brokers", replicas=3, node_ids=[0, 1, 2], namespace=ns)
+        for ns in ("shop", "kafka", "kube-system")
+    ]
+    objects = [
+        *r.cluster({0: "a1", 1: "b1", 2: "c1"}),
+        r.namespace("kafka", enabled=False),
+        r.namespace("kube-system"),
+        *pools,
+    ]
+    path = tmp_path / "pools.json"
+    path.write_text(json.dumps({"kind": "List", "items": objects}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [([], ["shop/brokers"]), (["-n", "kafka"], []), (["--statefulset", "shop/db"], [])],
+)
+def test_the_kafka_note_names_only_the_pools_the_selection_covers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], named: list[str]
+) -> None:
+    """Pools of namespaces stszone does not serve are none of its business, and --statefulset
+    names one set, never a pool."""
+    assert main(["rebalance", "--cluster", str(_pools_file(tmp_path)), *args]) == 0
+    out = capsys.readouterr().out
+    noted = [line for line in out.splitlines() if line.startswith("KafkaNodePool")]
+    assert noted == [
+        f"KafkaNodePool {name}: brokers are not moved: a broker's data moves with Kafka's "
+        "partition reassignment (Cruise Control), not with its pod; see docs/kafka.md"
+        for name in named
     ]
 
 

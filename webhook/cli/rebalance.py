@@ -8,7 +8,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, TextIO
 
 from webhook.cli.options import (
@@ -33,6 +33,7 @@ from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.model import kruise
 from webhook.model.store import Store
+from webhook.rules.poolaudit import audited_pools
 from webhook.rules.rebalance import Plan, chosen, plan
 
 HELP = "plan (and with --apply make) the moves that bring misplaced ordinals to their zones"
@@ -173,13 +174,11 @@ def _not_chosen(snapshot: Snapshot, key: tuple[str, str], *, settings: Settings)
     )
 
 
-def kafka_note(store: Store, *, namespace: str | None) -> str:
-    """Why the KafkaNodePools of the view are not in the plan ("" when there are none)."""
-    pools = sorted(
-        f"{p.namespace}/{p.name}"
-        for p in store.nodepools.values()
-        if namespace is None or p.namespace == namespace
-    )
+def kafka_note(store: Store, *, excluded: Collection[str] = (), namespace: str | None) -> str:
+    """Why the KafkaNodePools the selection covers (those the audit would list: opted in,
+    never kube-system or stszone's own namespace) are not in the plan ("" when none)."""
+    chosen_pools = audited_pools(store, excluded=excluded, namespace=namespace)
+    pools = [f"{p.namespace}/{p.name}" for p in chosen_pools]
     if not pools:
         return ""
     return (
@@ -202,19 +201,26 @@ def run(args: argparse.Namespace) -> int:
     if args.apply and settings.cluster_file is not None:
         raise ConfigError("--cluster FILE only plans; --apply needs a live cluster (--kubeconfig)")
     snapshot, live = load(settings, namespace=namespace)
+    excluded = settings.defaults().excluded_namespaces
     sets = chosen(
         snapshot.store,
-        excluded=settings.defaults().excluded_namespaces,
+        excluded=excluded,
         namespace=namespace,
         statefulset=args.statefulset,
     )
     if args.statefulset is not None and not sets:
         raise ConfigError(_not_chosen(snapshot, args.statefulset, settings=settings))
     result = plan(snapshot.store, snapshot.state, sets=sets, move_data=args.move_data)
+    # --statefulset names one set, never a pool.
+    note = (
+        ""
+        if args.statefulset
+        else kafka_note(snapshot.store, excluded=excluded, namespace=namespace)
+    )
     table = args.output == "table"
     if table:
         print(render_plan(result, timeout=args.timeout, apply=args.apply))
-        if note := kafka_note(snapshot.store, namespace=namespace):
+        if note:
             print(note)
     if not args.apply or not live or not result.steps:
         if not table:
