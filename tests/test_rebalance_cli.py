@@ -167,6 +167,20 @@ def test_the_kafka_note_names_only_the_pools_the_selection_covers(
     ]
 
 
+def test_json_names_the_kafka_pools_the_table_notes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o json says what the table's last line says: which pools are left out, and why."""
+    path = str(_pools_file(tmp_path))
+    assert main(["rebalance", "--cluster", path]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("KafkaNodePool")]
+    assert main(["rebalance", "--cluster", path, "-o", "json"]) == 0
+    (pool,) = json.loads(capsys.readouterr().out)["kafkaNodePools"]
+    assert (pool["namespace"], pool["name"]) == ("shop", "brokers")
+    assert line == f"KafkaNodePool shop/brokers: {pool['note']}"
+    assert pool["note"].startswith("brokers are not moved: ")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

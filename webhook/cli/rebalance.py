@@ -21,6 +21,7 @@ from webhook.cli.options import (
     settings_from,
 )
 from webhook.cli.rebalance_text import (
+    kafka_note,
     progress_printer,
     render_json,
     render_outcome,
@@ -174,18 +175,12 @@ def _not_chosen(snapshot: Snapshot, key: tuple[str, str], *, settings: Settings)
     )
 
 
-def kafka_note(store: Store, *, excluded: Collection[str] = (), namespace: str | None) -> str:
-    """Why the KafkaNodePools the selection covers (those the audit would list: opted in,
-    never kube-system or stszone's own namespace) are not in the plan ("" when none)."""
-    chosen_pools = audited_pools(store, excluded=excluded, namespace=namespace)
-    pools = [f"{p.namespace}/{p.name}" for p in chosen_pools]
-    if not pools:
-        return ""
-    return (
-        f"KafkaNodePool{'s' if len(pools) > 1 else ''} {', '.join(pools)}: brokers are not "
-        "moved: a broker's data moves with Kafka's partition reassignment (Cruise Control), "
-        "not with its pod; see docs/kafka.md"
-    )
+def kafka_pools(
+    store: Store, *, excluded: Collection[str] = (), namespace: str | None
+) -> list[tuple[str, str]]:
+    """(namespace, name) of the KafkaNodePools the selection covers (those the audit would
+    list: opted in, never kube-system or stszone's own namespace); none are in the plan."""
+    return [p.key for p in audited_pools(store, excluded=excluded, namespace=namespace)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -212,19 +207,19 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(_not_chosen(snapshot, args.statefulset, settings=settings))
     result = plan(snapshot.store, snapshot.state, sets=sets, move_data=args.move_data)
     # --statefulset names one set, never a pool.
-    note = (
-        ""
+    pools = (
+        []
         if args.statefulset
-        else kafka_note(snapshot.store, excluded=excluded, namespace=namespace)
+        else kafka_pools(snapshot.store, excluded=excluded, namespace=namespace)
     )
     table = args.output == "table"
     if table:
         print(render_plan(result, timeout=args.timeout, apply=args.apply))
-        if note:
-            print(note)
+        if pools:
+            print(kafka_note(pools))
     if not args.apply or not live or not result.steps:
         if not table:
-            print(json.dumps(render_json(result, timeout=args.timeout), indent=2))
+            print(json.dumps(render_json(result, timeout=args.timeout, pools=pools), indent=2))
         return 0 if result.complete else 1
     if not args.yes:
         confirm(result)
@@ -236,5 +231,6 @@ def run(args: argparse.Namespace) -> int:
     if table:
         print(render_outcome(result, outcome))
     else:
-        print(json.dumps(render_json(result, timeout=args.timeout, outcome=outcome), indent=2))
+        body = render_json(result, timeout=args.timeout, outcome=outcome, pools=pools)
+        print(json.dumps(body, indent=2))
     return 0 if outcome.converged and result.complete else 1

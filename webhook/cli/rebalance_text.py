@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TextIO
 
 from webhook.cli.options import table_lines
@@ -110,6 +110,19 @@ def render_plan(result: Plan, *, timeout: float, apply: bool) -> str:
     return "\n".join(lines)
 
 
+#: Why a KafkaNodePool's brokers are never in the plan.
+KAFKA_WHY: Final = (
+    "brokers are not moved: a broker's data moves with Kafka's partition reassignment (Cruise "
+    "Control), not with its pod; see docs/kafka.md"
+)
+
+
+def kafka_note(pools: Sequence[tuple[str, str]]) -> str:
+    """The line under the plan naming the KafkaNodePools left out, and why."""
+    names = ", ".join(f"{namespace}/{name}" for namespace, name in pools)
+    return f"KafkaNodePool{'s' if len(pools) > 1 else ''} {names}: {KAFKA_WHY}"
+
+
 def _row_json(row: Row) -> dict[str, Any]:
     return {
         "ordinal": row.ordinal,
@@ -125,8 +138,15 @@ def _row_json(row: Row) -> dict[str, Any]:
     }
 
 
-def render_json(result: Plan, *, timeout: float, outcome: Outcome | None = None) -> dict[str, Any]:
-    """The plan (and what applying it did) for scripts."""
+def render_json(
+    result: Plan,
+    *,
+    timeout: float,
+    outcome: Outcome | None = None,
+    pools: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
+    """The plan (and what applying it did) for scripts; ``pools``: the KafkaNodePools the
+    selection covers, none of which it moves (the table's note under the plan)."""
     applied: dict[str, Any] | None = None
     if outcome is not None:
         applied = {
@@ -174,6 +194,9 @@ def render_json(result: Plan, *, timeout: float, outcome: Outcome | None = None)
                 "left": list(s.left),
             }
             for s in result.sets
+        ],
+        "kafkaNodePools": [
+            {"namespace": namespace, "name": name, "note": KAFKA_WHY} for namespace, name in pools
         ],
         "applied": applied,
     }
