@@ -356,6 +356,22 @@ def test_claim_owned_by_its_pod_blocks_an_eviction_that_would_lose_it() -> None:
     )
 
 
+def test_a_claim_being_deleted_blocks_an_eviction_that_would_let_it_go() -> None:
+    """data-db-0 was deleted while db-0 mounts it (pvc-protection keeps it): once the pod is
+    evicted the claim goes, with its data, and db-0 comes back on a fresh empty one -- the cost
+    of --move-data, without --move-data. Its volume pins no zone, so db-0 is no data move."""
+    doomed = r.claim("data-db-0", "")
+    doomed["metadata"]["deletionTimestamp"] = "2026-11-30T12:00:00Z"
+    doomed["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+    sts = r.statefulset(2, templates=("data",))
+    result = only(planned(r.cluster({0: "b1", 1: "b2"}, sts=sts, extra=[doomed])))
+    assert (result.rows[0].kind, result.rows[0].step) == ("blocked", None)
+    assert result.rows[0].notes == (
+        "claim data-db-0 is being deleted: evicting db-0 would let it go with its data, and the "
+        "pod would come back on a fresh, empty claim",
+    )
+
+
 @pytest.mark.parametrize(
     "ref",
     [

@@ -78,6 +78,8 @@ class ClaimState:
     uid: str = ""
     #: Pods named in its ownerReferences: the garbage collector deletes the claim with them.
     owner_pods: tuple[str, ...] = ()
+    #: ``metadata.deletionTimestamp`` is set: it goes once no pod mounts it.
+    deleting: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +170,7 @@ def claim_state(obj: Mapping[str, Any]) -> ClaimState:
         name=objects.string(meta, "name"),
         uid=objects.string(meta, "uid"),
         owner_pods=owners,
+        deleting=_deleting(meta),
     )
 
 

@@ -158,12 +158,19 @@ def zone_blocker(
 def owned_claims(
     ordinal: int, *, sts: StatefulSetInfo, policy: Policy, state: LiveState
 ) -> list[str]:
-    """Why evicting the pod would delete data: claims whose ownerReferences name the pod."""
+    """Why evicting the pod would delete data: claims whose ownerReferences name the pod, and
+    claims being deleted (``kubernetes.io/pvc-protection`` holds them only while a pod mounts
+    them; the controller re-creates the pod once they are gone, on fresh claims)."""
     pod = f"{sts.name}-{ordinal}"
     reasons = []
     for template in policy.templates:
         claim = state.claims.get((sts.namespace, claim_name(template, sts.name, ordinal)))
-        if claim is not None and pod in claim.owner_pods:
+        if claim is not None and claim.deleting:
+            reasons.append(
+                f"claim {claim.name} is being deleted: evicting {pod} would let it go with its "
+                "data, and the pod would come back on a fresh, empty claim"
+            )
+        elif claim is not None and pod in claim.owner_pods:
             reasons.append(
                 f"claim {claim.name} is owned by pod {pod} (persistentVolumeClaimRetentionPolicy "
                 "whenScaled: Delete, from a scale-down): evicting the pod would let the garbage "
