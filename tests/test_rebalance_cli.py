@@ -181,6 +181,18 @@ def test_json_names_the_kafka_pools_the_table_notes(
     assert pool["note"].startswith("brokers are not moved: ")
 
 
+def test_statefulset_naming_a_kafka_pool_says_it_is_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--statefulset shop/brokers names a KafkaNodePool: the refusal says what it is and why
+    it has no plan, not that nothing of that name exists."""
+    argv = ["rebalance", "--cluster", str(_pools_file(tmp_path)), "--statefulset", "shop/brokers"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "shop/brokers is a KafkaNodePool: brokers are not moved: " in err
+    assert "not found" not in err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

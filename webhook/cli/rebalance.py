@@ -21,6 +21,7 @@ from webhook.cli.options import (
     settings_from,
 )
 from webhook.cli.rebalance_text import (
+    KAFKA_WHY,
     kafka_note,
     progress_printer,
     render_json,
@@ -166,6 +167,8 @@ def _not_chosen(snapshot: Snapshot, key: tuple[str, str], *, settings: Settings)
     if store.statefulset(namespace, name) is None and (
         store.statefulset(namespace, name, kruise.GROUP) is None
     ):
+        if store.nodepool(namespace, name) is not None:
+            return f"{namespace}/{name} is a KafkaNodePool: {KAFKA_WHY}"
         return f"StatefulSet {namespace}/{name} was not found (nor an Advanced StatefulSet)"
     if namespace in settings.defaults().excluded_namespaces:
         return f"stszone never touches namespace {namespace} (kube-system and its own)"
