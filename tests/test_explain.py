@@ -341,3 +341,33 @@ def test_a_node_ordinal_pod_off_its_node_is_told_where_it_goes_not_to_rebalance(
         "(n0); re-created, stszone pins it to them (`stszone rebalance` moves no pod of "
         "node-ordinal mode)"
     ) in pod_text(explained).splitlines()
+
+
+def test_a_pod_of_a_skipped_template_is_not_sent_to_rebalance() -> None:
+    """db's pod template is labelled stszone.io/skip=true, so stszone placed none of its pods:
+    db-1 runs in zone-a, where the rule would have put zone-b, and explain says stszone gives
+    it no zone and does not move it (rebalance has nothing to do for the set), as the audit
+    marks it `skipped`; the guard still counts where it is."""
+    sts = b.statefulset("db", replicas=3, templates=(), annotations=ZONES)
+    sts["spec"]["template"]["metadata"]["labels"]["stszone.io/skip"] = "true"
+    skip = {"stszone.io/skip": "true"}
+    store = store_from_objects(
+        [
+            b.node("a1", "zone-a"),
+            b.node("b1", "zone-b"),
+            b.node("c1", "zone-c"),
+            sts,
+            b.sts_pod("db", 0, claims=(), labels=skip, node="a1"),
+            b.sts_pod("db", 1, claims=(), labels=skip, node="a1"),
+        ]
+    )
+    explained = explain_pod(store, "ns", "db-1")
+    assert explained is not None
+    assert explained.left_alone == "its pod template is labelled stszone.io/skip=true"
+    lines = pod_text(explained).splitlines()
+    assert "  stszone's zone:  no zone: stszone.io/skip=true on the pod template" in lines
+    assert (
+        "  status:          skipped: stszone expects it nowhere, and `stszone rebalance` moves "
+        "none of its set"
+    ) in lines
+    assert "  guard:           holds zone-a for the scale-down guard" in lines

@@ -121,6 +121,38 @@ def test_gauges_export_the_figures_and_a_malformed_set_only_its_replicas() -> No
     assert not any(("statefulset", "cache") in labels for _, labels in samples)
 
 
+def test_a_set_whose_pod_template_is_skipped_raises_no_zone_alert() -> None:
+    """stszone places none of its pods (the objectSelector keeps them away): two of them in
+    zone-a, where the rule would have put one in zone-b, are not misplaced, and with no
+    ``zones``/``zones_held`` samples StszoneStatefulSetLostZone cannot fire for it; the guard
+    still judges its scale-downs, so its replicas and lowest safe count are exported."""
+    sts = b.statefulset(
+        "db", namespace="shop", replicas=3, templates=(), annotations={"stszone.io/zones": ZONES}
+    )
+    sts["spec"]["template"]["metadata"]["labels"]["stszone.io/skip"] = "true"
+    skip = {"stszone.io/skip": "true"}
+    store = store_from_objects(
+        [
+            namespace("shop", enabled=True),
+            b.node("a1", "zone-a"),
+            b.node("b1", "zone-b"),
+            b.node("c1", "zone-c"),
+            sts,
+            b.sts_pod("db", 0, namespace="shop", claims=(), labels=skip, node="a1"),
+            b.sts_pod("db", 1, namespace="shop", claims=(), labels=skip, node="a1"),
+            b.sts_pod("db", 2, namespace="shop", claims=(), labels=skip, node="c1"),
+        ]
+    )
+    samples = gauges(served(RiskScan(store)))
+    db = frozenset({("namespace", "shop"), ("statefulset", "db"), ("kind", "StatefulSet")})
+    assert {name: v for (name, labels), v in samples.items() if labels == db} == {
+        "stszone_statefulset_replicas": 3,
+        "stszone_statefulset_misplaced_pods": 0,
+        "stszone_statefulset_unknown_zone_ordinals": 0,
+        "stszone_statefulset_lowest_safe_replicas": 3,
+    }
+
+
 async def test_a_deleted_set_loses_its_series_at_the_next_refresh() -> None:
     """No stale series: the set is gone from the figures, and from the text a scrape is
     served, at the first refresh after the view drops it."""

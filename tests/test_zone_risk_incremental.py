@@ -18,9 +18,9 @@ import pytest
 from tests import builders as b
 from tests.test_zone_risk import namespace, refreshed
 from webhook.cluster.clusterfile import store_from_objects
+from webhook.model.namespaces import namespace_info
 from webhook.model.records import (
     claim_info,
-    namespace_info,
     node_info,
     pod_info,
     statefulset_info,

@@ -76,6 +76,8 @@ def pod_text(explained: PodExplanation) -> str:
             f": it runs outside {row.expected_zone} (placed before stszone, or by hand); "
             "`stszone rebalance` can move it"
         )
+    elif row.status == "skipped":
+        status += ": stszone expects it nowhere, and `stszone rebalance` moves none of its set"
     rows.append(("status", status))
     rows.append(("guard", member.guard.why))
     width = max(len(k) for k, _ in rows)

@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
+from webhook.model.namespaces import NamespaceInfo
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
 from webhook.model.records import (
     ClaimInfo,
     Info,
     Key,
-    NamespaceInfo,
     NodeInfo,
     PodInfo,
     StatefulSetInfo,

@@ -20,13 +20,13 @@ from msgspec import field
 from webhook.errors import BadObject
 from webhook.model import kruise, objects
 from webhook.model.annotations import (
-    ENABLED,
     SKIP,
     ZONE,
     Declared,
     read_annotations,
     stszone_annotations,
 )
+from webhook.model.namespaces import NamespaceInfo
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
 from webhook.model.owners import ordinal_of, workload_owner
 from webhook.model.pinning import (
@@ -141,6 +141,9 @@ class StatefulSetInfo(msgspec.Struct, frozen=True, gc=False):
     reserve_ok: bool = True
     uid: str = ""
     skipped: bool = False  # labelled stszone.io/skip=true, like what the objectSelector skips
+    #: Its pod template is labelled ``stszone.io/skip=true``: the objectSelector keeps each of
+    #: its pods from stszone, which places none of them (they run wherever they were put).
+    template_skipped: bool = False
 
     def __post_init__(self) -> None:
         declared, problems = read_annotations(self.annotations)
@@ -203,17 +206,6 @@ class PodInfo(msgspec.Struct, frozen=True, gc=False):
     def zone_label(self, topology_key: str) -> str | None:
         """The pod's own label for ``topology_key`` (or an equivalent zone key), if any."""
         return topology_label(self.topology, topology_key)
-
-
-class NamespaceInfo(msgspec.Struct, frozen=True, gc=False):
-    """A namespace and whether it is opted in (label ``stszone.io/enabled=true``)."""
-
-    name: str
-    enabled: bool
-
-    @property
-    def key(self) -> str:
-        return self.name
 
 
 Info = (
@@ -328,7 +320,10 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
     """Record of a StatefulSet."""
     meta = _meta(obj)
     spec = objects.mapping(obj, "spec")
-    template_spec = objects.mapping(objects.mapping(spec, "template"), "spec", path="spec.template")
+    template = objects.mapping(spec, "template", path="spec")
+    template_spec = objects.mapping(template, "spec", path="spec.template")
+    template_meta = objects.mapping(template, "metadata", path="spec.template")
+    template_labels = objects.str_map(template_meta, "labels", path="spec.template.metadata")
     terms = _node_terms(template_spec, path="spec.template.spec")
     templates = tuple(
         _name(objects.mapping(t, "metadata"))
@@ -346,6 +341,7 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
         node_selector=objects.str_map(template_spec, "nodeSelector"),
         deletes_claims=objects.string(retention, "whenScaled") == "Delete",
         skipped=objects.str_map(meta, "labels", path="metadata").get(SKIP) == "true",
+        template_skipped=template_labels.get(SKIP) == "true",
     )
 
 
@@ -375,13 +371,6 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
         group=group,
         owner_uid=owner_uid,
     )
-
-
-def namespace_info(obj: Mapping[str, Any]) -> NamespaceInfo:
-    """Record of a Namespace."""
-    meta = _meta(obj)
-    labels = objects.str_map(meta, "labels")
-    return NamespaceInfo(name=_name(meta), enabled=labels.get(ENABLED) == "true")
 
 
 def kruise_set_info(obj: Mapping[str, Any]) -> StatefulSetInfo:

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from webhook.model import kruise, objects
-from webhook.model.annotations import SKIP
 from webhook.model.owners import owned_by, workload_owner
 from webhook.model.revisions import set_key
 
@@ -95,8 +94,6 @@ class SetState:
     #: ``status.currentRevision != status.updateRevision``: a rolling update is under way.
     updating: bool = False
     deleting: bool = False
-    #: The pod template carries ``stszone.io/skip=true``: stszone would not place its pods.
-    skipped: bool = False
     tolerations: tuple[Mapping[str, Any], ...] = ()
 
 
@@ -189,7 +186,6 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
     meta, spec = objects.mapping(obj, "metadata"), objects.mapping(obj, "spec")
     status = objects.mapping(obj, "status")
     template = objects.mapping(spec, "template", path="spec")
-    template_meta = objects.mapping(template, "metadata", path="spec.template")
     current = objects.string(status, "currentRevision")
     update = objects.string(status, "updateRevision")
     return SetState(
@@ -200,7 +196,6 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
         replicas=objects.integer(spec, "replicas", default=1, path="spec"),
         updating=bool(current and update and current != update),
         deleting=_deleting(meta),
-        skipped=objects.str_map(template_meta, "labels").get(SKIP) == "true",
         tolerations=tuple(
             objects.dicts(
                 objects.mapping(template, "spec", path="spec.template"),

@@ -13,6 +13,7 @@ from webhook.model import pinning
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
 from webhook.model.index import Index, Staging
 from webhook.model.labels import NodeLabels
+from webhook.model.namespaces import NamespaceInfo
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
 from webhook.model.pinning import Reach
 from webhook.model.reach import Reaches
@@ -20,7 +21,6 @@ from webhook.model.records import (
     ClaimInfo,
     Info,
     Key,
-    NamespaceInfo,
     NodeInfo,
     PodInfo,
     StatefulSetInfo,

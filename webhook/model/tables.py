@@ -10,12 +10,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, get_args
 
 from webhook.model import kruise
+from webhook.model.namespaces import namespace_info
 from webhook.model.nodepools import nodepool_info, poolpod_info
 from webhook.model.records import (
     Info,
     claim_info,
     kruise_set_info,
-    namespace_info,
     node_info,
     pod_info,
     statefulset_info,

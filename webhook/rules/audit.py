@@ -7,11 +7,13 @@ the node and zone its pod really has (located as the scale-down guard locates it
 label, else the pod's own label, else its volume), and a status -- ``ok``, ``MISPLACED``
 (running outside what is expected), ``pending`` (no node yet), ``no pod``, ``going`` (its pod
 is Terminating, Failed or Succeeded, or on a node that no longer exists: the ordinal counts
-where its replacement goes, and the reason says where), or ``unknown`` (a zone is not known,
-with the reason). A pod on a node that is not Ready is marked: it still holds its zone, but
-maybe not for long. Also the zones the set holds now and the lowest replica count the
-scale-down guard would allow (unknown zones included), and, in node-ordinal mode, ordinal
-label values no node or several nodes carry.
+where its replacement goes, and the reason says where), ``unknown`` (a zone is not known,
+with the reason), or ``skipped`` (its set's pod template is labelled ``stszone.io/skip=true``:
+stszone places none of its pods, so none is expected anywhere, and none is misplaced). A pod
+on a node that is not Ready is marked: it still holds its zone, but maybe not for long. Also
+the zones the set holds now and the lowest replica count the scale-down guard would allow
+(unknown zones included), and, in node-ordinal mode, ordinal label values no node or several
+nodes carry.
 
 Removable nodes are computed by :mod:`webhook.rules.removal`. A report has *problems* -- the CLI
 exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, or a
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from webhook.errors import Denied
+from webhook.model.annotations import SKIP
 from webhook.model.kruise import Live
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
@@ -38,7 +41,10 @@ from webhook.rules.placement import (
     workload_kind,
 )
 
-Status = Literal["ok", "MISPLACED", "pending", "no pod", "going", "unknown"]
+Status = Literal["ok", "MISPLACED", "pending", "no pod", "going", "unknown", "skipped"]
+
+#: What sets the expectation of a member whose pod template is labelled ``stszone.io/skip``.
+SKIPPED_BY: Final = f"{SKIP}=true on the pod template"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +90,8 @@ class SetReport:
     problem: str = ""
     #: The workload's group: "" for ``apps/v1``, ``apps.kruise.io`` for an Advanced StatefulSet.
     group: str = ""
+    #: Its pod template is labelled ``stszone.io/skip=true``: stszone places none of its pods.
+    skipped: bool = False
 
     @property
     def kind(self) -> str:
@@ -161,11 +169,17 @@ def member_row(
 ) -> Row:
     """The audit's row of ``ordinal``, ``located`` by ``where`` (``stszone explain`` shows it)."""
     namespace = where.namespace
-    try:
-        claims = where.claims(ordinal)
-        expected, by, pinned = _expectation(ordinal, policy, store, namespace, claims=claims)
-    except Denied as err:
-        expected, by, pinned = None, err.message, ()
+    held = store.statefulset(namespace, policy.statefulset, policy.group)
+    left_alone = held is not None and held.template_skipped
+    pinned: tuple[str, ...] = ()
+    if left_alone:  # the objectSelector keeps its pods from stszone: none is expected anywhere
+        expected, by = None, SKIPPED_BY
+    else:
+        try:
+            claims = where.claims(ordinal)
+            expected, by, pinned = _expectation(ordinal, policy, store, namespace, claims=claims)
+        except Denied as err:
+            expected, by, pinned = None, err.message, ()
     pod = store.pod(namespace, f"{policy.statefulset}-{ordinal}")
     if pod is None or pod.owner != policy.statefulset or pod.group != policy.group:
         return Row(ordinal, expected, by, "", None, "no pod")
@@ -176,7 +190,9 @@ def member_row(
     zone = located.zone  # the guard's own facts: node label, pod label, volume
     status: Status
     why = ""
-    if policy.declared.mode == "node-ordinal":
+    if left_alone:
+        status, why = ("skipped", "") if zone is not None else ("unknown", located.detail)
+    elif policy.declared.mode == "node-ordinal":
         status = "ok" if pod.node in pinned else "MISPLACED"
     elif zone is None or expected is None:
         status = "unknown"
@@ -275,6 +291,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
         unknown=tuple(unknown),
         missing_labels=missing,
         duplicate_labels=duplicate or None,
+        skipped=sts.template_skipped,
     )
 
 

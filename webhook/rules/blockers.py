@@ -2,9 +2,9 @@
 
 Pure, and the same for an ``apps/v1`` StatefulSet and an Advanced StatefulSet. The set: every
 member (each live ordinal) must have its pod, owned by this set, Ready; no rollout under way,
-the set not being deleted, its pod template not opted out of stszone. A claim whose
-ownerReferences name its pod (left by ``persistentVolumeClaimRetentionPolicy.whenScaled:
-Delete``) is deleted by the garbage collector once that pod is, so evicting it would lose data.
+the set not being deleted. A claim whose ownerReferences name its pod (left by
+``persistentVolumeClaimRetentionPolicy.whenScaled: Delete``) is deleted by the garbage
+collector once that pod is, so evicting it would lose data.
 The nodes: a coarse version of what the scheduler's filters check, enough to tell a person
 *before* a pod is evicted that it would have nowhere to go -- the node is cordoned
 (``spec.unschedulable``, the NodeUnschedulable filter), NotReady, tainted NoSchedule/NoExecute
@@ -87,6 +87,15 @@ def some(names: Iterable[str]) -> str:
     return shown + (f" and {len(items) - NAMED} more" if len(items) > NAMED else "")
 
 
+def unplanned(sts: StatefulSetInfo, policy: Policy) -> str:
+    """Why an opted-in set has nothing to rebalance ("" when it may have)."""
+    if policy.declared.mode == "node-ordinal":
+        return "node-ordinal mode pins ordinals to labelled nodes, not zones: nothing to rebalance"
+    if sts.template_skipped:  # its pods are never placed: none is outside a zone of stszone's
+        return f"its pod template is labelled {SKIP}=true: stszone places none of its pods"
+    return ""
+
+
 def set_blockers(
     sts: StatefulSetInfo,
     state: LiveState,
@@ -104,11 +113,6 @@ def set_blockers(
         reasons.append(f"the {workload_kind(sts.group)} is being deleted")
     if info is not None and info.updating:
         reasons.append("a rolling update is under way; run rebalance once it has finished")
-    if info is not None and info.skipped:
-        reasons.append(
-            f"its pod template is labelled {SKIP}=true, so stszone would not place the "
-            "re-created pod"
-        )
     names = (f"{sts.name}-{ordinal}" for ordinal in ordinals)
     unready = [w for n in names if (w := _unready(n, sts=sts, state=state, gone=lost))]
     if unready:

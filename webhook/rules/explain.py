@@ -27,6 +27,7 @@ from itertools import islice
 from typing import Final
 
 from webhook.errors import Denied
+from webhook.model.annotations import SKIP
 from webhook.model.kruise import GROUP as KRUISE
 from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
@@ -235,6 +236,8 @@ def explain_pod(
         why = f"its StatefulSet {set_name} is not in the view"
         return PodExplanation(namespace, name, left_alone=why)
     refused = namespace_refusal(store, namespace, excluded=excluded)
+    if not refused and sts.template_skipped:
+        refused = f"its pod template is labelled {SKIP}=true"
     try:
         policy = resolve_policy(namespace, set_name, store=store, group=group)
     except Denied as err:

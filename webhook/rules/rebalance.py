@@ -35,7 +35,7 @@ from webhook.model.records import StatefulSetInfo
 from webhook.model.state import LiveState
 from webhook.model.store import Store
 from webhook.rules.audit import audited
-from webhook.rules.blockers import owned_claims, set_blockers, some, zone_blocker
+from webhook.rules.blockers import owned_claims, set_blockers, some, unplanned, zone_blocker
 from webhook.rules.locate import Locator, volume_zones
 from webhook.rules.placement import (
     Policy,
@@ -315,9 +315,8 @@ def plan_set(sts: StatefulSetInfo, *, store: Store, state: LiveState, move_data:
     except Denied as err:
         return replace(empty, problem=err.message)
     empty = replace(empty, zones=policy.zones)
-    if policy.declared.mode == "node-ordinal":
-        why = "node-ordinal mode pins ordinals to labelled nodes, not zones: nothing to rebalance"
-        return replace(empty, note=why)
+    if note := unplanned(sts, policy):
+        return replace(empty, note=note)
     if not policy.zones:
         key = policy.declared.topology_key
         why = f"no zone list: no stszone.io/zones on it, no --zones, and no node labelled {key}"

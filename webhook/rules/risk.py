@@ -76,6 +76,8 @@ class SetRisk:
     problem: str = ""
     #: The set's group: "" for ``apps/v1``, ``apps.kruise.io`` for an Advanced StatefulSet.
     group: str = ""
+    #: Its pod template is labelled ``stszone.io/skip=true``: stszone places none of its pods.
+    skipped: bool = False
 
     @classmethod
     def of(cls, report: SetReport) -> SetRisk:
@@ -92,6 +94,7 @@ class SetRisk:
             lowest=report.lowest,
             problem=report.problem,
             group=report.group,
+            skipped=report.skipped,
         )
 
 

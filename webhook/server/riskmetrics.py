@@ -13,6 +13,9 @@ Exported (all prefixed ``stszone_``, labels ``namespace``, ``statefulset`` and `
 
 A set whose annotations are malformed exports ``replicas`` alone (``stszone audit`` names the
 problem; its pods are denied, which the denial counter shows).
+A set whose pod template is labelled ``stszone.io/skip=true`` exports no ``zones`` and no
+``zones_held``: stszone places none of its pods, so the zones they hold are not stszone's to
+alert on (``StszoneStatefulSetLostZone`` compares the two), and none of them is misplaced.
 
 The figures come from :class:`webhook.rules.risk.RiskScan`, refreshed by :meth:`ZoneRisk.refresh`
 every ``interval`` seconds (``Settings.zone_risk_interval``, 30 s: a misplaced pod shows within
@@ -57,12 +60,12 @@ GAUGES: Final[tuple[tuple[str, str, Callable[[SetRisk], int | None]], ...]] = (
     (
         "zones",
         "Zones the StatefulSet lists (stszone.io/zones, else the server's zone list).",
-        lambda r: None if r.problem else r.zones,
+        lambda r: None if r.problem or r.skipped else r.zones,
     ),
     (
         "zones_held",
         "Listed zones some ordinal holds now (its pod, else its volume, else the rule).",
-        lambda r: None if r.problem else r.held,
+        lambda r: None if r.problem or r.skipped else r.held,
     ),
     (
         "misplaced_pods",
