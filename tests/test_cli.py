@@ -211,3 +211,63 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(args: list[str]) -> 
     _, err = proc.communicate(timeout=60)
     assert err.decode() == ""
     assert proc.returncode == 141
+
+
+def _cluster_file(tmp_path: Path, *objects: dict[str, Any]) -> str:
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+    return str(path)
+
+
+def _namespace(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def test_review_of_a_namespace_not_opted_in_is_allowed_unchanged(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The namespaceSelector keeps namespace ns (no stszone.io/enabled=true) from stszone, so
+    the API server admits its pods unchanged: review answers so, and says why on stderr, as
+    explain says "not opted in" there. Opted in, the same pod gets its zone."""
+    path = tmp_path / "review.json"
+    path.write_text(json.dumps(b.review(b.sts_pod(ordinal=1))))
+    nodes = [b.node("n1", "a"), b.node("n2", "b"), b.node("n3", "c")]
+    cluster = _cluster_file(tmp_path, _namespace("ns"), *nodes)
+    status, body, err = review_cli(capsys, "--cluster", cluster, str(path))
+    assert status == 0 and body["response"] == {"uid": body["response"]["uid"], "allowed": True}
+    assert err == (
+        "stszone review: not sent to stszone: namespace ns is not opted in (label "
+        "stszone.io/enabled=true)\n"
+    )
+    opted = _cluster_file(tmp_path, _namespace("ns", **{"stszone.io/enabled": "true"}), *nodes)
+    status, body, err = review_cli(capsys, "--cluster", opted, str(path))
+    assert body["response"]["patchType"] == "JSONPatch" and err == ""
+
+
+def test_review_of_a_statefulset_labelled_skip_is_allowed_unchanged(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The objectSelector (stszone.io/skip NotIn [true]) matches neither the set nor its old
+    version, so the API server never sends this scale-down from 3 to 1, which would drop zones
+    b and c: review allows it. With the label on the new object only, the old one matches, the
+    request is sent, and the guard refuses it."""
+    skip = {"stszone.io/skip": "true"}
+    zones = {"stszone.io/zones": "a,b,c"}
+    old = b.statefulset(replicas=3, templates=(), annotations=zones)
+    new = b.statefulset(replicas=1, templates=(), annotations=zones)
+    old["metadata"]["labels"] = new["metadata"]["labels"] = skip
+    pods = [b.sts_pod(ordinal=i, claims=(), node=f"n{i}") for i in range(3)]
+    nodes = [b.node("n0", "a"), b.node("n1", "b"), b.node("n2", "c")]
+    cluster = _cluster_file(tmp_path, *nodes, old, *pods)
+    path = tmp_path / "review.json"
+    path.write_text(json.dumps(b.review(new, operation="UPDATE", old=old)))
+    status, body, err = review_cli(capsys, "--cluster", cluster, str(path))
+    assert status == 0 and body["response"]["allowed"] is True
+    assert (
+        err
+        == "stszone review: not sent to stszone: the StatefulSet is labelled stszone.io/skip=true\n"
+    )
+    del old["metadata"]["labels"]
+    path.write_text(json.dumps(b.review(new, operation="UPDATE", old=old)))
+    status, body, err = review_cli(capsys, "--cluster", cluster, str(path))
+    assert body["response"]["allowed"] is False and err == ""

@@ -17,10 +17,15 @@ from webhook.cli.options import (
 )
 from webhook.cluster.live import live_store
 from webhook.cluster.view import choose_view, offline_store
-from webhook.config import Settings
-from webhook.errors import BadRequest, ConfigError
+from webhook.config import Defaults, Settings
+from webhook.errors import BadObject, BadRequest, ConfigError
+from webhook.model import objects
+from webhook.model.annotations import ENABLED, SKIP
+from webhook.model.objects import JSON
 from webhook.model.store import Store
-from webhook.rules.admission import Endpoint
+from webhook.rules.admission import Endpoint, Request
+from webhook.rules.decision import allow
+from webhook.rules.plan import skipped
 from webhook.wire import review
 
 HELP = "answer one AdmissionReview from a file, no server"
@@ -43,7 +48,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         description=(
             "Answer one AdmissionReview as the API server would experience it: the "
             "mutating webhook, then the validating webhook on the mutated object. Prints the "
-            "response AdmissionReview as JSON. The view is offline (--zones, --cluster) unless "
+            "response AdmissionReview as JSON. A request the webhook configurations never "
+            "send (a namespace not opted in, kube-system, stszone's own namespace, an object "
+            "labelled stszone.io/skip=true) is allowed unchanged, as the API server allows it, "
+            "and standard error says why. The view is offline (--zones, --cluster) unless "
             "--kubeconfig or --context names a cluster, which is then listed once; $KUBECONFIG "
             "alone never makes review contact a cluster."
         ),
@@ -78,6 +86,29 @@ def load_view(settings: Settings) -> Store:
     return offline_store(settings)
 
 
+def not_sent(request: Request, *, store: Store, defaults: Defaults) -> str:
+    """Why the API server would never send ``request`` to stszone ("" when it would): the
+    webhook configurations' namespaceSelector (an opted-in namespace, never kube-system or
+    stszone's own) and objectSelector (``stszone.io/skip`` NotIn ``[true]``, matched by the
+    API server against the object and the old object: either matching sends the request)."""
+    namespace = request.namespace
+    if namespace in defaults.excluded_namespaces:
+        return f"namespace {namespace} is never intercepted (kube-system, stszone's own)"
+    if namespace and store.namespace_enabled(namespace) is False:
+        return f"namespace {namespace} is not opted in (label {ENABLED}=true)"
+    sent = [obj for obj in (request.object, request.old_object) if obj]
+    if sent and all(_skipped(obj) for obj in sent):
+        return f"the {request.kind} is labelled {SKIP}=true"
+    return ""
+
+
+def _skipped(obj: JSON) -> bool:
+    try:
+        return skipped(objects.str_map(objects.mapping(obj, "metadata"), "labels"))
+    except BadObject:
+        return False  # unreadable labels: the rules name the problem
+
+
 def run_review(settings: Settings, *, path: str, endpoint: str) -> int:
     """Print the response AdmissionReview for the review in ``path`` (``-`` = stdin)."""
     try:
@@ -90,7 +121,12 @@ def run_review(settings: Settings, *, path: str, endpoint: str) -> int:
         raise ConfigError(f"{path}: {err.message}") from None
     store = load_view(settings)
     defaults = settings.defaults()
-    if endpoint == "chain":
+    passed_by = not_sent(parsed.request, store=store, defaults=defaults)
+    if passed_by:
+        # The API server answers such a request without calling stszone: allowed, unchanged.
+        print(f"stszone review: not sent to stszone: {passed_by}", file=sys.stderr)
+        answered = review.Answer(allow(), [], parsed.request.object)
+    elif endpoint == "chain":
         answered = review.chain(parsed, store=store, defaults=defaults)
     else:
         which: Endpoint = "mutate" if endpoint == "mutate" else "validate"
