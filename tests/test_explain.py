@@ -29,7 +29,9 @@ from tests.kubeconfig import write_kubeconfig
 from webhook.cli import main, plugin
 from webhook.cli.explain_text import pod_text, workload_json, workload_text
 from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
 from webhook.model.store import Store
+from webhook.rules.admission import Request, validate
 from webhook.rules.explain import explain_pod, explain_workload
 
 GUARD = Path(__file__).parent.parent / "deploy" / "examples" / "guard" / "cluster.yaml"
@@ -371,3 +373,35 @@ def test_a_pod_of_a_skipped_template_is_not_sent_to_rebalance() -> None:
         "none of its set"
     ) in lines
     assert "  guard:           holds zone-a for the scale-down guard" in lines
+
+
+def test_a_set_labelled_skip_has_every_size_allowed_as_the_webhook_allows_it() -> None:
+    """db is labelled stszone.io/skip=true: the objectSelector keeps its updates from the
+    guard and its /scale is allowed unjudged, so 3 -> 2 (which would drop zone-c, ordinal 2's
+    alone) passes whichever way it is asked; explain says so instead of "refused"."""
+    sts = b.statefulset("db", replicas=3, templates=(), annotations=ZONES)
+    sts["metadata"]["labels"] = {"stszone.io/skip": "true"}
+    store = store_from_objects(
+        [
+            b.node("a1", "zone-a"),
+            b.node("b1", "zone-b"),
+            b.node("c1", "zone-c"),
+            sts,
+            *(b.sts_pod("db", o, claims=(), node=n) for o, n in enumerate(("a1", "b1", "c1"))),
+        ]
+    )
+    explained = explain_workload(store, "ns", "db")
+    assert explained is not None
+    said = "not judged: the StatefulSet is labelled stszone.io/skip=true"
+    assert [(s.replicas, s.allowed, s.warnings) for s in explained.sizes] == [
+        (2, True, (said,)),
+        (1, True, (said,)),
+        (0, True, (said,)),
+    ]
+    scale = validate(
+        Request("Scale", "autoscaling", "statefulsets", "scale", "UPDATE", "ns", "db",
+                b.scale(replicas=2), b.scale(replicas=3), resource_group="apps"),
+        store=store,
+        defaults=Defaults(),
+    )  # fmt: skip
+    assert scale.allowed

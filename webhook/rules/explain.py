@@ -266,6 +266,9 @@ def explain_pod(
 
 
 def _answer(sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int) -> SizeAnswer:
+    if sts.skipped:  # its writes (the objectSelector) and its /scale are never judged
+        unjudged = f"not judged: the {policy.kind} is labelled {SKIP}=true"
+        return SizeAnswer(replicas, True, "", "", (unjudged,))
     if policy.live is not None:  # an Advanced StatefulSet: its live sets before and after
         before = policy.live
         after = before.resized(replicas)
