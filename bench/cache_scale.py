@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Final
 
@@ -78,8 +79,13 @@ class ListingLoad:
             results=[self.result],
             until=self.ready.is_set,
         )
-        self._thread = threading.Thread(target=asyncio.run, args=(load,), daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(load,), daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def _run(load: Coroutine[Any, Any, list[openloop.Result]]) -> None:
+        with asyncio.Runner(loop_factory=openloop.new_loop) as runner:
+            runner.run(load)
 
     def stop(self) -> dict[str, Any]:
         self.ready.set()
