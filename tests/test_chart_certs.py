@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.chartcerts import assert_self_managed, assert_valid_pair, pod_spec, serve_settings
-from tests.helm import Helm, helm_for_tests, release
+from tests.helm import Helm, HelmError, helm_for_tests, release
 from tests.rendered import container, only, webhooks
 
 
@@ -83,3 +83,43 @@ def test_names_follow_the_release_name(helm: Helm, mode: str, names: set[str]) -
         assert hook["clientConfig"]["service"]["name"] == "platform-stszone"
     if mode == "generated":
         assert_valid_pair(only(objects, "Secret"), objects, service="platform-stszone", days=3650)
+
+
+@pytest.mark.parametrize(
+    "issuer",
+    [
+        {"name": "pca", "kind": "AWSPCAClusterIssuer", "group": "awspca.cert-manager.io"},
+        {"name": "cas", "kind": "GoogleCASIssuer", "group": "cas-issuer.jetstack.io"},
+        {"name": "platform-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"},
+    ],
+)
+def test_cert_manager_signs_with_the_issuer_named(helm: Helm, issuer: dict[str, str]) -> None:
+    """An external issuer (cert-manager's own are Issuer and ClusterIssuer; one out of tree has
+    its group and kinds of its own, e.g. AWSPCAClusterIssuer) signs the serving Certificate."""
+    values = {"certificates": {"mode": "cert-manager", "certManager": {"issuerRef": issuer}}}
+    objects = release(helm.template(values=values))
+    (certificate,) = [obj for obj in objects if obj["kind"] == "Certificate"]
+    assert certificate["spec"]["issuerRef"] == issuer
+    assert not [obj for obj in objects if obj["kind"] == "Issuer"]
+
+
+@pytest.mark.parametrize(
+    ("issuer", "message"),
+    [
+        ({"name": "ca", "kind": "CAIssuer"}, "at '/certificates/certManager/issuerRef/kind'"),
+        (
+            {"name": "ca", "kind": "Issuer2", "group": "cert-manager.io"},
+            "at '/certificates/certManager/issuerRef/kind'",
+        ),
+        ({"name": "pca", "group": "awspca.cert-manager.io"}, "missing property 'kind'"),
+    ],
+)
+def test_cert_manager_issuer_kind_fits_its_group(
+    helm: Helm, issuer: dict[str, str], message: str
+) -> None:
+    """cert-manager.io (the default group) has only Issuer and ClusterIssuer; another group
+    must say its kind (Issuer would name a kind that group does not have)."""
+    values = {"certificates": {"mode": "cert-manager", "certManager": {"issuerRef": issuer}}}
+    with pytest.raises(HelmError) as refused:
+        helm.template(values=values)
+    assert message in refused.value.stderr
