@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests import markdown
-from tests.helm import ROOT, Helm, Obj, helm_for_tests, hooks, release
+from tests.helm import ROOT, Helm, HelmError, Obj, helm_for_tests, hooks, release
 from tests.rendered import container, only, validate, webhooks
 
 PROMETHEUS = ("--api-versions", "monitoring.coreos.com/v1")
@@ -183,3 +183,46 @@ def test_dashboard_configmap_carries_the_sidecar_label(helm: Helm) -> None:
     assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert board["metadata"]["name"] == "stszone-dashboard"
     assert not _kinds(helm.template(), "ConfigMap")
+
+
+def _monitor(interval: str, timeout: str) -> dict[str, Any]:
+    return {"metrics": {"serviceMonitor": {"interval": interval, "scrapeTimeout": timeout}}}
+
+
+@pytest.mark.parametrize(
+    ("interval", "timeout"),
+    [("5s", "10s"), ("500ms", "1s"), ("1m", "1m500ms"), ("1m", "61s"), ("1h", "1h1ms")],
+)
+def test_scrape_timeout_longer_than_the_interval_is_refused(
+    helm: Helm, interval: str, timeout: str
+) -> None:
+    """The Prometheus Operator skips a ServiceMonitor whose scrapeTimeout exceeds its interval
+    (nothing is scraped, and StszoneDown fires for want of series): the chart refuses it,
+    naming both values."""
+    with pytest.raises(HelmError) as refused:
+        helm.template(*PROMETHEUS, values=_monitor(interval, timeout))
+    said = refused.value.stderr
+    assert f"metrics.serviceMonitor.scrapeTimeout ({timeout})" in said
+    assert f"metrics.serviceMonitor.interval ({interval})" in said
+
+
+@pytest.mark.parametrize(
+    ("interval", "timeout"),
+    [("10s", "10s"), ("1m", "59s"), ("2m", "1m30s"), ("1s", "999ms"), ("1d", "23h"), ("1w", "6d")],
+)
+def test_scrape_timeout_within_the_interval_is_rendered(
+    helm: Helm, interval: str, timeout: str
+) -> None:
+    """A timeout up to the interval, in any of Prometheus's units, goes into the ServiceMonitor."""
+    (endpoint,) = only(
+        helm.template(*PROMETHEUS, values=_monitor(interval, timeout)), "ServiceMonitor"
+    )["spec"]["endpoints"]
+    assert (endpoint["interval"], endpoint["scrapeTimeout"]) == (interval, timeout)
+
+
+def test_scrape_timeout_is_not_judged_without_a_service_monitor(helm: Helm) -> None:
+    """No ServiceMonitor is rendered (metrics off, or the monitor off): nothing to refuse."""
+    assert not _kinds(helm.template(values=_monitor("5s", "10s")), "ServiceMonitor")
+    values = _monitor("5s", "10s")
+    values["metrics"]["serviceMonitor"]["enabled"] = False
+    assert not _kinds(helm.template(*PROMETHEUS, values=values), "ServiceMonitor")

@@ -107,3 +107,15 @@ Call with (dict "ctx" $ "namespace" .namespace).
 {{- define "stszone.monitoringNamespace" -}}
 {{- .namespace | default .ctx.Release.Namespace -}}
 {{- end -}}
+
+{{/*
+A Prometheus duration (1h30m, 500ms, 0; values.schema.json checks the form) in milliseconds.
+*/}}
+{{- define "stszone.milliseconds" -}}
+{{- $form := `^(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?$` -}}
+{{- $ms := 0 -}}
+{{- range $i, $unit := list 31536000000 604800000 86400000 3600000 60000 1000 1 -}}
+{{- $ms = add $ms (mul (atoi (regexReplaceAll $form $ (printf "${%d}" (add1 $i)))) $unit) -}}
+{{- end -}}
+{{- $ms -}}
+{{- end -}}
