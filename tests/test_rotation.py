@@ -67,6 +67,15 @@ def test_from_nothing_the_secret_is_created_then_both_bundles_get_its_ca() -> No
     assert 100 < third.wait < 120  # the renewal, two thirds into the pair's life
 
 
+def test_a_namespace_of_the_longest_valid_name_gets_a_ca() -> None:
+    """A namespace name may have 63 characters; a certificate's common name at most 64, which
+    cryptography enforces: the CA's name, which only says whose it is, is cut to fit."""
+    longest = "n" * 63
+    ca = authority(policy(), namespace=longest, now=START)
+    (name,) = ca.cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+    assert len(name.value) == 64 and f"stszone-ca {longest}".startswith(str(name.value))
+
+
 def test_a_valid_secret_is_reused_by_a_new_leader() -> None:
     """A later leader (a fresh Rotation) finds everything in order and writes nothing."""
     paper = Paper(policy())

@@ -79,7 +79,8 @@ def serials(certs: Sequence[x509.Certificate]) -> str:
 def authority(policy: Policy, *, namespace: str, now: dt.datetime) -> Keyed:
     """A new CA for ``policy``, valid from ``now``."""
     cert_pem, key_pem = new_ca(
-        common_name=f"stszone-ca {namespace}",
+        # A common name has at most 64 characters, a namespace name 63: the name only says whose.
+        common_name=f"stszone-ca {namespace}"[:64],
         lifetime=policy.ca_validity,
         key_type=policy.key_type,
         now=now,
