@@ -51,6 +51,26 @@ def test_review_chain_denial_wins(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert "nodeSelector topology.kubernetes.io/zone=b" in body["response"]["status"]["message"]
 
 
+def test_review_chain_answers_a_deeply_nested_object_as_each_endpoint_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A field nested 900 levels deep (the review decoder reads up to the recursion limit):
+    each endpoint alone answers it, and so does the chain, which validates the patched pod."""
+    pod = b.sts_pod(ordinal=1)
+    deep: dict[str, Any] = {}
+    pod["spec"]["extra"] = deep
+    for _ in range(900):
+        deep["a"] = {}
+        deep = deep["a"]
+    path = tmp_path / "review.json"
+    path.write_text(json.dumps(b.review(pod)))
+    _, mutated, _ = review_cli(capsys, "--zones", "a,b,c", "--endpoint", "mutate", str(path))
+    status, body, err = review_cli(capsys, "--zones", "a,b,c", str(path))
+    assert (status, err) == (0, "")
+    assert body["response"]["allowed"] is True
+    assert body["response"]["patch"] == mutated["response"]["patch"]
+
+
 def test_review_one_endpoint_alone(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """--endpoint validate judges the object as sent: an unmutated pod lacks its zone."""
     path = tmp_path / "review.json"

@@ -79,6 +79,12 @@ def encode(patch: Patch) -> str:
 
 
 def apply(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:
-    """Apply a patch to a copy of ``obj`` (``stszone review``'s chain, and the tests)."""
-    result: dict[str, Any] = jsonpatch.apply_patch(obj, patch, in_place=False)
+    """Apply a patch to a copy of ``obj`` (``stszone review``'s chain, and the tests).
+
+    Both are copied through JSON, not ``copy.deepcopy``: an object nested as deep as the review
+    decoder reads (close to the recursion limit) would take ``deepcopy`` two frames a level.
+    The patch is copied too, so that the result shares nothing with a (shared) patch.
+    """
+    doc, ops = codec.loads(codec.dumps([obj, patch]))
+    result: dict[str, Any] = jsonpatch.apply_patch(doc, ops, in_place=True)
     return result
