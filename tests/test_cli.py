@@ -104,6 +104,27 @@ def test_review_help_example_reading_stdin_runs_as_written() -> None:
 
 
 @pytest.mark.parametrize(
+    "recorded",
+    ["023-StatefulSet-UPDATE.json", "../kruise/admission/011-all-StatefulSet-UPDATE-web.json"],
+)
+def test_review_of_a_statefulset_update_without_its_old_object_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, recorded: str
+) -> None:
+    """A hand-written UPDATE that leaves out oldObject is refused naming oldObject, not as a
+    set whose metadata.name is missing: the object it does carry is named."""
+    sent = json.loads((FIXTURES / recorded).read_text())
+    del sent["request"]["oldObject"]
+    path = tmp_path / "review.json"
+    path.write_text(json.dumps(sent))
+    status, body, _ = review_cli(capsys, "--zones", "a,b,c", str(path))
+    assert status == 0
+    response = body["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 400
+    assert "oldObject" in response["status"]["message"], response
+    assert "metadata.name" not in response["status"]["message"]
+
+
+@pytest.mark.parametrize(
     ("content", "says"),
     [
         ("{not json", "not valid JSON"),

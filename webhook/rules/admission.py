@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 from webhook.config import Defaults
 from webhook.errors import BadObject, Denied
+from webhook.model.kruise import GROUP as KRUISE
 from webhook.model.store import Store
 from webhook.rules import claims, kruiseadmission, pooladmission, scaling
 from webhook.rules import mutate as mutations
@@ -95,12 +96,32 @@ def mutate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
     return allow()
 
 
+def _set_update_without_old(request: Request) -> bool:
+    """An UPDATE of a StatefulSet (apps/v1 or OpenKruise's) that lacks the set as it was: a
+    hand-written review (``stszone review``); the API server always sends it."""
+    return (
+        request.kind == "StatefulSet"
+        and request.group in ("apps", KRUISE)
+        and request.operation == "UPDATE"
+        and not request.sub_resource
+        and not request.old_object
+    )
+
+
 def validate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
     """Decide ``/validate``."""
     if request.namespace in defaults.excluded_namespaces:
         return allow()
     obj, ns, group, kind = request.object, request.namespace, request.group, request.kind
     operation, sub_resource = request.operation, request.sub_resource
+    if _set_update_without_old(request):
+        return refuse(
+            f"StatefulSet {request.name} UPDATE without request.oldObject: every check compares "
+            "the set with the one it replaces; give that one as oldObject (the API server "
+            "always sends it)",
+            code=400,
+            reason="BadRequest",
+        )
     try:
         for kind_rules in KINDS:
             decision = kind_rules.validate(request, store, defaults)
