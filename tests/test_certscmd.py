@@ -122,6 +122,27 @@ def test_a_name_no_dns_name_can_hold_is_refused_before_writing(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--days", "0"], "serving certificate validity must be at least 1 day"),
+        (["--ca-days", "0"], "CA validity must be at least 1 day"),
+        (["--days", "100000000"], "serving certificate validity of 100000000 days"),
+        (["--ca-days", "100000000"], "CA validity of 100000000 days"),
+    ],
+)
+def test_a_validity_that_cannot_be_issued_is_refused_before_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    """Exit 2 with one line, and no CA left behind for the next run to reuse without its
+    --ca-days or --key-type; a validity past the year 9999 is no traceback either."""
+    out = tmp_path / "o"
+    assert main(["certs", "--out", str(out), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stszone certs: ") and message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
 def test_the_next_command_is_quoted_for_the_shell(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

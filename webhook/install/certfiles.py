@@ -38,6 +38,7 @@ from webhook.install.certs import (
     new_serving,
     service_dns_names,
     subject_alt_names,
+    validity_days,
 )
 from webhook.pem import certificates, key_matches, private_key
 
@@ -164,6 +165,8 @@ def issue(
     names = [*service_dns_names(service, namespace), *dns]
     ips = list(ips)
     subject_alt_names(names, ips)  # refuse a bad --ip before anything is written
+    validity_days(days, what="serving certificate validity")  # and a bad --days or --ca-days
+    validity_days(ca_days, what="CA validity")
     with _writable(out_dir, hint="choose another --out"):
         out_dir.mkdir(parents=True, exist_ok=True)
         ca = _existing_ca(out_dir)

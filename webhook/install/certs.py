@@ -73,18 +73,26 @@ def _key_usage(
     )
 
 
-def _days(days: int, *, what: str) -> dt.timedelta:
+#: The last time a certificate can name: X.509 times, and Python's dates, end with 9999.
+_LAST: Final = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
+
+
+def validity_days(days: int, *, what: str, now: dt.datetime | None = None) -> dt.timedelta:
+    """``days`` as a validity from ``now``; ConfigError below 1 or past the year 9999."""
     if days < 1:
         raise ConfigError(f"{what} must be at least 1 day, got {days}")
+    most = (_LAST - (now or dt.datetime.now(dt.UTC))).days
+    if days > most:
+        raise ConfigError(f"{what} of {days} days ends after the year 9999; give at most {most}")
     return dt.timedelta(days=days)
 
 
 def _lifetime(
-    days: int, lifetime: dt.timedelta | None, *, what: str
+    days: int, lifetime: dt.timedelta | None, *, what: str, now: dt.datetime
 ) -> tuple[dt.timedelta, dt.timedelta]:
     """(validity, backdating): ``lifetime`` when given (``--cert-validity 30s``), else days."""
     if lifetime is None:
-        return _days(days, what=what), _BACKDATE
+        return validity_days(days, what=what, now=now), _BACKDATE
     if lifetime <= dt.timedelta(0):
         raise ConfigError(f"{what} must be above 0, got {lifetime}")
     return lifetime, min(_BACKDATE, lifetime / 10)
@@ -104,7 +112,7 @@ def new_ca(
     """
     key = _new_key(key_type)
     now = now or dt.datetime.now(dt.UTC)
-    valid, backdate = _lifetime(days, lifetime, what="CA validity")
+    valid, backdate = _lifetime(days, lifetime, what="CA validity", now=now)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
@@ -161,7 +169,7 @@ def new_serving(
     names = subject_alt_names(dns_names, ips)
     key = _new_key(key_type)
     now = now or dt.datetime.now(dt.UTC)
-    valid, backdate = _lifetime(days, lifetime, what="serving certificate validity")
+    valid, backdate = _lifetime(days, lifetime, what="serving certificate validity", now=now)
     # A leaf that outlives its CA stops verifying when the CA expires: do not promise more.
     not_after = min(now + valid, ca_cert.not_valid_after_utc)
     try:
