@@ -143,6 +143,19 @@ def test_a_validity_that_cannot_be_issued_is_refused_before_writing(
     assert not out.exists()
 
 
+def test_a_dns_name_that_is_not_ascii_is_refused_naming_its_a_label(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A certificate holds DNS names as A-labels: a Unicode --dns is one line saying which
+    one to give, exit 2, before a file is written."""
+    out = tmp_path / "o"
+    assert main(["certs", "--out", str(out), "--dns", "bücher.example"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stszone certs: ") and err.count("\n") == 1
+    assert "'bücher.example'" in err and "xn--bcher-kva.example" in err
+    assert not out.exists()
+
+
 def test_the_next_command_is_quoted_for_the_shell(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -135,8 +135,20 @@ def new_ca(
     return cert.public_bytes(_PEM), _key_pem(key)
 
 
+def _dns_name(name: str) -> x509.DNSName:
+    """A DNS subjectAltName; ConfigError for a Unicode name (certificates hold A-labels)."""
+    try:
+        return x509.DNSName(name)
+    except ValueError:
+        try:
+            hint = f"; give its A-label, --dns {name.encode('idna').decode('ascii')}"
+        except UnicodeError:
+            hint = ""
+        raise ConfigError(f"{name!r} is not an ASCII DNS name{hint}") from None
+
+
 def subject_alt_names(dns_names: Iterable[str], ips: Iterable[str]) -> list[x509.GeneralName]:
-    names: list[x509.GeneralName] = [x509.DNSName(name) for name in dict.fromkeys(dns_names)]
+    names: list[x509.GeneralName] = [_dns_name(name) for name in dict.fromkeys(dns_names)]
     for text in dict.fromkeys(ips):
         try:
             names.append(x509.IPAddress(ipaddress.ip_address(text)))
