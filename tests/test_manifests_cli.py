@@ -256,6 +256,22 @@ def test_kustomize_dir_writes_the_base_and_protects_foreign_files(
     assert (out / "rbac.yaml").read_text() == "# mine\n"
 
 
+@pytest.mark.parametrize("component", [[], ["--component", "rebalance"]])
+def test_a_kustomize_dir_that_cannot_be_made_is_one_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, component: list[str]
+) -> None:
+    """A --kustomize-dir under a file (or one that is a file) is refused with one line naming
+    it, exit 2, as `stszone certs --out` refuses a directory it cannot write."""
+    taken = tmp_path / "taken"
+    taken.write_text("a file\n")
+    for where in (taken / "base", taken):
+        assert main(["manifests", *component, "--kustomize-dir", str(where)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("stszone manifests: cannot write ") and str(taken) in err
+        assert err.count("\n") == 1 and "choose another --kustomize-dir" in err
+    assert taken.read_text() == "a file\n"
+
+
 def test_expiry_is_an_error_and_a_near_expiry_a_warning(certs: Path) -> None:
     """An expired serving certificate is refused; one about to expire is printed with a warning."""
     pair = {

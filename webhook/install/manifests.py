@@ -195,18 +195,24 @@ def write_kustomize_dir(
     """Write the base (or a component) into ``directory``, replacing only files this command
     wrote before."""
     files = kustomize_files(install) if component is None else component_files(component, install)
-    for name in files:
-        path = directory / name
-        if path.exists() and not path.read_text().startswith(HEADER):
-            raise ConfigError(
-                f"{path} exists and was not written by `stszone manifests`; move it away or "
-                "choose another --kustomize-dir"
-            )
-    directory.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in files.items():
-        (directory / name).write_text(text)
-        written.append(directory / name)
+    try:
+        for name in files:
+            path = directory / name
+            if path.exists() and not path.read_text().startswith(HEADER):
+                raise ConfigError(
+                    f"{path} exists and was not written by `stszone manifests`; move it away "
+                    "or choose another --kustomize-dir"
+                )
+        directory.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, text in files.items():
+            (directory / name).write_text(text)
+            written.append(directory / name)
+    except OSError as err:  # a path under a file, a read-only filesystem, permissions
+        raise ConfigError(
+            f"cannot write {err.filename or directory}: {err.strerror}; choose another "
+            "--kustomize-dir"
+        ) from None
     return written
 
 
