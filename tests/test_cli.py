@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests import builders as b
 from tests.helpexamples import ROOT, help_examples, run_example
@@ -101,6 +102,27 @@ def test_review_help_example_reading_stdin_runs_as_written() -> None:
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert answer["kind"] == "AdmissionReview" and answer["response"]["uid"]
+
+
+def test_review_reads_a_cluster_file_saved_as_utf16_and_refuses_one_that_is_not_text(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`kubectl get ... -o yaml > cluster.yaml` in Windows PowerShell writes UTF-16 with a byte
+    order mark: YAML allows it, and the zones of its nodes are read; bytes that are no text
+    are refused, exit 2."""
+    nodes = {"kind": "List", "items": [b.node(f"n-{z}", z) for z in ("x", "y", "z")]}
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_bytes(yaml.safe_dump(nodes).encode("utf-16"))
+    path = tmp_path / "review.json"
+    path.write_text(json.dumps(b.review(b.sts_pod(ordinal=1))))
+    status, body, err = review_cli(capsys, "--cluster", str(cluster), str(path))
+    assert (status, err) == (0, ""), err
+    patch = json.loads(base64.b64decode(body["response"]["patch"]))
+    assert {"stszone.io/zone": "y"} in [op["value"] for op in patch]
+    cluster.write_bytes(b"kind: List\nitems: [\xff]\n")
+    status, body, err = review_cli(capsys, "--cluster", str(cluster), str(path))
+    assert (status, body) == (2, None)
+    assert err.startswith(f"stszone review: cluster file {cluster} is not YAML or JSON")
 
 
 @pytest.mark.parametrize(

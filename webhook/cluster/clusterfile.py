@@ -48,7 +48,9 @@ def flatten(doc: Any, *, item_kind: str = "", api_version: str = "") -> Iterator
 def read_documents(path: Path) -> list[Any]:
     """The YAML (or JSON) documents of ``path``; :class:`ConfigError` when it cannot be read."""
     try:
-        with path.open(encoding="utf-8") as handle:
+        # Bytes, not text: the YAML reader takes UTF-8 and, by their byte order mark, UTF-16
+        # files (PowerShell's `>` writes them), and refuses bytes that are neither.
+        with path.open("rb") as handle:
             return list(yaml.safe_load_all(handle))
     except OSError as err:
         raise ConfigError(f"cannot read cluster file {path}: {err.strerror}") from None
