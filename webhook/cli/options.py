@@ -90,7 +90,8 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
         dest="cluster_file",
         type=Path,
         metavar="FILE",
-        help="offline view from a saved `kubectl get nodes,pv,pvc,sts,pods -A -o yaml` list",
+        help="offline view from a saved `kubectl get nodes,pv,pvc,sts,pods -A -o yaml` list, "
+        "read once at start",
     )
     group.add_argument(
         "--kubeconfig",

@@ -163,7 +163,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         metavar="TYPE",
         type=_condition_type,
         help="node condition type whose status True marks its storage unhealthy (extender "
-        "filter); seen only in full Node objects: nodeCacheCapable: false, or a --cluster file",
+        "filter); the live view keeps it from the Nodes it lists, whatever nodeCacheCapable",
     )
     parser.add_argument(
         "--storage-unhealthy-label",
