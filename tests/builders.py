@@ -324,3 +324,24 @@ def item(lists: list[JSON], kind_list: str, name: str, *, namespace: str | None 
         if meta["name"] == name and (namespace is None or meta.get("namespace") == namespace):
             return obj
     raise KeyError(f"{kind_list} has no {namespace}/{name}")
+
+
+def skipped_template_cluster() -> list[JSON]:
+    """shop/db lists zones a, b, c; its pod template is labelled stszone.io/skip=true, so its
+    pods reach no webhook and run where the scheduler put them: db-1 in zone-a, where the rule
+    would have put zone-b."""
+    zones = {"stszone.io/zones": "zone-a,zone-b,zone-c"}
+    sts = statefulset("db", namespace="shop", replicas=3, templates=(), annotations=zones)
+    sts["spec"]["template"]["metadata"]["labels"]["stszone.io/skip"] = "true"
+    skip = {"stszone.io/skip": "true"}
+    opted = {"stszone.io/enabled": "true"}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": opted}},
+        node("a1", "zone-a"),
+        node("b1", "zone-b"),
+        node("c1", "zone-c"),
+        sts,
+        sts_pod("db", 0, namespace="shop", claims=(), labels=skip, node="a1"),
+        sts_pod("db", 1, namespace="shop", claims=(), labels=skip, node="a1"),
+        sts_pod("db", 2, namespace="shop", claims=(), labels=skip, node="c1"),
+    ]

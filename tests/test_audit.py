@@ -418,34 +418,13 @@ def test_namespace_flag_audits_one_namespace_but_weighs_every_set_for_node_remov
     assert report["removableNodes"] == ["a1", "a2"]
 
 
-def _skipped_template_cluster() -> list[dict[str, Any]]:
-    """shop/db lists zones a, b, c; its pod template is labelled stszone.io/skip=true, so its
-    pods reach no webhook and run where the scheduler put them: db-1 in zone-a, where the rule
-    would have put zone-b."""
-    zones = {"stszone.io/zones": "zone-a,zone-b,zone-c"}
-    sts = b.statefulset("db", namespace="shop", replicas=3, templates=(), annotations=zones)
-    sts["spec"]["template"]["metadata"]["labels"]["stszone.io/skip"] = "true"
-    skip = {"stszone.io/skip": "true"}
-    opted = {"stszone.io/enabled": "true"}
-    return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": opted}},
-        b.node("a1", "zone-a"),
-        b.node("b1", "zone-b"),
-        b.node("c1", "zone-c"),
-        sts,
-        b.sts_pod("db", 0, namespace="shop", claims=(), labels=skip, node="a1"),
-        b.sts_pod("db", 1, namespace="shop", claims=(), labels=skip, node="a1"),
-        b.sts_pod("db", 2, namespace="shop", claims=(), labels=skip, node="c1"),
-    ]
-
-
 def test_a_set_whose_pod_template_is_skipped_has_no_misplaced_pod(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """stszone expects none of its pods anywhere: each row is `skipped`, with what says so,
     and the audit finds no problem (exit 0), as rebalance has nothing to move; the zones they
     hold and the guard's lowest count are still reported."""
-    report = audit(store_from_objects(_skipped_template_cluster()))
+    report = audit(store_from_objects(b.skipped_template_cluster()))
     (db,) = report.sets
     assert [(r.ordinal, r.expected_zone, r.expected_by, r.zone, r.status) for r in db.rows] == [
         (0, None, "stszone.io/skip=true on the pod template", "zone-a", "skipped"),
@@ -460,7 +439,7 @@ def test_a_set_whose_pod_template_is_skipped_has_no_misplaced_pod(
     )
     path = tmp_path / "skipped.json"
     path.write_text(
-        json.dumps({"apiVersion": "v1", "kind": "List", "items": _skipped_template_cluster()})
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": b.skipped_template_cluster()})
     )
     assert main(["audit", "--cluster", str(path)]) == 0
     assert "MISPLACED" not in capsys.readouterr().out

@@ -77,6 +77,22 @@ def _store(*, pods: bool = True, zones_of: dict[str, str] | None = None) -> Stor
     return store_from_objects(objects)
 
 
+def kruise_update(new: Any, *, old: Any) -> Request:
+    """The validating webhook's request for an UPDATE of Advanced StatefulSet shop/web."""
+    return Request(
+        kind="StatefulSet",
+        group="apps.kruise.io",
+        resource="statefulsets",
+        sub_resource="",
+        operation="UPDATE",
+        namespace="shop",
+        name="web",
+        object=new,
+        old_object=old,
+        resource_group="apps.kruise.io",
+    )
+
+
 # --- the model ------------------------------------------------------------------------------
 
 entries = st.lists(
@@ -293,19 +309,7 @@ def test_guard_agrees_with_the_controller(
     store = store_from_objects(objects)
     new = copy.deepcopy(base)
     new["spec"]["replicas"], new["spec"]["reserveOrdinals"] = after
-    request = Request(
-        kind="StatefulSet",
-        group="apps.kruise.io",
-        resource="statefulsets",
-        sub_resource="",
-        operation="UPDATE",
-        namespace="shop",
-        name="web",
-        object=new,
-        old_object=base,
-        resource_group="apps.kruise.io",
-    )
-    decision = validate(request, store=store, defaults=Defaults())
+    decision = validate(kruise_update(new, old=base), store=store, defaults=Defaults())
     assert decision.allowed == (not lost), decision.message
     for zone in lost:
         assert f"zone {zone} (" in decision.message or f" {zone} (" in decision.message

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.builders import node, pv
+from tests.test_kruise import kruise_update
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.notices import CLAIMS_DELETED
@@ -66,20 +67,7 @@ def _store(*, when_scaled: str = "Delete") -> Store:
 
 
 def _update(store: Store, new: Any) -> Any:
-    old = _set(4, [1])
-    request = Request(
-        kind="StatefulSet",
-        group="apps.kruise.io",
-        resource="statefulsets",
-        sub_resource="",
-        operation="UPDATE",
-        namespace="shop",
-        name="web",
-        object=new,
-        old_object=old,
-        resource_group="apps.kruise.io",
-    )
-    return validate(request, store=store, defaults=Defaults())
+    return validate(kruise_update(new, old=_set(4, [1])), store=store, defaults=Defaults())
 
 
 def _scale(store: Store, old: int, new: int) -> Any:

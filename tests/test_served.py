@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -97,39 +97,59 @@ class Discovery:
         return web.json_response(listed)
 
 
+def discovery_app(*fakes: Discovery) -> web.Application:
+    """An API server of each fake's discovery document and collection."""
+    app = web.Application()
+    for fake in fakes:
+        app.router.add_get(fake.group_version_path, fake.group_version)
+        app.router.add_get(f"{fake.group_version_path}/{fake.plural}", fake.collection)
+    return app
+
+
+@contextlib.asynccontextmanager
+async def api_of(app: web.Application, tmp_path: Path) -> AsyncIterator[Api]:
+    """A client of the API server ``app``, serving on a free port until the block ends."""
+    async with TestServer(app, host="127.0.0.1") as server:
+        config = write_kubeconfig(
+            tmp_path / "kubeconfig", server=str(server.make_url("")).rstrip("/"), token="t"
+        )
+        async with Api(load_credentials(str(config))) as api:
+            yield api
+
+
+@contextlib.asynccontextmanager
+async def running(cache: ServedReflector) -> AsyncIterator[None]:
+    """``cache`` following discovery until the block ends."""
+    job = asyncio.create_task(cache.run())
+    try:
+        yield
+    finally:
+        job.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await job
+
+
 @pytest.mark.parametrize("table", sorted(KINDS))
 async def test_cache_follows_the_crd(tmp_path: Path, table: str) -> None:
     kind = KINDS[table]
     (resource,) = [r for r in optional_resources(Settings()) if r.table == kind.table]
     fake = Discovery(resource, kind.listing)
-    app = web.Application()
-    app.router.add_get(fake.group_version_path, fake.group_version)
-    app.router.add_get(resource.path, fake.collection)
-    async with TestServer(app, host="127.0.0.1") as server:
-        config = write_kubeconfig(
-            tmp_path / "kubeconfig", server=str(server.make_url("")).rstrip("/"), token="t"
-        )
-        store = Store(live=True)
-        async with Api(load_credentials(str(config))) as api:
-            cache = ServedReflector(resource, api=api, store=store, poll=0.05)
-            job = asyncio.create_task(cache.run())
-            try:
-                # Absent: an empty table that counts as listed, and a synced cache.
-                await asyncio.wait_for(cache.wait_synced(), 5)
-                assert kind.table in store.loaded and not store.table(kind.table)
-                assert cache.status().synced and fake.lists == 0
-                # Installed later: listed and watched, without a restart.
-                fake.served = True
-                await eventually(lambda: kind.holds(store))
-                assert cache.status().synced and cache.status().objects == 1
-                # Uninstalled: the cache is emptied and stays ready.
-                fake.served = False
-                await eventually(lambda: not store.table(kind.table))
-                assert cache.status().synced
-            finally:
-                job.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await job
+    store = Store(live=True)
+    async with api_of(discovery_app(fake), tmp_path) as api:
+        cache = ServedReflector(resource, api=api, store=store, poll=0.05)
+        async with running(cache):
+            # Absent: an empty table that counts as listed, and a synced cache.
+            await asyncio.wait_for(cache.wait_synced(), 5)
+            assert kind.table in store.loaded and not store.table(kind.table)
+            assert cache.status().synced and fake.lists == 0
+            # Installed later: listed and watched, without a restart.
+            fake.served = True
+            await eventually(lambda: kind.holds(store))
+            assert cache.status().synced and cache.status().objects == 1
+            # Uninstalled: the cache is emptied and stays ready.
+            fake.served = False
+            await eventually(lambda: not store.table(kind.table))
+            assert cache.status().synced
 
 
 def test_the_kind_can_be_turned_off() -> None:
@@ -156,28 +176,16 @@ async def test_node_pools_are_watched_at_the_version_strimzi_serves(
     at = f"/apis/kafka.strimzi.io/{version}/kafkanodepools"
     fake = Discovery(dataclasses.replace(resource, path=at), _pool_list_v1)
     fake.served = True
-    app = web.Application()
-    app.router.add_get(fake.group_version_path, fake.group_version)
-    app.router.add_get(at, fake.collection)
-    async with TestServer(app, host="127.0.0.1") as server:
-        config = write_kubeconfig(
-            tmp_path / "kubeconfig", server=str(server.make_url("")).rstrip("/"), token="t"
-        )
-        store = Store(live=True)
-        async with Api(load_credentials(str(config))) as api:
-            cache = ServedReflector(resource, api=api, store=store, poll=0.05)
-            job = asyncio.create_task(cache.run())
-            try:
-                await eventually(lambda: KINDS["nodepools"].holds(store))
-                assert cache.status().synced and cache.status().objects == 1
-            finally:
-                job.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await job
-            # The one-shot commands (audit, explain) list the same version.
-            once = Store()
-            await ServedReflector(resource, api=api, store=once).list()
-            assert KINDS["nodepools"].holds(once)
+    store = Store(live=True)
+    async with api_of(discovery_app(fake), tmp_path) as api:
+        cache = ServedReflector(resource, api=api, store=store, poll=0.05)
+        async with running(cache):
+            await eventually(lambda: KINDS["nodepools"].holds(store))
+            assert cache.status().synced and cache.status().objects == 1
+        # The one-shot commands (audit, explain) list the same version.
+        once = Store()
+        await ServedReflector(resource, api=api, store=once).list()
+        assert KINDS["nodepools"].holds(once)
 
 
 async def test_node_pools_follow_strimzi_when_an_upgrade_removes_v1beta2(tmp_path: Path) -> None:
@@ -196,30 +204,15 @@ async def test_node_pools_follow_strimzi_when_an_upgrade_removes_v1beta2(tmp_pat
         for version, pool in (("v1beta2", before), ("v1", after))
     }
     fakes["v1beta2"].served = True  # Strimzi before 0.49
-    app = web.Application()
-    for fake in fakes.values():
-        app.router.add_get(fake.group_version_path, fake.group_version)
-        app.router.add_get(f"{fake.group_version_path}/{fake.plural}", fake.collection)
-    async with TestServer(app, host="127.0.0.1") as server:
-        config = write_kubeconfig(
-            tmp_path / "kubeconfig", server=str(server.make_url("")).rstrip("/"), token="t"
-        )
-        store = Store(live=True)
-        async with Api(load_credentials(str(config))) as api:
-            cache = ServedReflector(resource, api=api, store=store, poll=0.05)
-            job = asyncio.create_task(cache.run())
-            try:
-                await eventually(lambda: store.nodepool("kafka", "broker") is not None)
-                # Strimzi 1.0: its CRD serves v1 only.
-                fakes["v1beta2"].served, fakes["v1"].served = False, True
-                await eventually(
-                    lambda: getattr(store.nodepool("kafka", "broker"), "replicas", 0) == 4
-                )
-                assert cache.status().synced
-            finally:
-                job.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await job
+    store = Store(live=True)
+    async with api_of(discovery_app(*fakes.values()), tmp_path) as api:
+        cache = ServedReflector(resource, api=api, store=store, poll=0.05)
+        async with running(cache):
+            await eventually(lambda: store.nodepool("kafka", "broker") is not None)
+            # Strimzi 1.0: its CRD serves v1 only.
+            fakes["v1beta2"].served, fakes["v1"].served = False, True
+            await eventually(lambda: getattr(store.nodepool("kafka", "broker"), "replicas", 0) == 4)
+            assert cache.status().synced
 
 
 async def test_the_rebalance_snapshot_lists_node_pools_at_v1_when_only_v1_is_served(
@@ -234,10 +227,6 @@ async def test_the_rebalance_snapshot_lists_node_pools_at_v1_when_only_v1_is_ser
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", handle)
-    async with TestServer(app, host="127.0.0.1") as server:
-        config = write_kubeconfig(
-            tmp_path / "kubeconfig", server=str(server.make_url("")).rstrip("/"), token="t"
-        )
-        async with Api(load_credentials(str(config))) as api:
-            items = await list_cluster(Settings(), api=api)
+    async with api_of(app, tmp_path) as api:
+        items = await list_cluster(Settings(), api=api)
     assert [i["metadata"]["name"] for i in items if i.get("kind") == "KafkaNodePool"] == ["broker"]

@@ -126,23 +126,7 @@ def test_a_set_whose_pod_template_is_skipped_raises_no_zone_alert() -> None:
     zone-a, where the rule would have put one in zone-b, are not misplaced, and with no
     ``zones``/``zones_held`` samples StszoneStatefulSetLostZone cannot fire for it; the guard
     still judges its scale-downs, so its replicas and lowest safe count are exported."""
-    sts = b.statefulset(
-        "db", namespace="shop", replicas=3, templates=(), annotations={"stszone.io/zones": ZONES}
-    )
-    sts["spec"]["template"]["metadata"]["labels"]["stszone.io/skip"] = "true"
-    skip = {"stszone.io/skip": "true"}
-    store = store_from_objects(
-        [
-            namespace("shop", enabled=True),
-            b.node("a1", "zone-a"),
-            b.node("b1", "zone-b"),
-            b.node("c1", "zone-c"),
-            sts,
-            b.sts_pod("db", 0, namespace="shop", claims=(), labels=skip, node="a1"),
-            b.sts_pod("db", 1, namespace="shop", claims=(), labels=skip, node="a1"),
-            b.sts_pod("db", 2, namespace="shop", claims=(), labels=skip, node="c1"),
-        ]
-    )
+    store = store_from_objects(b.skipped_template_cluster())
     samples = gauges(served(RiskScan(store)))
     db = frozenset({("namespace", "shop"), ("statefulset", "db"), ("kind", "StatefulSet")})
     assert {name: v for (name, labels), v in samples.items() if labels == db} == {
