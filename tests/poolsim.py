@@ -123,6 +123,17 @@ def admit(
     dry_run: bool = False,
 ) -> review.Answer:
     """Send ``obj`` through the webhooks as the API server would."""
+    parsed = review.from_dict(body(obj, old=old, operation=operation, dry_run=dry_run))
+    if endpoint == "chain":
+        return review.chain(parsed, store=view, defaults=DEFAULTS)
+    which: Any = "validate" if endpoint == "validate" else "mutate"
+    return review.answer(which, parsed, store=view, defaults=DEFAULTS)
+
+
+def body(
+    obj: JSON, *, old: JSON | None = None, operation: str = "CREATE", dry_run: bool = False
+) -> JSON:
+    """The AdmissionReview the API server sends for ``obj``."""
     kind = str(obj.get("kind", "Pod"))
     group, version, resource, sub = _KINDS[kind]
     meta = obj.get("metadata", {})
@@ -144,13 +155,7 @@ def admit(
     }
     if sub:
         request["subResource"] = sub
-    parsed = review.from_dict(
-        {"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request}
-    )
-    if endpoint == "chain":
-        return review.chain(parsed, store=view, defaults=DEFAULTS)
-    which: Any = "validate" if endpoint == "validate" else "mutate"
-    return review.answer(which, parsed, store=view, defaults=DEFAULTS)
+    return {"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request}
 
 
 def scale(name: str, *, old: int, new: int, namespace: str = "kafka") -> tuple[JSON, JSON]:

@@ -11,11 +11,13 @@ from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import builders as b
+from tests import poolsim as sim
 from tests.conftest import ServeFactory
 from tests.fakeapi import FakeApi, eventually
 from tests.rawhttp import FIXTURE, connected, request, response
 from tests.served import Served
 from tests.test_extender import SETTINGS, BrokenStore, args
+from tests.test_nodepool_scaling import REMOVE, pool, skewed
 from webhook.cluster.credentials import load_credentials
 from webhook.cluster.live import LiveView
 from webhook.cluster.reflector import Tuning
@@ -260,3 +262,26 @@ async def test_extender_internal_errors_count_as_errors(serve: ServeFactory) -> 
     assert value(samples, requests, endpoint="extender/filter", kind=kind, result="error") == 1
     assert value(samples, requests, endpoint="extender/filter", kind=kind, result="allowed") == 1
     assert value(samples, requests, endpoint="extender/prioritize", kind=kind, result="error") == 1
+
+
+async def test_a_refused_kafkanodepool_is_counted_under_its_own_kind(serve: ServeFactory) -> None:
+    """The webhooks are registered for KafkaNodePools: a refused pool scale-down counts as
+    kind="KafkaNodePool", beside the Scale of `kubectl scale kafkanodepool`, not as "other"."""
+    view, _ = skewed()
+    served = await serve(runtime=runtime_with_metrics(view))
+    lowered, before = pool(view, **{REMOVE: "[4, 5]"}), pool(view)
+    lowered["spec"]["replicas"] = 4
+    status, answer = await served.post_json(
+        "/validate", sim.body(lowered, old=before, operation="UPDATE")
+    )
+    assert status == 200 and answer["response"]["status"]["reason"] == "ZoneLoss"
+    new, old = sim.scale("pool", old=6, new=4)
+    status, answer = await served.post_json("/validate", sim.body(new, old=old, operation="UPDATE"))
+    assert status == 200 and answer["response"]["status"]["reason"] == "ZoneLoss"
+
+    samples = await scrape(served)
+    denials = "stszone_denials_total"
+    pools = value(samples, denials, endpoint="validate", kind="KafkaNodePool", reason="ZoneLoss")
+    assert pools == 1
+    assert value(samples, denials, endpoint="validate", kind="Scale", reason="ZoneLoss") == 1
+    assert value(samples, denials, endpoint="validate", kind="other", reason="ZoneLoss") == 0

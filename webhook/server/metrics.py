@@ -57,7 +57,9 @@ from webhook.wire import review
 
 PREFIX: Final = "stszone"
 #: Kinds the webhooks are registered for; a denial of anything else is counted as "other".
-DENIED_KINDS: Final = frozenset({"Pod", "PersistentVolumeClaim", "StatefulSet", "Scale"})
+DENIED_KINDS: Final = frozenset(
+    {"Pod", "PersistentVolumeClaim", "StatefulSet", "Scale", "KafkaNodePool"}
+)
 #: Admission answers take well under a millisecond to a few; the API server gives up at 30 s.
 BUCKETS: Final = (
     0.0005,
