@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 from pathlib import Path
@@ -94,7 +95,7 @@ async def test_requests_are_counted_by_endpoint_kind_and_result(serve: ServeFact
     denials = {
         dict(labels)["reason"]: v
         for (name, labels), v in samples.items()
-        if name == "stszone_denials_total"
+        if name == "stszone_denials_total" and v
     }
     assert denials == {"ZoneConflict": 1}
     count = "stszone_request_duration_seconds_count"
@@ -285,3 +286,31 @@ async def test_a_refused_kafkanodepool_is_counted_under_its_own_kind(serve: Serv
     assert pools == 1
     assert value(samples, denials, endpoint="validate", kind="Scale", reason="ZoneLoss") == 1
     assert value(samples, denials, endpoint="validate", kind="other", reason="ZoneLoss") == 0
+
+
+def runbook_reasons() -> set[str]:
+    """The Status reasons the StszonePodCreatesDenied runbook (docs/metrics.md) explains."""
+    text = (Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
+    section = text.split("### StszonePodCreatesDenied", 1)[1].split("\n#", 1)[0]
+    return set(re.findall(r"`([A-Z][A-Za-z]+)`", section))
+
+
+async def test_pod_denials_are_exported_as_zero_before_the_first(serve: ServeFactory) -> None:
+    """StszonePodCreatesDenied reads increase(): a series that first appears at 1 has none, so
+    the first denial of a reason on a replica would never alert. Every reason the runbook
+    explains is there from the first scrape, at 0, on both endpoints, and then counts up."""
+    served = await serve(runtime=runtime_with_metrics(Store(zones=("a", "b", "c"))))
+    reasons = runbook_reasons()
+    assert {"ZoneConflict", "StatefulSetNotYetSeen"} <= reasons
+    denials = "stszone_denials_total"
+    samples = await scrape(served)
+    for endpoint in ("mutate", "validate"):
+        for reason in reasons:
+            labels = {"endpoint": endpoint, "kind": "Pod", "reason": reason}
+            assert samples.get((denials, frozenset(labels.items()))) == 0, labels
+
+    conflicting = b.sts_pod("db", 1, node_selector={"topology.kubernetes.io/zone": "x"})
+    status, answer = await served.post_json("/mutate", b.review(conflicting))
+    assert status == 200 and answer["response"]["status"]["reason"] == "ZoneConflict"
+    samples = await scrape(served)
+    assert value(samples, denials, endpoint="mutate", kind="Pod", reason="ZoneConflict") == 1

@@ -7,7 +7,8 @@ Exported here (all prefixed ``stszone_``)::
     request_duration_seconds{endpoint}          histogram handler time, complete body to answer
     denials_total{endpoint,kind,reason}         counter   denials by reviewed kind and Status
                                                           reason (kinds stszone is not
-                                                          registered for count as "other")
+                                                          registered for count as "other");
+                                                          a pod create's reasons start at 0
     in_flight_requests                          gauge     requests being received or answered now
     ready                                       gauge     1 when /readyz would answer 200
 
@@ -59,6 +60,24 @@ PREFIX: Final = "stszone"
 #: Kinds the webhooks are registered for; a denial of anything else is counted as "other".
 DENIED_KINDS: Final = frozenset(
     {"Pod", "PersistentVolumeClaim", "StatefulSet", "Scale", "KafkaNodePool"}
+)
+#: Status reasons a pod create can be refused with. Their ``denials_total`` series are
+#: exported at 0 from the start: increase() sees nothing in a series that first appears at 1,
+#: so without them the first refusal of a reason (StszonePodCreatesDenied) would never alert.
+POD_DENIAL_REASONS: Final = (
+    "ZoneConflict",
+    "NodeConflict",
+    "NodeNameConflict",
+    "VolumeZoneConflict",
+    "NoZones",
+    "Invalid",
+    "NoOrdinal",
+    "BadRequest",
+    "ZoneRequirementMissing",
+    "NodeRequirementMissing",
+    "SchedulerRequirementMissing",
+    "StatefulSetNotYetSeen",
+    "ViewNotSynced",
 )
 #: Admission answers take well under a millisecond to a few; the API server gives up at 30 s.
 BUCKETS: Final = (
@@ -114,7 +133,11 @@ class _RequestCollector(Collector):
         #: endpoint -> [count per bucket (the last one +Inf, not cumulative)], and sums.
         self.buckets: dict[str, list[int]] = {}
         self.sums: dict[str, float] = {}
-        self.denials: dict[tuple[str, str, str], int] = {}
+        self.denials: dict[tuple[str, str, str], int] = {
+            (endpoint, "Pod", reason): 0
+            for endpoint in ("mutate", "validate")
+            for reason in POD_DENIAL_REASONS
+        }
 
     def count(self, key: tuple[str, str, str]) -> None:
         requests = self.requests
