@@ -314,3 +314,9 @@ async def test_pod_denials_are_exported_as_zero_before_the_first(serve: ServeFac
     assert status == 200 and answer["response"]["status"]["reason"] == "ZoneConflict"
     samples = await scrape(served)
     assert value(samples, denials, endpoint="mutate", kind="Pod", reason="ZoneConflict") == 1
+
+
+def test_the_runbook_explains_every_reason_a_pod_create_is_refused_with() -> None:
+    """StszonePodCreatesDenied names the reason it fires with: its runbook says what each means."""
+    missing = set(metrics.POD_DENIAL_REASONS) - runbook_reasons()
+    assert not missing, f"docs/metrics.md#stszonepodcreatesdenied does not explain {missing}"
