@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from cryptography import x509
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.certcluster import (
     KINDS,
@@ -359,3 +361,23 @@ def _with_bundle(config: dict[str, Any], ca_pem: bytes) -> dict[str, Any]:
     for hook in config["webhooks"]:
         hook["clientConfig"]["caBundle"] = base64.b64encode(ca_pem).decode()
     return config
+
+
+async def test_rbac_refusing_the_lease_counts_as_a_rotation_failure(tmp_path: Path) -> None:
+    """403 on the Lease: no replica can lead, so nobody renews the certificate. Each replica
+    counts it in stszone_certificate_rotation_failures_total, which the docs give as the figure
+    that says the certificate work keeps failing; leader stays 0."""
+    async with cluster(tmp_path) as (fake, start):
+        fake.inject("leases", "get", *[Fault.status(403)] * 1000)
+        replica = await start("replica-a")
+        await eventually(lambda: len(fake.seen("leases", "get")) >= 3)
+        registry = CollectorRegistry()
+        registry.register(replica.managed.collector)
+        samples = {
+            s.name: s.value
+            for family in text_string_to_metric_families(generate_latest(registry).decode())
+            for s in family.samples
+        }
+        assert samples["stszone_certificate_leader"] == 0
+        assert samples["stszone_certificate_rotation_failures_total"] >= 2
+        assert writes_by(fake) == {}

@@ -186,9 +186,7 @@ class Managed:
             wall=wall,
         )
         self.api = api
-        self.collector = RotationCollector(
-            self.keeper.outcome, leading=lambda: self.elector.leading
-        )
+        self.collector = RotationCollector(_Rotation(self), leading=lambda: self.elector.leading)
 
     def _serve(self, secret: dict[str, Any] | None) -> None:
         where = self.tls.source
@@ -236,6 +234,22 @@ class Managed:
         ready: Check = self.ready
         runtime.attach(self.watch.run, check=ready)
         runtime.attach(self.campaign)
+
+
+class _Rotation:
+    """The certificate work's figures: the keeper's, and the Lease's failures among them (a
+    Lease nobody can take is certificate work that never runs)."""
+
+    def __init__(self, managed: Managed) -> None:
+        self._managed = managed
+
+    @property
+    def last_success(self) -> float | None:
+        return self._managed.keeper.outcome.last_success
+
+    @property
+    def failures(self) -> int:
+        return self._managed.keeper.outcome.failures + self._managed.elector.failures
 
 
 async def start(

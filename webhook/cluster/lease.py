@@ -106,6 +106,8 @@ class Elector:
         self._lease: JSON | None = None
         self._renewed_at: float | None = None
         self._said = ""
+        #: Reads and writes of the Lease that failed (a conflict, someone else winning, is not).
+        self.failures = 0
 
     @property
     def leading(self) -> bool:
@@ -183,6 +185,7 @@ class Elector:
         try:
             return await self._attempt()
         except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
+            self.failures += 1
             self._say(f"cannot read or write Lease {self.namespace}/{self.name}: {err}", err=err)
             return False
 

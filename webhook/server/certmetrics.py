@@ -7,7 +7,8 @@ Exported::
                                                 gauge     --manage-certs: when the leader last
                                                           found or left the Secret and both
                                                           caBundles in order
-    certificate_rotation_failures_total         counter   --manage-certs: steps that failed
+    certificate_rotation_failures_total         counter   --manage-certs: steps that failed,
+                                                          the Lease's reads and writes too
     certificate_leader                          gauge     --manage-certs: 1 on the replica
                                                           holding the Lease
 
@@ -71,8 +72,9 @@ class RotationCollector(Collector):
             )
         yield CounterMetricFamily(
             f"{PREFIX}_certificate_rotation_failures",
-            "Certificate steps that failed: API errors other than conflicts, a missing webhook "
-            "configuration, a Secret stszone did not create.",
+            "Certificate steps that failed: API errors other than conflicts (on the Secret, the "
+            "webhook configurations or the Lease), a missing webhook configuration, a Secret "
+            "stszone did not create.",
             value=outcome.failures,
         )
         yield GaugeMetricFamily(
