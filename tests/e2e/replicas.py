@@ -120,7 +120,13 @@ class Process:
                 self.cmd, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=ROOT
             )
         again = Process(self.name, proc, self.metrics_url, self.log, self.cmd, self.env)
-        again.wait_ready()
+        try:
+            again.wait_ready()
+        except BaseException:
+            # The caller holds only this process, which has exited: nothing else would stop
+            # the new one, left serving the Service's address after the run.
+            again.stop()
+            raise
         return again, time.monotonic() - signalled
 
 
