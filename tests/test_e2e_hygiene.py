@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import replicas
+from tests.hang import HANG_GUARD
 from tests.process import free_port
+from tests.rendered import ROOT
 
 #: Stays up, never Ready (nothing answers its metrics URL), and says who it is.
 NEVER_READY = (
@@ -52,3 +54,46 @@ def test_a_restart_that_never_becomes_ready_leaves_no_process_behind(
         first.wait()
         if pidfile.exists() and not _gone(pid := int(pidfile.read_text())):
             os.kill(pid, signal.SIGKILL)
+
+
+SIGNALLED = """
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def made() -> object:
+    yield None
+    Path(os.environ["CLEANED"]).write_text("cleaned")
+
+
+def test_terminated(made: object) -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+"""
+
+
+def test_a_sigterm_during_any_e2e_test_runs_its_fixtures_teardown(tmp_path: Path) -> None:
+    """``timeout`` in .ci/run stops the end-to-end pass with SIGTERM: the fixtures of a test
+    that does not use ``cluster`` (a namespace, webhook configurations, ClusterRoles) are torn
+    down too, as the conftest's autouse fixture turns the signal into KeyboardInterrupt."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text("from tests.e2e.conftest import *  # noqa: F403\n")
+    (suite / "test_signalled.py").write_text(SIGNALLED)
+    cleaned = tmp_path / "cleaned"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)],
+        cwd=suite,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CLEANED": str(cleaned)},
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        check=False,
+    )
+    assert cleaned.is_file(), f"exit {done.returncode}:\n{done.stdout}{done.stderr}"
+    assert done.returncode != 0, done.stdout

@@ -116,6 +116,19 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt while any end-to-end test runs, so every fixture's
+    teardown runs: not only ``cluster``'s, also the namespaces, webhook configurations,
+    ClusterRoles, CRDs and processes of tests that never use it. Session-scoped and autouse,
+    it is set up before and torn down after every other fixture of the directory."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @pytest.fixture(scope="session")
 def kubectl() -> Kubectl:
     """kubectl on PATH, bound to ``$STSZONE_E2E_KUBECONFIG`` (no namespace)."""
@@ -153,39 +166,35 @@ def cluster(
     issue(certs, service="stszone-e2e", namespace=name, **_san(host))
     log = work / "serve.log"
     pytestconfig.stash[LOG_KEY] = log
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        with ExitStack() as stack:
-            # Each deletion is registered before its creation: a create that times out
-            # client-side may still have happened.
-            stack.callback(delete_namespace, kubectl, name)
-            kubectl.create(opted_in_namespace(name, run))
-            webhook = stack.enter_context(
-                serving(
-                    host=host, bind=bind, kubeconfig=kubeconfig, certs=certs, zones=zones, work=work
-                )
+    with ExitStack() as stack:
+        # Each deletion is registered before its creation: a create that times out
+        # client-side may still have happened.
+        stack.callback(delete_namespace, kubectl, name)
+        kubectl.create(opted_in_namespace(name, run))
+        webhook = stack.enter_context(
+            serving(
+                host=host, bind=bind, kubeconfig=kubeconfig, certs=certs, zones=zones, work=work
             )
-            url = webhook.url
-            ca_bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
-            for config in registrations(
-                name=name, url=url, ca_bundle=ca_bundle, namespace=name, run=run
-            ):
-                stack.callback(kubectl.delete, config["kind"].lower(), name)
-                kubectl.create(config)
-            scoped = kubectl.within(name)
-            _wait_until_called(scoped, run=run, url=url, log=log)
-            yield Cluster(
-                kubectl=scoped,
-                namespace=name,
-                run=run,
-                zones=zones,
-                schedulable=schedulable,
-                image=os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10"),
-                timeout=float(os.environ.get("STSZONE_E2E_TIMEOUT", "180")),
-                webhook=webhook,
-            )
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        )
+        url = webhook.url
+        ca_bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
+        for config in registrations(
+            name=name, url=url, ca_bundle=ca_bundle, namespace=name, run=run
+        ):
+            stack.callback(kubectl.delete, config["kind"].lower(), name)
+            kubectl.create(config)
+        scoped = kubectl.within(name)
+        _wait_until_called(scoped, run=run, url=url, log=log)
+        yield Cluster(
+            kubectl=scoped,
+            namespace=name,
+            run=run,
+            zones=zones,
+            schedulable=schedulable,
+            image=os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10"),
+            timeout=float(os.environ.get("STSZONE_E2E_TIMEOUT", "180")),
+            webhook=webhook,
+        )
 
 
 def delete_namespace(kubectl: Kubectl, name: str) -> None:
