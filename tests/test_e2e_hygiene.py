@@ -3,15 +3,21 @@ stopped or deleted however a step fails (``tests/e2e/``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+from inspect import unwrap
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+import yaml
 
-from tests.e2e import replicas
+from tests.e2e import replicas, test_helm, test_kruise, test_prometheus_component
+from tests.e2e.kube import Kubectl, KubectlError
 from tests.hang import HANG_GUARD
 from tests.process import free_port
 from tests.rendered import ROOT
@@ -97,3 +103,145 @@ def test_a_sigterm_during_any_e2e_test_runs_its_fixtures_teardown(tmp_path: Path
     )
     assert cleaned.is_file(), f"exit {done.returncode}:\n{done.stdout}{done.stderr}"
     assert done.returncode != 0, done.stdout
+
+
+FAKE_KUBECTL = """
+import json
+import os
+import sys
+
+import yaml
+
+KIND = "customresourcedefinition.apiextensions.k8s.io"
+state = os.environ["FAKE_KUBECTL_STATE"]
+with open(state) as f:
+    crds = set(json.load(f))
+args = sys.argv[1:]
+for flag in ("--kubeconfig", "--request-timeout", "--namespace"):
+    if flag in args:
+        at = args.index(flag)
+        del args[at : at + 2]
+
+
+def name_of(ref):
+    return ref.rpartition("/")[2]
+
+
+def save():
+    with open(state, "w") as f:
+        json.dump(sorted(crds), f)
+
+
+verb = args[0]
+if verb == "get":
+    if args[2] not in crds:
+        sys.exit(f'Error from server (NotFound): {KIND} "{args[2]}" not found')
+    print(f"{KIND}/{args[2]}")
+elif verb == "apply":
+    with open(args[args.index("-f") + 1]) as f:
+        docs = list(yaml.safe_load_all(f))
+    for doc in docs:
+        name = doc["metadata"]["name"]
+        if name == os.environ.get("FAKE_KUBECTL_REFUSE"):
+            save()
+            sys.exit(f"error: Apply failed with 1 conflict: conflict with kubectl-client-side-apply: {name}")
+        crds.add(name)
+        print(f"{KIND}/{name}")
+    save()
+elif verb == "wait":
+    if name_of(args[2]) not in crds:
+        sys.exit(f"error: {args[2]} not found")
+elif verb == "delete":
+    crds.discard(name_of(args[1]))
+    save()
+else:
+    sys.exit(f"fake kubectl: {args}")
+"""
+
+#: Three CRDs, in the order kubectl applies them.
+MONITORING = (
+    "servicemonitors.monitoring.coreos.com",
+    "podmonitors.monitoring.coreos.com",
+    "prometheusrules.monitoring.coreos.com",
+)
+
+
+class FakeCluster:
+    """A kubectl on PATH that keeps a cluster's CRDs in a file, and a CRDs file to apply."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.state = tmp_path / "crds.json"
+        self.state.write_text("[]")
+        binary = tmp_path / "kubectl"
+        binary.write_text(f"#!{sys.executable}\n{FAKE_KUBECTL}")
+        binary.chmod(0o755)
+        self.kubectl = Kubectl(str(binary), str(tmp_path / "kubeconfig"))
+        self.crd_file = tmp_path / "monitoring.yaml"
+        docs = [
+            {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": name},
+            }
+            for name in MONITORING
+        ]
+        self.crd_file.write_text(yaml.safe_dump_all(docs))
+        monkeypatch.setenv("FAKE_KUBECTL_STATE", str(self.state))
+        self.monkeypatch = monkeypatch
+
+    def has(self, *names: str) -> None:
+        self.state.write_text(json.dumps(list(names)))
+
+    def refuse(self, name: str) -> None:
+        self.monkeypatch.setenv("FAKE_KUBECTL_REFUSE", name)
+
+    def crds(self) -> set[str]:
+        found: list[str] = json.loads(self.state.read_text())
+        return set(found)
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    return FakeCluster(tmp_path, monkeypatch)
+
+
+def _crd_fixtures(fake: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Each module's CRD fixture (its generator), reading the fake's CRDs file."""
+    monkeypatch.setattr(test_prometheus_component, "CRD_FILE", fake.crd_file)
+    monkeypatch.setattr(test_kruise, "CRD_FILE", fake.crd_file)
+    monkeypatch.setattr(test_kruise, "CRD", MONITORING[0])
+    monkeypatch.setattr(test_helm, "CRD_FILES", {MONITORING[0]: fake.crd_file})
+    cluster = SimpleNamespace(kubectl=fake.kubectl)
+    return {
+        "prometheus component": lambda: unwrap(test_prometheus_component.crds)(fake.kubectl),
+        "kruise": lambda: unwrap(test_kruise.kruise_crd)(cluster),
+        "helm": lambda: unwrap(test_helm.crds)(fake.kubectl),
+    }
+
+
+@pytest.mark.parametrize("module", ["prometheus component", "kruise", "helm"])
+def test_a_crds_apply_that_fails_half_way_leaves_no_crd(
+    fake: FakeCluster, monkeypatch: pytest.MonkeyPatch, module: str
+) -> None:
+    """kubectl applies a file's CRDs one by one: when the last is refused, the ones it made
+    are deleted all the same (the deletions are registered before the apply)."""
+    fake.refuse(MONITORING[2])
+    setup = _crd_fixtures(fake, monkeypatch)[module]()
+    with pytest.raises(KubectlError, match="conflict"):
+        next(setup)
+    assert fake.crds() == set(), "left behind by a failed apply"
+
+
+@pytest.mark.parametrize("module", ["prometheus component", "kruise", "helm"])
+def test_a_crd_the_cluster_had_before_is_not_deleted(
+    fake: FakeCluster, monkeypatch: pytest.MonkeyPatch, module: str
+) -> None:
+    """Only the CRDs the run created go afterwards: one of the file the cluster already served
+    (and its objects, which go with it) stays."""
+    fake.has(MONITORING[1])
+    setup = _crd_fixtures(fake, monkeypatch)[module]()
+    next(setup)
+    assert fake.crds() == set(MONITORING)
+    with pytest.raises(StopIteration):
+        next(setup)
+    assert fake.crds() == {MONITORING[1]}

@@ -10,10 +10,13 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+import yaml
 
 from tests.process import Webhook
 from tests.rendered import ROOT
@@ -43,6 +46,35 @@ def lab_file(name: str) -> Path:
 def crd_file(variable: str, name: str) -> Path:
     """The CRDs file ``$variable`` names, else the lab's ``crds/<name>`` (:func:`lab_file`)."""
     return Path(os.environ.get(variable) or lab_file(f"crds/{name}"))
+
+
+def crd_names(path: Path) -> list[str]:
+    """The names of the CustomResourceDefinitions of a YAML file."""
+    return [
+        doc["metadata"]["name"]
+        for doc in yaml.safe_load_all(path.read_text())
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+    ]
+
+
+@contextmanager
+def applied_crds(kubectl: Kubectl, path: Path) -> Iterator[list[str]]:
+    """Apply the CRDs of ``path`` and wait until those the cluster lacked are Established;
+    afterwards delete exactly those, however the apply, the wait or the block ends.
+
+    The deletions are registered before the apply: kubectl applies a file object by object,
+    so one that fails half-way has made the first CRDs already. A CRD the cluster served
+    before is left alone (deleting it would delete every object of its kind)."""
+    missing = [name for name in crd_names(path) if kubectl.gone("crd", name)]
+    with ExitStack() as stack:
+        for name in missing:
+            stack.callback(
+                kubectl.run, "delete", f"crd/{name}", "--ignore-not-found", "--wait=false"
+            )
+        kubectl.run("apply", "--server-side", "-f", str(path))
+        for name in missing:
+            kubectl.run("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+        yield missing
 
 
 class KubectlError(AssertionError):

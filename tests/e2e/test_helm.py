@@ -45,6 +45,7 @@ from tests.e2e.kube import (
     Kubectl,
     KubectlError,
     Obj,
+    applied_crds,
     crd_file,
     wait_for,
     workload,
@@ -313,21 +314,14 @@ def test_generated_certificates_survive_an_upgrade(
 @pytest.fixture(scope="module")
 def crds(kubectl: Kubectl) -> Iterator[None]:
     """The cert-manager and Prometheus Operator CRDs, applied for this module when missing."""
-    applied: list[str] = []
-    try:
+    with ExitStack() as stack:
         for crd, path in CRD_FILES.items():
             if not kubectl.gone("crd", crd):
                 continue
             if not path.is_file():
                 pytest.fail(f"the cluster lacks {crd} and {path} does not exist", pytrace=False)
-            names = kubectl.run("apply", "--server-side", "-o", "name", "-f", str(path)).split()
-            applied += names
-            for item in names:
-                kubectl.run("wait", "--for=condition=Established", item, "--timeout=60s")
+            stack.enter_context(applied_crds(kubectl, path))
         yield
-    finally:
-        for item in applied:
-            kubectl.run("delete", item, "--ignore-not-found", "--wait=false")
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,7 @@ from tests.e2e.kube import (
     Kubectl,
     KubectlError,
     Obj,
+    applied_crds,
     crd_file,
     pod_template,
     wait_for,
@@ -51,13 +52,8 @@ def kruise_crd(cluster: Cluster) -> Iterator[None]:
     path = CRD_FILE
     if not path.is_file():
         pytest.fail(f"the cluster lacks {CRD} and {path} does not exist; set STSZONE_KRUISE_CRDS")
-    applied = kubectl.run("apply", "--server-side", "-o", "name", "-f", str(path)).split()
-    try:
-        kubectl.run("wait", "--for=condition=Established", f"crd/{CRD}", "--timeout=60s")
+    with applied_crds(kubectl, path):
         yield
-    finally:
-        for crd in applied:
-            kubectl.run("delete", crd, "--ignore-not-found", "--wait=false")
 
 
 def advanced_statefulset(cluster: Cluster, name: str, *, replicas: int, reserve: list[int]) -> Obj:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import delete_namespace, opted_in_namespace
-from tests.e2e.kube import Kubectl, KubectlError, Obj, crd_file, wait_for
+from tests.e2e.kube import Kubectl, KubectlError, Obj, applied_crds, crd_file, wait_for
 from tests.rendered import base_with
 
 CRD_FILE = crd_file("STSZONE_CRDS", "prometheus-operator.yaml")
@@ -37,14 +37,8 @@ def crds(kubectl: Kubectl) -> Iterator[None]:
         pytest.skip(
             f"the cluster lacks {', '.join(missing)} and {CRD_FILE} does not exist; set STSZONE_CRDS"
         )
-    applied = kubectl.run("apply", "--server-side", "-o", "name", "-f", str(CRD_FILE)).split()
-    try:
-        for name in NEEDED:
-            kubectl.run("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    with applied_crds(kubectl, CRD_FILE):
         yield
-    finally:
-        for crd in applied:
-            kubectl.run("delete", crd, "--ignore-not-found", "--wait=false")
 
 
 @pytest.fixture(scope="module")
