@@ -21,7 +21,6 @@ runs and tests use them); the PersistentVolumes made here are deleted afterwards
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +37,7 @@ from tests.e2e.kube import (
     crd_file,
     wait_for,
 )
+from tests.test_metrics import parse, value
 
 CRD_FILE = crd_file("STSZONE_STRIMZI_CRDS", "strimzi.yaml")
 CRDS = ("kafkanodepools.kafka.strimzi.io", "strimzipodsets.core.strimzi.io")
@@ -214,6 +214,15 @@ def _remove_broker(kubectl: Kubectl, node_id: int) -> None:
     kubectl.run("delete", "pvc", _claim_name(node_id), "--wait=false")
 
 
+def _view_holds_every_claim(cluster: Cluster) -> bool:
+    """The webhook's view holds as many claims as the API server lists (every namespace)."""
+    status, text = cluster.webhook.fetch("/metrics")
+    assert status == 200, text
+    held = value(parse(text), "stszone_cache_objects", resource="claims")
+    everywhere = Kubectl(cluster.kubectl.binary, cluster.kubectl.kubeconfig)
+    return held == len(everywhere.get("pvc", "--all-namespaces")["items"])
+
+
 def _view_has(log: Path, what: str, *, since: int = 0) -> bool:
     return what in log.read_text(errors="replace")[since:]
 
@@ -260,7 +269,12 @@ def test_a_pool_is_placed_balanced_guarded_and_scaled_down_by_zone(
             assert made["spec"]["storageClassName"] == "ssd"
         else:
             assert made["spec"]["storageClassName"] == f"ssd-{zone}"
-        time.sleep(0.3)  # the claim reaches the view before the next one is placed
+        # The next claim's zone counts this one: it must be in the view first.
+        wait_for(
+            f"the view to hold claim {made['metadata']['name']}",
+            lambda: _view_holds_every_claim(cluster),
+            timeout=20,
+        )
     assert claims == {0: a, 1: a, 2: b, 3: b, 4: c, 5: c}
     _status(kubectl, list(range(6)))
     podset = kubectl.create(_podset(cluster))
@@ -313,16 +327,26 @@ def test_a_pool_is_placed_balanced_guarded_and_scaled_down_by_zone(
         _remove_broker(kubectl, node_id)
     _status(kubectl, [0, 1, 2, 4])
     kubectl.run("annotate", "kafkanodepool", POOL, f"{REMOVE}-")
-    time.sleep(1)  # the status and the pods' removal reach the view
 
     # A patch to 3 replicas names no broker: stszone writes zone a's highest (1), not 4 (c).
-    patched = json.loads(
-        kubectl.run(
-            "patch", "kafkanodepool", POOL, "--type=merge", "-p", '{"spec":{"replicas":3}}',
-            "-o", "json",
-        )
-    )  # fmt: skip
-    assert patched["metadata"]["annotations"][REMOVE] == "[1]"
+    def to_3(*dry_run: str) -> str | None:
+        patched = json.loads(
+            kubectl.run(
+                "patch", "kafkanodepool", POOL, "--type=merge", "-p", '{"spec":{"replicas":3}}',
+                "-o", "json", *dry_run,
+            )
+        )  # fmt: skip
+        removed: str | None = patched["metadata"].get("annotations", {}).get(REMOVE)
+        return removed
+
+    # The status and the pods' removal reach the view a moment later: asked as a dry run
+    # until its answer is the one wanted, however long that takes on a loaded machine.
+    wait_for(
+        "the view to hold the status and the removals",
+        lambda: to_3("--dry-run=server") == "[1]",
+        timeout=20,
+    )
+    assert to_3() == "[1]"
     _remove_broker(kubectl, 1)
     _status(kubectl, [0, 2, 4])
     left = {i: zones[i] for i in (0, 2, 4)}
