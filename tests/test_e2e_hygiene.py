@@ -11,12 +11,18 @@ import sys
 from inspect import unwrap
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
 
-from tests.e2e import replicas, test_helm, test_kruise, test_prometheus_component
+from tests.e2e import (
+    replicas,
+    test_helm,
+    test_kruise,
+    test_prometheus_component,
+    test_rebalance,
+)
 from tests.e2e.kube import Kubectl, KubectlError
 from tests.hang import HANG_GUARD
 from tests.process import free_port
@@ -245,3 +251,30 @@ def test_a_crd_the_cluster_had_before_is_not_deleted(
     with pytest.raises(StopIteration):
         next(setup)
     assert fake.crds() == {MONITORING[1]}
+
+
+class _Refusing(Kubectl):
+    """kubectl whose ``uncordon`` of one node fails; every call recorded."""
+
+    calls: ClassVar[list[tuple[str, ...]]] = []
+
+    def run(self, *args: str, stdin: str | None = None) -> str:
+        self.calls.append(args)
+        if args == ("uncordon", "node-a1"):
+            raise KubectlError(
+                args, 1, "Unable to connect to the server: net/http: TLS handshake timeout"
+            )
+        return ""
+
+
+def test_a_failed_uncordon_does_not_leave_the_other_nodes_cordoned() -> None:
+    """test_rebalance cordons every zone but one to steer the scheduler: each node it cordoned
+    is uncordoned afterwards, even when another node's uncordon fails."""
+    kubectl = _Refusing("kubectl", "kubeconfig")
+    kubectl.calls.clear()
+    cordons = test_rebalance.Cordons(kubectl, {"node-a1": "a", "node-a2": "a", "node-b1": "b"})
+    cordons.only("b")
+    assert kubectl.calls == [("cordon", "node-a1"), ("cordon", "node-a2")]
+    with pytest.raises(KubectlError, match="TLS handshake timeout"):
+        cordons.release()
+    assert ("uncordon", "node-a2") in kubectl.calls, kubectl.calls

@@ -75,8 +75,11 @@ class Cordons:
                 self.kubectl.run("uncordon", node)
 
     def release(self) -> None:
-        for node in sorted(self.mine):
-            self.kubectl.run("uncordon", node)
+        """Uncordon each node it cordoned, whatever another one's uncordon did: a node left
+        cordoned takes its zone's capacity from every later run."""
+        with ExitStack() as each:
+            for node in sorted(self.mine):
+                each.callback(self.kubectl.run, "uncordon", node)
         self.mine.clear()
 
 
