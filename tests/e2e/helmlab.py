@@ -11,6 +11,8 @@ The lab's fake kubelet runs no container, so what a pod of the release would run
   and injects the caBundles itself, and is Ready once it serves the Secret's pair.
 - :func:`play_kubelet`: the ``helm test`` pod's command, run here as its ServiceAccount, its
   exit status reported as the pod's phase.
+- :func:`uninstall`, :func:`delete_cluster_scoped`, :func:`leftovers`: the release removed, its
+  cluster-scoped objects deleted even when helm could not remove them, and what is left.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import yaml
 
 from tests.e2e.kube import Kubectl, KubectlError, Obj, wait_for
 from tests.e2e.server import READY_TIMEOUT, ROOT, STOP_TIMEOUT
+from tests.helm import Helm, HelmError
 from tests.kubeconfig import write_kubeconfig
 from tests.process import Webhook, clean_environ, tail
 from webhook.cli import build_parser, settings_from
@@ -94,6 +97,38 @@ def ca_bundle_managers(kubectl: Kubectl, name: str) -> dict[str, list[str]]:
             if '"f:caBundle"' in json.dumps(entry.get("fieldsV1", {}))
         ]
     return owners
+
+
+def uninstall(helm: Helm, name: str, namespace: str) -> None:
+    """Remove the release if it is there (the cleanup path: a missing release is fine)."""
+    try:
+        helm.run("uninstall", name, "--namespace", namespace, "--wait", "--ignore-not-found")
+    except HelmError as err:
+        raise AssertionError(
+            f"{err}\nclean up by hand: helm uninstall {name} -n {namespace}"
+        ) from None
+
+
+def delete_cluster_scoped(kubectl: Kubectl, name: str) -> None:
+    """The release's webhook configurations and cluster RBAC, whatever helm managed: they
+    outlive its namespace, and its webhooks (failurePolicy Fail) match every opted-in
+    namespace of the cluster, refusing the next runs' StatefulSet pods."""
+    kinds = "mutatingwebhookconfigurations,validatingwebhookconfigurations,clusterroles,"
+    kinds += "clusterrolebindings"
+    selector = f"app.kubernetes.io/instance={name}"
+    kubectl.run("delete", kinds, "-l", selector, "--ignore-not-found", "--wait=false")
+
+
+def leftovers(kubectl: Kubectl, name: str) -> str:
+    """Every object labelled with the release, cluster-wide; empty when none is left."""
+    kinds = (
+        "mutatingwebhookconfigurations,validatingwebhookconfigurations,clusterroles,"
+        "clusterrolebindings,deployments,services,secrets,serviceaccounts,"
+        "poddisruptionbudgets,roles,rolebindings,pods,leases,resourcequotas,networkpolicies,"
+        "configmaps"
+    )
+    selector = f"app.kubernetes.io/instance={name}"
+    return kubectl.run("get", kinds, "--all-namespaces", "-l", selector, "-o", "name").strip()
 
 
 class Replica:

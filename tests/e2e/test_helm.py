@@ -35,9 +35,12 @@ from tests.e2e.conftest import delete_namespace, opted_in_namespace
 from tests.e2e.helmlab import (
     ca_bundle_managers,
     ca_bundles,
+    delete_cluster_scoped,
     find,
+    leftovers,
     play_kubelet,
     serving_release,
+    uninstall,
 )
 from tests.e2e.kube import (
     RUN_LABEL,
@@ -69,16 +72,6 @@ REPLICAS = 6
 def helm(kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Helm:
     """The pinned helm, talking to the end-to-end cluster."""
     return helm_for_tests(tmp_path_factory.mktemp("helm-home"), kubeconfig=kubectl.kubeconfig)
-
-
-def _uninstall(helm: Helm, name: str, namespace: str) -> None:
-    """Remove the release if it is there (the cleanup path: a missing release is fine)."""
-    try:
-        helm.run("uninstall", name, "--namespace", namespace, "--wait", "--ignore-not-found")
-    except HelmError as err:
-        raise AssertionError(
-            f"{err}\nclean up by hand: helm uninstall {name} -n {namespace}"
-        ) from None
 
 
 def _probe(run: str) -> Obj:
@@ -118,18 +111,6 @@ def _assert_placed(kubectl: Kubectl, pods: list[Obj], zones: list[str]) -> None:
         expected = zones[int(pod_name.rsplit("-", 1)[1]) % len(zones)]
         assert pod["metadata"]["annotations"]["stszone.io/zone"] == expected, pod_name
         assert node_zone[pod["spec"]["nodeName"]] == expected, pod_name
-
-
-def _leftovers(kubectl: Kubectl, name: str) -> str:
-    """Every object labelled with the release, cluster-wide; empty when none is left."""
-    kinds = (
-        "mutatingwebhookconfigurations,validatingwebhookconfigurations,clusterroles,"
-        "clusterrolebindings,deployments,services,secrets,serviceaccounts,"
-        "poddisruptionbudgets,roles,rolebindings,pods,leases,resourcequotas,networkpolicies,"
-        "configmaps"
-    )
-    selector = f"app.kubernetes.io/instance={name}"
-    return kubectl.run("get", kinds, "--all-namespaces", "-l", selector, "-o", "name").strip()
 
 
 def _helm_test(helm: Helm, kubectl: Kubectl, *, name: str, namespace: str, work: Path) -> str:
@@ -175,7 +156,8 @@ def test_install_place_test_upgrade_uninstall(helm: Helm, kubectl: Kubectl, tmp_
         stack.callback(delete_namespace, kubectl, apps)
         # A `helm test` cut short leaves its hooks (helm uninstall does not delete hooks).
         stack.callback(delete_namespace, kubectl, f"{name}-test")
-        stack.callback(_uninstall, helm, name, namespace)
+        stack.callback(delete_cluster_scoped, kubectl, name)  # when the uninstall failed
+        stack.callback(uninstall, helm, name, namespace)
 
         out = helm.run(*install, "--dry-run=server")
         assert "STATUS: pending-install" in out, out
@@ -261,7 +243,7 @@ def test_install_place_test_upgrade_uninstall(helm: Helm, kubectl: Kubectl, tmp_
         out = helm.run("uninstall", name, "--namespace", namespace, "--wait")
         assert f'release "{name}" uninstalled' in out, out
         webhook.stop(grace=STOP_TIMEOUT)
-        assert not _leftovers(kubectl, name), f"left behind: {_leftovers(kubectl, name)}"
+        assert not leftovers(kubectl, name), f"left behind: {leftovers(kubectl, name)}"
         for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
             assert kubectl.gone(kind, name), kind
         with pytest.raises(HelmError):
@@ -290,7 +272,8 @@ def test_generated_certificates_survive_an_upgrade(
     mode = ["--set", "certificates.mode=generated"]
     with ExitStack() as stack:
         stack.callback(delete_namespace, kubectl, namespace)
-        stack.callback(_uninstall, helm, name, namespace)
+        stack.callback(delete_cluster_scoped, kubectl, name)  # when the uninstall failed
+        stack.callback(uninstall, helm, name, namespace)
         helm.run(
             "install", name, chart, "--namespace", namespace, "--create-namespace", *mode,
             "--wait", "--timeout", f"{TIMEOUT:.0f}s",
@@ -307,7 +290,7 @@ def test_generated_certificates_survive_an_upgrade(
         assert scoped.get("secret", f"{name}-tls")["data"] == secret, "the upgrade made a new pair"
         assert set(ca_bundles(kubectl, name).values()) == {secret["ca.crt"]}
         helm.run("uninstall", name, "--namespace", namespace, "--wait")
-        assert not _leftovers(kubectl, name), f"left behind: {_leftovers(kubectl, name)}"
+        assert not leftovers(kubectl, name), f"left behind: {leftovers(kubectl, name)}"
         assert find(scoped, "secret", f"{name}-tls") is None, "the release's Secret stayed"
 
 
