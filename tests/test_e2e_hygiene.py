@@ -22,6 +22,7 @@ from tests.e2e import (
     test_kruise,
     test_prometheus_component,
     test_rebalance,
+    test_strimzi,
 )
 from tests.e2e.kube import Kubectl, KubectlError
 from tests.hang import HANG_GUARD
@@ -278,3 +279,27 @@ def test_a_failed_uncordon_does_not_leave_the_other_nodes_cordoned() -> None:
     with pytest.raises(KubectlError, match="TLS handshake timeout"):
         cordons.release()
     assert ("uncordon", "node-a2") in kubectl.calls, kubectl.calls
+
+
+class _RefusingDelete(Kubectl):
+    """kubectl whose deletion of one PersistentVolume fails; every call recorded."""
+
+    calls: ClassVar[list[tuple[str, ...]]] = []
+
+    def run(self, *args: str, stdin: str | None = None) -> str:
+        self.calls.append(args)
+        if args[:3] == ("delete", "persistentvolume", "ns-1"):
+            raise KubectlError(args, 1, "Unable to connect to the server: i/o timeout")
+        return ""
+
+
+def test_a_failed_volume_deletion_does_not_keep_the_others() -> None:
+    """test_strimzi's volumes are each deleted, even when another's deletion fails."""
+    kubectl = _RefusingDelete("kubectl", "kubeconfig")
+    kubectl.calls.clear()
+    volumes = unwrap(test_strimzi.pvs)(None, kubectl)
+    next(volumes).extend(["ns-1", "ns-3"])
+    with pytest.raises(KubectlError, match="i/o timeout"):
+        next(volumes)
+    deleted = [call[2] for call in kubectl.calls if call[:2] == ("delete", "persistentvolume")]
+    assert sorted(deleted) == ["ns-1", "ns-3"], kubectl.calls

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -229,10 +230,13 @@ def _view_has(log: Path, what: str, *, since: int = 0) -> bool:
 
 @pytest.fixture
 def pvs(cluster: Cluster, kubectl: Kubectl) -> Iterator[list[str]]:
+    """The names of the volumes a test makes (appended before each create), each deleted
+    afterwards whatever another's deletion did."""
     made: list[str] = []
-    yield made
-    for name in made:
-        kubectl.delete("persistentvolume", name)
+    with ExitStack() as each:
+        yield made
+        for name in made:
+            each.callback(kubectl.delete, "persistentvolume", name)
 
 
 def test_a_pool_is_placed_balanced_guarded_and_scaled_down_by_zone(
