@@ -218,3 +218,29 @@ def test_a_broker_claim_is_not_pinned_by_the_volume_of_a_deleted_claim_of_its_na
     answered = sim.admit(view, claim)
     assert answered.edited["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
     assert answered.edited["spec"]["storageClassName"] == "ssd-zone-a"
+
+
+def test_claims_left_by_a_scale_down_count_no_broker_of_the_pool() -> None:
+    """``deleteClaim: false`` (Strimzi's default) leaves a removed broker's claim behind. Once
+    its ID belongs to another pool of the cluster, that claim is nobody's broker: the pool's
+    next broker goes where its live brokers are fewest, not where the stale claim is."""
+    view = sim.store()
+    cluster = sim.Cluster(view)
+    cluster.create_pool("broker", 6)
+    cluster.reconcile()
+    assert cluster.zones("broker") == {i: sim.ZONES[i % 3] for i in range(6)}
+    cluster.set_pool("broker", replicas=4)  # the operator removes 5 and 4, keeping 0a 1b 2c 3a
+    ordered = [cluster.pools[n] for n in sorted(cluster.pools)]
+    assert ref.assign(ordered)["broker"].removed == (5, 4)
+    stale = {i: view.claims[("kafka", f"data-my-cluster-broker-{i}")] for i in (4, 5)}
+    cluster.reconcile()
+    for info in stale.values():  # deleteClaim: false: the claims stay
+        view.put("claims", info)
+    cluster.create_pool("controller", 1)  # takes ID 4, the lowest no pool uses
+    cluster.reconcile()
+    assert set(cluster.zones("controller")) == {4}
+    cluster.set_pool("broker", replicas=6)  # adds 5 (back to its data) and 6
+    cluster.reconcile()
+    zones = cluster.zones("broker")
+    assert set(zones) == {0, 1, 2, 3, 5, 6} and zones[5] == "zone-c"
+    assert balanced(zones), zones

@@ -151,10 +151,42 @@ def choose(
         zone = claim_zone(namespace, claim, policy=policy, store=store, uid=uid)
         if zone is not None:
             return Choice(zone, "data", claim)
+    added = new_ids(policy.pool, store=store)
     found = members(namespace, policy, store=store)
+    stale = _left_behind(namespace, policy, found, added, store=store)
+    found = {i: z for i, z in found.items() if i not in stale}
     found[node_id] = None  # its own zone is what is being chosen
-    ids = set(found) | set(new_ids(policy.pool, store=store))
-    return Choice(zones_together(policy.zones, found, ids)[node_id], "fewest")
+    return Choice(zones_together(policy.zones, found, set(found) | set(added))[node_id], "fewest")
+
+
+def _left_behind(
+    namespace: str,
+    policy: PoolPolicy,
+    found: dict[int, str | None],
+    added: tuple[int, ...],
+    *,
+    store: Store,
+) -> set[int]:
+    """IDs of ``found`` known only from claims a scale-down left (``deleteClaim: false``):
+    no broker of the pool, so not counted in its balance. Such an ID is another pool's now,
+    or, while the view shows the pool's pass (spec.replicas above its IDs), outside both the
+    pool's IDs and those the pass adds. A claim of an ID outside a pass the view does not
+    show yet may be a sibling being created, so it counts then."""
+    pool = policy.pool
+    live = {
+        p.node_id
+        for p in store.pool_pods(namespace, pool.cluster, pool.name)
+        if p.node_id is not None and not p.going
+    }
+    held = set(pool.node_ids or ()) | set(added) | live
+    others = {
+        i
+        for p in store.nodepools.values()
+        if p.namespace == namespace and p.cluster == pool.cluster and p.name != pool.name
+        for i in p.node_ids or ()
+    }
+    short = pool.replicas > len(pool.node_ids or ())
+    return {i for i in found if i not in held and (i in others or short)}
 
 
 def id_claims(namespace: str, node_id: int, *, policy: PoolPolicy, store: Store) -> list[str]:
