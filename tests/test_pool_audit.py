@@ -12,6 +12,9 @@ from tests import builders as b
 from tests import poolsim as sim
 from webhook.cli import main
 from webhook.cluster.clusterfile import load_store
+from webhook.model.nodepools import nodepool_info, poolpod_info
+from webhook.model.records import claim_info, node_info
+from webhook.rules.poolaudit import audit_pool
 from webhook.rules.risk import RiskScan
 from webhook.server.poolrisk import PoolRiskCollector
 
@@ -106,3 +109,31 @@ def test_pool_gauges_are_the_audit_figures(tmp_path: Path) -> None:
     assert found[("stszone_kafkanodepool_zones_held", "controller")] == 3
     assert found[("stszone_kafkanodepool_lowest_safe_replicas", "controller")] == 3
     assert found[("stszone_kafkanodepool_replicas", "broker")] == 6
+
+
+@pytest.mark.parametrize("broker2", ["terminating", "unlabelled node"])
+def test_the_lowest_safe_count_is_one_the_guard_allows(broker2: str) -> None:
+    """Brokers 0 (zone-a) and 1 (zone-b) run; broker 2 is Terminating with its data in
+    zone-c (a rolling update), or runs on a node without a zone label. The guard refuses
+    3 -> 2 (it drops, or may drop, zone-c): the audit's lowest safe count is 3, not 2."""
+    view = sim.store()
+    view.put("nodes", node_info(b.node("n-bare", None)))
+    view.put("nodepools", nodepool_info(sim.pool_object("pool", replicas=3, node_ids=[0, 1, 2])))
+    for node_id, zone in enumerate(sim.ZONES):
+        pod = sim.pod_object("my-cluster", "pool", node_id)
+        pod["spec"]["nodeName"] = f"n-{zone}-0"
+        if node_id == 2 and broker2 == "terminating":
+            pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            claim = sim.claim_object("my-cluster", "pool", node_id)
+            claim["metadata"].setdefault("annotations", {})["stszone.io/zone"] = zone
+            view.put("claims", claim_info(claim))
+        elif node_id == 2:
+            pod["spec"]["nodeName"] = "n-bare"
+            pod["metadata"]["annotations"].pop("stszone.io/zone", None)
+        view.put("poolpods", poolpod_info(pod))
+    new, old = sim.scale("pool", old=3, new=2)
+    refused = sim.admit(view, new, old=old, operation="UPDATE")
+    assert not refused.allowed and "zone-c" in refused.message
+    info = view.nodepool("kafka", "pool")
+    assert info is not None
+    assert audit_pool(info, store=view).lowest == 3

@@ -7,7 +7,7 @@ node and zone, and a status: ``ok``, ``MISPLACED`` (running outside its data's z
 ``pending`` (no node yet), ``no pod``, ``going`` (Terminating or ended) or ``unknown`` (its
 node has no zone label). Also the pool's zone counts, their imbalance, and the lowest
 replica count at which the operator's removal order (``strimzi.io/remove-node-ids``, then the
-highest) keeps every zone the pool holds now.
+highest) keeps every zone the pool holds now: the scale-down guard's own judgement of it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,13 @@ import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass
 
+import msgspec
+
 from webhook.errors import Denied
 from webhook.model.nodepools import REMOVE_NODE_IDS, KafkaNodePoolInfo, removal_order
 from webhook.model.store import Store
 from webhook.rules.audit import Status
+from webhook.rules.poolguard import judge
 from webhook.rules.poolzones import PoolPolicy, claim_zone, members, pool_policy
 
 
@@ -121,12 +124,13 @@ def audit_pool(pool: KafkaNodePoolInfo, *, store: Store) -> PoolReport:
     for zone in located.values():
         if zone in counts:
             counts[zone] += 1
-    held = {z for z, n in counts.items() if n}
     lowest = None
     annotation = pool.annotations.get(REMOVE_NODE_IDS)
+    # The guard's own judgement of each count, so the audit never names one it refuses.
+    judged = policy._replace(pool=msgspec.structs.replace(pool, node_ids=tuple(node_ids)))
     for replicas in range(1, len(node_ids) + 1):
-        removed = set(removal_order(node_ids, replicas, annotation))
-        if held <= {located.get(i) for i in node_ids if i not in removed}:
+        removed = removal_order(node_ids, replicas, annotation)
+        if not judge(judged, where, removed).refused:
             lowest = replicas
             break
     return PoolReport(

@@ -38,7 +38,8 @@ GAUGES: Final[tuple[tuple[str, str, Callable[[PoolReport], float | None]], ...]]
     ),
     (
         "lowest_safe_replicas",
-        "Lowest replica count at which the operator's removal order keeps every zone held now.",
+        "Lowest replica count at which the operator's removal order keeps every zone held now "
+        "(what the guard allows).",
         lambda r: r.lowest,
     ),
 )
