@@ -153,6 +153,20 @@ def test_the_answers_are_the_webhooks_own() -> None:
         assert written == expected, size.replicas
 
 
+def test_a_pool_labelled_skip_is_not_judged_by_either_path() -> None:
+    """The objectSelector keeps a pool labelled stszone.io/skip=true from both webhooks, and its
+    /scale is left alone too: explain names no written annotation and no refusal for it."""
+    items = _items(CROWDED)
+    pool = next(i for i in items if i.get("kind") == "KafkaNodePool")
+    pool["metadata"]["labels"]["stszone.io/skip"] = "true"
+    explained = explain_pool(_view(items), "kafka", "broker")
+    assert explained is not None
+    unjudged = ("not judged: the KafkaNodePool is labelled stszone.io/skip=true",)
+    for size in explained.sizes:
+        assert size.scale.allowed and size.scale.warnings == unjudged, size.replicas
+        assert size.written is None and size.update.allowed, size.replicas
+
+
 def test_a_broker_pod_follows_its_data() -> None:
     """Broker 3 not scheduled yet; its claim is bound to a volume in zone-b, while the pool's
     fewest would be zone-a (the others: zone-a holds 0, zone-b 1 and 4, zone-c 2 and 5)."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from webhook.errors import Denied
+from webhook.model.annotations import SKIP
 from webhook.model.nodepools import (
     CLUSTER_LABEL,
     GROUP,
@@ -215,6 +216,10 @@ def _written(decided: Decision) -> tuple[int, ...] | None:
 def _size(policy: PoolPolicy, store: Store, replicas: int) -> PoolSize:
     pool = policy.pool
     namespace = pool.namespace
+    removed = order_for(policy, replicas, pool.annotations.get(REMOVE_NODE_IDS))
+    if pool.skipped:  # its writes (the objectSelector) and its /scale are never judged
+        unjudged = Verdict(True, "", "", (f"not judged: the {KIND} is labelled {SKIP}=true",))
+        return PoolSize(replicas, removed, unjudged, unjudged)
     scale = validate_pool_scale(
         {"spec": {"replicas": replicas}},
         old={"spec": {"replicas": pool.replicas}},
@@ -231,7 +236,6 @@ def _size(policy: PoolPolicy, store: Store, replicas: int) -> PoolSize:
     update = validate_pool_update(new, old=old, namespace=namespace, store=store)
     if mutated.warnings:
         update = update._replace(warnings=tuple(mutated.warnings) + tuple(update.warnings))
-    removed = order_for(policy, replicas, pool.annotations.get(REMOVE_NODE_IDS))
     return PoolSize(replicas, removed, _verdict(scale), _verdict(update), written)
 
 
