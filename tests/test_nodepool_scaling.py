@@ -69,6 +69,24 @@ def test_scale_that_empties_a_zone_is_refused_with_the_annotate_command() -> Non
     assert again.allowed and not again.warnings
 
 
+def test_an_annotation_left_by_an_earlier_scale_down_does_not_hide_the_command() -> None:
+    """After an earlier scale-down ``remove-node-ids`` stays on the pool (client-side apply
+    keeps it), naming an ID the pool no longer holds: the operator removes the highest, as
+    with none. A /scale that drops a zone is refused with the command that keeps them all."""
+    view, _ = skewed()
+    left = pool(view, **{REMOVE: "[7]"})
+    view.put("nodepools", nodepool_info(left))
+    new, old = sim.scale("pool", old=6, new=4)
+    refused = sim.admit(view, new, old=old, operation="UPDATE")
+    assert not refused.allowed and refused.reason == "ZoneLoss"
+    command = "kubectl annotate kafkanodepool pool -n kafka strimzi.io/remove-node-ids='[5, 3]' --overwrite"
+    assert command in refused.message
+    annotated = pool(view, **{REMOVE: "[5, 3]"})
+    assert sim.admit(view, annotated, old=left, operation="UPDATE").allowed
+    view.put("nodepools", nodepool_info(annotated))
+    assert sim.admit(view, new, old=old, operation="UPDATE").allowed
+
+
 def test_a_pool_labelled_skip_is_left_alone_on_its_scale_subresource() -> None:
     """The objectSelector keeps a pool labelled stszone.io/skip=true from stszone, but it is
     matched against the Scale, which carries none of the pool's labels: /scale still comes."""

@@ -241,7 +241,9 @@ def validate_pool_scale(
     result = judge(policy, where, removed)
     known = all(where.get(i) is not None for i in node_ids)
     chosen = balanced(node_ids, where, len(removed)) if known else removed
-    better = annotation is None and _score(policy, where, chosen) < _score(policy, where, removed)
+    # One naming no ID the pool holds (left by an earlier scale-down) changes no removal.
+    inert = annotation is None or order_for(policy, 0, annotation) == order_for(policy, 0, None)
+    better = inert and _score(policy, where, chosen) < _score(policy, where, removed)
     fix = ""
     if better and not judge(policy, where, chosen).refused:
         fix = (
