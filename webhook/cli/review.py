@@ -20,11 +20,12 @@ from webhook.cluster.view import choose_view, offline_store
 from webhook.config import Defaults, Settings
 from webhook.errors import BadObject, BadRequest, ConfigError
 from webhook.model import objects
-from webhook.model.annotations import ENABLED, SKIP
+from webhook.model.annotations import SKIP
 from webhook.model.objects import JSON
 from webhook.model.store import Store
 from webhook.rules.admission import Endpoint, Request
 from webhook.rules.decision import allow
+from webhook.rules.explain import namespace_refusal
 from webhook.rules.plan import skipped
 from webhook.wire import review
 
@@ -91,11 +92,10 @@ def not_sent(request: Request, *, store: Store, defaults: Defaults) -> str:
     webhook configurations' namespaceSelector (an opted-in namespace, never kube-system or
     stszone's own) and objectSelector (``stszone.io/skip`` NotIn ``[true]``, matched by the
     API server against the object and the old object: either matching sends the request)."""
-    namespace = request.namespace
-    if namespace in defaults.excluded_namespaces:
-        return f"namespace {namespace} is never intercepted (kube-system, stszone's own)"
-    if namespace and store.namespace_enabled(namespace) is False:
-        return f"namespace {namespace} is not opted in (label {ENABLED}=true)"
+    if request.namespace:  # a cluster-scoped object has no namespace to select by
+        excluded = defaults.excluded_namespaces
+        if why := namespace_refusal(store, request.namespace, excluded=excluded):
+            return why
     sent = [obj for obj in (request.object, request.old_object) if obj]
     if sent and all(_skipped(obj) for obj in sent):
         return f"the {request.kind} is labelled {SKIP}=true"
