@@ -172,24 +172,8 @@ def judge_live(
         )
     if sts is None or not outcome.allowed:
         return outcome
-    return _with_claims(outcome, sts, before=before, after=after, store=store, label=label, uid=uid)
-
-
-def _with_claims(
-    outcome: Decision,
-    sts: StatefulSetInfo,
-    *,
-    before: Live,
-    after: Live,
-    store: Store,
-    label: str = "",
-    uid: str = "",
-) -> Decision:
-    """``outcome`` saying which claims go with the members ``after`` no longer has
-    (``whenScaled: Delete``), as a warning and an Event on the set."""
     deleted = retention.live_warning(sts, before=before, after=after, store=store, label=label)
-    regarding = notices.workload(sts.namespace, sts.name, group=kruise.GROUP, uid=uid)
-    return outcome.with_warnings(deleted.warnings).with_notices(*deleted.notices(regarding))
+    return deleted.told(outcome, regarding)
 
 
 def validate_kruise_scale(
@@ -212,8 +196,10 @@ def validate_kruise_scale(
         if held is None:
             return stopped
         everything = kruise_live(held, store=store, replicas=old_count)
-        return _with_claims(
-            stopped, held, before=everything, after=everything.resized(0), store=store, uid=uid
+        regarding = notices.workload(namespace, name, group=kruise.GROUP, uid=uid)
+        gone = everything.resized(0)
+        return retention.live_warning(held, before=everything, after=gone, store=store).told(
+            stopped, regarding
         )
     policy = resolve_policy(
         namespace, name, store=store, tolerate_malformed=True, group=kruise.GROUP

@@ -21,6 +21,7 @@ from webhook.model import notices
 from webhook.model.kruise import Live
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
+from webhook.rules.decision import Decision
 from webhook.rules.ordinals import removed as removed_ordinals
 from webhook.rules.placement import claim_name
 from webhook.rules.text import some
@@ -37,12 +38,12 @@ class Deleted(NamedTuple):
     #: The one claim that goes, when exactly one does: the Event's ``related`` object.
     claim: str = ""
 
-    def notices(self, regarding: notices.ObjectRef) -> tuple[notices.Notice, ...]:
-        """The ``ClaimsDeleted`` Event of each warning, on the set ``regarding``."""
+    def told(self, outcome: Decision, regarding: notices.ObjectRef) -> Decision:
+        """``outcome`` with each warning, and its ``ClaimsDeleted`` Event on the set
+        ``regarding``."""
         related = notices.claim(self.namespace, self.claim) if self.claim else None
-        return tuple(
-            notices.claims_deleted(regarding, note=t, claim=related) for t in self.warnings
-        )
+        told = (notices.claims_deleted(regarding, note=t, claim=related) for t in self.warnings)
+        return outcome.with_warnings(self.warnings).with_notices(*told)
 
 
 def deleted_claims(

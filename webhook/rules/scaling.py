@@ -61,21 +61,7 @@ def judge(
         outcome = verdict.verdict(result, allow_zone_loss=allow_zone_loss, regarding=regarding)
     if sts is None or not outcome.allowed:
         return outcome
-    return _with_claims(outcome, sts, old=old, new=new, store=store, regarding=regarding)
-
-
-def _with_claims(
-    outcome: Decision,
-    sts: StatefulSetInfo,
-    *,
-    old: range,
-    new: range,
-    store: Store,
-    regarding: notices.ObjectRef,
-) -> Decision:
-    """``outcome`` saying which claims go with the removed pods, as a warning and an Event."""
-    deleted = retention.warning(sts, old=old, new=new, store=store)
-    return outcome.with_warnings(deleted.warnings).with_notices(*deleted.notices(regarding))
+    return retention.warning(sts, old=old, new=new, store=store).told(outcome, regarding)
 
 
 def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Decision:
@@ -101,9 +87,8 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         # A Scale's metadata is its StatefulSet's: its uid is the set's.
         uid = objects.string(objects.mapping(scale, "metadata"), "uid", path="metadata")
         regarding = notices.statefulset(namespace, name, uid=uid)
-        return _with_claims(  # none left
-            stopped, sts, old=everything, new=range(0), store=store, regarding=regarding
-        )
+        deleted = retention.warning(sts, old=everything, new=range(0), store=store)  # none left
+        return deleted.told(stopped, regarding)
     # Live: a set missing from the view is refused for retry by resolve_policy. Offline (a saved
     # cluster file without it): guarded on its pods and the server's zones, with a warning.
     policy = resolve_policy(namespace, name, store=store, tolerate_malformed=True)
