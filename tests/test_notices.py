@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,7 +32,6 @@ def test_the_issues_decisions_each_have_their_reason() -> None:
     pod = notices.pod("shop", "db-3")
     made = {
         "placed away, data": notices.placed_with_data(DB, pod=pod, note="n"),
-        "placed away, constraints": notices.placed_by_constraints(DB, pod=pod, note="n"),
         "runs nowhere": notices.nowhere_to_run(DB, pod=pod, note="n"),
         "refused scale-down": notices.scale_down_refused(DB, note="n"),
         "forced zone loss": notices.zone_loss_allowed(DB, note="n"),
@@ -57,6 +57,29 @@ def test_the_issues_decisions_each_have_their_reason() -> None:
         "Refuse",
         "Place",
     }
+
+
+def test_every_reason_of_the_catalogue_is_made_outside_it() -> None:
+    """docs/events.md prints the catalogue as the Events users can alert on: a reason no
+    module outside the catalogue makes (by its constant or its constructor) never fires."""
+    root = Path(notices.__file__).parents[1]
+    sources = [
+        path.read_text()
+        for path in root.rglob("*.py")
+        if path != Path(notices.__file__) and "__pycache__" not in path.parts
+    ]
+    constants = {
+        value: name
+        for name, value in vars(notices).items()
+        if name.isupper() and isinstance(value, str) and value in CATALOGUE
+    }
+    unmade = []
+    for reason in CATALOGUE:
+        constructor = re.sub(r"(?<!^)(?=[A-Z])", "_", reason).lower()
+        used = re.compile(rf"\b(?:{constants[reason]}|{constructor})\b")
+        if not any(used.search(text) for text in sources):
+            unmade.append(reason)
+    assert unmade == []
 
 
 @given(st.text(max_size=1500))

@@ -91,8 +91,6 @@ ADMIT: Final = "Admit"
 
 #: A pod placed in its volume's zone rather than its rule zone (data gravity).
 PLACED_WITH_DATA: Final = "PlacedWithData"
-#: A pod placed away from its rule zone by its own constraints (nodeSelector, required affinity).
-PLACED_BY_CONSTRAINTS: Final = "PlacedByConstraints"
 #: A pod that can run nowhere: its volume can attach to no node of a known zone; left unpinned.
 NOWHERE_TO_RUN: Final = "NowhereToRun"
 #: A scale-down (UPDATE or ``/scale``, or a move of ``ordinals.start``) refused by the guard.
@@ -118,9 +116,6 @@ class Kind(NamedTuple):
 #: Reason -> its type, action and meaning (docs/events.md prints the same table).
 CATALOGUE: Final[dict[str, Kind]] = {
     PLACED_WITH_DATA: Kind("Normal", PLACE, "a pod follows its volume away from its rule zone"),
-    PLACED_BY_CONSTRAINTS: Kind(
-        "Normal", PLACE, "a pod's own constraints place it away from its rule zone"
-    ),
     NOWHERE_TO_RUN: Kind(
         "Warning", PLACE, "a pod's volume can attach to no node: it stays Pending"
     ),
@@ -153,11 +148,6 @@ def notice(
 def placed_with_data(workload: ObjectRef, *, pod: ObjectRef, note: str) -> Notice:
     """``pod`` follows its volume to a zone other than its rule zone."""
     return notice(PLACED_WITH_DATA, workload, note=note, related=pod)
-
-
-def placed_by_constraints(workload: ObjectRef, *, pod: ObjectRef, note: str) -> Notice:
-    """``pod``'s own nodeSelector or required affinity places it away from its rule zone."""
-    return notice(PLACED_BY_CONSTRAINTS, workload, note=note, related=pod)
 
 
 def nowhere_to_run(workload: ObjectRef, *, pod: ObjectRef, note: str) -> Notice:
