@@ -76,7 +76,10 @@ async def list_collection(
     api: Api, path: str, *, label_selector: str = "", page: int = PAGE, optional: bool = False
 ) -> list[Mapping[str, Any]]:
     """Every item of one collection, page by page, each given its ``kind``; an ``optional``
-    one the API server does not serve (its CRD is not installed) has none."""
+    one the API server does not serve (its CRD is not installed) has none.
+
+    A continue token outlives no etcd compaction (410 Expired): the collection is then listed
+    again whole, in one answer, as client-go's pager does (``FullListIfExpired``)."""
     params = {"limit": str(page)}
     if label_selector:
         params["labelSelector"] = label_selector
@@ -87,6 +90,10 @@ async def list_collection(
         except ApiError as err:
             if optional and err.status == 404:
                 return []
+            if err.status == 410 and "continue" in params:
+                del params["continue"], params["limit"]
+                items.clear()
+                continue
             raise
         body = json.loads(got)
         items.extend(flatten(body))

@@ -1,0 +1,58 @@
+"""The one-shot lists of ``audit``, ``explain`` and ``rebalance`` (webhook/cluster/snapshot.py)
+against the fake API server: paged, and whole again when a page's continue token expires."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.fakeapi import FakeApi, Fault
+from tests.kubeconfig import write_kubeconfig
+from webhook.cluster.api import Api, ApiError
+from webhook.cluster.credentials import load_credentials
+from webhook.cluster.snapshot import list_collection
+
+
+async def test_a_list_whose_continue_token_expires_midway_is_listed_again_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """etcd compacts every 5 minutes: a token handed out before a compaction answers 410
+    ("Expired"), and a list of 100,000 pods takes long enough to meet one. client-go's pager
+    (``FullListIfExpired``) then lists the collection whole; so does stszone, rather than
+    failing the command."""
+    async with FakeApi() as fake:
+        expected = sorted(key[1] for key in fake.objects.tables["pods"])
+        config = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token="t")
+        async with Api(load_credentials(str(config))) as api:
+            first_page = api.get
+
+            async def compacted_after_the_first_page(
+                path: str, *, params: Mapping[str, str], **rest: object
+            ) -> bytes:
+                body = await first_page(path, params=params)
+                if "continue" not in params:
+                    fake.compact()
+                return body
+
+            monkeypatch.setattr(api, "get", compacted_after_the_first_page)
+            items = await list_collection(api, "/api/v1/pods", page=5)
+    assert len(expected) > 5
+    assert sorted(item["metadata"]["name"] for item in items) == expected
+    pages = [seen.query for seen in fake.seen("pods", "list")]
+    assert [("continue" in q, q.get("limit")) for q in pages] == [
+        (False, "5"),
+        (True, "5"),
+        (False, None),
+    ]
+
+
+async def test_any_other_failure_of_a_page_is_the_commands_error(tmp_path: Path) -> None:
+    async with FakeApi() as fake:
+        fake.inject("pods", "list", Fault.status(503))
+        config = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token="t")
+        async with Api(load_credentials(str(config))) as api:
+            with pytest.raises(ApiError) as raised:
+                await list_collection(api, "/api/v1/pods", page=5)
+    assert raised.value.status == 503
