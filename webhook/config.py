@@ -39,7 +39,8 @@ class Defaults:
 class Settings:
     """Everything ``stszone serve`` is told on its command line."""
 
-    host: str = "0.0.0.0"
+    #: The address to listen on; "": every address of the machine, IPv4 and IPv6.
+    host: str = ""
     port: int = 8443
     #: Bind with SO_REUSEPORT, so that several processes listen on one address (the kernel
     #: spreads new connections over them; one that stops accepting on SIGTERM drops out).

@@ -86,7 +86,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         run=run,
     )
-    parser.add_argument("--host", help=f"address to listen on (default: {DEFAULTS.host})")
+    parser.add_argument(
+        "--host", help="address to listen on (default: every address, IPv4 and IPv6)"
+    )
     parser.add_argument(
         "--port",
         type=functools.partial(port, any_free=True),

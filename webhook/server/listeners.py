@@ -1,4 +1,11 @@
-"""Listening addresses: a bind that fails is one line naming the flag, and ``--metrics-port``.
+"""Listening addresses: every address by default, a bind that fails is one line naming the
+flag, and ``--metrics-port``.
+
+``--host`` left out (``""``) listens on every address of the machine, IPv4 and IPv6, as a Go
+server's ``:8443`` does: in an IPv6-only cluster (EKS's, for one) the API server reaches the
+pod on its IPv6 address, which an IPv4-only wildcard never answers. A family the machine lacks
+(no IPv6 in the kernel, or none configured) is left out of that wildcard; a named address
+must be bound.
 
 An address ``stszone serve`` cannot listen on (a port in use, an address not on this machine,
 a privileged port) is a mistake in its flags, so it is a :class:`~webhook.errors.ConfigError`
@@ -16,7 +23,8 @@ import asyncio
 import errno
 import os
 import socket
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
 
 from aiohttp import web
 
@@ -40,23 +48,53 @@ def bind_error(err: OSError, *, host: str, port: int, flag: str, what: str) -> C
     else:  # uvloop's strerror repeats the address: the errno's own words
         reason = os.strerror(err.errno).lower() if err.errno else str(err)
     if isinstance(err, socket.gaierror) or err.errno == errno.EADDRNOTAVAIL:
-        advice = "give --host an address of this machine (0.0.0.0: all of them)"
+        advice = "give --host an address of this machine, or leave it out to listen on all of them"
     elif err.errno == errno.EACCES:
         advice = f"choose a port above 1023 with {flag}, or run with the privilege to bind it"
     else:
         advice = f"stop what listens there, or choose another port with {flag}"
-    return ConfigError(f"cannot serve {what} on {host}:{port}: {reason}; {advice}")
+    return ConfigError(f"cannot serve {what} on {shown(host, port)}: {reason}; {advice}")
 
 
-def _bind(host: str, port: int) -> list[socket.socket]:
-    """Listening sockets on every address ``host`` resolves to, as asyncio's server binds
-    them (``SO_REUSEADDR``; IPv6 sockets IPv6 only); OSError when one cannot be bound."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    addresses = dict.fromkeys((family, address) for family, _, _, _, address in infos)
+#: Errors of binding a wildcard of a family the machine does not have.
+NO_FAMILY_ERRNOS: Final = frozenset({errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL})
+
+
+def shown(host: str, port: int) -> str:
+    """``host:port`` as logs and errors name it: ``*:8443`` for every address, ``[::1]:8443``."""
+    if not host:
+        return f"*:{port}"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def bind(host: str, port: int, *, reuse_port: bool = False) -> list[socket.socket]:
+    """Listening sockets on every address ``host`` resolves to ("": every address of every
+    family the machine has), each with ``SO_REUSEADDR`` and IPv6 sockets IPv6 only, all on one
+    port (port 0: the one the kernel picks for the first); OSError when one cannot be bound."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    addresses = list(dict.fromkeys((family, address) for family, _, _, _, address in infos))
+    return listen(addresses, wildcard=not host, reuse_port=reuse_port)
+
+
+def listen(
+    addresses: Sequence[tuple[int, Any]], *, wildcard: bool, reuse_port: bool = False
+) -> list[socket.socket]:
+    """The sockets of :func:`bind`; ``wildcard``: a family that cannot be bound (see
+    :data:`NO_FAMILY_ERRNOS`) is left out, as long as one is bound."""
     sockets: list[socket.socket] = []
+    missing: OSError | None = None
     try:
         for family, address in addresses:
-            sockets.append(socket.create_server(address, family=family))
+            if sockets:  # port 0: every family on the port the first was given
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            try:
+                sockets.append(socket.create_server(address, family=family, reuse_port=reuse_port))
+            except OSError as err:
+                if not (wildcard and err.errno in NO_FAMILY_ERRNOS):
+                    raise
+                missing = err
+        if not sockets and missing is not None:
+            raise missing
     except BaseException:
         for sock in sockets:
             sock.close()
@@ -72,7 +110,7 @@ class MetricsPort:
     def __init__(self, metrics: Metrics, *, host: str, port: int) -> None:
         self.metrics = metrics
         try:
-            self.sockets = _bind(host, port)
+            self.sockets = bind(host, port)
         except OSError as err:
             raise bind_error(
                 err,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 import ssl
 from typing import Final
 
@@ -13,6 +14,7 @@ from aiohttp import web
 from webhook.config import Settings
 from webhook.server.app import make_app
 from webhook.server.handlers import not_ready
+from webhook.server.listeners import bind, shown
 from webhook.server.runtime import Runtime
 
 log = logging.getLogger("stszone.server")
@@ -26,7 +28,7 @@ READY_POLL: Final = 0.1
 
 class Server:
     """The runtime's application (:func:`~webhook.server.app.make_app`) on aiohttp's
-    ``AppRunner`` and one ``TCPSite`` over TLS.
+    ``AppRunner``, a TLS site on each listening socket.
 
     Connection timeouts: a connection with no request in progress is closed ``idle_timeout``
     seconds after it opened or its last answer (aiohttp's ``keepalive_timeout``). That bounds
@@ -54,7 +56,8 @@ class Server:
             # Only answers being written remain at cleanup; the grace is spent in serve().
             shutdown_timeout=min(settings.shutdown_grace, 1.0),
         )
-        self.site: web.TCPSite | None = None
+        self.sites: list[web.SockSite] = []
+        self.sockets: list[socket.socket] = []
 
     async def setup(self) -> None:
         """Start the runtime's jobs and the runner (nothing listens yet)."""
@@ -66,35 +69,44 @@ class Server:
         await self.listen(host, port, ssl_context=ssl_context)
 
     async def listen(self, host: str, port: int, *, ssl_context: ssl.SSLContext) -> None:
-        """Listen on ``host:port``, the jobs started (:meth:`setup`)."""
-        site = web.TCPSite(
-            self.runner,
-            host,
-            port,
-            ssl_context=ssl_context,
-            reuse_address=True,
+        """Listen on ``host:port`` (:func:`~webhook.server.listeners.bind`: "" is every
+        address, IPv4 and IPv6), the jobs started (:meth:`setup`)."""
+        sockets: list[socket.socket] = []
+        try:
             # Several processes on one address (SO_REUSEPORT): the kernel spreads new
             # connections over the listeners, and one that stops accepting drops out.
-            reuse_port=self.settings.reuse_port,
-        )
-        try:
-            await site.start()
+            sockets = bind(host, port, reuse_port=self.settings.reuse_port)
+            for sock in sockets:
+                site = web.SockSite(self.runner, sock, ssl_context=ssl_context)
+                self.sites.append(site)
+                await site.start()
         except BaseException:
+            for sock in sockets:
+                sock.close()
             await self.close()
             raise
-        self.site = site
+        self.sockets = sockets
 
     @property
     def port(self) -> int:
         """The port listened on."""
-        assert self.site is not None, "not started"
-        return self.site.port
+        assert self.sockets, "not started"
+        port: int = self.sockets[0].getsockname()[1]
+        return port
+
+    @property
+    def addresses(self) -> str:
+        """Where it listens, as the log names it: ``https://0.0.0.0:8443, https://[::]:8443``."""
+        return ", ".join(
+            f"https://{shown(sock.getsockname()[0], sock.getsockname()[1])}"
+            for sock in self.sockets
+        )
 
     async def stop_accepting(self) -> None:
-        """Close the listening socket; accepted connections are served on."""
-        if self.site is not None:
-            await self.site.stop()
-            self.site = None
+        """Close the listening sockets; accepted connections are served on."""
+        sites, self.sites = self.sites, []
+        for site in sites:
+            await site.stop()
 
     async def close(self) -> None:
         """Close every connection (cut after at most 1 s), then stop the jobs."""
@@ -122,9 +134,8 @@ async def serve(runtime: Runtime, *, ssl_context: ssl.SSLContext, settings: Sett
             return
         await server.listen(settings.host, settings.port, ssl_context=ssl_context)
         log.info(
-            "serving https://%s:%d (mutate, validate, extender, healthz, readyz)%s",
-            settings.host,
-            server.port,
+            "serving %s (mutate, validate, extender, healthz, readyz)%s",
+            server.addresses,
             ", sharing the port with other listeners (--reuse-port)" if settings.reuse_port else "",
         )
         await stop.wait()
