@@ -354,6 +354,32 @@ def test_a_term_naming_a_known_node_is_judged_on_that_node(
     assert outcome.allowed or outcome.reason == "ZoneConflict"
 
 
+@pytest.mark.parametrize(
+    ("labels", "term", "selector", "unmet"),
+    [
+        ({"disk": "hdd"}, {"matchFields": named("n1"), "matchExpressions": [req("disk", "In", "ssd")]}, {}, "disk In [ssd]"),
+        ({GEN: "3"}, {"matchFields": named("n1"), "matchExpressions": [req(GEN, "Gt", "3")]}, {}, f"{GEN} Gt [3]"),
+        ({"pool": "p1"}, {"matchFields": named("n1")}, {"pool": "p2"}, "nodeSelector pool=p2"),
+    ],
+    ids=["expression", "gt", "node-selector"],
+)  # fmt: skip
+def test_a_named_node_inside_the_zone_is_refused_for_what_it_lacks_not_for_its_zone(
+    labels: dict[str, str], term: dict[str, Any], selector: dict[str, str], unmet: str
+) -> None:
+    """n1 is in zone-a, db-0's zone; the term naming it is refused because n1 does not meet the
+    rest of it. The message names what n1 lacks; it never says that n1, in zone-a, is what
+    excludes zone-a."""
+    store = store_from_objects(
+        [b.node("n1", "zone-a", labels=labels), b.node("nc", "zone-c")],
+        zones=("zone-a", "zone-b", "zone-c"),
+    )
+    pod = b.sts_pod(ordinal=0, affinity=terms_affinity(term), node_selector=selector or None)
+    outcome = mutate(pod, store)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
+    assert "(node(s) in zone-a)" not in outcome.message
+    assert f"node n1 in zone-a does not meet {unmet}), which excludes" in outcome.message
+
+
 def test_a_term_naming_two_nodes_selects_none_and_the_refusal_says_so() -> None:
     """matchFields requirements are ANDed, and a node has one name: `In [n1]` with `In [nc]`
     selects no node, whatever zones n1 and nc are in."""

@@ -212,7 +212,7 @@ def by_name(
         return "required nodeAffinity with no term (it matches no node)"
     if any(_term_allows(t, key, value, nodes=nodes, selector=selector) for t in terms):
         return None
-    blocking = [b for t in terms for b in _blocking(t, key, value, nodes=nodes)]
+    blocking = [b for t in terms for b in _blocking(t, key, value, nodes=nodes, selector=selector)]
     return "required nodeAffinity " + " / ".join(dict.fromkeys(blocking))
 
 
@@ -258,18 +258,40 @@ def _term_allows(
     return _on_key(term, key, value)
 
 
-def _blocking(term: Term, key: str, value: str, *, nodes: Nodes | None) -> list[str]:
+def _blocking(
+    term: Term, key: str, value: str, *, nodes: Nodes | None, selector: Mapping[str, str]
+) -> list[str]:
     """What in one term rules out ``key=value`` (the term is known not to allow it)."""
     if term.empty or term.invalid:
         return [term.describe()]
     known = _known(_named(term), nodes)
     if known:
+        named = f"matchFields {NAME_FIELD} In [{', '.join(sorted(known))}]"
+        inside = {n: labels for n, labels in known.items() if labels.get(key) == value}
+        if inside:
+            # The named node is in the zone: what rules the zone out is what it lacks.
+            return [
+                f"{named} (node {', '.join(sorted(inside))} in {value} does not meet "
+                f"{_unmet(term, inside, selector)})"
+            ]
         where = sorted({labels.get(key, f"no {key}") for labels in known.values()})
-        return [
-            f"matchFields {NAME_FIELD} In [{', '.join(sorted(known))}] "
-            f"(node(s) in {', '.join(where)})"
-        ]
+        return [f"{named} (node(s) in {', '.join(where)})"]
     found = [
         r.describe() for r in term.expressions or () if r.key == key and not r.matches({key: value})
     ]
     return found or [f"matchFields {NAME_FIELD} In [] (no node)"]
+
+
+def _unmet(term: Term, labels: Mapping[str, Mapping[str, str]], selector: Mapping[str, str]) -> str:
+    """The nodeSelector pairs and the term's requirements no node of ``labels`` meets (the
+    whole term when each is met by some node)."""
+    parts = [
+        f"nodeSelector {k}={v}"
+        for k, v in sorted(selector.items())
+        if not any(node.get(k) == v for node in labels.values())
+    ]
+    parts += [r.describe() for r in term.expressions or () if not _met(r, labels, field=False)]
+    parts += [
+        f"matchFields {r.describe()}" for r in term.fields or () if not _met(r, labels, field=True)
+    ]
+    return " and ".join(parts) or term.describe()
