@@ -406,6 +406,30 @@ def test_one_claim_whose_volume_is_kept_is_named_alone() -> None:
     )
 
 
+def test_claims_with_no_volume_yet_are_not_said_to_keep_one() -> None:
+    """A claim still Pending (no volume bound: a WaitForFirstConsumer class, a missing
+    provisioner) has no volume to keep or to lose. The lab: ``kubectl scale sts vol
+    --replicas=0 --dry-run=server`` with data-vol-0 Pending printed "its volume is kept
+    (reclaim policy not Delete)"."""
+    pods = placed("na", "nb", "nc", "na", "nb")
+    unbound = [b.pvc("data-db-3"), b.pvc("data-db-4")]
+    store = cluster(pods, extra=unbound, when_scaled="Delete")
+    assert scale(store, 5, 4).warnings == (
+        f"db: 5 -> 4 deletes claim data-db-4 with its pod {POLICY}; no volume is bound to it yet",
+    )
+    assert scale(store, 5, 3).warnings == (
+        f"db: 5 -> 3 deletes claims data-db-3 and data-db-4 with their pods {POLICY}; no volume "
+        "is bound to them yet",
+    )
+    mixed = cluster(
+        pods, extra=[*claimed(4, reclaim="Retain"), b.pvc("data-db-4")], when_scaled="Delete"
+    )
+    assert scale(mixed, 5, 3).warnings == (
+        f"db: 5 -> 3 deletes claims data-db-3 and data-db-4 with their pods {POLICY}; 1 of them "
+        "has no volume yet, the others' volumes are kept (reclaim policy not Delete)",
+    )
+
+
 def test_the_claims_warning_counts_the_volumes_whose_data_goes() -> None:
     """Set db has templates data and logs; 5 -> 3 removes ordinals 3 (a pod in a, which db-0
     keeps) and 4 (no pod, no data claim; b is kept by db-1). data-db-3 is bound to a Delete

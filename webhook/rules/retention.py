@@ -30,6 +30,15 @@ from webhook.rules.text import some
 POLICY = "persistentVolumeClaimRetentionPolicy.whenScaled: Delete"
 
 
+class Found(NamedTuple):
+    """The claims a change deletes, in ordinal order, and how many of them have a volume whose
+    reclaim policy is Delete and how many have no volume bound at all (still Pending)."""
+
+    claims: list[str]
+    with_data: int
+    unbound: int
+
+
 class Deleted(NamedTuple):
     """What an allowed change says of the claims it deletes."""
 
@@ -46,22 +55,17 @@ class Deleted(NamedTuple):
         return outcome.with_warnings(self.warnings).with_notices(*told)
 
 
-def deleted_claims(
-    sts: StatefulSetInfo, *, old: range, new: range, store: Store
-) -> tuple[list[str], int]:
-    """(the claims the view holds of the ordinals of ``old`` that ``new`` removes, in ordinal
-    order; how many of them have a volume whose reclaim policy is Delete); bounded by the set's
-    objects in the view, not by the ranges (which may hold two billion ordinals)."""
+def deleted_claims(sts: StatefulSetInfo, *, old: range, new: range, store: Store) -> Found:
+    """The claims the view holds of the ordinals of ``old`` that ``new`` removes; bounded by the
+    set's objects in the view, not by the ranges (which may hold two billion ordinals)."""
     gone = removed_ordinals(old, new)
     return _claims_of(sts, lambda ordinal: any(ordinal in r for r in gone), store=store)
 
 
-def _claims_of(
-    sts: StatefulSetInfo, gone: Callable[[int], bool], *, store: Store
-) -> tuple[list[str], int]:
+def _claims_of(sts: StatefulSetInfo, gone: Callable[[int], bool], *, store: Store) -> Found:
     known = store.known_ordinals(sts.namespace, sts.name, templates=sts.templates, group=sts.group)
     claims: list[str] = []
-    with_data = 0
+    with_data = unbound = 0
     for ordinal in sorted(known):
         if not gone(ordinal):
             continue
@@ -71,10 +75,11 @@ def _claims_of(
             if claim is None:
                 continue
             claims.append(name)
+            unbound += not claim.volume
             volume = store.volume(claim.volume)  # an unbound claim's "" names no volume
             if volume is not None and volume.reclaim_delete:
                 with_data += 1
-    return claims, with_data
+    return Found(claims, with_data, unbound)
 
 
 def warning(sts: StatefulSetInfo, *, old: range, new: range, store: Store) -> Deleted:
@@ -97,8 +102,8 @@ def live_warning(
     return _said(sts, label if label and after.replicas else counts, found)
 
 
-def _said(sts: StatefulSetInfo, change: str, found: tuple[list[str], int]) -> Deleted:
-    claims, with_data = found
+def _said(sts: StatefulSetInfo, change: str, found: Found) -> Deleted:
+    claims, with_data, unbound = found
     if not claims:
         return Deleted()
     plural = len(claims) > 1
@@ -112,6 +117,14 @@ def _said(sts: StatefulSetInfo, change: str, found: tuple[list[str], int]) -> De
             tail = "its volume's reclaim policy is Delete: the data goes with it"
     elif with_data:
         tail = f"the data of {with_data} of them goes too (volume reclaim policy Delete)"
+    elif unbound == len(claims):
+        # A Pending claim has no volume: nothing is kept, nothing is lost.
+        tail = f"no volume is bound to {'them' if plural else 'it'} yet"
+    elif unbound:
+        tail = (
+            f"{unbound} of them {'has' if unbound == 1 else 'have'} no volume yet, the others' "
+            "volumes are kept (reclaim policy not Delete)"
+        )
     else:
         tail = "their volumes are kept (reclaim policy not Delete)"
         if not plural:
