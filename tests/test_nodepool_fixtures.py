@@ -67,3 +67,23 @@ def test_recorded_scale_of_the_controllers_to_two_is_refused(which: str) -> None
     assert not answered.allowed
     assert "my-cluster-controller-8" in answered.message and "zone-c" in answered.message
     assert "stszone.io/allow-zone-loss" in answered.message
+
+
+def without_old(number: int, which: str) -> review.Review:
+    """A recorded review as a hand-written one (``stszone review``) may be: no oldObject."""
+    body: Any = sim.recorded(f"{number:03d}-{which}")
+    del body["request"]["oldObject"]
+    return review.from_dict(body)
+
+
+@pytest.mark.parametrize(("number", "which"), [(42, "all"), (36, "all"), (43, "pinned")])
+def test_pool_update_without_its_old_object_says_so(number: int, which: str) -> None:
+    """042 (3->2, drops zone-b) and 036 (remove-node-ids named) without oldObject: the brokers
+    the change removes are the old status's, so the pool is refused naming oldObject, as an
+    apps/v1 set is, not allowed unjudged nor refused as a pool whose metadata.name is missing."""
+    answered = review.answer(
+        "validate", without_old(number, which), store=view(), defaults=Defaults()
+    )
+    assert not answered.allowed and answered.code == 400, answered.message
+    assert "oldObject" in answered.message and "metadata.name" not in answered.message
+    assert answered.message.startswith("KafkaNodePool broker UPDATE")

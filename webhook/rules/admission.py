@@ -15,6 +15,7 @@ from typing import Any, Final, Literal, NamedTuple
 from webhook.config import Defaults
 from webhook.errors import BadObject, Denied
 from webhook.model.kruise import GROUP as KRUISE
+from webhook.model.nodepools import GROUP as STRIMZI
 from webhook.model.store import Store
 from webhook.rules import claims, kruiseadmission, pooladmission, scaling
 from webhook.rules import mutate as mutations
@@ -96,12 +97,18 @@ def mutate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
     return allow()
 
 
+#: The workloads whose UPDATE is judged against the object it replaces.
+_COMPARED: Final = frozenset(
+    {("StatefulSet", "apps"), ("StatefulSet", KRUISE), ("KafkaNodePool", STRIMZI)}
+)
+
+
 def _set_update_without_old(request: Request) -> bool:
-    """An UPDATE of a StatefulSet (apps/v1 or OpenKruise's) that lacks the set as it was: a
-    hand-written review (``stszone review``); the API server always sends it."""
+    """An UPDATE of a workload (an apps/v1 or OpenKruise StatefulSet, a KafkaNodePool, whose
+    brokers are the old object's status) that lacks it as it was: a hand-written review
+    (``stszone review``); the API server always sends it."""
     return (
-        request.kind == "StatefulSet"
-        and request.group in ("apps", KRUISE)
+        (request.kind, request.group) in _COMPARED
         and request.operation == "UPDATE"
         and not request.sub_resource
         and not request.old_object
@@ -116,8 +123,8 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
     operation, sub_resource = request.operation, request.sub_resource
     if _set_update_without_old(request):
         return refuse(
-            f"StatefulSet {request.name} UPDATE without request.oldObject: every check compares "
-            "the set with the one it replaces; give that one as oldObject (the API server "
+            f"{request.kind} {request.name} UPDATE without request.oldObject: every check "
+            "compares it with the one it replaces; give that one as oldObject (the API server "
             "always sends it)",
             code=400,
             reason="BadRequest",
