@@ -87,3 +87,15 @@ def test_pool_update_without_its_old_object_says_so(number: int, which: str) -> 
     assert not answered.allowed and answered.code == 400, answered.message
     assert "oldObject" in answered.message and "metadata.name" not in answered.message
     assert answered.message.startswith("KafkaNodePool broker UPDATE")
+
+
+@pytest.mark.parametrize("which", ["all", "pinned"])
+def test_pool_scale_without_its_old_object_is_judged_from_the_view(which: str) -> None:
+    """044 without oldObject: the count the Scale lowers is the pool's in the view (3
+    controllers, 6a 7b 8c), so 2 drops zone-c as it does with oldObject."""
+    number = 44 if which == "all" else 45
+    answered = review.answer(
+        "validate", without_old(number, which), store=view(), defaults=Defaults()
+    )
+    assert not answered.allowed and answered.reason == "ZoneLoss", answered.message
+    assert "my-cluster-controller-8" in answered.message and "zone-c" in answered.message

@@ -224,7 +224,12 @@ def validate_pool_scale(
     scale: JSON, *, old: JSON, name: str, namespace: str, store: Store
 ) -> Decision:
     """A ``kafkanodepools/scale`` UPDATE, judged with the pool as the view holds it."""
-    new_replicas, old_replicas = _replicas(scale), _replicas(old)
+    new_replicas = _replicas(scale)
+    if old:
+        old_replicas = _replicas(old)
+    else:  # an UPDATE always carries oldObject; a hand-written review may not
+        held = store.nodepool(namespace, name)
+        old_replicas = held.replicas if held is not None else new_replicas
     if new_replicas >= old_replicas or new_replicas <= 0:
         return allow()
     policy = pool_policy(namespace, name, store=store)
