@@ -443,3 +443,19 @@ def test_a_set_whose_pod_template_is_skipped_has_no_misplaced_pod(
     )
     assert main(["audit", "--cluster", str(path)]) == 0
     assert "MISPLACED" not in capsys.readouterr().out
+
+
+def test_an_empty_zone_label_names_no_zone_held() -> None:
+    """node-ordinal: example.io/node=1 is on e1, whose zone label is present but empty. An
+    empty value names no zone (discovery leaves it out too): db-1, with no pod, is of unknown
+    zone, zone b is held by nobody that is known, so removing db-1 may drop it (lowest 2)."""
+    spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+    labelled = [
+        b.node("k0", "a", labels={"example.io/node": "0"}),
+        b.node("e1", "", labels={"example.io/node": "1"}),
+    ]
+    report = _small(*labelled, b.sts_pod(ordinal=0, node="k0", claims=()), annotations=spec)
+    held = report.sets[0]
+    assert held.held == ("a",)
+    assert held.unknown == (1,)
+    assert held.lowest == 2

@@ -209,9 +209,10 @@ class Store:
         return tuple(sorted(v for v in self._labels.values(topology_key) if v))
 
     def node_zone(self, node: str, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> str | None:
-        """The zone label of a node, or None when the node or its label is unknown."""
+        """The zone label of a node, or None when the node or its label is unknown; an empty
+        label names no zone, as for discovery."""
         info = self.nodes.get(node)
-        return info.labels.get(topology_key) if info is not None else None
+        return (info.labels.get(topology_key) or None) if info is not None else None
 
     def label_values(self, key: str) -> frozenset[str]:
         """Distinct values of node label ``key``."""
