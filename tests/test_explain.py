@@ -405,3 +405,28 @@ def test_a_set_labelled_skip_has_every_size_allowed_as_the_webhook_allows_it() -
         defaults=Defaults(),
     )  # fmt: skip
     assert scale.allowed
+
+
+def test_a_pod_left_over_by_a_scale_down_is_not_sent_to_rebalance_nor_replaced() -> None:
+    """db went from 4 to 2 replicas: db-3 still runs in zone-b (the controller deletes one
+    condemned pod at a time) and db-2 is Terminating in zone-a. Neither is a member: the
+    controller deletes them and re-creates neither, so neither is misplaced (rebalance plans
+    members only) and nothing replaces db-2 in zone-c."""
+    store = store_from_objects(
+        [
+            b.node("a1", "zone-a"),
+            b.node("b1", "zone-b"),
+            b.statefulset("db", replicas=2, annotations=ZONES, templates=()),
+            b.sts_pod("db", 0, node="a1", claims=()),
+            b.sts_pod("db", 1, node="b1", claims=()),
+            b.sts_pod("db", 2, node="a1", claims=(), deleting=True),
+            b.sts_pod("db", 3, node="b1", claims=()),
+        ]
+    )
+    for name in ("db-2", "db-3"):
+        explained = explain_pod(store, "ns", name)
+        assert explained is not None
+        text = pod_text(explained)
+        assert "MISPLACED" not in text and "rebalance" not in text, text
+        assert "replacement goes to" not in text, text
+        assert explained.member is not None and explained.member.row.status == "going"

@@ -22,7 +22,7 @@ the ranges of members kept and removed) are in :class:`StatefulSets`; other ordi
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Final
 
@@ -199,6 +199,21 @@ def _member(ordinal: int, *, policy: Policy, store: Store, where: Locator) -> Me
     return Member(row, rule, _guarded(located, ready=row.node_ready))
 
 
+def _outside(member: Member, name: str, span: str, *, kind: str) -> Member:
+    """A member's explanation for an ordinal outside the workload's members: its pod, if any,
+    is one the controller deletes (a scale-down, a move of the start) and never replaces, so it
+    is neither misplaced nor counted where a replacement would go."""
+    row = member.row
+    if row.status != "no pod":
+        why = (
+            f"ordinal {row.ordinal} is not a member now ({span}): the {kind}'s controller "
+            f"deletes {name} and makes no replacement"
+        )
+        row = replace(row, status="going", why=why)
+    outside = f"not a member now ({span}): the guard does not count it"
+    return Member(row, member.rule_zone, Guarded(None, outside))
+
+
 def _allowed_zones(sts: StatefulSetInfo, policy: Policy, store: Store) -> tuple[str, ...] | None:
     selection = template_selection(sts.node_terms, sts.node_selector)
     if policy.declared.mode == "node-ordinal" or not selection.constrained:
@@ -246,15 +261,14 @@ def explain_pod(
     member = _member(ordinal, policy=policy, store=store, where=where)
     members = StatefulSets.ranges(sts, sts.replicas)[0]
     live = policy.live
+    span = ""
     if live is not None and ordinal not in live:
         shown = list(islice(live, 5))
         span = f"live ordinals {some(shown, live.replicas, shown=5)}" if shown else "no members"
-        outside = f"not a member now ({span}): the guard does not count it"
-        member = Member(member.row, member.rule_zone, Guarded(None, outside))
     elif live is None and ordinal not in members:  # left over, or asked before a scale-up
         span = f"ordinals {members.start}-{members.stop - 1}" if members else "no members"
-        outside = f"not a member now ({span}): the guard does not count it"
-        member = Member(member.row, member.rule_zone, Guarded(None, outside))
+    if span:
+        member = _outside(member, name, span, kind=policy.kind)
     return PodExplanation(
         namespace,
         name,
