@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests import builders as b
+from tests.test_kruise import _store as kruise_store
 from tests.test_zone_risk import namespace, refreshed
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.model.namespaces import namespace_info
@@ -233,3 +234,18 @@ def test_revisions_are_kept_for_existing_sets_and_namespaces_with_sets_only() ->
     before = store.revision_of("a", "gone3")
     store.put("statefulsets", statefulset_info(b.statefulset("gone3", namespace="a")))
     assert store.revision_of("a", "gone3") > before
+
+
+def test_a_claim_binding_refreshes_an_advanced_statefulset_alone_in_its_namespace() -> None:
+    """shop holds only the Advanced StatefulSet web (live ordinals 0, 2, 3). web-3 has no
+    pod; once its claim binds to a volume of zone a, its rank's zone (c) is held by nobody: the
+    next refresh says so, as a scan that never saw the view before does."""
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b"})
+    store.put("volumes", volume_info(b.pv("pv-3", "a")))
+    scan = RiskScan(store)
+    refreshed(scan)
+    assert scan.sets[("shop", "web", "apps.kruise.io")].held == 3
+    store.put("claims", claim_info(b.pvc("data-web-3", namespace="shop", volume="pv-3")))
+    refreshed(scan)
+    assert scan.sets == refreshed(RiskScan(store)).sets
+    assert scan.sets[("shop", "web", "apps.kruise.io")].held == 2

@@ -65,7 +65,7 @@ class Revisions:
                 self._sets[key] = now
             else:  # deleted: a set created later starts above every revision before
                 self._sets.pop(key, None)
-                if not info.group and not view.has_sets(info.namespace):
+                if not view.has_sets(info.namespace):
                     self._namespaces.pop(info.namespace, None)
         elif isinstance(info, PodInfo) and info.owner is not None:
             table = view.kruisesets if info.group else view.statefulsets

@@ -151,8 +151,10 @@ class Store:
         self._revisions.changed(infos, view=self)
 
     def has_sets(self, namespace: str) -> bool:
-        """Whether the view holds an apps/v1 StatefulSet in ``namespace``."""
-        return bool(self._sets_by_namespace.get(namespace))
+        """Whether the view holds a StatefulSet or an Advanced StatefulSet in ``namespace``."""
+        return bool(
+            self._sets_by_namespace.get(namespace) or self._kruise_by_namespace.get(namespace)
+        )
 
     def revision_of(self, namespace: str, statefulset: str, group: str = "") -> int:
         """The revision at which anything the audit of one StatefulSet reads last changed.
