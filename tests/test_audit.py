@@ -459,3 +459,14 @@ def test_an_empty_zone_label_names_no_zone_held() -> None:
     assert held.held == ("a",)
     assert held.unknown == (1,)
     assert held.lowest == 2
+
+
+def test_a_going_pod_on_a_node_with_an_empty_zone_label_sits_in_no_zone() -> None:
+    """db-0 is Terminating on e1, whose zone label is empty; PodTopologyLabels copied that
+    empty value onto the pod. Neither names a zone: the row has none, and the reason says
+    where the replacement goes without an empty zone name."""
+    pod = b.sts_pod(ordinal=0, node="e1", deleting=True, labels={"topology.kubernetes.io/zone": ""})
+    report = _small(b.node("e1", ""), pod, b.sts_pod(ordinal=1, node="b1"))
+    row = report.sets[0].rows[0]
+    assert (row.status, row.zone) == ("going", None)
+    assert row.why == "db-0 is Terminating on node e1; its replacement goes to a"

@@ -142,10 +142,11 @@ class Locator:
         return pod.claims if pod is not None else controller_claims(ordinal, policy=self.policy)
 
     def sits(self, pod: PodInfo) -> str | None:
-        """The zone a scheduled pod runs in by its node's label, else its own (None: unread)."""
+        """The zone a scheduled pod runs in by its node's label, else its own (None: unread;
+        an empty label, which PodTopologyLabels copies from a node so labelled, names none)."""
         node = self.nodes.get(pod.node)  # an unscheduled pod's "" names no node
         zone = node.labels.get(self.key) if node is not None else None
-        return zone or (pod.zone_label(self.key) if pod.node else None)
+        return zone or (pod.zone_label(self.key) if pod.node else None) or None
 
     def _unscheduled(self, ordinal: int, claims: Sequence[str]) -> Located:
         """An ordinal without a running pod: its volumes, else the rule (or node label)."""
