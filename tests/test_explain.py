@@ -430,3 +430,30 @@ def test_a_pod_left_over_by_a_scale_down_is_not_sent_to_rebalance_nor_replaced()
         assert "MISPLACED" not in text and "rebalance" not in text, text
         assert "replacement goes to" not in text, text
         assert explained.member is not None and explained.member.row.status == "going"
+
+
+def test_a_set_in_a_namespace_not_opted_in_has_every_size_allowed_as_the_api_server_allows_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Namespace off is labelled stszone.io/enabled=false: the webhooks' namespaceSelector never
+    sends its requests to stszone, so `kubectl scale sts db --replicas=2` (dropping zone-c,
+    ordinal 2's alone) goes through; explain must not call it refused."""
+    off = {"apiVersion": "v1", "kind": "Namespace"}
+    off["metadata"] = {"name": "off", "labels": {"stszone.io/enabled": "false"}}
+    objects = [
+        off,
+        b.node("a1", "zone-a"),
+        b.node("b1", "zone-b"),
+        b.node("c1", "zone-c"),
+        b.statefulset("db", namespace="off", replicas=3, templates=(), annotations=ZONES),
+        *(
+            b.sts_pod("db", o, namespace="off", claims=(), node=n)
+            for o, n in enumerate(("a1", "b1", "c1"))
+        ),
+    ]
+    saved = tmp_path / "cluster.json"
+    saved.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    status, out, _ = _run(["explain", "--cluster", str(saved), "-n", "off", "sts/db"], capsys)
+    assert status == 0
+    assert "refused" not in out, out
+    assert "namespace off is not opted in" in out, out

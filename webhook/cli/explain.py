@@ -191,7 +191,7 @@ def _body(
             raise ConfigError(f"KafkaNodePool {namespace}/{name} left the view")
         return pool_json(pool) if output == "json" else pool_text(pool)
     group = KRUISE if which == "advancedstatefulset" else ""
-    workload = explain_workload(store, namespace, name, group=group)
+    workload = explain_workload(store, namespace, name, group=group, excluded=excluded)
     if workload is None:  # pragma: no cover - as above
         raise ConfigError(f"StatefulSet {namespace}/{name} left the view")
     return workload_json(workload) if output == "json" else workload_text(workload)

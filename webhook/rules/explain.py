@@ -279,7 +279,11 @@ def explain_pod(
     )
 
 
-def _answer(sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int) -> SizeAnswer:
+def _answer(
+    sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int, *, refused: str = ""
+) -> SizeAnswer:
+    if refused:  # the namespaceSelector never sends its requests to stszone
+        return SizeAnswer(replicas, True, "", "", (f"not judged: {refused}",))
     if sts.skipped:  # its writes (the objectSelector) and its /scale are never judged
         unjudged = f"not judged: the {policy.kind} is labelled {SKIP}=true"
         return SizeAnswer(replicas, True, "", "", (unjudged,))
@@ -316,10 +320,11 @@ def _answer(sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int) -
 
 
 def explain_workload(
-    store: Store, namespace: str, name: str, *, group: str = ""
+    store: Store, namespace: str, name: str, *, group: str = "", excluded: Collection[str] = ()
 ) -> WorkloadExplanation | None:
     """Each member of ``namespace/name`` (of ``group``: "" for ``apps/v1``) and the answer for
-    each smaller size; None when the view does not hold it."""
+    each smaller size (in a namespace stszone never hears from, the API server's: allowed);
+    None when the view does not hold it."""
     sts = StatefulSets.find(store, namespace, name, group)
     if sts is None:
         return None
@@ -333,6 +338,7 @@ def explain_workload(
         for o in walked_members(sts, store=store)
     )
     smaller = range(sts.replicas - 1, max(sts.replicas - 1 - SIZES, -1), -1)
-    sizes = tuple(_answer(sts, policy, store, n) for n in smaller)
+    refused = namespace_refusal(store, namespace, excluded=excluded)
+    sizes = tuple(_answer(sts, policy, store, n, refused=refused) for n in smaller)
     unjudged = max(sts.replicas - SIZES, 0)
     return WorkloadExplanation(_workload(sts, policy), members, sizes, unjudged)
