@@ -168,9 +168,9 @@ def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) 
 def mutate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
     """Write ``remove-node-ids`` with the balanced choice on a scale-down naming no brokers.
 
-    Also where an UPDATE drops the annotation while the scale-down is still pending (a
-    server-side apply of a manifest without it removes what the webhook wrote for the same
-    manager): the same choice is written again, so such a tool and stszone never fight.
+    Also where an UPDATE drops the annotation while the scale-down is still pending (a person,
+    or a tool replacing the whole object): the same choice is written again, so such a tool
+    and stszone never fight.
     """
     annotations = objects.str_map(objects.mapping(obj, "metadata"), "annotations")
     had = REMOVE_NODE_IDS in objects.str_map(objects.mapping(old, "metadata"), "annotations")
