@@ -167,6 +167,29 @@ def test_a_pool_labelled_skip_is_not_judged_by_either_path() -> None:
         assert size.written is None and size.update.allowed, size.replicas
 
 
+@pytest.mark.parametrize("excluded", [False, True])
+def test_a_pool_in_a_namespace_stszone_never_hears_from_has_every_size_allowed(
+    excluded: bool,
+) -> None:
+    """The webhooks' namespaceSelector sends nothing of a namespace not opted in (or of
+    kube-system, stszone's own): the API server lets every scale-down of its pools through,
+    so explain calls none refused and names no annotation written."""
+    items = _items(CROWDED)
+    judged = explain_pool(_view(items), "kafka", "broker")
+    assert judged is not None and not all(s.scale.allowed for s in judged.sizes)
+    if not excluded:
+        labels = {"stszone.io/enabled": "false"}
+        off = {"apiVersion": "v1", "kind": "Namespace"}
+        items.append({**off, "metadata": {"name": "kafka", "labels": labels}})
+    view = _view(items)
+    explained = explain_pool(view, "kafka", "broker", excluded={"kafka"} if excluded else ())
+    assert explained is not None
+    why = "never intercepted" if excluded else "namespace kafka is not opted in"
+    for size in explained.sizes:
+        assert size.scale.allowed and size.update.allowed, size.replicas
+        assert why in size.scale.warnings[0] and size.written is None, size.replicas
+
+
 def test_a_broker_pod_follows_its_data() -> None:
     """Broker 3 not scheduled yet; its claim is bound to a volume in zone-b, while the pool's
     fewest would be zone-a (the others: zone-a holds 0, zone-b 1 and 4, zone-c 2 and 5)."""

@@ -186,7 +186,7 @@ def _body(
             raise ConfigError(f"pod {namespace}/{name} left the view")
         return broker_pod_json(broker) if output == "json" else broker_pod_text(broker)
     if which == "kafkanodepool":
-        pool = explain_pool(store, namespace, name)
+        pool = explain_pool(store, namespace, name, excluded=excluded)
         if pool is None:  # pragma: no cover - as above
             raise ConfigError(f"KafkaNodePool {namespace}/{name} left the view")
         return pool_json(pool) if output == "json" else pool_text(pool)

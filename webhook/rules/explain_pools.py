@@ -213,10 +213,13 @@ def _written(decided: Decision) -> tuple[int, ...] | None:
     return None
 
 
-def _size(policy: PoolPolicy, store: Store, replicas: int) -> PoolSize:
+def _size(policy: PoolPolicy, store: Store, replicas: int, *, refused: str = "") -> PoolSize:
     pool = policy.pool
     namespace = pool.namespace
     removed = order_for(policy, replicas, pool.annotations.get(REMOVE_NODE_IDS))
+    if refused:  # the namespaceSelector never sends its requests to stszone
+        unjudged = Verdict(True, "", "", (f"not judged: {refused}",))
+        return PoolSize(replicas, removed, unjudged, unjudged)
     if pool.skipped:  # its writes (the objectSelector) and its /scale are never judged
         unjudged = Verdict(True, "", "", (f"not judged: the {KIND} is labelled {SKIP}=true",))
         return PoolSize(replicas, removed, unjudged, unjudged)
@@ -239,9 +242,12 @@ def _size(policy: PoolPolicy, store: Store, replicas: int) -> PoolSize:
     return PoolSize(replicas, removed, _verdict(scale), _verdict(update), written)
 
 
-def explain_pool(store: Store, namespace: str, name: str) -> PoolExplanation | None:
-    """Each broker of KafkaNodePool ``namespace/name`` and the answers for each smaller size;
-    None when the view does not hold it."""
+def explain_pool(
+    store: Store, namespace: str, name: str, *, excluded: Collection[str] = ()
+) -> PoolExplanation | None:
+    """Each broker of KafkaNodePool ``namespace/name`` and the answers for each smaller size
+    (in a namespace stszone never hears from, the API server's: allowed); None when the view
+    does not hold it."""
     pool = store.nodepool(namespace, name)
     if pool is None:
         return None
@@ -256,7 +262,8 @@ def explain_pool(store: Store, namespace: str, name: str) -> PoolExplanation | N
         node_ids = sorted(pool.node_ids if pool.node_ids is not None else where)
         brokers = tuple(_broker(i, policy=policy, store=store, where=where) for i in node_ids)
         smaller = range(pool.replicas - 1, max(pool.replicas - 1 - SIZES, -1), -1)
-        sizes = tuple(_size(policy, store, n) for n in smaller)
+        refused = namespace_refusal(store, namespace, excluded=excluded)
+        sizes = tuple(_size(policy, store, n, refused=refused) for n in smaller)
     except Denied as err:  # no zones known: nothing can be placed
         return PoolExplanation(_head(pool, policy), problem=err.message)
     held = counts(policy.zones, {b.node_id: b.zone for b in brokers}, node_ids)
