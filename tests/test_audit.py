@@ -470,3 +470,25 @@ def test_a_going_pod_on_a_node_with_an_empty_zone_label_sits_in_no_zone() -> Non
     row = report.sets[0].rows[0]
     assert (row.status, row.zone) == ("going", None)
     assert row.why == "db-0 is Terminating on node e1; its replacement goes to a"
+
+
+def test_a_namespace_not_opted_in_says_why_nothing_is_audited(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``audit -n prod`` where prod holds a StatefulSet but is not opted in: "No StatefulSet
+    to audit." alone reads as if there were none; the audit says it left one out, and why."""
+    opted = {"stszone.io/enabled": "true"}
+    docs: list[Any] = [b.node("a1", "a")]
+    docs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "prod"}})
+    docs.append(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dev", "labels": opted}}
+    )
+    docs += [b.statefulset("db", namespace="prod", replicas=1)]
+    docs.append(b.sts_pod("db", ordinal=0, namespace="prod", node="a1"))
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"kind": "List", "items": docs}))
+    assert main(["audit", "--cluster", str(path), "-n", "prod"]) == 0
+    out = capsys.readouterr().out
+    assert "No StatefulSet to audit: 1 in namespaces stszone never intercepts" in out, out
+    assert main(["audit", "--cluster", str(path), "-n", "dev"]) == 0
+    assert "No StatefulSet to audit.\n" in capsys.readouterr().out

@@ -151,7 +151,13 @@ def render_text(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> str:
             f"({ENABLED}=true) is unknown.",
             "",
         ]
-    if not report.sets:
+    if not report.sets and report.left_out:
+        lines += [
+            f"No StatefulSet to audit: {report.left_out} in namespaces stszone never intercepts "
+            f"(not labelled {ENABLED}=true, or kube-system, or stszone's own), left out.",
+            "",
+        ]
+    elif not report.sets:
         lines += ["No StatefulSet to audit.", ""]
     for sts in report.sets:
         lines += [*_set_lines(sts), ""]

@@ -118,6 +118,8 @@ class Report:
     all_namespaces: bool
     removable: tuple[str, ...]
     removable_together: tuple[str, ...]
+    #: StatefulSets of the audit's scope in namespaces stszone never intercepts.
+    left_out: int = 0
 
     @property
     def has_problems(self) -> bool:
@@ -133,14 +135,17 @@ def audited(
 
     Namespaces stszone never intercepts (kube-system, its own) are left out even then.
     """
-    sets: Iterable[StatefulSetInfo]
-    if namespace is None:
-        sets = [*store.statefulsets.values(), *store.kruisesets.values()]
-    else:
-        sets = store.workloads_in(namespace)
     return sorted(
-        (s for s in sets if audits(store, s, excluded=excluded)), key=lambda s: (*s.key, s.group)
+        (s for s in _scope(store, namespace) if audits(store, s, excluded=excluded)),
+        key=lambda s: (*s.key, s.group),
     )
+
+
+def _scope(store: Store, namespace: str | None) -> Iterable[StatefulSetInfo]:
+    """The workloads of ``namespace`` (None: of every namespace), audited or not."""
+    if namespace is None:
+        return [*store.statefulsets.values(), *store.kruisesets.values()]
+    return store.workloads_in(namespace)
 
 
 def audits(store: Store, sts: StatefulSetInfo, *, excluded: Collection[str] = ()) -> bool:
@@ -333,4 +338,5 @@ def audit(store: Store, *, excluded: Collection[str] = (), namespace: str | None
         all_namespaces=store.namespace_enabled("") is None,
         removable=alone,
         removable_together=together,
+        left_out=sum(not audits(store, s, excluded=excluded) for s in _scope(store, namespace)),
     )
