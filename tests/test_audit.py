@@ -346,6 +346,30 @@ def test_a_terminating_pod_with_nowhere_to_go_keeps_its_node() -> None:
     assert report.removable_together == ("a2",)
 
 
+def test_a_node_holding_the_local_volume_of_an_ordinal_with_no_home_is_not_removable() -> None:
+    """node-ordinal: example.io/node=1 moved from a2 to b1, and db-1, not running, still has
+    its data on a local volume of a2. The guard counts db-1 in zone a by that volume, the only
+    thing holding zone a: removing a2 takes the data and zone a with it, so a2 is not
+    removable (the audit of the cluster without a2 holds zone b alone)."""
+    spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+    local = b.pv("pv-local", "a2", claim=("ns", "data-db-1"), key="kubernetes.io/hostname")
+    nodes = [
+        b.node("a1", "a"),
+        b.node("a2", "a"),
+        b.node("b1", "b", labels={"example.io/node": "1"}),
+        b.node("b0", "b", labels={"example.io/node": "0"}),
+    ]
+    sts = b.statefulset(replicas=2, annotations=spec)
+    objs = [*nodes, sts, b.sts_pod(ordinal=0, node="b0"), b.pvc("data-db-1", volume="pv-local")]
+    report = audit(store_from_objects([*objs, local]))
+    assert report.sets[0].held == ("a", "b")
+    without = audit(store_from_objects([o for o in [*objs, local] if o is not nodes[1]]))
+    assert without.sets[0].held == ("b",)  # what removing a2 would leave
+    assert "a2" not in report.removable
+    assert "a2" not in report.removable_together
+    assert "a1" in report.removable
+
+
 def test_a_stopped_set_has_no_ordinal_to_audit() -> None:
     """replicas: 0 (scaled to zero): no row, no zone held; its nodes are all removable."""
     report = _small(replicas=0)

@@ -10,7 +10,9 @@ StatefulSet and every ordinal ``o`` in ``[start, start + replicas)``:
    operator). If ``o``
    runs on a node of ``S``, or has any home today, some home must lie outside ``S``: a pod
    drained off ``S`` is re-created on a home, and every other pod needs one at its next
-   re-creation (a rolling update re-creates them all). A local volume on ``S`` dies with it.
+   re-creation (a rolling update re-creates them all). A local volume on ``S`` dies with it,
+   so the volumes of ``o`` pinned to nodes need a node outside ``S`` too, even when ``o`` has
+   no home (its data still holds its zone for the guard).
 2. **no zone is lost**: the zones the set holds after the pods on ``S`` are re-created (in
    their expected zone; in node-ordinal mode in the zone of their remaining homes, when that is
    one zone) include every zone it holds now (pod, else volume, else rule: as the scale-down
@@ -47,6 +49,8 @@ class Slot:
     #: Zone of a re-created pod in zone modes; None in node-ordinal mode (taken from homes).
     recreated: str | None
     by_label: bool
+    #: The nodes its volumes pinned to nodes allow (None: none is so pinned).
+    local: frozenset[str] | None = None
 
 
 def _local_nodes(
@@ -113,7 +117,7 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
         local = _local_nodes(where.claims(ordinal), policy, store, sts.namespace)
         if local is not None:
             homes &= local
-        found.append(Slot(node, located.zone, homes, expected, by_label))
+        found.append(Slot(node, located.zone, homes, expected, by_label, local))
     return found, key
 
 
@@ -130,6 +134,8 @@ def safe(ordinals: list[Slot], removed: Collection[str], *, key: str, store: Sto
         moved = slot.node in removed
         if (moved or slot.homes) and all(h in removed for h in slot.homes):
             return False
+        if slot.local and all(n in removed for n in slot.local):
+            return False  # its data dies with them, homeless or not (the guard counted it)
         if not moved:
             after.add(slot.zone)
         elif slot.by_label:
@@ -151,7 +157,7 @@ def removable_nodes(
         index = len(plans)
         plans.append((ordinals, key))
         for slot in ordinals:
-            for name in (slot.node, *slot.homes):
+            for name in (slot.node, *slot.homes, *(slot.local or ())):
                 touching.setdefault(name, set()).add(index)
             if slot.node in pods_on:  # no node (""), or one outside the view: never removed
                 pods_on[slot.node] += 1  # pragma: no mutate (only the counts' order is read)
