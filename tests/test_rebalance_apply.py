@@ -285,3 +285,53 @@ async def test_every_request_is_granted_by_the_rebalance_cluster_role(rig: Rig) 
     requests = asked(rig.api)
     assert {verb for _, _, verb in requests} == {"list", "get", "create", "delete"}
     assert requests <= granted(role)
+
+
+async def test_a_set_deleted_while_its_pod_is_away_stops_at_once_saying_so(rig: Rig) -> None:
+    """`kubectl delete sts db` while db-1 is away: nothing will re-create it. The run stops at
+    the next look, naming the deletion, instead of waiting out --timeout for a controller that
+    is gone and blaming it (seen on the lab: 45 s, "the StatefulSet controller has not
+    re-created it")."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.controller.zone = lambda ordinal: None  # its controller is gone: nobody brings it back
+
+    def deleted(namespace: str, name: str) -> None:
+        rig.api.delete("statefulsets", "db", namespace=namespace)
+
+    rig.api.on_evict.append(deleted)
+    outcome = await rig.rebalancer(timeout=300).run(result)
+    assert outcome.stopped.startswith(
+        "StatefulSet shop/db was deleted while db-1 was away, so nothing re-creates it"
+    ), outcome.stopped
+    assert "has not re-created it" not in outcome.stopped
+    assert rig.clock.now < 300
+
+
+async def test_a_set_scaled_below_the_moving_ordinal_stops_at_once_saying_so(rig: Rig) -> None:
+    """`kubectl scale sts db --replicas=1` while db-1 is away: ordinal 1 is no longer a member,
+    so it never comes back; the stop says the set changed, without waiting out --timeout."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.controller.zone = lambda ordinal: None
+
+    def scaled(namespace: str, name: str) -> None:
+        rig.api.put("statefulsets", r.statefulset(1))
+
+    rig.api.on_evict.append(scaled)
+    outcome = await rig.rebalancer(timeout=300).run(result)
+    assert outcome.stopped.startswith("StatefulSet shop/db now has 1 replicas, not 4 as planned"), (
+        outcome.stopped
+    )
+    assert rig.clock.now < 300
+
+
+async def test_a_set_scaled_that_keeps_the_moving_ordinal_waits_for_it(rig: Rig) -> None:
+    """4 -> 2 while db-1 is away: ordinal 1 is still a member and comes back, so step 1 ends
+    moved; step 2 (db-3, no longer a member) is where the run stops."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.api.on_evict.append(lambda namespace, name: rig.api.put("statefulsets", r.statefulset(2)))
+    outcome = await rig.rebalancer(timeout=300).run(result)
+    assert outcome.sets[0].moved == (1,)
+    assert outcome.stopped.startswith("StatefulSet shop/db now has 2 replicas, not 4 as planned")

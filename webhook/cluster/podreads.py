@@ -132,10 +132,29 @@ class Reads:
                 pods[ordinal] = states.pod_state(item)
         return pods
 
+    async def dropped(self, step: Step) -> str:
+        """Why the set will never bring the step's pod back: deleted, or changed so that the
+        ordinal is no longer a member ("" while it still is one)."""
+        sts = await self.get(set_path(step))
+        if sts is None:
+            return f"{step.kind} {step.namespace}/{step.statefulset} was deleted"
+        info = (kruise_set_info if step.group else statefulset_info)(sts)
+        differs = changed(step, info)
+        start = step.start + info.start - step.spec_start
+        members = Live(replicas=info.replicas, start=start, reserved=info.reserved)
+        if step.set_uid and info.uid and info.uid != step.set_uid:
+            return differs
+        return differs if step.ordinal not in members else ""
+
     async def seen(self, step: Step, pod: dict[str, Any] | None) -> str | None:
         """What the pod looks like now, or None once it has converged. Raises :class:`Stop`
         when it was re-created somewhere it will never leave."""
         if pod is None:
+            if why := await self.dropped(step):
+                raise Stop(
+                    f"{why} while {step.pod} was away, so nothing re-creates it; run rebalance "
+                    "again for a fresh plan"
+                )
             wait = " (it waits for the old claims to go)" if step.claims else ""
             return f"no pod {step.pod} yet: the StatefulSet controller has not re-created it{wait}"
         fields = meta(pod)

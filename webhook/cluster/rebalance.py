@@ -20,7 +20,8 @@ Each :class:`~webhook.rules.rebalance.Step` of a set, in the plan's order:
    the pod's uid as a precondition. A 429 is waited out with capped, jittered backoff until the
    step's deadline; a budget that never allows it stops that set (the others go on).
 4. **Convergence.** Wait until a new pod (another uid) is Ready on a node of the target zone. A
-   new pod scheduled elsewhere, or the deadline, stops the whole run, saying what was seen.
+   new pod scheduled elsewhere, the set deleted or scaled below the ordinal while the pod is
+   away (nothing re-creates it), or the deadline, stops the whole run, saying what was seen.
 
 ``stop`` (Ctrl-C) ends the run after the step in progress, or drops that step while it is only
 waiting (for the set, or for the budget) before anything was evicted or deleted: a step is
