@@ -19,6 +19,7 @@ from tests import rebalancing as r
 from tests.fakeapi import Fault, Verb
 from tests.rebalancerig import Rig, asked, open_rig
 from tests.rendered import granted
+from webhook.cli.rebalance_text import render_outcome
 from webhook.cluster.rebalance import Event, Outcome, Timing, apply
 from webhook.install import deploybase
 
@@ -335,3 +336,19 @@ async def test_a_set_scaled_that_keeps_the_moving_ordinal_waits_for_it(rig: Rig)
     outcome = await rig.rebalancer(timeout=300).run(result)
     assert outcome.sets[0].moved == (1,)
     assert outcome.stopped.startswith("StatefulSet shop/db now has 2 replicas, not 4 as planned")
+
+
+async def test_a_step_someone_else_made_is_not_reported_as_moved(rig: Rig) -> None:
+    """db-1 reaches zone-b after the plan by another hand (a second `rebalance --apply`, seen
+    on the lab): this run skips it and moves only db-3, and its summary says exactly that."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    rig.api.put("pods", r.pod(1, "b1", uid="moved-by-someone-else"))
+    outcome = await rig.rebalancer().run(result)
+    assert outcome.converged
+    assert rig.evictions() == [("db-3", False)]
+    (done,) = outcome.sets
+    assert (done.moved, done.skipped) == ((3,), (1,))
+    assert render_outcome(result, outcome).splitlines()[1] == (
+        "shop/db: moved ordinal(s) 3; already in their zone: 1"
+    )

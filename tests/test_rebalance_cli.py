@@ -278,6 +278,7 @@ async def test_apply_against_the_api_converges_with_json_progress(tmp_path: Path
                 "namespace": "shop",
                 "name": "db",
                 "moved": [1],
+                "alreadyInPlace": [],
                 "left": [],
                 "stopped": None,
             }

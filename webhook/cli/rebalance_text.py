@@ -159,6 +159,7 @@ def render_json(
                     "namespace": s.namespace,
                     "name": s.name,
                     "moved": list(s.moved),
+                    "alreadyInPlace": list(s.skipped),
                     "left": list(s.left),
                     "stopped": s.stopped or None,
                 }
@@ -209,6 +210,8 @@ def render_outcome(result: Plan, outcome: Outcome) -> str:
         moved = ", ".join(map(str, done.moved)) or "none"
         kind = f"{workload_kind(done.group)} " if done.group else ""
         line = f"{kind}{done.namespace}/{done.name}: moved ordinal(s) {moved}"
+        if done.skipped:
+            line += f"; already in their zone: {', '.join(map(str, done.skipped))}"
         if done.left:
             line += f"; not moved: {', '.join(map(str, done.left))}"
         if done.stopped:

@@ -32,6 +32,8 @@ class SetOutcome:
     namespace: str
     name: str
     moved: tuple[int, ...] = ()
+    #: Planned moves found already made when their turn came (by another hand): not this run's.
+    skipped: tuple[int, ...] = ()
     #: Planned moves not made (after a stop or an interrupt).
     left: tuple[int, ...] = ()
     stopped: str = ""
@@ -78,13 +80,19 @@ class Halted(Exception):
 
 
 def left_over(
-    set_plan: SetPlan, steps: tuple[Step, ...], moved: list[int] | None = None, why: str = ""
+    set_plan: SetPlan,
+    steps: tuple[Step, ...],
+    moved: list[int] | None = None,
+    why: str = "",
+    *,
+    skipped: list[int] | None = None,
 ) -> SetOutcome:
     """The outcome of a set whose ``steps`` were not made (``why``: what stopped it)."""
     return SetOutcome(
         set_plan.namespace,
         set_plan.name,
         moved=tuple(moved or ()),
+        skipped=tuple(skipped or ()),
         left=tuple(s.ordinal for s in steps),
         stopped=why,
         group=set_plan.group,

@@ -91,37 +91,47 @@ class Rebalancer:
 
     async def _set(self, set_plan: SetPlan) -> tuple[SetOutcome, str]:
         moved: list[int] = []
+        skipped: list[int] = []
         for index, step in enumerate(set_plan.steps, start=1):
+            rest = set_plan.steps[index - 1 :]
             if self.stop.is_set():
                 self._say("stopped", step, index, len(set_plan.steps), "interrupted: stopping")
-                return left_over(set_plan, set_plan.steps[index - 1 :], moved), ""
+                return left_over(set_plan, rest, moved, skipped=skipped), ""
             try:
-                await self._step(step, index=index, steps=len(set_plan.steps))
+                made = await self._step(step, index=index, steps=len(set_plan.steps))
             except Halted:
                 self._say("stopped", step, index, len(set_plan.steps), "interrupted before acting")
-                return left_over(set_plan, set_plan.steps[index - 1 :], moved), ""
+                return left_over(set_plan, rest, moved, skipped=skipped), ""
             except SetStop as err:
                 self._say("stopped", step, index, len(set_plan.steps), str(err))
-                return left_over(set_plan, set_plan.steps[index - 1 :], moved, str(err)), ""
+                return left_over(set_plan, rest, moved, str(err), skipped=skipped), ""
             except (Stop, BadObject, aiohttp.ClientError, OSError, TimeoutError) as err:
                 why = _why(err)
                 self._say("stopped", step, index, len(set_plan.steps), why)
-                return left_over(set_plan, set_plan.steps[index - 1 :], moved, why), why
-            moved.append(step.ordinal)
-        return SetOutcome(set_plan.namespace, set_plan.name, tuple(moved), group=set_plan.group), ""
+                return left_over(set_plan, rest, moved, why, skipped=skipped), why
+            (moved if made else skipped).append(step.ordinal)
+        done = SetOutcome(
+            set_plan.namespace,
+            set_plan.name,
+            tuple(moved),
+            tuple(skipped),
+            group=set_plan.group,
+        )
+        return done, ""
 
     def _say(self, kind: EventKind, step: Step, index: int, steps: int, message: str) -> None:
         self.report(
             Event(kind, step.namespace, step.statefulset, message, step.ordinal, index, steps)
         )
 
-    async def _step(self, step: Step, *, index: int, steps: int) -> None:
+    async def _step(self, step: Step, *, index: int, steps: int) -> bool:
+        """One step; False when its pod was already in its target zone (nothing to do)."""
         deadline = self.clock() + self.timing.timeout
         move = f"{step.pod} {step.source} -> {step.target}"
         self._say("step", step, index, steps, f"{move}: waiting for the set to be whole")
         if await self._ready_to_move(step, deadline=deadline):
             self._say("skipped", step, index, steps, f"{step.pod} is already in {step.target}")
-            return
+            return False
         if step.claims:
             await self._evict(step, deadline=deadline, dry_run=True)
             if self.stop.is_set():
@@ -147,6 +157,7 @@ class Rebalancer:
         self._say("evicted", step, index, steps, f"{move}: evicted, waiting for it to be Ready")
         node = await self._converged(step, deadline=deadline)
         self._say("moved", step, index, steps, f"{step.pod} is Ready on {node} in {step.target}")
+        return True
 
     # --- 1. the set is whole ------------------------------------------------------------------
 
