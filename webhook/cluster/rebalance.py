@@ -149,13 +149,27 @@ class Rebalancer:
             if not deleted:
                 raise
             # Claims are going: whatever failed, say exactly what is left half done.
-            raise Stop(
-                f"{_why(err)}; claim(s) {', '.join(deleted)} are marked for deletion and go when "
-                f"the pod next stops (evict it with `kubectl drain` or delete pod {step.pod} to "
-                "finish)"
-            ) from err
+            raise Stop(f"{_why(err)}; {_half_done(deleted, step)}") from err
+        except asyncio.CancelledError:
+            if deleted:  # aborted (a second Ctrl-C): the last word is what is left half done
+                self._say("stopped", step, index, steps, f"aborted; {_half_done(deleted, step)}")
+            raise
         self._say("evicted", step, index, steps, f"{move}: evicted, waiting for it to be Ready")
-        node = await self._converged(step, deadline=deadline)
+        try:
+            node = await self._converged(step, deadline=deadline)
+        except asyncio.CancelledError:
+            names = ", ".join(deleted)
+            claims = f" and claim(s) {names} deleted" if deleted else ""
+            once = f" once claim(s) {names} are gone" if deleted else ""
+            self._say(
+                "stopped",
+                step,
+                index,
+                steps,
+                f"aborted while {step.pod} was away (evicted{claims}): its {step.kind} brings it "
+                f"back{once}; run rebalance again when every replica is Ready",
+            )
+            raise
         self._say("moved", step, index, steps, f"{step.pod} is Ready on {node} in {step.target}")
         return True
 
@@ -262,6 +276,14 @@ class Rebalancer:
                     f"{self.timing.timeout:g}s: {seen}"
                 )
             await self.sleep(self.timing.poll)
+
+
+def _half_done(deleted: list[str], step: Step) -> str:
+    """What a step stopped between deleting its claims and evicting its pod leaves."""
+    return (
+        f"claim(s) {', '.join(deleted)} are marked for deletion and go when the pod next stops "
+        f"(evict it with `kubectl drain` or delete pod {step.pod} to finish)"
+    )
 
 
 def _why(err: Exception) -> str:
