@@ -14,7 +14,7 @@ from webhook.config import Defaults
 from webhook.errors import Denied
 from webhook.model import objects
 from webhook.model.owners import ordinal_of
-from webhook.model.records import node_info
+from webhook.model.records import node_info, volume_info
 from webhook.model.store import Store
 from webhook.rules.placement import place, resolve_policy, rule_zone
 from webhook.wire import review
@@ -153,6 +153,37 @@ def test_prebound_volume_claim_ref_counts_before_binding() -> None:
     )
     policy = resolve_policy("ns", "db", store=store)
     assert place(0, namespace="ns", policy=policy, store=store).zone == "b"
+
+
+def test_two_volumes_pre_bound_to_one_claim_give_every_replica_the_same_zone() -> None:
+    """pv-a (zone a) and pv-b (zone b) both name data-db-0 in their claimRef. A replica that
+    watched pv-b arrive before pv-a and one that listed both after a restart must pick the
+    same volume: the API server may send a pod's mutation to one and its validation to the
+    other, which would deny the pod as stripped of its zone."""
+    claimed = [b.pv(f"pv-{z}", z, claim=("ns", "data-db-0")) for z in ("a", "b")]
+    objects = [
+        b.statefulset(annotations={"stszone.io/zones": "a,b"}),
+        b.pvc("data-db-0"),
+        b.node("n1", "a"),
+        b.node("n2", "b"),
+    ]
+    listed = store_from_objects([*objects, *claimed])
+    watched = store_from_objects(objects)
+    for volume in reversed(claimed):
+        watched.put("volumes", volume_info(volume))
+    assert watched.prebound("ns", "data-db-0") == listed.prebound("ns", "data-db-0")
+    pod = b.sts_pod("db", 0)
+    mutated = review.answer(
+        "mutate", review.from_dict(b.review(pod)), store=watched, defaults=Defaults()
+    )
+    assert mutated.allowed
+    validated = review.answer(
+        "validate",
+        review.from_dict(b.review(apply(pod, mutated.patch))),
+        store=listed,
+        defaults=Defaults(),
+    )
+    assert validated.allowed, validated.message
 
 
 def _old_volume(phase: str) -> dict[str, object]:

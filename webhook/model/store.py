@@ -354,14 +354,11 @@ class Store:
         claim of this name, deleted, its volume not yet marked Released: the PV controller will
         never bind this claim to it. So does any uid but ``uid`` for a ``new`` claim, being
         created: the API server gives it its uid after the mutating webhooks, so none names it.
+        Of several, the first by name: replicas agree whatever order their watches saw them in.
         """
-        return next(
-            (
-                v.name
-                for v in self._volumes_by_claim.get((namespace, claim)).values()
-                if v.claim_uid in ("", uid) or not (new or uid)
-            ),
-            "",
+        held = self._volumes_by_claim.get((namespace, claim)).values()
+        return min(
+            (v.name for v in held if v.claim_uid in ("", uid) or not (new or uid)), default=""
         )
 
     def volume_reach(self, volume: str, topology_key: str) -> Reach:
