@@ -16,7 +16,8 @@ ordinal one by one and reads the store's raw tables and the volumes' raw objects
 - a pod is going away when Terminating, Failed or Succeeded, or bound to a node the view (which
   holds nodes) does not hold: the node was deleted;
 - a scheduled pod that is not going away is in its node's zone label, else its own topology
-  label, else its bound volumes' zone, else its zone is unknown (never the placement rule);
+  label, else its bound volumes' zone when they allow only one, else its zone is unknown
+  (never the placement rule);
 - any other ordinal -- no pod, a pod not scheduled, a pod going away (its replacement) -- is in
   its bound volumes' zone (unknown when one of them is nowhere, or their zones do not meet),
   else where the rule puts it
@@ -230,7 +231,7 @@ def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns")
         ordered = [z for z in policy.zones if z in volume] or sorted(volume)
         by_volume = rule if rule in volume else ordered[0]
     if pod is not None and pod.node and not going(store, pod):
-        return sits(store, pod, key) or by_volume
+        return sits(store, pod, key) or (by_volume if volume and len(volume) == 1 else None)
     if nowhere:
         return None
     if by_volume is not None:

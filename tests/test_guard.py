@@ -176,6 +176,23 @@ def test_local_volume_pinned_by_hostname_counts_as_its_nodes_zone() -> None:
     assert "its volume pv-local is there" in scale(store, 2, 1).message
 
 
+def test_a_regional_volume_does_not_tell_which_zone_its_running_pod_is_in() -> None:
+    """db-0 runs on nbare, a node that lost its zone label, with its data on a regional disk
+    usable from a and b: the pod is in a or in b, and nothing says which. Removing db-3, the
+    only other pod in a, may drop a: refused as unknown, never guessed from the rule."""
+    nodes = [b.node("nbare", None)]
+    regional = [b.pvc("data-db-0", volume="pv-0"), b.pv("pv-0", "a", "b")]
+    pods = [b.sts_pod(ordinal=i, node=n) for i, n in enumerate(["nbare", "nb", "nc", "na"])]
+    store = guardref.view([*NODES, *nodes, b.statefulset(annotations=ABC), *pods, *regional])
+    outcome = scale(store, 4, 3)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown"), outcome.message
+    assert "ordinal 0" in outcome.message and "pv-0" in outcome.message
+    # A disk in one zone does say where its pod runs: db-0 is in a, and 4 -> 3 keeps a.
+    zonal = [b.pvc("data-db-0", volume="pv-0"), b.pv("pv-0", "a")]
+    store = guardref.view([*NODES, *nodes, b.statefulset(annotations=ABC), *pods, *zonal])
+    assert scale(store, 4, 3).allowed
+
+
 def test_override_allows_with_a_warning_naming_the_loss() -> None:
     """allow-zone-loss on the StatefulSet: allowed, and the warning says what is lost."""
     outcome = scale(cluster(MISPLACED, annotations=ALLOW), 6, 3)

@@ -5,9 +5,10 @@ The zone of an ordinal is, in order of trust:
 1. a *scheduled* pod (``spec.nodeName`` set) that is not going away is where its node is: the
    node's topology label, else the pod's own topology label (Kubernetes 1.33+ copies the
    node's zone onto a pod when it binds it: PodTopologyLabels), else the zone of the volumes
-   bound to the claims it mounts. When none of these says, its zone is **unknown** -- never
-   filled in from the placement rule, which says where a pod *should* go, not where a pod
-   placed before stszone (or by hand) *is*;
+   bound to the claims it mounts when they allow one zone (a regional disk usable from
+   several does not say which of them the pod runs in). When none of these says, its zone is
+   **unknown** -- never filled in from the placement rule, which says where a pod *should*
+   go, not where a pod placed before stszone (or by hand) *is*;
 2. an ordinal with no scheduled pod is where its data is: the zone of the volumes bound to
    its claims (a volume pinned to nodes, by hostname or a driver's node key, is in those
    nodes' zones; one whose nodes are gone is nowhere, and the ordinal's zone unknown);
@@ -214,9 +215,8 @@ class Locator:
             return Located(ordinal, own, "pod-label", node_name, node_name)
         policy = self.policy
         pinned = volume_zones(pod.claims, namespace=self.namespace, policy=policy, store=self.store)
-        if pinned.zones:
-            zone = zone_among(pinned.zones, ordinal, policy)
-            return Located(ordinal, zone, "volume", pinned.volumes, node_name)
+        if len(pinned.zones) == 1:  # a disk in one zone: its pod runs there
+            return Located(ordinal, next(iter(pinned.zones)), "volume", pinned.volumes, node_name)
         why = (
             f"node {node_name} has no label {self.key}"
             if node is not None
@@ -224,4 +224,9 @@ class Locator:
         )
         if pinned.nowhere:
             why += f", and its {pinned.nowhere}"
+        elif pinned.zones:  # a regional disk: the pod runs in one of its zones, unread
+            why += (
+                f", and its volume {pinned.volumes} is usable from "
+                f"{', '.join(sorted(pinned.zones))}"
+            )
         return Located(ordinal, None, "unknown", why, node_name)
