@@ -22,6 +22,7 @@ from webhook.cli import main
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
+from webhook.model.tables import TABLES
 from webhook.wire import review
 from webhook.wire.patch import apply
 
@@ -351,3 +352,42 @@ def test_a_claim_as_the_api_server_sends_it_to_mutate_is_not_pinned_by_an_earlie
     assert got["spec"]["storageClassName"] == "ssd-zone-a"
     assert warnings == ("claim data-db-0: storageClassName manual -> ssd-zone-a "
                         "(stszone.io/storage-class-template)",)  # fmt: skip
+
+
+def live_store(*objects: dict[str, Any]) -> Store:
+    """A live view whose watches have all synced, holding ``objects``."""
+    loaded = store_from_objects(list(objects))
+    store = Store(live=True)
+    for table in TABLES:
+        store.replace(table, loaded.table(table).values())
+    return store
+
+
+@pytest.mark.parametrize(
+    "username",
+    ["system:kube-controller-manager", "system:serviceaccount:kruise-system:kruise-manager"],
+)
+def test_a_claim_another_controller_makes_in_an_opted_in_namespace_is_left_alone(
+    username: str,
+) -> None:
+    """kube-controller-manager with --use-service-account-credentials=false (its default) makes
+    every controller's claims as itself, among them the ephemeral volume controller's claim
+    ``<pod>-<volume>`` of a pod's generic ephemeral volume, controlled by that pod; kruise-manager
+    makes the claims of a CloneSet, ``<template>-<cloneset>-<instance id>``, controlled by it. No
+    StatefulSet produces such a claim, and no set's watch event will ever make it one: refusing
+    it "for retry" refuses it for good, and the pod never starts."""
+    store = live_store(b.statefulset(namespace="cap", annotations=TEMPLATE))
+    ephemeral = claim_review("db-0-cache-2")  # volume cache-2 of pod db-0
+    ephemeral["request"]["object"]["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "db-0", "uid": "u-0", "controller": True}
+    ]
+    cloned = claim_review("data-cs-x7k2q")
+    cloned["request"]["object"]["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "cs", "uid": "u",
+         "controller": True}
+    ]  # fmt: skip
+    for body in (ephemeral, cloned):
+        body["request"]["userInfo"]["username"] = username
+        request = review.from_dict(body)
+        outcome = review.answer("mutate", request, store=store, defaults=Defaults())
+        assert (outcome.allowed, outcome.patch) == (True, []), outcome.message

@@ -61,6 +61,16 @@ def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, 
     return sorted(found)
 
 
+def _other_controller(meta: JSON) -> bool:
+    """Whether a claim is controlled by another kind than a set. The set controllers' accounts
+    make such claims too: kube-controller-manager, running with one identity, those of generic
+    ephemeral volumes (``<pod>-<volume>``, controlled by the pod), and kruise-manager those of
+    CloneSets (controlled by the CloneSet). No StatefulSet will ever produce them, so refusing
+    them for retry would refuse them for good."""
+    refs = objects.dicts(meta, "ownerReferences", path="metadata")
+    return any(r.get("controller") is True and r.get("kind") != "StatefulSet" for r in refs)
+
+
 def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -> Decision:
     """Record the zone on a StatefulSet's claim; set its StorageClass from the template, if any."""
     meta = objects.mapping(claim, "metadata")
@@ -72,7 +82,7 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -
     owners = claim_owners(name, namespace=namespace, store=store)
     owner = owners[0] if owners else None
     if owner is None:
-        if requester in STATEFULSET_CONTROLLERS and store.lagging():
+        if requester in STATEFULSET_CONTROLLERS and store.lagging() and not _other_controller(meta):
             # The controller creates claims right after the set; an Immediate-binding class
             # would provision this one before we know its zone. Refuse; the controller retries.
             raise Denied(
