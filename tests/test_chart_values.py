@@ -11,6 +11,7 @@ import pytest
 from tests import markdown
 from tests.helm import ROOT, Helm, HelmError, Obj, helm_for_tests, hooks, release
 from tests.rendered import container, only, validate, webhooks
+from webhook.cli import build_parser, settings_from
 
 PROMETHEUS = ("--api-versions", "monitoring.coreos.com/v1")
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -226,3 +227,26 @@ def test_scrape_timeout_is_not_judged_without_a_service_monitor(helm: Helm) -> N
     values = _monitor("5s", "10s")
     values["metrics"]["serviceMonitor"]["enabled"] = False
     assert not _kinds(helm.template(*PROMETHEUS, values=values), "ServiceMonitor")
+
+
+@pytest.mark.parametrize(
+    "excluded",
+    [[], ["monitoring", "cert-manager"], ["kube-system", "batch"]],
+    ids=["none", "two", "one already excluded"],
+)
+def test_serve_leaves_alone_the_namespaces_the_webhooks_never_send(
+    helm: Helm, excluded: list[str]
+) -> None:
+    """webhooks.excludeNamespaces keeps a namespace away "whatever its labels": the API server
+    never sends it, so `stszone serve` must not count its sets in the zone-risk gauges and
+    alerts, nor filter its pods in the extender, as if they were stszone's. What the replicas
+    treat as never intercepted is what the namespaceSelector leaves out."""
+    objects = helm.template(values={"webhooks": {"excludeNamespaces": excluded}}, namespace="db")
+    args = container(release(objects))["args"]
+    parsed = build_parser().parse_args(["serve", *args])
+    # The Deployment gives POD_NAMESPACE from the pod's own namespace (fieldRef).
+    settings = settings_from(parsed, environ={"POD_NAMESPACE": "db"})
+    for kind, hook in webhooks(objects):
+        (outside,) = hook["namespaceSelector"]["matchExpressions"]
+        assert outside["operator"] == "NotIn", kind
+        assert settings.defaults().excluded_namespaces == set(outside["values"]), kind

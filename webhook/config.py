@@ -55,6 +55,9 @@ class Settings:
     context: str | None = None
     offline: bool = False
     namespace: str = DEFAULT_NAMESPACE
+    #: Namespaces the webhook configurations never send besides kube-system and ``namespace``
+    #: (the chart's webhooks.excludeNamespaces): their sets and pods are not stszone's either.
+    exclude_namespaces: tuple[str, ...] = ()
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     max_body: int = MAX_BODY
     log_format: Literal["text", "json"] = "text"
@@ -112,7 +115,9 @@ class Settings:
         """The pure engine's view of these settings."""
         return Defaults(
             scheduler_name=self.scheduler_name,
-            excluded_namespaces=frozenset({"kube-system", self.namespace}),
+            excluded_namespaces=frozenset(
+                {"kube-system", self.namespace, *self.exclude_namespaces}
+            ),
             storage_unhealthy_condition=self.storage_unhealthy_condition or None,
             storage_unhealthy_label=(
                 split_label_rule(self.storage_unhealthy_label)

@@ -182,6 +182,8 @@ def add_target_namespace_flag(parser: argparse.ArgumentParser) -> None:
 def settings_from(args: argparse.Namespace, *, environ: Mapping[str, str] = os.environ) -> Settings:
     """The Settings of a parsed command line; flags not given keep the Settings defaults."""
     given: dict[str, Any] = {k: v for k, v in vars(args).items() if k in _FIELDS and v is not None}
+    if "exclude_namespaces" in given:  # repeated flag: argparse appends to a list
+        given["exclude_namespaces"] = tuple(given["exclude_namespaces"])
     if (given.get("cert") is None) != (given.get("key") is None):
         raise ConfigError(
             "--cert and --key go together: give both, or neither for dev certificates"
