@@ -33,6 +33,7 @@ from tests.rendered import container, only, validate, webhooks
 from tools.chart_readme import leaves
 from webhook import __version__
 from webhook.cli import build_parser, settings_from
+from webhook.cluster.resources import resources
 from webhook.install.certs import service_dns_names
 
 #: Groups of custom resources, for which kubernetes-validate has no schema.
@@ -565,3 +566,26 @@ def test_helm_test_hook_dry_runs_a_statefulset_in_an_opted_in_namespace(helm: He
         }
     ]
     assert check["securityContext"] == container(release(objects))["securityContext"]
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [{}, {"kafkaNodePools": {"enabled": False}}, {"kruise": {"enabled": False}}],
+    ids=["both", "kafka-off", "kruise-off"],
+)
+def test_the_rebalance_role_reads_every_kind_rebalance_lists(
+    helm: Helm, kinds: dict[str, Any]
+) -> None:
+    """``stszone rebalance`` (as the Job in docs/rebalance.md runs it: no flags) lists every
+    collection the API server serves, and a 403 on one stops it: its role reads them all, even
+    where the webhook is told to leave a kind alone."""
+    objects = helm.template(values={"rebalance": {"enabled": True}, **kinds})
+    role = _named(objects, "ClusterRole")["stszone-rebalance"]
+    settings = settings_from(build_parser().parse_args(["rebalance"]))
+    for resource in resources(settings):
+        group, plural = resource.path.split("/")[-3], resource.path.rsplit("/", 1)[1]
+        group = "" if resource.path.startswith("/api/") else group
+        assert any(
+            group in rule["apiGroups"] and plural in rule["resources"] and "list" in rule["verbs"]
+            for rule in role["rules"]
+        ), (group, plural)
