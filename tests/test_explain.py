@@ -438,8 +438,8 @@ def test_a_set_in_a_namespace_not_opted_in_has_every_size_allowed_as_the_api_ser
     """Namespace off is labelled stszone.io/enabled=false: the webhooks' namespaceSelector never
     sends its requests to stszone, so `kubectl scale sts db --replicas=2` (dropping zone-c,
     ordinal 2's alone) goes through; explain must not call it refused."""
-    off = {"apiVersion": "v1", "kind": "Namespace"}
-    off["metadata"] = {"name": "off", "labels": {"stszone.io/enabled": "false"}}
+    labels = {"stszone.io/enabled": "false"}
+    off = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "off", "labels": labels}}
     objects = [
         off,
         b.node("a1", "zone-a"),
