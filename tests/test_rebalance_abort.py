@@ -14,6 +14,7 @@ from tests import rebalancing as r
 from tests.fakeapi import Fault
 from tests.rebalancerig import Rig, open_rig
 from webhook.cluster.rebalance import Event
+from webhook.rules.rebalance import Plan
 
 #: 4 replicas: db-1 (a->b) and db-3 (c->a) move; 0 and 2 are in place.
 FOUR = {0: "a1", 1: "a2", 2: "c2", 3: "c1"}
@@ -25,6 +26,21 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
         yield made
 
 
+async def _cancelled_at(rig: Rig, result: Plan, kind: str) -> None:
+    """Run ``result`` and cancel the run (a second Ctrl-C) at its first event of ``kind``."""
+    executor = rig.rebalancer(timeout=300)
+    task = asyncio.ensure_future(executor.run(result))
+
+    def report(event: Event) -> None:
+        rig.events.append(event)
+        if event.kind == kind:
+            task.cancel()
+
+    executor.report = report
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 async def test_an_abort_after_the_claims_went_says_what_is_half_done(rig: Rig) -> None:
     """A second Ctrl-C (the task cancelled) while the budget refuses the eviction that follows
     the claims' deletion: the run ends at once, and its last word names the claims marked for
@@ -34,17 +50,7 @@ async def test_an_abort_after_the_claims_went_says_what_is_half_done(rig: Rig) -
     rig.load(r.cluster(FOUR, sts=r.statefulset(4, templates=("data",)), extra=extra))
     result = await rig.plan(move_data=True)
     rig.api.inject("pods", "evict", Fault.slow(0), *[Fault.status(429)] * 20)
-    executor = rig.rebalancer(timeout=300)
-    task = asyncio.ensure_future(executor.run(result))
-
-    def report(event: Event) -> None:
-        rig.events.append(event)
-        if event.kind == "waiting":
-            task.cancel()
-
-    executor.report = report
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await _cancelled_at(rig, result, "waiting")
     assert rig.events[-1].kind == "stopped"
     assert "claim(s) data-db-1 are marked for deletion" in rig.events[-1].message
     assert "delete pod db-1 to finish" in rig.events[-1].message
@@ -57,17 +63,7 @@ async def test_an_abort_while_the_pod_is_away_says_it_was_evicted(rig: Rig) -> N
     rig.load(r.cluster(FOUR, sts=r.statefulset(4, templates=("data",)), extra=extra))
     result = await rig.plan(move_data=True)
     rig.controller.zone = lambda ordinal: None
-    executor = rig.rebalancer(timeout=300)
-    task = asyncio.ensure_future(executor.run(result))
-
-    def report(event: Event) -> None:
-        rig.events.append(event)
-        if event.kind == "evicted":
-            task.cancel()
-
-    executor.report = report
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await _cancelled_at(rig, result, "evicted")
     assert (rig.events[-1].kind, rig.events[-1].message) == (
         "stopped",
         "aborted while db-1 was away (evicted and claim(s) data-db-1 deleted): its StatefulSet "
