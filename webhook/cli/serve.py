@@ -28,7 +28,7 @@ from webhook.cluster.view import choose_view, offline_store, zone_source
 from webhook.config import Settings, split_label_rule
 from webhook.errors import ConfigError
 from webhook.install.certfiles import ensure_dev_certs
-from webhook.model.names import NAME_MAX, is_dns_subdomain, is_label_value, is_qualified_name
+from webhook.model.names import is_dns_label, is_label_value, is_qualified_name
 from webhook.server import logs
 from webhook.server.app import install_metrics
 from webhook.server.cachemetrics import store_caches
@@ -62,8 +62,7 @@ def _condition_type(text: str) -> str:
 
 
 def _namespace_name(text: str) -> str:
-    # A namespace name is a DNS-1123 label: a subdomain of one part, at most 63 characters.
-    if "." in text or len(text) > NAME_MAX or not is_dns_subdomain(text):
+    if not is_dns_label(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name; e.g. monitoring")
     return text
 

@@ -27,6 +27,12 @@ NAME_MAX: Final = 63
 _NAME = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 
+def is_dns_label(value: str) -> bool:
+    """Whether ``value`` is a DNS-1123 label (namespace and Service names), at most 63
+    characters."""
+    return len(value) <= NAME_MAX and re.fullmatch(_DNS_LABEL, value) is not None
+
+
 def is_dns_subdomain(value: str) -> bool:
     """Whether ``value`` is a DNS-1123 subdomain (scheduler names, StorageClass names)."""
     return len(value) <= DNS_SUBDOMAIN_MAX and _DNS_SUBDOMAIN.fullmatch(value) is not None
