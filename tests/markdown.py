@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+from webhook.cli import main
+
 ROOT = Path(__file__).resolve().parent.parent
 #: What a newcomer reads: the README and every page of docs/.
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -34,6 +38,17 @@ def console(doc: str, command: str) -> list[str]:
             break
         printed.append(line)
     return printed
+
+
+def explain_and_page(
+    page: str, example: str, target: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, list[str], list[str]]:
+    """``stszone explain --cluster EXAMPLE TARGET`` run: its exit status and the lines it
+    printed; and the lines ``docs/PAGE`` shows under that command."""
+    command = f"stszone explain --cluster {example} {target}"
+    shown = console((ROOT / "docs" / page).read_text(), command)
+    status = main(["explain", "--cluster", str(ROOT / example), target])
+    return status, capsys.readouterr().out.splitlines(), shown
 
 
 def fenced(doc: str, after: str) -> str:

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.markdown import PAGES, ROOT, anchors, console, fenced, prose
-from webhook.cli import main
+from tests.markdown import PAGES, ROOT, anchors, explain_and_page, fenced, prose
 
 #: A markdown link's target, ``[text](target)``.
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -65,7 +64,5 @@ def test_kubectl_plugin_page_shows_what_explain_prints(
     capsys: pytest.CaptureFixture[str], target: str
 ) -> None:
     """docs/kubectl-plugin.md's explain of the guard example, line for line."""
-    command = f"stszone explain --cluster {GUARD_EXAMPLE} {target}"
-    shown = console((ROOT / "docs" / "kubectl-plugin.md").read_text(), command)
-    main(["explain", "--cluster", str(ROOT / GUARD_EXAMPLE), target])
-    assert capsys.readouterr().out.splitlines() == shown
+    _, printed, shown = explain_and_page("kubectl-plugin.md", GUARD_EXAMPLE, target, capsys)
+    assert printed == shown

@@ -21,7 +21,7 @@ import pytest
 from tests import builders as b
 from tests import poolsim as sim
 from tests import strimzi_ref as ref
-from tests.markdown import console
+from tests.markdown import ROOT, explain_and_page
 from webhook.cli import main, plugin
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.model.store import Store
@@ -316,7 +316,6 @@ def test_kubectl_stszone_explain_passes_a_pool_through(
     assert capsys.readouterr().out.startswith("KafkaNodePool kafka/broker (cluster my-cluster)")
 
 
-ROOT = Path(__file__).parent.parent
 EXAMPLE = "deploy/examples/kafka/cluster.yaml"
 
 
@@ -324,10 +323,9 @@ EXAMPLE = "deploy/examples/kafka/cluster.yaml"
 def test_docs_kafka_shows_what_explain_prints(
     capsys: pytest.CaptureFixture[str], target: str
 ) -> None:
-    command = f"stszone explain --cluster {EXAMPLE} {target}"
-    shown = console((ROOT / "docs" / "kafka.md").read_text(), command)
-    assert main(["explain", "--cluster", str(ROOT / EXAMPLE), target]) == 0
-    assert capsys.readouterr().out.splitlines() == shown
+    status, printed, shown = explain_and_page("kafka.md", EXAMPLE, target, capsys)
+    assert status == 0
+    assert printed == shown
 
 
 def test_the_example_pool_is_crowded_as_its_header_says(
