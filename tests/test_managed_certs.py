@@ -293,6 +293,8 @@ async def test_rbac_refusing_the_patch_is_said_once_and_counted(
         fake.inject("validatingwebhookconfigurations", "patch", *[Fault.status(403)] * 1000)
         replica = await start("replica-a", cert_validity=60.0)
         await eventually(lambda: len(fake.seen("validatingwebhookconfigurations", "patch")) >= 4)
+        # The fake records a patch as it arrives; the keeper counts the failure on the answer.
+        await eventually(lambda: replica.managed.keeper.outcome.failures >= 4)
         assert bundle_pem(fake, "MutatingWebhookConfiguration")
         assert not bundle_pem(fake, "ValidatingWebhookConfiguration")
         lines = [r.getMessage() for r in caplog.records if "RBAC" in r.getMessage()]
