@@ -21,11 +21,14 @@ def write_kubeconfig(
     ca: Path | None = None,
     exec_token: str | None = None,
     token_file: str | None = None,
+    proxy: str | None = None,
 ) -> Path:
     """A one-context kubeconfig; ``exec_token`` makes an exec plugin print that token;
     ``token_file`` is the user's ``tokenFile`` as written (relative to the kubeconfig's
-    directory, or absolute)."""
+    directory, or absolute); ``proxy`` is the cluster's ``proxy-url``."""
     cluster: dict[str, object] = {"server": server}
+    if proxy is not None:
+        cluster["proxy-url"] = proxy
     if ca is not None:
         cluster["certificate-authority"] = str(ca)
     user: dict[str, object] = {}

@@ -7,6 +7,7 @@ The fake API server runs over real TLS with the development CA, so every test go
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import ssl
 from collections.abc import AsyncIterator
@@ -66,6 +67,40 @@ async def test_wrong_token_is_a_clear_error(
     path = write_kubeconfig(tmp_path / "config", server=api.url, token="nope", ca=dev_certs.ca)
     with pytest.raises(ConfigError, match=r"kubeconfig .*HTTP 401 Unauthorized"):
         await listed(path)
+
+
+async def test_a_proxy_refusal_names_the_proxy_but_never_its_password(
+    dev_certs: DevCerts, tmp_path: Path
+) -> None:
+    """A kubeconfig's ``proxy-url`` may carry a user and password. The proxy gets them (as
+    Proxy-Authorization), and a proxy that refuses (407) is named in the error without them:
+    that text goes to stderr, to the log and to the unauthenticated ``/readyz``."""
+    asked: list[bytes] = []
+
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    proxy = await asyncio.start_server(refuse, "127.0.0.1", 0)
+    port = proxy.sockets[0].getsockname()[1]
+    path = write_kubeconfig(
+        tmp_path / "config",
+        server="https://127.0.0.1:6443",
+        token="t-1",
+        ca=dev_certs.ca,
+        proxy=f"http://squid:pr0xy-s3cret@127.0.0.1:{port}",
+    )
+    async with proxy:
+        with pytest.raises(ConfigError) as caught:
+            await listed(path)
+    message = caught.value.message
+    assert "pr0xy-s3cret" not in message and "squid:" not in message
+    assert f"127.0.0.1:{port}" in message and "407" in message
+    assert "proxy-url" in message  # what to look at
+    sent = "Proxy-Authorization: Basic " + base64.b64encode(b"squid:pr0xy-s3cret").decode()
+    assert asked and all(sent.encode() in head for head in asked)
 
 
 def test_no_cluster_and_broken_kubeconfig(tmp_path: Path) -> None:

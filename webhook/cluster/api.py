@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import aiohttp
+from yarl import URL
 
 from webhook.cluster.credentials import Credentials
 from webhook.errors import ConfigError
@@ -61,6 +62,20 @@ class CredentialsError(aiohttp.ClientError):
     connection, and the next one loads them again. A :class:`ConfigError` here would end the
     jobs that retry only API and connection errors (the Lease campaign, the Secret's watch,
     the Event writer), and with them readiness, for good."""
+
+
+class ProxyRefused(aiohttp.ClientError):
+    """The kubeconfig's proxy refused to carry a request (407, 403, 502...), as a connection
+    error. aiohttp's own error names the proxy by its URL, user and password included, and
+    this text reaches the log, stderr and ``/readyz``: this one names it without them."""
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` with any ``user:password@`` left out, to be shown."""
+    try:
+        return str(URL(url).with_user(None))
+    except ValueError:
+        return "(a proxy-url that does not parse)"
 
 
 def api_error(body: Any, *, status: int, retry_after: str | None = None) -> ApiError:
@@ -210,17 +225,25 @@ class Api:
         if body is not None:
             headers["Content-Type"] = content_type
             data = json.dumps(body).encode()
-        async with self._session.request(
-            method,
-            target.base + path,
-            params=params,
-            headers=headers,
-            data=data,
-            ssl=target.ssl,
-            server_hostname=target.server_hostname,
-            proxy=target.proxy,
-            timeout=timeout,
-        ) as resp:
+        try:
+            response = await self._session.request(
+                method,
+                target.base + path,
+                params=params,
+                headers=headers,
+                data=data,
+                ssl=target.ssl,
+                server_hostname=target.server_hostname,
+                proxy=target.proxy,
+                timeout=timeout,
+            )
+        except aiohttp.ClientHttpProxyError as err:
+            shown = without_userinfo(target.proxy or "")
+            raise ProxyRefused(
+                f"the proxy {shown} refused the request: {err.status} {err.message}; check "
+                "the proxy-url of the kubeconfig's cluster (its address and credentials)"
+            ) from None
+        async with response as resp:
             # An Eviction is created (201); a deletion may be accepted for later (202).
             if resp.status not in (200, 201, 202) or (method == "GET" and resp.status != 200):
                 raw = await _head(resp.content, limit=64 * 1024)
