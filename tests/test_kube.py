@@ -17,7 +17,7 @@ import pytest
 
 from tests.fakeapi import FakeApi, eventually
 from tests.kubeconfig import write_kubeconfig, write_service_account
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credentials import kubeconfig_context, load_credentials
 from webhook.cluster.live import LiveView, live_store
 from webhook.cluster.reflector import Tuning
 from webhook.config import Settings
@@ -114,6 +114,27 @@ def test_no_cluster_and_broken_kubeconfig(tmp_path: Path) -> None:
     broken.write_text("clusters: []\n")
     with pytest.raises(ConfigError, match="cannot load credentials from kubeconfig"):
         load_credentials(str(broken))
+
+
+def test_a_context_the_kubeconfig_lacks_says_so_and_the_way_on(tmp_path: Path) -> None:
+    """``--context`` naming no context, or a kubeconfig with no current-context, is said as
+    such with what to run, as ``kubectl stszone`` says it; not the loader's "Invalid
+    kube-config file", which sends the user to look for a broken file."""
+    path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1", token="t")
+    with pytest.raises(ConfigError) as caught:
+        load_credentials(str(path), context="nope")
+    assert "context 'nope' is not in the kubeconfig" in caught.value.message
+    assert "kubectl config get-contexts" in caught.value.message
+    unset = tmp_path / "unset"
+    unset.write_text(path.read_text().replace("current-context: fake", "current-context: ''"))
+    with pytest.raises(ConfigError) as caught:
+        load_credentials(str(unset))
+    assert "sets no current-context; pass --context NAME" in caught.value.message
+    assert "Invalid kube-config" not in caught.value.message
+    # A current-context naming a context that is gone does not stop the one asked for.
+    dangling = tmp_path / "dangling"
+    dangling.write_text(path.read_text().replace("current-context: fake", "current-context: old"))
+    assert kubeconfig_context(str(dangling), "fake").name == "fake"
 
 
 async def test_a_kubeconfig_token_file_is_reread_when_it_changes(

@@ -213,6 +213,15 @@ def load_credentials(
                 "and no $KUBECONFIG; give one, or run offline with --zones or --cluster FILE"
             )
         require_kubeconfig(path, named="--kubeconfig" if kubeconfig else f"${KUBECONFIG_ENV}")
+        # The loader calls a missing context an "Invalid kube-config file"; say what kubectl
+        # says. A file with no contexts, or whose contexts do not read, is broken: the loader
+        # says how.
+        try:
+            contexts, current = _contexts(path)
+        except Exception:  # ConfigException, OSError, YAML errors
+            contexts, current = [], None
+        if contexts:
+            _pick_context(path, context, contexts=contexts, current=current)
 
         def from_file() -> Any:
             configuration = kube_client.Configuration()
@@ -245,14 +254,34 @@ class KubeContext:
 def kubeconfig_context(kubeconfig: str, context: str | None = None) -> KubeContext:
     """The context kubectl would use from ``kubeconfig`` (``":"``-separated files are merged,
     first file wins): ``context`` when given, else the current-context."""
+    try:
+        contexts, current = _contexts(kubeconfig)
+    except Exception as err:  # ConfigException, OSError, YAML errors
+        raise ConfigError(f"cannot read the kubeconfig {kubeconfig}: {err}") from err
+    return _pick_context(kubeconfig, context, contexts=contexts, current=current)
+
+
+def _contexts(kubeconfig: str) -> tuple[list[Any], str | None]:
+    """The contexts of ``kubeconfig`` (files merged as the loader merges them) and its
+    current-context, read without the loader: it refuses a current-context that names no
+    context as an "Invalid kube-config file", even when another context is asked for."""
     from kubernetes import config
 
     kube_config: Any = config
-    try:
-        contexts, current = kube_config.list_kube_config_contexts(config_file=kubeconfig)
-    except Exception as err:  # ConfigException, OSError, YAML errors
-        raise ConfigError(f"cannot read the kubeconfig {kubeconfig}: {err}") from err
-    wanted = context or (current or {}).get("name")
+    merged = kube_config.kube_config.KubeConfigMerger(kubeconfig).config
+    raw = getattr(merged, "value", merged)
+    if not isinstance(raw, dict):
+        raise ValueError("it holds no kubeconfig")
+    entries = raw.get("contexts") or []
+    contexts = [getattr(entry, "value", entry) for entry in entries]
+    current = raw.get("current-context")
+    return [c for c in contexts if isinstance(c, dict)], str(current) if current else None
+
+
+def _pick_context(
+    kubeconfig: str, context: str | None, *, contexts: list[Any], current: str | None
+) -> KubeContext:
+    wanted = context or current
     if not wanted:
         raise ConfigError(
             f"the kubeconfig {kubeconfig} sets no current-context; pass --context NAME or run "
