@@ -137,6 +137,31 @@ def test_a_context_the_kubeconfig_lacks_says_so_and_the_way_on(tmp_path: Path) -
     assert kubeconfig_context(str(dangling), "fake").name == "fake"
 
 
+def test_a_failing_exec_plugin_stops_loading_with_its_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An exec plugin that exits non-zero: the loader only logs it (at the root logger) and
+    goes on with no credentials, so every request would be an anonymous 401. It is a
+    credentials error naming the plugin's complaint, and what it printed on stdout (a
+    token, here) is in no message."""
+    path = write_kubeconfig(
+        tmp_path / "config", server="https://127.0.0.1:1", exec_token="t-1", ca=None
+    )
+    plugin = path.with_name(path.name + "-plugin.py")
+    plugin.write_text(
+        "import sys\n"
+        'print(\'{"kind": "ExecCredential", "status": {"token": "st4le-t0ken"}}\')\n'
+        'sys.stderr.write("login expired: run mylogin\\n")\n'
+        "sys.exit(3)\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_credentials(str(path))
+    message = caught.value.message
+    assert message.startswith(f"cannot load credentials from kubeconfig {path}: ")
+    assert "returned 3" in message and "login expired: run mylogin" in message
+    assert "st4le-t0ken" not in message and "st4le-t0ken" not in caplog.text
+
+
 async def test_a_kubeconfig_token_file_is_reread_when_it_changes(
     api: FakeApi, dev_certs: DevCerts, tmp_path: Path
 ) -> None:

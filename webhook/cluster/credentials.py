@@ -23,6 +23,7 @@ admission path.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import ssl
 import threading
@@ -80,11 +81,16 @@ class Credentials:
 
     def target_now(self) -> Connection:
         """Blocking form of :meth:`target`; raises :class:`ConfigError` on a broken config."""
-        with self._lock:
+        with self._lock, _LoaderErrors() as complaints:
             try:
-                return self._target()
+                connection = self._target()
             except Exception as err:  # ConfigException, OSError, SSLError, a failing exec plugin
                 raise ConfigError(f"cannot load credentials from {self.source}: {err}") from err
+            if complaints.messages:
+                self._config = None  # loaded without the credentials: load again next time
+                said = "; ".join(complaints.messages)
+                raise ConfigError(f"cannot load credentials from {self.source}: {said}")
+            return connection
 
     def _target(self) -> Connection:
         if self._token_file is not None and _stamp(self._token_file) != self._token_stamp:
@@ -119,6 +125,34 @@ class Credentials:
                 context.load_cert_chain(config.cert_file, config.key_file or None)
             self._tls = (stamp, context)
         return self._tls[1]
+
+
+class _LoaderErrors(logging.Filter):
+    """What the ``kubernetes`` loader logs instead of raising, gathered while it runs.
+
+    An exec plugin that exits non-zero, or answers with neither a token nor a client pair, is
+    only logged (``logging.error``, on the root logger) and the configuration loads without
+    credentials: every request would then be an anonymous 401 that names no cause. Those
+    records are taken off the root logger (where a filter sees only records logged on it
+    directly) and made the load's error.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def __enter__(self) -> _LoaderErrors:
+        logging.getLogger().addFilter(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger().removeFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR or f"{os.sep}kubernetes{os.sep}" not in record.pathname:
+            return True
+        self.messages.append(record.getMessage())
+        return False
 
 
 def _stamp(path: str) -> tuple[int, ...] | None:
