@@ -22,10 +22,12 @@ def write_kubeconfig(
     exec_token: str | None = None,
     token_file: str | None = None,
     proxy: str | None = None,
+    client: tuple[Path, Path] | None = None,
 ) -> Path:
     """A one-context kubeconfig; ``exec_token`` makes an exec plugin print that token;
     ``token_file`` is the user's ``tokenFile`` as written (relative to the kubeconfig's
-    directory, or absolute); ``proxy`` is the cluster's ``proxy-url``."""
+    directory, or absolute); ``proxy`` is the cluster's ``proxy-url``; ``client`` the user's
+    client-certificate and client-key files."""
     cluster: dict[str, object] = {"server": server}
     if proxy is not None:
         cluster["proxy-url"] = proxy
@@ -36,6 +38,8 @@ def write_kubeconfig(
         user["token"] = token
     if token_file is not None:
         user["tokenFile"] = token_file
+    if client is not None:
+        user["client-certificate"], user["client-key"] = str(client[0]), str(client[1])
     if exec_token is not None:
         credential = {
             "apiVersion": "client.authentication.k8s.io/v1",

@@ -162,6 +162,27 @@ def test_a_failing_exec_plugin_stops_loading_with_its_error(
     assert "st4le-t0ken" not in message and "st4le-t0ken" not in caplog.text
 
 
+def test_tls_files_that_do_not_load_are_named(dev_certs: DevCerts, tmp_path: Path) -> None:
+    """A CA file or client pair OpenSSL refuses is named, with the kubeconfig field it comes
+    from: OpenSSL alone says "[SSL] PEM lib (_ssl.c:3905)", which names neither."""
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    path = write_kubeconfig(tmp_path / "ca", server="https://127.0.0.1:1", token="t", ca=junk)
+    with pytest.raises(ConfigError) as caught:
+        load_credentials(str(path))
+    assert f"certificate-authority {junk}" in caught.value.message
+    assert "PEM" in caught.value.message
+    for client in ((junk, dev_certs.key), (dev_certs.cert, dev_certs.ca)):
+        path = write_kubeconfig(
+            tmp_path / "client", server="https://127.0.0.1:1", ca=dev_certs.ca, client=client
+        )
+        with pytest.raises(ConfigError) as caught:
+            load_credentials(str(path))
+        message = caught.value.message
+        assert f"client-certificate {client[0]} and client-key {client[1]}" in message
+        assert "a PEM certificate and its own PEM key" in message
+
+
 async def test_a_kubeconfig_token_file_is_reread_when_it_changes(
     api: FakeApi, dev_certs: DevCerts, tmp_path: Path
 ) -> None:

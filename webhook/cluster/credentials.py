@@ -117,12 +117,27 @@ class Credentials:
         # Exec plugins may hand out new client certificates (new temp files); the CA may rotate.
         stamp = (*files, bool(config.verify_ssl), *(_mtime(f) for f in files))
         if self._tls is None or self._tls[0] != stamp:
-            context = ssl.create_default_context(cafile=config.ssl_ca_cert or None)
+            # OpenSSL's errors name no file ("[SSL] PEM lib"): say which one, and from where.
+            # (The loader writes a kubeconfig's *-data fields to temporary files.)
+            try:
+                context = ssl.create_default_context(cafile=config.ssl_ca_cert or None)
+            except (ssl.SSLError, OSError) as err:
+                raise ConfigError(
+                    f"the cluster's certificate-authority {config.ssl_ca_cert} does not load "
+                    f"({err}); give the API server's CA certificate as PEM"
+                ) from err
             if not config.verify_ssl:  # insecure-skip-tls-verify: true
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE
             if config.cert_file:
-                context.load_cert_chain(config.cert_file, config.key_file or None)
+                try:
+                    context.load_cert_chain(config.cert_file, config.key_file or None)
+                except (ssl.SSLError, OSError) as err:
+                    raise ConfigError(
+                        f"the user's client-certificate {config.cert_file} and client-key "
+                        f"{config.key_file} do not load ({err}); give a PEM certificate and "
+                        "its own PEM key"
+                    ) from err
             self._tls = (stamp, context)
         return self._tls[1]
 
