@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -101,6 +102,20 @@ async def test_a_proxy_refusal_names_the_proxy_but_never_its_password(
     assert "proxy-url" in message  # what to look at
     sent = "Proxy-Authorization: Basic " + base64.b64encode(b"squid:pr0xy-s3cret").decode()
     assert asked and all(sent.encode() in head for head in asked)
+
+
+async def test_a_cluster_that_cannot_be_listed_is_said_with_the_way_on(tmp_path: Path) -> None:
+    """audit, explain, rebalance and review end with one line: what failed, and what to do
+    (connection refused, here: a port nothing listens on)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = write_kubeconfig(tmp_path / "config", server=f"http://127.0.0.1:{port}", token="t")
+    with pytest.raises(ConfigError) as caught:
+        await listed(path)
+    message = caught.value.message
+    assert f"127.0.0.1:{port}" in message and "\n" not in message
+    assert "check that the cluster is up and the kubeconfig's server address" in message
 
 
 def test_no_cluster_and_broken_kubeconfig(tmp_path: Path) -> None:

@@ -148,5 +148,28 @@ async def live_store(
         try:
             await asyncio.gather(*(reflector.list() for reflector in reflectors))
         except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
-            raise ConfigError(f"cannot list the cluster via {credentials.source}: {err}") from err
+            raise ConfigError(
+                f"cannot list the cluster via {credentials.source}: {err}; {_way_on(err)}"
+            ) from err
     return store
+
+
+def _way_on(err: Exception) -> str:
+    """What to do about a list that failed with ``err``."""
+    if isinstance(err, ApiError) and err.status == 401:
+        return (
+            "the cluster refused these credentials: renew them (`kubectl auth whoami` tests them)"
+        )
+    if isinstance(err, ApiError) and err.status == 403:
+        return (
+            "grant them get/list on nodes, persistentvolumes, persistentvolumeclaims, "
+            "statefulsets, pods and namespaces (`kubectl auth can-i list pods -A` tests them)"
+        )
+    if isinstance(err, aiohttp.ClientConnectorCertificateError):
+        return "check the kubeconfig's server address and certificate-authority"
+    if isinstance(err, aiohttp.ClientConnectionError | OSError):
+        return (
+            "check that the cluster is up and the kubeconfig's server address is right "
+            "(`kubectl cluster-info`), or run without a cluster (--cluster FILE)"
+        )
+    return "retry; `kubectl get --raw /readyz` tells whether the API server is well"
