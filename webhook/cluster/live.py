@@ -162,8 +162,8 @@ def _way_on(err: Exception) -> str:
         )
     if isinstance(err, ApiError) and err.status == 403:
         return (
-            "grant them get/list on nodes, persistentvolumes, persistentvolumeclaims, "
-            "statefulsets, pods and namespaces (`kubectl auth can-i list pods -A` tests them)"
+            "grant these credentials the read the error names (`kubectl auth can-i --list` "
+            "shows what they have)"
         )
     if isinstance(err, aiohttp.ClientConnectorCertificateError):
         return "check the kubeconfig's server address and certificate-authority"
