@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests import poolsim as sim
 from tests import rebalancing as r
@@ -288,6 +289,42 @@ async def test_apply_against_the_api_converges_with_json_progress(tmp_path: Path
     assert [e["event"] for e in events] == ["step", "evicted", "moved"]
     assert events[-1]["message"] == "db-1 is Ready on b1 in zone-b"
     assert lists[0].namespace == "shop"  # -n lists one namespace
+
+
+async def test_apply_lists_and_evicts_in_the_context_named_by_context(tmp_path: Path) -> None:
+    """--context names the cluster rebalance plans from and evicts in, as it does for audit:
+    the kubeconfig's current-context, another cluster holding a set of the same name, sees
+    no request at all."""
+    async with FakeApi(token="t", fixtures=False) as named, FakeApi(fixtures=False) as other:
+        for api in (named, other):
+            for obj in r.cluster({0: "a1", 1: "a2", 2: "c1"}):
+                kind = obj["kind"]
+                api.put("statefulsets" if kind == "StatefulSet" else kind.lower() + "s", obj)
+
+        def controller(namespace: str, name: str) -> None:
+            named.put("pods", r.pod(1, "b1", uid=f"{name}-again"))
+
+        named.on_evict.append(controller)
+        path = write_kubeconfig(tmp_path / "kubeconfig", server=named.url, token="t")
+        config = yaml.safe_load(path.read_text())
+        config["clusters"].append({"name": "other", "cluster": {"server": other.url}})
+        config["contexts"].append(
+            {"name": "other", "context": {"cluster": "other", "user": "tester"}}
+        )
+        config["current-context"] = "other"
+        path.write_text(yaml.safe_dump(config))
+        argv = ["rebalance", "--kubeconfig", str(path), "--context", "fake", "-n", "shop"]
+
+        def run() -> int:
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
+            ):
+                return main([*argv, "--apply", "--timeout", "3", "-o", "json"])
+
+        assert await asyncio.to_thread(run) == 0
+    assert other.requests == []
+    assert [s.name for s in named.seen("pods", "evict")] == ["db-1"]
 
 
 async def test_move_data_without_a_terminal_needs_yes(tmp_path: Path) -> None:

@@ -229,7 +229,13 @@ def run(args: argparse.Namespace) -> int:
     timing = executor.Timing(timeout=args.timeout)
     report = progress_printer(sys.stderr)
     outcome = asyncio.run(
-        executor.apply(result, kubeconfig=settings.kubeconfig, timing=timing, report=report)
+        executor.apply(
+            result,
+            kubeconfig=settings.kubeconfig,
+            context=settings.context,
+            timing=timing,
+            report=report,
+        )
     )
     if table:
         print(render_outcome(result, outcome))

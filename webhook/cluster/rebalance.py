@@ -295,6 +295,7 @@ async def apply(
     plan: Plan,
     *,
     kubeconfig: str | None,
+    context: str | None = None,
     timing: Timing,
     report: Callable[[Event], None],
     credentials: Credentials | None = None,
@@ -302,7 +303,7 @@ async def apply(
     """Run ``plan`` against the cluster; the first Ctrl-C stops after the current step, a second
     one aborts it (KeyboardInterrupt)."""
     if credentials is None:
-        credentials = await asyncio.to_thread(load_credentials, kubeconfig)
+        credentials = await asyncio.to_thread(load_credentials, kubeconfig, context=context)
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     stop = asyncio.Event()

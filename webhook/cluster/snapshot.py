@@ -136,7 +136,9 @@ async def live_snapshot(
 ) -> Snapshot:
     """One list of the cluster; :class:`ConfigError` when it cannot be reached or read."""
     if credentials is None:
-        credentials = await asyncio.to_thread(load_credentials, settings.kubeconfig)
+        credentials = await asyncio.to_thread(
+            load_credentials, settings.kubeconfig, context=settings.context
+        )
     async with Api(credentials) as api:
         try:
             items = await list_cluster(settings, api=api, namespace=namespace)
