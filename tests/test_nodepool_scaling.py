@@ -307,6 +307,39 @@ def test_malformed_pool_annotations_are_refused_unless_left_as_they_were() -> No
     assert sim.admit(view, bumped, old=broken, operation="UPDATE").allowed
 
 
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"},
+        {"stszone.io/mode": "node-ordinal"},
+        {"stszone.io/mode": "scheduler", "stszone.io/scheduler-name": "sts-scheduler"},
+        {"stszone.io/node-label": "example.io/node"},
+    ],
+    ids=["node-ordinal", "node-ordinal-without-label", "scheduler", "node-label"],
+)
+def test_statefulset_only_annotations_on_a_pool_are_refused_as_not_applying(
+    annotations: dict[str, str],
+) -> None:
+    """The brokers of a pool are always pinned to a zone by a required node affinity: a pool
+    asking for node pinning (sts-scheduler's example.io/node=N) or another scheduler would
+    otherwise be admitted and its brokers placed by zone, with nothing said."""
+    view = sim.store()
+    asked = sim.pool_object("pool", replicas=3, annotations=annotations)
+    refused = sim.admit(view, asked)
+    assert not refused.allowed and refused.code == 422
+    assert "KafkaNodePool pool" in refused.message
+    for key in annotations:
+        assert key in refused.message and "not apply to a KafkaNodePool" in refused.message
+    assert "needs stszone.io/node-label" not in refused.message
+    # The mode a pool's brokers get anyway may be written out.
+    plain = sim.pool_object("pool", replicas=3, annotations={"stszone.io/mode": "affinity"})
+    assert sim.admit(view, plain).allowed
+    # A pool that already carries them is not blocked by them on an unrelated UPDATE.
+    bumped = copy.deepcopy(asked)
+    bumped["spec"]["replicas"] = 4
+    assert sim.admit(view, bumped, old=asked, operation="UPDATE").allowed
+
+
 def test_a_scale_down_of_a_pool_with_annotations_left_broken_is_judged_on_defaults() -> None:
     """Broken annotations left as they were do not block a scale-down: the guard runs with
     the server's zones, as for a StatefulSet."""

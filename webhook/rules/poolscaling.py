@@ -20,6 +20,9 @@ from webhook.errors import BadObject
 from webhook.model import notices, objects
 from webhook.model.annotations import (
     ALLOW_ZONE_LOSS,
+    MODE,
+    NODE_LABEL,
+    SCHEDULER_NAME,
     Declared,
     InvalidAnnotations,
     parse_annotations,
@@ -116,22 +119,48 @@ def _verdict(policy: PoolPolicy, result: Removal, *, change: str, fix: str = "")
     return refuse(message, reason=reason).with_notices(told)
 
 
+#: StatefulSet annotations a pool does not read: its brokers are always pinned to a zone by a
+#: required node affinity.
+_NOT_READ = (MODE, NODE_LABEL, SCHEDULER_NAME)
+
+
+def _not_for_pools(annotations: dict[str, str]) -> list[str]:
+    """The problem of a pool asking for what only a StatefulSet gets (none for the mode its
+    brokers get anyway, ``affinity``)."""
+    found = [
+        f"{key}: {annotations[key]!r}"
+        for key in _NOT_READ
+        if key in annotations and not (key == MODE and annotations[key] == "affinity")
+    ]
+    if not found:
+        return []
+    one = len(found) == 1
+    return [
+        f"{', '.join(found)} {'does' if one else 'do'} not apply to a KafkaNodePool: its "
+        "brokers are pinned to a zone (their pool's share, or their data's) by a required node "
+        "affinity, never to a node by label nor to another scheduler; remove "
+        f"{'it' if one else 'them'} (a pool takes stszone.io/zones, stszone.io/topology-key, "
+        "stszone.io/storage-class-template, stszone.io/allow-zone-loss)"
+    ]
+
+
 def pool_annotation_problems(obj: JSON, *, old: JSON | None, store: Store) -> Decision | None:
     """Refuse malformed ``stszone.io/*`` annotations on a pool's CREATE, or an UPDATE that
     changes them (one leaving them as they were is not blocked, as for StatefulSets); None
     when they are fine. A storage-class template is filled in for every zone it will get."""
     meta = objects.mapping(obj, "metadata")
     annotations = objects.str_map(meta, "annotations", path="metadata")
-    problems: list[str] = []
+    problems = _not_for_pools(annotations)
     try:
-        declared = parse_annotations(annotations)
+        # Parsed without them: "node-ordinal needs node-label" would ask for one more.
+        declared = parse_annotations({k: v for k, v in annotations.items() if k not in _NOT_READ})
     except InvalidAnnotations as err:
-        problems = list(err.problems)
+        problems += err.problems
     else:
         template = declared.storage_class_template
         if template is not None:
             zones = declared.zones or store.server_zones(declared.topology_key)
-            problems = template_problems(template, zones=zones)
+            problems += template_problems(template, zones=zones)
     if not problems:
         return None
     if old is not None:
