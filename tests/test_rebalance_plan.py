@@ -736,3 +736,18 @@ def test_a_volume_reclaim_policy_is_read_and_defaults_to_retain() -> None:
     unset = r.volume("pv-u", "zone-a", "data-db-1")
     del unset["spec"]["persistentVolumeReclaimPolicy"]
     assert live_state([deleted, unset]).reclaim == {"pv-d": "Delete", "pv-u": "Retain"}
+
+
+@pytest.mark.parametrize("updating", [False, True], ids=["same-revision", "template-changed"])
+def test_an_on_delete_set_whose_template_changed_is_no_rollout_under_way(updating: bool) -> None:
+    """With updateStrategy OnDelete the controller re-creates no pod by itself, and it moves
+    status.currentRevision to updateRevision only for RollingUpdate (completeRollingUpdate in
+    kubernetes' pkg/controller/statefulset/stateful_set_utils.go): after any template change
+    the two differ until the template is put back. No rollout is under way that rebalance
+    could wait for; deleting pods is how such a set takes its template, which is what
+    rebalance does."""
+    sts = r.statefulset(3, updating=updating)
+    sts["spec"]["updateStrategy"] = {"type": "OnDelete"}
+    result = only(planned(r.cluster({0: "a1", 1: "c1", 2: "c2"}, sts=sts)))
+    assert [row.kind for row in result.rows] == ["in place", "movable", "in place"]
+    assert result.rows[1].notes == ()

@@ -91,7 +91,10 @@ class SetState:
     group: str = ""
     uid: str = ""
     replicas: int = 1
-    #: ``status.currentRevision != status.updateRevision``: a rolling update is under way.
+    #: ``status.currentRevision != status.updateRevision`` under ``RollingUpdate``: a rolling
+    #: update is under way. Under ``OnDelete`` the controller rolls nothing and never moves
+    #: ``currentRevision`` (it completes rollouts of ``RollingUpdate`` only), so the revisions
+    #: differ for good after a template change and say nothing.
     updating: bool = False
     deleting: bool = False
     tolerations: tuple[Mapping[str, Any], ...] = ()
@@ -188,13 +191,15 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
     template = objects.mapping(spec, "template", path="spec")
     current = objects.string(status, "currentRevision")
     update = objects.string(status, "updateRevision")
+    strategy = objects.mapping(spec, "updateStrategy", path="spec")
+    rolling = objects.string(strategy, "type", path="spec.updateStrategy") != "OnDelete"
     return SetState(
         namespace=objects.string(meta, "namespace"),
         name=objects.string(meta, "name"),
         group=set_group(obj) or "",
         uid=objects.string(meta, "uid"),
         replicas=objects.integer(spec, "replicas", default=1, path="spec"),
-        updating=bool(current and update and current != update),
+        updating=rolling and bool(current and update and current != update),
         deleting=_deleting(meta),
         tolerations=tuple(
             objects.dicts(
