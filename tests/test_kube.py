@@ -15,9 +15,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import yaml
+from aiohttp import web
 
 from tests.fakeapi import FakeApi, eventually
 from tests.kubeconfig import write_kubeconfig, write_service_account
+from webhook.cluster.api import Api
 from webhook.cluster.credentials import kubeconfig_context, load_credentials
 from webhook.cluster.live import LiveView, live_store
 from webhook.cluster.reflector import Tuning
@@ -116,6 +119,52 @@ async def test_a_cluster_that_cannot_be_listed_is_said_with_the_way_on(tmp_path:
     message = caught.value.message
     assert f"127.0.0.1:{port}" in message and "\n" not in message
     assert "check that the cluster is up and the kubeconfig's server address" in message
+
+
+async def test_a_kubeconfig_user_that_impersonates_acts_as_that_identity(tmp_path: Path) -> None:
+    """A kubeconfig user with ``as``, ``as-uid``, ``as-groups`` and ``as-user-extra`` (kubectl's
+    ``--as`` family, kept in the file) acts as that identity, as kubectl and client-go do: every
+    request carries the Impersonate-* headers (an extra's key %-escaped as client-go escapes it),
+    so the API server authorizes the impersonated user, never the credential's own."""
+    seen: list[dict[str, list[str]]] = []
+
+    async def nodes(request: web.Request) -> web.Response:
+        names = ("Impersonate-User", "Impersonate-Uid", "Impersonate-Group")
+        extra = [k for k in request.headers if k.lower().startswith("impersonate-extra-")]
+        seen.append({k: request.headers.getall(k, []) for k in (*names, *extra)})
+        return web.json_response({"kind": "NodeList", "apiVersion": "v1", "items": []})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/nodes", nodes)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        path = write_kubeconfig(tmp_path / "config", server=f"http://127.0.0.1:{port}", token="t")
+        config = yaml.safe_load(path.read_text())
+        config["users"][0]["user"].update(
+            {
+                "as": "system:serviceaccount:ops:reader",
+                "as-uid": "u-1",
+                "as-groups": ["team-a", "system:authenticated"],
+                "as-user-extra": {"scopes.example.io/team": ["db", "kv"]},
+            }
+        )
+        path.write_text(yaml.safe_dump(config))
+        async with Api(load_credentials(str(path))) as api:
+            await api.call("GET", "/api/v1/nodes")
+    finally:
+        await runner.cleanup()
+    assert seen == [
+        {
+            "Impersonate-User": ["system:serviceaccount:ops:reader"],
+            "Impersonate-Uid": ["u-1"],
+            "Impersonate-Group": ["team-a", "system:authenticated"],
+            "Impersonate-Extra-scopes.example.io%2Fteam": ["db", "kv"],
+        }
+    ]
 
 
 def test_no_cluster_and_broken_kubeconfig(tmp_path: Path) -> None:

@@ -220,11 +220,13 @@ class Api:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self._connect_timeout, sock_read=read_timeout
         )
-        headers = {**target.headers, **self._agent, "Accept": accept}
+        named = {**target.headers, **self._agent, "Accept": accept}
         data = None
         if body is not None:
-            headers["Content-Type"] = content_type
+            named["Content-Type"] = content_type
             data = json.dumps(body).encode()
+        # Pairs, not a dict: an impersonated group or extra value repeats its header.
+        headers = [*named.items(), *target.impersonation]
         try:
             response = await self._session.request(
                 method,

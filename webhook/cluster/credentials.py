@@ -8,7 +8,9 @@ So the package does what it is best at -- reading the in-cluster service account
 (client certificates, tokens, exec plugins, auth providers, CA, ``tls-server-name``,
 ``proxy-url``) into a ``Configuration`` -- and :mod:`webhook.cluster.api` makes plain aiohttp
 requests on the event loop: a watch is a byte stream split into lines, cancellation is
-immediate, and raw JSON goes straight to the ``state`` extractors.
+immediate, and raw JSON goes straight to the ``state`` extractors. The package ignores a
+kubeconfig user's impersonation (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``), which
+kubectl and client-go honour, so it is read here and sent as their Impersonate-* headers.
 
 Credentials expire: bound service-account tokens are rotated by the kubelet (the file changes
 under us) and exec plugins hand out short-lived tokens. :meth:`Credentials.target` therefore
@@ -26,6 +28,7 @@ import asyncio
 import logging
 import os
 import ssl
+import string
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -50,13 +53,20 @@ class Connection:
     ssl: ssl.SSLContext | bool
     server_hostname: str | None = None
     proxy: str | None = None
+    #: Impersonate-* headers, in order; a group or an extra value may repeat its header.
+    impersonation: tuple[tuple[str, str], ...] = ()
 
 
 class Credentials:
     """Where the cluster is and how to authenticate, refreshed before each request."""
 
     def __init__(
-        self, load: Callable[[], Any], *, source: str, token_file: str | None = None
+        self,
+        load: Callable[[], Any],
+        *,
+        source: str,
+        token_file: str | None = None,
+        impersonation: tuple[tuple[str, str], ...] = (),
     ) -> None:
         #: Human-readable origin, for logs: "in-cluster service account", "kubeconfig PATH".
         self.source = source
@@ -65,6 +75,7 @@ class Credentials:
         #: A kubeconfig user's ``tokenFile``: the loader reads it once, so a change of it (a
         #: rotated token) reloads the configuration, as client-go re-reads the file.
         self._token_file = token_file
+        self._impersonation = impersonation
         self._token_stamp: tuple[int, ...] | None = None
         self._tls: tuple[tuple[Any, ...], ssl.SSLContext] | None = None
         # Six reflectors ask at once from executor threads; the loaders are not thread-safe
@@ -110,6 +121,7 @@ class Credentials:
             ssl=self._context(config) if host.startswith("https:") else False,
             server_hostname=getattr(config, "tls_server_name", None) or None,
             proxy=getattr(config, "proxy", None) or None,
+            impersonation=self._impersonation,
         )
 
     def _context(self, config: Any) -> ssl.SSLContext:
@@ -179,20 +191,60 @@ def _stamp(path: str) -> tuple[int, ...] | None:
     return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
 
 
-def _token_file(path: str, *, context: str | None, kube_config: Any) -> str | None:
-    """The ``tokenFile`` of the kubeconfig user ``context`` (else the current one) names,
-    resolved as the loader resolves it; None when there is none (or the file does not read:
-    loading it says why)."""
+def _user(path: str, *, context: str | None, kube_config: Any) -> Any:
+    """The kubeconfig user ``context`` (else the current one) names, as the loader merges the
+    files; None when the files do not read (loading them says why)."""
     try:
         merged = kube_config.kube_config.KubeConfigMerger(path).config
         named = merged["contexts"].get_with_name(context or merged["current-context"])
-        user = merged["users"].get_with_name(named["context"]["user"])["user"]
-        if "tokenFile" not in user:
-            return None
-        base = os.path.dirname(os.path.abspath(str(user.path)))
-        return os.path.normpath(os.path.join(base, str(user["tokenFile"])))
+        return merged["users"].get_with_name(named["context"]["user"])["user"]
     except Exception:  # ConfigException, YAML errors, a shape the loader refuses anyway
         return None
+
+
+def _token_file(user: Any) -> str | None:
+    """The user's ``tokenFile``, resolved as the loader resolves it (relative to its file)."""
+    if user is None or not isinstance(user.value, dict) or "tokenFile" not in user.value:
+        return None
+    base = os.path.dirname(os.path.abspath(str(user.path)))
+    return os.path.normpath(os.path.join(base, str(user.value["tokenFile"])))
+
+
+#: The bytes a header name may hold (RFC 7230 tchar) but ``%``, which client-go escapes too.
+_HEADER_KEY: Final = frozenset(string.ascii_letters + string.digits + "!#$&'*+-.^_`|~")
+
+
+def _impersonation(user: Any, *, source: str) -> tuple[tuple[str, str], ...]:
+    """The Impersonate-* headers of the user's ``as`` family, as client-go sends them: only
+    when ``as`` names a user; an extra's key %-escaped where a header name may not hold it."""
+    fields = user.value if user is not None and isinstance(user.value, dict) else {}
+    name = fields.get("as")
+    if not name:
+        return ()
+    groups = fields.get("as-groups") or []
+    extra = fields.get("as-user-extra") or {}
+    if not (
+        isinstance(name, str)
+        and isinstance(fields.get("as-uid") or "", str)
+        and isinstance(groups, list)
+        and all(isinstance(g, str) for g in groups)
+        and isinstance(extra, dict)
+        and all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in extra.values())
+    ):
+        raise ConfigError(
+            f"{source}: the user's impersonation is malformed (as and as-uid are strings, "
+            "as-groups a list of strings, as-user-extra a map of string lists)"
+        )
+    headers = [("Impersonate-User", name)]
+    if fields.get("as-uid"):
+        headers.append(("Impersonate-Uid", fields["as-uid"]))
+    headers += [("Impersonate-Group", group) for group in groups]
+    for key, values in extra.items():
+        escaped = "".join(
+            chr(b) if chr(b) in _HEADER_KEY else f"%{b:02X}" for b in str(key).encode()
+        )
+        headers += [(f"Impersonate-Extra-{escaped}", value) for value in values]
+    return tuple(headers)
 
 
 def _mtime(path: str | None) -> float:
@@ -283,10 +335,13 @@ def load_credentials(
             return configuration
 
         named = f" (context {context})" if context else ""
+        source = f"kubeconfig {path}{named}"
+        user = _user(path, context=context, kube_config=kube_config)
         credentials = Credentials(
             from_file,
-            source=f"kubeconfig {path}{named}",
-            token_file=_token_file(path, context=context, kube_config=kube_config),
+            source=source,
+            token_file=_token_file(user),
+            impersonation=_impersonation(user, source=source),
         )
     credentials.target_now()
     return credentials
