@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import os
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -314,3 +315,44 @@ async def test_in_cluster_token_is_reread_after_rotation(
         job.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await job
+
+
+def _config_file(path: Path, name: str, *, server: str, current: str | None) -> str:
+    """A kubeconfig whose cluster, user and context are all called ``name``."""
+    config: dict[str, object] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": server}}],
+        "users": [{"name": name, "user": {"token": name}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+    }
+    if current is not None:
+        config["current-context"] = current
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("currents", "expected"),
+    [
+        (("one", "two"), "one"),  # kubectl: the first file to set it wins
+        (("one", ""), "one"),  # an empty value sets nothing
+        ((None, "two"), "two"),  # the first file that sets it
+    ],
+)
+def test_merged_kubeconfigs_take_the_first_files_current_context(
+    tmp_path: Path, currents: tuple[str | None, str | None], expected: str
+) -> None:
+    """$KUBECONFIG=a:b uses the current-context of the first file that sets one, as kubectl
+    does (client-go merges the files' plain values in reverse order, so the first one wins);
+    the ``kubernetes`` loader keeps the last one's, which aimed audit, rebalance and the
+    plugin at another cluster than `kubectl config current-context` names."""
+    servers = {"one": "https://127.0.0.1:1/one", "two": "https://127.0.0.1:1/two"}
+    first = _config_file(tmp_path / "a", "one", server=servers["one"], current=currents[0])
+    second = _config_file(tmp_path / "b", "two", server=servers["two"], current=currents[1])
+    missing = str(tmp_path / "missing")
+    merged = os.pathsep.join((missing, first, second))
+    assert kubeconfig_context(merged).name == expected
+    credentials = load_credentials(None, environ={"KUBECONFIG": merged})
+    assert credentials.target_now().base == servers[expected]
+    assert credentials.target_now().headers == {"Authorization": f"Bearer {expected}"}

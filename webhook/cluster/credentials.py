@@ -321,14 +321,16 @@ def load_credentials(
             contexts, current = _contexts(path)
         except Exception:  # ConfigException, OSError, YAML errors
             contexts, current = [], None
+        # The loader takes the last file's current-context; kubectl the first one's: name it.
+        chosen = context
         if contexts:
-            _pick_context(path, context, contexts=contexts, current=current)
+            chosen = _pick_context(path, context, contexts=contexts, current=current).name
 
         def from_file() -> Any:
             configuration = kube_client.Configuration()
             kube_config.load_kube_config(
                 config_file=path,
-                context=context,
+                context=chosen,
                 client_configuration=configuration,
                 persist_config=False,
             )
@@ -336,7 +338,7 @@ def load_credentials(
 
         named = f" (context {context})" if context else ""
         source = f"kubeconfig {path}{named}"
-        user = _user(path, context=context, kube_config=kube_config)
+        user = _user(path, context=chosen, kube_config=kube_config)
         credentials = Credentials(
             from_file,
             source=source,
@@ -366,9 +368,10 @@ def kubeconfig_context(kubeconfig: str, context: str | None = None) -> KubeConte
 
 
 def _contexts(kubeconfig: str) -> tuple[list[Any], str | None]:
-    """The contexts of ``kubeconfig`` (files merged as the loader merges them) and its
-    current-context, read without the loader: it refuses a current-context that names no
-    context as an "Invalid kube-config file", even when another context is asked for."""
+    """The contexts of ``kubeconfig`` (files merged as the loader merges them, the first file
+    winning per name) and its current-context as kubectl reads it, read without the loader: it
+    refuses a current-context that names no context as an "Invalid kube-config file", even
+    when another context is asked for."""
     from kubernetes import config
 
     kube_config: Any = config
@@ -378,8 +381,24 @@ def _contexts(kubeconfig: str) -> tuple[list[Any], str | None]:
         raise ValueError("it holds no kubeconfig")
     entries = raw.get("contexts") or []
     contexts = [getattr(entry, "value", entry) for entry in entries]
-    current = raw.get("current-context")
-    return [c for c in contexts if isinstance(c, dict)], str(current) if current else None
+    return [c for c in contexts if isinstance(c, dict)], _current_context(kubeconfig)
+
+
+def _current_context(kubeconfig: str) -> str | None:
+    """The current-context of the first of the ``kubeconfig`` files that sets one, as
+    client-go merges them (plain values merged last file first, each non-empty one
+    overriding); the ``kubernetes`` loader keeps the last file's instead."""
+    import yaml
+
+    for name in kubeconfig.split(os.pathsep):
+        file = Path(name).expanduser()
+        if not name or not file.exists():
+            continue
+        loaded = yaml.safe_load(file.read_text())
+        current = loaded.get("current-context") if isinstance(loaded, dict) else None
+        if current:
+            return str(current)
+    return None
 
 
 def _pick_context(
