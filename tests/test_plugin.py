@@ -141,3 +141,24 @@ async def test_plugin_audits_and_reviews_the_context_cluster(tmp_path: Path) -> 
         offline = json.loads(out.read_text())["response"]
         assert offline["allowed"] is False and offline["status"]["reason"] == "NoZones"
         assert len(api.requests) == lists_before  # plain stszone review never called the cluster
+
+
+async def test_plugin_rebalance_statefulset_names_its_own_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kubectl stszone rebalance --statefulset cap/db` plans cap/db: NS/NAME says the
+    namespace, so the context's (here none: default) is not filled in as an -n that would
+    "disagree" with it."""
+    async with FakeApi(token="t0k3n") as api:
+        config = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t0k3n")
+        api.put(
+            "namespaces", {"metadata": {"name": "cap", "labels": {"stszone.io/enabled": "true"}}}
+        )
+        environ = {"KUBECONFIG": str(config)}
+        out = tmp_path / "out.json"
+        argv = ["rebalance", "--statefulset", "cap/db", "-o", "json"]
+        status = await asyncio.to_thread(capture, lambda: plugin.main(argv, environ=environ), out)
+    assert "disagree" not in capsys.readouterr().err
+    assert status in (0, 1)
+    planned = json.loads(out.read_text())
+    assert [(s["namespace"], s["name"]) for s in planned["statefulsets"]] == [("cap", "db")]

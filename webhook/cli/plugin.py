@@ -11,7 +11,8 @@ cluster-view flags: audit, review, serve, and any later one such as rebalance):
 - the context: ``--context``, else the kubeconfig's current-context;
 - the namespace, for commands with ``-n/--namespace``: ``-n``, else ``-A`` for every opted-in
   namespace, else the context's namespace, else ``default`` -- where ``stszone`` alone looks
-  at every opted-in namespace.
+  at every opted-in namespace; a target given as ``NS/NAME`` (``rebalance --statefulset``)
+  names its own.
 
 Both are then passed to the command explicitly, so the command contacts that cluster even
 where it would stay offline by itself: ``kubectl stszone review FILE`` answers from the
@@ -60,7 +61,11 @@ def aim(args: argparse.Namespace, *, environ: Mapping[str, str]) -> argparse.Nam
     require_kubeconfig(args.kubeconfig, named=named)
     context = kubeconfig_context(args.kubeconfig, args.context)
     args.context = context.name
-    wants_namespace = hasattr(args, "target_namespace") and not args.all_namespaces
+    # A target given as NS/NAME (rebalance --statefulset) names its namespace itself.
+    named_target = getattr(args, "statefulset", None) is not None
+    wants_namespace = (
+        hasattr(args, "target_namespace") and not args.all_namespaces and not named_target
+    )
     if wants_namespace and args.target_namespace is None:
         args.target_namespace = context.namespace or DEFAULT_NAMESPACE
     return args
