@@ -87,23 +87,33 @@ def test_readme_command_a_is_offline_even_with_kubeconfig_set(
     assert views[0] < serving[0], "the view line comes after the server listens"
 
 
+POD = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+
+
 @pytest.mark.parametrize(
-    ("argv", "environ", "live", "why"),
+    ("argv", "environ", "token", "live", "why"),
     [
-        (["--offline", "--zones", "a"], {"KUBECONFIG": "/k"}, False, "--offline was given"),
-        (["--cluster", "c.yaml"], {"KUBECONFIG": "/k"}, False, "--cluster c.yaml was given"),
-        (["--kubeconfig", "/x"], {}, True, "--kubeconfig /x was given"),
-        ([], {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBECONFIG": "/k"}, True, "in a pod"),
-        ([], {"KUBECONFIG": "/k"}, True, "$KUBECONFIG is /k"),
-        (["--zones", "a"], {}, False, "no --kubeconfig, no $KUBECONFIG and not in a pod"),
+        (["--offline", "--zones", "a"], {"KUBECONFIG": "/k"}, False, False, "--offline was given"),
+        (["--cluster", "c.yaml"], {"KUBECONFIG": "/k"}, False, False, "--cluster c.yaml was given"),
+        (["--kubeconfig", "/x"], {}, False, True, "--kubeconfig /x was given"),
+        ([], {**POD, "KUBECONFIG": "/k"}, True, True, "in a pod"),
+        ([], {**POD}, False, True, "in a pod"),  # loading says the token is missing
+        # automountServiceAccountToken: false, a kubeconfig mounted instead
+        ([], {**POD, "KUBECONFIG": "/k"}, False, True, "$KUBECONFIG is /k"),
+        ([], {"KUBECONFIG": "/k"}, False, True, "$KUBECONFIG is /k"),
+        (["--zones", "a"], {}, False, False, "no --kubeconfig, no $KUBECONFIG and not in a pod"),
     ],
 )
 def test_the_view_line_says_which_view_and_why(
-    argv: list[str], environ: dict[str, str], live: bool, why: str
+    tmp_path: Path, argv: list[str], environ: dict[str, str], token: bool, live: bool, why: str
 ) -> None:
     """One line: live or offline, the reason (flag, environment, pod), and the other way."""
+    account = tmp_path / "serviceaccount"
+    if token:
+        account.mkdir()
+        (account / "token").write_text("t")
     settings = settings_from(build_parser().parse_args(["serve", *argv]), environ=environ)
-    choice = choose_view(settings, environ=environ)
+    choice = choose_view(settings, environ=environ, service_account=account)
     line = choice.describe()
     assert choice.live is live
     assert why in line

@@ -356,3 +356,19 @@ def test_merged_kubeconfigs_take_the_first_files_current_context(
     credentials = load_credentials(None, environ={"KUBECONFIG": merged})
     assert credentials.target_now().base == servers[expected]
     assert credentials.target_now().headers == {"Authorization": f"Bearer {expected}"}
+
+
+def test_a_pod_without_a_service_account_token_uses_kubeconfig(tmp_path: Path) -> None:
+    """Every pod has $KUBERNETES_SERVICE_HOST, token or not: a pod with
+    automountServiceAccountToken false and a kubeconfig in $KUBECONFIG (a webhook serving
+    another cluster) talks to that kubeconfig's cluster, as client-go does (in-cluster is
+    possible only when the token file exists), instead of failing on the missing token."""
+    path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1/k8s", token="t")
+    environ = {
+        "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+        "KUBERNETES_SERVICE_PORT": "443",
+        "KUBECONFIG": str(path),
+    }
+    credentials = load_credentials(None, environ=environ, service_account=tmp_path / "none")
+    assert credentials.source == f"kubeconfig {path}"
+    assert credentials.target_now().base == "https://127.0.0.1:1/k8s"

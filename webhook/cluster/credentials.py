@@ -272,6 +272,18 @@ def require_kubeconfig(path: str, *, named: str) -> None:
     )
 
 
+def uses_service_account(
+    environ: Mapping[str, str], service_account: Path = SERVICE_ACCOUNT
+) -> bool:
+    """Whether a command given no ``--kubeconfig``/``--context`` talks as the pod's service
+    account: in a pod, unless its token is not mounted (automountServiceAccountToken: false)
+    and ``$KUBECONFIG`` names another way in. Every pod has ``$KUBERNETES_SERVICE_HOST``;
+    client-go deems in-cluster possible only when the token file is there too."""
+    if not environ.get(IN_CLUSTER_ENV):
+        return False
+    return (service_account / "token").is_file() or not environ.get(KUBECONFIG_ENV)
+
+
 def load_credentials(
     kubeconfig: str | None = None,
     *,
@@ -292,7 +304,7 @@ def load_credentials(
     # The package is only partly annotated; treat it as Any rather than sprinkle ignores.
     kube_client: Any = client
     kube_config: Any = config
-    if kubeconfig is None and context is None and environ.get(IN_CLUSTER_ENV):
+    if kubeconfig is None and context is None and uses_service_account(environ, service_account):
         loader = kube_config.incluster_config.InClusterConfigLoader(
             token_filename=str(service_account / "token"),
             cert_filename=str(service_account / "ca.crt"),

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import NamedTuple
 
 from webhook.cluster.clusterfile import load_store
-from webhook.cluster.credentials import IN_CLUSTER_ENV, KUBECONFIG_ENV
+from webhook.cluster.credentials import (
+    IN_CLUSTER_ENV,
+    KUBECONFIG_ENV,
+    SERVICE_ACCOUNT,
+    uses_service_account,
+)
 from webhook.config import Settings
 from webhook.model.store import Store
 
@@ -24,7 +30,12 @@ class ViewChoice(NamedTuple):
         return f"cluster view: {kind}, because {self.why}; {self.other}"
 
 
-def choose_view(settings: Settings, *, environ: Mapping[str, str] = os.environ) -> ViewChoice:
+def choose_view(
+    settings: Settings,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    service_account: Path = SERVICE_ACCOUNT,
+) -> ViewChoice:
     """Live when a cluster is named (--kubeconfig, --context, a pod's service account,
     $KUBECONFIG) and
     neither --offline nor --cluster says otherwise; the credentials are tried in that order too
@@ -42,7 +53,7 @@ def choose_view(settings: Settings, *, environ: Mapping[str, str] = os.environ) 
         return ViewChoice(True, f"--kubeconfig {settings.kubeconfig} was given", go_offline)
     if settings.context:
         return ViewChoice(True, f"--context {settings.context} was given", go_offline)
-    if environ.get(IN_CLUSTER_ENV):
+    if uses_service_account(environ, service_account):
         why = f"${IN_CLUSTER_ENV} is set (in a pod: its service account)"
         return ViewChoice(True, why, go_offline)
     if environ.get(KUBECONFIG_ENV):
