@@ -20,6 +20,8 @@ import yaml
 from tests.fakeapi import FakeApi
 from tests.kubeconfig import write_kubeconfig
 from webhook.cli import build_parser, main, plugin
+from webhook.cli import review as review_cmd
+from webhook.cli.options import settings_from
 
 REVIEW = Path(__file__).parent / "fixtures" / "admission" / "003-Pod-CREATE.json"
 
@@ -162,3 +164,30 @@ async def test_plugin_rebalance_statefulset_names_its_own_namespace(
     assert status in (0, 1)
     planned = json.loads(out.read_text())
     assert [(s["namespace"], s["name"]) for s in planned["statefulsets"]] == [("cap", "db")]
+
+
+def test_plugin_in_a_pod_without_a_kubeconfig_uses_its_service_account(tmp_path: Path) -> None:
+    """kubectl in a pod with no kubeconfig at all talks as the pod's service account, in the
+    pod's namespace (client-go: $POD_NAMESPACE, else the service account's namespace file);
+    `kubectl stszone` does too, review included, instead of asking for a ~/.kube/config."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("t")
+    (account / "namespace").write_text("jobs\n")
+    environ = {
+        "HOME": str(tmp_path / "home"),
+        "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+        "KUBERNETES_SERVICE_PORT": "443",
+    }
+
+    def aim(argv: list[str], env: Mapping[str, str] = environ) -> Any:
+        parsed = build_parser(prog=plugin.PROG).parse_args(argv)
+        return plugin.aim(parsed, environ=env, service_account=account)
+
+    audit = aim(["audit"])
+    assert (audit.kubeconfig, audit.context, audit.target_namespace) == (None, None, "jobs")
+    assert aim(["audit"], {**environ, "POD_NAMESPACE": "ci"}).target_namespace == "ci"
+    assert aim(["audit", "-n", "shop"]).target_namespace == "shop"
+    assert review_cmd.goes_live(settings_from(aim(["review", "f.json"]), environ={}))
+    plain = build_parser().parse_args(["review", "f.json"])
+    assert not review_cmd.goes_live(settings_from(plain, environ={}))

@@ -54,6 +54,9 @@ class Settings:
     #: kubeconfig context to use (None: its current-context).
     context: str | None = None
     offline: bool = False
+    #: Talk as the pod's service account even where the command would stay offline by itself
+    #: (``kubectl stszone`` in a pod with no kubeconfig, as kubectl does).
+    in_cluster: bool = False
     namespace: str = DEFAULT_NAMESPACE
     #: Namespaces the webhook configurations never send besides kube-system and ``namespace``
     #: (the chart's webhooks.excludeNamespaces): their sets and pods are not stszone's either.

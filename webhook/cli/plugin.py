@@ -7,7 +7,8 @@ the plugin resolves what kubectl would, for the commands that read a cluster (th
 cluster-view flags: audit, review, serve, and any later one such as rebalance):
 
 - the kubeconfig: ``--kubeconfig``, else ``$KUBECONFIG`` (several files joined by ``:`` are
-  merged, the first one winning), else ``~/.kube/config``;
+  merged, the first one winning), else ``~/.kube/config``; in a pod with none of them, the
+  pod's service account and namespace, as kubectl's in-cluster config;
 - the context: ``--context``, else the kubeconfig's current-context;
 - the namespace, for commands with ``-n/--namespace``: ``-n``, else ``-A`` for every opted-in
   namespace, else the context's namespace, else ``default`` -- where ``stszone`` alone looks
@@ -33,12 +34,21 @@ from pathlib import Path
 from typing import Final
 
 from webhook.cli import build_parser, dispatch
-from webhook.cluster.credentials import KUBECONFIG_ENV, kubeconfig_context, require_kubeconfig
+from webhook.cluster.credentials import (
+    IN_CLUSTER_ENV,
+    KUBECONFIG_ENV,
+    SERVICE_ACCOUNT,
+    kubeconfig_context,
+    require_kubeconfig,
+)
 from webhook.errors import ConfigError
 
 PROG: Final = "kubectl stszone"
 #: kubectl's namespace when the context names none.
 DEFAULT_NAMESPACE: Final = "default"
+IN_CLUSTER_PORT_ENV: Final = "KUBERNETES_SERVICE_PORT"
+#: Where client-go's in-cluster config reads the namespace first (the downward API).
+POD_NAMESPACE_ENV: Final = "POD_NAMESPACE"
 
 
 def default_kubeconfig(environ: Mapping[str, str]) -> str:
@@ -49,9 +59,19 @@ def default_kubeconfig(environ: Mapping[str, str]) -> str:
     return str(Path(home) / ".kube" / "config")
 
 
-def aim(args: argparse.Namespace, *, environ: Mapping[str, str]) -> argparse.Namespace:
+def aim(
+    args: argparse.Namespace,
+    *,
+    environ: Mapping[str, str],
+    service_account: Path = SERVICE_ACCOUNT,
+) -> argparse.Namespace:
     """Fill in the kubeconfig, context and namespace kubectl would use (see the module doc)."""
     if not hasattr(args, "kubeconfig") or args.offline or args.cluster_file is not None:
+        return args
+    if in_a_pod(args, environ=environ, service_account=service_account):
+        args.in_cluster = True
+        if _wants_namespace(args) and args.target_namespace is None:
+            args.target_namespace = pod_namespace(environ, service_account)
         return args
     if args.kubeconfig:
         named = "--kubeconfig"
@@ -61,14 +81,43 @@ def aim(args: argparse.Namespace, *, environ: Mapping[str, str]) -> argparse.Nam
     require_kubeconfig(args.kubeconfig, named=named)
     context = kubeconfig_context(args.kubeconfig, args.context)
     args.context = context.name
-    # A target given as NS/NAME (rebalance --statefulset) names its namespace itself.
-    named_target = getattr(args, "statefulset", None) is not None
-    wants_namespace = (
-        hasattr(args, "target_namespace") and not args.all_namespaces and not named_target
-    )
-    if wants_namespace and args.target_namespace is None:
+    if _wants_namespace(args) and args.target_namespace is None:
         args.target_namespace = context.namespace or DEFAULT_NAMESPACE
     return args
+
+
+def _wants_namespace(args: argparse.Namespace) -> bool:
+    # A target given as NS/NAME (rebalance --statefulset) names its namespace itself.
+    named_target = getattr(args, "statefulset", None) is not None
+    return hasattr(args, "target_namespace") and not args.all_namespaces and not named_target
+
+
+def in_a_pod(
+    args: argparse.Namespace, *, environ: Mapping[str, str], service_account: Path
+) -> bool:
+    """Whether kubectl would talk as the pod's service account: no kubeconfig named, none
+    found, and in-cluster possible ($KUBERNETES_SERVICE_HOST and _PORT, a mounted token)."""
+    if args.kubeconfig or args.context or environ.get(KUBECONFIG_ENV):
+        return False
+    if Path(default_kubeconfig(environ)).exists():
+        return False
+    return bool(
+        environ.get(IN_CLUSTER_ENV)
+        and environ.get(IN_CLUSTER_PORT_ENV)
+        and (service_account / "token").is_file()
+    )
+
+
+def pod_namespace(environ: Mapping[str, str], service_account: Path) -> str:
+    """kubectl's namespace in a pod: $POD_NAMESPACE, else the service account's, else
+    default."""
+    if environ.get(POD_NAMESPACE_ENV):
+        return environ[POD_NAMESPACE_ENV]
+    try:
+        found = (service_account / "namespace").read_text().strip()
+    except OSError:
+        found = ""
+    return found or DEFAULT_NAMESPACE
 
 
 def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] = os.environ) -> int:

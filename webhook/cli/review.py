@@ -82,9 +82,17 @@ def load_view(settings: Settings) -> Store:
     The environment is not consulted (``$KUBECONFIG``, a pod's service account): the same
     command answers the same way on every machine unless it names a cluster itself.
     """
-    if choose_view(settings, environ={}).live:
+    if goes_live(settings):
         return asyncio.run(live_store(settings))
     return offline_store(settings)
+
+
+def goes_live(settings: Settings) -> bool:
+    """Whether the review is answered from a cluster: one it names, or the pod's service
+    account when ``kubectl stszone`` aimed it there."""
+    if settings.in_cluster and not (settings.offline or settings.cluster_file):
+        return True
+    return choose_view(settings, environ={}).live
 
 
 def not_sent(request: Request, *, store: Store, defaults: Defaults) -> str:
