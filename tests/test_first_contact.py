@@ -22,7 +22,7 @@ from tests.kubeconfig import write_kubeconfig
 from tests.process import clean_environ, free_port, start_serve
 from webhook import __version__, cli
 from webhook.cli import COMMANDS, build_parser, settings_from
-from webhook.cluster.credentials import require_kubeconfig
+from webhook.cluster.kubeconfig import require_kubeconfig
 from webhook.cluster.view import choose_view
 from webhook.errors import ConfigError
 

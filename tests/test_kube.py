@@ -22,7 +22,8 @@ from aiohttp import web
 from tests.fakeapi import FakeApi, eventually
 from tests.kubeconfig import write_kubeconfig, write_service_account
 from webhook.cluster.api import Api
-from webhook.cluster.credentials import kubeconfig_context, load_credentials
+from webhook.cluster.credentials import load_credentials
+from webhook.cluster.kubeconfig import kubeconfig_context
 from webhook.cluster.live import LiveView, live_store
 from webhook.cluster.reflector import Tuning
 from webhook.config import Settings

@@ -34,13 +34,8 @@ from pathlib import Path
 from typing import Final
 
 from webhook.cli import build_parser, dispatch
-from webhook.cluster.credentials import (
-    IN_CLUSTER_ENV,
-    KUBECONFIG_ENV,
-    SERVICE_ACCOUNT,
-    kubeconfig_context,
-    require_kubeconfig,
-)
+from webhook.cluster.credentials import IN_CLUSTER_ENV, SERVICE_ACCOUNT
+from webhook.cluster.kubeconfig import KUBECONFIG_ENV, kubeconfig_context, require_kubeconfig
 from webhook.errors import ConfigError
 
 PROG: Final = "kubectl stszone"

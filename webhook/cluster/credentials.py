@@ -8,9 +8,9 @@ So the package does what it is best at -- reading the in-cluster service account
 (client certificates, tokens, exec plugins, auth providers, CA, ``tls-server-name``,
 ``proxy-url``) into a ``Configuration`` -- and :mod:`webhook.cluster.api` makes plain aiohttp
 requests on the event loop: a watch is a byte stream split into lines, cancellation is
-immediate, and raw JSON goes straight to the ``state`` extractors. The package ignores a
-kubeconfig user's impersonation (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``), which
-kubectl and client-go honour, so it is read here and sent as their Impersonate-* headers.
+immediate, and raw JSON goes straight to the ``state`` extractors. What the loader reads
+differently from kubectl (the current-context of merged files) or not at all (impersonation) is
+read by :mod:`webhook.cluster.kubeconfig`.
 
 Credentials expire: bound service-account tokens are rotated by the kubelet (the file changes
 under us) and exec plugins hand out short-lived tokens. :meth:`Credentials.target` therefore
@@ -28,20 +28,26 @@ import asyncio
 import logging
 import os
 import ssl
-import string
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from webhook.cluster.kubeconfig import (
+    KUBECONFIG_ENV,
+    chosen_context,
+    impersonation_headers,
+    require_kubeconfig,
+    user_entry,
+    user_token_file,
+)
 from webhook.errors import ConfigError
 
 #: Where the kubelet mounts the service account (token, ca.crt, namespace).
 SERVICE_ACCOUNT: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: Set by the kubelet in every pod whose service account token is mounted.
 IN_CLUSTER_ENV: Final = "KUBERNETES_SERVICE_HOST"
-KUBECONFIG_ENV: Final = "KUBECONFIG"
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,85 +197,11 @@ def _stamp(path: str) -> tuple[int, ...] | None:
     return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
 
 
-def _user(path: str, *, context: str | None, kube_config: Any) -> Any:
-    """The kubeconfig user ``context`` (else the current one) names, as the loader merges the
-    files; None when the files do not read (loading them says why)."""
-    try:
-        merged = kube_config.kube_config.KubeConfigMerger(path).config
-        named = merged["contexts"].get_with_name(context or merged["current-context"])
-        return merged["users"].get_with_name(named["context"]["user"])["user"]
-    except Exception:  # ConfigException, YAML errors, a shape the loader refuses anyway
-        return None
-
-
-def _token_file(user: Any) -> str | None:
-    """The user's ``tokenFile``, resolved as the loader resolves it (relative to its file)."""
-    if user is None or not isinstance(user.value, dict) or "tokenFile" not in user.value:
-        return None
-    base = os.path.dirname(os.path.abspath(str(user.path)))
-    return os.path.normpath(os.path.join(base, str(user.value["tokenFile"])))
-
-
-#: The bytes a header name may hold (RFC 7230 tchar) but ``%``, which client-go escapes too.
-_HEADER_KEY: Final = frozenset(string.ascii_letters + string.digits + "!#$&'*+-.^_`|~")
-
-
-def _impersonation(user: Any, *, source: str) -> tuple[tuple[str, str], ...]:
-    """The Impersonate-* headers of the user's ``as`` family, as client-go sends them: only
-    when ``as`` names a user; an extra's key %-escaped where a header name may not hold it."""
-    fields = user.value if user is not None and isinstance(user.value, dict) else {}
-    name = fields.get("as")
-    if not name:
-        return ()
-    groups = fields.get("as-groups") or []
-    extra = fields.get("as-user-extra") or {}
-    if not (
-        isinstance(name, str)
-        and isinstance(fields.get("as-uid") or "", str)
-        and isinstance(groups, list)
-        and all(isinstance(g, str) for g in groups)
-        and isinstance(extra, dict)
-        and all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in extra.values())
-    ):
-        raise ConfigError(
-            f"{source}: the user's impersonation is malformed (as and as-uid are strings, "
-            "as-groups a list of strings, as-user-extra a map of string lists)"
-        )
-    headers = [("Impersonate-User", name)]
-    if fields.get("as-uid"):
-        headers.append(("Impersonate-Uid", fields["as-uid"]))
-    headers += [("Impersonate-Group", group) for group in groups]
-    for key, values in extra.items():
-        escaped = "".join(
-            chr(b) if chr(b) in _HEADER_KEY else f"%{b:02X}" for b in str(key).encode()
-        )
-        headers += [(f"Impersonate-Extra-{escaped}", value) for value in values]
-    return tuple(headers)
-
-
 def _mtime(path: str | None) -> float:
     try:
         return os.stat(path).st_mtime if path else 0.0
     except OSError:
         return 0.0
-
-
-def require_kubeconfig(path: str, *, named: str) -> None:
-    """ConfigError unless a file ``path`` names exists; ``named`` says where ``path`` came from
-    (``--kubeconfig``, ``$KUBECONFIG``).
-
-    ``path`` may list several files (``:``-separated): the loader skips the missing ones, as
-    kubectl does, and says only "Invalid kube-config file. No configuration found." when none
-    exists, which reads like a broken file rather than a wrong path.
-    """
-    files = [f for f in path.split(os.pathsep) if f]
-    if any(Path(f).expanduser().exists() for f in files):
-        return
-    missing = "not found" if len(files) <= 1 else "none of these files is found"
-    raise ConfigError(
-        f"{named} {path}: {missing}; give a kubeconfig that exists, or run without a cluster "
-        "(--offline, or --cluster FILE)"
-    )
 
 
 def uses_service_account(
@@ -326,17 +258,8 @@ def load_credentials(
                 "and no $KUBECONFIG; give one, or run offline with --zones or --cluster FILE"
             )
         require_kubeconfig(path, named="--kubeconfig" if kubeconfig else f"${KUBECONFIG_ENV}")
-        # The loader calls a missing context an "Invalid kube-config file"; say what kubectl
-        # says. A file with no contexts, or whose contexts do not read, is broken: the loader
-        # says how.
-        try:
-            contexts, current = _contexts(path)
-        except Exception:  # ConfigException, OSError, YAML errors
-            contexts, current = [], None
-        # The loader takes the last file's current-context; kubectl the first one's: name it.
-        chosen = context
-        if contexts:
-            chosen = _pick_context(path, context, contexts=contexts, current=current).name
+        # Named to the loader, which would take the last file's current-context.
+        chosen = chosen_context(path, context)
 
         def from_file() -> Any:
             configuration = kube_client.Configuration()
@@ -350,83 +273,12 @@ def load_credentials(
 
         named = f" (context {context})" if context else ""
         source = f"kubeconfig {path}{named}"
-        user = _user(path, context=chosen, kube_config=kube_config)
+        user = user_entry(path, context=chosen)
         credentials = Credentials(
             from_file,
             source=source,
-            token_file=_token_file(user),
-            impersonation=_impersonation(user, source=source),
+            token_file=user_token_file(user),
+            impersonation=impersonation_headers(user, source=source),
         )
     credentials.target_now()
     return credentials
-
-
-@dataclass(frozen=True, slots=True)
-class KubeContext:
-    """A kubeconfig context as kubectl resolves it: its name and its namespace (if it sets one)."""
-
-    name: str
-    namespace: str | None
-
-
-def kubeconfig_context(kubeconfig: str, context: str | None = None) -> KubeContext:
-    """The context kubectl would use from ``kubeconfig`` (``":"``-separated files are merged,
-    first file wins): ``context`` when given, else the current-context."""
-    try:
-        contexts, current = _contexts(kubeconfig)
-    except Exception as err:  # ConfigException, OSError, YAML errors
-        raise ConfigError(f"cannot read the kubeconfig {kubeconfig}: {err}") from err
-    return _pick_context(kubeconfig, context, contexts=contexts, current=current)
-
-
-def _contexts(kubeconfig: str) -> tuple[list[Any], str | None]:
-    """The contexts of ``kubeconfig`` (files merged as the loader merges them, the first file
-    winning per name) and its current-context as kubectl reads it, read without the loader: it
-    refuses a current-context that names no context as an "Invalid kube-config file", even
-    when another context is asked for."""
-    from kubernetes import config
-
-    kube_config: Any = config
-    merged = kube_config.kube_config.KubeConfigMerger(kubeconfig).config
-    raw = getattr(merged, "value", merged)
-    if not isinstance(raw, dict):
-        raise ValueError("it holds no kubeconfig")
-    entries = raw.get("contexts") or []
-    contexts = [getattr(entry, "value", entry) for entry in entries]
-    return [c for c in contexts if isinstance(c, dict)], _current_context(kubeconfig)
-
-
-def _current_context(kubeconfig: str) -> str | None:
-    """The current-context of the first of the ``kubeconfig`` files that sets one, as
-    client-go merges them (plain values merged last file first, each non-empty one
-    overriding); the ``kubernetes`` loader keeps the last file's instead."""
-    import yaml
-
-    for name in kubeconfig.split(os.pathsep):
-        file = Path(name).expanduser()
-        if not name or not file.exists():
-            continue
-        loaded = yaml.safe_load(file.read_text())
-        current = loaded.get("current-context") if isinstance(loaded, dict) else None
-        if current:
-            return str(current)
-    return None
-
-
-def _pick_context(
-    kubeconfig: str, context: str | None, *, contexts: list[Any], current: str | None
-) -> KubeContext:
-    wanted = context or current
-    if not wanted:
-        raise ConfigError(
-            f"the kubeconfig {kubeconfig} sets no current-context; pass --context NAME or run "
-            "`kubectl config use-context NAME`"
-        )
-    for entry in contexts or ():
-        if entry.get("name") == wanted:
-            namespace = (entry.get("context") or {}).get("namespace") or None
-            return KubeContext(name=wanted, namespace=namespace)
-    raise ConfigError(
-        f"context {wanted!r} is not in the kubeconfig {kubeconfig}; "
-        "`kubectl config get-contexts` lists the contexts it has"
-    )

@@ -8,12 +8,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from webhook.cluster.clusterfile import load_store
-from webhook.cluster.credentials import (
-    IN_CLUSTER_ENV,
-    KUBECONFIG_ENV,
-    SERVICE_ACCOUNT,
-    uses_service_account,
-)
+from webhook.cluster.credentials import IN_CLUSTER_ENV, SERVICE_ACCOUNT, uses_service_account
+from webhook.cluster.kubeconfig import KUBECONFIG_ENV
 from webhook.config import Settings
 from webhook.model.store import Store
 

@@ -1,0 +1,183 @@
+"""What a kubeconfig says that the ``kubernetes`` loader reads differently from kubectl, or not
+at all, read from the files themselves (``:``-separated files merged as kubectl merges them).
+
+- The context: the loader keeps the last file's ``current-context`` where kubectl takes the
+  first file's, and calls a missing context an "Invalid kube-config file"; :func:`pick_context`
+  names the one kubectl would use, or says what is wrong as kubectl does.
+- The user's ``tokenFile``: the loader reads it once; ``Credentials`` reloads when it changes.
+- The user's impersonation (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``), which the
+  loader drops: :func:`impersonation_headers` gives the Impersonate-* headers client-go sends.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from webhook.errors import ConfigError
+
+KUBECONFIG_ENV: Final = "KUBECONFIG"
+
+
+def require_kubeconfig(path: str, *, named: str) -> None:
+    """ConfigError unless a file ``path`` names exists; ``named`` says where ``path`` came from
+    (``--kubeconfig``, ``$KUBECONFIG``).
+
+    ``path`` may list several files (``:``-separated): the loader skips the missing ones, as
+    kubectl does, and says only "Invalid kube-config file. No configuration found." when none
+    exists, which reads like a broken file rather than a wrong path.
+    """
+    files = [f for f in path.split(os.pathsep) if f]
+    if any(Path(f).expanduser().exists() for f in files):
+        return
+    missing = "not found" if len(files) <= 1 else "none of these files is found"
+    raise ConfigError(
+        f"{named} {path}: {missing}; give a kubeconfig that exists, or run without a cluster "
+        "(--offline, or --cluster FILE)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class KubeContext:
+    """A kubeconfig context as kubectl resolves it: its name and its namespace (if it sets one)."""
+
+    name: str
+    namespace: str | None
+
+
+def kubeconfig_context(kubeconfig: str, context: str | None = None) -> KubeContext:
+    """The context kubectl would use from ``kubeconfig`` (``":"``-separated files are merged,
+    first file wins): ``context`` when given, else the current-context."""
+    try:
+        contexts, current = read_contexts(kubeconfig)
+    except Exception as err:  # ConfigException, OSError, YAML errors
+        raise ConfigError(f"cannot read the kubeconfig {kubeconfig}: {err}") from err
+    return pick_context(kubeconfig, context, contexts=contexts, current=current)
+
+
+def read_contexts(kubeconfig: str) -> tuple[list[Any], str | None]:
+    """The contexts of ``kubeconfig`` (files merged as the loader merges them, the first file
+    winning per name) and its current-context as kubectl reads it, read without the loader: it
+    refuses a current-context that names no context as an "Invalid kube-config file", even
+    when another context is asked for."""
+    from kubernetes import config
+
+    kube_config: Any = config
+    merged = kube_config.kube_config.KubeConfigMerger(kubeconfig).config
+    raw = getattr(merged, "value", merged)
+    if not isinstance(raw, dict):
+        raise ValueError("it holds no kubeconfig")
+    entries = raw.get("contexts") or []
+    contexts = [getattr(entry, "value", entry) for entry in entries]
+    return [c for c in contexts if isinstance(c, dict)], current_context(kubeconfig)
+
+
+def current_context(kubeconfig: str) -> str | None:
+    """The current-context of the first of the ``kubeconfig`` files that sets one, as
+    client-go merges them (plain values merged last file first, each non-empty one
+    overriding); the ``kubernetes`` loader keeps the last file's instead."""
+    import yaml
+
+    for name in kubeconfig.split(os.pathsep):
+        file = Path(name).expanduser()
+        if not name or not file.exists():
+            continue
+        loaded = yaml.safe_load(file.read_text())
+        current = loaded.get("current-context") if isinstance(loaded, dict) else None
+        if current:
+            return str(current)
+    return None
+
+
+def pick_context(
+    kubeconfig: str, context: str | None, *, contexts: list[Any], current: str | None
+) -> KubeContext:
+    wanted = context or current
+    if not wanted:
+        raise ConfigError(
+            f"the kubeconfig {kubeconfig} sets no current-context; pass --context NAME or run "
+            "`kubectl config use-context NAME`"
+        )
+    for entry in contexts or ():
+        if entry.get("name") == wanted:
+            namespace = (entry.get("context") or {}).get("namespace") or None
+            return KubeContext(name=wanted, namespace=namespace)
+    raise ConfigError(
+        f"context {wanted!r} is not in the kubeconfig {kubeconfig}; "
+        "`kubectl config get-contexts` lists the contexts it has"
+    )
+
+
+def chosen_context(kubeconfig: str, context: str | None) -> str | None:
+    """The context to load: ``context``, else the current-context kubectl would use; a
+    :class:`ConfigError` as kubectl words it when that context is not there. None when the
+    files hold no context that reads (the loader then says what is wrong with them)."""
+    try:
+        found, current = read_contexts(kubeconfig)
+    except Exception:  # ConfigException, OSError, YAML errors
+        return context
+    if not found:
+        return context
+    return pick_context(kubeconfig, context, contexts=found, current=current).name
+
+
+def user_entry(path: str, *, context: str | None) -> Any:
+    """The kubeconfig user ``context`` (else the current one) names, as the loader merges the
+    files; None when the files do not read (loading them says why)."""
+    from kubernetes import config
+
+    kube_config: Any = config
+    try:
+        merged = kube_config.kube_config.KubeConfigMerger(path).config
+        named = merged["contexts"].get_with_name(context or merged["current-context"])
+        return merged["users"].get_with_name(named["context"]["user"])["user"]
+    except Exception:  # ConfigException, YAML errors, a shape the loader refuses anyway
+        return None
+
+
+def user_token_file(user: Any) -> str | None:
+    """The user's ``tokenFile``, resolved as the loader resolves it (relative to its file)."""
+    if user is None or not isinstance(user.value, dict) or "tokenFile" not in user.value:
+        return None
+    base = os.path.dirname(os.path.abspath(str(user.path)))
+    return os.path.normpath(os.path.join(base, str(user.value["tokenFile"])))
+
+
+#: The bytes a header name may hold (RFC 7230 tchar) but ``%``, which client-go escapes too.
+_HEADER_KEY: Final = frozenset(string.ascii_letters + string.digits + "!#$&'*+-.^_`|~")
+
+
+def impersonation_headers(user: Any, *, source: str) -> tuple[tuple[str, str], ...]:
+    """The Impersonate-* headers of the user's ``as`` family, as client-go sends them: only
+    when ``as`` names a user; an extra's key %-escaped where a header name may not hold it."""
+    fields = user.value if user is not None and isinstance(user.value, dict) else {}
+    name = fields.get("as")
+    if not name:
+        return ()
+    groups = fields.get("as-groups") or []
+    extra = fields.get("as-user-extra") or {}
+    if not (
+        isinstance(name, str)
+        and isinstance(fields.get("as-uid") or "", str)
+        and isinstance(groups, list)
+        and all(isinstance(g, str) for g in groups)
+        and isinstance(extra, dict)
+        and all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in extra.values())
+    ):
+        raise ConfigError(
+            f"{source}: the user's impersonation is malformed (as and as-uid are strings, "
+            "as-groups a list of strings, as-user-extra a map of string lists)"
+        )
+    headers = [("Impersonate-User", name)]
+    if fields.get("as-uid"):
+        headers.append(("Impersonate-Uid", fields["as-uid"]))
+    headers += [("Impersonate-Group", group) for group in groups]
+    for key, values in extra.items():
+        escaped = "".join(
+            chr(b) if chr(b) in _HEADER_KEY else f"%{b:02X}" for b in str(key).encode()
+        )
+        headers += [(f"Impersonate-Extra-{escaped}", value) for value in values]
+    return tuple(headers)
