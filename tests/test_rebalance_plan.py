@@ -751,3 +751,30 @@ def test_an_on_delete_set_whose_template_changed_is_no_rollout_under_way(updatin
     result = only(planned(r.cluster({0: "a1", 1: "c1", 2: "c2"}, sts=sts)))
     assert [row.kind for row in result.rows] == ["in place", "movable", "in place"]
     assert result.rows[1].notes == ()
+
+
+@pytest.mark.parametrize(
+    ("updated", "kinds"),
+    [
+        (1, ["in place", "movable", "in place"]),
+        (0, ["in place", "blocked", "in place"]),
+    ],
+    ids=["partition-reached", "partition-pending"],
+)
+def test_a_staged_rollout_held_at_its_partition_is_no_rollout_under_way(
+    updated: int, kinds: list[str]
+) -> None:
+    """Under RollingUpdate with ``partition: 2`` of 3 replicas the controller updates only
+    ordinal 2 (updateStatefulSet walks down to the partition, kubernetes'
+    pkg/controller/statefulset/stateful_set_control.go) and never completes the rollout
+    (completeRollingUpdate wants every replica updated), so the revisions differ until the
+    partition is lowered. The lab's controller wrote exactly this status: currentReplicas 2,
+    updatedReplicas 1, the two revisions apart. Once ordinal 2 is updated nothing is rolling,
+    and a pod evicted below the partition comes back at the current revision
+    (newVersionedStatefulSetPod): rebalance may move it. Until then the rollout is under way."""
+    sts = r.statefulset(3, updating=True)
+    sts["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}
+    sts["status"] |= {"currentReplicas": 3 - updated, "updatedReplicas": updated}
+    result = only(planned(r.cluster({0: "a1", 1: "c1", 2: "c2"}, sts=sts)))
+    assert [row.kind for row in result.rows] == kinds
+    assert set_state(sts).updating is (updated == 0)

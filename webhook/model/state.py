@@ -94,7 +94,9 @@ class SetState:
     #: ``status.currentRevision != status.updateRevision`` under ``RollingUpdate``: a rolling
     #: update is under way. Under ``OnDelete`` the controller rolls nothing and never moves
     #: ``currentRevision`` (it completes rollouts of ``RollingUpdate`` only), so the revisions
-    #: differ for good after a template change and say nothing.
+    #: differ for good after a template change and say nothing. Nor is a rollout held at its
+    #: ``rollingUpdate.partition`` under way once the replicas at and above it are updated:
+    #: the controller updates none below it and never completes such a rollout.
     updating: bool = False
     deleting: bool = False
     tolerations: tuple[Mapping[str, Any], ...] = ()
@@ -193,13 +195,22 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
     update = objects.string(status, "updateRevision")
     strategy = objects.mapping(spec, "updateStrategy", path="spec")
     rolling = objects.string(strategy, "type", path="spec.updateStrategy") != "OnDelete"
+    replicas = objects.integer(spec, "replicas", default=1, path="spec")
+    steps = objects.mapping(strategy, "rollingUpdate", path="spec.updateStrategy")
+    partition = objects.integer(
+        steps, "partition", default=0, path="spec.updateStrategy.rollingUpdate"
+    )
+    # Both controllers update only the replicas at and above the partition (an index from the
+    # first ordinal; Kruise counts live members alike) and leave the rest at currentRevision.
+    updated = objects.integer(status, "updatedReplicas", default=0, path="status")
+    staged = updated >= replicas - partition
     return SetState(
         namespace=objects.string(meta, "namespace"),
         name=objects.string(meta, "name"),
         group=set_group(obj) or "",
         uid=objects.string(meta, "uid"),
-        replicas=objects.integer(spec, "replicas", default=1, path="spec"),
-        updating=rolling and bool(current and update and current != update),
+        replicas=replicas,
+        updating=rolling and not staged and bool(current and update and current != update),
         deleting=_deleting(meta),
         tolerations=tuple(
             objects.dicts(
