@@ -26,6 +26,7 @@ from webhook.cli import main
 from webhook.cli.rebalance_text import render_json, render_outcome, render_plan
 from webhook.cluster.snapshot import from_objects
 from webhook.install import deploybase
+from webhook.model.state import set_state
 from webhook.rules.rebalance import Plan, chosen, plan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kruise" / "objects"
@@ -305,3 +306,13 @@ async def test_every_request_is_granted_by_the_rebalance_cluster_role(rig: Rig) 
     assert {(GROUP, "statefulsets", "list"), (GROUP, "statefulsets", "get")} <= requests
     assert ("", "pods/eviction", "create") in requests
     assert requests <= granted(role)
+
+
+def test_an_advanced_statefulsets_min_ready_seconds_is_its_rolling_updates() -> None:
+    """kruise-manager reads minReadySeconds from spec.updateStrategy.rollingUpdate
+    (getMinReadySeconds in openkruise's pkg/controller/statefulset/stateful_set_utils.go; the
+    recorded set carries it there): the executor waits for availableReplicas by that one."""
+    obj = kruise_set(3, [])
+    obj["spec"]["updateStrategy"]["rollingUpdate"]["minReadySeconds"] = 30
+    obj["status"]["availableReplicas"] = 2
+    assert (set_state(obj).min_ready, set_state(obj).available) == (30, 2)

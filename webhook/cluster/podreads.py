@@ -91,7 +91,8 @@ class Reads:
         info = (kruise_set_info if step.group else statefulset_info)(sts)
         if differs := changed(step, info):
             raise Stop(f"{differs}; run rebalance again for a fresh plan")
-        if states.set_state(sts).updating:
+        state = states.set_state(sts)
+        if state.updating:
             return "a rolling update is under way"
         pods = await self.set_pods(step)
         members = Live(replicas=info.replicas, start=step.start, reserved=info.reserved)
@@ -102,6 +103,13 @@ class Reads:
         ]
         if problems:
             return ", ".join(problems)
+        if state.available is not None and state.available < info.replicas:
+            # Ready is not yet available: the controller's rollouts wait out minReadySeconds,
+            # and a disruption budget counts Ready pods only, so nothing else would wait.
+            return (
+                f"{state.available}/{info.replicas} replicas available "
+                f"(minReadySeconds {state.min_ready})"
+            )
         for ordinal in step.company:  # the plan's promise: someone else keeps the zone held
             holder = await self.get(
                 f"/api/v1/namespaces/{step.namespace}/pods/{step.statefulset}-{ordinal}"

@@ -5,7 +5,8 @@ Each :class:`~webhook.rules.rebalance.Step` of a set, in the plan's order:
 1. **Whole set.** Wait (up to ``timeout``) until the set (a StatefulSet, or an Advanced
    StatefulSet, read at its own group's path) has the members the plan saw (replicas, start,
    reserved ordinals, uid), no rollout under way, and every member's pod Ready and none
-   terminating -- read from the API, not the plan. The pod must be the planned one (same uid)
+   terminating (and, with ``minReadySeconds``, every replica available) -- read from the API,
+   not the plan. The pod must be the planned one (same uid)
    in its source zone, and the ordinals the plan counted on to keep that zone held
    (``company``) must still be there.
 2. **Claims** (``--move-data`` only). First a dry-run eviction until the PodDisruptionBudget

@@ -100,6 +100,13 @@ class SetState:
     updating: bool = False
     deleting: bool = False
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    #: ``spec.minReadySeconds`` (an Advanced StatefulSet's ``rollingUpdate.minReadySeconds``):
+    #: a pod counts as available that long after it turned Ready, and the controller's own
+    #: rollouts wait for that, not for Ready.
+    min_ready: int = 0
+    #: ``status.availableReplicas`` when ``min_ready`` is set (None otherwise: available is
+    #: Ready then).
+    available: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,14 +211,21 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
     # first ordinal; Kruise counts live members alike) and leave the rest at currentRevision.
     updated = objects.integer(status, "updatedReplicas", default=0, path="status")
     staged = updated >= replicas - partition
+    group = set_group(obj) or ""
+    # An Advanced StatefulSet keeps it in its rolling update strategy (getMinReadySeconds).
+    where, within = (steps, "spec.updateStrategy.rollingUpdate") if group else (spec, "spec")
+    min_ready = objects.integer(where, "minReadySeconds", default=0, path=within)
+    available = objects.integer(status, "availableReplicas", default=0, path="status")
     return SetState(
         namespace=objects.string(meta, "namespace"),
         name=objects.string(meta, "name"),
-        group=set_group(obj) or "",
+        group=group,
         uid=objects.string(meta, "uid"),
         replicas=replicas,
         updating=rolling and not staged and bool(current and update and current != update),
         deleting=_deleting(meta),
+        min_ready=min_ready,
+        available=available if min_ready > 0 else None,
         tolerations=tuple(
             objects.dicts(
                 objects.mapping(template, "spec", path="spec.template"),
