@@ -316,3 +316,24 @@ def test_an_advanced_statefulsets_min_ready_seconds_is_its_rolling_updates() -> 
     obj["spec"]["updateStrategy"]["rollingUpdate"]["minReadySeconds"] = 30
     obj["status"]["availableReplicas"] = 2
     assert (set_state(obj).min_ready, set_state(obj).available) == (30, 2)
+
+
+def test_a_paused_rollout_blocks_the_moves_saying_it_is_paused() -> None:
+    """kruise-manager updates no pod while spec.updateStrategy.rollingUpdate.paused is true
+    (updateStatefulSet returns before its update loop, openkruise's
+    pkg/controller/statefulset/stateful_set_control.go), so such a rollout never finishes by
+    itself; a pod re-created meanwhile takes the update revision (isCurrentRevisionNeeded reads
+    only the partition), so moving it would carry the paused rollout on. The moves are
+    blocked, and the reason says the rollout is paused, not that it will finish."""
+    objects = cluster(3, [1], MISPLACED)
+    sts = objects[len(r.NODES) + 1]
+    sts["spec"]["updateStrategy"]["rollingUpdate"]["paused"] = True
+    sts["status"].update(updateRevision="web-2", updatedReplicas=1, currentReplicas=2)
+    (web,) = planned(objects).sets
+    row = next(row for row in web.rows if row.ordinal == 2)
+    assert row.kind == "blocked"
+    assert row.notes[0] == (
+        "its rolling update is paused (spec.updateStrategy.rollingUpdate.paused) with replicas "
+        "left to update, and a re-created pod would take the new revision: resume the rollout "
+        "and run rebalance once it has finished"
+    )

@@ -93,7 +93,7 @@ class Reads:
             raise Stop(f"{differs}; run rebalance again for a fresh plan")
         state = states.set_state(sts)
         if state.updating:
-            return "a rolling update is under way"
+            return "a rolling update is " + ("paused part-way" if state.paused else "under way")
         pods = await self.set_pods(step)
         members = Live(replicas=info.replicas, start=step.start, reserved=info.reserved)
         problems = [

@@ -98,6 +98,9 @@ class SetState:
     #: ``rollingUpdate.partition`` under way once the replicas at and above it are updated:
     #: the controller updates none below it and never completes such a rollout.
     updating: bool = False
+    #: ``rollingUpdate.paused`` (Advanced StatefulSets): the controller updates no pod, so a
+    #: rollout under way stays so until it is resumed.
+    paused: bool = False
     deleting: bool = False
     tolerations: tuple[Mapping[str, Any], ...] = ()
     #: ``spec.minReadySeconds`` (an Advanced StatefulSet's ``rollingUpdate.minReadySeconds``):
@@ -223,6 +226,7 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
         uid=objects.string(meta, "uid"),
         replicas=replicas,
         updating=rolling and not staged and bool(current and update and current != update),
+        paused=steps.get("paused") is True,
         deleting=_deleting(meta),
         min_ready=min_ready,
         available=available if min_ready > 0 else None,

@@ -111,7 +111,13 @@ def set_blockers(
     reasons: list[str] = []
     if info is not None and info.deleting:
         reasons.append(f"the {workload_kind(sts.group)} is being deleted")
-    if info is not None and info.updating:
+    if info is not None and info.updating and info.paused:
+        reasons.append(
+            "its rolling update is paused (spec.updateStrategy.rollingUpdate.paused) with "
+            "replicas left to update, and a re-created pod would take the new revision: resume "
+            "the rollout and run rebalance once it has finished"
+        )
+    elif info is not None and info.updating:
         reasons.append("a rolling update is under way; run rebalance once it has finished")
     names = (f"{sts.name}-{ordinal}" for ordinal in ordinals)
     unready = [w for n in names if (w := _unready(n, sts=sts, state=state, gone=lost))]
