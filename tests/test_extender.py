@@ -313,15 +313,18 @@ async def test_malformed_extender_args_get_a_clear_400(
 
 
 async def test_wrong_content_type_and_oversized_body(serve: ServeFactory) -> None:
-    """kube-scheduler sends application/json; the 7 MiB cap (smaller here) is a 413 with advice."""
+    """kube-scheduler sends application/json; the 7 MiB cap (smaller here) refuses with advice:
+    in filter's ``Error`` (kube-scheduler shows it on the pod), in prioritize's 413 (ignored)."""
     small = Settings(host="127.0.0.1", port=0, max_body=2048)
     served = await serve(store=cluster(full=False), settings=small)
     body = json.dumps(args(POD, ALL, cache=True)).encode()
     status, text = await served.post_raw("/extender/filter", body, content_type="text/plain")
     assert status == 400 and "send ExtenderArgs as JSON" in text
-    status, text = await served.post_raw(
-        "/extender/filter", json.dumps(args(POD, ALL, cache=False)).encode()
-    )
+    large = json.dumps(args(POD, ALL, cache=False)).encode()
+    status, text = await served.post_raw("/extender/filter", large)
+    error = json.loads(text)["Error"]
+    assert status == 200 and "cap" in error and "nodeCacheCapable: true" in error
+    status, text = await served.post_raw("/extender/prioritize", large)
     assert status == 413 and "cap" in text and "nodeCacheCapable: true" in text
 
 

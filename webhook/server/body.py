@@ -16,6 +16,7 @@ own default handler does.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Final, NamedTuple
 
 from aiohttp import hdrs, web
@@ -23,6 +24,7 @@ from aiohttp.http import HttpVersion11
 from aiohttp.web_protocol import RequestPayloadError
 
 from webhook.errors import BadRequest, PayloadTooLarge
+from webhook.wire.extender import refusal as filter_refusal
 
 JSON: Final = "application/json"
 CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -41,13 +43,21 @@ class Body(NamedTuple):
     what: str
     #: Added to the 413 message (how the client can send less).
     too_large_hint: str = ""
+    #: The 200 answer carrying that message, for a client that reads the body of a 200 only
+    #: (None: a 413).
+    too_large_answer: Callable[[str], bytes] | None = None
 
+
+_SEND_NAMES: Final = "; set nodeCacheCapable: true to send node names"
 
 #: Each POST path's body, for the messages of :func:`expect_handler`.
 BODIES: Final = {
     "/mutate": Body("the AdmissionReview"),
     "/validate": Body("the AdmissionReview"),
-    "/extender/filter": Body("ExtenderArgs", "; set nodeCacheCapable: true to send node names"),
+    # kube-scheduler reports a filter's non-200 as "code 413" alone, dropping the advice, and
+    # shows ExtenderFilterResult.Error on the pod: the refusal goes there. (It ignores a
+    # prioritize error and scores with its own plugins.)
+    "/extender/filter": Body("ExtenderArgs", _SEND_NAMES, filter_refusal),
     "/extender/prioritize": Body("ExtenderArgs", "; set nodeCacheCapable: true to send node names"),
 }
 _ANY: Final = Body("the request body")
@@ -78,10 +88,18 @@ def plain(status: int, *, text: str) -> web.Response:
     return web.Response(status=status, body=body, content_type="text/plain", charset="utf-8")
 
 
-def refused(err: BadRequest) -> web.Response:
-    """The 4xx of a refused request whose body may still be coming: the connection closes
+def answer(err: BadRequest, *, body: Body) -> web.Response:
+    """The answer to a refused request: a one-line 4xx, or the endpoint's 200 for a body over
+    the cap where the client reads only a 200's body."""
+    if body.too_large_answer is not None and isinstance(err, PayloadTooLarge):
+        return web.Response(body=body.too_large_answer(err.message), content_type=JSON)
+    return plain(err.status, text=err.message)
+
+
+def refused(err: BadRequest, *, body: Body) -> web.Response:
+    """The answer to a refused request whose body may still be coming: the connection closes
     (aiohttp reads and drops what comes for a moment, so the answer is not lost to a reset)."""
-    response = plain(err.status, text=err.message)
+    response = answer(err, body=body)
     response.force_close()
     return response
 
@@ -89,10 +107,11 @@ def refused(err: BadRequest) -> web.Response:
 async def expect_handler(request: web.Request) -> web.StreamResponse | None:
     """The POST routes' ``expect_handler``: refuse what :func:`check_head` refuses, else ask
     for the body (``100 Continue``)."""
+    body = BODIES.get(request.path, _ANY)
     try:
-        check_head(request, body=BODIES.get(request.path, _ANY))
+        check_head(request, body=body)
     except BadRequest as err:
-        return refused(err)
+        return refused(err, body=body)
     if request.version == HttpVersion11:
         await request.writer.write(CONTINUE)
         request.writer.output_size = 0  # the answer's own size is counted from here

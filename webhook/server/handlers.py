@@ -22,7 +22,7 @@ from webhook.errors import BadRequest
 from webhook.rules import extender
 from webhook.rules.admission import Endpoint
 from webhook.rules.decision import refuse
-from webhook.server.body import BODIES, JSON, plain, read_body, refused
+from webhook.server.body import BODIES, JSON, answer, plain, read_body, refused
 from webhook.server.runtime import Handler, Observer, Runtime
 from webhook.wire import extender as extender_wire
 from webhook.wire import review
@@ -65,8 +65,9 @@ def _served(endpoint: str, *, path: str, work: Work, runtime: Runtime) -> Handle
             except BadRequest as err:
                 exchange.status = err.status
                 if request.content.is_eof():
-                    return plain(err.status, text=err.message)
-                return refused(err)  # the rest of the body is still coming, or never will
+                    return answer(err, body=body)
+                # The rest of the body is still coming, or never will.
+                return refused(err, body=body)
             except ConnectionError:
                 # The client went away mid-body: nobody to answer, nothing to count. The
                 # answer returned here is never written (aiohttp drops it quietly).

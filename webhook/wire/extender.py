@@ -120,6 +120,20 @@ def filter_result(args: Args, filtered: Filtered) -> FilterResultWire:
     }
 
 
+def refusal(message: str) -> bytes:
+    """The ``ExtenderFilterResult`` refusing a request in ``Error``, which kube-scheduler
+    reports on the pod (it reads no node of an answer that has one)."""
+    return dumps(
+        {
+            "Nodes": None,
+            "NodeNames": None,
+            "FailedNodes": {},
+            "FailedAndUnresolvableNodes": {},
+            "Error": message,
+        }
+    )
+
+
 def host_priorities(scores: list[tuple[str, int]]) -> list[HostPriorityWire]:
     """The ``HostPriorityList`` of (node, score) pairs."""
     return [{"Host": host, "Score": score} for host, score in scores]
