@@ -11,6 +11,7 @@ import pytest
 from webhook.cli import build_parser, managedcerts, settings_from
 from webhook.config import YEAR, Settings
 from webhook.errors import ConfigError
+from webhook.install.rotation import Rotation
 
 
 @pytest.mark.parametrize(
@@ -109,3 +110,18 @@ def test_the_settling_time_is_a_tenth_of_the_life_at_most_30s(
         "stszone.ns.svc",
         "stszone.ns.svc.cluster.local",
     )
+
+
+def test_validity_refuses_a_life_whose_ca_would_end_after_the_year_9999() -> None:
+    """The CA lives three times the pair: a leader asked for more than a date can hold would
+    fail at every attempt to make it, and no replica would ever be ready."""
+    for text in ("1000000d", "99999999999d", "9" * 400 + "d"):
+        with pytest.raises(argparse.ArgumentTypeError, match="after the year 9999"):
+            managedcerts.validity(text)
+    now = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
+    with pytest.raises(argparse.ArgumentTypeError, match="give at most 9"):
+        managedcerts.validity("980000d", now=now)
+    longest = managedcerts.validity("900000d", now=now)
+    plan = Rotation(managedcerts.policy(Settings(cert_validity=longest)), name="t", namespace="n")
+    step = plan.decide(None, configs=[], now=now)
+    assert step.secret is not None and "9418-" in step.done

@@ -32,8 +32,8 @@ from webhook.cluster.secretwatch import SecretWatch
 from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.install import tlssecret
-from webhook.install.certs import new_ca, service_dns_names
-from webhook.install.issuing import Policy
+from webhook.install.certs import LAST, new_ca, service_dns_names
+from webhook.install.issuing import CA_LIFETIMES, Policy
 from webhook.install.rotation import Rotation
 from webhook.server.certmetrics import RotationCollector
 from webhook.server.runtime import Check, Runtime
@@ -51,15 +51,23 @@ MAX_SETTLE: Final = 30.0
 POD_NAME_ENV: Final = "POD_NAME"
 
 
-def validity(text: str) -> float:
+def validity(text: str, *, now: dt.datetime | None = None) -> float:
     """An argparse type: ``30s``, ``12h``, ``90d``, ``365d`` -> seconds (at least
-    ``MIN_VALIDITY``)."""
+    ``MIN_VALIDITY``, and short enough that a CA made ``now`` ends by the year 9999)."""
     match = _DURATION.match(text)
     seconds = float(match[1]) * _UNITS[match[2]] if match else 0.0
     if seconds < MIN_VALIDITY:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a validity of at least {MIN_VALIDITY:g} seconds: a number and a "
             "unit, s, m, h or d (e.g. 30s for tests, 90d, 365d)"
+        )
+    # The CA lives CA_LIFETIMES times the pair: a date past 9999 cannot be written in a
+    # certificate (nor held by a datetime), so the leader could never make one.
+    most = (LAST - (now or dt.datetime.now(dt.UTC))).total_seconds() / CA_LIFETIMES
+    if seconds > most:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too long: the CA lives {CA_LIFETIMES} times as long and would end "
+            f"after the year 9999; give at most {int(most // 86400)}d"
         )
     return seconds
 

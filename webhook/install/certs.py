@@ -74,14 +74,14 @@ def _key_usage(
 
 
 #: The last time a certificate can name: X.509 times, and Python's dates, end with 9999.
-_LAST: Final = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
+LAST: Final = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
 
 
 def validity_days(days: int, *, what: str, now: dt.datetime | None = None) -> dt.timedelta:
     """``days`` as a validity from ``now``; ConfigError below 1 or past the year 9999."""
     if days < 1:
         raise ConfigError(f"{what} must be at least 1 day, got {days}")
-    most = (_LAST - (now or dt.datetime.now(dt.UTC))).days
+    most = (LAST - (now or dt.datetime.now(dt.UTC))).days
     if days > most:
         raise ConfigError(f"{what} of {days} days ends after the year 9999; give at most {most}")
     return dt.timedelta(days=days)
