@@ -7,6 +7,7 @@ two-level PKI make them, not by stszone's own generators.
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from cryptography import x509
@@ -34,6 +35,7 @@ def _cert(
     ca: bool = False,
     key_usage: bool = True,
     dns: tuple[str, ...] = (),
+    valid: tuple[dt.timedelta, dt.timedelta] = (dt.timedelta(hours=-1), dt.timedelta(days=60)),
 ) -> x509.Certificate:
     issuer_name, signer = issuer if issuer is not None else (subject, key)
     builder = (
@@ -42,8 +44,8 @@ def _cert(
         .issuer_name(_name(issuer_name))
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(NOW - dt.timedelta(hours=1))
-        .not_valid_after(NOW + dt.timedelta(days=60))
+        .not_valid_before(NOW + valid[0])
+        .not_valid_after(NOW + valid[1])
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
     )
     if ca:
@@ -124,4 +126,41 @@ def test_a_leaf_for_another_name_is_a_name_problem() -> None:
     with pytest.raises(ConfigError, match=r"names stszone\.other\.svc, but the API server dials"):
         check_serving_pair(
             ca_pem=_pem(ca), cert_pem=_pem(leaf), key_pem=_key_pem(leaf_key), host=HOST
+        )
+
+
+DAY = dt.timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    ("valid", "said"),
+    [
+        ((-400 * DAY, -DAY), r"expired on (\d|-)+ "),
+        ((DAY, 400 * DAY), r"is valid only from (\d|-)+ "),  # made where the clock ran ahead
+    ],
+)
+def test_a_ca_out_of_date_is_named_not_called_foreign(
+    valid: tuple[dt.timedelta, dt.timedelta], said: str
+) -> None:
+    """The CA did sign the pair; the API server refuses it for the CA's dates, and the message
+    says so rather than sending the user after another CA."""
+    ca_key, leaf_key = _key(), _key()
+    ca = _cert("my-ca", ca_key, ca=True, valid=valid)
+    leaf = _cert("stszone", leaf_key, issuer=("my-ca", ca_key), dns=(HOST,))
+    with pytest.raises(ConfigError) as caught:
+        check_serving_pair(
+            ca_pem=_pem(ca), cert_pem=_pem(leaf), key_pem=_key_pem(leaf_key), host=HOST
+        )
+    assert "not signed" not in caught.value.message
+    assert re.search(f"the CA given with --ca \\(CN=my-ca\\) {said}", caught.value.message)
+
+
+def test_an_expired_intermediate_is_named() -> None:
+    root_key, mid_key, leaf_key = _key(), _key(), _key()
+    root = _cert("root", root_key, ca=True)
+    mid = _cert("intermediate", mid_key, issuer=("root", root_key), ca=True, valid=(-9 * DAY, -DAY))
+    leaf = _cert("stszone", leaf_key, issuer=("intermediate", mid_key), dns=(HOST,))
+    with pytest.raises(ConfigError, match=r"the intermediate CA CN=intermediate .* expired on"):
+        check_serving_pair(
+            ca_pem=_pem(root), cert_pem=_pem(leaf, mid), key_pem=_key_pem(leaf_key), host=HOST
         )

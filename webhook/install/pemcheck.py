@@ -26,6 +26,7 @@ from cryptography.x509.verification import (
 )
 
 from webhook.errors import ConfigError
+from webhook.install.issuing import issued_by
 from webhook.pem import certificates, key_matches, private_key
 
 #: Warn when the serving certificate has less than this left.
@@ -71,6 +72,33 @@ def _verifies(
     return True
 
 
+def _when(cert: x509.Certificate, at: dt.datetime) -> str:
+    """How ``cert`` is out of date at ``at``, or "" while it is valid then."""
+    if at >= cert.not_valid_after_utc:
+        return f"expired on {cert.not_valid_after_utc:%Y-%m-%d %H:%M}Z"
+    if at < cert.not_valid_before_utc:
+        return f"is valid only from {cert.not_valid_before_utc:%Y-%m-%d %H:%M}Z"
+    return ""
+
+
+def _out_of_date(
+    chain: list[x509.Certificate], roots: list[x509.Certificate], at: dt.datetime
+) -> str:
+    """Why the chain fails by date alone: an intermediate, or every --ca certificate that signed
+    the chain's top, outside its validity at ``at`` ("" when none is). The verifier only says
+    that no path was found, which for a CA that signed the pair reads as a foreign CA."""
+    for cert in chain[1:]:
+        when = _when(cert, at)
+        if when:
+            name = cert.subject.rfc4514_string()
+            return f"the intermediate CA {name} in the serving certificate file {when}"
+    signers = [root for root in roots if issued_by(chain[-1], ca=root)]
+    whens = [_when(root, at) for root in signers]
+    if signers and all(whens):
+        return f"the CA given with --ca ({signers[0].subject.rfc4514_string()}) {whens[0]}"
+    return ""
+
+
 def check_serving_pair(
     *, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, host: str, now: dt.datetime | None = None
 ) -> list[str]:
@@ -91,6 +119,12 @@ def check_serving_pair(
     if not _verifies(chain, roots, host, at):
         names = _dns_names(leaf)
         if not any(_verifies(chain, roots, name.replace("*", "x", 1), at) for name in names):
+            dated = _out_of_date(chain, roots, at)
+            if dated:
+                raise ConfigError(
+                    f"{dated}, so the API server would refuse the serving certificate; issue a "
+                    "new CA and pair into an empty directory with `stszone certs --out DIR`"
+                )
             raise ConfigError(
                 "the serving certificate is not signed by the CA given with --ca, so the API "
                 "server would refuse it; issue both with `stszone certs --out DIR`"
