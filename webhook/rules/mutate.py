@@ -97,7 +97,7 @@ def _placement_notices(view: PodView, plan: PodPlan, *, namespace: str) -> tuple
     """What a placement says as Events on the set: a pod that follows its volume away from
     its rule zone, or one whose volume can attach nowhere."""
     placement = plan.placement
-    if not placement.warnings or not (placement.nowhere or placement.volume):
+    if not placement.warnings or not (placement.nowhere or placement.claim):
         return ()
     workload = notices.workload(namespace, view.owner, group=view.group, uid=view.owner_uid)
     pod = notices.pod(namespace, _pod_name(view, plan))
@@ -116,6 +116,8 @@ def _affinity_mode(view: PodView, plan: PodPlan, *, store: Store, namespace: str
     why = f"the zone stszone chose for ordinal {plan.ordinal}"
     if plan.placement.volume:
         why = f"the zone of its volume {plan.placement.volume}"
+    elif plan.placement.claim:
+        why = f"the zone of its claim {plan.placement.claim}"
     required = _pin(view, plan, store=store, key=key, value=zone, what=why)
     decided = edit(ZoneAnnotation(zone), required, warnings=plan.placement.warnings)
     return decided.with_notices(*told)

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from webhook.errors import Denied
 from webhook.model.annotations import (
+    ZONE,
     ZONES,
     Declared,
     read_annotations,
@@ -260,6 +261,11 @@ def place(
                 warnings=(warning,),
                 nowhere=why,
             )
+        if not volume and (creating is None or creating[0] != claim):
+            # No volume yet: its class may still make one in the zone stszone gave the claim
+            # when it was created (by a replica that had not yet seen a change of zones, say).
+            made = store.claims.get((namespace, claim))
+            zones = frozenset((made.zone,)) if made is not None and made.zone else zones
         if not zones:
             continue
         if allowed is not None and not (allowed & zones):
@@ -275,7 +281,8 @@ def place(
         return Placement(zone=by_rule, rule_zone=by_rule)
     zone = zone_among(allowed, ordinal, policy)
     volume, claim = pinned_by
-    warning = f"{pod} follows volume {volume} (claim {claim}) to {zone}; the rule says {by_rule}"
+    data = f"volume {volume} (claim {claim})" if volume else f"claim {claim} (its {ZONE})"
+    warning = f"{pod} follows {data} to {zone}; the rule says {by_rule}"
     return Placement(zone=zone, rule_zone=by_rule, volume=volume, claim=claim, warnings=(warning,))
 
 
