@@ -69,3 +69,20 @@ def test_pod_goes_where_a_lagging_replica_sent_its_claims_class() -> None:
             ]
         }
     ]
+
+
+def test_validation_by_a_replica_with_another_zone_list_says_so() -> None:
+    """db-3's /mutate reaches a replica that has not seen db's new zone list (it pins the pod to
+    a), its /validate one that has (c). The refusal is right (one view is behind) and the
+    StatefulSet controller retries it; its message, on the controller's FailedCreate Event, must
+    not send the user to check a MutatingWebhookConfiguration that did its job."""
+    cluster = _cluster()
+    events: list[Event] = [("MODIFIED", _db("c,a,b", 6))]
+    mutated, validated = admitted(
+        b.review(b.sts_pod(ordinal=3)), mutating=view(cluster, []), validating=view(cluster, events)
+    )
+    assert mutated.allowed and _zone(mutated.edited) == "a"
+    assert validated is not None and not validated.allowed
+    assert "MutatingWebhookConfiguration" not in validated.message
+    assert "pinned to a" in validated.message and "in c" in validated.message
+    assert "retr" in validated.message

@@ -327,6 +327,18 @@ def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults)
     zone = plan.placement.zone
     if mode != "node-ordinal" and not zone:
         return allow()  # its volume can attach nowhere: stszone pins it to no zone
+    recorded = view.annotations.get(ZONE)
+    if mode != "node-ordinal" and recorded and recorded != zone:
+        key = plan.policy.declared.topology_key
+        if mode == "scheduler" or affinity.pins(spec, key, recorded):
+            # stszone's mutating webhook did run, on a replica whose view placed it elsewhere.
+            return refuse(
+                f"pod {name} was pinned to {recorded} by a stszone replica whose view of the "
+                f"cluster differs from this one's, which places ordinal {plan.ordinal} in "
+                f"{zone}: one of them has not yet seen a recent change (the set's zone list or "
+                "start, a claim or its volume); the StatefulSet controller retries the create",
+                reason="ZoneRequirementMissing",
+            )
     if mode == "affinity":
         key = plan.policy.declared.topology_key
         if not affinity.pins(spec, key, zone):
