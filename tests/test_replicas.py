@@ -15,8 +15,9 @@ CONTROLLER = "system:serviceaccount:kube-system:statefulset-controller"
 TEMPLATE = {"stszone.io/storage-class-template": "ssd-{zone}"}
 
 
-def _db(zones: str, replicas: int) -> JSON:
-    return b.statefulset(annotations={"stszone.io/zones": zones, **TEMPLATE}, replicas=replicas)
+def _db(zones: str, replicas: int, *, template: bool = True) -> JSON:
+    annotations = {"stszone.io/zones": zones, **(TEMPLATE if template else {})}
+    return b.statefulset(annotations=annotations, replicas=replicas)
 
 
 def _cluster() -> list[JSON]:
@@ -69,6 +70,27 @@ def test_pod_goes_where_a_lagging_replica_sent_its_claims_class() -> None:
             ]
         }
     ]
+
+
+def test_without_a_template_an_unbound_claims_zone_does_not_hold_its_pod() -> None:
+    """Without a storage-class template the claim's class names no zone: its volume is made
+    where the pod goes, so the pod goes by the zone list the view has (here zone a's nodes are
+    gone with a change of zones: following the claim's old zone would leave it Pending)."""
+    cluster = [*three_zones(), _db("a,b,c", 3, template=False)]
+    claim = send("mutate", _claim_review("data-db-3"), view(cluster, []))
+    assert claim.allowed and _zone(claim.edited) == "a"
+    events: list[Event] = [
+        ("MODIFIED", _db("c,b", 6, template=False)),
+        ("ADDED", claim.edited),
+        ("DELETED", b.node("na", "a")),
+    ]
+    mutated, validated = admitted(
+        b.review(b.sts_pod(ordinal=3)),
+        mutating=view(cluster, events),
+        validating=view(cluster, events),
+    )
+    assert mutated.allowed and validated is not None and validated.allowed
+    assert _zone(mutated.edited) == "b"
 
 
 def test_validation_by_a_replica_with_another_zone_list_says_so() -> None:

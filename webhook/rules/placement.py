@@ -238,6 +238,7 @@ def place(
     pinned_by = ("", "")
     key = policy.declared.topology_key
     pod = pod or f"{policy.statefulset}-{ordinal}"
+    template = policy.declared.storage_class_template
     for claim in controller_claims(ordinal, policy=policy) if claims is None else claims:
         uid = creating[1] if creating is not None and creating[0] == claim else None
         volume, zones = store.claim_zones(namespace, claim, key, uid=uid)
@@ -261,9 +262,10 @@ def place(
                 warnings=(warning,),
                 nowhere=why,
             )
-        if not volume and (creating is None or creating[0] != claim):
-            # No volume yet: its class may still make one in the zone stszone gave the claim
-            # when it was created (by a replica that had not yet seen a change of zones, say).
+        if not volume and template and (creating is None or creating[0] != claim):
+            # No volume yet, but its class, from the template, makes one only in the zone
+            # stszone gave the claim when it was created (by a replica that had not yet seen a
+            # change of zones, say). Without a template the volume goes where the pod goes.
             made = store.claims.get((namespace, claim))
             zones = frozenset((made.zone,)) if made is not None and made.zone else zones
         if not zones:
