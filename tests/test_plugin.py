@@ -191,3 +191,29 @@ def test_plugin_in_a_pod_without_a_kubeconfig_uses_its_service_account(tmp_path:
     assert review_cmd.goes_live(settings_from(aim(["review", "f.json"]), environ={}))
     plain = build_parser().parse_args(["review", "f.json"])
     assert not review_cmd.goes_live(settings_from(plain, environ={}))
+
+
+@pytest.mark.parametrize("content", ["", "apiVersion: v1\nkind: Config\n"])
+def test_plugin_in_a_pod_with_an_empty_kubeconfig_uses_its_service_account(
+    tmp_path: Path, content: str
+) -> None:
+    """A ~/.kube/config that holds no configuration (an empty file, or a stub with no cluster,
+    context or user, as images ship one) is no kubeconfig to kubectl: client-go's deferred
+    loading meets its empty-config error and falls back to the in-cluster config
+    (merged_client_builder.go, IsConfigEmpty in validation.go). The plugin does too."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("t")
+    (account / "namespace").write_text("jobs\n")
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text(content)
+    environ = {
+        "HOME": str(home),
+        "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+        "KUBERNETES_SERVICE_PORT": "443",
+    }
+    parsed = build_parser(prog=plugin.PROG).parse_args(["audit"])
+    audit = plugin.aim(parsed, environ=environ, service_account=account)
+    assert (audit.kubeconfig, audit.context, audit.target_namespace) == (None, None, "jobs")
+    assert audit.in_cluster

@@ -33,6 +33,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
+import yaml
+
 from webhook.cli import build_parser, dispatch
 from webhook.cluster.credentials import IN_CLUSTER_ENV, SERVICE_ACCOUNT
 from webhook.cluster.kubeconfig import KUBECONFIG_ENV, kubeconfig_context, require_kubeconfig
@@ -91,16 +93,35 @@ def in_a_pod(
     args: argparse.Namespace, *, environ: Mapping[str, str], service_account: Path
 ) -> bool:
     """Whether kubectl would talk as the pod's service account: no kubeconfig named, none
-    found, and in-cluster possible ($KUBERNETES_SERVICE_HOST and _PORT, a mounted token)."""
+    found that holds a configuration, and in-cluster possible ($KUBERNETES_SERVICE_HOST and
+    _PORT, a mounted token)."""
     if args.kubeconfig or args.context or environ.get(KUBECONFIG_ENV):
         return False
-    if Path(default_kubeconfig(environ)).exists():
+    if holds_configuration(Path(default_kubeconfig(environ))):
         return False
     return bool(
         environ.get(IN_CLUSTER_ENV)
         and environ.get(IN_CLUSTER_PORT_ENV)
         and (service_account / "token").is_file()
     )
+
+
+def holds_configuration(path: Path) -> bool:
+    """Whether the kubeconfig ``path`` is one to kubectl: it exists and names a cluster, a
+    context, a user or a current-context. client-go deems an empty file, or a stub without
+    them, an empty configuration and falls back to the in-cluster config (a file that does not
+    read is one: loading it says why)."""
+    if not path.exists():
+        return False
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return True
+    if loaded is None:
+        return False
+    if not isinstance(loaded, dict):
+        return True
+    return any(loaded.get(key) for key in ("clusters", "contexts", "users", "current-context"))
 
 
 def pod_namespace(environ: Mapping[str, str], service_account: Path) -> str:
