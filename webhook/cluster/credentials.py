@@ -141,8 +141,8 @@ class Credentials:
                 context = ssl.create_default_context(cafile=config.ssl_ca_cert or None)
             except (ssl.SSLError, OSError) as err:
                 raise ConfigError(
-                    f"the cluster's certificate-authority {config.ssl_ca_cert} does not load "
-                    f"({err}); give the API server's CA certificate as PEM"
+                    f"the cluster's {_field(config.ssl_ca_cert, 'certificate-authority')} does "
+                    f"not load ({err}); give the API server's CA certificate as PEM"
                 ) from err
             if not config.verify_ssl:  # insecure-skip-tls-verify: true
                 context.check_hostname = False
@@ -151,13 +151,25 @@ class Credentials:
                 try:
                     context.load_cert_chain(config.cert_file, config.key_file or None)
                 except (ssl.SSLError, OSError) as err:
+                    cert = _field(config.cert_file, "client-certificate")
+                    key = _field(config.key_file, "client-key")
                     raise ConfigError(
-                        f"the user's client-certificate {config.cert_file} and client-key "
-                        f"{config.key_file} do not load ({err}); give a PEM certificate and "
-                        "its own PEM key"
+                        f"the user's {cert} and {key} do not load ({err}); give a PEM "
+                        "certificate and its own PEM key"
                     ) from err
             self._tls = (stamp, context)
         return self._tls[1]
+
+
+def _field(path: str | None, name: str) -> str:
+    """The kubeconfig field ``name`` with its file, as the user wrote it: a ``*-data`` field
+    reaches us as a temporary file the loader wrote (and removes at exit), named by no one."""
+    from kubernetes.config import kube_config
+
+    written: Any = getattr(kube_config, "_temp_files", {})
+    if path is not None and path in written.values():
+        return f"{name}-data"
+    return f"{name} {path}"
 
 
 class _LoaderErrors(logging.Filter):
