@@ -152,10 +152,17 @@ _HEADER_KEY: Final = frozenset(string.ascii_letters + string.digits + "!#$&'*+-.
 
 def impersonation_headers(user: Any, *, source: str) -> tuple[tuple[str, str], ...]:
     """The Impersonate-* headers of the user's ``as`` family, as client-go sends them: only
-    when ``as`` names a user; an extra's key %-escaped where a header name may not hold it."""
+    when ``as`` names a user; an extra's key %-escaped where a header name may not hold it.
+    The others without ``as`` are refused, as client-go's validation refuses them."""
     fields = user.value if user is not None and isinstance(user.value, dict) else {}
     name = fields.get("as")
     if not name:
+        others = [f for f in ("as-uid", "as-groups", "as-user-extra") if fields.get(f)]
+        if others:
+            raise ConfigError(
+                f"{source}: the user sets {', '.join(others)} without impersonating a user; "
+                "add as: USER (the user to act as), or remove them"
+            )
         return ()
     groups = fields.get("as-groups") or []
     extra = fields.get("as-user-extra") or {}
