@@ -748,9 +748,13 @@ def test_an_on_delete_set_whose_template_changed_is_no_rollout_under_way(updatin
     rebalance does."""
     sts = r.statefulset(3, updating=updating)
     sts["spec"]["updateStrategy"] = {"type": "OnDelete"}
+    sts["status"]["updatedReplicas"] = 1 if updating else 3
     result = only(planned(r.cluster({0: "a1", 1: "c1", 2: "c2"}, sts=sts)))
     assert [row.kind for row in result.rows] == ["in place", "movable", "in place"]
-    assert result.rows[1].notes == ()
+    # A pod deleted under OnDelete is re-created from the updated template: the move says so.
+    said = [note for note in result.rows[1].notes if "OnDelete" in note]
+    expected = ["OnDelete, 2 pod(s) not updated: the new pod takes the update"]
+    assert said == (expected if updating else [])
 
 
 @pytest.mark.parametrize(

@@ -98,6 +98,10 @@ class SetState:
     #: ``rollingUpdate.partition`` under way once the replicas at and above it are updated:
     #: the controller updates none below it and never completes such a rollout.
     updating: bool = False
+    #: Under ``OnDelete`` with the revisions apart: the pods not yet at the update revision
+    #: (``replicas - status.updatedReplicas``). A pod deleted is re-created from the updated
+    #: template, so a move updates it too.
+    outdated: int = 0
     #: ``rollingUpdate.paused`` (Advanced StatefulSets): the controller updates no pod, so a
     #: rollout under way stays so until it is resumed.
     paused: bool = False
@@ -227,6 +231,7 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
         replicas=replicas,
         updating=rolling and not staged and bool(current and update and current != update),
         paused=steps.get("paused") is True,
+        outdated=max(replicas - updated, 0) if not rolling and current != update else 0,
         deleting=_deleting(meta),
         min_ready=min_ready,
         available=available if min_ready > 0 else None,

@@ -248,8 +248,10 @@ def _draft(ordinal: int, ctx: _Set) -> _Draft:
         kept = [c.volume for c in claims if c.volume and state.reclaim.get(c.volume) == "Retain"]
         if kept:
             notes.append(f"volume(s) {', '.join(kept)} stay (reclaim policy Retain): delete later")
-    row = Row(ordinal, name, node, zone, target, kind, notes=(*reasons, *notes), claims=claims)
     moves = not reasons and (not pinned or ctx.move_data)
+    if moves and (info := state.workload(sts.namespace, sts.name, sts.group)) and info.outdated:
+        notes.append(f"OnDelete, {info.outdated} pod(s) not updated: the new pod takes the update")
+    row = Row(ordinal, name, node, zone, target, kind, notes=(*reasons, *notes), claims=claims)
     uid = live.uid if live is not None else ""  # pragma: no mutate (a missing pod blocks its set)
     return _Draft(row, moves, uid, source=zone)
 
