@@ -53,7 +53,8 @@ class Row:
 
     ordinal: int
     expected_zone: str | None
-    #: What sets the expectation: "rule", "volume NAME", "nodes N1, N2" (node-ordinal), or "".
+    #: What sets the expectation: "rule", "volume NAME", "claim NAME" (not bound yet, in the
+    #: zone recorded on it), "nodes N1, N2" (node-ordinal), or "".
     expected_by: str
     node: str
     zone: str | None
@@ -166,7 +167,10 @@ def _expectation(
         return placement.zone or None, what, nodes
     if placement.nowhere:
         return None, f"volume {placement.volume} (attaches nowhere)", ()
-    return placement.zone, f"volume {placement.volume}" if placement.volume else "rule", ()
+    if placement.volume:
+        return placement.zone, f"volume {placement.volume}", ()
+    # A claim with no volume yet, recorded in a zone its class makes the volume in.
+    return placement.zone, f"claim {placement.claim}" if placement.claim else "rule", ()
 
 
 def member_row(

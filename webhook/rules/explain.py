@@ -186,7 +186,11 @@ def _guarded(located: Located, *, ready: bool) -> Guarded:
                 "zone's last pod is warned about"
             )
         return Guarded(zone, why)
-    where = {"volume": f"its volume {located.detail}", "node-label": f"node {located.detail}"}
+    where = {
+        "volume": f"its volume {located.detail}",
+        "claim": f"its claim {located.detail} (not bound yet: its class makes its volume there)",
+        "node-label": f"node {located.detail}",
+    }
     by = where.get(located.source, "the placement rule")
     return Guarded(zone, f"not running: the guard counts it in {zone}, where {by} puts it")
 

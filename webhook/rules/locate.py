@@ -11,7 +11,9 @@ The zone of an ordinal is, in order of trust:
    go, not where a pod placed before stszone (or by hand) *is*;
 2. an ordinal with no scheduled pod is where its data is: the zone of the volumes bound to
    its claims (a volume pinned to nodes, by hostname or a driver's node key, is in those
-   nodes' zones; one whose nodes are gone is nowhere, and the ordinal's zone unknown);
+   nodes' zones; one whose nodes are gone is nowhere, and the ordinal's zone unknown), and for
+   a set with a storage-class template, the zone recorded on a claim not bound yet, where its
+   class makes its volume (:func:`webhook.rules.placement.claim_data`: its pod goes there);
 3. else where stszone will put it: the placement rule (affinity and scheduler modes), or, in
    node-ordinal mode, the zone of the node(s) carrying its ordinal label when they share one
    zone. Without an answer there, the zone is unknown too.
@@ -33,17 +35,25 @@ from typing import Final, Literal, NamedTuple
 
 from webhook.model.records import PodInfo
 from webhook.model.store import Store
-from webhook.rules.placement import Policy, controller_claims, policy_zone, zone_among
+from webhook.rules.placement import (
+    Policy,
+    claim_data,
+    controller_claims,
+    policy_zone,
+    zone_among,
+)
 
-Source = Literal["pod", "pod-label", "volume", "node-label", "rule", "replacement", "unknown"]
+Source = Literal[
+    "pod", "pod-label", "volume", "claim", "node-label", "rule", "replacement", "unknown"
+]
 
 #: Sources that are facts about a pod that exists and is scheduled.
 SCHEDULED: frozenset[Source] = frozenset({"pod", "pod-label"})
 
 
 class Located(NamedTuple):
-    """The zone of one ordinal, what says so, and ``detail``: the node, volume or pinned nodes
-    behind it, or for an unknown zone the reason.
+    """The zone of one ordinal, what says so, and ``detail``: the node, volume, claim (not bound
+    yet: source ``claim``) or pinned nodes behind it, or for an unknown zone the reason.
 
     A named tuple rather than a frozen dataclass: a scale-down locates every known ordinal,
     and a tuple is built several times faster.
@@ -66,7 +76,8 @@ _GOING: Final = {
 
 
 class Pinned(NamedTuple):
-    """What the volumes bound to an ordinal's claims say of its zone."""
+    """What the volumes bound to an ordinal's claims (and its claims not bound yet, recorded in
+    a zone) say of its zone."""
 
     #: Their names (none when none pins it).
     names: tuple[str, ...]
@@ -74,15 +85,38 @@ class Pinned(NamedTuple):
     zones: frozenset[str]
     #: Why one of them can attach to no node of a known zone ("" when none is so).
     nowhere: str = ""
+    #: Claims with no volume yet whose recorded zone pins it (:func:`claim_data`).
+    claims: tuple[str, ...] = ()
 
     @property
     def volumes(self) -> str:
         """Their names, joined ("" when none pins it)."""
         return ", ".join(self.names)
 
+    @property
+    def what(self) -> str:
+        """What pins it, in words: "volume pv-1", "volumes pv-1, pv-2", "claim data-db-2 (not
+        bound yet)", or both ("" when nothing does)."""
+        said = []
+        if self.names:
+            said.append(f"volume{'s' if len(self.names) > 1 else ''} {self.volumes}")
+        if self.claims:
+            claims = f"claim{'s' if len(self.claims) > 1 else ''} {', '.join(self.claims)}"
+            said.append(f"{claims} (not bound yet)")
+        return " and ".join(said)
 
-def volume_zones(claims: Sequence[str], *, namespace: str, policy: Policy, store: Store) -> Pinned:
-    """What the volumes bound to ``claims`` (an ordinal's) say of where it can run.
+
+def volume_zones(
+    claims: Sequence[str],
+    *,
+    namespace: str,
+    policy: Policy,
+    store: Store,
+    recorded: bool = True,
+) -> Pinned:
+    """What the volumes bound to ``claims`` (an ordinal's) say of where it can run, and with
+    ``recorded``, the zones recorded on those not bound yet whose class makes their volume
+    there (:func:`claim_data`, as placement reads them).
 
     Several claims intersect (the pod must reach all of them); a volume pinned to nodes counts
     as their zones, and one that can attach to none makes the ordinal's zone unknown
@@ -90,19 +124,33 @@ def volume_zones(claims: Sequence[str], *, namespace: str, policy: Policy, store
     """
     key = policy.declared.topology_key
     names: list[str] = []
+    unbound: list[str] = []
+    said: list[str] = []
     allowed: frozenset[str] | None = None
     for claim in claims:
-        volume, zones = store.claim_zones(namespace, claim, key)
+        volume, zones, by_record = claim_data(
+            claim, namespace=namespace, policy=policy, store=store
+        )
         if zones is None:
             return Pinned((volume,), frozenset(), store.volume_nowhere(volume, key))
+        if by_record and not recorded:
+            continue
+        what = f"claim {claim} (not bound yet)" if by_record else f"volume {volume}"
         if zones and allowed is not None and not allowed & zones:
             apart = f"{', '.join(sorted(allowed))} vs {', '.join(sorted(zones))}"
-            why = f"volumes {names[-1]} and {volume} are in different zones ({apart})"
-            return Pinned((*names, volume), frozenset(), f"{why}; no node can mount both")
+            both = (
+                f"volumes {names[-1]} and {volume}"
+                if volume and said[-1].startswith("volume ")
+                else f"{said[-1]} and {what}"
+            )
+            why = f"{both} are in different zones ({apart})"
+            held = (*names, volume) if volume else tuple(names)
+            return Pinned(held, frozenset(), f"{why}; no node can mount both", tuple(unbound))
         if zones:
-            names.append(volume)
+            (unbound if by_record else names).append(claim if by_record else volume)
+            said.append(what)
             allowed = zones if allowed is None else allowed & zones
-    return Pinned(tuple(names), allowed or frozenset())
+    return Pinned(tuple(names), allowed or frozenset(), claims=tuple(unbound))
 
 
 class Locator:
@@ -156,9 +204,10 @@ class Locator:
         if pinned.nowhere:
             return Located(ordinal, None, "unknown", pinned.nowhere)
         if pinned.zones:
-            return Located(
-                ordinal, zone_among(pinned.zones, ordinal, policy), "volume", pinned.volumes
-            )
+            zone = zone_among(pinned.zones, ordinal, policy)
+            if not pinned.names:  # only claims not bound yet, recorded in a zone
+                return Located(ordinal, zone, "claim", ", ".join(pinned.claims))
+            return Located(ordinal, zone, "volume", pinned.volumes)
         if policy.declared.mode == "node-ordinal":
             label = policy.declared.node_label or ""  # pragma: no mutate (never empty here)
             nodes = store.nodes_with_label(label, str(ordinal))
@@ -202,6 +251,8 @@ class Locator:
         goes = f"{head}; its replacement goes to {after.zone}"
         if after.source == "volume":
             goes += f" with its volume {after.detail}"
+        elif after.source == "claim":
+            goes += f" with its claim {after.detail} (not bound yet)"
         return Located(ordinal, after.zone, "replacement", goes, pod.node)
 
     def _scheduled(self, ordinal: int, pod: PodInfo) -> Located:
@@ -214,7 +265,11 @@ class Locator:
         if own := pod.zone_label(self.key):
             return Located(ordinal, own, "pod-label", node_name, node_name)
         policy = self.policy
-        pinned = volume_zones(pod.claims, namespace=self.namespace, policy=policy, store=self.store)
+        # Bound volumes only: a scheduled pod is where it runs, which a claim's record does
+        # not say (the pod may predate it).
+        pinned = volume_zones(
+            pod.claims, namespace=self.namespace, policy=policy, store=self.store, recorded=False
+        )
         if len(pinned.zones) == 1:  # a disk in one zone: its pod runs there
             return Located(ordinal, next(iter(pinned.zones)), "volume", pinned.volumes, node_name)
         why = (

@@ -204,6 +204,46 @@ class Placement(NamedTuple):
     nowhere: str = ""
 
 
+class ClaimData(NamedTuple):
+    """Where a claim's data is, or will be: :func:`claim_data`."""
+
+    #: The volume bound to it (or pre-bound by claimRef), "" when none.
+    volume: str
+    #: The zones it can be used from: empty for any zone, None for nowhere (it attaches to no
+    #: node of a known zone: :meth:`Store.volume_nowhere` of ``volume`` says why).
+    zones: frozenset[str] | None
+    #: True when ``zones`` is the zone recorded on a claim with no volume yet.
+    recorded: bool = False
+
+
+def claim_data(
+    claim: str,
+    *,
+    namespace: str,
+    policy: Policy,
+    store: Store,
+    creating: tuple[str, str] | None = None,
+) -> ClaimData:
+    """Where ``claim``'s data is: the zones of its volume; for a claim with no volume yet of a
+    set with a ``stszone.io/storage-class-template``, the zone recorded on it (its
+    ``stszone.io/zone``), because its class, from the template, makes its volume only there --
+    even when the zone list has changed since it was made (by a replica that had not yet seen
+    the change, say). Without a template its volume is made where its pod goes: any zone.
+
+    Placement and the locator (the guard, audit, explain, rebalance) both read it here, so a
+    pod goes where they count it. ``creating``: (name, uid) of a claim being created, whose
+    recorded zone is what is being decided (:func:`place`).
+    """
+    uid = creating[1] if creating is not None and creating[0] == claim else None
+    volume, zones = store.claim_zones(namespace, claim, policy.declared.topology_key, uid=uid)
+    if volume or uid is not None or not policy.declared.storage_class_template:
+        return ClaimData(volume, zones)
+    made = store.claims.get((namespace, claim))
+    if made is None or not made.zone:
+        return ClaimData(volume, zones)
+    return ClaimData(volume, frozenset((made.zone,)), recorded=True)
+
+
 def place(
     ordinal: int,
     *,
@@ -238,10 +278,10 @@ def place(
     pinned_by = ("", "")
     key = policy.declared.topology_key
     pod = pod or f"{policy.statefulset}-{ordinal}"
-    template = policy.declared.storage_class_template
     for claim in controller_claims(ordinal, policy=policy) if claims is None else claims:
-        uid = creating[1] if creating is not None and creating[0] == claim else None
-        volume, zones = store.claim_zones(namespace, claim, key, uid=uid)
+        volume, zones, _ = claim_data(
+            claim, namespace=namespace, policy=policy, store=store, creating=creating
+        )
         if zones is None:
             why = store.volume_nowhere(volume, key)
             if ABSENT in why:
@@ -262,12 +302,6 @@ def place(
                 warnings=(warning,),
                 nowhere=why,
             )
-        if not volume and template and (creating is None or creating[0] != claim):
-            # No volume yet, but its class, from the template, makes one only in the zone
-            # stszone gave the claim when it was created (by a replica that had not yet seen a
-            # change of zones, say). Without a template the volume goes where the pod goes.
-            made = store.claims.get((namespace, claim))
-            zones = frozenset((made.zone,)) if made is not None and made.zone else zones
         if not zones:
             continue
         if allowed is not None and not (allowed & zones):

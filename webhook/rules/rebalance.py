@@ -212,7 +212,7 @@ def _draft(ordinal: int, ctx: _Set) -> _Draft:
         # answers for it, so without those its zone is unknown (the locator says why).
         why = f"its zone is unknown: {located.detail}"
         return _Draft(Row(ordinal, name, node, None, target, "blocked", notes=(why,)), False)
-    zone = located.zone if node or located.source == "volume" else None
+    zone = located.zone if node or located.source in ("volume", "claim") else None
     if zone is None or zone == target:
         return _Draft(Row(ordinal, name, node, zone, target, "in place"), False)
     found = volume_zones(
@@ -226,8 +226,8 @@ def _draft(ordinal: int, ctx: _Set) -> _Draft:
     if found.nowhere:  # the re-created pod could not run anywhere
         reasons.append(f"its {found.nowhere}: a re-created pod would stay Pending")
     if pinned:
-        noun, verb = ("volume", "is") if len(found.names) == 1 else ("volumes", "are")
-        notes.append(f"its {noun} {found.volumes} {verb} in {some(sorted(allowed))}")
+        several = len(found.names) + len(found.claims) > 1
+        notes.append(f"its {found.what} {'are' if several else 'is'} in {some(sorted(allowed))}")
         claims = _claims(ordinal, sts=sts, policy=policy, store=store, state=state)
     else:
         reasons += owned_claims(ordinal, sts=sts, policy=policy, state=state)

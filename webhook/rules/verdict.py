@@ -35,6 +35,8 @@ def _note(item: Located) -> str | None:
     idle = f"ordinal {item.ordinal} is not running but"
     if item.source == "volume":
         return f"{idle} its volume {item.detail} is there"
+    if item.source == "claim":
+        return f"{idle} its claim {item.detail}, not bound yet, gets its volume there"
     if item.source == "node-label":
         return f"{idle} node {item.detail}, pinned to it by label, is there"
     return f"{idle} the placement rule puts it there"
