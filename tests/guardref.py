@@ -20,7 +20,9 @@ ordinal one by one and reads the store's raw tables and the volumes' raw objects
   (never the placement rule);
 - any other ordinal -- no pod, a pod not scheduled, a pod going away (its replacement) -- is in
   its bound volumes' zone (unknown when one of them is nowhere, or their zones do not meet),
-  else where the rule puts it
+  where, for a set with a ``stszone.io/storage-class-template``, a claim with no volume counts
+  in the zone recorded on it (``stszone.io/zone``: its class makes its volume only there, and
+  its pod is placed there), else where the rule puts it
   (node-ordinal mode: the one zone of the nodes labelled with it), else unknown;
 - a scale-down is refused when a listed zone held by a removed ordinal of known zone is held by
   no kept ordinal of known zone, or when an unknown zone could change that answer (a kept
@@ -215,27 +217,30 @@ def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns")
     key = policy.declared.topology_key
     rule = policy.zones[(ordinal - policy.start) % len(policy.zones)] if policy.zones else None
     pod = own_pod(store, policy, ordinal, namespace)
+    #: What the bound volumes allow, and with the claims' recorded zones (no pod running).
     volume: set[str] | None = None
+    data: set[str] | None = None
     nowhere = False
     raw = _RAW[store]
+    template = bool(policy.declared.storage_class_template)
     for claim in _claims_of(pod, policy, ordinal):
         pv = _volume(store, namespace, claim)
         where = volume_where(store, raw[pv.name], key) if pv is not None else ANY
-        if where is None:
+        info = store.claims.get((namespace, claim))
+        if pv is None and template and info is not None and info.zone:
+            data = {info.zone} if data is None else data & {info.zone}
+        elif where is None:
             nowhere = True
         elif where != ANY:
             volume = set(where) if volume is None else volume & where
-    nowhere = nowhere or volume == set()  # volumes in zones that do not meet: no node mounts all
-    by_volume = None
-    if volume:
-        ordered = [z for z in policy.zones if z in volume] or sorted(volume)
-        by_volume = rule if rule in volume else ordered[0]
-    if pod is not None and pod.node and not going(store, pod):
-        return sits(store, pod, key) or (by_volume if volume and len(volume) == 1 else None)
-    if nowhere:
+            data = set(where) if data is None else data & where
+    if pod is not None and pod.node and not going(store, pod):  # bound volumes only
+        one = _among(volume, rule, policy) if volume and len(volume) == 1 else None
+        return sits(store, pod, key) or one
+    if nowhere or data == set():  # zones that do not meet: no node mounts every volume
         return None
-    if by_volume is not None:
-        return by_volume
+    if data:
+        return _among(data, rule, policy)
     if policy.declared.mode == "node-ordinal":
         label = policy.declared.node_label or ""
         labelled = {
@@ -245,6 +250,13 @@ def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns")
         }
         return labelled.pop() if len(labelled) == 1 else None
     return rule
+
+
+def _among(zones: set[str], rule: str | None, policy: Policy) -> str:
+    """The rule's zone when ``zones`` allow it, else the first of the list they allow, else
+    the first by name."""
+    ordered = [z for z in policy.zones if z in zones] or sorted(zones)
+    return rule if rule in zones else ordered[0]
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ from tests.conftest import ServeFactory
 from tests.work import CountingStore, line_budget
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
+from webhook.errors import Denied
 from webhook.model.records import claim_info, node_info, pod_info, statefulset_info
 from webhook.model.store import Store
 from webhook.rules import guard
-from webhook.rules.placement import resolve_policy
+from webhook.rules.placement import Policy, place, resolve_policy
 from webhook.wire import review
 
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -442,7 +443,25 @@ def agrees_with_a_walk(store: Store, old: range, new: range) -> guard.ScaleDown:
     assert {z: [i.ordinal for i in got.unready[z]] for z in got.unready} == {
         z: o[: guard.NAMED] for z, o in want.unready.items()
     }
+    counted_where_placed(store, policy, range(min(old.start, new.start), old.stop))
     return got
+
+
+def counted_where_placed(store: Store, policy: Policy, span: range) -> None:
+    """Each ordinal with no running pod counts (by the walk) where placement puts its pod, or
+    is unknown where placement puts it nowhere or refuses it (zone modes, with a zone list)."""
+    if not policy.zones or policy.declared.mode == "node-ordinal":
+        return
+    for o in span:
+        pod = guardref.own_pod(store, policy, o, "ns")
+        if pod is not None and pod.node and not guardref.going(store, pod):
+            continue
+        claims = pod.claims if pod is not None else None
+        try:
+            zone = place(o, namespace="ns", policy=policy, store=store, claims=claims).zone
+        except Denied:
+            zone = ""
+        assert guardref.locate(store, policy, o) == (zone or None), o
 
 
 def held(zones: Mapping[str, guard.Holders]) -> dict[str, tuple[int, list[int]]]:
@@ -547,9 +566,12 @@ def moving_cluster(
     *,
     start: int,
     replicas: int,
+    recorded: dict[int, Recorded] | None = None,
 ) -> Store:
     """``db`` with pods in any phase, some Terminating, some on a node that is gone, on nodes
-    in any readiness, with claims bound to volumes pinned to zones or to nodes (some gone)."""
+    in any readiness, with claims bound to volumes pinned to zones or to nodes (some gone);
+    with ``recorded``, a storage-class template and claims with no volume in the view, each
+    recorded in a zone (or none)."""
     nodes = []
     generations = {"na": "1", "nb": "5", "nc": "9", "nx": "x"}
     for name, zone in (("na", "a"), ("nb", "b"), ("nc", "c"), ("nx", "x"), ("nbare", None)):
@@ -573,14 +595,32 @@ def moving_cluster(
     for o, volume in volumes.items():
         claim = f"data-db-{start + o}"
         made += [b.pvc(claim, volume=f"pv-{o}"), pv_of(f"pv-{o}", volume)]
-    sts = b.statefulset(replicas=replicas, start=start, annotations=ABC)
+    for o, (zone, volume_name) in (recorded or {}).items():
+        if o in volumes:
+            continue
+        unbound = b.pvc(f"data-db-{start + o}", volume=volume_name)
+        if zone is not None:
+            unbound["metadata"]["annotations"] = {"stszone.io/zone": zone}
+        made.append(unbound)
+    annotations = {**ABC, **({TEMPLATE: "ssd-{zone}"} if recorded is not None else {})}
+    sts = b.statefulset(replicas=replicas, start=start, annotations=annotations)
     return guardref.view([*nodes, sts, *made])
+
+
+TEMPLATE = "stszone.io/storage-class-template"
+#: A claim with no volume in the view: the zone recorded on it (None: none, "": an empty one)
+#: and the volume it names ("": not bound yet; else bound to a volume the view does not hold).
+Recorded = tuple[str | None, str]
+RECORDED = st.tuples(
+    st.sampled_from(["a", "b", "c", "x", "", None]), st.sampled_from(["", "pv-lag"])
+)
 
 
 @given(
     pods=st.dictionaries(st.integers(0, 60), POD_STATES, max_size=8),
     readiness=st.dictionaries(st.sampled_from(["na", "nb", "nc", "nx", "nbare"]), READINESS),
     volumes=st.dictionaries(st.integers(0, 60), VOLUMES, max_size=4),
+    recorded=st.none() | st.dictionaries(st.integers(0, 60), RECORDED, max_size=4),
     start=st.integers(0, 3),
     old=st.integers(1, 70),
     data=st.data(),
@@ -589,6 +629,7 @@ def test_property_matches_a_brute_force_walk(
     pods: dict[int, tuple[str | None, str | None, bool]],
     readiness: dict[str, str],
     volumes: dict[int, Volume],
+    recorded: dict[int, Recorded] | None,
     start: int,
     old: int,
     data: Any,
@@ -599,7 +640,7 @@ def test_property_matches_a_brute_force_walk(
     the dying pods in lost zones and the zones left to nodes that are not Ready, of a walk over
     every ordinal."""
     new = data.draw(st.integers(0, old - 1), label="new")
-    store = moving_cluster(pods, readiness, volumes, start=start, replicas=old)
+    store = moving_cluster(pods, readiness, volumes, start=start, replicas=old, recorded=recorded)
     got = agrees_with_a_walk(store, range(start, start + old), range(start, start + new))
     assert all(len(h.first) == min(h.count, guard.NAMED) for h in got.lost.values())
 
@@ -608,6 +649,7 @@ def test_property_matches_a_brute_force_walk(
     pods=st.dictionaries(st.integers(0, 8), POD_STATES, min_size=3, max_size=9),
     readiness=st.fixed_dictionaries(dict.fromkeys(("na", "nb", "nc", "nx", "nbare"), READINESS)),
     volumes=st.dictionaries(st.integers(0, 8), VOLUMES, max_size=3),
+    recorded=st.none() | st.dictionaries(st.integers(0, 8), RECORDED, max_size=4),
     old=st.integers(1, 9),
     data=st.data(),
 )
@@ -615,6 +657,7 @@ def test_property_dense_sets_in_motion_match_a_brute_force_walk(
     pods: dict[int, tuple[str | None, str | None, bool]],
     readiness: dict[str, str],
     volumes: dict[int, Volume],
+    recorded: dict[int, Recorded] | None,
     old: int,
     data: Any,
 ) -> None:
@@ -622,7 +665,7 @@ def test_property_dense_sets_in_motion_match_a_brute_force_walk(
     dying pod sits in a lost zone, or a zone is left to pods on nodes not Ready, are common
     here; the guard's findings agree with the walk's."""
     new = data.draw(st.integers(0, old - 1), label="new")
-    store = moving_cluster(pods, readiness, volumes, start=0, replicas=old)
+    store = moving_cluster(pods, readiness, volumes, start=0, replicas=old, recorded=recorded)
     agrees_with_a_walk(store, range(old), range(new))
 
 

@@ -20,6 +20,7 @@ from webhook.errors import BadObject, ConfigError
 from webhook.model.records import NodeInfo
 from webhook.model.state import live_state, set_state
 from webhook.rules.blockers import selected, some
+from webhook.rules.placement import place, resolve_policy
 from webhook.rules.rebalance import Plan, SetPlan, chosen, plan
 
 JSON = dict[str, Any]
@@ -523,15 +524,34 @@ def test_the_recorded_cluster_has_pinned_unready_and_cycling_sets() -> None:
 # --- the order, as a property -------------------------------------------------------------------
 
 
-@given(st.lists(st.sampled_from(sorted(r.NODES)), min_size=1, max_size=9))
+@given(
+    st.lists(st.sampled_from(sorted(r.NODES)), min_size=1, max_size=9),
+    st.none() | st.dictionaries(st.integers(0, 8), st.sampled_from(r.ZONES), max_size=3),
+)
 def test_no_step_evicts_the_last_pod_of_a_zone_another_ordinal_belongs_in(
-    nodes: list[str],
+    nodes: list[str], recorded: dict[int, str] | None
 ) -> None:
     """Replaying the steps: each leaves its source zone held (by its company) unless the rule
-    gives that zone to nobody else; every move lands; moves left blocked by the order are
-    truly stuck (none of them could go next)."""
+    gives that zone to nobody else; every move lands (placement puts the re-created pod in its
+    target, even with a storage-class template and claims not bound yet, recorded in a zone);
+    moves left blocked by the order are truly stuck (none of them could go next)."""
     where = dict(enumerate(nodes))
-    result = only(planned(r.cluster(where)))
+    sts, claims = None, []
+    if recorded is not None:
+        template = {"stszone.io/storage-class-template": "ssd-{zone}"}
+        sts = r.statefulset(len(where), templates=("data",), annotations=template)
+        for o, zone in recorded.items():
+            claim = b.pvc(f"data-db-{o}", namespace=r.NAMESPACE)
+            claim["metadata"]["annotations"] = {"stszone.io/zone": zone}
+            claims.append(claim)
+    objects = r.cluster(where, sts=sts, extra=claims)
+    result = only(planned(objects))
+    store = from_objects(objects).store
+    policy = resolve_policy(r.NAMESPACE, "db", store=store)
+    for step in result.steps:
+        assert place(step.ordinal, namespace=r.NAMESPACE, policy=policy, store=store).zone == (
+            step.target
+        )
     zone_of = {o: r.NODES[n] for o, n in where.items()}
     rule = {o: r.ZONES[o % 3] for o in where}
     for step in result.steps:
@@ -546,7 +566,9 @@ def test_no_step_evicts_the_last_pod_of_a_zone_another_ordinal_belongs_in(
         assert row.zone is not None
         held = {o for o, z in zone_of.items() if z == row.zone and o != row.ordinal}
         assert not held and any(z == row.zone for o, z in rule.items() if o != row.ordinal)
-    assert all(zone_of[o] == rule[o] for o in where if o not in {b.ordinal for b in blocked})
+    # A pod whose claim holds it elsewhere stays (its pod comes back with the claim).
+    stays = {row.ordinal for row in result.rows if row.kind in ("blocked", "pinned by data")}
+    assert all(zone_of[o] == rule[o] for o in where if o not in stays)
 
 
 # --- rows, claims and order in detail ------------------------------------------------------------

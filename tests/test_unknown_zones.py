@@ -24,6 +24,7 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
 from webhook.rules.audit import audit
+from webhook.rules.explain import explain_workload
 from webhook.rules.placement import resolve_policy
 from webhook.rules.risk import SetRisk
 from webhook.rules.scaling import malformed_warning
@@ -325,6 +326,8 @@ NODES = [b.node(f"n{z}", z) for z in "abcx"] + [b.node("nbare", None)]
         max_size=10,
     ),
     volumes=st.dictionaries(st.integers(0, 11), st.sampled_from(["a", "b", "c", "x"]), max_size=4),
+    recorded=st.dictionaries(st.integers(0, 11), st.sampled_from(["a", "b", "c", "x"]), max_size=4),
+    template=st.booleans(),
     listed=st.sampled_from(["a,b,c", "a,b", "c,a,b,x"]),
     allow=st.booleans(),
     old=st.integers(1, 12),
@@ -333,15 +336,19 @@ NODES = [b.node(f"n{z}", z) for z in "abcx"] + [b.node("nbare", None)]
 def test_property_guard_with_unknown_zones_follows_the_rules(
     pods: dict[int, tuple[str | None, str | None]],
     volumes: dict[int, str],
+    recorded: dict[int, str],
+    template: bool,
     listed: str,
     allow: bool,
     old: int,
     data: Any,
 ) -> None:
-    """Any mix of labelled, unlabelled, missing and unscheduled nodes, pods' own labels and
-    bound volumes: the guard refuses exactly when the rules (tests/guardref.py) say so, with
-    ZoneUnknown exactly when an unknown zone decides; allow-zone-loss turns every refusal into a
-    warning; zero always passes; the audit's lowest count is the smallest the guard allows."""
+    """Any mix of labelled, unlabelled, missing and unscheduled nodes, pods' own labels, bound
+    volumes and claims not bound yet recorded in a zone (which hold their pod with a
+    storage-class template): the guard refuses exactly when the rules (tests/guardref.py) say
+    so, with ZoneUnknown exactly when an unknown zone decides; allow-zone-loss turns every
+    refusal into a warning; zero always passes; the audit's lowest count is the smallest the
+    guard allows, and explain counts each member where the rules do."""
     new = data.draw(st.integers(0, old - 1), label="new")
     objs: list[dict[str, Any]] = []
     for o, (place, own) in pods.items():
@@ -351,7 +358,14 @@ def test_property_guard_with_unknown_zones_follows_the_rules(
         objs.append(pod)
     for o, zone in volumes.items():
         objs += [b.pvc(f"data-db-{o}", volume=f"pv-{o}"), b.pv(f"pv-{o}", zone)]
+    for o, zone in recorded.items():
+        if o not in volumes:
+            claim = b.pvc(f"data-db-{o}")
+            claim["metadata"]["annotations"] = {"stszone.io/zone": zone}
+            objs.append(claim)
     annotations = {"stszone.io/zones": listed, "stszone.io/allow-zone-loss": str(allow).lower()}
+    if template:
+        annotations["stszone.io/storage-class-template"] = "ssd-{zone}"
     store = guardref.view([*NODES, b.statefulset(annotations=annotations, replicas=old), *objs])
     policy = resolve_policy("ns", "db", store=store)
     want, lowest = guardref.walk(store, policy, range(old), range(new))
@@ -364,3 +378,7 @@ def test_property_guard_with_unknown_zones_follows_the_rules(
         assert "stszone.io/allow-zone-loss" in outcome.message
     (report,) = [s for s in audit(store).sets if s.name == "db"]
     assert report.lowest == lowest
+    explained = explain_workload(store, "ns", "db")
+    assert explained is not None
+    counted = [m.guard.zone or m.guard.counts for m in explained.members]
+    assert counted == [guardref.locate(store, policy, o) for o in range(old)]

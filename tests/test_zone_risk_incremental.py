@@ -43,6 +43,7 @@ def a_set(rng: random.Random, name: str, ns: str) -> dict[str, Any]:
         [
             {"stszone.io/zones": ",".join(ZONES)},
             {"stszone.io/zones": "zone-a,zone-b"},
+            {"stszone.io/zones": ",".join(ZONES), "stszone.io/storage-class-template": "s-{zone}"},
             {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": BROKER},
             {"stszone.io/mode": "nope"},
             {},
@@ -84,7 +85,10 @@ def change(rng: random.Random, store: Store) -> None:
         store.delete("nodes", rng.choice(NODES))
     elif kind == 5:
         bound = rng.choice([volume, ""])
-        store.put("claims", claim_info(b.pvc(claim, namespace=ns, volume=bound)))
+        made = b.pvc(claim, namespace=ns, volume=bound)
+        if rng.random() < 0.5:  # recorded where stszone placed it, maybe by another zone list
+            made["metadata"]["annotations"] = {"stszone.io/zone": rng.choice(ZONES)}
+        store.put("claims", claim_info(made))
     elif kind == 6:
         store.delete("claims", (ns, claim))
     elif kind == 7:
