@@ -25,6 +25,7 @@ from tests.rendered import granted
 from webhook.cli import main
 from webhook.cli.rebalance_text import render_json, render_outcome, render_plan
 from webhook.cluster.snapshot import from_objects
+from webhook.errors import BadObject
 from webhook.install import deploybase
 from webhook.model.state import set_state
 from webhook.rules.rebalance import Plan, chosen, plan
@@ -316,6 +317,16 @@ def test_an_advanced_statefulsets_min_ready_seconds_is_its_rolling_updates() -> 
     obj["spec"]["updateStrategy"]["rollingUpdate"]["minReadySeconds"] = 30
     obj["status"]["availableReplicas"] = 2
     assert (set_state(obj).min_ready, set_state(obj).available) == (30, 2)
+
+
+def test_an_advanced_statefulsets_malformed_min_ready_seconds_is_named_by_its_path() -> None:
+    obj = kruise_set(3, [])
+    obj["spec"]["updateStrategy"]["rollingUpdate"]["minReadySeconds"] = "30s"
+    with pytest.raises(
+        BadObject,
+        match=r"^spec\.updateStrategy\.rollingUpdate\.minReadySeconds must be an integer, got str$",
+    ):
+        set_state(obj)
 
 
 def test_a_paused_rollout_blocks_the_moves_saying_it_is_paused() -> None:

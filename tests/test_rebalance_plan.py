@@ -718,9 +718,9 @@ def _node_with(**spec: Any) -> JSON:
     return obj
 
 
-def _set_with(change: Any) -> JSON:
+def _set_with(change: Any, *, part: str = "spec") -> JSON:
     obj = r.statefulset(1)
-    change(obj["spec"])
+    change(obj[part])
     return obj
 
 
@@ -738,6 +738,34 @@ def _set_with(change: Any) -> JSON:
         (
             _set_with(lambda s: s["template"]["spec"].update(tolerations=["x"])),
             r"spec\.template\.spec\.tolerations\[0\] must be an object",
+        ),
+        (
+            _set_with(lambda s: s.update(updateStrategy="RollingUpdate")),
+            r"spec\.updateStrategy must be an object",
+        ),
+        (
+            _set_with(lambda s: s.update(updateStrategy={"type": 1})),
+            r"spec\.updateStrategy\.type must be a string",
+        ),
+        (
+            _set_with(lambda s: s.update(updateStrategy={"rollingUpdate": 2})),
+            r"spec\.updateStrategy\.rollingUpdate must be an object",
+        ),
+        (
+            _set_with(lambda s: s.update(updateStrategy={"rollingUpdate": {"partition": "2"}})),
+            r"spec\.updateStrategy\.rollingUpdate\.partition must be an integer",
+        ),
+        (
+            _set_with(lambda s: s.update(minReadySeconds="30s")),
+            r"spec\.minReadySeconds must be an integer",
+        ),
+        (
+            _set_with(lambda s: s.update(updatedReplicas="1"), part="status"),
+            r"status\.updatedReplicas must be an integer",
+        ),
+        (
+            _set_with(lambda s: s.update(availableReplicas="1"), part="status"),
+            r"status\.availableReplicas must be an integer",
         ),
     ],
 )
