@@ -832,3 +832,47 @@ def test_a_staged_rollout_held_at_its_partition_is_no_rollout_under_way(
     result = only(planned(r.cluster({0: "a1", 1: "c1", 2: "c2"}, sts=sts)))
     assert [row.kind for row in result.rows] == kinds
     assert set_state(sts).updating is (updated == 0)
+
+
+@pytest.mark.parametrize(
+    ("replicas", "updated", "partition", "updating"),
+    [
+        (3, 2, None, True),
+        (3, 3, None, False),
+        (1, None, None, True),
+        (4, 2, 1, True),
+        (4, 3, 1, False),
+    ],
+    ids=["one-left", "all-updated", "none-updated-yet", "one-left-above-1", "all-above-1"],
+)
+def test_a_rollout_is_under_way_until_every_replica_above_its_partition_is_updated(
+    replicas: int, updated: int | None, partition: int | None, updating: bool
+) -> None:
+    """The controller updates the replicas from the last ordinal down to the partition (0
+    when unset); until all of them are, the rollout is under way. updatedReplicas is left out
+    of the status while it is 0."""
+    sts = r.statefulset(replicas, updating=True)
+    if partition is not None:
+        sts["spec"]["updateStrategy"] = {"rollingUpdate": {"partition": partition}}
+    if updated is not None:
+        sts["status"]["updatedReplicas"] = updated
+    assert set_state(sts).updating is updating
+
+
+@pytest.mark.parametrize(
+    ("min_ready", "available", "read"),
+    [(None, 2, None), (1, 2, 2), (30, None, 0)],
+    ids=["unset", "one-second", "none-available-yet"],
+)
+def test_available_replicas_are_read_only_for_a_set_with_min_ready_seconds(
+    min_ready: int | None, available: int | None, read: int | None
+) -> None:
+    """Without minReadySeconds a pod is available once Ready and the Ready check says it all;
+    with any, availableReplicas counts (none when the status leaves it out)."""
+    sts = r.statefulset(3)
+    if min_ready is not None:
+        sts["spec"]["minReadySeconds"] = min_ready
+    if available is not None:
+        sts["status"]["availableReplicas"] = available
+    state = set_state(sts)
+    assert (state.min_ready, state.available) == (min_ready or 0, read)
