@@ -16,7 +16,7 @@ from webhook.model import objects
 from webhook.model.owners import ordinal_of
 from webhook.model.records import node_info, volume_info
 from webhook.model.store import Store
-from webhook.rules.placement import place, resolve_policy, rule_zone
+from webhook.rules.placement import Placement, place, resolve_policy, rule_zone
 from webhook.wire import review
 from webhook.wire.patch import apply
 
@@ -140,7 +140,9 @@ def test_data_gravity_bound_volume_wins_with_warning() -> None:
         0, namespace="ns", policy=resolve_policy("ns", "db", store=store), store=store
     )
     assert (placement.zone, placement.rule_zone, placement.volume) == ("c", "a", "pv-c")
-    assert "pv-c" in placement.warnings[0] and "data-db-0" in placement.warnings[0]
+    assert placement.warnings == (
+        "db-0 follows volume pv-c (claim data-db-0) to c; the rule says a",
+    )
 
 
 def test_prebound_volume_claim_ref_counts_before_binding() -> None:
@@ -249,6 +251,42 @@ def test_two_claims_in_disjoint_zones_are_denied() -> None:
     )
     with pytest.raises(Denied, match="different zones"):
         place(0, namespace="ns", policy=resolve_policy("ns", "db", store=store), store=store)
+
+
+def test_two_claims_on_regional_disks_of_disjoint_zones_are_denied_naming_all() -> None:
+    """data's regional disk is usable from a and b, logs' from c and d: every zone of each is
+    named."""
+    store = store_from_objects(
+        [
+            b.statefulset(templates=("data", "logs"), annotations={"stszone.io/zones": "a,b,c,d"}),
+            b.pvc("data-db-0", volume="pv-ab"),
+            b.pv("pv-ab", "a", "b"),
+            b.pvc("logs-db-0", volume="pv-cd"),
+            b.pv("pv-cd", "c", "d"),
+        ]
+    )
+    with pytest.raises(Denied) as denied:
+        place(0, namespace="ns", policy=resolve_policy("ns", "db", store=store), store=store)
+    assert denied.value.message == (
+        "claims data-db-0 and logs-db-0 of db-0 are bound to volumes in different zones "
+        "(a, b vs c, d); no node can mount both. Move or re-create one."
+    )
+
+
+def test_an_unbound_claim_of_a_set_with_a_class_template_holds_its_pod_by_its_zone() -> None:
+    """data-db-0 has no volume yet, but stszone gave it zone c (and so class ssd-c): the pod
+    follows the claim, and the placement names the claim, not a volume."""
+    claim = b.pvc("data-db-0")
+    claim["metadata"]["annotations"] = {"stszone.io/zone": "c"}
+    notes = {"stszone.io/zones": "a,b,c", "stszone.io/storage-class-template": "ssd-{zone}"}
+    store = store_from_objects([b.statefulset(annotations=notes), claim])
+    policy = resolve_policy("ns", "db", store=store)
+    assert place(0, namespace="ns", policy=policy, store=store) == Placement(
+        zone="c",
+        rule_zone="a",
+        claim="data-db-0",
+        warnings=("db-0 follows claim data-db-0 (its stszone.io/zone) to c; the rule says a",),
+    )
 
 
 def test_no_zones_known_is_denied_with_what_to_do() -> None:
