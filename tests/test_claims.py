@@ -233,6 +233,16 @@ def test_a_deleted_claim_still_in_the_view_does_not_pin_its_successor() -> None:
     assert got["spec"]["storageClassName"] == "ssd-zone-a"
 
 
+def test_the_zone_of_a_deleted_unbound_claim_still_in_the_view_is_not_its_successors() -> None:
+    """The earlier data-db-0 never got a volume; stszone gave it zone-b (under another zone
+    list, say). The new claim is placed by the rule, not by the zone recorded on the old one."""
+    old = b.pvc("data-db-0", namespace="cap")
+    old["metadata"].update(uid="uid-of-a-deleted-claim", annotations={"stszone.io/zone": "zone-b"})
+    got, _ = mutated(claim_review(), cluster(old))
+    assert got["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"
+    assert got["spec"]["storageClassName"] == "ssd-zone-a"
+
+
 @pytest.mark.parametrize("order", [("db-main", "main"), ("main", "db-main")])
 def test_a_claim_name_two_sets_produce_goes_to_the_same_one_with_a_warning(
     order: tuple[str, str],
