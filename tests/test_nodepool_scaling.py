@@ -340,6 +340,46 @@ def test_statefulset_only_annotations_on_a_pool_are_refused_as_not_applying(
     assert sim.admit(view, bumped, old=asked, operation="UPDATE").allowed
 
 
+_TAKES = (
+    "a pool takes stszone.io/zones, stszone.io/topology-key, stszone.io/storage-class-template, "
+    "stszone.io/allow-zone-loss"
+)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        (
+            {"stszone.io/scheduler-name": "sts-scheduler"},
+            "KafkaNodePool pool: stszone.io/scheduler-name: 'sts-scheduler' does not apply to a "
+            "KafkaNodePool: its brokers are pinned to a zone (their pool's share, or their "
+            "data's) by a required node affinity, never to a node by label nor to another "
+            f"scheduler; remove it ({_TAKES})",
+        ),
+        (
+            {"stszone.io/node-label": "example.io/node", "stszone.io/mode": "node-ordinal"},
+            "KafkaNodePool pool: stszone.io/mode: 'node-ordinal', stszone.io/node-label: "
+            "'example.io/node' do not apply to a KafkaNodePool: its brokers are pinned to a zone "
+            "(their pool's share, or their data's) by a required node affinity, never to a node "
+            f"by label nor to another scheduler; remove them ({_TAKES})",
+        ),
+        (
+            {"stszone.io/mode": "scheduler", "stszone.io/zones": "zone-a,zone-a"},
+            "KafkaNodePool pool: stszone.io/mode: 'scheduler' does not apply to a KafkaNodePool: "
+            "its brokers are pinned to a zone (their pool's share, or their data's) by a "
+            "required node affinity, never to a node by label nor to another scheduler; remove "
+            f"it ({_TAKES}); stszone.io/zones lists zone-a more than once; each zone once",
+        ),
+    ],
+    ids=["one", "two", "with-another-problem"],
+)
+def test_a_pool_asking_for_statefulset_only_annotations_is_told_each_and_what_it_takes(
+    annotations: dict[str, str], message: str
+) -> None:
+    refused = sim.admit(sim.store(), sim.pool_object("pool", replicas=3, annotations=annotations))
+    assert (refused.allowed, refused.message) == (False, message)
+
+
 def test_a_scale_down_of_a_pool_with_annotations_left_broken_is_judged_on_defaults() -> None:
     """Broken annotations left as they were do not block a scale-down: the guard runs with
     the server's zones, as for a StatefulSet."""
