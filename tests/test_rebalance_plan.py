@@ -876,3 +876,25 @@ def test_available_replicas_are_read_only_for_a_set_with_min_ready_seconds(
         sts["status"]["availableReplicas"] = available
     state = set_state(sts)
     assert (state.min_ready, state.available) == (min_ready or 0, read)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "updating", "updated", "outdated"),
+    [
+        ("OnDelete", True, 1, 2),
+        ("OnDelete", True, 3, 0),
+        ("OnDelete", False, None, 0),
+        ("RollingUpdate", True, 1, 0),
+    ],
+    ids=["on-delete-two-left", "on-delete-all-updated", "on-delete-settled", "rolling"],
+)
+def test_only_an_on_delete_set_with_its_revisions_apart_counts_pods_not_updated(
+    strategy: str, updating: bool, updated: int | None, outdated: int
+) -> None:
+    """Under OnDelete currentRevision never moves, so with every pod updated the revisions stay
+    apart and none is outdated; under RollingUpdate the controller updates them itself."""
+    sts = r.statefulset(3, updating=updating)
+    sts["spec"]["updateStrategy"] = {"type": strategy}
+    if updated is not None:
+        sts["status"]["updatedReplicas"] = updated
+    assert set_state(sts).outdated == outdated
