@@ -125,14 +125,17 @@ def test_the_p99_of_a_hundred_answers_is_the_second_slowest() -> None:
     assert openloop.percentile([], 99) != openloop.percentile([], 99)  # NaN
 
 
-async def test_the_script_interleaves_two_servers_at_a_thousand_a_second(
+async def test_the_script_sends_the_second_servers_requests_half_a_period_later(
     recorders: list[Recorder], dev_certs: DevCerts, tmp_path: Path
 ) -> None:
-    """bench/run.py runs the script in a process of its own, and its objective's missed row is
-    1,000/s together: a request for the second server every half millisecond after one for the
-    first. Sent at once instead, the pair queues on the shared server core, one behind the
-    other, and the second server's latency carries the first's answer."""
-    rate = 1000.0
+    """bench/run.py runs the script in a process of its own, and "together" offers each server
+    the rate with the schedules interleaved: a request for the second server half a period
+    after one for the first. Sent at once instead, the pair queues on the shared server core,
+    one behind the other, and the second server's latency carries the first's answer.
+    (``offsets`` is checked exactly above; this is the script as run, timed where the requests
+    arrive. At 200/s the half period, 2.5 ms, stands well clear of the sub-millisecond delays
+    a busy machine adds to sender and receiver, which at 1,000/s made this check flaky.)"""
+    rate = 200.0
     body = tmp_path / "review.json"
     body.write_bytes(b"{}")
     index = tmp_path / "index"
