@@ -36,14 +36,13 @@ from typing import Final
 import yaml
 
 from webhook.cli import build_parser, dispatch
-from webhook.cluster.credentials import IN_CLUSTER_ENV, SERVICE_ACCOUNT
+from webhook.cluster.credentials import SERVICE_ACCOUNT, in_cluster_possible
 from webhook.cluster.kubeconfig import KUBECONFIG_ENV, kubeconfig_context, require_kubeconfig
 from webhook.errors import ConfigError
 
 PROG: Final = "kubectl stszone"
 #: kubectl's namespace when the context names none.
 DEFAULT_NAMESPACE: Final = "default"
-IN_CLUSTER_PORT_ENV: Final = "KUBERNETES_SERVICE_PORT"
 #: Where client-go's in-cluster config reads the namespace first (the downward API).
 POD_NAMESPACE_ENV: Final = "POD_NAMESPACE"
 
@@ -99,11 +98,7 @@ def in_a_pod(
         return False
     if holds_configuration(Path(default_kubeconfig(environ))):
         return False
-    return bool(
-        environ.get(IN_CLUSTER_ENV)
-        and environ.get(IN_CLUSTER_PORT_ENV)
-        and (service_account / "token").is_file()
-    )
+    return in_cluster_possible(environ, service_account)
 
 
 def holds_configuration(path: Path) -> bool:

@@ -48,6 +48,7 @@ from webhook.errors import ConfigError
 SERVICE_ACCOUNT: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: Set by the kubelet in every pod whose service account token is mounted.
 IN_CLUSTER_ENV: Final = "KUBERNETES_SERVICE_HOST"
+IN_CLUSTER_PORT_ENV: Final = "KUBERNETES_SERVICE_PORT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,16 +217,25 @@ def _mtime(path: str | None) -> float:
         return 0.0
 
 
+def in_cluster_possible(
+    environ: Mapping[str, str], service_account: Path = SERVICE_ACCOUNT
+) -> bool:
+    """client-go's test for its in-cluster config (``inClusterClientConfig.Possible``): in a
+    pod (``$KUBERNETES_SERVICE_HOST`` and ``_PORT``) whose service-account token is mounted."""
+    in_a_pod = environ.get(IN_CLUSTER_ENV) and environ.get(IN_CLUSTER_PORT_ENV)
+    return bool(in_a_pod and (service_account / "token").is_file())
+
+
 def uses_service_account(
     environ: Mapping[str, str], service_account: Path = SERVICE_ACCOUNT
 ) -> bool:
     """Whether a command given no ``--kubeconfig``/``--context`` talks as the pod's service
     account: in a pod, unless its token is not mounted (automountServiceAccountToken: false)
-    and ``$KUBECONFIG`` names another way in. Every pod has ``$KUBERNETES_SERVICE_HOST``;
-    client-go deems in-cluster possible only when the token file is there too."""
+    and ``$KUBECONFIG`` names another way in (a pod without the token and without it is told
+    the token is missing)."""
     if not environ.get(IN_CLUSTER_ENV):
         return False
-    return (service_account / "token").is_file() or not environ.get(KUBECONFIG_ENV)
+    return in_cluster_possible(environ, service_account) or not environ.get(KUBECONFIG_ENV)
 
 
 def load_credentials(
