@@ -51,7 +51,7 @@ JSON = dict[str, Any]
 class Setup:
     """A writer whose sink is the fake API server, driven round by round."""
 
-    def __init__(self, fake: FakeApi, api: Api, *, capacity: int = 1000) -> None:
+    def __init__(self, fake: FakeApi, api: Api, *, capacity: int = 1000, **writer: Any) -> None:
         self.fake = fake
         self.outbox = Outbox(capacity=capacity)
         self.writer = EventWriter(
@@ -59,6 +59,7 @@ class Setup:
             sink=ApiSink(api),
             correlator=Correlator(instance="stszone-0"),
             backoff=Backoff(initial=1.0, cap=8.0, rand=lambda: 0.0),
+            **writer,
         )
 
     def events(self) -> list[JSON]:

@@ -1,5 +1,8 @@
 """From notices to Event writes: series, aggregation and spam filtering, as client-go does them.
-Pure: no I/O; every method takes the time, so tests drive it with their own clock.
+Pure: no I/O; every method takes the time, so tests drive it with their own clock: ``now``, an
+elapsed clock's reading, for every interval below, and ``wall``, the wall clock's, for what an
+Event says (its ``eventTime``, its name, a series' ``lastObservedTime``). A step of the wall
+clock (NTP) then neither cuts a series short nor holds it open, nor refills a spam bucket.
 
 The model is client-go's two recorders, read in ``tools/events/event_broadcaster.go``
 (``events.k8s.io/v1``) and ``tools/record/events_cache.go`` (``EventCorrelator``):
@@ -116,14 +119,16 @@ Key = tuple[ObjectRef, ObjectRef | None, str, str, str, str]
 class _Series:
     event: JSON
     count: int
+    #: When the last repeat came: on the elapsed clock, and on the wall clock for the API.
     last_observed: float
+    last_observed_wall: float
     #: The count the API server has, and when it was last written.
     written: int
     written_at: float
 
     def patch(self, now: float) -> Patch:
         self.written, self.written_at = self.count, now
-        series = {"count": self.count, "lastObservedTime": micro_time(self.last_observed)}
+        series = {"count": self.count, "lastObservedTime": micro_time(self.last_observed_wall)}
         meta = self.event["metadata"]
         return Patch(
             meta["namespace"], meta["name"], {"series": series}, {**self.event, "series": series}
@@ -154,8 +159,10 @@ class Correlator:
         self._buckets: OrderedDict[tuple[ObjectRef, str], _Bucket] = OrderedDict()
         self._last_name = 0
 
-    def observe(self, notice: Notice, *, now: float) -> Write | None:
-        """The write ``notice`` causes now, if any."""
+    def observe(self, notice: Notice, *, now: float, wall: float | None = None) -> Write | None:
+        """The write ``notice`` causes now, if any; ``wall`` is ``now`` when not given (one
+        clock for both)."""
+        wall = now if wall is None else wall
         notice, combined = self._aggregate(notice, now=now)
         # One combined Event per object and reason: its note (the first it combined) is the
         # API server's to keep, later ones only count.
@@ -172,15 +179,15 @@ class Correlator:
         if entry is not None:
             self._series.move_to_end(key)
             entry.count += 1
-            entry.last_observed = now
+            entry.last_observed, entry.last_observed_wall = now, wall
             self.counts.series += 1
             if entry.written > 1 or not self._allow(notice, now=now):
                 return None  # the timed writes of tick() carry the count
             return entry.patch(now)
         if not self._allow(notice, now=now):
             return None
-        event = self._event(notice, now=now)
-        self._series[key] = _Series(event, 1, now, written=1, written_at=now)
+        event = self._event(notice, wall=wall)
+        self._series[key] = _Series(event, 1, now, wall, written=1, written_at=now)
         _bound(self._series, self.tuning.cache_size)
         return Create(event["metadata"]["namespace"], event)
 
@@ -241,22 +248,22 @@ class Correlator:
         bucket.tokens -= 1
         return True
 
-    def _name(self, regarding: ObjectRef, now: float) -> str:
+    def _name(self, regarding: ObjectRef, wall: float) -> str:
         """``<regarding name>.<nanoseconds, hex>`` as client-go names Events (unique here: the
         nanoseconds only grow), or a UUID where that would not be a valid name."""
-        self._last_name = max(int(now * 1e9), self._last_name + 1)
+        self._last_name = max(int(wall * 1e9), self._last_name + 1)
         name = f"{regarding.name}.{self._last_name:x}"
         return name if is_dns_subdomain(name) else str(uuid.uuid4())
 
-    def _event(self, notice: Notice, *, now: float) -> JSON:
+    def _event(self, notice: Notice, *, wall: float) -> JSON:
         regarding = notice.regarding
         # The API server requires the Event's namespace to be its regarding object's.
         namespace = regarding.namespace or "default"
         event: JSON = {
             "apiVersion": API_VERSION,
             "kind": "Event",
-            "metadata": {"name": self._name(regarding, now), "namespace": namespace},
-            "eventTime": micro_time(now),
+            "metadata": {"name": self._name(regarding, wall), "namespace": namespace},
+            "eventTime": micro_time(wall),
             "reportingController": CONTROLLER,
             "reportingInstance": self.instance,
             "action": notice.action,

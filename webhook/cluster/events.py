@@ -129,7 +129,8 @@ class EventWriter:
         *,
         sink: Sink,
         correlator: Correlator,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
         tick: float = TICK,
         max_tries: int = MAX_TRIES,
         backoff: Backoff | None = None,
@@ -138,6 +139,7 @@ class EventWriter:
         self.sink = sink
         self.correlator = correlator
         self._clock = clock
+        self._wall = wall
         self._tick = tick
         self._max_tries = max_tries
         self._backoff = backoff if backoff is not None else Backoff(initial=1.0, cap=30.0)
@@ -176,18 +178,21 @@ class EventWriter:
             ticking = now >= next_tick
             if ticking:
                 next_tick = now + self._tick
-            await self.round(now=now, tick=ticking)
+            await self.round(now=now, wall=self._wall(), tick=ticking)
 
-    async def round(self, *, now: float, tick: bool = False) -> None:
+    async def round(self, *, now: float, wall: float | None = None, tick: bool = False) -> None:
         """One pass: the writes due for a retry, what is queued, and (``tick``) the timed
-        series writes."""
+        series writes. ``now`` is the elapsed clock (retries, series, spam filter), ``wall``
+        the time the Events say (``now`` when not given)."""
         written = self._written
         due = [r for r in written.retries if r.due <= now]
         written.retries = [r for r in written.retries if r.due > now]
         for retry in due:
             await self._attempt(retry.write, tries=retry.tries, now=now)
         correlator = self.correlator
-        writes = [w for n in self.outbox.drain() if (w := correlator.observe(n, now=now))]
+        writes = [
+            w for n in self.outbox.drain() if (w := correlator.observe(n, now=now, wall=wall))
+        ]
         if tick:
             writes += correlator.tick(now=now)
         for write in writes:
