@@ -267,7 +267,7 @@ async def start(
     wall: Callable[[], float] = time.time,
 ) -> Managed:
     """Credentials (off the loop: an exec plugin may run), then the pieces; ``wall`` is the
-    planner's clock."""
+    planner's wall clock (certificates' dates; its waits run on the monotonic clock)."""
     credentials = await asyncio.to_thread(load, settings.kubeconfig, context=settings.context)
     holder = identity(settings)
     api = Api(credentials, user_agent=f"stszone/{__version__} ({holder})")

@@ -56,10 +56,12 @@ class Step(Protocol):
 
 
 class Decide(Protocol):
-    """The planner of one leadership term: (Secret or None, configurations, now) -> a step."""
+    """The planner of one leadership term: (Secret or None, configurations, now) -> a step.
+    ``now`` is the wall clock (certificates' validity), ``elapsed`` a monotonic clock in
+    seconds (the waits between steps)."""
 
     def __call__(
-        self, secret: JSON | None, /, *, configs: Sequence[JSON], now: dt.datetime
+        self, secret: JSON | None, /, *, configs: Sequence[JSON], now: dt.datetime, elapsed: float
     ) -> Step: ...
 
 
@@ -87,6 +89,7 @@ class Keeper:
         resync: float = 30.0,
         retry: float = 2.0,
         wall: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.secrets = secrets
@@ -96,6 +99,7 @@ class Keeper:
         self.resync = resync
         self.retry = retry
         self._wall = wall
+        self._clock = clock
         self.outcome = Outcome()
         self._secret_path = f"/api/v1/namespaces/{secrets.namespace}/secrets/{secrets.name}"
         self._said: dict[str, str] = {}
@@ -116,7 +120,9 @@ class Keeper:
         except _Refused:
             return self.retry
         now = dt.datetime.fromtimestamp(self._wall(), dt.UTC)
-        step = decide(secret, configs=[config for _, config in configs], now=now)
+        step = decide(
+            secret, configs=[config for _, config in configs], now=now, elapsed=self._clock()
+        )
         if step.problem:
             self._fail("plan", message=step.problem)
             return self.resync

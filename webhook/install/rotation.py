@@ -24,8 +24,10 @@ added to them first and the Secret is written only once it has been trusted for 
 What the leader has seen (since when a CA is trusted, since when the pair comes from the
 current CA) is kept by the :class:`Rotation`, one per leadership term: a new leader has seen
 nothing yet, so it waits ``settle`` again before relying on trust. That only delays a step; it
-never hurries one. Two leaders never act on the same Secret version: each write carries the
-version it was planned from.
+never hurries one. Those waits are measured on an elapsed clock (``decide``'s ``elapsed``), not
+on ``now``: a step of the wall clock (NTP) must neither cut ``settle`` short nor stretch it;
+``now`` decides what certificates are valid, as the API servers' own clocks do. Two leaders
+never act on the same Secret version: each write carries the version it was planned from.
 """
 
 from __future__ import annotations
@@ -87,11 +89,13 @@ class Rotation:
     name: str
     namespace: str
     #: CA fingerprint -> when every configuration was first seen holding it (this term).
-    _trusted_since: dict[str, dt.datetime] = field(default_factory=dict)
+    _trusted_since: dict[str, float] = field(default_factory=dict)
     #: (CA fingerprint, when the Secret's pair was first seen coming from it).
-    _serving_since: tuple[str, dt.datetime] | None = None
+    _serving_since: tuple[str, float] | None = None
     #: A CA made for a Secret not written yet (it must be trusted first).
     _pending: Keyed | None = None
+    #: The elapsed clock's reading of the current ``decide``.
+    _elapsed: float = 0.0
 
     def decide(
         self,
@@ -99,13 +103,18 @@ class Rotation:
         *,
         configs: Sequence[Mapping[str, Any]],
         now: dt.datetime,
+        elapsed: float | None = None,
     ) -> Decision:
-        """The next step, given the Secret (None: absent) and the configurations that exist."""
+        """The next step, given the Secret (None: absent) and the configurations that exist.
+
+        ``now`` is the wall clock, for certificates; ``elapsed`` a monotonic clock in seconds,
+        for ``settle`` (``now``'s timestamp when not given: one clock for both)."""
+        self._elapsed = now.timestamp() if elapsed is None else elapsed
         trusted = cabundle.trusted(configs)
         for fp in set(self._trusted_since) - trusted:
             del self._trusted_since[fp]
         for fp in trusted:
-            self._trusted_since.setdefault(fp, now)
+            self._trusted_since.setdefault(fp, self._elapsed)
         if secret is not None and not is_managed(secret):
             if read(secret).serving is None:
                 # Every replica already says it cannot serve it, why, and what to do.
@@ -137,7 +146,7 @@ class Rotation:
         if served is None or not issued_by(served.cert, ca=ca.cert):
             self._serving_since = None
         elif self._serving_since is None or self._serving_since[0] != ca.fingerprint:
-            self._serving_since = (ca.fingerprint, now)
+            self._serving_since = (ca.fingerprint, self._elapsed)
         keep = {ca.fingerprint} | ({contents.next_ca.fingerprint} if contents.next_ca else set())
         bundle = [c for c in contents.bundle if c.not_valid_after_utc > now]
         for needed in (ca, contents.next_ca):
@@ -198,7 +207,7 @@ class Rotation:
                     "it already trusts; the Secret follows once it has been trusted for "
                     f"{self.policy.settle.total_seconds():g}s",
                 )
-            left = self._settle_left(new.fingerprint, now=now)
+            left = self._settle_left(new.fingerprint)
             if left > 0:
                 return Decision(wait=left)
         serving = serving_pair(self.policy, new, now=now)
@@ -223,7 +232,7 @@ class Rotation:
         staged = usable_ca(staged, now=now)
         if staged is None:
             return None
-        left = self._settle_left(staged.fingerprint, now=now) if guarded else 0.0
+        left = self._settle_left(staged.fingerprint) if guarded else 0.0
         if left > 0:
             waits.append(left)
             return None
@@ -279,9 +288,9 @@ class Rotation:
             # from the old CA meanwhile would be a write for nothing, while it has life left.
             left = (serving.cert.not_valid_after_utc - now - 2 * self.policy.settle).total_seconds()
             if left > 0:
-                waits.append(min(left, self._settle_left(staged.fingerprint, now=now)))
+                waits.append(min(left, self._settle_left(staged.fingerprint)))
                 return None
-        left = self._settle_left(ca.fingerprint, now=now) if guarded else 0.0
+        left = self._settle_left(ca.fingerprint) if guarded else 0.0
         if left > 0:
             waits.append(left)
             return None
@@ -328,7 +337,7 @@ class Rotation:
         leaving = [c for c in bundle if fingerprint(c) not in keep]
         if not leaving or self._serving_since is None:
             return None  # nothing to retire, or the pair does not come from the CA yet
-        left = (self._serving_since[1] + self.policy.settle - now).total_seconds()
+        left = self._serving_since[1] + self.policy.settle.total_seconds() - self._elapsed
         if left > 0:
             waits.append(left)
             return None
@@ -339,11 +348,10 @@ class Rotation:
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _settle_left(self, fp: str, *, now: dt.datetime) -> float:
+    def _settle_left(self, fp: str) -> float:
+        settle = self.policy.settle.total_seconds()
         since = self._trusted_since.get(fp)
-        if since is None:
-            return self.policy.settle.total_seconds()
-        return (since + self.policy.settle - now).total_seconds()
+        return settle if since is None else since + settle - self._elapsed
 
 
 @dataclass(frozen=True, slots=True)
