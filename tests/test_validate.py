@@ -352,7 +352,9 @@ def test_a_switch_out_of_node_ordinal_mode_names_the_ordinals_leaving_their_node
     same_list = b.statefulset(annotations={**pinned, "stszone.io/mode": "affinity"})
     outcome = validate(same_list, store, operation="UPDATE", old=old)
     assert outcome.allowed
+    # The label kept for the way back is read no more, and the client is told so.
     assert outcome.warnings == (
+        NODE_LABEL_TEXT.format(mode="affinity"),
         "db: new stszone.io/mode affinity moves 2 ordinal(s) when re-created: 0 (b->a) and 1 "
         "(c->b)",
     )
@@ -362,6 +364,7 @@ def test_a_switch_out_of_node_ordinal_mode_names_the_ordinals_leaving_their_node
     )
     outcome = validate(new_list, store, operation="UPDATE", old=old)
     assert outcome.warnings == (
+        NODE_LABEL_TEXT.format(mode="affinity"),
         "db: new stszone.io/mode affinity moves 1 ordinal(s) when re-created: 2 (c->a)",
     )
 
@@ -675,3 +678,42 @@ def test_checks_stay_bounded_for_int32_replicas() -> None:
     with line_budget(LINES):
         denied = validate(pinned)
     assert not denied.allowed and "500" in denied.message
+
+
+NODE_LABEL_TEXT = (
+    "db: stszone.io/node-label 'example.io/node' does nothing in {mode} mode, it is read only "
+    'with stszone.io/mode: "node-ordinal"; set that mode, or remove stszone.io/node-label'
+)
+SCHEDULER_NAME_TEXT = (
+    "db: stszone.io/scheduler-name 'other' does nothing in {mode} mode, it is read only with "
+    'stszone.io/mode: "scheduler"; set that mode, or remove stszone.io/scheduler-name'
+)
+
+
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+@pytest.mark.parametrize(
+    ("annotations", "warned"),
+    [
+        ({"stszone.io/node-label": "example.io/node"}, NODE_LABEL_TEXT.format(mode="affinity")),
+        (
+            {"stszone.io/node-label": "example.io/node", "stszone.io/mode": "scheduler"},
+            NODE_LABEL_TEXT.format(mode="scheduler"),
+        ),
+        ({"stszone.io/node-label": "example.io/node", "stszone.io/mode": "node-ordinal"}, None),
+        ({"stszone.io/scheduler-name": "other"}, SCHEDULER_NAME_TEXT.format(mode="affinity")),
+        ({"stszone.io/scheduler-name": "other", "stszone.io/mode": "scheduler"}, None),
+    ],
+    ids=["label-alone", "label-in-scheduler-mode", "label-read", "name-alone", "name-read"],
+)
+def test_an_annotation_the_mode_does_not_read_is_warned_of(
+    operation: str, annotations: dict[str, str], warned: str | None
+) -> None:
+    """A set given stszone.io/node-label but not node-ordinal mode is placed by zone: its
+    pods are never pinned to the labelled nodes. Allowed, and the client is told why, on
+    every CREATE and UPDATE (here an image bump)."""
+    sts = b.statefulset(annotations={"stszone.io/zones": "a,b,c", **annotations})
+    old = copy.deepcopy(sts) if operation == "UPDATE" else None
+    sts["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    outcome = validate(sts, operation=operation, old=old)
+    assert outcome.allowed
+    assert outcome.warnings == ((warned,) if warned else ())

@@ -19,7 +19,9 @@ from webhook.model import notices, objects
 from webhook.model.annotations import (
     DEFAULT_SCHEDULER,
     MODE,
+    NODE_LABEL,
     PREFIX,
+    SCHEDULER_NAME,
     TOPOLOGY_KEY,
     ZONE,
     ZONES,
@@ -89,7 +91,7 @@ def validate_statefulset(
     declared, said = _declared(annotations, name=name, old=old, store=store)
     if declared is None:
         return refuse(said, code=422, reason="Invalid")
-    warnings: tuple[str, ...] = (said,) if said else ()
+    warnings: tuple[str, ...] = (said,) if said else _unread(name, declared, annotations)
     # A generateName'd set may reach validation unnamed; the checks below only print the name.
     info = (kruise_set_info if group else statefulset_info)(
         {**sts, "metadata": {**meta, "name": name}}
@@ -147,6 +149,22 @@ def validate_statefulset(
         uid=uid,
     )
     return outcome.with_warnings(warnings).with_notices(*told)
+
+
+#: Annotations only one mode reads, and that mode.
+_READ_IN = {NODE_LABEL: "node-ordinal", SCHEDULER_NAME: "scheduler"}
+
+
+def _unread(name: str, declared: Declared, annotations: dict[str, str]) -> tuple[str, ...]:
+    """A warning for each annotation the set's mode does not read: without one, a set given
+    ``stszone.io/node-label`` and not the mode that reads it is placed by zone, silently.
+    Allowed (a set switched out of a mode may keep its key for the way back)."""
+    return tuple(
+        f"{name}: {key} {annotations[key]!r} does nothing in {declared.mode} mode, it is read "
+        f'only with {MODE}: "{mode}"; set that mode, or remove {key}'
+        for key, mode in _READ_IN.items()
+        if key in annotations and declared.mode != mode
+    )
 
 
 def _zones_without_nodes(name: str, policy: Policy, *, store: Store) -> tuple[str, ...]:
