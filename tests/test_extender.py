@@ -203,7 +203,8 @@ async def test_names_unknown_to_the_view_fail_and_the_rule_gives_the_zone(
 async def test_pods_without_a_zone_pass_unfiltered(
     serve: ServeFactory, cache: bool, pod: dict[str, Any]
 ) -> None:
-    """Nothing to enforce: every node passes, storage included, none is reported failed."""
+    """Nothing to enforce: every node passes, storage included, none is reported failed, and
+    prioritize scores every node alike, storage included."""
     store = cluster(full=True)
     if pod["metadata"].get("annotations", {}).get("stszone.io/mode") == "node-ordinal":
         store = store_from_objects(
@@ -212,6 +213,11 @@ async def test_pods_without_a_zone_pass_unfiltered(
     served = await serve(store=store, settings=SETTINGS)
     _, result = await served.post_json("/extender/filter", args(pod, ALL, cache=cache))
     assert kept(result) == ALL and result["FailedAndUnresolvableNodes"] == {}
+    # kube-scheduler adds each extender score (times its weight) to the node's total: scoring
+    # a-label and a-cond lower for their storage would still steer these pods away from them.
+    _, scores = await served.post_json("/extender/prioritize", args(pod, ALL, cache=cache))
+    assert [s["Host"] for s in scores] == ALL
+    assert len({s["Score"] for s in scores}) == 1, scores
 
 
 async def test_malformed_statefulset_annotations_are_reported_in_error(

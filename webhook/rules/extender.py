@@ -21,7 +21,7 @@ condition (unknown counts as healthy; as broken it would stop all scheduling).
 
 Prioritize scores 0..``MAX_SCORE`` (``MaxExtenderPriority``; kube-scheduler multiplies by the
 weight and rescales): half for the zone of the pod's bound volume (else its placement zone),
-half for healthy storage.
+half for healthy storage. A pod the filter passes untouched gets the same score on every node.
 """
 
 from __future__ import annotations
@@ -242,13 +242,20 @@ def prioritize(
     pod: JSON, candidates: tuple[Candidate, ...], *, store: Store, defaults: Defaults
 ) -> list[tuple[str, int]]:
     """Answer the ``prioritize`` verb: (node, 0..10), preferring the volume's zone and healthy
-    storage."""
+    storage; the same score on every node for a pod stszone leaves alone."""
     try:
         goal = target(pod, store=store, defaults=defaults)
     except Denied:
         goal = None  # filter reports it; scoring just has no zone preference
     except BadObject as err:
         raise BadRequest(f"malformed ExtenderArgs.Pod: {err.message}") from None
+    else:
+        if goal is None:
+            # kube-scheduler adds score * weight * 10 to each node's total, so a lower score
+            # for unhealthy storage would steer a pod the filter passed untouched (every pod
+            # of the cluster, with the extender in the default profile); one score for all
+            # changes no choice.
+            return [(node.name, MAX_SCORE) for node in candidates]
     key, preferred = "", None  # pragma: no mutate (the key is read only with a preference)
     if goal is not None:
         key, preferred = goal.topology_key, goal.volume_zones or goal.zones
