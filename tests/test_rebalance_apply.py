@@ -12,6 +12,7 @@ import json
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -393,3 +394,53 @@ async def test_a_set_with_min_ready_seconds_waits_for_the_moved_pod_to_be_availa
     outcome = await rig.rebalancer().run(result)
     assert outcome.converged and outcome.sets[0].moved == (1, 3)
     assert len(evicted_at) == 2 and evicted_at[1] >= came_back[0] + 30
+
+
+async def test_a_spec_change_its_controller_has_not_observed_is_waited_out(rig: Rig) -> None:
+    """A new pod template applied after the plan bumps metadata.generation at once, while the
+    status the controller wrote for the old spec still shows one revision: no rollout, as far
+    as it says. kubectl rollout status waits for status.observedGeneration to catch up; so does
+    the executor, and then for the rollout the change started, before it evicts anything."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    evicted_at: list[float] = []
+
+    def stored() -> dict[str, Any]:
+        return dict(json.loads(rig.api.objects.tables["statefulsets"][("shop", "db")].body))
+
+    applied = stored()
+    applied["metadata"]["generation"] = 2
+    applied["status"]["observedGeneration"] = 1
+    applied["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    rig.api.put("statefulsets", applied)
+
+    def tick() -> None:
+        current = stored()
+        if rig.clock.now >= 10 and current["status"]["observedGeneration"] == 1:
+            current["status"].update(observedGeneration=2, updateRevision="db-2")
+        elif rig.clock.now >= 20 and current["status"]["currentRevision"] == "db-1":
+            current["status"]["currentRevision"] = "db-2"  # its rollout is done
+        rig.api.put("statefulsets", current)
+
+    rig.clock.ticks.insert(0, tick)
+    rig.api.on_evict.append(lambda namespace, name: evicted_at.append(rig.clock.now))
+    outcome = await rig.rebalancer().run(result)
+    assert outcome.converged and outcome.sets[0].moved == (1, 3)
+    assert evicted_at and evicted_at[0] >= 20, evicted_at
+
+
+async def test_a_spec_change_never_observed_stops_saying_so(rig: Rig) -> None:
+    """Its controller never catches up (kube-controller-manager down): no eviction, and the
+    stop says what was waited for."""
+    rig.load(r.cluster(FOUR))
+    result = await rig.plan()
+    current = json.loads(rig.api.objects.tables["statefulsets"][("shop", "db")].body)
+    current["metadata"]["generation"] = 2
+    current["status"]["observedGeneration"] = 1
+    rig.api.put("statefulsets", current)
+    outcome = await rig.rebalancer(timeout=20).run(result)
+    assert outcome.stopped == (
+        "before moving db-1: shop/db was not whole within 20s (its controller has not yet "
+        "observed generation 2 of its spec (status.observedGeneration 1))"
+    )
+    assert rig.evictions() == []

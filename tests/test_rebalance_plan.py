@@ -329,6 +329,30 @@ def test_set_level_reasons_block(change: dict[str, Any], reason: str) -> None:
     assert result.rows[0].kind == "blocked" and result.rows[0].notes[0] == reason
 
 
+@pytest.mark.parametrize(("generation", "observed"), [(3, 2), (1, None)], ids=["behind", "unset"])
+def test_a_status_older_than_the_spec_blocks_every_move(
+    generation: int, observed: int | None
+) -> None:
+    """`kubectl apply` of a new template bumps metadata.generation; until the controller writes
+    status.observedGeneration its status still shows one revision, as if no rollout were
+    coming. kubectl rollout status waits then ("Waiting for statefulset spec update to be
+    observed"); a move would run alongside the rollout the change starts."""
+    sts = r.statefulset(4)
+    sts["metadata"]["generation"] = generation
+    if observed is not None:
+        sts["status"]["observedGeneration"] = observed
+    four = {0: "a1", 1: "a2", 2: "c2", 3: "c1"}  # db-1 and db-3 movable once observed
+    result = only(planned(r.cluster(four, sts=sts)))
+    assert [row.kind for row in result.rows] == ["in place", "blocked", "in place", "blocked"]
+    assert result.rows[1].notes[0] == (
+        f"its controller has not yet observed generation {generation} of its spec "
+        f"(status.observedGeneration {observed or 0}); run rebalance once it has"
+    )
+    sts["status"]["observedGeneration"] = generation
+    observed_now = only(planned(r.cluster(four, sts=sts)))
+    assert [row.kind for row in observed_now.rows] == ["in place", "movable", "in place", "movable"]
+
+
 def test_a_set_whose_pod_template_is_skipped_has_nothing_to_rebalance() -> None:
     """Its pods are never placed by stszone (the objectSelector keeps them away), so none is
     outside a zone of stszone's: the plan lists the set with a note, no row, and is complete,

@@ -92,6 +92,8 @@ class Reads:
         if differs := changed(step, info):
             raise Stop(f"{differs}; run rebalance again for a fresh plan")
         state = states.set_state(sts)
+        if state.stale:
+            return state.stale  # the checks below would read a status of an older spec
         if state.updating:
             return "a rolling update is " + ("paused part-way" if state.paused else "under way")
         pods = await self.set_pods(step)

@@ -114,6 +114,23 @@ class SetState:
     #: ``status.availableReplicas`` when ``min_ready`` is set (None otherwise: available is
     #: Ready then).
     available: int | None = None
+    #: ``metadata.generation``, and the ``status.observedGeneration`` the controller wrote
+    #: with the rest of the status (0 when absent).
+    generation: int = 0
+    observed: int = 0
+
+    @property
+    def stale(self) -> str:
+        """Why the status does not describe the spec yet ("" when it does): the controller has
+        not seen the latest change, so revisions and counts are of an older spec, and
+        ``kubectl rollout status`` waits too ("Waiting for statefulset spec update to be
+        observed")."""
+        if self.generation <= self.observed:
+            return ""
+        return (
+            f"its controller has not yet observed generation {self.generation} of its spec "
+            f"(status.observedGeneration {self.observed})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +252,8 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
         deleting=_deleting(meta),
         min_ready=min_ready,
         available=available if min_ready > 0 else None,
+        generation=objects.integer(meta, "generation", default=0, path="metadata"),
+        observed=objects.integer(status, "observedGeneration", default=0, path="status"),
         tolerations=tuple(
             objects.dicts(
                 objects.mapping(template, "spec", path="spec.template"),

@@ -111,7 +111,10 @@ def set_blockers(
     reasons: list[str] = []
     if info is not None and info.deleting:
         reasons.append(f"the {workload_kind(sts.group)} is being deleted")
-    if info is not None and info.updating and info.paused:
+    if info is not None and info.stale:
+        # Its status is of an older spec: a rollout the change starts is not in it yet.
+        reasons.append(f"{info.stale}; run rebalance once it has")
+    elif info is not None and info.updating and info.paused:
         reasons.append(
             "its rolling update is paused (spec.updateStrategy.rollingUpdate.paused) with "
             "replicas left to update, and a re-created pod would take the new revision: resume "
