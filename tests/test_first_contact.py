@@ -275,9 +275,9 @@ def test_a_kubeconfig_list_needs_one_file_that_exists(tmp_path: Path) -> None:
     loader do), and only a list of which none exists is refused."""
     there = write_kubeconfig(tmp_path / "there", server="https://127.0.0.1:1", token="t")
     gone = tmp_path / "gone"
-    require_kubeconfig(f"{gone}:{there}", named="$KUBECONFIG")
+    require_kubeconfig((str(gone), str(there)), named="$KUBECONFIG")
     with pytest.raises(ConfigError, match="none of these files is found"):
-        require_kubeconfig(f"{gone}:{tmp_path / 'gone-too'}", named="$KUBECONFIG")
+        require_kubeconfig((str(gone), str(tmp_path / "gone-too")), named="$KUBECONFIG")
 
 
 def test_files_the_readme_session_writes_are_ignored_by_git() -> None:

@@ -23,7 +23,7 @@ from tests.fakeapi import FakeApi, eventually
 from tests.kubeconfig import write_kubeconfig, write_service_account
 from webhook.cluster.api import Api
 from webhook.cluster.credentials import load_credentials
-from webhook.cluster.kubeconfig import kubeconfig_context
+from webhook.cluster.kubeconfig import kubeconfig_context, kubeconfig_files
 from webhook.cluster.live import LiveView, live_store
 from webhook.cluster.reflector import Tuning
 from webhook.config import Settings
@@ -200,7 +200,7 @@ def test_a_context_the_kubeconfig_lacks_says_so_and_the_way_on(tmp_path: Path) -
     # A current-context naming a context that is gone does not stop the one asked for.
     dangling = tmp_path / "dangling"
     dangling.write_text(path.read_text().replace("current-context: fake", "current-context: old"))
-    assert kubeconfig_context(str(dangling), "fake").name == "fake"
+    assert kubeconfig_context((str(dangling),), "fake").name == "fake"
 
 
 def test_a_failing_exec_plugin_stops_loading_with_its_error(
@@ -353,7 +353,7 @@ def test_merged_kubeconfigs_take_the_first_files_current_context(
     second = _config_file(tmp_path / "b", "two", server=servers["two"], current=currents[1])
     missing = str(tmp_path / "missing")
     merged = os.pathsep.join((missing, first, second))
-    assert kubeconfig_context(merged).name == expected
+    assert kubeconfig_context(kubeconfig_files(merged, listed=True)).name == expected
     credentials = load_credentials(None, environ={"KUBECONFIG": merged})
     assert credentials.target_now().base == servers[expected]
     assert credentials.target_now().headers == {"Authorization": f"Bearer {expected}"}

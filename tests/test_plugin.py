@@ -53,14 +53,14 @@ def aimed(argv: list[str], environ: Mapping[str, str]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("argv", "environ", "expected"),
     [
-        (["audit"], {"KUBECONFIG": "{kc}"}, ("{kc}", "in-cap", "cap")),
-        (["audit", "--context", "in-prod"], {"KUBECONFIG": "{kc}"}, ("{kc}", "in-prod", "prod")),
-        (["audit", "--context", "fake"], {"KUBECONFIG": "{kc}"}, ("{kc}", "fake", "default")),
-        (["audit", "-n", "shop"], {"KUBECONFIG": "{kc}"}, ("{kc}", "in-cap", "shop")),
-        (["audit", "-A"], {"KUBECONFIG": "{kc}"}, ("{kc}", "in-cap", None)),
+        (["audit"], {"KUBECONFIG": "{kc}"}, (None, "in-cap", "cap")),
+        (["audit", "--context", "in-prod"], {"KUBECONFIG": "{kc}"}, (None, "in-prod", "prod")),
+        (["audit", "--context", "fake"], {"KUBECONFIG": "{kc}"}, (None, "fake", "default")),
+        (["audit", "-n", "shop"], {"KUBECONFIG": "{kc}"}, (None, "in-cap", "shop")),
+        (["audit", "-A"], {"KUBECONFIG": "{kc}"}, (None, "in-cap", None)),
         (["audit", "--kubeconfig", "{kc}"], {"KUBECONFIG": "/nowhere"}, ("{kc}", "in-cap", "cap")),
         (["audit"], {"HOME": "{home}"}, ("{home}/.kube/config", "in-cap", "cap")),
-        (["review", "f.json"], {"KUBECONFIG": "{kc}"}, ("{kc}", "in-cap", "-")),
+        (["review", "f.json"], {"KUBECONFIG": "{kc}"}, (None, "in-cap", "-")),
         (["audit", "--cluster", "c.yaml"], {"KUBECONFIG": "{kc}"}, (None, None, None)),
         (["review", "--offline", "f.json"], {"KUBECONFIG": "{kc}"}, (None, None, "-")),
         (["certs"], {"KUBECONFIG": "{kc}"}, ("-", "-", "-")),
@@ -73,8 +73,9 @@ def test_aimed_as_kubectl_would(
     environ: dict[str, str],
     expected: tuple[str | None, ...],
 ) -> None:
-    """--kubeconfig, else $KUBECONFIG, else ~/.kube/config; --context, else current-context;
-    -n, else -A (all), else the context's namespace, else default; offline stays offline."""
+    """--kubeconfig, else $KUBECONFIG (left for the command to read: a list, where
+    --kubeconfig names one file), else ~/.kube/config; --context, else current-context; -n,
+    else -A (all), else the context's namespace, else default; offline stays offline."""
     home = tmp_path / "home"
     (home / ".kube").mkdir(parents=True)
     (home / ".kube" / "config").write_text(kubeconfig.read_text())
@@ -108,12 +109,16 @@ def capture(call: Any, out: Path) -> int:
         return status
 
 
-async def test_plugin_audits_and_reviews_the_context_cluster(tmp_path: Path) -> None:
+async def test_plugin_audits_and_reviews_the_context_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """audit: the context's namespace, or -A; review: answered from the cluster (the claim's
     volume decides the zone), where plain `stszone review` with $KUBECONFIG set stays offline."""
     async with FakeApi(token="t0k3n") as api:
         config = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t0k3n")
         environ = {"KUBECONFIG": str(with_contexts(config, "in-cap", in_cap="cap"))}
+        # kubectl hands the plugin its environment, which the command reads $KUBECONFIG from.
+        monkeypatch.setenv("KUBECONFIG", environ["KUBECONFIG"])
         api.put(
             "namespaces", {"metadata": {"name": "cap", "labels": {"stszone.io/enabled": "true"}}}
         )
@@ -137,16 +142,14 @@ async def test_plugin_audits_and_reviews_the_context_cluster(tmp_path: Path) -> 
         zones = [op["value"] for op in patch if op["path"] == "/metadata/annotations"]
         assert zones == [{"stszone.io/zone": "zone-c"}]  # claim data-db-0's volume is in zone-c
         lists_before = len(api.requests)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("KUBECONFIG", environ["KUBECONFIG"])
-            capture(lambda: main(["review", str(REVIEW)]), out)
+        capture(lambda: main(["review", str(REVIEW)]), out)
         offline = json.loads(out.read_text())["response"]
         assert offline["allowed"] is False and offline["status"]["reason"] == "NoZones"
         assert len(api.requests) == lists_before  # plain stszone review never called the cluster
 
 
 async def test_plugin_rebalance_statefulset_names_its_own_namespace(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`kubectl stszone rebalance --statefulset cap/db` plans cap/db: NS/NAME says the
     namespace, so the context's (here none: default) is not filled in as an -n that would
@@ -157,6 +160,7 @@ async def test_plugin_rebalance_statefulset_names_its_own_namespace(
             "namespaces", {"metadata": {"name": "cap", "labels": {"stszone.io/enabled": "true"}}}
         )
         environ = {"KUBECONFIG": str(config)}
+        monkeypatch.setenv("KUBECONFIG", environ["KUBECONFIG"])
         out = tmp_path / "out.json"
         argv = ["rebalance", "--statefulset", "cap/db", "-o", "json"]
         status = await asyncio.to_thread(capture, lambda: plugin.main(argv, environ=environ), out)

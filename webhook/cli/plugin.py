@@ -15,13 +15,15 @@ cluster-view flags: audit, review, serve, and any later one such as rebalance):
   at every opted-in namespace; a target given as ``NS/NAME`` (``rebalance --statefulset``)
   names its own.
 
-Both are then passed to the command explicitly, so the command contacts that cluster even
-where it would stay offline by itself: ``kubectl stszone review FILE`` answers from the
-context's cluster (one list, no watch), while ``stszone review FILE`` stays offline unless it
-is given ``--kubeconfig``/``--context`` (the first command a user runs must not depend on the
-environment). ``--offline`` or ``--cluster FILE`` keep the plugin away from the cluster too.
-Commands that read no cluster (certs, manifests) run unchanged. Nothing is resolved per
-command by name, so a command added later needs no change here.
+Both are then passed to the command explicitly (the kubeconfig as ``--kubeconfig``, which
+names one file, unless it is ``$KUBECONFIG``'s list, which the command reads itself), so the
+command contacts that cluster even where it would stay offline by itself: ``kubectl stszone
+review FILE`` answers from the context's cluster (one list, no watch), while ``stszone review
+FILE`` stays offline unless it is given ``--kubeconfig``/``--context`` (the first command a
+user runs must not depend on the environment). ``--offline`` or ``--cluster FILE`` keep the
+plugin away from the cluster too. Commands that read no cluster (certs, manifests) run
+unchanged. Nothing is resolved per command by name, so a command added later needs no change
+here.
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ import yaml
 
 from webhook.cli import build_parser, dispatch
 from webhook.cluster.credentials import SERVICE_ACCOUNT, in_cluster_possible
-from webhook.cluster.kubeconfig import KUBECONFIG_ENV, kubeconfig_context, require_kubeconfig
+from webhook.cluster.kubeconfig import (
+    KUBECONFIG_ENV,
+    kubeconfig_context,
+    kubeconfig_files,
+    require_kubeconfig,
+)
 from webhook.errors import ConfigError
 
 PROG: Final = "kubectl stszone"
@@ -70,12 +77,15 @@ def aim(
             args.target_namespace = pod_namespace(environ, service_account)
         return args
     if args.kubeconfig:
-        named = "--kubeconfig"
+        files, named = kubeconfig_files(args.kubeconfig, listed=False), "--kubeconfig"
+    elif environ.get(KUBECONFIG_ENV):
+        # Left to the command, which reads $KUBECONFIG as a list: --kubeconfig is one file.
+        files, named = kubeconfig_files(environ[KUBECONFIG_ENV], listed=True), f"${KUBECONFIG_ENV}"
     else:
-        named = f"${KUBECONFIG_ENV}" if environ.get(KUBECONFIG_ENV) else "kubectl's kubeconfig"
         args.kubeconfig = default_kubeconfig(environ)
-    require_kubeconfig(args.kubeconfig, named=named)
-    context = kubeconfig_context(args.kubeconfig, args.context)
+        files, named = (args.kubeconfig,), "kubectl's kubeconfig"
+    require_kubeconfig(files, named=named)
+    context = kubeconfig_context(files, args.context)
     args.context = context.name
     if _wants_namespace(args) and args.target_namespace is None:
         args.target_namespace = context.namespace or DEFAULT_NAMESPACE

@@ -38,7 +38,10 @@ from webhook.cluster.kubeconfig import (
     KUBECONFIG_ENV,
     chosen_context,
     impersonation_headers,
+    kubeconfig_files,
+    merged_config,
     require_kubeconfig,
+    shown,
     user_entry,
     user_token_file,
 )
@@ -272,21 +275,23 @@ def load_credentials(
 
         credentials = Credentials(in_cluster, source="in-cluster service account")
     else:
-        # $KUBECONFIG may list several files (":"-separated); the loader merges them like kubectl.
-        path = kubeconfig or environ.get(KUBECONFIG_ENV)
-        if not path:
+        # --kubeconfig names one file; $KUBECONFIG may list several, merged as kubectl merges them.
+        listed = None if kubeconfig else environ.get(KUBECONFIG_ENV)
+        if not (kubeconfig or listed):
             raise ConfigError(
                 "no cluster to talk to: not in a pod (no KUBERNETES_SERVICE_HOST), no --kubeconfig "
                 "and no $KUBECONFIG; give one, or run offline with --zones or --cluster FILE"
             )
-        require_kubeconfig(path, named="--kubeconfig" if kubeconfig else f"${KUBECONFIG_ENV}")
+        files = kubeconfig_files(listed, listed=True) if listed else (str(kubeconfig),)
+        require_kubeconfig(files, named=f"${KUBECONFIG_ENV}" if listed else "--kubeconfig")
         # Named to the loader, which would take the last file's current-context.
-        chosen = chosen_context(path, context)
+        chosen = chosen_context(files, context)
 
         def from_file() -> Any:
             configuration = kube_client.Configuration()
-            kube_config.load_kube_config(
-                config_file=path,
+            # Merged here: the loader would split a --kubeconfig path holding ":" into files.
+            kube_config.load_kube_config_from_dict(
+                merged_config(files),
                 context=chosen,
                 client_configuration=configuration,
                 persist_config=False,
@@ -294,8 +299,8 @@ def load_credentials(
             return configuration
 
         named = f" (context {context})" if context else ""
-        source = f"kubeconfig {path}{named}"
-        user = user_entry(path, context=chosen)
+        source = f"kubeconfig {shown(files)}{named}"
+        user = user_entry(files, context=chosen)
         credentials = Credentials(
             from_file,
             source=source,

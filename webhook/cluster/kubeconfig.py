@@ -1,5 +1,9 @@
 """What a kubeconfig says that the ``kubernetes`` loader reads differently from kubectl, or not
-at all, read from the files themselves (``:``-separated files merged as kubectl merges them).
+at all, read from the files themselves (``$KUBECONFIG``'s files merged as kubectl merges them).
+
+- The files: the loader splits any path it is given at ``:``, where kubectl reads
+  ``--kubeconfig`` as one file; :func:`kubeconfig_files` says which files a setting names
+  and :func:`merged_config` merges them without splitting a path again.
 
 - The context: the loader keeps the last file's ``current-context`` where kubectl takes the
   first file's, and calls a missing context an "Invalid kube-config file"; :func:`pick_context`
@@ -22,22 +26,50 @@ from webhook.errors import ConfigError
 KUBECONFIG_ENV: Final = "KUBECONFIG"
 
 
-def require_kubeconfig(path: str, *, named: str) -> None:
-    """ConfigError unless a file ``path`` names exists; ``named`` says where ``path`` came from
+def kubeconfig_files(value: str, *, listed: bool) -> tuple[str, ...]:
+    """The files a kubeconfig setting names, as client-go reads them: ``--kubeconfig`` names
+    exactly one file (its ExplicitPath, ``:`` and all); only ``$KUBECONFIG`` (``listed``) is a
+    ``:``-separated list, whose empty entries name nothing."""
+    if not listed:
+        return (value,)
+    return tuple(f for f in value.split(os.pathsep) if f)
+
+
+def shown(files: tuple[str, ...]) -> str:
+    """``files`` as the user wrote them, for messages."""
+    return os.pathsep.join(files)
+
+
+def require_kubeconfig(files: tuple[str, ...], *, named: str) -> None:
+    """ConfigError unless one of ``files`` exists; ``named`` says where they came from
     (``--kubeconfig``, ``$KUBECONFIG``).
 
-    ``path`` may list several files (``:``-separated): the loader skips the missing ones, as
-    kubectl does, and says only "Invalid kube-config file. No configuration found." when none
-    exists, which reads like a broken file rather than a wrong path.
+    Of several files (``$KUBECONFIG``) the loader skips the missing ones, as kubectl does, and
+    says only "Invalid kube-config file. No configuration found." when none exists, which
+    reads like a broken file rather than a wrong path.
     """
-    files = [f for f in path.split(os.pathsep) if f]
     if any(Path(f).expanduser().exists() for f in files):
         return
     missing = "not found" if len(files) <= 1 else "none of these files is found"
     raise ConfigError(
-        f"{named} {path}: {missing}; give a kubeconfig that exists, or run without a cluster "
-        "(--offline, or --cluster FILE)"
+        f"{named} {shown(files)}: {missing}; give a kubeconfig that exists, or run without a "
+        "cluster (--offline, or --cluster FILE)"
     )
+
+
+def merged_config(files: tuple[str, ...]) -> Any:
+    """The existing ``files`` merged as the loader merges a ``$KUBECONFIG`` list (the first
+    file's entry winning per name, each entry remembering its file for relative paths), each
+    read as one path; None when none exists."""
+    from kubernetes import config
+
+    kube_config: Any = config
+    merger = kube_config.kube_config.KubeConfigMerger("")
+    for file in files:
+        path = os.path.expanduser(file)
+        if os.path.exists(path):
+            merger.load_config(path)
+    return merger.config
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,42 +80,39 @@ class KubeContext:
     namespace: str | None
 
 
-def kubeconfig_context(kubeconfig: str, context: str | None = None) -> KubeContext:
-    """The context kubectl would use from ``kubeconfig`` (``":"``-separated files are merged,
-    first file wins): ``context`` when given, else the current-context."""
+def kubeconfig_context(files: tuple[str, ...], context: str | None = None) -> KubeContext:
+    """The context kubectl would use from the kubeconfig ``files`` (merged, first file wins):
+    ``context`` when given, else the current-context."""
     try:
-        contexts, current = read_contexts(kubeconfig)
+        contexts, current = read_contexts(files)
     except Exception as err:  # ConfigException, OSError, YAML errors
-        raise ConfigError(f"cannot read the kubeconfig {kubeconfig}: {err}") from err
-    return pick_context(kubeconfig, context, contexts=contexts, current=current)
+        raise ConfigError(f"cannot read the kubeconfig {shown(files)}: {err}") from err
+    return pick_context(shown(files), context, contexts=contexts, current=current)
 
 
-def read_contexts(kubeconfig: str) -> tuple[list[Any], str | None]:
-    """The contexts of ``kubeconfig`` (files merged as the loader merges them, the first file
-    winning per name) and its current-context as kubectl reads it, read without the loader: it
-    refuses a current-context that names no context as an "Invalid kube-config file", even
-    when another context is asked for."""
-    from kubernetes import config
-
-    kube_config: Any = config
-    merged = kube_config.kube_config.KubeConfigMerger(kubeconfig).config
+def read_contexts(files: tuple[str, ...]) -> tuple[list[Any], str | None]:
+    """The contexts of the kubeconfig ``files`` (merged as the loader merges them, the first
+    file winning per name) and its current-context as kubectl reads it, read without the
+    loader: it refuses a current-context that names no context as an "Invalid kube-config
+    file", even when another context is asked for."""
+    merged = merged_config(files)
     raw = getattr(merged, "value", merged)
     if not isinstance(raw, dict):
         raise ValueError("it holds no kubeconfig")
     entries = raw.get("contexts") or []
     contexts = [getattr(entry, "value", entry) for entry in entries]
-    return [c for c in contexts if isinstance(c, dict)], current_context(kubeconfig)
+    return [c for c in contexts if isinstance(c, dict)], current_context(files)
 
 
-def current_context(kubeconfig: str) -> str | None:
-    """The current-context of the first of the ``kubeconfig`` files that sets one, as
+def current_context(files: tuple[str, ...]) -> str | None:
+    """The current-context of the first of the kubeconfig ``files`` that sets one, as
     client-go merges them (plain values merged last file first, each non-empty one
     overriding); the ``kubernetes`` loader keeps the last file's instead."""
     import yaml
 
-    for name in kubeconfig.split(os.pathsep):
+    for name in files:
         file = Path(name).expanduser()
-        if not name or not file.exists():
+        if not file.exists():
             continue
         loaded = yaml.safe_load(file.read_text())
         current = loaded.get("current-context") if isinstance(loaded, dict) else None
@@ -111,27 +140,24 @@ def pick_context(
     )
 
 
-def chosen_context(kubeconfig: str, context: str | None) -> str | None:
+def chosen_context(files: tuple[str, ...], context: str | None) -> str | None:
     """The context to load: ``context``, else the current-context kubectl would use; a
     :class:`ConfigError` as kubectl words it when that context is not there. None when the
     files hold no context that reads (the loader then says what is wrong with them)."""
     try:
-        found, current = read_contexts(kubeconfig)
+        found, current = read_contexts(files)
     except Exception:  # ConfigException, OSError, YAML errors
         return context
     if not found:
         return context
-    return pick_context(kubeconfig, context, contexts=found, current=current).name
+    return pick_context(shown(files), context, contexts=found, current=current).name
 
 
-def user_entry(path: str, *, context: str | None) -> Any:
+def user_entry(files: tuple[str, ...], *, context: str | None) -> Any:
     """The kubeconfig user ``context`` (else the current one) names, as the loader merges the
     files; None when the files do not read (loading them says why)."""
-    from kubernetes import config
-
-    kube_config: Any = config
     try:
-        merged = kube_config.kube_config.KubeConfigMerger(path).config
+        merged = merged_config(files)
         named = merged["contexts"].get_with_name(context or merged["current-context"])
         return merged["users"].get_with_name(named["context"]["user"])["user"]
     except Exception:  # ConfigException, YAML errors, a shape the loader refuses anyway
