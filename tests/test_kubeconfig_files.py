@@ -4,13 +4,17 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.kubeconfig import write_kubeconfig
 from webhook.cli import build_parser, plugin
 from webhook.cluster.credentials import load_credentials
+from webhook.errors import ConfigError
+from webhook.install.certfiles import DevCerts
 
 
 def test_a_kubeconfig_flag_holding_a_colon_names_one_file(tmp_path: Path) -> None:
@@ -29,3 +33,32 @@ def test_a_kubeconfig_flag_holding_a_colon_names_one_file(tmp_path: Path) -> Non
     args = build_parser(prog=plugin.PROG).parse_args(["audit", "--kubeconfig", str(colon)])
     aimed = plugin.aim(args, environ={"KUBECONFIG": str(tmp_path / "a")})
     assert (aimed.kubeconfig, aimed.context) == (str(colon), "colon")
+
+
+@pytest.mark.parametrize(
+    ("ca_field", "value"),
+    [("certificate-authority", "{ca}"), ("certificate-authority-data", "{data}")],
+)
+def test_a_cluster_that_skips_verification_and_names_a_ca_is_refused(
+    dev_certs: DevCerts, tmp_path: Path, ca_field: str, value: str
+) -> None:
+    """kubectl refuses an https cluster with ``insecure-skip-tls-verify: true`` and a CA
+    ("specifying a root certificates file with the insecure flag is not allowed"); stszone
+    verified nothing and went on. It is refused, naming the cluster and the way out."""
+    path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1", token="t")
+    config = yaml.safe_load(path.read_text())
+    data = base64.b64encode(dev_certs.ca.read_bytes()).decode()
+    cluster = config["clusters"][0]["cluster"]
+    cluster["insecure-skip-tls-verify"] = True
+    cluster[ca_field] = value.format(ca=dev_certs.ca, data=data)
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError) as caught:
+        load_credentials(str(path), environ={})
+    message = caught.value.message
+    assert f"cluster 'fake' sets both insecure-skip-tls-verify: true and {ca_field}" in message
+    assert "specifying a root certificates file with the insecure flag is not allowed" in message
+    assert "remove insecure-skip-tls-verify" in message and f"or remove {ca_field}" in message
+    # Without the CA, verification is skipped, as kubectl skips it.
+    del cluster[ca_field]
+    path.write_text(yaml.safe_dump(config))
+    assert load_credentials(str(path), environ={}).target_now().base == "https://127.0.0.1:1"

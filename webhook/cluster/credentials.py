@@ -37,9 +37,11 @@ from typing import Any, Final
 from webhook.cluster.kubeconfig import (
     KUBECONFIG_ENV,
     chosen_context,
+    cluster_entry,
     impersonation_headers,
     kubeconfig_files,
     merged_config,
+    refuse_insecure_with_ca,
     require_kubeconfig,
     shown,
     user_entry,
@@ -300,6 +302,7 @@ def load_credentials(
 
         named = f" (context {context})" if context else ""
         source = f"kubeconfig {shown(files)}{named}"
+        refuse_insecure_with_ca(cluster_entry(files, context=chosen), source=source)
         user = user_entry(files, context=chosen)
         credentials = Credentials(
             from_file,

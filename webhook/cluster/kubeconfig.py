@@ -11,6 +11,8 @@ at all, read from the files themselves (``$KUBECONFIG``'s files merged as kubect
 - The user's ``tokenFile``: the loader reads it once; ``Credentials`` reloads when it changes.
 - The user's impersonation (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``), which the
   loader drops: :func:`impersonation_headers` gives the Impersonate-* headers client-go sends.
+- A cluster with ``insecure-skip-tls-verify`` and a CA, which the loader accepts (and
+  verifies nothing) where kubectl refuses it: :func:`refuse_insecure_with_ca`.
 """
 
 from __future__ import annotations
@@ -162,6 +164,38 @@ def user_entry(files: tuple[str, ...], *, context: str | None) -> Any:
         return merged["users"].get_with_name(named["context"]["user"])["user"]
     except Exception:  # ConfigException, YAML errors, a shape the loader refuses anyway
         return None
+
+
+def cluster_entry(files: tuple[str, ...], *, context: str | None) -> tuple[str, Any] | None:
+    """The name and fields of the kubeconfig cluster ``context`` (else the current one) names,
+    as the loader merges the files; None when the files do not read (loading them says why)."""
+    try:
+        merged = merged_config(files)
+        named = merged["contexts"].get_with_name(context or merged["current-context"])
+        name = str(named["context"]["cluster"])
+        return name, merged["clusters"].get_with_name(name)["cluster"].value
+    except Exception:  # ConfigException, YAML errors, a shape the loader refuses anyway
+        return None
+
+
+def refuse_insecure_with_ca(cluster: tuple[str, Any] | None, *, source: str) -> None:
+    """ConfigError when an https cluster skips TLS verification and names a CA too, which
+    client-go refuses ("specifying a root certificates file with the insecure flag is not
+    allowed", transport.TLSConfigFor: a CA file or data with Insecure); the loader would
+    quietly verify nothing, so the CA the user gave would check nothing."""
+    if cluster is None or not isinstance(cluster[1], dict):
+        return
+    name, fields = cluster
+    cas = [f for f in ("certificate-authority", "certificate-authority-data") if fields.get(f)]
+    https = str(fields.get("server") or "").startswith("https")
+    if fields.get("insecure-skip-tls-verify") is True and cas and https:
+        given = " and ".join(cas)
+        raise ConfigError(
+            f"{source}: cluster {name!r} sets both insecure-skip-tls-verify: true and {given}, "
+            "which kubectl refuses (specifying a root certificates file with the insecure flag "
+            "is not allowed); remove insecure-skip-tls-verify to verify the server with that "
+            f"CA, or remove {given} to skip verification"
+        )
 
 
 def user_token_file(user: Any) -> str | None:
