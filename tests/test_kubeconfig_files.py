@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,42 @@ def test_a_cluster_that_skips_verification_and_names_a_ca_is_refused(
     del cluster[ca_field]
     path.write_text(yaml.safe_dump(config))
     assert load_credentials(str(path), environ={}).target_now().base == "https://127.0.0.1:1"
+
+
+def test_relative_paths_are_resolved_against_the_file_that_holds_them(
+    dev_certs: DevCerts, tmp_path: Path
+) -> None:
+    """$KUBECONFIG=clusters/config:users/config, each file's paths written relative to it (as
+    `kubectl config set-credentials` keeps them): kubectl resolves the user's client
+    certificate, key and exec command against the users' file (ResolveLocalPaths); stszone
+    resolved them against the cluster's file and stopped with "File does not exist"."""
+    (tmp_path / "clusters").mkdir()
+    (tmp_path / "users" / "bin").mkdir(parents=True)
+    cluster = write_kubeconfig(tmp_path / "clusters" / "config", server="https://127.0.0.1:1")
+    config = yaml.safe_load(cluster.read_text())
+    del config["users"]
+    cluster.write_text(yaml.safe_dump(config))
+    (tmp_path / "users" / "tls.crt").write_bytes(dev_certs.cert.read_bytes())
+    (tmp_path / "users" / "tls.key").write_bytes(dev_certs.key.read_bytes())
+    token = tmp_path / "users" / "bin" / "token"
+    credential = json.dumps(
+        {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "kind": "ExecCredential",
+            "status": {"token": "from-exec"},
+        }
+    )
+    token.write_text(f"#!/bin/sh\necho '{credential}'\n")
+    token.chmod(0o755)
+    users = tmp_path / "users" / "config"
+    user: dict[str, object] = {"client-certificate": "tls.crt", "client-key": "tls.key"}
+    users.write_text(yaml.safe_dump({"users": [{"name": "tester", "user": user}]}))
+    listed = f"{cluster}:{users}"
+    connection = load_credentials(None, environ={"KUBECONFIG": listed}).target_now()
+    assert connection.base == "https://127.0.0.1:1"
+
+    user.clear()
+    user["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": "./bin/token"}
+    users.write_text(yaml.safe_dump({"users": [{"name": "tester", "user": user}]}))
+    connection = load_credentials(None, environ={"KUBECONFIG": listed}).target_now()
+    assert connection.headers == {"Authorization": "Bearer from-exec"}

@@ -59,10 +59,21 @@ def require_kubeconfig(files: tuple[str, ...], *, named: str) -> None:
     )
 
 
+#: The fields naming a file, resolved against the directory of the kubeconfig holding their
+#: entry, as client-go's ResolveLocalPaths does (and an exec command holding a ``/``).
+_FILE_FIELDS: Final = {
+    "clusters": ("cluster", ("certificate-authority",)),
+    "users": ("user", ("client-certificate", "client-key", "tokenFile")),
+}
+
+
 def merged_config(files: tuple[str, ...]) -> Any:
     """The existing ``files`` merged as the loader merges a ``$KUBECONFIG`` list (the first
-    file's entry winning per name, each entry remembering its file for relative paths), each
-    read as one path; None when none exists."""
+    file's entry winning per name), each read as one path; None when none exists.
+
+    Relative paths are made absolute against each entry's own file: the loader resolves a
+    user's client certificate, key and exec command against its cluster's file instead.
+    """
     from kubernetes import config
 
     kube_config: Any = config
@@ -71,7 +82,20 @@ def merged_config(files: tuple[str, ...]) -> Any:
         path = os.path.expanduser(file)
         if os.path.exists(path):
             merger.load_config(path)
-    return merger.config
+    merged = merger.config
+    for kind, (key, names) in _FILE_FIELDS.items() if merged is not None else ():
+        for entry in merged.value[kind]:
+            fields = entry.value.get(key) if isinstance(entry.value, dict) else None
+            if not isinstance(fields, dict):
+                continue
+            base = os.path.dirname(os.path.abspath(str(entry.path)))
+            for name in names:
+                if isinstance(fields.get(name), str) and fields[name]:
+                    fields[name] = os.path.join(base, fields[name])
+            run = fields.get("exec")
+            if isinstance(run, dict) and os.sep in str(run.get("command") or ""):
+                run["command"] = os.path.join(base, str(run["command"]))
+    return merged
 
 
 @dataclass(frozen=True, slots=True)
