@@ -102,3 +102,19 @@ def test_relative_paths_are_resolved_against_the_file_that_holds_them(
     users.write_text(yaml.safe_dump({"users": [{"name": "tester", "user": user}]}))
     connection = load_credentials(None, environ={"KUBECONFIG": listed}).target_now()
     assert connection.headers == {"Authorization": "Bearer from-exec"}
+
+
+def test_an_empty_file_in_the_kubeconfig_list_is_skipped(tmp_path: Path) -> None:
+    """$KUBECONFIG=empty:config (a file `touch`ed for later, or only comments): kubectl reads
+    an empty file as an empty configuration and uses the others; stszone stopped with
+    "Invalid kube-config. ... file is empty". An empty file alone holds no configuration."""
+    config = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1/k8s", token="t")
+    (tmp_path / "empty").write_text("")
+    (tmp_path / "comments").write_text("# the team's clusters go here\n")
+    listed = f"{tmp_path / 'empty'}:{config}:{tmp_path / 'comments'}"
+    credentials = load_credentials(None, environ={"KUBECONFIG": listed})
+    assert credentials.target_now().base == "https://127.0.0.1:1/k8s"
+    args = build_parser(prog=plugin.PROG).parse_args(["audit"])
+    assert plugin.aim(args, environ={"KUBECONFIG": listed}).context == "fake"
+    with pytest.raises(ConfigError, match="holds no configuration"):
+        load_credentials(str(tmp_path / "empty"), environ={})

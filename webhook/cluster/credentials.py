@@ -292,8 +292,11 @@ def load_credentials(
         def from_file() -> Any:
             configuration = kube_client.Configuration()
             # Merged here: the loader would split a --kubeconfig path holding ":" into files.
+            merged = merged_config(files)
+            if merged is None:
+                raise ValueError("it holds no configuration (an empty file)")
             kube_config.load_kube_config_from_dict(
-                merged_config(files),
+                merged,
                 context=chosen,
                 client_configuration=configuration,
                 persist_config=False,

@@ -69,18 +69,21 @@ _FILE_FIELDS: Final = {
 
 def merged_config(files: tuple[str, ...]) -> Any:
     """The existing ``files`` merged as the loader merges a ``$KUBECONFIG`` list (the first
-    file's entry winning per name), each read as one path; None when none exists.
+    file's entry winning per name), each read as one path; None when none exists or holds
+    anything. An empty file (or one of comments) is skipped, as client-go reads it as an empty
+    configuration: the loader refuses it ("file is empty") and with it the whole list.
 
     Relative paths are made absolute against each entry's own file: the loader resolves a
     user's client certificate, key and exec command against its cluster's file instead.
     """
+    import yaml
     from kubernetes import config
 
     kube_config: Any = config
     merger = kube_config.kube_config.KubeConfigMerger("")
     for file in files:
         path = os.path.expanduser(file)
-        if os.path.exists(path):
+        if os.path.exists(path) and yaml.safe_load(Path(path).read_text()) is not None:
             merger.load_config(path)
     merged = merger.config
     for kind, (key, names) in _FILE_FIELDS.items() if merged is not None else ():
