@@ -118,3 +118,19 @@ def test_an_empty_file_in_the_kubeconfig_list_is_skipped(tmp_path: Path) -> None
     assert plugin.aim(args, environ={"KUBECONFIG": listed}).context == "fake"
     with pytest.raises(ConfigError, match="holds no configuration"):
         load_credentials(str(tmp_path / "empty"), environ={})
+
+
+def test_a_file_naming_two_clusters_alike_is_refused(tmp_path: Path) -> None:
+    """A kubeconfig with two clusters named "fake" (one appended by hand with a new server):
+    kubectl refuses the file ("duplicate name ... in list"); stszone took the first one and
+    talked to it. It is refused, naming the file and the name."""
+    path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1/old", token="t")
+    config = yaml.safe_load(path.read_text())
+    config["clusters"].append({"name": "fake", "cluster": {"server": "https://127.0.0.1:1/new"}})
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError) as caught:
+        load_credentials(str(path), environ={})
+    assert f"{path} has two clusters named 'fake', which kubectl refuses" in caught.value.message
+    args = build_parser(prog=plugin.PROG).parse_args(["audit", "--kubeconfig", str(path)])
+    with pytest.raises(ConfigError, match="has two clusters named 'fake'"):
+        plugin.aim(args, environ={})

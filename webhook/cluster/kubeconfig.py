@@ -83,7 +83,9 @@ def merged_config(files: tuple[str, ...]) -> Any:
     merger = kube_config.kube_config.KubeConfigMerger("")
     for file in files:
         path = os.path.expanduser(file)
-        if os.path.exists(path) and yaml.safe_load(Path(path).read_text()) is not None:
+        loaded = yaml.safe_load(Path(path).read_text()) if os.path.exists(path) else None
+        if loaded is not None:
+            _refuse_duplicates(path, loaded)
             merger.load_config(path)
     merged = merger.config
     for kind, (key, names) in _FILE_FIELDS.items() if merged is not None else ():
@@ -107,6 +109,20 @@ class KubeContext:
 
     name: str
     namespace: str | None
+
+
+def _refuse_duplicates(path: str, loaded: Any) -> None:
+    """client-go refuses a file naming two clusters, contexts or users alike ("duplicate
+    name in list"); the loader would take the first and talk to a cluster kubectl never
+    would."""
+    for kind in ("clusters", "contexts", "users") if isinstance(loaded, dict) else ():
+        names = [e.get("name") for e in loaded.get(kind) or () if isinstance(e, dict)]
+        twice = sorted({str(n) for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(
+                f"{path} has two {kind} named {twice[0]!r}, which kubectl refuses (duplicate "
+                "name in list); rename or remove one"
+            )
 
 
 def kubeconfig_context(files: tuple[str, ...], context: str | None = None) -> KubeContext:
