@@ -134,3 +134,16 @@ def test_a_file_naming_two_clusters_alike_is_refused(tmp_path: Path) -> None:
     args = build_parser(prog=plugin.PROG).parse_args(["audit", "--kubeconfig", str(path)])
     with pytest.raises(ConfigError, match="has two clusters named 'fake'"):
         plugin.aim(args, environ={})
+
+
+def test_an_empty_file_field_names_no_file(tmp_path: Path) -> None:
+    """``tokenFile: ""`` or ``certificate-authority: ""`` (as templates write a field left
+    blank): kubectl reads an empty path as unset; stszone read the kubeconfig's directory
+    ("Is a directory", "File does not exist")."""
+    path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1", token="t")
+    config = yaml.safe_load(path.read_text())
+    config["users"][0]["user"]["tokenFile"] = ""
+    config["clusters"][0]["cluster"]["certificate-authority"] = ""
+    path.write_text(yaml.safe_dump(config))
+    connection = load_credentials(str(path), environ={}).target_now()
+    assert connection.headers == {"Authorization": "Bearer t"}

@@ -74,7 +74,8 @@ def merged_config(files: tuple[str, ...]) -> Any:
     configuration: the loader refuses it ("file is empty") and with it the whole list.
 
     Relative paths are made absolute against each entry's own file: the loader resolves a
-    user's client certificate, key and exec command against its cluster's file instead.
+    user's client certificate, key and exec command against its cluster's file instead. An
+    empty one names no file, as in client-go.
     """
     import yaml
     from kubernetes import config
@@ -95,7 +96,9 @@ def merged_config(files: tuple[str, ...]) -> Any:
                 continue
             base = os.path.dirname(os.path.abspath(str(entry.path)))
             for name in names:
-                if isinstance(fields.get(name), str) and fields[name]:
+                if fields.get(name) == "":  # unset to client-go; the loader reads the directory
+                    del fields[name]
+                elif isinstance(fields.get(name), str):
                     fields[name] = os.path.join(base, fields[name])
             run = fields.get("exec")
             if isinstance(run, dict) and os.sep in str(run.get("command") or ""):
