@@ -147,3 +147,17 @@ def test_an_empty_file_field_names_no_file(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(config))
     connection = load_credentials(str(path), environ={}).target_now()
     assert connection.headers == {"Authorization": "Bearer t"}
+
+
+def test_a_context_without_a_kubeconfig_says_which_is_missing() -> None:
+    """`stszone audit --context prod` with no $KUBECONFIG, where kubectl would read
+    ~/.kube/config: the message said "not in a pod (no KUBERNETES_SERVICE_HOST)" even in a
+    pod, and not that the context needs a kubeconfig named."""
+    in_a_pod = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    for environ in ({}, in_a_pod):
+        with pytest.raises(ConfigError) as caught:
+            load_credentials(None, context="prod", environ=environ)
+        message = caught.value.message
+        assert message.startswith("--context prod names a kubeconfig context, but no kubeconfig")
+        assert "--kubeconfig PATH or set $KUBECONFIG" in message
+        assert "not in a pod" not in message

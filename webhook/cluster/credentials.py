@@ -279,6 +279,12 @@ def load_credentials(
     else:
         # --kubeconfig names one file; $KUBECONFIG may list several, merged as kubectl merges them.
         listed = None if kubeconfig else environ.get(KUBECONFIG_ENV)
+        if not (kubeconfig or listed) and context:
+            raise ConfigError(
+                f"--context {context} names a kubeconfig context, but no kubeconfig is given: "
+                "pass --kubeconfig PATH or set $KUBECONFIG (stszone reads ~/.kube/config only "
+                "when named, or as `kubectl stszone`)"
+            )
         if not (kubeconfig or listed):
             raise ConfigError(
                 "no cluster to talk to: not in a pod (no KUBERNETES_SERVICE_HOST), no --kubeconfig "
