@@ -96,7 +96,8 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--kubeconfig",
         metavar="PATH",
-        help="kubeconfig for the live view (default: in-cluster service account, else $KUBECONFIG)",
+        help="kubeconfig file for the live view, one path as kubectl's flag (default: in-cluster "
+        "service account, else $KUBECONFIG, which may join files with ':')",
     )
     group.add_argument(
         "--context",
