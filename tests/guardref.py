@@ -354,9 +354,18 @@ def facts(store: Store, policy: Policy, span: range, *, namespace: str = "ns") -
 def walk(
     store: Store, policy: Policy, old: range, new: range, *, namespace: str = "ns"
 ) -> tuple[Answer, int | None]:
-    """(the answer for ``old`` -> ``new``, the smallest count the rules allow, or None)."""
+    """(the answer for ``old`` -> ``new``, the smallest count the rules allow, or None).
+
+    Counts go up to the larger of the two; when the start moves, also past every ordinal a
+    pod or claim names, by twice the zone count (the rule alone places those)."""
     widest = range(new.start, new.start + max(len(old), len(new)))
     span = range(min(old.start, new.start), max(old.stop, widest.stop))
+    if old.start != new.start:
+        names = [name for _, name in (*store.pods, *store.claims)]
+        named = [int(tail) for n in names if (tail := n.rpartition("-")[2]).isdigit()]
+        past = max([span.stop, *(o + 1 for o in named)]) + 2 * len(policy.zones)
+        widest = range(new.start, max(widest.stop, past))
+        span = range(span.start, widest.stop)
     found = facts(store, policy, span, namespace=namespace)
     lowest = next(
         (

@@ -220,20 +220,27 @@ def test_without_any_zone_list_an_unknown_zone_may_be_any() -> None:
     )
 
 
-def test_when_no_count_is_safe_the_refusal_says_so() -> None:
+def test_a_start_moved_past_the_old_count_names_the_count_that_is_safe() -> None:
     """An UPDATE moves ordinals.start from 2 down to 0 and keeps one replica: ordinals 2 and 3
     go (db-3 in a, db-2 on nbare, zone unknown) and 0 and 1 come. No count up to 2 keeps the
-    unknown ordinal 2, so none is known to be safe."""
+    unknown ordinal 2, but 3 does (0..2, with 0 in a by the rule): the refusal says to set it
+    with the start, and that update is allowed."""
     old = b.statefulset(replicas=2, start=2, annotations=ABC)
-    new = b.statefulset(replicas=1, start=0, annotations=ABC)
     store = cluster({2: "nbare", 3: "na"})
-    body = b.review(new, operation="UPDATE", old=old)
-    outcome = review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
+
+    def update(replicas: int) -> review.Answer:
+        new = b.statefulset(replicas=replicas, start=0, annotations=ABC)
+        body = b.review(new, operation="UPDATE", old=old)
+        return review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
+
+    outcome = update(1)
     assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
     assert outcome.message.startswith("ordinals.start 2 -> 0, replicas 2 -> 1 of db may drop ")
-    assert "; with ordinals.start 0, no replica count up to 2 is safe; label the node(s)" in (
-        outcome.message
-    )
+    assert (
+        "; with ordinals.start 0, the smallest replica count that keeps every zone is 3: set "
+        "spec.replicas to 3 in the same update; label the node(s)"
+    ) in outcome.message
+    assert update(3).allowed and not update(2).allowed
 
 
 def test_a_lost_zone_names_ten_of_its_ordinals_and_counts_the_rest() -> None:

@@ -292,7 +292,9 @@ def test_a_pods_status_updates_change_no_record_but_its_deletion_does() -> None:
 
 def test_moving_ordinals_start_up_is_guarded_like_a_scale_down() -> None:
     """3 replicas on a, b, c; start 0 -> 1 removes ordinal 0 (a's only pod) and adds ordinal 3,
-    which the rule (counted from 1) puts in c: a is lost, with replicas unchanged."""
+    which the rule (counted from 1) puts in c: a is lost, with replicas unchanged. Ordinal 4
+    (rule: a) keeps it, so the refusal says to move the start with 4 replicas, and that is
+    allowed."""
     store = cluster(placed("na", "nb", "nc"))
     before = b.statefulset(replicas=3, annotations=ABC)
     after = b.statefulset(replicas=3, annotations=ABC, start=1)
@@ -300,8 +302,10 @@ def test_moving_ordinals_start_up_is_guarded_like_a_scale_down() -> None:
     assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
     assert outcome.message == (
         "ordinals.start 0 -> 1 of db would drop zone a (ordinal 0 is its only pod); with "
-        f"ordinals.start 1, no replica count up to 3 is safe; {FORCE}"
+        "ordinals.start 1, the smallest replica count that keeps every zone is 4: set "
+        f"spec.replicas to 4 in the same update; {FORCE}"
     )
+    assert sts_update(store, before, b.statefulset(replicas=4, annotations=ABC, start=1)).allowed
     assert outcome.warnings == (
         "db: new spec.ordinals.start 1 moves 2 ordinal(s) when re-created: 1 (b->a) and 2 (c->b)",
         "db: `stszone rebalance` can move its existing pods to their zones",

@@ -88,7 +88,8 @@ class ScaleDown:
     unlisted: Mapping[str, Holders]
     unknown_removed: Unknown
     unknown_kept: Unknown
-    #: Smallest replica count the guard allows (None: none up to the old count does).
+    #: Smallest replica count the guard allows (None: none up to the old count does; when the
+    #: start moves, none at all, or it may be above the old count).
     lowest: int | None
     #: Lost zone -> the kept ordinals whose pod, going away, still sits there (the first few).
     leaving: Mapping[str, tuple[Located, ...]] = field(default_factory=dict)
@@ -138,7 +139,9 @@ class _Ranges:
     :class:`Located` (source, node, reason) is only built for the few a message names.
     """
 
-    def __init__(self, span: range, *, namespace: str, policy: Policy, store: Store) -> None:
+    def __init__(
+        self, span: range, *, namespace: str, policy: Policy, store: Store, past: bool = False
+    ) -> None:
         self.policy = policy
         known = store.known_ordinals(namespace, policy.statefulset, templates=policy.templates)
         if policy.declared.mode == "node-ordinal":
@@ -150,6 +153,11 @@ class _Ranges:
         self._held: dict[range, dict[str, tuple[list[int], int]]] = {}
         self.ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal"
         self.k = k = len(policy.zones) or 1
+        if past and self.ruled:
+            # k ordinals past every known one follow the rule alone, so they hold every zone.
+            span = range(span.start, max(span.stop, max(known, default=span.stop) + 1) + k)
+        #: The ordinals asked about (with ``past``, k more than every known one).
+        self.span = span
         #: Known ordinal of the span -> its zone (None: unknown), in order.
         self.known: Mapping[int, str | None]
         #: Sorted ordinals per zone, and per place in the rule's cycle (residue mod k): a
@@ -291,7 +299,12 @@ def scale_down(
     """Compare the zones of the ``old`` ordinals with those of the ``new`` (kept) ordinals."""
     widest = range(new.start, new.start + max(len(old), len(new)))
     span = range(min(old.start, new.start), max(old.stop, new.stop, widest.stop))
-    ranges = _Ranges(span, namespace=namespace, policy=policy, store=store)
+    # A move of the start re-deals every zone, so the count that keeps them all may be above
+    # the old one (0..2 on a, b, c moved to 1..3 keeps a only with ordinal 4): look past it.
+    moved = old.start != new.start
+    ranges = _Ranges(span, namespace=namespace, policy=policy, store=store, past=moved)
+    if moved:
+        widest = range(new.start, ranges.span.stop)
     before, kept = ranges.holders(old), ranges.held(new)
     removed = removed_ordinals(old, new)
     listed = set(policy.zones) or set(before)  # no list at all: what the set holds now

@@ -118,7 +118,10 @@ def _lowest(result: ScaleDown) -> str:
     at = f"with ordinals.start {start}, " if result.starts[0] != start else ""
     if result.lowest is None:
         return f"{at}no replica count up to {max(result.old, result.new)} is safe"
-    return f"{at}the smallest replica count that keeps every zone is {result.lowest}"
+    lowest = f"{at}the smallest replica count that keeps every zone is {result.lowest}"
+    if at:  # that count holds at the new start only: it goes in the same update
+        lowest += f": set spec.replicas to {result.lowest} in the same update"
+    return lowest
 
 
 def _denial(result: ScaleDown) -> str:
