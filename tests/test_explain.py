@@ -116,6 +116,38 @@ def test_the_table_says_where_a_going_member_counts() -> None:
     assert [(g["zone"], g["counts"]) for g in guards[2:4]] == [(None, "zone-c"), (None, None)]
 
 
+def test_a_going_pod_of_a_set_being_deleted_has_no_replacement() -> None:
+    """A foreground deletion of db leaves it with a deletionTimestamp while its pods go: its
+    controller creates no pod for a set being deleted, so db-2 (Terminating) and db-0 (Failed)
+    are not replaced, and explain says so instead of naming a replacement's zone."""
+    sts = b.statefulset("db", replicas=3, annotations=ZONES)
+    sts["metadata"]["deletionTimestamp"] = "2026-12-07T12:00:00Z"
+    store = store_from_objects(
+        [
+            b.node("a1", "zone-a"),
+            b.node("c1", "zone-c"),
+            sts,
+            b.sts_pod("db", 0, node="a1", phase="Failed"),
+            b.sts_pod("db", 2, node="c1", deleting=True),
+        ]
+    )
+    explained = explain_pod(store, "ns", "db-2")
+    assert explained is not None and explained.member is not None
+    assert explained.member.row.status == "going"
+    assert explained.member.guard.why == (
+        "holds no zone: db-2 is Terminating on node c1 in zone-c; nothing replaces it: its "
+        "StatefulSet is being deleted"
+    )
+    whole = explain_workload(store, "ns", "db")
+    assert whole is not None
+    assert whole.members[0].row.why == (
+        "db-0 has Failed on node a1 in zone-a; nothing replaces it: its StatefulSet is being "
+        "deleted"
+    )
+    for text in (pod_text(explained), workload_text(whole)):
+        assert "replacement" not in text, text
+
+
 def test_each_smaller_size_gets_the_webhooks_answer() -> None:
     explained = explain_workload(_facts(), "ns", "db")
     assert explained is not None

@@ -144,6 +144,9 @@ class StatefulSetInfo(msgspec.Struct, frozen=True, gc=False):
     #: Its pod template is labelled ``stszone.io/skip=true``: the objectSelector keeps each of
     #: its pods from stszone, which places none of them (they run wherever they were put).
     template_skipped: bool = False
+    #: ``metadata.deletionTimestamp`` is set (a foreground deletion, a finalizer): its
+    #: controller creates no pod for it any more, so a pod going away is not replaced.
+    deleting: bool = False
 
     def __post_init__(self) -> None:
         declared, problems = read_annotations(self.annotations)
@@ -342,6 +345,7 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
         deletes_claims=objects.string(retention, "whenScaled") == "Delete",
         skipped=objects.str_map(meta, "labels", path="metadata").get(SKIP) == "true",
         template_skipped=template_labels.get(SKIP) == "true",
+        deleting=bool(meta.get("deletionTimestamp")),
     )
 
 

@@ -176,6 +176,8 @@ def _guarded(located: Located, *, ready: bool) -> Guarded:
     if located.source == "replacement":
         why = f"holds no zone: {located.detail}; the guard counts it there"
         return Guarded(None, why, counts=zone)
+    if located.source == "ending":  # nothing replaces it: no "there" to count it in
+        return Guarded(None, f"holds no zone: {located.detail}", counts=zone)
     if located.source in SCHEDULED or located.node:
         why = f"holds {zone} for the scale-down guard"
         if located.source == "volume":

@@ -21,7 +21,10 @@ The zone of an ordinal is, in order of trust:
 A pod that is going away (Terminating, Failed, Succeeded, or bound to a node that no longer
 exists, which PodGC deletes) holds no zone: the StatefulSet controller replaces it, and stszone
 places the replacement by 2 and 3, so the ordinal is where its replacement will be, never where
-the dying pod sits.
+the dying pod sits. A set being deleted (``metadata.deletionTimestamp``) gets no replacement:
+its controller (kube-controller-manager's, and kruise-manager's) then creates and deletes no
+pod at all, so no change of it moves a zone; its ordinal is still counted by 2 and 3, and the
+message says that nothing replaces the pod.
 
 Every unknown carries the reason, in words a person can act on ("node n7 has no label
 topology.kubernetes.io/zone"). The scale-down guard, ``stszone audit`` and node removal all use
@@ -44,7 +47,7 @@ from webhook.rules.placement import (
 )
 
 Source = Literal[
-    "pod", "pod-label", "volume", "claim", "node-label", "rule", "replacement", "unknown"
+    "pod", "pod-label", "volume", "claim", "node-label", "rule", "replacement", "ending", "unknown"
 ]
 
 #: Sources that are facts about a pod that exists and is scheduled.
@@ -157,11 +160,14 @@ class Locator:
     """Finds the zone of ordinals of one set (see the module docstring for the order). Built
     once per set, so locating many ordinals shares the lookups."""
 
-    __slots__ = ("going", "key", "namespace", "nodes", "pods", "policy", "store")
+    __slots__ = ("ending", "going", "key", "namespace", "nodes", "pods", "policy", "store")
 
     def __init__(self, *, namespace: str, policy: Policy, store: Store) -> None:
         self.namespace, self.policy, self.store = namespace, policy, store
         self.key = policy.declared.topology_key
+        held = store.statefulset(namespace, policy.statefulset, policy.group)
+        #: The set is being deleted: its controller replaces no pod.
+        self.ending = held is not None and held.deleting
         pods = store.set_pods(namespace, policy.statefulset, policy.group)
         self.pods, self.going = pods.by_name, pods.going
         self.nodes = store.nodes
@@ -240,6 +246,11 @@ class Locator:
             head = f"{pod.name} {_GOING[pod.going]}{where}"
         else:
             head = f"{pod.name} is{where}, which no longer exists (PodGC deletes the pod)"
+        if self.ending:
+            ends = f"{head}; nothing replaces it: its {self.policy.kind} is being deleted"
+            if after.zone is None:
+                return Located(ordinal, None, "unknown", ends, pod.node)
+            return Located(ordinal, after.zone, "ending", ends, pod.node)
         if after.zone is None:
             return Located(
                 ordinal,

@@ -26,7 +26,7 @@ def _note(item: Located) -> str | None:
     """Why a holder that is not a running pod on a labelled node counts (None: it is one)."""
     if item.source in SCHEDULED:
         return None
-    if item.source == "replacement":  # "db-3 is Terminating on node n1; its replacement goes to"
+    if item.source in ("replacement", "ending"):  # "db-3 is Terminating on node n1; its ..."
         return item.detail
     if item.node:  # scheduled, but only its volume says where
         return (
