@@ -7,11 +7,21 @@ What the default objects contain field by field is checked against deploy/ in
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.chartcerts import assert_self_managed, assert_valid_pair, pod_spec, serve_settings
+from tests.certcluster import KINDS, NS, cluster, configuration
+from tests.chartcerts import (
+    assert_self_managed,
+    assert_valid_pair,
+    certs_rbac,
+    pod_spec,
+    serve_settings,
+)
+from tests.fakeapi import Fault, eventually
 from tests.helm import Helm, HelmError, helm_for_tests, release
 from tests.rendered import container, only, webhooks
 
@@ -49,6 +59,47 @@ def test_self_managed_names_are_the_releases(
     settings = serve_settings(objects, namespace="webhooks")
     assert (settings.certs_secret, settings.certs_lease) == (f"{name}-tls", f"{name}-certs")
     assert only(release(objects), "Role")["metadata"]["name"] == f"{name}-certs"
+
+
+async def test_a_403_names_the_releases_own_role_and_cluster_role(
+    helm: Helm, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A release called platform grants the certificate work by a Role and a ClusterRole of its
+    own names. A replica run with the chart's flags, refused by RBAC on the Secret's watch, the
+    Lease and a configuration's patch, names those objects (not stszone-certs) in each hint."""
+    objects = helm.template(name="platform", namespace=NS)
+    given = serve_settings(objects, namespace=NS)
+    granted = {kind: obj["metadata"]["name"] for kind, obj in certs_rbac(objects).items()}
+    caplog.set_level(logging.INFO)
+    async with cluster(tmp_path, configs=()) as (fake, start):
+        for kind in KINDS:
+            config = configuration(kind)
+            config["metadata"]["name"] = given.webhook_config_name
+            fake.put(kind.lower() + "s", config)
+        fake.inject("secrets", "list", *[Fault.status(403)] * 3)
+        fake.inject("leases", "get", *[Fault.status(403)] * 3)
+        fake.inject("validatingwebhookconfigurations", "patch", *[Fault.status(403)] * 1000)
+        await start(
+            "replica-a",
+            service=given.service,
+            webhook_config_name=given.webhook_config_name,
+            certs_secret=given.certs_secret,
+            certs_lease=given.certs_lease,
+        )
+
+        def hints() -> list[str]:
+            said = [r.getMessage() for r in caplog.records]
+            return [line for line in said if "grant the ServiceAccount" in line]
+
+        await eventually(lambda: len(hints()) >= 3)
+    secret, lease, patch = (
+        next(h for h in hints() if said in h)
+        for said in ("watch of Secret", "on Lease", "RBAC refuses to patch")
+    )
+    for hint in (secret, lease):
+        assert f"(Role {granted['Role']}: " in hint, hint
+    assert f"(ClusterRole {granted['ClusterRole']}: " in patch, patch
+    assert granted == dict.fromkeys(granted, "platform-stszone-certs")
 
 
 def test_generated_certificate_is_valid_for_the_service(helm: Helm) -> None:

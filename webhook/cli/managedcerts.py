@@ -169,6 +169,7 @@ class Managed:
             namespace=settings.namespace,
             name=settings.certs_secret,
             on_change=self._serve,
+            role=settings.certs_lease,  # both installs name the Role like the Lease
         )
         self.elector = Elector(
             api=api,

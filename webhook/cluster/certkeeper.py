@@ -27,7 +27,7 @@ import aiohttp
 import jsonpatch
 
 from webhook.cluster.api import Api, ApiError
-from webhook.cluster.secretwatch import SecretWatch
+from webhook.cluster.secretwatch import SecretWatch, granted_by
 
 log = logging.getLogger("stszone.certs")
 
@@ -239,10 +239,10 @@ class Keeper:
         what = self._what(subject)
         topic = topic or subject
         if err.status == 403:
-            where = "Role stszone-certs" if subject == "secret" else "ClusterRole stszone-certs"
+            kind = "Role" if subject == "secret" else "ClusterRole"
             message = (
                 f"RBAC refuses to {verb} {what} ({err.message}); grant the ServiceAccount "
-                f"get/{verb} on it ({where} in deploy/base/certs-rbac.yaml)"
+                f"get/{verb} on it ({granted_by(kind, self.secrets.role)})"
             )
         else:
             message = f"cannot {verb} {what}: {err}; retrying"

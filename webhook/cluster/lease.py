@@ -39,6 +39,7 @@ from typing import Any, Final
 import aiohttp
 
 from webhook.cluster.api import Api, ApiError
+from webhook.cluster.secretwatch import granted_by
 
 log = logging.getLogger("stszone.lease")
 
@@ -301,10 +302,11 @@ class Elector:
         if isinstance(err, ApiError) and err.status == 403:
             log.error(
                 "%s; grant the ServiceAccount create on leases and get/update on Lease %s in "
-                "namespace %s (Role stszone-certs in deploy/base/certs-rbac.yaml)",
+                "namespace %s (%s)",
                 message,
                 self.name,
                 self.namespace,
+                granted_by("Role", self.name),
             )
         else:
             log.warning("%s; retrying every %gs", message, self.timing.retry_period)

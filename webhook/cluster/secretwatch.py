@@ -30,12 +30,21 @@ import aiohttp
 
 from webhook.cluster.api import Api, ApiError, StreamSilent, api_error
 from webhook.cluster.backoff import Backoff, OpenWatch
+from webhook.config import CERTS_LEASE
 
 log = logging.getLogger("stszone.certs")
 
 JSON = dict[str, Any]
 #: Called with the Secret as the API holds it (None: there is none) each time it changes.
 OnChange = Callable[[JSON | None], None]
+
+
+def granted_by(kind: str, name: str) -> str:
+    """Where an install grants the certificate work, for a 403's hint: ``Role NAME`` in
+    deploy/base or the Helm chart. Both name their Role and ClusterRole like the Lease
+    (``stszone-certs``; a Helm release's ``FULLNAME-certs``, which it passes as
+    ``--certs-lease``), so the Lease's name is the one a replica knows them by."""
+    return f"{kind} {name}: deploy/base/certs-rbac.yaml, or the Helm chart's certs-rbac.yaml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +71,7 @@ class SecretWatch:
         namespace: str,
         name: str,
         on_change: OnChange,
+        role: str = CERTS_LEASE,
         timing: WatchTiming | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -69,6 +79,8 @@ class SecretWatch:
         self.api = api
         self.namespace = namespace
         self.name = name
+        #: The name of the Role (and ClusterRole) granting the certificate work, for hints.
+        self.role = role
         self.on_change = on_change
         self.timing = timing or WatchTiming()
         self._clock = clock
@@ -143,8 +155,7 @@ class SecretWatch:
             if isinstance(err, ApiError) and err.status == 403:
                 hint = (
                     f"; grant the ServiceAccount get/list/watch on Secret {self.name} in "
-                    f"namespace {self.namespace} (Role stszone-certs in "
-                    "deploy/base/certs-rbac.yaml)"
+                    f"namespace {self.namespace} ({granted_by('Role', self.role)})"
                 )
             log.warning(
                 "watch of Secret %s/%s failed: %s%s", self.namespace, self.name, message, hint
