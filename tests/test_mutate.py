@@ -175,6 +175,26 @@ def test_a_refusal_says_where_the_excluded_zone_comes_from(
     assert f"which excludes {ZONE_KEY}={zone}, {why}; remove that constraint" in outcome.message
 
 
+@pytest.mark.parametrize("volume_zone", ["zone-a", "zone-c"], ids=["rule zone", "elsewhere"])
+def test_a_pod_held_by_its_data_is_not_told_to_change_the_zone_list(volume_zone: str) -> None:
+    """db-0's volume is in zone-a (its rule zone) or zone-c, and its nodeSelector asks for
+    zone-b. A zone list that puts ordinal 0 in zone-b changes nothing (the pod follows its
+    data), so the refusal says what does: a new claim, which deletes that data."""
+    volume = [b.pvc("data-db-0", volume="pv-0"), b.pv("pv-0", volume_zone)]
+    pod = b.sts_pod(ordinal=0, node_selector={ZONE_KEY: "zone-b"})
+    for zones in ("zone-a,zone-b,zone-c", "zone-b,zone-a,zone-c"):
+        sts = b.statefulset(annotations={"stszone.io/zones": zones})
+        outcome, _ = run(pod, store_from_objects([sts, *volume]))
+        assert not outcome.allowed and outcome.reason == "ZoneConflict"
+        assert f"which excludes {ZONE_KEY}={volume_zone}" in outcome.message
+        assert "change its stszone.io/zones" not in outcome.message
+        assert outcome.message.endswith(
+            "remove that constraint from the StatefulSet's pod template or give the ordinal a "
+            "new claim (its data decides its zone, whatever stszone.io/zones says; deleting "
+            "claim data-db-0 deletes that data)"
+        )
+
+
 def test_one_term_still_allowing_the_zone_is_enough() -> None:
     """Terms are ORed: if one term allows the zone the pod is schedulable, so it is allowed."""
     pod = b.sts_pod(

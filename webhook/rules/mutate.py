@@ -8,6 +8,8 @@ the object as sent, so an object that already carries it (a reinvocation) gets n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from webhook.config import Defaults
 from webhook.errors import Denied
 from webhook.model import notices, objects
@@ -37,7 +39,7 @@ from webhook.rules.decision import (
     allow,
     edit,
 )
-from webhook.rules.placement import require_synced
+from webhook.rules.placement import claim_data, require_synced
 from webhook.rules.plan import PodPlan, PodView, check_node_name, plan_pod, read_pod
 from webhook.rules.text import some
 
@@ -69,7 +71,7 @@ def _pin(
     key: str,
     value: str,
     what: str,
-    fix: str = f"change its {ZONES}",
+    fix: str | Callable[[], str] = f"change its {ZONES}",
     reason: str = "ZoneConflict",
     zone: bool = True,
 ) -> NodeRequirement:
@@ -80,9 +82,11 @@ def _pin(
     elsewhere, would stay Pending for good once pinned. Where the view has no node there (a
     node pool at zero), only what they say of ``key`` itself can rule it out. ``zone``: False
     when ``key`` is a node label, not a topology key (the message then names no zone).
+    ``fix``: the other way out, or what says it (asked only for a denial).
     """
     judged = fit.fit(pod_selection(view.spec), key=key, value=value, view=store)
     if not judged.allowed:
+        fix = fix if isinstance(fix, str) else fix()
         verb = "admits no node of" if judged.by_nodes else "excludes"
         runs = f"; it would run on {judged.where(zones=zone)}" if judged.elsewhere else ""
         raise Denied(
@@ -118,7 +122,26 @@ def _affinity_mode(view: PodView, plan: PodPlan, *, store: Store, namespace: str
         why = f"the zone of its volume {plan.placement.volume}"
     elif plan.placement.claim:
         why = f"the zone of its claim {plan.placement.claim}"
-    required = _pin(view, plan, store=store, key=key, value=zone, what=why)
+
+    def fix() -> str:
+        # Data gravity: a pod follows its data (in its rule zone or not) whatever the list says.
+        policy = plan.policy
+        held = plan.placement.claim or next(
+            (
+                c
+                for c in plan.claims
+                if claim_data(c, namespace=namespace, policy=policy, store=store).zones
+            ),
+            "",
+        )
+        if not held:
+            return f"change its {ZONES}"
+        return (
+            f"give the ordinal a new claim (its data decides its zone, whatever {ZONES} says; "
+            f"deleting claim {held} deletes that data)"
+        )
+
+    required = _pin(view, plan, store=store, key=key, value=zone, what=why, fix=fix)
     decided = edit(ZoneAnnotation(zone), required, warnings=plan.placement.warnings)
     return decided.with_notices(*told)
 
