@@ -196,6 +196,24 @@ def test_an_explicit_annotation_is_judged_as_it_stands() -> None:
     assert [n.reason for n in validated.decision.notices] == ["ZoneLossAllowed"]
 
 
+def test_an_update_naming_brokers_that_drop_a_zone_is_told_which_keep_them_all() -> None:
+    """remove-node-ids [4, 5] with replicas 4 empties zone-c. stszone never rewrites a choice
+    the update makes, so the refusal names the brokers that keep every zone (5 and 3), and
+    the update naming them instead is allowed."""
+    view, _ = skewed()
+    lowered = pool(view, **{REMOVE: "[4, 5]"})
+    lowered["spec"]["replicas"] = 4
+    refused = sim.admit(view, lowered, old=pool(view), operation="UPDATE")
+    assert not refused.allowed and refused.reason == "ZoneLoss"
+    assert refused.message.endswith(
+        "; name brokers that keep every zone in the same update: strimzi.io/remove-node-ids: "
+        "'[5, 3]', or set stszone.io/allow-zone-loss: \"true\" on KafkaNodePool pool to force it"
+    )
+    instead = pool(view, **{REMOVE: "[5, 3]"})
+    instead["spec"]["replicas"] = 4
+    assert sim.admit(view, instead, old=pool(view), operation="UPDATE").allowed
+
+
 def test_the_default_order_when_already_balanced_writes_nothing() -> None:
     view = sim.store()
     cluster = sim.Cluster(view)

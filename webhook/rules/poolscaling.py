@@ -191,7 +191,18 @@ def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) 
         return allow()
     where = members(namespace, policy, store=store)
     change = f"scale-down from {len(policy.pool.node_ids)} to {new_replicas}"
-    return _verdict(policy, judge(policy, where, removed), change=change)
+    result = judge(policy, where, removed)
+    fix = ""
+    if result.refused and all(where.get(i) is not None for i in policy.pool.node_ids):
+        # The update can name other brokers itself (stszone writes its choice only where the
+        # update names none): say which keep every zone, when some do.
+        chosen = balanced(policy.pool.node_ids, where, len(removed))
+        if not judge(policy, where, chosen).refused:
+            fix = (
+                f"name brokers that keep every zone in the same update: {REMOVE_NODE_IDS}: "
+                f"'{format_node_ids(chosen)}', or {override(policy)}"
+            )
+    return _verdict(policy, result, change=change, fix=fix)
 
 
 def mutate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
