@@ -14,6 +14,7 @@ from webhook.cli import main
 from webhook.cluster.clusterfile import load_store
 from webhook.model.nodepools import nodepool_info, poolpod_info
 from webhook.model.records import claim_info, node_info
+from webhook.rules.audit import audit
 from webhook.rules.poolaudit import audit_pool
 from webhook.rules.risk import RiskScan
 from webhook.server.poolrisk import PoolRiskCollector
@@ -137,3 +138,40 @@ def test_the_lowest_safe_count_is_one_the_guard_allows(broker2: str) -> None:
     info = view.nodepool("kafka", "pool")
     assert info is not None
     assert audit_pool(info, store=view).lowest == 3
+
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_the_example_has_no_node_a_zone_of_kafka_survives_draining(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """deploy/examples/kafka: one node per zone, each running brokers whose data is in its
+    zone (node-b1 runs broker 3, zone-b's only one). Draining any node leaves its brokers no
+    node to return to, and node-b1 would empty zone-b of the pool: none is removable."""
+    example = ROOT / "deploy" / "examples" / "kafka" / "cluster.yaml"
+    assert main(["audit", "--cluster", str(example), "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (broker,) = [p for p in report["kafkaNodePools"] if p["name"] == "broker"]
+    assert broker["brokersPerZone"]["zone-b"] == 1
+    assert report["statefulsets"] == []
+    assert report["removableNodes"] == []
+    assert report["removableTogether"] == []
+
+
+def test_removable_nodes_weigh_brokers() -> None:
+    """Brokers 0, 1, 2 with data in zone-a, -b, -c run on n-zone-X-0; each zone has a second
+    node. Each node alone can go (its broker returns to the other node of its data's zone),
+    but not both nodes of a zone: together, the idle -1 nodes first, then none of the -0."""
+    view = sim.store()
+    view.put("nodepools", nodepool_info(sim.pool_object("pool", replicas=3, node_ids=[0, 1, 2])))
+    for node_id, zone in enumerate(sim.ZONES):
+        claim = sim.claim_object("my-cluster", "pool", node_id)
+        claim["metadata"].setdefault("annotations", {})["stszone.io/zone"] = zone
+        view.put("claims", claim_info(claim))
+        pod = sim.pod_object("my-cluster", "pool", node_id)
+        pod["spec"]["nodeName"] = f"n-{zone}-0"
+        view.put("poolpods", poolpod_info(pod))
+    report = audit(view)
+    assert report.removable == tuple(sorted(f"n-{z}-{i}" for z in sim.ZONES for i in (0, 1)))
+    assert report.removable_together == ("n-zone-a-1", "n-zone-b-1", "n-zone-c-1")

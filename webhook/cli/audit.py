@@ -44,8 +44,9 @@ DESCRIPTION = """\
 For each opted-in StatefulSet (every one when the view holds no Namespace objects): each
 ordinal's expected zone, its pod's node and zone, and a mark where they differ; the lowest
 replica count that keeps every zone (what the scale-down guard allows); node-ordinal labels
-missing or on several nodes; and the nodes that can be removed without losing any
-StatefulSet's zone or pod (the exact rule is printed under the node lists)."""
+missing or on several nodes; and the nodes that can be removed without losing a zone or a
+pod of any audited StatefulSet, Advanced StatefulSet or KafkaNodePool (the exact rule is
+printed under the node lists)."""
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -73,9 +74,10 @@ def run(args: argparse.Namespace) -> int:
 
 REMOVAL_NOTE = (
     "(removable: every audited pod on the node can be re-created on another node of its zone,\n"
-    " or carrying its ordinal label, and no StatefulSet loses a zone or a place to run a pod;\n"
-    " CPU, memory, taints and other workloads are not checked. Nodes removable one at a time\n"
-    " may not be removable together: drain from the second list, or re-run the audit.)"
+    " or carrying its ordinal label, and no audited workload (StatefulSet, Advanced StatefulSet,\n"
+    " KafkaNodePool) loses a zone or a place to run a pod; CPU, memory, taints and other\n"
+    " workloads are not checked. Nodes removable one at a time may not be removable together:\n"
+    " drain from the second list, or re-run the audit.)"
 )
 
 

@@ -15,7 +15,8 @@ the zones the set holds now and the lowest replica count the scale-down guard wo
 (unknown zones included), and, in node-ordinal mode, ordinal label values no node or several
 nodes carry.
 
-Removable nodes are computed by :mod:`webhook.rules.removal`. A report has *problems* -- the CLI
+Removable nodes are computed by :mod:`webhook.rules.removal`, weighing the audited
+KafkaNodePools (:mod:`webhook.rules.poolaudit`) too. A report has *problems* -- the CLI
 exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, or a
 StatefulSet's annotations are malformed.
 """
@@ -29,6 +30,7 @@ from typing import Final, Literal
 from webhook.errors import Denied
 from webhook.model.annotations import SKIP
 from webhook.model.kruise import Live
+from webhook.model.nodepools import KafkaNodePoolInfo
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import guard, kruiseguard, removal
@@ -139,6 +141,22 @@ def audited(
     return sorted(
         (s for s in _scope(store, namespace) if audits(store, s, excluded=excluded)),
         key=lambda s: (*s.key, s.group),
+    )
+
+
+def audited_pools(
+    store: Store, *, excluded: Collection[str] = (), namespace: str | None = None
+) -> list[KafkaNodePoolInfo]:
+    """The KafkaNodePools to audit, by namespace and name: as :func:`audited` picks sets."""
+    return sorted(
+        (
+            p
+            for p in store.nodepools.values()
+            if (namespace is None or p.namespace == namespace)
+            and p.namespace not in excluded
+            and store.namespace_enabled(p.namespace) is not False
+        ),
+        key=lambda p: p.key,
     )
 
 
@@ -332,11 +350,12 @@ def _lowest(sts: StatefulSetInfo, *, policy: Policy, store: Store) -> int | None
 
 def audit(store: Store, *, excluded: Collection[str] = (), namespace: str | None = None) -> Report:
     """Audit every opted-in StatefulSet of ``store`` (or of one namespace) and find the nodes
-    that can be removed: those always weigh every opted-in set, whatever ``namespace`` says,
-    since draining a node affects them all."""
+    that can be removed: those always weigh every opted-in set and KafkaNodePool, whatever
+    ``namespace`` says, since draining a node affects them all."""
     sets = audited(store, excluded=excluded, namespace=namespace)
     everywhere = sets if namespace is None else audited(store, excluded=excluded)
-    alone, together = removal.removable_nodes(store, everywhere)
+    pools = audited_pools(store, excluded=excluded)
+    alone, together = removal.removable_nodes(store, everywhere, pools)
     return Report(
         sets=tuple(audit_set(s, store=store) for s in sets),
         all_namespaces=store.namespace_enabled("") is None,

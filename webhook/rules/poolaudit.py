@@ -21,7 +21,7 @@ import msgspec
 from webhook.errors import Denied
 from webhook.model.nodepools import REMOVE_NODE_IDS, KafkaNodePoolInfo, removal_order
 from webhook.model.store import Store
-from webhook.rules.audit import Status
+from webhook.rules.audit import Status, audited_pools
 from webhook.rules.poolguard import judge
 from webhook.rules.poolzones import PoolPolicy, claim_zone, members, pool_policy
 
@@ -67,22 +67,6 @@ class PoolReport:
     @property
     def has_problems(self) -> bool:
         return bool(self.misplaced or self.problem)
-
-
-def audited_pools(
-    store: Store, *, excluded: Collection[str] = (), namespace: str | None = None
-) -> list[KafkaNodePoolInfo]:
-    """The pools to audit, by namespace and name."""
-    return sorted(
-        (
-            p
-            for p in store.nodepools.values()
-            if (namespace is None or p.namespace == namespace)
-            and p.namespace not in excluded
-            and store.namespace_enabled(p.namespace) is not False
-        ),
-        key=lambda p: p.key,
-    )
 
 
 def broker_row(namespace: str, node_id: int, policy: PoolPolicy, store: Store) -> BrokerRow:

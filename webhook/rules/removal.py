@@ -1,10 +1,12 @@
-"""Which nodes can be removed without losing a pod or a zone of any audited StatefulSet. Pure.
+"""Which nodes can be removed without losing a pod or a zone of any audited workload. Pure.
 
 Definition. A set ``S`` of nodes can be removed (drained, then deleted) when, for every audited
-StatefulSet and every ordinal ``o`` in ``[start, start + replicas)``:
+workload -- StatefulSet, Advanced StatefulSet, KafkaNodePool -- and every member ``o`` (an
+ordinal in ``[start, start + replicas)``, a live ordinal, a broker's node ID):
 
 1. **no pod is lost**: the *homes* of ``o`` are the nodes it may run on -- the nodes of its
-   expected zone (affinity and scheduler modes) or the nodes carrying its ordinal label
+   expected zone (affinity and scheduler modes; for a broker, the zone ``/mutate`` gives its
+   pod: its data's, else the pool's fewest) or the nodes carrying its ordinal label
    (node-ordinal mode) that its pod template's own nodeSelector and required affinity admit,
    narrowed to the nodes its volumes can attach to (by hostname, a driver's node key, any
    operator). If ``o``
@@ -13,16 +15,17 @@ StatefulSet and every ordinal ``o`` in ``[start, start + replicas)``:
    re-creation (a rolling update re-creates them all). A local volume on ``S`` dies with it,
    so the volumes of ``o`` pinned to nodes need a node outside ``S`` too, even when ``o`` has
    no home (its data still holds its zone for the guard).
-2. **no zone is lost**: the zones the set holds after the pods on ``S`` are re-created (in
+2. **no zone is lost**: the zones the workload holds after the pods on ``S`` are re-created (in
    their expected zone; in node-ordinal mode in the zone of their remaining homes, when that is
-   one zone) include every zone it holds now (pod, else volume, else rule: as the scale-down
-   guard counts them).
+   one zone) include every zone it holds now (pod, else volume, else rule; a broker's pod, else
+   its data: as the scale-down guard counts them).
 
 A node is *removable* when ``{node}`` can be removed. *Removable together* is one set that can
 be removed at once, grown greedily from the nodes holding the fewest audited pods (then by
 name). Two nodes that are each removable may be the last two of a zone, so drain from the
 second list, or re-run the audit after each node. Not considered: the CPU and memory left on
-the remaining nodes, taints, other workloads, and ordinals beyond the current replica count.
+the remaining nodes, taints, other workloads, ordinals beyond the current replica count, and
+the node constraints of a broker's pod template.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from dataclasses import dataclass
 
 from webhook.errors import Denied
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
+from webhook.model.nodepools import KafkaNodePoolInfo
 from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.store import Store
 from webhook.rules.locate import Locator
-from webhook.rules.placement import Policy, place, resolve_policy, walked_members
+from webhook.rules.placement import place, resolve_policy, walked_members
+from webhook.rules.poolzones import choose, id_claims, members, pool_policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +59,11 @@ class Slot:
 
 
 def _local_nodes(
-    claims: Sequence[str], policy: Policy, store: Store, namespace: str
+    claims: Sequence[str], key: str, store: Store, namespace: str
 ) -> frozenset[str] | None:
-    """Nodes the ordinal's volumes pinned to nodes (by hostname, a driver's node key) allow,
+    """Nodes the member's volumes pinned to nodes (by hostname, a driver's node key) allow,
     or None when none of them is."""
     allowed: frozenset[str] | None = None
-    key = policy.declared.topology_key
     for claim in claims:
         volume, _ = store.claim_zones(namespace, claim, key)
         nodes = store.volume_nodes(volume, key)  # an unbound claim's "" names no volume: None
@@ -114,10 +118,53 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
             except Denied:
                 expected = None  # no zones, or volumes in disjoint zones: nowhere to go
             homes = frozenset(by_zone.get(expected, ()) if expected else ())
-        local = _local_nodes(where.claims(ordinal), policy, store, sts.namespace)
+        local = _local_nodes(where.claims(ordinal), key, store, sts.namespace)
         if local is not None:
             homes &= local
         found.append(Slot(node, located.zone, homes, expected, by_label, local))
+    return found, key
+
+
+def pool_slots(pool: KafkaNodePoolInfo, *, store: Store) -> tuple[list[Slot], str]:
+    """The brokers of ``pool``: each counted in the zone the audit's lowest count and the guard
+    count it in (its pod's, else its data's), re-created in the zone ``/mutate`` gives its pod
+    (its data's, else the pool's fewest); a malformed pool's pods get no homes."""
+    try:
+        policy = pool_policy(pool.namespace, pool.name, store=store)
+    except Denied:
+        policy = None
+    if policy is None:
+        pods = store.pool_pods(pool.namespace, pool.cluster, pool.name)
+        stuck = [
+            Slot(p.node, None, frozenset(), None, False)  # pragma: no mutate (by_label unread)
+            for p in pods
+            if p.node
+        ]
+        return stuck, DEFAULT_TOPOLOGY_KEY
+    key, namespace = policy.key, pool.namespace
+    by_zone: dict[str, set[str]] = {}
+    for name in store.nodes:
+        zone = store.node_zone(name, key)
+        if zone is not None:
+            by_zone.setdefault(zone, set()).add(name)
+    where = members(namespace, policy, store=store)
+    found: list[Slot] = []
+    for node_id in sorted(pool.node_ids if pool.node_ids is not None else where):
+        pod = store.poolpods.get((namespace, policy.broker(node_id)))
+        claims = id_claims(namespace, node_id, policy=policy, store=store)
+        try:  # the call /mutate makes for its pod: its mounted claims, else the pool's fewest
+            mounted = list(pod.claims) if pod is not None else claims
+            recreated: str | None = choose(
+                namespace, node_id, policy=policy, store=store, claims=mounted
+            ).zone
+        except Denied:
+            recreated = None  # no zones known: nowhere to go
+        homes = frozenset(by_zone.get(recreated, ()) if recreated else ())
+        local = _local_nodes(claims, key, store, namespace)
+        if local is not None:
+            homes &= local
+        node = pod.node if pod is not None else ""
+        found.append(Slot(node, where.get(node_id), homes, recreated, False, local))
     return found, key
 
 
@@ -127,7 +174,7 @@ def _unique_zone(nodes: Iterable[str], key: str, store: Store) -> str | None:
 
 
 def safe(ordinals: list[Slot], removed: Collection[str], *, key: str, store: Store) -> bool:
-    """Whether removing the nodes ``removed`` loses no pod and no zone of one StatefulSet."""
+    """Whether removing the nodes ``removed`` loses no pod and no zone of one workload."""
     before = {s.zone for s in ordinals if s.zone is not None}
     after: set[str | None] = set()
     for slot in ordinals:
@@ -146,14 +193,19 @@ def safe(ordinals: list[Slot], removed: Collection[str], *, key: str, store: Sto
 
 
 def removable_nodes(
-    store: Store, sets: Iterable[StatefulSetInfo]
+    store: Store, sets: Iterable[StatefulSetInfo], pools: Iterable[KafkaNodePoolInfo] = ()
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(nodes removable one at a time, one set of nodes removable together), both sorted."""
+    """(nodes removable one at a time, one set of nodes removable together), both sorted:
+    weighing the StatefulSets and Advanced StatefulSets ``sets`` and the KafkaNodePools
+    ``pools``."""
     plans: list[tuple[list[Slot], str]] = []
     touching: dict[str, set[int]] = {name: set() for name in store.nodes}
     pods_on: dict[str, int] = dict.fromkeys(store.nodes, 0)
-    for sts in sets:
-        ordinals, key = slots(sts, store=store)
+    workloads = [
+        *(slots(s, store=store) for s in sets),
+        *(pool_slots(p, store=store) for p in pools),
+    ]
+    for ordinals, key in workloads:
         index = len(plans)
         plans.append((ordinals, key))
         for slot in ordinals:
