@@ -216,6 +216,47 @@ def test_a_reserve_change_counts_new_members_by_their_new_rank() -> None:
     assert "zone b (ordinal 2 is its only pod)" in decision.message
 
 
+def test_a_reserve_change_names_a_count_above_the_old_one_that_keeps_every_zone() -> None:
+    """Reserving 2 (zone b's only member) at replicas 3: live 0, 3, 4 in a, c (its pod), c
+    (rank 2). With [1-2] reserved, ranks 3 and 4 are the new ordinals 5 (a) and 6 (b): no count
+    up to 3 keeps b, 5 does. The refusal names 5, to set with the new list, and that passes."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+
+    def update(replicas: int) -> Any:
+        request = _update(_request("011"), replicas=replicas, reserveOrdinals=[1, 2])
+        request.old_object["spec"]["replicas"] = 3
+        return validate(request, store=store, defaults=Defaults())
+
+    refused = update(3)
+    assert (refused.allowed, refused.reason) == (False, "ZoneLoss")
+    assert (
+        "; the smallest replica count that keeps every zone is 5: set spec.replicas to 5 in the "
+        'same update; set stszone.io/allow-zone-loss: "true"'
+    ) in refused.message
+    assert not update(4).allowed and update(5).allowed
+
+
+def test_a_start_move_names_a_count_above_the_old_one_that_keeps_every_zone() -> None:
+    """With the start honoured, 0 -> 1 at replicas 3 (1 reserved): live 2, 3, 4; 0, zone a's
+    only member, goes and 4 is rank 2, zone c. Rank 3 is ordinal 5, zone a: 4 replicas."""
+    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    store.kruise_start_ordinal = True
+
+    def update(replicas: int) -> Any:
+        request = _update(_request("011"), replicas=replicas, ordinals={"start": 1})
+        request.old_object["spec"].update(replicas=3, reserveOrdinals=[1])
+        request.object["spec"]["reserveOrdinals"] = [1]
+        return validate(request, store=store, defaults=Defaults())
+
+    refused = update(3)
+    assert (refused.allowed, refused.reason) == (False, "ZoneLoss")
+    assert (
+        "; with ordinals.start 1, the smallest replica count that keeps every zone is 4: set "
+        "spec.replicas to 4 in the same update;"
+    ) in refused.message
+    assert update(4).allowed
+
+
 def test_a_new_zone_list_names_the_members_it_moves_by_rank() -> None:
     """Live 0, 2, 3 are ranks 0, 1, 2: zones a,b,c -> a,c,b moves ranks 1 and 2, ordinals 2
     and 3 (ordinal 1 is reserved), and the Event regards the Advanced StatefulSet."""

@@ -89,7 +89,7 @@ class ScaleDown:
     unknown_removed: Unknown
     unknown_kept: Unknown
     #: Smallest replica count the guard allows (None: none up to the old count does; when the
-    #: start moves, none at all, or it may be above the old count).
+    #: start or the reserved ordinals move, none at all, or it may be above the old count).
     lowest: int | None
     #: Lost zone -> the kept ordinals whose pod, going away, still sits there (the first few).
     leaving: Mapping[str, tuple[Located, ...]] = field(default_factory=dict)
@@ -126,6 +126,15 @@ class ScaleDown:
         return bool(self.lost) or self.depends_on_unknown
 
 
+def past_known(stop: int, known: Iterable[int], k: int) -> int:
+    """One past the first ``k`` places at or above ``stop`` and above every ``known`` one.
+
+    Past every known ordinal a member follows the rule alone, and ``k`` in a row hold every
+    zone: a count that keeps every zone, when one does, is found below this bound.
+    """
+    return max(stop, max(known, default=stop) + 1) + k
+
+
 class _Ranges:
     """Zones of the ordinals of a set, without visiting every ordinal.
 
@@ -154,8 +163,7 @@ class _Ranges:
         self.ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal"
         self.k = k = len(policy.zones) or 1
         if past and self.ruled:
-            # k ordinals past every known one follow the rule alone, so they hold every zone.
-            span = range(span.start, max(span.stop, max(known, default=span.stop) + 1) + k)
+            span = range(span.start, past_known(span.stop, known, k))
         #: The ordinals asked about (with ``past``, k more than every known one).
         self.span = span
         #: Known ordinal of the span -> its zone (None: unknown), in order.

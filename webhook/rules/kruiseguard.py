@@ -22,7 +22,7 @@ from typing import Final
 
 from webhook.model.kruise import Intervals, Live
 from webhook.model.store import Store
-from webhook.rules.guard import NAMED, NO_UNKNOWN, Holders, ScaleDown, Unknown
+from webhook.rules.guard import NAMED, NO_UNKNOWN, Holders, ScaleDown, Unknown, past_known
 from webhook.rules.locate import Located, Locator
 from webhook.rules.placement import Policy, policy_zone
 
@@ -134,6 +134,7 @@ def compare(
             old_members=old_members,
             needed=set(held_before) & listed,
             zones=zones,
+            moved=(before.reserved, before.start) != (after.reserved, after.start),
         ),
         starts=(before.start, after.start),
         label=label,
@@ -148,11 +149,16 @@ def _lowest(
     old_members: _Members,
     needed: set[str],
     zones: tuple[str, ...],
+    moved: bool,
 ) -> int | None:
     """The smallest replica count, with ``after``'s reserved ordinals and start, that the
     guard allows: every listed zone the old members hold is held by a kept member, and either
     every listed zone is or no removed member's zone is unknown."""
     top = max(len(old_live), len(after))
+    if moved and members.ruled:
+        # New reserved ordinals or a new start re-deal the ranks, so the count that keeps
+        # every zone may be above the old one: look past every known member (their ranks).
+        top = min(past_known(top, map(after.rank, members.known), len(zones)), LIMIT)
     widest = list(after.resized(top))
     position = {o: i for i, o in enumerate(widest)}
     unknown_old = [o for o in old_live if old_members.zone(o) is None]

@@ -119,7 +119,8 @@ def _lowest(result: ScaleDown) -> str:
     if result.lowest is None:
         return f"{at}no replica count up to {max(result.old, result.new)} is safe"
     lowest = f"{at}the smallest replica count that keeps every zone is {result.lowest}"
-    if at:  # that count holds at the new start only: it goes in the same update
+    # That count holds at the new start (or reserved ordinals) only: it goes in the same update.
+    if at or result.label:
         lowest += f": set spec.replicas to {result.lowest} in the same update"
     return lowest
 
