@@ -199,6 +199,36 @@ def test_a_broker_stripped_of_its_zone_requirement_is_refused_at_validation() ->
     assert "my-cluster-pool-0" in refused.message
 
 
+def test_a_broker_refused_for_a_lost_zone_requirement_is_told_what_to_do() -> None:
+    """A webhook after stszone's strips the pin, or ORs in a term without it: the refusal says
+    how to find that webhook and keep the broker pods out of it, and that with IfNeeded the API
+    server calls stszone again, which pins the broker anew (the chain then admits it)."""
+    view = sim.store()
+    cluster = sim.Cluster(view)
+    cluster.create_pool("pool", 1)
+    cluster.reconcile()
+    placed = cluster.create_pod("pool", 0)
+    stripped = copy.deepcopy(placed)
+    stripped["spec"].pop("affinity")
+    widened = copy.deepcopy(placed)
+    required = widened["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    required["nodeSelectorTerms"].append(
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["spot"]}]}
+    )
+    for undone in (stripped, widened):
+        refused = sim.admit(view, undone, endpoint="validate")
+        assert refused.reason == "ZoneRequirementMissing"
+        for step in (
+            "kubectl get mutatingwebhookconfigurations",
+            "objectSelector on the label strimzi.io/pool-name",
+            "reinvocationPolicy: IfNeeded on mutate.stszone.io",
+        ):
+            assert step in refused.message
+    assert sim.admit(view, stripped).allowed  # stszone called again: pinned, then admitted
+
+
 def test_a_broker_claim_is_not_pinned_by_the_volume_of_a_deleted_claim_of_its_name() -> None:
     """The recorded claim reached /mutate without a uid (the API server sets it later), so a
     volume still Bound to a deleted claim of that name (its claimRef names that claim's uid)

@@ -121,10 +121,16 @@ def validate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
         return allow()
     if affinity.pins(objects.mapping(pod, "spec"), policy.key, zone):
         return allow()
+    # stszone's own webhook did run (the pod carries its zone): another one, after it, undid
+    # the pin; the API server calls stszone again after such a change only with IfNeeded.
     return refuse(
         f"pod {policy.broker(node_id)} of KafkaNodePool {pool} reached validation without the "
         f"required nodeAffinity {policy.key} In [{zone}] that stszone sets for it: a mutating "
-        "webhook that ran after stszone removed it",
+        "webhook that ran after stszone removed it, or added a nodeSelectorTerm without it (terms "
+        "are ORed); find it (kubectl get mutatingwebhookconfigurations) and make it leave the "
+        "required node affinity of the pool's pods alone, or keep those pods out of it (an "
+        "objectSelector on the label strimzi.io/pool-name), and keep reinvocationPolicy: "
+        "IfNeeded on mutate.stszone.io, so that the API server calls stszone again after it",
         reason="ZoneRequirementMissing",
     )
 
