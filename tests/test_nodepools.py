@@ -167,6 +167,17 @@ def test_annotation_parsing_matches_the_operator_on_edge_cases() -> None:
             assert parsed == tuple((i.first, i.last) for i in theirs), text
 
 
+def test_a_control_character_voids_the_annotation_for_the_guard_as_for_the_operator() -> None:
+    # NodeIdRange's pattern spaces items with Java's \s, [ \t\n\x0B\f\r] only: "[\x1c3]" does not
+    # match it, so the operator ignores the whole value and removes the highest ID (checked by
+    # running NodeIdRange and NodeIdAssignor of strimzi-kafka-operator under a JVM).
+    for text in ["[\x1c3]", "[3,\x1f5]", "[3 -\x1d5]", "[\x1e]"]:
+        assert parse_node_ids(text) is None, repr(text)
+        assert ref.parse_node_ids(text) is None, repr(text)
+    assert removal_order([1, 3, 5, 7], 3, "[\x1c3]") == (7,)
+    assert removal_order([1, 3, 5, 7], 3, "[\t3 ]") == (3,)
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.permutations(list(range(9))))
 def test_claims_created_together_are_placed_as_if_one_by_one(order: list[int]) -> None:

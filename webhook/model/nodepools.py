@@ -38,7 +38,9 @@ NEXT_NODE_IDS: Final = "strimzi.io/next-node-ids"
 KEPT: Final = (REMOVE_NODE_IDS, NEXT_NODE_IDS)
 
 _SUFFIX = re.compile(r"-([0-9]+)$")
-_ITEM = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")
+#: Java's ``\s`` (NodeIdRange's patterns): ``[ \t\n\x0B\f\r]``, not Python's wider one.
+_JAVA_SPACE: Final = " \t\n\x0b\x0c\r"
+_ITEM = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", re.ASCII)
 #: Java's ``Integer.MAX_VALUE``: the operator cannot read a larger ID and ignores the annotation.
 _INT_MAX: Final = 2**31 - 1
 
@@ -208,18 +210,18 @@ def parse_node_ids(text: str) -> tuple[tuple[int, int], ...] | None:
     """The items of a ``remove-node-ids`` / ``next-node-ids`` value as (first, last) ranges,
     in the order listed; None when the operator ignores it (not ``[...]`` of IDs and ``a-b``
     ranges, or an ID beyond Java's ``int``). Blank and ``[]`` are empty."""
-    body = text.strip(" \t\n\x0b\x0c\r")
+    body = text.strip(_JAVA_SPACE)
     if not body:
         return ()
     if not (body.startswith("[") and body.endswith("]")):
         return None
     inner = body[1:-1]
-    if not inner.strip():
+    if not inner.strip(_JAVA_SPACE):
         return ()
     items: list[tuple[int, int]] = []
     for part in inner.split(","):
         match = _ITEM.fullmatch(part)
-        if match is None or not part.isascii():
+        if match is None:
             return None
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) is not None else first
