@@ -143,6 +143,8 @@ class FakeApi:
         self.url = ""
         self.requests: list[Seen] = []
         self.watching: dict[str, int] = defaultdict(int)
+        #: Namespaces whose Events a create is refused in: "Terminating" or "Gone".
+        self.namespaces_closed: dict[str, str] = {}
         self._ssl = ssl_context
         self._faults: dict[tuple[str, Verb], list[Fault]] = defaultdict(list)
         self._snapshots: dict[str, tuple[int, list[Stored]]] = {}

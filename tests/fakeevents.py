@@ -109,6 +109,40 @@ def merged(target: Any, patch: Any) -> Any:
     return out
 
 
+def _closed(namespace: str, name: str, state: str | None) -> web.Response | None:
+    """A create's answer in a namespace being deleted or gone, as the lab (1.36) answered."""
+    if state == "Gone":
+        return web.json_response(
+            {
+                **_STATUS,
+                "message": f'namespaces "{namespace}" not found',
+                "reason": "NotFound",
+                "details": {"name": namespace, "kind": "namespaces"},
+                "code": 404,
+            },
+            status=404,
+        )
+    if state == "Terminating":
+        cause = {
+            "reason": "NamespaceTerminating",
+            "message": f"namespace {namespace} is being terminated",
+            "field": "metadata.namespace",
+        }
+        message = (
+            f'events.events.k8s.io "{name}" is forbidden: unable to create new content in '
+            f"namespace {namespace} because it is being terminated"
+        )
+        details = {"name": name, "group": "events.k8s.io", "kind": "events", "causes": [cause]}
+        return web.json_response(
+            {**_STATUS, "message": message, "reason": "Forbidden", "details": details, "code": 403},
+            status=403,
+        )
+    return None
+
+
+_STATUS: Final = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+
+
 def _invalid(name: str, problems: list[str]) -> web.Response:
     return status(422, "Invalid", f'Event.events.k8s.io "{name}" is invalid: {"; ".join(problems)}')
 
@@ -134,6 +168,9 @@ async def write(api: Any, request: web.Request, where: Route) -> web.Response:
             request.transport.abort()
         return web.Response()
     existing = current(api.objects, target)
+    closed = _closed(where.namespace, name, api.namespaces_closed.get(where.namespace))
+    if verb == "create" and closed is not None:
+        return closed
     if verb == "create":
         if where.name:
             return status(405, "MethodNotAllowed", "create by POST to the collection")

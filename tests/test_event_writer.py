@@ -366,3 +366,26 @@ async def test_an_answer_that_is_not_json_fails_the_write_not_the_job(tmp_path: 
 
 def _metrics(registry: CollectorRegistry) -> str:
     return generate_latest(registry).decode()
+
+
+@pytest.mark.parametrize("state", ["Terminating", "Gone"])
+async def test_an_event_of_a_namespace_being_deleted_is_dropped_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, state: str
+) -> None:
+    # A namespace deleted after a decision: the create (or, minutes later, the series' final
+    # count, whose Event went with the namespace) has nowhere to go. Kubernetes' own
+    # controllers skip such writes; it is no failure of stszone's to warn about.
+    async with setup(tmp_path) as s:
+        s.outbox.post([REFUSED], dry_run=False)
+        await s.writer.round(now=T0)
+        s.outbox.post([REFUSED], dry_run=False)
+        s.fake.namespaces_closed["shop"] = state
+        (event,) = s.events()
+        s.fake.delete("events", event["metadata"]["name"], namespace="shop")
+        s.outbox.post([PLACED], dry_run=False)
+        with caplog.at_level(logging.WARNING, logger="stszone.events"):
+            await s.writer.round(now=T0 + 1)
+            await s.writer.round(now=T0 + 1 + 360, tick=True)
+        assert s.writes() == ["create", "patch", "create", "create"]
+        assert s.writer.stats().failed == 0
+        assert [r.getMessage() for r in caplog.records] == []

@@ -41,6 +41,8 @@ class ApiError(Exception):
         reason: str = "",
         retry_after: float = 0.0,
         causes: tuple[str, ...] = (),
+        kind: str = "",
+        cause_reasons: tuple[str, ...] = (),
     ) -> None:
         super().__init__(f"HTTP {status}{' ' + reason if reason else ''}: {message}")
         self.status = status
@@ -49,6 +51,18 @@ class ApiError(Exception):
         self.retry_after = retry_after
         #: ``details.causes[].message``: e.g. which PodDisruptionBudget refused an eviction.
         self.causes = causes
+        #: ``details.kind``: what was not found, e.g. ``namespaces`` for a write into one gone.
+        self.kind = kind
+        #: ``details.causes[].reason``, e.g. ``NamespaceTerminating``.
+        self.cause_reasons = cause_reasons
+
+    @property
+    def namespace_closed(self) -> bool:
+        """A write refused because its namespace is being deleted (403 with the cause
+        NamespaceTerminating) or is gone (404 naming the namespace, not the object)."""
+        if self.status == 404:
+            return self.kind == "namespaces"
+        return "NamespaceTerminating" in self.cause_reasons
 
     @property
     def expired(self) -> bool:
@@ -82,6 +96,8 @@ def api_error(body: Any, *, status: int, retry_after: str | None = None) -> ApiE
     """An :class:`ApiError` from a ``Status`` object (or whatever else the server sent)."""
     message, reason = "", ""
     causes: tuple[str, ...] = ()
+    kind = ""
+    cause_reasons: tuple[str, ...] = ()
     if isinstance(body, Mapping):
         message, reason = str(body.get("message", "")), str(body.get("reason", ""))
         code = body.get("code")
@@ -92,6 +108,11 @@ def api_error(body: Any, *, status: int, retry_after: str | None = None) -> ApiE
             causes = tuple(
                 str(c["message"]) for c in found if isinstance(c, Mapping) and c.get("message")
             )
+            cause_reasons = tuple(
+                str(c["reason"]) for c in found if isinstance(c, Mapping) and c.get("reason")
+            )
+        if isinstance(details, Mapping) and isinstance(details.get("kind"), str):
+            kind = details["kind"]
     elif isinstance(body, bytes | str):
         message = (body.decode(errors="replace") if isinstance(body, bytes) else body)[:300]
     try:
@@ -99,7 +120,15 @@ def api_error(body: Any, *, status: int, retry_after: str | None = None) -> ApiE
     except ValueError:
         wait = 0.0  # an HTTP-date Retry-After; the backoff will do
     message = message.strip() or "no message"
-    return ApiError(status, message=message, reason=reason, retry_after=wait, causes=causes)
+    return ApiError(
+        status,
+        message=message,
+        reason=reason,
+        retry_after=wait,
+        causes=causes,
+        kind=kind,
+        cause_reasons=cause_reasons,
+    )
 
 
 class Api:

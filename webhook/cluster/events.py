@@ -12,6 +12,8 @@ loaded, 429, 5xx) are tried again later with backoff, at most ``max_tries`` time
 :data:`MAX_HELD` writes wait so), while new notices keep being drained; any other refusal (403:
 RBAC; 422: invalid) is counted as failed and logged, at most once a minute. A series patch that
 finds its Event gone (404: its TTL passed) creates it again with its series, as client-go does.
+A write into a namespace being deleted or already gone is dropped, neither failed nor logged
+above debug: the namespace's Events go with it.
 Nothing here ever blocks a request: posting is the outbox's synchronous append, and what the job
 cannot keep up with is dropped there and counted.
 """
@@ -205,6 +207,11 @@ class EventWriter:
             else:
                 await self._patch(write)
         except ApiError as err:
+            if err.namespace_closed:
+                # Its namespace is being deleted or gone, and its Events with it: nowhere to
+                # write, and nothing for anyone to fix (Kubernetes' controllers skip these too).
+                log.debug("Event in namespace %s not written: %s", write.namespace, err)
+                return
             if err.status != 429 and err.status < 500:
                 self._fail(write, f"refused: {err}", now=now)
                 return
