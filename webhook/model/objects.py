@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import repeat
-from typing import Any
+from typing import Any, Final
 
 from webhook.errors import BadObject
 
@@ -59,6 +59,19 @@ def integer(obj: Mapping[str, Any], key: str, *, default: int, path: str = "") -
         return default
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadObject(f"{_where(path, key)} must be an integer, got {type(value).__name__}")
+    return value
+
+
+#: Kubernetes' ``int32`` fields (replicas, ordinals): the API server stores no larger value.
+INT32: Final = range(-(2**31), 2**31)
+
+
+def int32(obj: Mapping[str, Any], key: str, *, default: int, path: str = "") -> int:
+    """``obj[key]`` as an ``int32`` field: :func:`integer`, refused outside that range (a
+    hand-written file's ``replicas: 1e30`` would otherwise reach ``range`` and overflow)."""
+    value = integer(obj, key, default=default, path=path)
+    if value not in INT32:
+        raise BadObject(f"{_where(path, key)} must be a 32-bit integer, got {value}")
     return value
 
 

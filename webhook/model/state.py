@@ -226,7 +226,7 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
     update = objects.string(status, "updateRevision")
     strategy = objects.mapping(spec, "updateStrategy", path="spec")
     rolling = objects.string(strategy, "type", path="spec.updateStrategy") != "OnDelete"
-    replicas = objects.integer(spec, "replicas", default=1, path="spec")
+    replicas = objects.int32(spec, "replicas", default=1, path="spec")
     steps = objects.mapping(strategy, "rollingUpdate", path="spec.updateStrategy")
     partition = objects.integer(
         steps, "partition", default=0, path="spec.updateStrategy.rollingUpdate"

@@ -230,4 +230,4 @@ def validate_kruise_scale(
 
 def _replicas(scale: JSON) -> int:
     # autoscaling/v1 ScaleSpec.replicas is omitempty: a scale to 0 has no replicas field.
-    return objects.integer(objects.mapping(scale, "spec"), "replicas", default=0, path="spec")
+    return objects.int32(objects.mapping(scale, "spec"), "replicas", default=0, path="spec")

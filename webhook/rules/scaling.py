@@ -118,4 +118,4 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
 def _scale_replicas(scale: JSON) -> int:
     # autoscaling/v1 ScaleSpec.replicas is `int32 json:"replicas,omitempty"`: a scale to 0
     # arrives with no replicas field at all, so missing means 0 here (not the StatefulSet's 1).
-    return objects.integer(objects.mapping(scale, "spec"), "replicas", default=0, path="spec")
+    return objects.int32(objects.mapping(scale, "spec"), "replicas", default=0, path="spec")

@@ -1,0 +1,74 @@
+"""Bad files handed to the command line: each is one line on stderr and exit 2, never a
+traceback (what `stszone audit`, `explain`, `review` and `manifests --base` meet when a file is
+hand-written, truncated or not what the user meant to give)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+GUARD = ROOT / "deploy" / "examples" / "guard"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``stszone ARGS`` in-process: (exit status, stdout, stderr)."""
+    status = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def guard_cluster(tmp_path: Path, *, replicas: Any) -> str:
+    """The guard example's cluster with shop/db at ``replicas``."""
+    doc = yaml.safe_load((GUARD / "cluster.yaml").read_text())
+    for item in doc["items"]:
+        if item["kind"] == "StatefulSet" and item["metadata"]["name"] == "db":
+            item["spec"]["replicas"] = replicas
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("command", [["audit"], ["explain", "-n", "shop", "sts/db"]])
+def test_a_replica_count_beyond_int32_in_a_cluster_file_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+) -> None:
+    """``replicas: 10**30`` (no API server stores it: the field is int32) was an
+    OverflowError traceback, exit 1; it is the file's item named, exit 2."""
+    cluster = guard_cluster(tmp_path, replicas=10**30)
+    status, out, err = run(capsys, *command, "--cluster", cluster)
+    assert (status, out) == (2, ""), err
+    assert err.startswith(f"stszone {command[0]}: {cluster}: item "), err
+    assert "spec.replicas must be a 32-bit integer" in err and err.count("\n") == 1, err
+
+
+def test_int32_largest_replica_count_is_still_audited(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """2**31 - 1, the largest count Kubernetes stores, is judged as before (not refused)."""
+    status, _, err = run(capsys, "audit", "--cluster", guard_cluster(tmp_path, replicas=2**31 - 1))
+    assert status == 1 and "32-bit" not in err, err
+
+
+def test_review_of_a_scale_from_beyond_int32_is_a_bad_object(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A Scale review whose oldObject holds replicas 10**30 was an OverflowError traceback;
+    it is answered as a malformed object (code 400), as a string there is."""
+    review = json.loads((GUARD / "scale-db-6-to-3.json").read_text())
+    sent = copy.deepcopy(review)
+    sent["request"]["oldObject"]["spec"]["replicas"] = 10**30
+    path = tmp_path / "review.json"
+    path.write_text(json.dumps(sent))
+    status, out, err = run(capsys, "review", "--cluster", str(GUARD / "cluster.yaml"), str(path))
+    assert status == 0, err
+    response = json.loads(out)["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 400
+    assert "spec.replicas must be a 32-bit integer" in response["status"]["message"]
