@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from webhook import cli
+from webhook.cli import plugin
 
 ROOT = Path(__file__).resolve().parents[1]
 GUARD = ROOT / "deploy" / "examples" / "guard"
@@ -72,3 +73,51 @@ def test_review_of_a_scale_from_beyond_int32_is_a_bad_object(
     response = json.loads(out)["response"]
     assert response["allowed"] is False and response["status"]["code"] == 400
     assert "spec.replicas must be a 32-bit integer" in response["status"]["message"]
+
+
+#: Nested deeper than PyYAML's composer can recurse: `[[[[...]]]]` of 100000 levels.
+TOO_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_cluster_file_nested_too_deeply_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """It was a RecursionError traceback, exit 1; it is one line naming the file, exit 2."""
+    path = tmp_path / "cluster.json"
+    path.write_text(TOO_DEEP)
+    status, out, err = run(capsys, "audit", "--cluster", str(path))
+    assert (status, out) == (2, ""), err
+    assert err.startswith(f"stszone audit: cluster file {path} nests lists or mappings too deeply")
+    assert err.count("\n") == 1, err
+
+
+def test_a_base_nested_too_deeply_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``manifests --base`` of such a file was a RecursionError traceback; one line, exit 2."""
+    assert run(capsys, "certs", "--out", str(tmp_path / "certs"))[0] == 0
+    base = tmp_path / "overlay.yaml"
+    base.write_text(TOO_DEEP)
+    ca = str(tmp_path / "certs" / "ca.crt")
+    status, out, err = run(capsys, "manifests", "--ca", ca, "--base", str(base))
+    assert (status, out) == (2, ""), err
+    assert (
+        err
+        == f"stszone manifests: {base} nests lists or mappings too deeply to be a rendered overlay\n"
+    )
+
+
+def test_kubectl_stszone_with_a_kubeconfig_nested_too_deeply_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``kubectl stszone`` probing ~/.kube/config was a RecursionError traceback; it is the
+    kubeconfig named on one line, exit 2."""
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text(TOO_DEEP)
+    status = plugin.main(["audit"], environ={"HOME": str(tmp_path)})
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, ""), err
+    assert (
+        err.startswith("kubectl stszone audit: cannot read the kubeconfig ")
+        and err.count("\n") == 1
+    )

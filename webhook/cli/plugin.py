@@ -120,7 +120,7 @@ def holds_configuration(path: Path) -> bool:
         return False
     try:
         loaded = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return True
     if loaded is None:
         return False

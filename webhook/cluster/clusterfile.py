@@ -56,6 +56,11 @@ def read_documents(path: Path) -> list[Any]:
         raise ConfigError(f"cannot read cluster file {path}: {err.strerror}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"cluster file {path} is not YAML or JSON: {err}") from None
+    except RecursionError:  # PyYAML composes nested collections by recursion
+        raise ConfigError(
+            f"cluster file {path} nests lists or mappings too deeply to be a saved cluster; "
+            "save it with kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml"
+        ) from None
 
 
 def load_store(path: Path, *, zones: tuple[str, ...] | None = None) -> Store:

@@ -23,6 +23,10 @@ def load_objects(text: bytes, *, source: str) -> list[Obj]:
         docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as err:
         raise ConfigError(f"{source} is not YAML: {err}") from None
+    except RecursionError:  # PyYAML composes nested collections by recursion
+        raise ConfigError(
+            f"{source} nests lists or mappings too deeply to be a rendered overlay"
+        ) from None
     objects: list[Obj] = []
     for doc in docs:
         listed = isinstance(doc, dict) and doc.get("kind") == "List"
