@@ -121,3 +121,38 @@ def test_kubectl_stszone_with_a_kubeconfig_nested_too_deeply_says_so(
         err.startswith("kubectl stszone audit: cannot read the kubeconfig ")
         and err.count("\n") == 1
     )
+
+
+#: Not YAML: a mapping value where a plain scalar goes (PyYAML: line 1, column 5).
+NOT_YAML = "a: b: c\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["audit", "--cluster", "{file}"],
+            "stszone audit: cluster file {file} is not YAML or JSON",
+        ),
+        (
+            ["audit", "--kubeconfig", "{file}"],
+            "stszone audit: cannot load credentials from kubeconfig {file}",
+        ),
+        (
+            ["manifests", "--ca", "{ca}", "--base", "{file}"],
+            "stszone manifests: {file} is not YAML",
+        ),
+    ],
+)
+def test_a_file_that_is_not_yaml_is_one_line_naming_where(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], said: str
+) -> None:
+    """PyYAML's message ran over three lines (a snippet of the file and a caret); the refusal
+    is one line with the line and column, exit 2."""
+    assert run(capsys, "certs", "--out", str(tmp_path / "certs"))[0] == 0
+    file = tmp_path / "bad.yaml"
+    file.write_text(NOT_YAML)
+    names = {"file": str(file), "ca": str(tmp_path / "certs" / "ca.crt")}
+    status, out, err = run(capsys, *(a.format(**names) for a in args))
+    assert (status, out) == (2, ""), err
+    assert err == f"{said.format(**names)}: line 1, column 5: mapping values are not allowed here\n"

@@ -60,3 +60,13 @@ class ConfigError(StszoneError):
     """A command-line flag, file or setting cannot be used; the CLI exits 2 with the message."""
 
     status = 2
+
+
+def one_line(err: BaseException) -> str:
+    """``err``'s text on one line, for a ConfigError: a YAML error's problem and where it is
+    (``line 3, column 5: ...``, counted from 1 as editors do) rather than PyYAML's several
+    lines with a quoted snippet and a caret; any other error's lines joined."""
+    problem, mark = getattr(err, "problem", None), getattr(err, "problem_mark", None)
+    if isinstance(problem, str) and mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return " ".join(str(err).split())

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from webhook.errors import BadObject, ConfigError
+from webhook.errors import BadObject, ConfigError, one_line
 from webhook.model.nodepools import pool_of, poolpod_info
 from webhook.model.records import Info, PodInfo
 from webhook.model.store import Store
@@ -55,7 +55,7 @@ def read_documents(path: Path) -> list[Any]:
     except OSError as err:
         raise ConfigError(f"cannot read cluster file {path}: {err.strerror}") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"cluster file {path} is not YAML or JSON: {err}") from None
+        raise ConfigError(f"cluster file {path} is not YAML or JSON: {one_line(err)}") from None
     except RecursionError:  # PyYAML composes nested collections by recursion
         raise ConfigError(
             f"cluster file {path} nests lists or mappings too deeply to be a saved cluster; "

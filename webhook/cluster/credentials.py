@@ -47,7 +47,7 @@ from webhook.cluster.kubeconfig import (
     user_entry,
     user_token_file,
 )
-from webhook.errors import ConfigError
+from webhook.errors import ConfigError, one_line
 
 #: Where the kubelet mounts the service account (token, ca.crt, namespace).
 SERVICE_ACCOUNT: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -108,7 +108,9 @@ class Credentials:
             try:
                 connection = self._target()
             except Exception as err:  # ConfigException, OSError, SSLError, a failing exec plugin
-                raise ConfigError(f"cannot load credentials from {self.source}: {err}") from err
+                raise ConfigError(
+                    f"cannot load credentials from {self.source}: {one_line(err)}"
+                ) from err
             if complaints.messages:
                 self._config = None  # loaded without the credentials: load again next time
                 said = "; ".join(complaints.messages)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from webhook.errors import ConfigError
+from webhook.errors import ConfigError, one_line
 
 KUBECONFIG_ENV: Final = "KUBECONFIG"
 
@@ -134,7 +134,7 @@ def kubeconfig_context(files: tuple[str, ...], context: str | None = None) -> Ku
     try:
         contexts, current = read_contexts(files)
     except Exception as err:  # ConfigException, OSError, YAML errors
-        raise ConfigError(f"cannot read the kubeconfig {shown(files)}: {err}") from err
+        raise ConfigError(f"cannot read the kubeconfig {shown(files)}: {one_line(err)}") from err
     return pick_context(shown(files), context, contexts=contexts, current=current)
 
 

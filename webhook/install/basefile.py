@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from webhook.errors import ConfigError
+from webhook.errors import ConfigError, one_line
 from webhook.install.deploybase import NAME, Obj
 
 
@@ -22,7 +22,7 @@ def load_objects(text: bytes, *, source: str) -> list[Obj]:
     try:
         docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as err:
-        raise ConfigError(f"{source} is not YAML: {err}") from None
+        raise ConfigError(f"{source} is not YAML: {one_line(err)}") from None
     except RecursionError:  # PyYAML composes nested collections by recursion
         raise ConfigError(
             f"{source} nests lists or mappings too deeply to be a rendered overlay"
