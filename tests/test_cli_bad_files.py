@@ -156,3 +156,32 @@ def test_a_file_that_is_not_yaml_is_one_line_naming_where(
     status, out, err = run(capsys, *(a.format(**names) for a in args))
     assert (status, out) == (2, ""), err
     assert err == f"{said.format(**names)}: line 1, column 5: mapping values are not allowed here\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("", "it is empty"),
+        (
+            "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n",
+            "it is a kubeconfig: give that with --kubeconfig",
+        ),
+        ("42\n", "no Kubernetes object"),
+    ],
+)
+@pytest.mark.parametrize("command", ["audit", "rebalance"])
+def test_a_cluster_file_holding_no_cluster_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, why: str, command: str
+) -> None:
+    """An empty file (kubectl failed; its `>` stayed) or a kubeconfig given as --cluster was
+    an empty cluster: 'Every audited pod is where stszone expects it', exit 0. It is refused,
+    exit 2, saying what the file holds; a saved List with no items is still an empty cluster."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(content)
+    status, out, err = run(capsys, command, "--cluster", str(path))
+    assert (status, out) == (2, ""), out
+    assert err.startswith(f"stszone {command}: cluster file {path} holds no List ") and (
+        f"({why});" in err and err.count("\n") == 1
+    ), err
+    path.write_text("apiVersion: v1\nitems: []\nkind: List\nmetadata:\n  resourceVersion: ''\n")
+    assert run(capsys, command, "--cluster", str(path))[0] == 0

@@ -51,7 +51,7 @@ def read_documents(path: Path) -> list[Any]:
         # Bytes, not text: the YAML reader takes UTF-8 and, by their byte order mark, UTF-16
         # files (PowerShell's `>` writes them), and refuses bytes that are neither.
         with path.open("rb") as handle:
-            return list(yaml.safe_load_all(handle))
+            docs = list(yaml.safe_load_all(handle))
     except OSError as err:
         raise ConfigError(f"cannot read cluster file {path}: {err.strerror}") from None
     except yaml.YAMLError as err:
@@ -61,6 +61,36 @@ def read_documents(path: Path) -> list[Any]:
             f"cluster file {path} nests lists or mappings too deeply to be a saved cluster; "
             "save it with kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml"
         ) from None
+    if not _holds_cluster(docs):
+        # An empty file (kubectl failed, its `>` stayed) or another file (a kubeconfig) would
+        # be an empty cluster: every audit passed, every review allowed.
+        what = _kinds(docs)
+        raise ConfigError(
+            f"cluster file {path} holds no List and no Node, PersistentVolume(Claim), "
+            f"StatefulSet, Pod or Namespace ({what}); save one with kubectl get "
+            f"nodes,pv,pvc,sts,pods,namespaces -A -o yaml > {path}"
+        )
+    return docs
+
+
+def _holds_cluster(docs: list[Any]) -> bool:
+    """Whether ``docs`` hold a list (``items: []`` is a cluster with none) or an object of a
+    kind the view reads."""
+    for doc in docs:
+        kind = doc.get("kind") if isinstance(doc, Mapping) else None
+        if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+            return True
+    return any(table_of(item) for item in flatten(docs) if isinstance(item, Mapping))
+
+
+def _kinds(docs: list[Any]) -> str:
+    """What ``docs`` hold instead, for the refusal."""
+    if all(doc is None for doc in docs):
+        return "it is empty"
+    kinds = sorted({str(d.get("kind")) for d in docs if isinstance(d, Mapping) and "kind" in d})
+    if kinds == ["Config"]:
+        return "it is a kubeconfig: give that with --kubeconfig"
+    return f"kinds: {', '.join(kinds)}" if kinds else "no Kubernetes object"
 
 
 def load_store(path: Path, *, zones: tuple[str, ...] | None = None) -> Store:
