@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.hang import HANG_GUARD
+from tests.process import clean_environ
 from webhook import cli
 from webhook.cli import plugin
 
@@ -185,3 +189,32 @@ def test_a_cluster_file_holding_no_cluster_is_refused(
     ), err
     path.write_text("apiVersion: v1\nitems: []\nkind: List\nmetadata:\n  resourceVersion: ''\n")
     assert run(capsys, command, "--cluster", str(path))[0] == 0
+
+
+def aliased(levels: int, *, leaf: str) -> str:
+    """A YAML stream of a few hundred bytes: a list of lists, each of nine aliases of the one
+    before, ``9**levels`` leaves in all (PyYAML shares them; walking them does not)."""
+    lines = [f"- &l0 [{', '.join([leaf] * 9)}]"]
+    lines += [f"- &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("leaf", ["x", "{kind: List, items: [{kind: Node, metadata: {name: n}}]}"])
+def test_a_small_cluster_file_of_aliased_lists_is_answered_without_walking_them(
+    tmp_path: Path, leaf: str
+) -> None:
+    """A 500-byte file whose YAML aliases make lists of lists of 9**9 leaves kept `stszone
+    audit` walking them for minutes; a saved cluster is never nested so, and the file is
+    refused at once: no object in it is where kubectl writes one."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(aliased(9, leaf=leaf))
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook", "audit", "--cluster", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        env=clean_environ(),
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"stszone audit: cluster file {path} holds no List")

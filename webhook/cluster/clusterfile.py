@@ -20,10 +20,18 @@ from webhook.model.store import Store
 from webhook.model.tables import EXTRACTORS, TABLES, Table, table_of
 
 
-def flatten(doc: Any, *, item_kind: str = "", api_version: str = "") -> Iterator[Mapping[str, Any]]:
+def flatten(
+    doc: Any, *, item_kind: str = "", api_version: str = "", depth: int = 3
+) -> Iterator[Mapping[str, Any]]:
     """The objects of documents and lists; items of a typed list (``PodList``) carry no
     ``kind`` (nor ``apiVersion``) of their own, so they get the list's: an ``apps.kruise.io``
-    StatefulSet is not an ``apps/v1`` one."""
+    StatefulSet is not an ``apps/v1`` one.
+
+    Arrays and lists are unpacked ``depth`` deep (the documents, a document that is a JSON
+    array, a List in it) and no deeper: YAML aliases make a small file a list of lists of
+    billions of leaves, which no saved cluster is."""
+    if depth < 0:
+        return
     if isinstance(doc, Mapping):
         kind = doc.get("kind")
         if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
@@ -31,7 +39,10 @@ def flatten(doc: Any, *, item_kind: str = "", api_version: str = "") -> Iterator
             version = doc.get("apiVersion") if inner else ""
             for item in doc["items"]:
                 yield from flatten(
-                    item, item_kind=inner, api_version=version if isinstance(version, str) else ""
+                    item,
+                    item_kind=inner,
+                    api_version=version if isinstance(version, str) else "",
+                    depth=depth - 1,
                 )
         elif item_kind and "kind" not in doc:
             made = {**doc, "kind": item_kind}
@@ -42,7 +53,7 @@ def flatten(doc: Any, *, item_kind: str = "", api_version: str = "") -> Iterator
             yield doc
     elif isinstance(doc, list):
         for item in doc:
-            yield from flatten(item)
+            yield from flatten(item, depth=depth - 1)
 
 
 def read_documents(path: Path) -> list[Any]:
