@@ -106,8 +106,8 @@ def test_image_and_no_secret(capsys: pytest.CaptureFixture[str], certs: Path) ->
         (("--no-secret",), "go with --ca"),
         (("--component", "provided-certs"), "write it with --kustomize-dir"),
         (("--ca", "{system}/missing.crt"), "cannot read the CA certificate"),
-        (("--ca", "{system}/tls.key"), "holds no PEM certificate"),
-        (("--ca", "{system}/tls.key", "--no-secret"), "holds no PEM certificate"),
+        (("--ca", "{system}/tls.key"), "holds a private key, not a certificate"),
+        (("--ca", "{system}/tls.key", "--no-secret"), "holds a private key, not a certificate"),
         (("--ca", "{system}/ca.crt", "--namespace", "webhooks-prod"), "stszone.webhooks-prod.svc"),
         (
             ("--ca", "{other}/ca.crt", "--cert", "{system}/tls.crt", "--key", "{system}/tls.key"),

@@ -39,6 +39,10 @@ def certificates(pem: bytes, what: str) -> list[x509.Certificate]:
     try:
         found = x509.load_pem_x509_certificates(pem)
     except ValueError:
+        if _holds(pem, b"PRIVATE KEY"):
+            raise ConfigError(
+                f"the {what} holds a private key, not a certificate (files swapped?)"
+            ) from None
         raise ConfigError(f"the {what} holds no PEM certificate (empty, truncated?)") from None
     except _UNPARSED as err:
         raise ConfigError(f"the {what} holds a certificate that does not parse: {err}") from None
@@ -60,10 +64,22 @@ def private_key(pem: bytes, what: str) -> PrivateKey:
     except TypeError:
         raise ConfigError(f"the {what} is encrypted; give an unencrypted PEM key") from None
     except (ValueError, UnsupportedAlgorithm):
+        if _holds(pem, b"CERTIFICATE") and not _holds(pem, b"PRIVATE KEY"):
+            raise ConfigError(
+                f"the {what} holds a certificate, not a private key (files swapped?)"
+            ) from None
         raise ConfigError(f"the {what} is not a PEM private key (empty, truncated?)") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
         raise ConfigError(f"the {what} is a {type(key).__name__}; use an ECDSA or RSA key")
     return key
+
+
+def _holds(pem: bytes, label: bytes) -> bool:
+    """Whether ``pem`` has a block whose label ends with ``label`` (``EC PRIVATE KEY``)."""
+    return any(
+        line.startswith(b"-----BEGIN ") and line.rstrip().endswith(label + b"-----")
+        for line in pem.splitlines()
+    )
 
 
 def key_matches(certificate: x509.Certificate, key: PrivateKey) -> bool:
