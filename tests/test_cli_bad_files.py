@@ -240,3 +240,22 @@ def test_manifests_with_a_key_and_a_certificate_swapped_says_so(
     assert (status, out) == (2, ""), err
     assert err.startswith(f"stszone manifests: {said}") and "files swapped?" in err, err
     assert "truncated" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("annotations", [["x"], {"stszone.io/zone": None}])
+@pytest.mark.parametrize("command", ["audit", "rebalance"])
+def test_a_kafka_broker_pod_with_malformed_annotations_names_its_item(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, annotations: Any, command: str
+) -> None:
+    """A broker pod (no StatefulSet owner, a node pool's labels) of a cluster file whose
+    annotations are malformed was a BadObject traceback, exit 1, where a StatefulSet's pod is
+    the file's item named, exit 2; it is the same now."""
+    doc = yaml.safe_load((ROOT / "deploy" / "examples" / "kafka" / "cluster.yaml").read_text())
+    index, pod = next((i, o) for i, o in enumerate(doc["items"]) if o["kind"] == "Pod")
+    pod["metadata"]["annotations"] = annotations
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    status, out, err = run(capsys, command, "--cluster", str(path))
+    assert (status, out) == (2, ""), err
+    assert err.startswith(f"stszone {command}: {path}: item {index} (Pod): metadata.annotations")
+    assert err.count("\n") == 1, err

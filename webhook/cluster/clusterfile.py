@@ -135,14 +135,14 @@ def store_from_objects(
             continue
         try:
             info = EXTRACTORS[table](item)
+            if isinstance(info, PodInfo) and info.owner is None:
+                if pool_of(objects_labels(item)) is not None:  # a Kafka node pool's broker
+                    tables["poolpods"].append(poolpod_info(item))
+                continue
         except BadObject as err:
             raise ConfigError(
                 f"{source}: item {index} ({item.get('kind')}): {err.message}"
             ) from None
-        if isinstance(info, PodInfo) and info.owner is None:
-            if pool_of(objects_labels(item)) is not None:  # a Kafka node pool's broker
-                tables["poolpods"].append(poolpod_info(item))
-            continue
         tables[table].append(info)
     store = Store(zones=zones)
     for table, infos in tables.items():
