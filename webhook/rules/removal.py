@@ -18,7 +18,9 @@ ordinal in ``[start, start + replicas)``, a live ordinal, a broker's node ID):
 2. **no zone is lost**: the zones the workload holds after the pods on ``S`` are re-created (in
    their expected zone; in node-ordinal mode in the zone of their remaining homes, when that is
    one zone) include every zone it holds now (pod, else volume, else rule; a broker's pod, else
-   its data: as the scale-down guard counts them).
+   its data: as the scale-down guard counts them). In node-ordinal mode the rule is the nodes
+   carrying the ordinal's label, all of them, whatever its pod template admits: a member the
+   guard locates by them holds the zone of those outside ``S``, when that is one zone.
 
 A node is *removable* when ``{node}`` can be removed. *Removable together* is one set that can
 be removed at once, grown greedily from the nodes holding the fewest audited pods (then by
@@ -39,9 +41,13 @@ from webhook.model.nodepools import KafkaNodePoolInfo
 from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.store import Store
-from webhook.rules.locate import Locator
+from webhook.rules.locate import Locator, volume_zones
 from webhook.rules.placement import place, resolve_policy, walked_members
 from webhook.rules.poolzones import choose, id_claims, members, pool_policy
+
+#: How the Locator says a member's zone may come from its ordinal label (the replacement of a
+#: going pod, or of one whose set is being deleted, is located as a member without a pod).
+_FROM_LABEL = frozenset({"node-label", "replacement", "ending"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,9 @@ class Slot:
     by_label: bool
     #: The nodes its volumes pinned to nodes allow (None: none is so pinned).
     local: frozenset[str] | None = None
+    #: node-ordinal mode: every node carrying its ordinal label, when the guard reads its zone
+    #: from them (no running pod, no data of known zone): their zone holds it while it stays.
+    labelled: frozenset[str] | None = None
 
 
 def _local_nodes(
@@ -101,13 +110,22 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
         node = located.node  # any scheduled pod, whatever located its zone
         by_label = policy.declared.mode == "node-ordinal"
         expected: str | None = None
+        labelled: frozenset[str] | None = None
         if by_label:
-            homes = frozenset(
+            labelled = frozenset(
                 store.nodes_with_label(
                     policy.declared.node_label or "",  # pragma: no mutate (never empty here)
                     str(ordinal),
                 )
-            ).intersection(admitted)
+            )
+            homes = labelled.intersection(admitted)
+            if (
+                located.source not in _FROM_LABEL
+                or volume_zones(
+                    where.claims(ordinal), namespace=sts.namespace, policy=policy, store=store
+                ).zones
+            ):
+                labelled = None
         else:
             claims = where.claims(ordinal)
             try:
@@ -121,7 +139,7 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
         local = _local_nodes(where.claims(ordinal), key, store, sts.namespace)
         if local is not None:
             homes &= local
-        found.append(Slot(node, located.zone, homes, expected, by_label, local))
+        found.append(Slot(node, located.zone, homes, expected, by_label, local, labelled))
     return found, key
 
 
@@ -183,7 +201,9 @@ def safe(ordinals: list[Slot], removed: Collection[str], *, key: str, store: Sto
             return False
         if slot.local and all(n in removed for n in slot.local):
             return False  # its data dies with them, homeless or not (the guard counted it)
-        if not moved:
+        if not moved and slot.labelled is not None:
+            after.add(_unique_zone((n for n in slot.labelled if n not in removed), key, store))
+        elif not moved:
             after.add(slot.zone)
         elif slot.by_label:
             after.add(_unique_zone((h for h in slot.homes if h not in removed), key, store))
@@ -209,7 +229,7 @@ def removable_nodes(
         index = len(plans)
         plans.append((ordinals, key))
         for slot in ordinals:
-            for name in (slot.node, *slot.homes, *(slot.local or ())):
+            for name in (slot.node, *slot.homes, *(slot.local or ()), *(slot.labelled or ())):
                 touching.setdefault(name, set()).add(index)
             if slot.node in pods_on:  # no node (""), or one outside the view: never removed
                 pods_on[slot.node] += 1  # pragma: no mutate (only the counts' order is read)
