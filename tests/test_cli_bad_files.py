@@ -259,3 +259,19 @@ def test_a_kafka_broker_pod_with_malformed_annotations_names_its_item(
     assert (status, out) == (2, ""), err
     assert err.startswith(f"stszone {command}: {path}: item {index} (Pod): metadata.annotations")
     assert err.count("\n") == 1, err
+
+
+def test_an_ordinals_start_beyond_int32_names_its_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``spec.ordinals.start: 10**30`` in a cluster file is refused naming the whole field, so
+    the user finds it among the item's other fields called start."""
+    doc = yaml.safe_load((GUARD / "cluster.yaml").read_text())
+    for item in doc["items"]:
+        if item["kind"] == "StatefulSet" and item["metadata"]["name"] == "db":
+            item["spec"]["ordinals"] = {"start": 10**30}
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(doc))
+    status, out, err = run(capsys, "audit", "--cluster", str(cluster))
+    assert (status, out) == (2, ""), err
+    assert "(StatefulSet): spec.ordinals.start must be a 32-bit integer" in err, err

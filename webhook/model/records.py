@@ -338,7 +338,9 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
         name=_name(meta),
         annotations=stszone_annotations(objects.str_map(meta, "annotations")),
         replicas=objects.int32(spec, "replicas", default=1, path="spec"),
-        start=objects.int32(objects.mapping(spec, "ordinals"), "start", default=0),
+        start=objects.int32(
+            objects.mapping(spec, "ordinals", path="spec"), "start", default=0, path="spec.ordinals"
+        ),
         templates=templates,
         node_terms=tuple(terms),
         node_selector=objects.str_map(template_spec, "nodeSelector"),
