@@ -65,11 +65,18 @@ def canonical(ops: list[dict[str, Any]]) -> list[str]:
 @settings(max_examples=400)
 @given(doc=documents, edit_list=edits)
 def test_diff_is_make_patch_of_the_whole_objects(doc: dict[str, Any], edit_list: list[Any]) -> None:
-    """The shared branches it leaves out change nothing: the same operations as
-    ``jsonpatch.make_patch`` of the two whole objects."""
+    """The shared branches it leaves out change nothing: applied to the object as sent, it
+    gives what ``jsonpatch.make_patch`` of the two whole objects gives, in as many operations,
+    and the very same ones where no value moves. A move may fill another of two equal added
+    values: jsonpatch pairs a removed value with an equal added one in the order it walks a
+    dict's keys, which follows string hashing."""
     mutated = copy_on_write(doc, edit_list)
     whole = jsonpatch.make_patch(copy.deepcopy(doc), copy.deepcopy(mutated)).patch
-    assert canonical(diff(doc, mutated)) == canonical(whole)
+    ours = diff(doc, mutated)
+    assert apply(doc, ours) == apply(doc, whole) == mutated
+    assert len(ours) == len(whole)
+    if not any(op["op"] == "move" for op in (*ours, *whole)):
+        assert canonical(ours) == canonical(whole)
 
 
 @settings(max_examples=400)
