@@ -4,39 +4,14 @@ filter run on elapsed time, and only what the Events say follows the wall clock.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from tests.fakeapi import Fault, eventually
-from tests.test_event_writer import REFUSED, Setup, setup
+from tests.retries import in_background
+from tests.test_event_writer import REFUSED, setup
+from tests.wallclock import SteppedWall
 
 HOUR = 3600.0
-
-
-class SteppedWall:
-    """The wall clock, moved by ``step`` seconds when the test says so."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
-
-    def step(self, seconds: float) -> None:
-        self.offset += seconds
-
-
-@contextlib.asynccontextmanager
-async def running(s: Setup) -> AsyncIterator[None]:
-    task = asyncio.create_task(s.writer.run())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_a_retry_is_not_held_back_by_the_wall_clock_stepping_back(tmp_path: Path) -> None:
@@ -44,7 +19,7 @@ async def test_a_retry_is_not_held_back_by_the_wall_clock_stepping_back(tmp_path
     wall clock steps back an hour. The retry still comes after its backoff, and the Event is
     written (waiting out the step would hold it, and every retry after it, for an hour)."""
     wall = SteppedWall()
-    async with setup(tmp_path, wall=wall) as s, running(s):
+    async with setup(tmp_path, wall=wall) as s, in_background(s.writer.run()):
         s.fake.inject("events", "create", Fault.status(503))
         s.outbox.post([REFUSED], dry_run=False)
         await eventually(lambda: s.writes() == ["create"])
@@ -58,7 +33,7 @@ async def test_a_wall_clock_step_forward_does_not_end_a_series(tmp_path: Path) -
     clock stepped an hour forward in between: the series has not been quiet for six minutes,
     so there is one Event with count 2, not a second Event."""
     wall = SteppedWall()
-    async with setup(tmp_path, wall=wall, tick=0.01) as s, running(s):
+    async with setup(tmp_path, wall=wall, tick=0.01) as s, in_background(s.writer.run()):
         s.outbox.post([REFUSED], dry_run=False)
         await eventually(lambda: s.writer.stats().created == 1)
         wall.step(HOUR)

@@ -44,8 +44,8 @@ def test_a_cluster_that_skips_verification_and_names_a_ca_is_refused(
     dev_certs: DevCerts, tmp_path: Path, ca_field: str, value: str
 ) -> None:
     """kubectl refuses an https cluster with ``insecure-skip-tls-verify: true`` and a CA
-    ("specifying a root certificates file with the insecure flag is not allowed"); stszone
-    verified nothing and went on. It is refused, naming the cluster and the way out."""
+    ("specifying a root certificates file with the insecure flag is not allowed"), where the
+    loader would verify nothing: refused, naming the cluster and the way out."""
     path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1", token="t")
     config = yaml.safe_load(path.read_text())
     data = base64.b64encode(dev_certs.ca.read_bytes()).decode()
@@ -70,8 +70,8 @@ def test_relative_paths_are_resolved_against_the_file_that_holds_them(
 ) -> None:
     """$KUBECONFIG=clusters/config:users/config, each file's paths written relative to it (as
     `kubectl config set-credentials` keeps them): kubectl resolves the user's client
-    certificate, key and exec command against the users' file (ResolveLocalPaths); stszone
-    resolved them against the cluster's file and stopped with "File does not exist"."""
+    certificate, key and exec command against the users' file (ResolveLocalPaths), where the
+    loader resolves them against the cluster's file ("File does not exist")."""
     (tmp_path / "clusters").mkdir()
     (tmp_path / "users" / "bin").mkdir(parents=True)
     cluster = write_kubeconfig(tmp_path / "clusters" / "config", server="https://127.0.0.1:1")
@@ -106,8 +106,8 @@ def test_relative_paths_are_resolved_against_the_file_that_holds_them(
 
 def test_an_empty_file_in_the_kubeconfig_list_is_skipped(tmp_path: Path) -> None:
     """$KUBECONFIG=empty:config (a file `touch`ed for later, or only comments): kubectl reads
-    an empty file as an empty configuration and uses the others; stszone stopped with
-    "Invalid kube-config. ... file is empty". An empty file alone holds no configuration."""
+    an empty file as an empty configuration and uses the others, where the loader stops
+    ("Invalid kube-config. ... file is empty"). An empty file alone holds no configuration."""
     config = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1/k8s", token="t")
     (tmp_path / "empty").write_text("")
     (tmp_path / "comments").write_text("# the team's clusters go here\n")
@@ -122,8 +122,8 @@ def test_an_empty_file_in_the_kubeconfig_list_is_skipped(tmp_path: Path) -> None
 
 def test_a_file_naming_two_clusters_alike_is_refused(tmp_path: Path) -> None:
     """A kubeconfig with two clusters named "fake" (one appended by hand with a new server):
-    kubectl refuses the file ("duplicate name ... in list"); stszone took the first one and
-    talked to it. It is refused, naming the file and the name."""
+    kubectl refuses the file ("duplicate name ... in list"), where the loader would take the
+    first one and talk to it: refused, naming the file and the name."""
     path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1/old", token="t")
     config = yaml.safe_load(path.read_text())
     config["clusters"].append({"name": "fake", "cluster": {"server": "https://127.0.0.1:1/new"}})
@@ -138,8 +138,8 @@ def test_a_file_naming_two_clusters_alike_is_refused(tmp_path: Path) -> None:
 
 def test_an_empty_file_field_names_no_file(tmp_path: Path) -> None:
     """``tokenFile: ""`` or ``certificate-authority: ""`` (as templates write a field left
-    blank): kubectl reads an empty path as unset; stszone read the kubeconfig's directory
-    ("Is a directory", "File does not exist")."""
+    blank): kubectl reads an empty path as unset, where the loader reads the kubeconfig's
+    directory ("Is a directory", "File does not exist")."""
     path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1", token="t")
     config = yaml.safe_load(path.read_text())
     config["users"][0]["user"]["tokenFile"] = ""
@@ -151,8 +151,8 @@ def test_an_empty_file_field_names_no_file(tmp_path: Path) -> None:
 
 def test_a_context_without_a_kubeconfig_says_which_is_missing() -> None:
     """`stszone audit --context prod` with no $KUBECONFIG, where kubectl would read
-    ~/.kube/config: the message said "not in a pod (no KUBERNETES_SERVICE_HOST)" even in a
-    pod, and not that the context needs a kubeconfig named."""
+    ~/.kube/config: the message says the context needs a kubeconfig named, in a pod or not
+    (not "not in a pod (no KUBERNETES_SERVICE_HOST)")."""
     in_a_pod = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
     for environ in ({}, in_a_pod):
         with pytest.raises(ConfigError) as caught:

@@ -4,7 +4,6 @@ follow the wall clock, as the API servers' clocks do; ``settle`` is elapsed time
 from __future__ import annotations
 
 import datetime as dt
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from tests.certcluster import KINDS, configuration, stored
 from tests.certsim import START, Paper, policy
 from tests.fakeapi import FakeApi
 from tests.kubeconfig import write_kubeconfig
+from tests.wallclock import SteppedWall
 from webhook.cluster.api import Api
 from webhook.cluster.certkeeper import Keeper
 from webhook.cluster.credentials import load_credentials
@@ -23,19 +23,6 @@ from webhook.install.rotation import Rotation
 TOKEN = "clock-token"
 NS = "certs-ns"
 SECRET = "stszone-tls"
-
-
-class SteppedWall:
-    """The wall clock, moved by ``step`` seconds when the test says so."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
-
-    def step(self, seconds: float) -> None:
-        self.offset += seconds
 
 
 def _ca_serial(secret: dict[str, Any] | None) -> int:
