@@ -45,8 +45,8 @@ def guard_cluster(tmp_path: Path, *, replicas: Any) -> str:
 def test_a_replica_count_beyond_int32_in_a_cluster_file_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
 ) -> None:
-    """``replicas: 10**30`` (no API server stores it: the field is int32) was an
-    OverflowError traceback, exit 1; it is the file's item named, exit 2."""
+    """``replicas: 10**30`` (no API server stores it: the field is int32) is the file's item
+    named, exit 2, not an OverflowError traceback."""
     cluster = guard_cluster(tmp_path, replicas=10**30)
     status, out, err = run(capsys, *command, "--cluster", cluster)
     assert (status, out) == (2, ""), err
@@ -57,7 +57,7 @@ def test_a_replica_count_beyond_int32_in_a_cluster_file_is_refused(
 def test_int32_largest_replica_count_is_still_audited(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """2**31 - 1, the largest count Kubernetes stores, is judged as before (not refused)."""
+    """2**31 - 1, the largest count Kubernetes stores, is judged (not refused)."""
     status, _, err = run(capsys, "audit", "--cluster", guard_cluster(tmp_path, replicas=2**31 - 1))
     assert status == 1 and "32-bit" not in err, err
 
@@ -65,8 +65,8 @@ def test_int32_largest_replica_count_is_still_audited(
 def test_review_of_a_scale_from_beyond_int32_is_a_bad_object(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """A Scale review whose oldObject holds replicas 10**30 was an OverflowError traceback;
-    it is answered as a malformed object (code 400), as a string there is."""
+    """A Scale review whose oldObject holds replicas 10**30 is answered as a malformed object
+    (code 400), as a string there is, not with an OverflowError traceback."""
     review = json.loads((GUARD / "scale-db-6-to-3.json").read_text())
     sent = copy.deepcopy(review)
     sent["request"]["oldObject"]["spec"]["replicas"] = 10**30
@@ -86,7 +86,7 @@ TOO_DEEP = "[" * 100_000 + "]" * 100_000
 def test_a_cluster_file_nested_too_deeply_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """It was a RecursionError traceback, exit 1; it is one line naming the file, exit 2."""
+    """One line naming the file, exit 2, not a RecursionError traceback."""
     path = tmp_path / "cluster.json"
     path.write_text(TOO_DEEP)
     status, out, err = run(capsys, "audit", "--cluster", str(path))
@@ -98,7 +98,7 @@ def test_a_cluster_file_nested_too_deeply_is_refused(
 def test_a_base_nested_too_deeply_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """``manifests --base`` of such a file was a RecursionError traceback; one line, exit 2."""
+    """``manifests --base`` of such a file: one line, exit 2, not a RecursionError traceback."""
     assert run(capsys, "certs", "--out", str(tmp_path / "certs"))[0] == 0
     base = tmp_path / "overlay.yaml"
     base.write_text(TOO_DEEP)
@@ -114,8 +114,8 @@ def test_a_base_nested_too_deeply_is_refused(
 def test_kubectl_stszone_with_a_kubeconfig_nested_too_deeply_says_so(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """``kubectl stszone`` probing ~/.kube/config was a RecursionError traceback; it is the
-    kubeconfig named on one line, exit 2."""
+    """``kubectl stszone`` probing such a ~/.kube/config names the kubeconfig on one line,
+    exit 2, not a RecursionError traceback."""
     (tmp_path / ".kube").mkdir()
     (tmp_path / ".kube" / "config").write_text(TOO_DEEP)
     status = plugin.main(["audit"], environ={"HOME": str(tmp_path)})
@@ -151,7 +151,7 @@ NOT_YAML = "a: b: c\n"
 def test_a_file_that_is_not_yaml_is_one_line_naming_where(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], said: str
 ) -> None:
-    """PyYAML's message ran over three lines (a snippet of the file and a caret); the refusal
+    """PyYAML's message runs over three lines (a snippet of the file and a caret); the refusal
     is one line with the line and column, exit 2."""
     assert run(capsys, "certs", "--out", str(tmp_path / "certs"))[0] == 0
     file = tmp_path / "bad.yaml"
@@ -177,9 +177,9 @@ def test_a_file_that_is_not_yaml_is_one_line_naming_where(
 def test_a_cluster_file_holding_no_cluster_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, why: str, command: str
 ) -> None:
-    """An empty file (kubectl failed; its `>` stayed) or a kubeconfig given as --cluster was
-    an empty cluster: 'Every audited pod is where stszone expects it', exit 0. It is refused,
-    exit 2, saying what the file holds; a saved List with no items is still an empty cluster."""
+    """An empty file (kubectl failed; its `>` stayed) or a kubeconfig given as --cluster is
+    refused, exit 2, saying what the file holds, rather than read as an empty cluster ('Every
+    audited pod is where stszone expects it', exit 0); a saved List with no items is one."""
     path = tmp_path / "cluster.yaml"
     path.write_text(content)
     status, out, err = run(capsys, command, "--cluster", str(path))
@@ -203,9 +203,9 @@ def aliased(levels: int, *, leaf: str) -> str:
 def test_a_small_cluster_file_of_aliased_lists_is_answered_without_walking_them(
     tmp_path: Path, leaf: str
 ) -> None:
-    """A 500-byte file whose YAML aliases make lists of lists of 9**9 leaves kept `stszone
-    audit` walking them for minutes; a saved cluster is never nested so, and the file is
-    refused at once: no object in it is where kubectl writes one."""
+    """A 500-byte file whose YAML aliases make lists of lists of 9**9 leaves would keep
+    `stszone audit` walking them for minutes; a saved cluster is never nested so, and the file
+    is refused at once: no object in it is where kubectl writes one."""
     path = tmp_path / "cluster.yaml"
     path.write_text(aliased(9, leaf=leaf))
     done = subprocess.run(
@@ -231,8 +231,8 @@ def test_a_small_cluster_file_of_aliased_lists_is_answered_without_walking_them(
 def test_manifests_with_a_key_and_a_certificate_swapped_says_so(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, ca: str, cert: str, key: str, said: str
 ) -> None:
-    """A key given where a certificate goes (or the reverse) was 'holds no PEM certificate
-    (empty, truncated?)', which sends the user looking for a damaged file; it names the mix-up."""
+    """A key given where a certificate goes (or the reverse) is named as the mix-up, not as
+    'holds no PEM certificate (empty, truncated?)', which sends the user after a damaged file."""
     certs = tmp_path / "certs"
     assert run(capsys, "certs", "--out", str(certs))[0] == 0
     args = ("--ca", str(certs / ca), "--cert", str(certs / cert), "--key", str(certs / key))
@@ -248,8 +248,8 @@ def test_a_kafka_broker_pod_with_malformed_annotations_names_its_item(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, annotations: Any, command: str
 ) -> None:
     """A broker pod (no StatefulSet owner, a node pool's labels) of a cluster file whose
-    annotations are malformed was a BadObject traceback, exit 1, where a StatefulSet's pod is
-    the file's item named, exit 2; it is the same now."""
+    annotations are malformed is the file's item named, exit 2, as a StatefulSet's pod is, not
+    a BadObject traceback."""
     doc = yaml.safe_load((ROOT / "deploy" / "examples" / "kafka" / "cluster.yaml").read_text())
     index, pod = next((i, o) for i, o in enumerate(doc["items"]) if o["kind"] == "Pod")
     pod["metadata"]["annotations"] = annotations
