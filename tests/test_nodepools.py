@@ -159,7 +159,10 @@ def test_removal_order_is_the_operators(ids: list[int], replicas: int, items: li
 
 
 def test_annotation_parsing_matches_the_operator_on_edge_cases() -> None:
-    for text in ["", "[]", " [ 1 , 2-4 ] ", "[1,,2]", "1,2", "[2147483648]", "[5-3]", "[a]"]:
+    edges = ["", "[]", " [ 1 , 2-4 ] ", "[1,,2]", "1,2", "[2147483648]", "[5-3]", "[a]"]
+    # Java's Integer.MAX_VALUE itself is an ID; a value must open and close with brackets.
+    edges += ["[2147483647]", "[0-2147483647]", "[3)", "(3]", "3]", "[3"]
+    for text in edges:
         parsed = parse_node_ids(text)
         theirs = ref.parse_node_ids(text)
         assert (parsed is None) == (theirs is None), text
@@ -175,6 +178,12 @@ def test_a_control_character_voids_the_annotation_for_the_guard_as_for_the_opera
         assert parse_node_ids(text) is None, repr(text)
         assert ref.parse_node_ids(text) is None, repr(text)
     assert removal_order([1, 3, 5, 7], 3, "[\x1c3]") == (7,)
+    # Around the brackets too: only Java's \s is space there, so "\x1c[3]" and a no-break space
+    # before "[3]" void the value, and the operator removes the highest ID.
+    for text in ["\x1c[3]", "[3]\x1f", "\u00a0[3]", "[3]\u2003"]:
+        assert parse_node_ids(text) is None, repr(text)
+        assert ref.parse_node_ids(text) is None, repr(text)
+        assert removal_order([1, 3, 5, 7], 3, text) == (7,), repr(text)
     assert removal_order([1, 3, 5, 7], 3, "[\t3 ]") == (3,)
 
 
