@@ -100,6 +100,22 @@ def test_a_removed_pod_going_away_counts_where_its_replacement_goes() -> None:
     )
 
 
+def test_a_removed_pod_of_a_set_being_deleted_still_counts_in_its_rule_zone() -> None:
+    """db is being deleted (foreground) and db-2 has Failed on na: nothing re-creates it, yet
+    ordinal 2 still counts in c, its rule zone, as for a set not being deleted. So 3 -> 2
+    drops c, and the refusal says that nothing replaces db-2 rather than naming a
+    replacement."""
+    sts = b.statefulset(annotations=ABC, replicas=3)
+    sts["metadata"]["deletionTimestamp"] = "2026-12-07T12:00:00Z"
+    store = store_from_objects([*NODES, sts, *placed("na", "nb", "na", db2={"phase": "Failed"})])
+    outcome = scale(store, 3, 2)
+    assert outcome.message == (
+        "scale-down of db from 3 to 2 would drop zone c (ordinal 2 is the only one there; db-2 "
+        "has Failed on node na in a; nothing replaces it: its StatefulSet is being deleted); "
+        f"the smallest replica count that keeps every zone is 3; {FORCE}"
+    )
+
+
 def test_the_replacement_goes_where_its_volume_is() -> None:
     """db-1 is Terminating on na, and its claim is bound to a volume in c: its replacement will
     run in c, so 3 -> 2 (removing db-2, in c) keeps c, and a, and b was never held."""
