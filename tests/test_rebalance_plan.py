@@ -353,6 +353,20 @@ def test_a_status_older_than_the_spec_blocks_every_move(
     assert [row.kind for row in observed_now.rows] == ["in place", "movable", "in place", "movable"]
 
 
+@pytest.mark.parametrize(
+    ("part", "key", "path"),
+    [
+        ("metadata", "generation", "metadata.generation"),
+        ("status", "observedGeneration", "status.observedGeneration"),
+    ],
+)
+def test_a_malformed_generation_is_named_by_its_path(part: str, key: str, path: str) -> None:
+    sts = r.statefulset(2)
+    sts[part][key] = "3"
+    with pytest.raises(BadObject, match=rf"^{re.escape(path)} must be an integer, got str$"):
+        set_state(sts)
+
+
 def test_a_set_whose_pod_template_is_skipped_has_nothing_to_rebalance() -> None:
     """Its pods are never placed by stszone (the objectSelector keeps them away), so none is
     outside a zone of stszone's: the plan lists the set with a note, no row, and is complete,
