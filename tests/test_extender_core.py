@@ -304,8 +304,10 @@ def test_pods_of_namespaces_stszone_leaves_alone_pass_unfiltered(
 def test_pods_of_advanced_statefulsets_pass_unfiltered_with_the_kind_turned_off() -> None:
     """``serve --no-kruise`` leaves Advanced StatefulSets out: not read, not judged. Their
     pods that come by (the extender in the default scheduler's profile) pass: the live view
-    never holds their set, and waiting for it would keep them Pending for good."""
-    objects = [*(node(f"n-{z}", z, None, False) for z in ZONES), namespace("ns", enabled=True)]
+    never holds their set, and waiting for it would keep them Pending for good. n-zone-c's
+    storage is unhealthy: left alone, they are not steered off it either."""
+    nodes = [node(f"n-{z}", z, None, z == "zone-c") for z in ZONES]
+    objects = [*nodes, namespace("ns", enabled=True)]
     listed = store_from_objects(objects)
     store = Store(live=True)
     for table in TABLES:  # every table listed; kruisesets empty, as a kind turned off leaves it
@@ -313,8 +315,10 @@ def test_pods_of_advanced_statefulsets_pass_unfiltered_with_the_kind_turned_off(
     pod = b.sts_pod(ordinal=1)
     pod["metadata"]["ownerReferences"][0]["apiVersion"] = "apps.kruise.io/v1beta1"
     args = parse(pod, objects[:3], cache=True, store=store)
-    off = Defaults(kruise=False)
+    off = Defaults(kruise=False, storage_unhealthy_condition="DiskFailing")
     filtered = extender.filter_nodes(args.pod, args.candidates, store=store, defaults=off)
     assert filtered == extender.Filtered(("n-zone-a", "n-zone-b", "n-zone-c"))
+    scores = extender.prioritize(args.pod, args.candidates, store=store, defaults=off)
+    assert {score for _, score in scores} == {extender.MAX_SCORE}
     on = extender.filter_nodes(args.pod, args.candidates, store=store, defaults=Defaults())
     assert "Advanced StatefulSet ns/db has not reached stszone's view" in on.error
