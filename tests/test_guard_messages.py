@@ -243,6 +243,29 @@ def test_a_start_moved_past_the_old_count_names_the_count_that_is_safe() -> None
     assert update(3).allowed and not update(2).allowed
 
 
+def test_a_start_move_finds_the_count_past_claims_kept_from_a_larger_size() -> None:
+    """0..2 run on b, a, c; claims of 3, 4 and 5, kept from when db had 6 replicas, hold
+    volumes in c, a and c. Moving the start to 1 keeps 1..3 (a, c, c): b is lost. The rule,
+    counted from 1, puts 6 in c, 7 in a and 8 in b, so 8 replicas (1..8) keep every zone: the
+    refusal says so, and that update is allowed."""
+    kept = [*volume("data-db-3", "c"), *volume("data-db-4", "a"), *volume("data-db-5", "c")]
+    store = cluster({0: "nb", 1: "na", 2: "nc"}, *kept)
+    old = b.statefulset(replicas=3, annotations=ABC, templates=("data", "logs"))
+
+    def update(replicas: int) -> review.Answer:
+        new = b.statefulset(replicas=replicas, start=1, annotations=ABC, templates=("data", "logs"))
+        body = b.review(new, operation="UPDATE", old=old)
+        return review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
+
+    outcome = update(3)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
+    assert (
+        "with ordinals.start 1, the smallest replica count that keeps every zone is 8: set "
+        "spec.replicas to 8 in the same update"
+    ) in outcome.message
+    assert update(8).allowed and not update(7).allowed
+
+
 def test_a_lost_zone_names_ten_of_its_ordinals_and_counts_the_rest() -> None:
     """Zones a,b and 23 -> 1 replicas: zone b's holders among the removed ordinals are the odd
     ones 1..21, eleven of them, all running. The refusal names the first ten and counts one."""
