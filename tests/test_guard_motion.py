@@ -175,6 +175,29 @@ def test_a_replacement_whose_volume_attaches_nowhere_is_in_an_unknown_zone() -> 
     assert (refused.allowed, refused.reason) == (False, "ZoneUnknown")
 
 
+def test_a_going_pod_of_a_set_being_deleted_whose_volume_attaches_nowhere_says_why() -> None:
+    """db is being deleted and db-1, Terminating on na, has its claim bound to a volume of a
+    node that is gone: nothing replaces db-1, and its zone is unknown because of that volume.
+    The refusal says both, so "label the node(s)" is not the only lead."""
+    sts = b.statefulset(annotations=ABC, replicas=3)
+    sts["metadata"]["deletionTimestamp"] = "2026-12-07T12:00:00Z"
+    volume = [b.pvc("data-db-1", volume="pv-1"), b.pv("pv-1", "gone", key="kubernetes.io/hostname")]
+    pods = placed("na", "na", "nc", db1={"deleting": True})
+    store = store_from_objects([*NODES, sts, *pods, *volume])
+    why = (
+        "db-1 is Terminating on node na in a; nothing replaces it: its StatefulSet is being "
+        "deleted; its zone is unknown: volume pv-1 can attach only to nodes with "
+        "kubernetes.io/hostname In [gone], and no such node is in stszone's view"
+    )
+    (report,) = audit(store).sets
+    row = report.rows[1]
+    assert (row.node, row.status, row.why) == ("na", "going", why)
+    assert report.unknown == (1,)
+    refused = scale(store, 3, 1)
+    assert (refused.allowed, refused.reason) == (False, "ZoneUnknown")
+    assert f"it removes ordinal 1, whose zone is unknown ({why})" in refused.message
+
+
 def test_a_saved_cluster_through_stszone_review(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

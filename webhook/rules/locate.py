@@ -249,7 +249,8 @@ class Locator:
         if self.ending:
             ends = f"{head}; nothing replaces it: its {self.policy.kind} is being deleted"
             if after.zone is None:
-                return Located(ordinal, None, "unknown", ends, pod.node)
+                why = f"{ends}; its zone is unknown: {after.detail}"
+                return Located(ordinal, None, "unknown", why, pod.node)
             return Located(ordinal, after.zone, "ending", ends, pod.node)
         if after.zone is None:
             return Located(
