@@ -214,6 +214,24 @@ def test_an_update_naming_brokers_that_drop_a_zone_is_told_which_keep_them_all()
     assert sim.admit(view, instead, old=pool(view), operation="UPDATE").allowed
 
 
+def test_an_update_naming_brokers_when_none_keep_every_zone_is_told_only_to_force_it() -> None:
+    """Three brokers, one per zone: any one removed empties its zone, so the refusal of
+    remove-node-ids [2] with replicas 2 names no other brokers, only the override."""
+    view = sim.store()
+    cluster = sim.Cluster(view)
+    cluster.create_pool("pool", 3)
+    cluster.reconcile()
+    assert sorted(cluster.zones("pool").values()) == ["zone-a", "zone-b", "zone-c"]
+    lowered = pool(view, **{REMOVE: "[2]"})
+    lowered["spec"]["replicas"] = 2
+    refused = sim.admit(view, lowered, old=pool(view), operation="UPDATE")
+    assert not refused.allowed and refused.reason == "ZoneLoss"
+    assert refused.message.endswith(
+        '; set stszone.io/allow-zone-loss: "true" on KafkaNodePool pool to force it'
+    )
+    assert "name brokers" not in refused.message
+
+
 def test_the_default_order_when_already_balanced_writes_nothing() -> None:
     view = sim.store()
     cluster = sim.Cluster(view)
