@@ -318,6 +318,24 @@ def test_a_broker_of_unknown_zone_may_hold_the_zone_no_kept_one_holds() -> None:
     assert "may drop zone zone-c" in refused.message and "my-cluster-pool-2" in refused.message
 
 
+def test_while_a_brokers_zone_is_unknown_a_refusal_names_no_other_brokers() -> None:
+    """Brokers 0-3 in a, b, c, a and 4's pod never placed: remove-node-ids [2] with replicas 4
+    empties zone-c. stszone makes no choice while a broker's zone is unknown (as /mutate
+    writes none then), so the refusal offers only the override."""
+    view = _placed(["zone-a", "zone-b", "zone-c", "zone-a"], [0, 1, 2, 3])
+    before = sim.pool_object("pool", replicas=5, node_ids=[0, 1, 2, 3, 4])
+    view.put("nodepools", nodepool_info(before))
+    view.put("poolpods", poolpod_info(sim.pod_object("my-cluster", "pool", 4)))
+    lowered = pool(view, **{REMOVE: "[2]"})
+    lowered["spec"]["replicas"] = 4
+    refused = sim.admit(view, lowered, old=pool(view), operation="UPDATE")
+    assert not refused.allowed and refused.reason == "ZoneLoss"
+    assert "name brokers" not in refused.message
+    assert refused.message.endswith(
+        '; set stszone.io/allow-zone-loss: "true" on KafkaNodePool pool to force it'
+    )
+
+
 def test_a_terminating_broker_holds_its_zone_by_its_data() -> None:
     """Broker 5's pod is Terminating (a rolling update): its claim still puts it in zone-c."""
     view, _ = skewed()
