@@ -13,7 +13,7 @@ from tests import poolsim as sim
 from webhook.cli import main
 from webhook.cluster.clusterfile import load_store
 from webhook.model.nodepools import nodepool_info, poolpod_info
-from webhook.model.records import claim_info, node_info
+from webhook.model.records import claim_info, node_info, volume_info
 from webhook.rules.audit import audit
 from webhook.rules.poolaudit import audit_pool
 from webhook.rules.risk import RiskScan
@@ -175,3 +175,28 @@ def test_removable_nodes_weigh_brokers() -> None:
     report = audit(view)
     assert report.removable == tuple(sorted(f"n-{z}-{i}" for z in sim.ZONES for i in (0, 1)))
     assert report.removable_together == ("n-zone-a-1", "n-zone-b-1", "n-zone-c-1")
+
+
+def test_a_node_holding_a_brokers_local_volume_is_not_removable() -> None:
+    """As above, but broker 0's data is a local volume of n-zone-a-0 (pinned by hostname):
+    its data goes with that node, so n-zone-a-0 cannot go, though zone-a has another node."""
+    view = sim.store()
+    view.put("nodepools", nodepool_info(sim.pool_object("pool", replicas=3, node_ids=[0, 1, 2])))
+    for node_id, zone in enumerate(sim.ZONES):
+        claim = sim.claim_object("my-cluster", "pool", node_id)
+        claim["metadata"].setdefault("annotations", {})["stszone.io/zone"] = zone
+        if node_id == 0:
+            claim["spec"]["volumeName"] = "pv-local"
+            claim["status"] = {"phase": "Bound"}
+            name = claim["metadata"]["name"]
+            local = b.pv(
+                "pv-local", "n-zone-a-0", claim=("kafka", name), key="kubernetes.io/hostname"
+            )
+            view.put("volumes", volume_info(local))
+        view.put("claims", claim_info(claim))
+        pod = sim.pod_object("my-cluster", "pool", node_id)
+        pod["spec"]["nodeName"] = f"n-{zone}-0"
+        view.put("poolpods", poolpod_info(pod))
+    report = audit(view)
+    assert "n-zone-a-0" not in report.removable and "n-zone-a-1" in report.removable
+    assert "n-zone-a-0" not in report.removable_together
