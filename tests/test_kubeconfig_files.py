@@ -161,3 +161,75 @@ def test_a_context_without_a_kubeconfig_says_which_is_missing() -> None:
         assert message.startswith("--context prod names a kubeconfig context, but no kubeconfig")
         assert "--kubeconfig PATH or set $KUBECONFIG" in message
         assert "not in a pod" not in message
+
+
+@pytest.mark.parametrize(("kind", "name"), [("contexts", "fake"), ("users", "tester")])
+def test_a_file_naming_two_contexts_or_users_alike_is_refused(
+    tmp_path: Path, kind: str, name: str
+) -> None:
+    """Two contexts, or two users, of one name in a file: kubectl refuses the file as it
+    refuses two clusters alike ("duplicate name in list"); taking the first would act as a user
+    or in a context the file's author did not mean."""
+    path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1", token="t")
+    config = yaml.safe_load(path.read_text())
+    config[kind].append(dict(config[kind][0]))
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError) as caught:
+        load_credentials(str(path), environ={})
+    message = caught.value.message
+    assert f"{path} has two {kind} named {name!r}, which kubectl refuses" in message
+    assert "(duplicate name in list); rename or remove one" in message
+
+
+def test_a_cluster_naming_a_ca_file_and_data_with_insecure_names_both(
+    dev_certs: DevCerts, tmp_path: Path
+) -> None:
+    """A cluster giving certificate-authority and certificate-authority-data with
+    insecure-skip-tls-verify: the refusal names both, as both have to go to skip verification."""
+    path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1", ca=dev_certs.ca)
+    config = yaml.safe_load(path.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    cluster["insecure-skip-tls-verify"] = True
+    cluster["certificate-authority-data"] = base64.b64encode(dev_certs.ca.read_bytes()).decode()
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError) as caught:
+        load_credentials(str(path), environ={})
+    both = "certificate-authority and certificate-authority-data"
+    assert f"insecure-skip-tls-verify: true and {both}, which kubectl" in caught.value.message
+    assert f"or remove {both} to skip verification" in caught.value.message
+
+
+def test_relative_paths_after_an_entry_without_fields_are_resolved(
+    dev_certs: DevCerts, tmp_path: Path
+) -> None:
+    """$KUBECONFIG=clusters/config:users/config whose users file lists a user with no ``user``
+    fields before the one the context names: that one's relative client certificate and key
+    are still read against the users' file, as kubectl reads them."""
+    (tmp_path / "clusters").mkdir()
+    (tmp_path / "users").mkdir()
+    cluster = write_kubeconfig(tmp_path / "clusters" / "config", server="https://127.0.0.1:1")
+    config = yaml.safe_load(cluster.read_text())
+    del config["users"]
+    cluster.write_text(yaml.safe_dump(config))
+    (tmp_path / "users" / "tls.crt").write_bytes(dev_certs.cert.read_bytes())
+    (tmp_path / "users" / "tls.key").write_bytes(dev_certs.key.read_bytes())
+    users = tmp_path / "users" / "config"
+    user = {"client-certificate": "tls.crt", "client-key": "tls.key"}
+    users.write_text(
+        yaml.safe_dump({"users": [{"name": "unused"}, {"name": "tester", "user": user}]})
+    )
+    environ = {"KUBECONFIG": f"{cluster}:{users}"}
+    assert load_credentials(None, environ=environ).target_now().base == "https://127.0.0.1:1"
+
+
+def test_a_user_entry_that_is_not_a_mapping_says_the_file_is_invalid(tmp_path: Path) -> None:
+    """``users: [tester]`` (a name where an entry goes): the loader's own message says what the
+    file lacks, not a Python error about a string."""
+    path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1", token="t")
+    config = yaml.safe_load(path.read_text())
+    config["users"] = ["tester"]
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError) as caught:
+        load_credentials(str(path), environ={})
+    assert "Invalid kube-config file" in caught.value.message
+    assert "object has no attribute" not in caught.value.message
