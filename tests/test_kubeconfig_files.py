@@ -18,6 +18,27 @@ from webhook.errors import ConfigError
 from webhook.install.certfiles import DevCerts
 
 
+def refusal(path: Path) -> str:
+    """What loading the kubeconfig ``path`` is refused with."""
+    with pytest.raises(ConfigError) as caught:
+        load_credentials(str(path), environ={})
+    return caught.value.message
+
+
+def split_kubeconfig(tmp_path: Path, dev_certs: DevCerts) -> Path:
+    """``clusters/config`` (a cluster and a context, no user) and a ``users/`` folder holding a
+    client certificate and key, ``tls.crt`` and ``tls.key``; the cluster file's path."""
+    (tmp_path / "clusters").mkdir()
+    (tmp_path / "users").mkdir()
+    cluster = write_kubeconfig(tmp_path / "clusters" / "config", server="https://127.0.0.1:1")
+    config = yaml.safe_load(cluster.read_text())
+    del config["users"]
+    cluster.write_text(yaml.safe_dump(config))
+    (tmp_path / "users" / "tls.crt").write_bytes(dev_certs.cert.read_bytes())
+    (tmp_path / "users" / "tls.key").write_bytes(dev_certs.key.read_bytes())
+    return cluster
+
+
 def test_a_kubeconfig_flag_holding_a_colon_names_one_file(tmp_path: Path) -> None:
     """``--kubeconfig DIR/a:b`` is the file ``a:b``, as kubectl reads its flag (one explicit
     path); only ``$KUBECONFIG`` is split at ``:``. Split, it named ``DIR/a`` (another cluster
@@ -53,9 +74,7 @@ def test_a_cluster_that_skips_verification_and_names_a_ca_is_refused(
     cluster["insecure-skip-tls-verify"] = True
     cluster[ca_field] = value.format(ca=dev_certs.ca, data=data)
     path.write_text(yaml.safe_dump(config))
-    with pytest.raises(ConfigError) as caught:
-        load_credentials(str(path), environ={})
-    message = caught.value.message
+    message = refusal(path)
     assert f"cluster 'fake' sets both insecure-skip-tls-verify: true and {ca_field}" in message
     assert "specifying a root certificates file with the insecure flag is not allowed" in message
     assert "remove insecure-skip-tls-verify" in message and f"or remove {ca_field}" in message
@@ -72,14 +91,8 @@ def test_relative_paths_are_resolved_against_the_file_that_holds_them(
     `kubectl config set-credentials` keeps them): kubectl resolves the user's client
     certificate, key and exec command against the users' file (ResolveLocalPaths), where the
     loader resolves them against the cluster's file ("File does not exist")."""
-    (tmp_path / "clusters").mkdir()
-    (tmp_path / "users" / "bin").mkdir(parents=True)
-    cluster = write_kubeconfig(tmp_path / "clusters" / "config", server="https://127.0.0.1:1")
-    config = yaml.safe_load(cluster.read_text())
-    del config["users"]
-    cluster.write_text(yaml.safe_dump(config))
-    (tmp_path / "users" / "tls.crt").write_bytes(dev_certs.cert.read_bytes())
-    (tmp_path / "users" / "tls.key").write_bytes(dev_certs.key.read_bytes())
+    cluster = split_kubeconfig(tmp_path, dev_certs)
+    (tmp_path / "users" / "bin").mkdir()
     token = tmp_path / "users" / "bin" / "token"
     credential = json.dumps(
         {
@@ -128,9 +141,7 @@ def test_a_file_naming_two_clusters_alike_is_refused(tmp_path: Path) -> None:
     config = yaml.safe_load(path.read_text())
     config["clusters"].append({"name": "fake", "cluster": {"server": "https://127.0.0.1:1/new"}})
     path.write_text(yaml.safe_dump(config))
-    with pytest.raises(ConfigError) as caught:
-        load_credentials(str(path), environ={})
-    assert f"{path} has two clusters named 'fake', which kubectl refuses" in caught.value.message
+    assert f"{path} has two clusters named 'fake', which kubectl refuses" in refusal(path)
     args = build_parser(prog=plugin.PROG).parse_args(["audit", "--kubeconfig", str(path)])
     with pytest.raises(ConfigError, match="has two clusters named 'fake'"):
         plugin.aim(args, environ={})
@@ -174,9 +185,7 @@ def test_a_file_naming_two_contexts_or_users_alike_is_refused(
     config = yaml.safe_load(path.read_text())
     config[kind].append(dict(config[kind][0]))
     path.write_text(yaml.safe_dump(config))
-    with pytest.raises(ConfigError) as caught:
-        load_credentials(str(path), environ={})
-    message = caught.value.message
+    message = refusal(path)
     assert f"{path} has two {kind} named {name!r}, which kubectl refuses" in message
     assert "(duplicate name in list); rename or remove one" in message
 
@@ -192,11 +201,10 @@ def test_a_cluster_naming_a_ca_file_and_data_with_insecure_names_both(
     cluster["insecure-skip-tls-verify"] = True
     cluster["certificate-authority-data"] = base64.b64encode(dev_certs.ca.read_bytes()).decode()
     path.write_text(yaml.safe_dump(config))
-    with pytest.raises(ConfigError) as caught:
-        load_credentials(str(path), environ={})
+    message = refusal(path)
     both = "certificate-authority and certificate-authority-data"
-    assert f"insecure-skip-tls-verify: true and {both}, which kubectl" in caught.value.message
-    assert f"or remove {both} to skip verification" in caught.value.message
+    assert f"insecure-skip-tls-verify: true and {both}, which kubectl" in message
+    assert f"or remove {both} to skip verification" in message
 
 
 def test_relative_paths_after_an_entry_without_fields_are_resolved(
@@ -205,14 +213,7 @@ def test_relative_paths_after_an_entry_without_fields_are_resolved(
     """$KUBECONFIG=clusters/config:users/config whose users file lists a user with no ``user``
     fields before the one the context names: that one's relative client certificate and key
     are still read against the users' file, as kubectl reads them."""
-    (tmp_path / "clusters").mkdir()
-    (tmp_path / "users").mkdir()
-    cluster = write_kubeconfig(tmp_path / "clusters" / "config", server="https://127.0.0.1:1")
-    config = yaml.safe_load(cluster.read_text())
-    del config["users"]
-    cluster.write_text(yaml.safe_dump(config))
-    (tmp_path / "users" / "tls.crt").write_bytes(dev_certs.cert.read_bytes())
-    (tmp_path / "users" / "tls.key").write_bytes(dev_certs.key.read_bytes())
+    cluster = split_kubeconfig(tmp_path, dev_certs)
     users = tmp_path / "users" / "config"
     user = {"client-certificate": "tls.crt", "client-key": "tls.key"}
     users.write_text(
@@ -229,7 +230,6 @@ def test_a_user_entry_that_is_not_a_mapping_says_the_file_is_invalid(tmp_path: P
     config = yaml.safe_load(path.read_text())
     config["users"] = ["tester"]
     path.write_text(yaml.safe_dump(config))
-    with pytest.raises(ConfigError) as caught:
-        load_credentials(str(path), environ={})
-    assert "Invalid kube-config file" in caught.value.message
-    assert "object has no attribute" not in caught.value.message
+    message = refusal(path)
+    assert "Invalid kube-config file" in message
+    assert "object has no attribute" not in message
