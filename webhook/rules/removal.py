@@ -81,6 +81,25 @@ def _local_nodes(
     return allowed
 
 
+def _stuck(nodes: Iterable[str]) -> list[Slot]:
+    """A malformed workload's members on ``nodes``: nowhere to go, so no node of theirs can go."""
+    return [
+        Slot(node, None, frozenset(), None, False)  # pragma: no mutate (by_label unread)
+        for node in nodes
+        if node
+    ]
+
+
+def _by_zone(names: Iterable[str], key: str, store: Store) -> dict[str, set[str]]:
+    """The nodes ``names`` by their zone under ``key`` (those without one left out)."""
+    found: dict[str, set[str]] = {}
+    for name in names:
+        zone = store.node_zone(name, key)
+        if zone is not None:
+            found.setdefault(zone, set()).add(name)
+    return found
+
+
 def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
     """The ordinals of ``sts`` and its topology key; a malformed set's pods get no homes."""
     ordinals = walked_members(sts, store=store)
@@ -88,21 +107,12 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
         policy = resolve_policy(sts.namespace, sts.name, store=store, group=sts.group)
     except Denied:
         pods = (store.pod(sts.namespace, f"{sts.name}-{o}") for o in ordinals)
-        stuck = [
-            Slot(p.node, None, frozenset(), None, False)  # pragma: no mutate (by_label unread)
-            for p in pods
-            if p and p.node
-        ]
-        return stuck, DEFAULT_TOPOLOGY_KEY
+        return _stuck(p.node for p in pods if p), DEFAULT_TOPOLOGY_KEY
     key = policy.declared.topology_key
     # The template's own constraints leave the re-created pod only some nodes of its zone.
     fits = template_selection(sts.node_terms, sts.node_selector)
     admitted = {n for n, node in store.nodes.items() if fits.admits(node.labels, n)}
-    by_zone: dict[str, set[str]] = {}
-    for name in admitted:
-        zone = store.node_zone(name, key)
-        if zone is not None:
-            by_zone.setdefault(zone, set()).add(name)
+    by_zone = _by_zone(admitted, key, store)
     found: list[Slot] = []
     where = Locator(namespace=sts.namespace, policy=policy, store=store)
     for ordinal in ordinals:
@@ -153,18 +163,9 @@ def pool_slots(pool: KafkaNodePoolInfo, *, store: Store) -> tuple[list[Slot], st
         policy = None
     if policy is None:
         pods = store.pool_pods(pool.namespace, pool.cluster, pool.name)
-        stuck = [
-            Slot(p.node, None, frozenset(), None, False)  # pragma: no mutate (by_label unread)
-            for p in pods
-            if p.node
-        ]
-        return stuck, DEFAULT_TOPOLOGY_KEY
+        return _stuck(p.node for p in pods), DEFAULT_TOPOLOGY_KEY
     key, namespace = policy.key, pool.namespace
-    by_zone: dict[str, set[str]] = {}
-    for name in store.nodes:
-        zone = store.node_zone(name, key)
-        if zone is not None:
-            by_zone.setdefault(zone, set()).add(name)
+    by_zone = _by_zone(store.nodes, key, store)
     where = members(namespace, policy, store=store)
     found: list[Slot] = []
     for node_id in sorted(pool.node_ids if pool.node_ids is not None else where):
