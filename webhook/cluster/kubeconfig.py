@@ -201,13 +201,19 @@ def chosen_context(files: tuple[str, ...], context: str | None) -> str | None:
     return pick_context(shown(files), context, contexts=found, current=current).name
 
 
+def _context_entry(files: tuple[str, ...], context: str | None) -> tuple[Any, Any]:
+    """The merged ``files`` and the fields of the context ``context`` (else the current one)
+    names in them, as the loader reads them; raises what the loader raises for a bad file."""
+    merged = merged_config(files)
+    return merged, merged["contexts"].get_with_name(context or merged["current-context"])["context"]
+
+
 def user_entry(files: tuple[str, ...], *, context: str | None) -> Any:
     """The kubeconfig user ``context`` (else the current one) names, as the loader merges the
     files; None when the files do not read (loading them says why)."""
     try:
-        merged = merged_config(files)
-        named = merged["contexts"].get_with_name(context or merged["current-context"])
-        return merged["users"].get_with_name(named["context"]["user"])["user"]
+        merged, named = _context_entry(files, context)
+        return merged["users"].get_with_name(named["user"])["user"]
     except Exception:  # ConfigException, YAML errors, a shape the loader refuses anyway
         return None
 
@@ -216,9 +222,8 @@ def cluster_entry(files: tuple[str, ...], *, context: str | None) -> tuple[str, 
     """The name and fields of the kubeconfig cluster ``context`` (else the current one) names,
     as the loader merges the files; None when the files do not read (loading them says why)."""
     try:
-        merged = merged_config(files)
-        named = merged["contexts"].get_with_name(context or merged["current-context"])
-        name = str(named["context"]["cluster"])
+        merged, named = _context_entry(files, context)
+        name = str(named["cluster"])
         return name, merged["clusters"].get_with_name(name)["cluster"].value
     except Exception:  # ConfigException, YAML errors, a shape the loader refuses anyway
         return None
