@@ -717,3 +717,43 @@ def test_an_annotation_the_mode_does_not_read_is_warned_of(
     outcome = validate(sts, operation=operation, old=old)
     assert outcome.allowed
     assert outcome.warnings == ((warned,) if warned else ())
+
+
+@pytest.mark.parametrize(
+    ("annotations", "warned"),
+    [
+        (
+            {"stszone.io/zones": "a,,b", "stszone.io/node-label": "example.io/node"},
+            NODE_LABEL_TEXT.format(mode="affinity"),
+        ),
+        (
+            {
+                "stszone.io/zones": "a,,b",
+                "stszone.io/mode": "node-ordinal",
+                "stszone.io/node-label": "example.io/node",
+                "stszone.io/scheduler-name": "other",
+            },
+            SCHEDULER_NAME_TEXT.format(mode="node-ordinal"),
+        ),
+        ({"stszone.io/mode": "pinned", "stszone.io/node-label": "example.io/node"}, None),
+    ],
+    ids=["label-in-affinity", "name-in-node-ordinal", "mode-unreadable"],
+)
+def test_an_update_keeping_malformed_annotations_still_warns_of_one_its_mode_does_not_read(
+    annotations: dict[str, str], warned: str | None
+) -> None:
+    """An image bump of a set whose stszone.io/zones has an empty entry is allowed with the
+    ratchet's warning; the annotation its mode (as written) does not read is warned of too,
+    as on any other update. With a mode that is not one, no mode reads anything: only the
+    ratchet's warning names what to fix."""
+    old = b.statefulset(replicas=3, annotations=annotations)
+    new = copy.deepcopy(old)
+    new["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    outcome = validate(new, operation="UPDATE", old=old)
+    assert outcome.allowed
+    ratchet, *rest = outcome.warnings
+    assert ratchet.startswith("StatefulSet db: ") and ratchet.endswith(
+        "(unchanged by this update; fix it)"
+    )
+    assert rest == ([warned] if warned else [])
+    assert all(len(w) <= 256 for w in outcome.warnings)

@@ -19,6 +19,7 @@ from webhook.model import notices, objects
 from webhook.model.annotations import (
     DEFAULT_SCHEDULER,
     MODE,
+    MODES,
     NODE_LABEL,
     PREFIX,
     SCHEDULER_NAME,
@@ -91,7 +92,8 @@ def validate_statefulset(
     declared, said = _declared(annotations, name=name, old=old, store=store)
     if declared is None:
         return refuse(said, code=422, reason="Invalid")
-    warnings: tuple[str, ...] = (said,) if said else _unread(name, declared, annotations)
+    warnings: tuple[str, ...] = (said,) if said else ()
+    warnings += _unread(name, annotations)
     # A generateName'd set may reach validation unnamed; the checks below only print the name.
     info = (kruise_set_info if group else statefulset_info)(
         {**sts, "metadata": {**meta, "name": name}}
@@ -155,15 +157,20 @@ def validate_statefulset(
 _READ_IN = {NODE_LABEL: "node-ordinal", SCHEDULER_NAME: "scheduler"}
 
 
-def _unread(name: str, declared: Declared, annotations: dict[str, str]) -> tuple[str, ...]:
+def _unread(name: str, annotations: dict[str, str]) -> tuple[str, ...]:
     """A warning for each annotation the set's mode does not read: without one, a set given
     ``stszone.io/node-label`` and not the mode that reads it is placed by zone, silently.
-    Allowed (a set switched out of a mode may keep its key for the way back)."""
+    Allowed (a set switched out of a mode may keep its key for the way back). The mode is the
+    one written, also beside other annotations an update leaves malformed; a mode that is not
+    one reads nothing, and the malformed annotations' warning or refusal names it."""
+    written = annotations.get(MODE, "affinity")
+    if written not in MODES:
+        return ()
     return tuple(
-        f"{name}: {key} {annotations[key]!r} does nothing in {declared.mode} mode, it is read "
+        f"{name}: {key} {annotations[key]!r} does nothing in {written} mode, it is read "
         f'only with {MODE}: "{mode}"; set that mode, or remove {key}'
         for key, mode in _READ_IN.items()
-        if key in annotations and declared.mode != mode
+        if key in annotations and written != mode
     )
 
 
