@@ -185,6 +185,7 @@ EXPECTED = {
             "missingNodeLabels": [],
             "duplicateNodeLabels": {},
             "problem": None,
+            "warnings": [],
             "misplaced": 1,
         },
         {
@@ -206,6 +207,7 @@ EXPECTED = {
             "missingNodeLabels": [2],
             "duplicateNodeLabels": {"1": ["k2", "k3"]},
             "problem": None,
+            "warnings": [],
             "misplaced": 0,
         },
     ],

@@ -104,8 +104,9 @@ def _set_lines(report: SetReport) -> list[str]:
         f"{','.join(report.zones) or '(none)'}, replicas {report.replicas}"
         + (f" ({span})" if report.replicas else "")
     )
+    warned = [f"  warning: {w}" for w in report.warnings]
     if report.problem:
-        return [head, f"  PROBLEM: {report.problem}"]
+        return [head, f"  PROBLEM: {report.problem}", *warned]
     rows = [
         (
             str(r.ordinal),
@@ -117,7 +118,8 @@ def _set_lines(report: SetReport) -> list[str]:
         )
         for r in report.rows
     ]
-    lines = [head, *table_lines(("ORDINAL", "EXPECTED", "SET BY", "NODE", "ZONE", "STATUS"), rows)]
+    header = ("ORDINAL", "EXPECTED", "SET BY", "NODE", "ZONE", "STATUS")
+    lines = [head, *warned, *table_lines(header, rows)]
     for r in report.rows:
         if r.status == "going":
             lines.append(f"  ordinal {r.ordinal}: going away: {r.why}")
@@ -215,6 +217,7 @@ def render_json(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> dict[s
                     str(o): list(n) for o, n in (s.duplicate_labels or {}).items()
                 },
                 "problem": s.problem or None,
+                "warnings": list(s.warnings),
                 "misplaced": s.misplaced,
             }
             for s in report.sets

@@ -27,6 +27,10 @@ def _head(workload: Workload) -> str:
     )
 
 
+def _warned(workload: Workload) -> list[str]:
+    return [f"  warning: {w}" for w in workload.warnings]
+
+
 def _placed(member: Member) -> str:
     row = member.row
     if row.expected_zone is None:
@@ -44,10 +48,10 @@ def pod_text(explained: PodExplanation) -> str:
     if workload is None or member is None:
         lines = [f"{title}: stszone leaves it alone: {explained.left_alone}"]
         if workload is not None:
-            lines.append(f"  {_head(workload)}")
+            lines += [f"  {_head(workload)}", *_warned(workload)]
         return "\n".join(lines)
     row = member.row
-    lines = [f"{title}: ordinal {row.ordinal} of {_head(workload)}"]
+    lines = [f"{title}: ordinal {row.ordinal} of {_head(workload)}", *_warned(workload)]
     if explained.left_alone:
         lines.append(f"  NOTE: stszone does not place its pods now: {explained.left_alone}")
     rows = [("rule zone", member.rule_zone or "(none: node-ordinal mode or no zones)")]
@@ -126,6 +130,7 @@ def _workload_json(workload: Workload) -> dict[str, Any]:
         "zones": list(workload.zones),
         "replicas": workload.replicas,
         "start": workload.start,
+        "warnings": list(workload.warnings),
     }
 
 
@@ -166,7 +171,7 @@ def _size_lines(answer: SizeAnswer, *, current: int) -> list[str]:
 def workload_text(explained: WorkloadExplanation) -> str:
     """Each member in one line and each smaller size's answer, for people."""
     workload = explained.workload
-    lines = [_head(workload)]
+    lines = [_head(workload), *_warned(workload)]
     if explained.problem:
         return "\n".join([*lines, f"  PROBLEM: {explained.problem}"])
     header = ("ORDINAL", "RULE", "EXPECTED", "SET BY", "NODE", "ZONE", "STATUS", "GUARD")

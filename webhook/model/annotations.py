@@ -172,6 +172,28 @@ def parse_annotations(annotations: Mapping[str, str]) -> Declared:
     )
 
 
+#: Annotations only one mode reads, and that mode.
+READ_IN: Final[Mapping[str, Mode]] = {NODE_LABEL: "node-ordinal", SCHEDULER_NAME: "scheduler"}
+
+
+def unread_warnings(name: str, annotations: Mapping[str, str]) -> tuple[str, ...]:
+    """A warning for each annotation of set ``name`` its mode does not read: without one, a
+    set given ``stszone.io/node-label`` and not the mode that reads it is placed by zone,
+    silently. Allowed (a set switched out of a mode may keep its key for the way back). The
+    mode is the one written, also beside other malformed annotations; a mode that is not one
+    reads nothing, and the malformed annotations' warning or refusal names it. The admission
+    warning, ``stszone audit`` and ``stszone explain`` all say these words."""
+    written = annotations.get(MODE, "affinity")
+    if written not in MODES:
+        return ()
+    return tuple(
+        f"{name}: {key} {annotations[key]!r} does nothing in {written} mode, it is read "
+        f'only with {MODE}: "{mode}"; set that mode, or remove {key}'
+        for key, mode in READ_IN.items()
+        if key in annotations and written != mode
+    )
+
+
 def read_annotations(annotations: Mapping[str, str]) -> tuple[Declared, tuple[str, ...]]:
     """(the policy, no problems) of well-formed annotations, else (the defaults, every problem):
     :func:`parse_annotations` for a caller that keeps the outcome rather than raising it."""

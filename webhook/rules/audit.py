@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from webhook.errors import Denied
-from webhook.model.annotations import SKIP
+from webhook.model.annotations import SKIP, unread_warnings
 from webhook.model.kruise import Live
 from webhook.model.nodepools import KafkaNodePoolInfo
 from webhook.model.records import StatefulSetInfo
@@ -95,6 +95,8 @@ class SetReport:
     group: str = ""
     #: Its pod template is labelled ``stszone.io/skip=true``: stszone places none of its pods.
     skipped: bool = False
+    #: What its admission warns of each update: annotations its mode does not read.
+    warnings: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -263,6 +265,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
     count are then those at the start, each row is of the view at its own slice, and the next
     refresh sees the change whole.
     """
+    warnings = unread_warnings(sts.name, sts.annotations)
     try:
         policy = resolve_policy(sts.namespace, sts.name, store=store, group=sts.group)
     except Denied as err:
@@ -278,6 +281,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
             held=(),
             lowest=None,
             problem=err.message,
+            warnings=warnings,
         )
     # The lowest count is the guard's own answer for a scale-down to zero replicas, so the
     # audit and the guard agree on every cluster.
@@ -319,6 +323,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
         missing_labels=missing,
         duplicate_labels=duplicate or None,
         skipped=sts.template_skipped,
+        warnings=warnings,
     )
 
 

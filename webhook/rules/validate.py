@@ -19,10 +19,7 @@ from webhook.model import notices, objects
 from webhook.model.annotations import (
     DEFAULT_SCHEDULER,
     MODE,
-    MODES,
-    NODE_LABEL,
     PREFIX,
-    SCHEDULER_NAME,
     TOPOLOGY_KEY,
     ZONE,
     ZONES,
@@ -30,6 +27,7 @@ from webhook.model.annotations import (
     InvalidAnnotations,
     parse_annotations,
     template_problems,
+    unread_warnings,
 )
 from webhook.model.objects import JSON
 from webhook.model.records import StatefulSetInfo, kruise_set_info, statefulset_info
@@ -93,7 +91,7 @@ def validate_statefulset(
     if declared is None:
         return refuse(said, code=422, reason="Invalid")
     warnings: tuple[str, ...] = (said,) if said else ()
-    warnings += _unread(name, annotations)
+    warnings += unread_warnings(name, annotations)
     # A generateName'd set may reach validation unnamed; the checks below only print the name.
     info = (kruise_set_info if group else statefulset_info)(
         {**sts, "metadata": {**meta, "name": name}}
@@ -151,27 +149,6 @@ def validate_statefulset(
         uid=uid,
     )
     return outcome.with_warnings(warnings).with_notices(*told)
-
-
-#: Annotations only one mode reads, and that mode.
-_READ_IN = {NODE_LABEL: "node-ordinal", SCHEDULER_NAME: "scheduler"}
-
-
-def _unread(name: str, annotations: dict[str, str]) -> tuple[str, ...]:
-    """A warning for each annotation the set's mode does not read: without one, a set given
-    ``stszone.io/node-label`` and not the mode that reads it is placed by zone, silently.
-    Allowed (a set switched out of a mode may keep its key for the way back). The mode is the
-    one written, also beside other annotations an update leaves malformed; a mode that is not
-    one reads nothing, and the malformed annotations' warning or refusal names it."""
-    written = annotations.get(MODE, "affinity")
-    if written not in MODES:
-        return ()
-    return tuple(
-        f"{name}: {key} {annotations[key]!r} does nothing in {written} mode, it is read "
-        f'only with {MODE}: "{mode}"; set that mode, or remove {key}'
-        for key, mode in _READ_IN.items()
-        if key in annotations and written != mode
-    )
 
 
 def _zones_without_nodes(name: str, policy: Policy, *, store: Store) -> tuple[str, ...]:
