@@ -23,7 +23,7 @@ from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.model.annotations import ENABLED
 from webhook.model.store import Store
-from webhook.rules.audit import Report, SetReport, audit
+from webhook.rules.audit import Report, SetReport, audit, being_deleted
 from webhook.rules.poolaudit import PoolReport, audit_pools
 from webhook.rules.text import some
 
@@ -131,11 +131,12 @@ def _set_lines(report: SetReport) -> list[str]:
                 f"{r.zone or 'its zone'}, but a scale-down that leaves it the zone's last pod "
                 "relies on the node coming back"
             )
-    lowest = "none keeps them all" if report.lowest is None else str(report.lowest)
-    lines.append(
-        f"  zones held now: {', '.join(report.held) or '(none)'}; lowest replica count that "
-        f"keeps every zone: {lowest}"
-    )
+    held = f"  zones held now: {', '.join(report.held) or '(none)'}; "
+    if report.deleting:
+        lines.append(held + f"no replica count judged: {being_deleted(report.kind)}")
+    else:
+        lowest = "none keeps them all" if report.lowest is None else str(report.lowest)
+        lines.append(held + f"lowest replica count that keeps every zone: {lowest}")
     if report.missing_labels:
         ordinals = ", ".join(map(str, report.missing_labels))
         lines.append(f"  PROBLEM: no node carries the ordinal label of ordinal(s) {ordinals}")
@@ -212,6 +213,7 @@ def render_json(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> dict[s
                 ],
                 "zonesHeld": list(s.held),
                 "lowestSafeReplicas": s.lowest,
+                "deleting": s.deleting,
                 "missingNodeLabels": list(s.missing_labels),
                 "duplicateNodeLabels": {
                     str(o): list(n) for o, n in (s.duplicate_labels or {}).items()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.cli.options import table_lines
+from webhook.rules.audit import being_deleted
 from webhook.rules.explain import (
     LIVE_SHOWN,
     Member,
@@ -194,6 +195,8 @@ def workload_text(explained: WorkloadExplanation) -> str:
             lines.append(f"  ordinal {member.row.ordinal}: {member.guard.why}")
     if workload.replicas > len(explained.members):
         lines.append(f"  (the first {len(explained.members)} of {workload.replicas} members)")
+    if explained.deleting:
+        lines.append(f"  no smaller size judged: {being_deleted(workload.kind)}")
     if explained.sizes:
         lines.append("  a scale-down to each smaller size would be:")
     for answer in explained.sizes:
@@ -220,4 +223,5 @@ def workload_json(explained: WorkloadExplanation) -> dict[str, Any]:
             for a in explained.sizes
         ],
         "unjudgedSizes": explained.unjudged,
+        "deleting": explained.deleting,
     }

@@ -12,8 +12,8 @@ with the reason), or ``skipped`` (its set's pod template is labelled ``stszone.i
 stszone places none of its pods, so none is expected anywhere, and none is misplaced). A pod
 on a node that is not Ready is marked: it still holds its zone, but maybe not for long. Also
 the zones the set holds now and the lowest replica count the scale-down guard would allow
-(unknown zones included), and, in node-ordinal mode, ordinal label values no node or several
-nodes carry.
+(unknown zones included; none for a set being deleted, which nobody scales), and, in
+node-ordinal mode, ordinal label values no node or several nodes carry.
 
 Removable nodes are computed by :mod:`webhook.rules.removal`, weighing the audited
 KafkaNodePools (:mod:`webhook.rules.poolaudit`) too. A report has *problems* -- the CLI
@@ -97,6 +97,8 @@ class SetReport:
     skipped: bool = False
     #: What its admission warns of each update: annotations its mode does not read.
     warnings: tuple[str, ...] = ()
+    #: ``metadata.deletionTimestamp`` is set: nobody scales it, so no count is judged.
+    deleting: bool = False
 
     @property
     def kind(self) -> str:
@@ -193,6 +195,15 @@ def _expectation(
     return placement.zone, f"claim {placement.claim}" if placement.claim else "rule", ()
 
 
+def being_deleted(kind: str) -> str:
+    """Why no replica count of a set being deleted is judged: its controller (apps/v1's, and
+    kruise-manager's) only updates its status once it has a deletionTimestamp."""
+    return (
+        f"the {kind} is being deleted: its controller creates and deletes no pod, whatever "
+        "its replicas say"
+    )
+
+
 def member_row(
     ordinal: int, *, policy: Policy, store: Store, where: Locator, located: Located
 ) -> Row:
@@ -284,8 +295,8 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
             warnings=warnings,
         )
     # The lowest count is the guard's own answer for a scale-down to zero replicas, so the
-    # audit and the guard agree on every cluster.
-    lowest = _lowest(sts, policy=policy, store=store)
+    # audit and the guard agree on every cluster; a set being deleted is scaled by nobody.
+    lowest = None if sts.deleting else _lowest(sts, policy=policy, store=store)
     node_ordinal = policy.declared.mode == "node-ordinal"
     label = policy.declared.node_label or ""
     rows: list[Row] = []
@@ -324,6 +335,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
         duplicate_labels=duplicate or None,
         skipped=sts.template_skipped,
         warnings=warnings,
+        deleting=sts.deleting,
     )
 
 

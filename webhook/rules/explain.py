@@ -121,6 +121,8 @@ class WorkloadExplanation:
     #: Smaller sizes left unjudged (more than :data:`SIZES` below the current count).
     unjudged: int = 0
     problem: str = ""
+    #: ``metadata.deletionTimestamp`` is set: nobody scales it, so no size is judged.
+    deleting: bool = False
 
 
 class StatefulSets:
@@ -346,6 +348,8 @@ def explain_workload(
         _member(o, policy=policy, store=store, where=where)
         for o in walked_members(sts, store=store)
     )
+    if sts.deleting:
+        return WorkloadExplanation(_workload(sts, policy), members, (), deleting=True)
     smaller = range(sts.replicas - 1, max(sts.replicas - 1 - SIZES, -1), -1)
     refused = namespace_refusal(store, namespace, excluded=excluded)
     sizes = tuple(_answer(sts, policy, store, n, refused=refused) for n in smaller)
