@@ -317,3 +317,42 @@ async def test_rbac_refusing_the_lease_is_said_once_with_the_fix(
     lines = [r.getMessage() for r in caplog.records if r.name == "stszone.lease"]
     assert len(lines) == 1, lines
     assert "403" in lines[0] and "Role stszone-certs" in lines[0] and "grant" in lines[0]
+
+
+def _held(fake: FakeApi, holder: str, **spec: object) -> None:
+    """Store a Lease ``holder`` wrote (another client or another chart version)."""
+    spec = {"holderIdentity": holder, "renewTime": "2026-01-01T00:00:00.000000Z", **spec}
+    fake.put("leases", {"metadata": {"name": "stszone-certs", "namespace": NS}, "spec": spec})
+
+
+@pytest.mark.parametrize(("written", "waited"), [(30, 30.0), (1, 1.0)])
+async def test_a_candidate_waits_out_the_lease_duration_the_holder_wrote(
+    fake: FakeApi, make: Callable[..., Candidate], written: int, waited: float
+) -> None:
+    """The holder's leaseDurationSeconds (longer or shorter than this replica's 2 s) is how long
+    a candidate waits after the record last changed, as client-go's isLeaseValid: replicas with
+    different durations agree on when the Lease expires."""
+    _held(fake, "other-client", leaseDurationSeconds=written, leaseTransitions=3)
+    clock = Clock()
+    b = make("replica-b", clock=clock)
+    await eventually(lambda: _gets(fake, "replica-b") >= 2)
+    clock.now += waited - 0.1
+    looks = _gets(fake, "replica-b")
+    await eventually(lambda: _gets(fake, "replica-b") >= looks + 5)
+    assert b.terms == 0 and _lease(fake)["holderIdentity"] == "other-client"
+    clock.now += 0.2
+    await eventually(lambda: b.elector.leading)
+    spec = _lease(fake)
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("replica-b", 4)
+    assert spec["leaseDurationSeconds"] == 2
+
+
+async def test_a_lease_without_a_duration_is_expired(
+    fake: FakeApi, make: Callable[..., Candidate]
+) -> None:
+    """A holder that wrote no leaseDurationSeconds holds nothing (client-go reads it as 0):
+    a candidate whose clock has not moved takes the Lease."""
+    _held(fake, "other-client")
+    b = make("replica-b", clock=Clock())
+    await eventually(lambda: b.elector.leading)
+    assert _lease(fake)["holderIdentity"] == "replica-b"

@@ -2,11 +2,14 @@
 
 client-go's ``leaderelection`` package defines the three durations used here, with its defaults:
 
-- ``lease_duration`` (15 s): how long a candidate waits, after it last *saw the record change*,
-  before it takes over a Lease someone else holds. It is measured on the candidate's own
-  monotonic clock from the moment it observed the change, never against the ``renewTime`` in
-  the record, so clocks that disagree between nodes do not matter. A leader that dies is
-  replaced within this long (plus one retry).
+- ``lease_duration`` (15 s): what a holder writes as the Lease's ``leaseDurationSeconds``: how
+  long a candidate waits, after it last *saw the record change*, before it takes over. A
+  candidate waits the duration in the record, not its own (client-go's ``isLeaseValid``), so
+  replicas configured differently, or another client, agree on when a Lease expires; a record
+  without a positive duration has expired (client-go reads a missing one as 0). The wait is
+  measured on the candidate's own monotonic clock from the moment it observed the change, never
+  against the ``renewTime`` in the record, so clocks that disagree between nodes do not matter.
+  A leader that dies is replaced within this long (plus one retry).
 - ``renew_deadline`` (10 s): how long a leader keeps trying to renew before it stops acting as
   leader. Shorter than ``lease_duration``: a leader that cannot renew stops writing before a
   candidate may take over.
@@ -73,6 +76,14 @@ def _micro_time(wall: float) -> str:
 
 def _holder(lease: JSON) -> str:
     return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
+def _duration(spec: JSON) -> float:
+    """The record's ``leaseDurationSeconds``; 0 (expired) when missing or not a positive count."""
+    value = spec.get("leaseDurationSeconds")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return 0.0
+    return float(value)
 
 
 class Elector:
@@ -210,7 +221,7 @@ class Elector:
         if (
             self.holder
             and self.holder != self.identity
-            and now < self._observed_at + self.timing.lease_duration
+            and now < self._observed_at + _duration(spec)
         ):
             return False
         return await self._write("PUT", body=self._record(lease, wall=wall), now=now)
