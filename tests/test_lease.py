@@ -356,3 +356,34 @@ async def test_a_lease_without_a_duration_is_expired(
     b = make("replica-b", clock=Clock())
     await eventually(lambda: b.elector.leading)
     assert _lease(fake)["holderIdentity"] == "replica-b"
+
+
+async def test_a_renewal_seen_through_a_slow_read_counts_from_when_the_read_came_back(
+    fake: FakeApi, make: Callable[..., Candidate], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder renews while a candidate's read is held up on its way (1.5 s, under a 2 s
+    duration): the candidate counts the duration from when it saw the renewal, as client-go
+    (observedTime is taken after the Get), not from when it sent the read, so it does not take
+    the Lease while the holder, renewed 2 s before, may still lead."""
+    _held(fake, "other-client", leaseDurationSeconds=2)
+    b = make("replica-b")
+    api, asked = b.elector.api, asyncio.Event()
+    call = api.call
+
+    async def slow_first_read(method: str, path: str, **kwargs: Any) -> Any:
+        if not asked.is_set():
+            asked.set()
+            await asyncio.sleep(1.5)
+        return await call(method, path, **kwargs)
+
+    monkeypatch.setattr(api, "call", slow_first_read)
+    await asked.wait()
+    loop = asyncio.get_running_loop()
+    sent = loop.time()
+    await asyncio.sleep(0.5)
+    _held(fake, "other-client", leaseDurationSeconds=2, renewTime="2026-01-01T00:00:01.000000Z")
+    await asyncio.sleep(sent + 0.5 + FAST.lease_duration - 0.1 - loop.time())
+    assert b.terms == 0 and _lease(fake)["holderIdentity"] == "other-client"
+    await eventually(lambda: b.elector.leading)
+    # Counted from the read's return (1.5 s after it was sent): 3.5 s, give or take a retry.
+    assert loop.time() >= sent + 1.5 + FAST.lease_duration - 0.5

@@ -215,7 +215,9 @@ class Elector:
             for key in ("holderIdentity", "leaseDurationSeconds", "renewTime", "leaseTransitions")
         )
         if record != self._observed:
-            self._observed, self._observed_at = record, now
+            # Seen when the answer came back, not when the read was sent (client-go's
+            # observedTime): a renewal that landed while a slow read waited still counts whole.
+            self._observed, self._observed_at = record, self._clock()
         self.holder = _holder(lease)
         self._lease = lease
         if (
