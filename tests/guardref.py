@@ -357,12 +357,17 @@ def walk(
     """(the answer for ``old`` -> ``new``, the smallest count the rules allow, or None).
 
     Counts go up to the larger of the two; when the start moves, also past every ordinal a
-    pod or claim names, by twice the zone count (the rule alone places those)."""
+    pod or claim names, or in node-ordinal mode a node's label, by twice the zone count (the
+    rule alone places those, or none has a zone)."""
     widest = range(new.start, new.start + max(len(old), len(new)))
     span = range(min(old.start, new.start), max(old.stop, widest.stop))
     if old.start != new.start:
         names = [name for _, name in (*store.pods, *store.claims)]
-        named = [int(tail) for n in names if (tail := n.rpartition("-")[2]).isdigit()]
+        tails = [n.rpartition("-")[2] for n in names]
+        if policy.declared.mode == "node-ordinal":
+            label = policy.declared.node_label or ""
+            tails += [n.labels.get(label, "") for n in store.nodes.values()]
+        named = [int(tail) for tail in tails if tail.isascii() and tail.isdigit()]
         past = max([span.stop, *(o + 1 for o in named)]) + 2 * len(policy.zones)
         widest = range(new.start, max(widest.stop, past))
         span = range(span.start, widest.stop)

@@ -20,6 +20,8 @@ from webhook.errors import Denied
 from webhook.model.records import claim_info, node_info, pod_info, statefulset_info
 from webhook.model.store import Store
 from webhook.rules import guard
+from webhook.rules.audit import audit
+from webhook.rules.explain import explain_workload
 from webhook.rules.placement import Policy, place, resolve_policy
 from webhook.wire import review
 
@@ -756,6 +758,9 @@ EDGES: list[tuple[str, dict[str, str], int, list[dict[str, Any]], range, range]]
     ("node-ordinal: a node labelled with a word", {**ABC, **NODE_ORDINAL}, 0, pinned(("0", "a"), ("1", "b"), ("spare", "c"), ("2", "c")), range(0, 3), range(0, 2)),
     ("node-ordinal: no zone anywhere", NODE_ORDINAL, 0, pinned(("0", None), ("1", None)), range(0, 2), range(0, 1)),
     ("node-ordinal: an unknown below a pinned ordinal", {**ABC, **NODE_ORDINAL}, 0, pinned(("0", "a"), ("1", "b"), ("3", "a")), range(0, 4), range(0, 2)),
+    ("node-ordinal: start moved up, a labelled node past the old count keeps a zone", {**ABC, **NODE_ORDINAL}, 1, pinned(("0", "a"), ("1", "b"), ("2", "c"), ("3", "b"), ("4", "a")), range(0, 3), range(1, 4)),
+    ("node-ordinal: start moved up, the zone's labelled node far past the old count", {**ABC, **NODE_ORDINAL}, 1, pinned(("0", "a"), ("1", "b"), ("2", "c"), ("3", "b"), ("12", "a")), range(0, 3), range(1, 4)),
+    ("no zone list: start moved up, a claim past the old count keeps a zone", {}, 1, [*bound("data", {0: "a", 1: "b", 2: "b", 5: "a"})], range(0, 3), range(1, 4)),
 ]  # fmt: skip
 
 
@@ -780,6 +785,57 @@ def test_edge_shapes_match_a_brute_force_walk(
         replicas=len(new), start=start, annotations=annotations, templates=("data", "logs")
     )
     agrees_with_a_walk(guardref.view([*nodes, sts, *objects]), old, new)
+
+
+@given(
+    labels=st.lists(
+        st.tuples(st.integers(0, 14), st.sampled_from(["a", "b", "c", "x", None])), max_size=9
+    ),
+    running=st.sets(st.integers(0, 14), max_size=4),
+    listed=st.booleans(),
+    starts=st.tuples(st.integers(0, 4), st.integers(0, 4)).filter(lambda s: s[0] != s[1]),
+    old=st.integers(1, 7),
+    new=st.integers(0, 7),
+)
+def test_property_node_ordinal_start_moves_match_a_brute_force_walk(
+    labels: list[tuple[int, str | None]],
+    running: set[int],
+    listed: bool,
+    starts: tuple[int, int],
+    old: int,
+    new: int,
+) -> None:
+    """node-ordinal mode, nodes labelled with ordinals (some twice, in zone x outside the list
+    or in none), pods running on the first node of their label: a move of ordinals.start with
+    any count agrees with the walk, the lowest safe count included, which a labelled node past
+    the old count may give; and that count, set with the start, is allowed. At the new start,
+    the audit's lowest count is the walk's, and explain allows exactly the sizes from it."""
+    nodes = [
+        b.node(f"p{i}", z, labels={"example.io/node": str(v)}) for i, (v, z) in enumerate(labels)
+    ]
+    first = {v: f"p{i}" for i, (v, _) in reversed(list(enumerate(labels)))}
+    pods = [b.sts_pod(ordinal=o, node=first[o]) for o in sorted(running) if o in first]
+    annotations = {**NODE_ORDINAL, **(ABC if listed else {})}
+    sts = b.statefulset(replicas=new, start=starts[1], annotations=annotations)
+    store = guardref.view([*nodes, sts, *pods])
+    before = range(starts[0], starts[0] + old)
+    got = agrees_with_a_walk(store, before, range(starts[1], starts[1] + new))
+    if got.lowest is not None:
+        offered = range(starts[1], starts[1] + got.lowest)
+        policy = resolve_policy("ns", "db", store=store)
+        kept = guard.scale_down(
+            "db", old=before, new=offered, namespace="ns", policy=policy, store=store
+        )
+        assert not kept.refused, got.lowest
+    now = range(starts[1], starts[1] + new)
+    _, emptied = guardref.walk(store, resolve_policy("ns", "db", store=store), now, now[:0])
+    (report,) = audit(store).sets
+    assert report.lowest == emptied
+    explained = explain_workload(store, "ns", "db")
+    assert explained is not None
+    for size in explained.sizes:
+        safe = size.replicas == 0 or (emptied is not None and size.replicas >= emptied)
+        assert size.allowed == safe, size
 
 
 #: A watch event: (kind, ordinal, zone or None) -- kind "pod" puts pod db-<o> on the node of

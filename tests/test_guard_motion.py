@@ -357,6 +357,26 @@ def test_moving_ordinals_start_up_is_guarded_like_a_scale_down() -> None:
     )
 
 
+def test_a_node_ordinal_start_move_names_the_labelled_node_past_the_old_count() -> None:
+    """node-ordinal mode, nodes labelled 0-4 in a, b, c, b, a, pods 0-2 on the first three:
+    start 0 -> 1 removes 0 (a's only pod) and keeps 1-3 (b, c, b). The node labelled 4 is in
+    a, so 4 replicas from 1 keep every zone: the refusal says so, and that update is allowed,
+    as 3 with the start moved is not."""
+    mode = {**ABC, "stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+    nodes = [b.node(f"p{v}", z, labels={"example.io/node": str(v)}) for v, z in enumerate("abcba")]
+    pods = [b.sts_pod(ordinal=o, node=f"p{o}") for o in range(3)]
+    store = cluster(pods, nodes=nodes, annotations=mode)
+    before = b.statefulset(replicas=3, annotations=mode)
+    outcome = sts_update(store, before, b.statefulset(replicas=3, annotations=mode, start=1))
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
+    assert outcome.message == (
+        "ordinals.start 0 -> 1 of db would drop zone a (ordinal 0 is its only pod); with "
+        "ordinals.start 1, the smallest replica count that keeps every zone is 4: set "
+        f"spec.replicas to 4 in the same update; {FORCE}"
+    )
+    assert sts_update(store, before, b.statefulset(replicas=4, annotations=mode, start=1)).allowed
+
+
 def test_moving_ordinals_start_with_replicas_is_judged_on_both_runs() -> None:
     """start 0 -> 2 and replicas 6 -> 3 keep 2, 3, 4: ordinals 0 and 1 (below the new start)
     and 5 (above it) go. Placed 0 a, 1 b, 2 a, 3 a, 4 a, 5 c: b and c are lost."""

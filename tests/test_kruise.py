@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from webhook.wire.review import from_dict
 FIXTURES = Path(__file__).parent / "fixtures" / "kruise"
 ZONES = ("a", "b", "c")
 ANNOTATED = {"stszone.io/zones": "a,b,c"}
+NODE_ORDINAL = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
 
 
 def _items(name: str) -> list[Any]:
@@ -48,24 +50,36 @@ def _request(number: str) -> Request:
     return from_dict(json.loads(path.read_text())).request
 
 
-def _annotated(obj: dict[str, Any]) -> dict[str, Any]:
+def _annotated(obj: dict[str, Any], annotations: dict[str, str] = ANNOTATED) -> dict[str, Any]:
     made = copy.deepcopy(obj)
-    made["metadata"].setdefault("annotations", {}).update(ANNOTATED)
+    made["metadata"].setdefault("annotations", {}).update(annotations)
     return made
 
 
-def _store(*, pods: bool = True, zones_of: dict[str, str] | None = None) -> Store:
+def _store(
+    *,
+    pods: bool = True,
+    zones_of: dict[str, str] | None = None,
+    pins: dict[int, str] | None = None,
+) -> Store:
     """The recorded set (annotated with zones a,b,c), its claims and, scheduled on nodes of
-    the given zones, its pods."""
+    the given zones, its pods; with ``pins`` (ordinal -> zone), in node-ordinal mode on nodes
+    ``k<ordinal>`` labelled example.io/node=<ordinal>, each pod on the node of its ordinal."""
     objects: list[Any] = [node(f"n-{z}", z) for z in ZONES]
-    objects += [_annotated(s) for s in _items("statefulsets.v1beta1.json")]
+    annotations = ANNOTATED
+    node_of = {name: f"n-{z}" for name, z in (zones_of or {}).items()}
+    if pins is not None:
+        annotations = {**ANNOTATED, **NODE_ORDINAL}
+        objects = [node(f"k{o}", z, labels={"example.io/node": str(o)}) for o, z in pins.items()]
+        node_of = {f"web-{o}": f"k{o}" for o in pins}
+    objects += [_annotated(s, annotations) for s in _items("statefulsets.v1beta1.json")]
     objects += _items("pvcs.json")
     if pods:
         for pod in _items("pods.json"):
             pod = copy.deepcopy(pod)
-            zone = (zones_of or {}).get(pod["metadata"]["name"])
-            if zone:
-                pod["spec"]["nodeName"] = f"n-{zone}"
+            where = node_of.get(pod["metadata"]["name"])
+            if where:
+                pod["spec"]["nodeName"] = where
             objects.append(pod)
     objects.append(
         {
@@ -257,6 +271,32 @@ def test_a_start_move_names_a_count_above_the_old_one_that_keeps_every_zone() ->
     assert update(4).allowed
 
 
+def test_a_node_ordinal_reserve_change_names_the_labelled_node_past_the_old_count() -> None:
+    """node-ordinal mode, nodes labelled 0, 2, 3, 4, 5 in a, b, c, c, b: reserving 2 (zone b's
+    only member) at replicas 3 gives live 0, 3, 4 (a, c, c), b lost. With 4 replicas ordinal
+    5 joins, on the node labelled 5 in b: the refusal names 4, and that update passes."""
+    store = _store(pins={0: "a", 2: "b", 3: "c", 4: "c", 5: "b"})
+
+    def update(replicas: int) -> Any:
+        request = _request("011")
+        new = _annotated(request.object, {**ANNOTATED, **NODE_ORDINAL})
+        new["spec"].update(replicas=replicas, reserveOrdinals=[1, 2])
+        old = _annotated(request.old_object, {**ANNOTATED, **NODE_ORDINAL})
+        old["spec"]["replicas"] = 3
+        return validate(
+            request._replace(object=new, old_object=old), store=store, defaults=Defaults()
+        )
+
+    refused = update(3)
+    assert (refused.allowed, refused.reason) == (False, "ZoneLoss")
+    assert refused.message.startswith("reserveOrdinals [1] -> [1-2] of web would drop zone b")
+    assert (
+        "; the smallest replica count that keeps every zone is 4: set spec.replicas to 4 in the "
+        'same update; set stszone.io/allow-zone-loss: "true"'
+    ) in refused.message
+    assert update(4).allowed
+
+
 def test_a_new_zone_list_names_the_members_it_moves_by_rank() -> None:
     """Live 0, 2, 3 are ranks 0, 1, 2: zones a,b,c -> a,c,b moves ranks 1 and 2, ordinals 2
     and 3 (ordinal 1 is reserved), and the Event regards the Advanced StatefulSet."""
@@ -357,6 +397,59 @@ def test_guard_agrees_with_the_controller(
         removed = set(old_live) - set(new_live)
         holders = [o for o in removed if where[o] == zone]
         assert str(holders[0]) in decision.message
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    before=st.tuples(st.integers(1, 9), entries),
+    after=st.tuples(st.integers(1, 9), entries),
+    pins=st.lists(st.sampled_from(ZONES), min_size=64, max_size=64),
+)
+def test_node_ordinal_guard_offers_the_smallest_count_the_controller_makes_safe(
+    before: tuple[int, list[int | str]],
+    after: tuple[int, list[int | str]],
+    pins: list[str],
+) -> None:
+    """node-ordinal mode, nodes labelled 0-63 in random zones, a pod per live ordinal on its
+    node: any change of replicas/reserveOrdinals is refused exactly when a zone the members
+    hold before is held by no member after, per the controller's live sets; and the count a
+    refusal offers is the smallest whose live set, with the new reserveOrdinals, holds them
+    all again (found past the old count too), or none is offered when no count does."""
+    old_live = live_ordinals(before[0], reserve=before[1])
+    new_live = live_ordinals(after[0], reserve=after[1])
+    held = {pins[o] for o in old_live}
+
+    def keeps(live: Iterable[int]) -> bool:
+        return held <= {pins[o] for o in live if o < len(pins)}
+
+    objects: list[Any] = [
+        node(f"k{o}", z, labels={"example.io/node": str(o)}) for o, z in enumerate(pins)
+    ]
+    base = _annotated(_items("statefulsets.v1beta1.json")[0], {**ANNOTATED, **NODE_ORDINAL})
+    base["spec"]["replicas"], base["spec"]["reserveOrdinals"] = before
+    objects.append(base)
+    (template,) = [p for p in _items("pods.json") if p["metadata"]["name"] == "web-0"]
+    for o in old_live:
+        pod = copy.deepcopy(template)
+        pod["metadata"]["name"] = f"web-{o}"
+        pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = str(o)
+        pod["spec"]["nodeName"] = f"k{o}"
+        pod["spec"]["volumes"] = []
+        objects.append(pod)
+    store = store_from_objects(objects)
+    new = copy.deepcopy(base)
+    new["spec"]["replicas"], new["spec"]["reserveOrdinals"] = after
+    decision = validate(kruise_update(new, old=base), store=store, defaults=Defaults())
+    assert decision.allowed == keeps(new_live), decision.message
+    if decision.allowed:
+        return
+    counts = range(len(pins) + 1)
+    lowest = next((n for n in counts if keeps(live_ordinals(n, reserve=after[1]))), None)
+    if lowest is None:
+        assert "no replica count up to" in decision.message, decision.message
+    else:
+        offered = f"the smallest replica count that keeps every zone is {lowest}"
+        assert offered in decision.message, decision.message
 
 
 # --- audit ----------------------------------------------------------------------------------

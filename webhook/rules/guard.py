@@ -130,7 +130,9 @@ def past_known(stop: int, known: Iterable[int], k: int) -> int:
     """One past the first ``k`` places at or above ``stop`` and above every ``known`` one.
 
     Past every known ordinal a member follows the rule alone, and ``k`` in a row hold every
-    zone: a count that keeps every zone, when one does, is found below this bound.
+    zone; with no rule (node-ordinal mode, where the labelled nodes are known ordinals, or no
+    zone list) it holds none. Either way a count that keeps every zone, when one does, is found
+    below this bound.
     """
     return max(stop, max(known, default=stop) + 1) + k
 
@@ -162,7 +164,7 @@ class _Ranges:
         self._held: dict[range, dict[str, tuple[list[int], int]]] = {}
         self.ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal"
         self.k = k = len(policy.zones) or 1
-        if past and self.ruled:
+        if past:
             span = range(span.start, past_known(span.stop, known, k))
         #: The ordinals asked about (with ``past``, k more than every known one).
         self.span = span

@@ -155,7 +155,7 @@ def _lowest(
     guard allows: every listed zone the old members hold is held by a kept member, and either
     every listed zone is or no removed member's zone is unknown."""
     top = max(len(old_live), len(after))
-    if moved and members.ruled:
+    if moved:
         # New reserved ordinals or a new start re-deal the ranks, so the count that keeps
         # every zone may be above the old one: look past every known member (their ranks).
         top = min(past_known(top, map(after.rank, members.known), len(zones)), LIMIT)
@@ -172,7 +172,10 @@ def _lowest(
     covered: set[str] = set()
     for n in range(top + 1):
         if n:
-            zone = members.zone(widest[n - 1])
+            ordinal = widest[n - 1]
+            # Without a rule only a known member has a zone (in node-ordinal mode the labelled
+            # nodes' ordinals are known): the many past them are not located one by one.
+            zone = members.zone(ordinal) if members.ruled or ordinal in members.known else None
             if zone is not None:
                 covered.add(zone)
         if not needed <= covered:
