@@ -48,7 +48,6 @@ EVENT_RULE: Final = {
     "resources": ["events"],
     "verbs": ["create", "patch"],
 }
-WEBHOOK_TIMEOUT: Final = 5
 #: The optional identity ``stszone rebalance`` runs as in a Job (deploy/components/rebalance).
 REBALANCE: Final = "stszone-rebalance"
 

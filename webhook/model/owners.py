@@ -21,12 +21,6 @@ _ORDINAL_DIGITS: Final = 10
 _SUFFIX = re.compile(rf"-([0-9]{{1,{_ORDINAL_DIGITS}}})$")
 
 
-def statefulset_owner(meta: Mapping[str, Any]) -> str | None:
-    """Name of the StatefulSet (group ``apps``) that controls this object, if any."""
-    found = workload_owner(meta)
-    return found[1] if found is not None and not found[0] else None
-
-
 def workload_owner(meta: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """(group, name, uid) of the ordinal workload controlling this object: a StatefulSet of
     group ``apps`` (group "") or ``apps.kruise.io``; None for any other controller."""
