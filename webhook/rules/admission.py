@@ -15,6 +15,7 @@ from typing import Any, Final, Literal, NamedTuple
 from webhook.config import Defaults
 from webhook.errors import BadObject, Denied
 from webhook.model.kruise import GROUP as KRUISE
+from webhook.model.kruise import KIND as KRUISE_KIND
 from webhook.model.nodepools import GROUP as STRIMZI
 from webhook.model.store import Store
 from webhook.rules import claims, kruiseadmission, pooladmission, scaling
@@ -62,12 +63,15 @@ class KindRules(NamedTuple):
 
     mutate: Callable[[Request, Store, Defaults], Decision | None]
     validate: Callable[[Request, Store, Defaults], Decision | None]
+    #: (kind, group) of the workload itself: its UPDATE is judged against the old object.
+    workload: tuple[str, str]
 
 
-#: Strimzi KafkaNodePools, OpenKruise Advanced StatefulSets; a new kind is one more module.
+#: Strimzi KafkaNodePools, OpenKruise Advanced StatefulSets; a new kind is one more module
+#: and one more entry here.
 KINDS: Final = (
-    KindRules(pooladmission.mutate, pooladmission.validate),
-    KindRules(kruiseadmission.mutate, kruiseadmission.validate),
+    KindRules(pooladmission.mutate, pooladmission.validate, ("KafkaNodePool", STRIMZI)),
+    KindRules(kruiseadmission.mutate, kruiseadmission.validate, (KRUISE_KIND, KRUISE)),
 )
 
 
@@ -98,9 +102,7 @@ def mutate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
 
 
 #: The workloads whose UPDATE is judged against the object it replaces.
-_COMPARED: Final = frozenset(
-    {("StatefulSet", "apps"), ("StatefulSet", KRUISE), ("KafkaNodePool", STRIMZI)}
-)
+_COMPARED: Final = frozenset({("StatefulSet", "apps"), *(rules.workload for rules in KINDS)})
 
 
 def _set_update_without_old(request: Request) -> bool:
