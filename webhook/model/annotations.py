@@ -39,18 +39,18 @@ POD_INDEX_LABEL: Final = "apps.kubernetes.io/pod-index"
 Mode = Literal["affinity", "scheduler", "node-ordinal"]
 MODES: Final[tuple[Mode, ...]] = ("affinity", "scheduler", "node-ordinal")
 
-#: The annotations a StatefulSet may carry; any other ``stszone.io/`` key is a typo.
-STATEFULSET_KEYS: Final = frozenset(
-    {
-        ZONES,
-        TOPOLOGY_KEY,
-        MODE,
-        SCHEDULER_NAME,
-        NODE_LABEL,
-        STORAGE_CLASS_TEMPLATE,
-        ALLOW_ZONE_LOSS,
-    }
+#: The annotations a StatefulSet may carry, in the order messages list them.
+POLICY_KEYS: Final = (
+    ZONES,
+    TOPOLOGY_KEY,
+    MODE,
+    SCHEDULER_NAME,
+    NODE_LABEL,
+    STORAGE_CLASS_TEMPLATE,
+    ALLOW_ZONE_LOSS,
 )
+#: :data:`POLICY_KEYS` as a set; any other ``stszone.io/`` key is a typo.
+STATEFULSET_KEYS: Final = frozenset(POLICY_KEYS)
 
 
 @dataclass(frozen=True, slots=True)

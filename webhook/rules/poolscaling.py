@@ -22,6 +22,7 @@ from webhook.model.annotations import (
     ALLOW_ZONE_LOSS,
     MODE,
     NODE_LABEL,
+    POLICY_KEYS,
     SCHEDULER_NAME,
     Declared,
     InvalidAnnotations,
@@ -122,6 +123,8 @@ def _verdict(policy: PoolPolicy, result: Removal, *, change: str, fix: str = "")
 #: StatefulSet annotations a pool does not read: its brokers are always pinned to a zone by a
 #: required node affinity.
 _NOT_READ = (MODE, NODE_LABEL, SCHEDULER_NAME)
+#: What a pool does read, for the message that refuses the others.
+_POOL_KEYS = ", ".join(key for key in POLICY_KEYS if key not in _NOT_READ)
 
 
 def _not_for_pools(annotations: dict[str, str]) -> list[str]:
@@ -139,8 +142,7 @@ def _not_for_pools(annotations: dict[str, str]) -> list[str]:
         f"{', '.join(found)} {'does' if one else 'do'} not apply to a KafkaNodePool: its "
         "brokers are pinned to a zone (their pool's share, or their data's) by a required node "
         "affinity, never to a node by label nor to another scheduler; remove "
-        f"{'it' if one else 'them'} (a pool takes stszone.io/zones, stszone.io/topology-key, "
-        "stszone.io/storage-class-template, stszone.io/allow-zone-loss)"
+        f"{'it' if one else 'them'} (a pool takes {_POOL_KEYS})"
     ]
 
 
