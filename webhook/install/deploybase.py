@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 from webhook import __version__
 from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME, SERVICE_NAME, Settings
 from webhook.install.registration import ALL_KINDS, Kinds
+from webhook.model import kruise, nodepools
 
 Obj = dict[str, Any]
 
@@ -38,8 +39,8 @@ READ_RESOURCES: Final = (
 )
 #: Strimzi KafkaNodePools and OpenKruise Advanced StatefulSets, read where their CRDs are
 #: installed (unless turned off).
-KAFKA_READ: Final = ("kafka.strimzi.io", ("kafkanodepools",))
-KRUISE_READ: Final = ("apps.kruise.io", ("statefulsets",))
+KAFKA_READ: Final = (nodepools.GROUP, ("kafkanodepools",))
+KRUISE_READ: Final = (kruise.GROUP, ("statefulsets",))
 #: The one write of every replica: Events on the workloads it decides about (create, and patch
 #: for a repeat's series). Events live in the workloads' namespaces, which are whichever are
 #: opted in, so this is a ClusterRole rule: a Role per namespace would have to follow opt-ins.

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from webhook.model import kruise, nodepools
 from webhook.model.annotations import ENABLED, SKIP
 
 Obj = dict[str, Any]
@@ -76,11 +77,12 @@ def pods_condition(kinds: Kinds = ALL_KINDS) -> Obj:
     """The ``matchConditions`` entry that sends only the pods of ordinal workloads."""
     set_groups = 'ref.apiVersion.startsWith("apps/")'
     if kinds.kruise:
-        set_groups = f'({set_groups} || ref.apiVersion.startsWith("apps.kruise.io/"))'
+        set_groups = f'({set_groups} || ref.apiVersion.startsWith("{kruise.GROUP}/"))'
     owners = f'(ref.kind == "StatefulSet" && {set_groups})'
     if kinds.kafka_node_pools:
         owners += (
-            ' || (ref.kind == "StrimziPodSet" && ref.apiVersion.startsWith("core.strimzi.io/"))'
+            ' || (ref.kind == "StrimziPodSet" && '
+            f'ref.apiVersion.startsWith("{nodepools.PODSET_GROUP}/"))'
         )
     return {
         "name": "statefulset-pods-only",
@@ -113,15 +115,15 @@ MUTATE_RULES: Final = (
 KAFKA_VERSIONS: Final = ("v1", "v1beta2")
 #: A pool's zone list on create; the brokers that leave on a scale-down (remove-node-ids).
 KAFKA_MUTATE_RULES: Final = (
-    _rule("kafka.strimzi.io", ["kafkanodepools"], ["CREATE", "UPDATE"], versions=KAFKA_VERSIONS),
+    _rule(nodepools.GROUP, ["kafkanodepools"], ["CREATE", "UPDATE"], versions=KAFKA_VERSIONS),
 )
 #: A pool's annotations on create/update; its scale-downs through either path.
 KAFKA_VALIDATE_RULES: Final = (
-    _rule("kafka.strimzi.io", ["kafkanodepools"], ["CREATE", "UPDATE"], versions=KAFKA_VERSIONS),
-    _rule("kafka.strimzi.io", ["kafkanodepools/scale"], ["UPDATE"], versions=KAFKA_VERSIONS),
+    _rule(nodepools.GROUP, ["kafkanodepools"], ["CREATE", "UPDATE"], versions=KAFKA_VERSIONS),
+    _rule(nodepools.GROUP, ["kafkanodepools/scale"], ["UPDATE"], versions=KAFKA_VERSIONS),
 )
 #: OpenKruise Advanced StatefulSets, both served versions (v1alpha1 requests arrive as sent).
-KRUISE_GROUP: Final = "apps.kruise.io"
+KRUISE_GROUP: Final = kruise.GROUP
 KRUISE_VERSIONS: Final = ("v1beta1", "v1alpha1")
 #: Advanced StatefulSets get their zone list on CREATE; their changes and /scale are guarded.
 KRUISE_MUTATE_RULES: Final = (
