@@ -12,6 +12,10 @@
   whose default order drops a zone is refused with the ``kubectl annotate`` that makes it
   balanced; one that keeps every zone is allowed, with a warning when a more balanced choice
   existed.
+
+The pool's ``stszone.io/*`` annotations are checked here too, on CREATE and on an UPDATE that
+changes them (:func:`pool_annotation_problems`): the StatefulSet parsing, minus the keys a pool
+does not read (its brokers always get a required node affinity).
 """
 
 from __future__ import annotations
