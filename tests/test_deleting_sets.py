@@ -1,7 +1,8 @@
 """A StatefulSet being deleted (``metadata.deletionTimestamp``: a foreground deletion, a
 finalizer): its controller creates and deletes no pod any more, whatever ``spec.replicas``
 says, so nobody scales it. ``stszone audit`` and ``stszone explain`` say it is being deleted
-rather than offer a safe replica count or judge smaller sizes."""
+rather than offer a safe replica count or judge smaller sizes, and admission allows any
+scale-down of it (UPDATE or ``/scale``) with a warning in the same words."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from tests import builders as b
 from webhook.cli.audit import render_json, render_text
 from webhook.cli.explain_text import workload_json, workload_text
 from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
 from webhook.model.store import Store
+from webhook.rules.admission import Request, validate
 from webhook.rules.audit import audit
+from webhook.rules.decision import Decision
 from webhook.rules.explain import explain_workload
 
 ZONES = {"stszone.io/zones": "zone-a,zone-b,zone-c"}
@@ -72,3 +76,101 @@ def test_explain_of_a_set_being_deleted_judges_no_size(kruise: bool) -> None:
     assert "is being deleted" in text and "creates and deletes no pod" in text
     body = workload_json(whole)
     assert (body["sizes"], body["deleting"]) == ([], True)
+
+
+# --- admission agrees: a scale-down of a set being deleted removes no pod --------------------
+
+#: What admission, audit and explain each say of a set being deleted, by kind.
+DELETING = {
+    "apps": "the StatefulSet is being deleted: its controller creates and deletes no pod, "
+    "whatever its replicas say",
+    "kruise": "the Advanced StatefulSet is being deleted: its controller creates and deletes no "
+    "pod, whatever its replicas say",
+}
+
+
+def _set(replicas: int, *, deleting: bool, kruise: bool) -> dict[str, Any]:
+    sts = b.statefulset("db", replicas=replicas, annotations=ZONES)
+    if kruise:
+        sts["apiVersion"] = "apps.kruise.io/v1beta1"
+    if deleting:
+        sts["metadata"]["deletionTimestamp"] = "2026-12-07T12:00:00Z"
+    return sts
+
+
+def _scale_down(store: Store, new: int, *, path: str, kruise: bool, deleting: bool) -> Decision:
+    """db from 3 to ``new`` replicas through /validate, as the API server asks: by its /scale
+    (a Scale, whose metadata carries no deletionTimestamp) or by an UPDATE of the set (both
+    objects carry it: no update removes it)."""
+    group = "apps.kruise.io" if kruise else "apps"
+    if path == "scale":
+        request = Request(
+            "Scale", "autoscaling", "statefulsets", "scale", "UPDATE", "ns", "db",
+            b.scale(replicas=new), b.scale(replicas=3), resource_group=group,
+        )  # fmt: skip
+    else:
+        request = Request(
+            "StatefulSet", group, "statefulsets", "", "UPDATE", "ns", "db",
+            _set(new, deleting=deleting, kruise=kruise), _set(3, deleting=deleting, kruise=kruise),
+            resource_group=group,
+        )  # fmt: skip
+    return validate(request, store=store, defaults=Defaults())
+
+
+KINDS = pytest.mark.parametrize("kruise", [False, True], ids=["apps", "kruise"])
+PATHS = pytest.mark.parametrize("path", ["scale", "update"])
+
+
+@KINDS
+@PATHS
+def test_a_scale_down_that_drops_zones_is_refused_while_the_set_is_not_being_deleted(
+    kruise: bool, path: str
+) -> None:
+    """The contrast: 3 -> 1 keeps zone-a only, so the guard refuses it."""
+    store = _cluster(deleting=False, kruise=kruise)
+    decision = _scale_down(store, 1, path=path, kruise=kruise, deleting=False)
+    assert (decision.allowed, decision.reason) == (False, "ZoneLoss"), decision.message
+    assert "the smallest replica count that keeps every zone is 3" in decision.message
+
+
+@KINDS
+@PATHS
+def test_a_scale_down_of_a_set_being_deleted_is_allowed_with_a_warning(
+    kruise: bool, path: str
+) -> None:
+    """db has a deletionTimestamp (a finalizer holds it): its controller creates and deletes no
+    pod, so 3 -> 1 removes none; a tool scaling it down while tearing it down gets through,
+    told why nothing was judged -- by /scale too, whose Scale says nothing of the deletion."""
+    store = _cluster(deleting=True, kruise=kruise)
+    decision = _scale_down(store, 1, path=path, kruise=kruise, deleting=True)
+    assert decision.allowed, decision.message
+    said = DELETING["kruise" if kruise else "apps"]
+    assert decision.warnings[0] == f"db: not judged: {said}"
+    # An UPDATE also hears what any update of a set with fewer replicas than zones hears.
+    if path == "update":
+        assert decision.warnings[1:] == (
+            "db: 1 replica(s) for 3 zones leaves a zone empty; 3 or more survive the loss of "
+            "any zone",
+        )
+    else:
+        assert len(decision.warnings) == 1
+    assert decision.notices == ()
+
+
+@KINDS
+@PATHS
+def test_admission_audit_and_explain_agree_on_a_set_being_deleted(kruise: bool, path: str) -> None:
+    """Audit offers no lowest count and explain judges no size of a set being deleted; admission
+    allows every smaller size, to zero included, saying so in the very words they print."""
+    store = _cluster(deleting=True, kruise=kruise)
+    said = DELETING["kruise" if kruise else "apps"]
+    assert f"no replica count judged: {said}" in render_text(audit(store))
+    group = "apps.kruise.io" if kruise else ""
+    whole = explain_workload(store, "ns", "db", group=group)
+    assert whole is not None and whole.sizes == ()
+    assert f"no smaller size judged: {said}" in workload_text(whole)
+    for new in (2, 1, 0):
+        decision = _scale_down(store, new, path=path, kruise=kruise, deleting=True)
+        assert decision.allowed, decision.message
+        assert decision.warnings[0] == f"db: not judged: {said}"
+        assert not any("stops the set" in w for w in decision.warnings)

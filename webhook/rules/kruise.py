@@ -90,6 +90,7 @@ def validate_kruise_set(sts: JSON, *, old: JSON | None, namespace: str, store: S
     if not base.allowed or old is None:
         return base
     before_info = kruise_set_info(old)
+    deleting = before_info.deleting  # the old object's: no update removes a deletionTimestamp
     held = store.statefulset(namespace, name, kruise.GROUP)
     if objects.string(old, "apiVersion").endswith("/v1alpha1") and held is not None:
         before_info = held  # v1alpha1 shows no reserveOrdinals; the view read them
@@ -97,6 +98,9 @@ def validate_kruise_set(sts: JSON, *, old: JSON | None, namespace: str, store: S
     same = (before.reserved, before.start) == (after.reserved, after.start)
     if same and after.replicas >= before.replicas:
         return base  # nothing removed: no lookups
+    if deleting:
+        told = verdict.deleting(name, group=kruise.GROUP)
+        return told.with_warnings(base.warnings).with_notices(*base.notices)
     declared = _declared(sts)
     label = "" if same else _label(before, after)
     outcome = judge_live(
@@ -190,6 +194,8 @@ def validate_kruise_scale(
     old_count = _replicas(old) if old else held.replicas if held is not None else new_count
     if new_count >= old_count:
         return allow()
+    if held is not None and held.deleting:  # a Scale's metadata has no deletionTimestamp
+        return verdict.deleting(name, group=kruise.GROUP)
     uid = objects.string(objects.mapping(scale, "metadata"), "uid", path="metadata")
     if new_count == 0:
         stopped = verdict.stopped(name, old=old_count)

@@ -1,7 +1,8 @@
 """Scale-downs through either path: a StatefulSet UPDATE and the ``statefulsets/scale`` subresource.
 
-Both are judged alike: scaling to zero stops the set (allowed, with a warning); any other
-decrease goes to the guard, once the live view has listed every resource. A Scale
+Both are judged alike: a set being deleted is not judged (allowed, with a warning: its
+controller creates and deletes no pod); scaling to zero stops the set (allowed, with a warning);
+any other decrease goes to the guard, once the live view has listed every resource. A Scale
 (``autoscaling/v1``: name, replicas, selector) carries no annotations, so its policy comes from
 the StatefulSet in the view; annotations already malformed there cannot be changed by a Scale,
 so, as on an UPDATE that leaves them as they were, they give a warning and the guard runs on
@@ -79,6 +80,8 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         # The objectSelector keeps the set's own writes from stszone; a Scale carries none of
         # its labels, so the API server sends its /scale all the same: left alone alike.
         return allow()
+    if sts is not None and sts.deleting:  # a Scale's metadata has no deletionTimestamp
+        return verdict.deleting(name)
     if new_count == 0:
         stopped = verdict.stopped(name, old=old_count)
         if sts is None:

@@ -33,7 +33,7 @@ from webhook.model.objects import JSON
 from webhook.model.records import StatefulSetInfo, kruise_set_info, statefulset_info
 from webhook.model.selection import template_selection
 from webhook.model.store import Store
-from webhook.rules import affinity, fit, scaling
+from webhook.rules import affinity, fit, scaling, verdict
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.ordinals import removed
 from webhook.rules.placement import Policy, kruise_live, place_by_mode, walked_members
@@ -137,6 +137,8 @@ def validate_statefulset(
     new_range = range(info.start, info.start + info.replicas)
     if not removed(old_range, new_range):
         return allow(warnings=warnings).with_notices(*told)  # no ordinal removed: no lookups
+    if before.deleting:
+        return verdict.deleting(name).with_warnings(warnings).with_notices(*told)
     outcome = scaling.judge(
         name,
         old=old_range,

@@ -14,9 +14,11 @@ from webhook.model import notices
 from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
 from webhook.model.notices import Notice, ObjectRef
 from webhook.model.pinning import ABSENT
+from webhook.rules.audit import being_deleted
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.guard import Holders, ScaleDown, Unknown
 from webhook.rules.locate import SCHEDULED, Located
+from webhook.rules.placement import workload_kind
 from webhook.rules.text import SHOWN, joined, some
 
 OVERRIDE: Final = f'set {ALLOW_ZONE_LOSS}: "true" on the StatefulSet to force it'
@@ -203,3 +205,12 @@ def stopped(name: str, *, old: int) -> Decision:
             "back in its zone",
         )
     )
+
+
+def deleting(name: str, *, group: str = "") -> Decision:
+    """A change of the ordinals of a set being deleted (``metadata.deletionTimestamp``):
+    allowed, unjudged, as ``stszone audit`` and ``stszone explain`` leave it. Its controller
+    (apps/v1's, kruise-manager's) returns before making or removing any pod once the set has a
+    deletionTimestamp, so no pod goes and no claim with it; a tool tearing the set down may
+    scale it to anything."""
+    return allow(warnings=(f"{name}: not judged: {being_deleted(workload_kind(group))}",))
