@@ -23,9 +23,10 @@ from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.model.annotations import ENABLED
 from webhook.model.store import Store
-from webhook.rules.audit import Report, SetReport, audit, being_deleted
+from webhook.rules.audit import Report, SetReport, audit
 from webhook.rules.poolaudit import PoolReport, audit_pools
 from webhook.rules.text import some
+from webhook.rules.verdict import being_deleted
 
 HELP = "expected vs actual zone of each ordinal, safe replica counts, removable nodes"
 EXAMPLES = """\

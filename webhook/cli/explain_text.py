@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.cli.options import table_lines
-from webhook.rules.audit import being_deleted
 from webhook.rules.explain import (
     LIVE_SHOWN,
     Member,
@@ -15,6 +14,7 @@ from webhook.rules.explain import (
     WorkloadExplanation,
 )
 from webhook.rules.text import some
+from webhook.rules.verdict import being_deleted
 
 
 def _head(workload: Workload) -> str:

@@ -195,15 +195,6 @@ def _expectation(
     return placement.zone, f"claim {placement.claim}" if placement.claim else "rule", ()
 
 
-def being_deleted(kind: str) -> str:
-    """Why no replica count of a set being deleted is judged: its controller (apps/v1's, and
-    kruise-manager's) only updates its status once it has a deletionTimestamp."""
-    return (
-        f"the {kind} is being deleted: its controller creates and deletes no pod, whatever "
-        "its replicas say"
-    )
-
-
 def member_row(
     ordinal: int, *, policy: Policy, store: Store, where: Locator, located: Located
 ) -> Row:

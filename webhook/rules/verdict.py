@@ -14,7 +14,6 @@ from webhook.model import notices
 from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
 from webhook.model.notices import Notice, ObjectRef
 from webhook.model.pinning import ABSENT
-from webhook.rules.audit import being_deleted
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.guard import Holders, ScaleDown, Unknown
 from webhook.rules.locate import SCHEDULED, Located
@@ -204,6 +203,15 @@ def stopped(name: str, *, old: int) -> Decision:
             f"{name}: {old} -> 0 stops the set in every zone; scaling up puts each ordinal "
             "back in its zone",
         )
+    )
+
+
+def being_deleted(kind: str) -> str:
+    """Why no replica count of a set being deleted is judged: its controller (apps/v1's, and
+    kruise-manager's) only updates its status once it has a deletionTimestamp."""
+    return (
+        f"the {kind} is being deleted: its controller creates and deletes no pod, whatever "
+        "its replicas say"
     )
 
 
