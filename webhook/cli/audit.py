@@ -34,6 +34,7 @@ examples:
   kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml > cluster.yaml
   stszone audit --cluster cluster.yaml                  offline, from the saved cluster
   stszone audit --cluster cluster.yaml --zones a,b,c    zones for sets without stszone.io/zones
+  kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o json | stszone audit --cluster -    from stdin
   stszone audit --kubeconfig ~/.kube/config -n prod     live, one namespace
   kubectl stszone audit                                 live, the current context's namespace
   stszone audit --kubeconfig ~/.kube/config -o json     live: one list of the cluster, no watch

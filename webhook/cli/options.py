@@ -91,7 +91,8 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="offline view from a saved `kubectl get nodes,pv,pvc,sts,pods -A -o yaml` list, "
-        "read once at start",
+        "read once at start; - reads it from stdin (`kubectl get ... -o json | stszone audit "
+        "--cluster -`)",
     )
     group.add_argument(
         "--kubeconfig",

@@ -15,6 +15,7 @@ from webhook.cli.options import (
     command_parser,
     settings_from,
 )
+from webhook.cluster.clusterfile import STDIN
 from webhook.cluster.live import live_store
 from webhook.cluster.view import choose_view, offline_store
 from webhook.config import Defaults, Settings
@@ -119,6 +120,11 @@ def _skipped(obj: JSON) -> bool:
 
 def run_review(settings: Settings, *, path: str, endpoint: str) -> int:
     """Print the response AdmissionReview for the review in ``path`` (``-`` = stdin)."""
+    if path == STDIN and str(settings.cluster_file) == STDIN:
+        raise ConfigError(
+            "the review FILE and --cluster are both - (standard input), which holds one of "
+            "them; give the other as a file"
+        )
     try:
         body = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as err:

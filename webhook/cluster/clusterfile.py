@@ -1,15 +1,17 @@
 """Offline cluster view: a saved ``kubectl get nodes,pv,pvc,sts,pods -A -o yaml`` list -> Store.
 
-Accepts a ``List`` (``kind: List`` or any ``*List``), a multi-document YAML stream, or a JSON
-file, with items of kinds Node, PersistentVolume, PersistentVolumeClaim, StatefulSet, Pod and
-Namespace; other kinds are ignored. Pods not owned by a StatefulSet are ignored too.
+The file ``-`` is standard input, as in kubectl's ``-f -``. Accepts a ``List`` (``kind: List``
+or any ``*List``), a multi-document YAML stream, or a JSON file, with items of kinds Node,
+PersistentVolume, PersistentVolumeClaim, StatefulSet, Pod and Namespace; other kinds are
+ignored. Pods not owned by a StatefulSet are ignored too.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -56,30 +58,41 @@ def flatten(
             yield from flatten(item, depth=depth - 1)
 
 
+#: The cluster file that is standard input: ``kubectl get ... -o json | stszone audit --cluster -``.
+STDIN: Final = "-"
+
+
 def read_documents(path: Path) -> list[Any]:
-    """The YAML (or JSON) documents of ``path``; :class:`ConfigError` when it cannot be read."""
+    """The YAML (or JSON) documents of ``path`` (``-``: standard input); :class:`ConfigError`
+    when it cannot be read."""
+    stdin = str(path) == STDIN
+    name = f"{path} (standard input)" if stdin else str(path)
     try:
         # Bytes, not text: the YAML reader takes UTF-8 and, by their byte order mark, UTF-16
         # files (PowerShell's `>` writes them), and refuses bytes that are neither.
-        with path.open("rb") as handle:
-            docs = list(yaml.safe_load_all(handle))
+        if stdin:
+            docs = list(yaml.safe_load_all(sys.stdin.buffer))
+        else:
+            with path.open("rb") as handle:
+                docs = list(yaml.safe_load_all(handle))
     except OSError as err:
-        raise ConfigError(f"cannot read cluster file {path}: {err.strerror}") from None
+        raise ConfigError(f"cannot read cluster file {name}: {err.strerror}") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"cluster file {path} is not YAML or JSON: {one_line(err)}") from None
+        raise ConfigError(f"cluster file {name} is not YAML or JSON: {one_line(err)}") from None
     except RecursionError:  # PyYAML composes nested collections by recursion
         raise ConfigError(
-            f"cluster file {path} nests lists or mappings too deeply to be a saved cluster; "
+            f"cluster file {name} nests lists or mappings too deeply to be a saved cluster; "
             "save it with kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml"
         ) from None
     if not _holds_cluster(docs):
         # An empty file (kubectl failed, its `>` stayed) or another file (a kubeconfig) would
         # be an empty cluster: every audit passed, every review allowed.
         what = _kinds(docs)
+        into = "and pipe it in" if stdin else f"> {path}"
         raise ConfigError(
-            f"cluster file {path} holds no List and no Node, PersistentVolume(Claim), "
+            f"cluster file {name} holds no List and no Node, PersistentVolume(Claim), "
             f"StatefulSet, Pod or Namespace ({what}); save one with kubectl get "
-            f"nodes,pv,pvc,sts,pods,namespaces -A -o yaml > {path}"
+            f"nodes,pv,pvc,sts,pods,namespaces -A -o yaml {into}"
         )
     return docs
 
