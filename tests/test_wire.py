@@ -13,8 +13,9 @@ import pytest
 from tests import builders as b
 from tests.conftest import ServeFactory
 from tests.hang import HANG_GUARD
+from webhook import cli
 from webhook.cluster.clusterfile import store_from_objects
-from webhook.config import Settings
+from webhook.config import MAX_BODY, Settings
 from webhook.model.store import Store
 from webhook.server.runtime import Runtime
 from webhook.wire.patch import apply
@@ -221,6 +222,42 @@ async def test_body_cap_is_seven_mebibytes(serve: ServeFactory) -> None:
     pod["metadata"]["annotations"] = {"big": "x" * (7 * 1024 * 1024 + 1)}
     status, _ = await served.post_raw("/mutate", json.dumps(b.review(pod)).encode())
     assert status == 413
+
+
+def review_of_size(size: int) -> bytes:
+    """A Pod CREATE review of exactly ``size`` bytes (a large annotation makes it so)."""
+    pod = b.sts_pod(ordinal=0)
+    pod["metadata"]["annotations"] = {"big": ""}
+    pad = size - len(json.dumps(b.review(pod)).encode())
+    pod["metadata"]["annotations"] = {"big": "x" * pad}
+    body = json.dumps(b.review(pod)).encode()
+    assert len(body) == size
+    return body
+
+
+@pytest.mark.parametrize("size", [MAX_BODY, MAX_BODY + 1])
+async def test_offline_review_refuses_what_the_server_refuses_for_its_size(
+    serve: ServeFactory,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    size: int,
+) -> None:
+    """`stszone review` of a body at the cap is answered, as `serve` answers it; one byte over
+    is refused (exit 2, one line naming the 413 serve gives it), not answered offline as if
+    the server would have taken it."""
+    body = review_of_size(size)
+    served = await serve(store=store_from_objects([], zones=("a", "b", "c")))
+    status, _ = await served.post_raw("/mutate", body)
+    path = tmp_path / "review.json"
+    path.write_bytes(body)
+    exit_status = cli.main(["review", "--zones", "a,b,c", str(path)])
+    out, err = capsys.readouterr()
+    if status == 200:
+        assert (exit_status, err) == (0, "") and json.loads(out)["response"]["allowed"] is True
+    else:
+        assert (status, exit_status, out) == (413, 2, "")
+        assert f"{size} bytes, over the {MAX_BODY} byte" in err and "413" in err, err
+        assert err.count("\n") == 1, err
 
 
 async def test_health_endpoints(serve: ServeFactory) -> None:

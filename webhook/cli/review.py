@@ -37,7 +37,8 @@ examples:
   stszone review --cluster cluster.yaml --endpoint validate review.json
   stszone review --zones a,b,c - < tests/fixtures/admission/035-Pod-CREATE.json    from stdin
   stszone review --kubeconfig ~/.kube/config review.json    answer from the cluster (one list)
-exit status: 0 answered (allowed or denied), 2 the file is not an AdmissionReview
+exit status: 0 answered (allowed or denied), 2 the file is not an AdmissionReview or is over
+the 7 MiB request body cap that stszone serve answers with 413
 """
 
 
@@ -129,6 +130,15 @@ def run_review(settings: Settings, *, path: str, endpoint: str) -> int:
         body = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as err:
         raise ConfigError(f"cannot read {path}: {err.strerror}") from None
+    if len(body) > settings.max_body:
+        # The server's cap (aiohttp's client_max_size): answering offline what `serve` refuses
+        # would tell the user a review passes that the API server gets a 413 for.
+        raise ConfigError(
+            f"{path} is {len(body)} bytes, over the {settings.max_body} byte "
+            f"({settings.max_body / 2**20:g} MiB) request body cap: stszone serve answers it "
+            "413 Request Entity Too Large without reading it, and the API server treats that "
+            "as the webhook failing (failurePolicy decides); send a smaller object"
+        )
     try:
         parsed = review.parse(body)
     except BadRequest as err:
