@@ -141,6 +141,44 @@ def test_refusals(
     assert captured.out == ""
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--ca", "{empty}"), "the CA file {empty} (--ca) holds no PEM certificate"),
+        (("--ca", "{system}/tls.key"), "the CA file {system}/tls.key (--ca) holds a private key"),
+        (
+            ("--ca", "{system}/ca.crt", "--cert", "{empty}", "--key", "{system}/tls.key"),
+            "the serving certificate file {empty} (--cert) holds no PEM certificate",
+        ),
+        (
+            ("--ca", "{system}/ca.crt", "--cert", "{system}/tls.crt", "--key", "{system}/ca.crt"),
+            "the serving key {system}/ca.crt (--key) holds a certificate, not a private key",
+        ),
+        (
+            ("--ca", "{system}/ca.crt", "--key", "{other}/tls.key"),
+            "the serving key {other}/tls.key (--key) does not belong to the serving certificate "
+            "file {system}/tls.crt (tls.crt beside --ca)",
+        ),
+    ],
+)
+def test_pem_refusals_name_the_file_and_its_flag(
+    capsys: pytest.CaptureFixture[str],
+    certs: Path,
+    tmp_path: Path,
+    args: tuple[str, ...],
+    message: str,
+) -> None:
+    """Of three PEM files, the one to fix is named by its path and the flag that gave it (or
+    as the file read beside --ca), not as "the CA file"."""
+    empty = tmp_path / "empty.crt"
+    empty.write_bytes(b"")
+    names = {"system": certs / "system", "other": certs / "other", "empty": empty}
+    status, objects, err = run(capsys, *(arg.format(**names) for arg in args))
+    assert (status, objects) == (2, [])
+    assert err.startswith(f"stszone manifests: {message.format(**names)}"), err
+    assert err.count("\n") == 1, err
+
+
 def test_base_file_gets_the_bundle_and_keeps_its_patches(
     capsys: pytest.CaptureFixture[str], certs: Path, tmp_path: Path
 ) -> None:

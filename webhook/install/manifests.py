@@ -45,7 +45,7 @@ from webhook.install.deploybase import (
     rebalance_rbac,
     service,
 )
-from webhook.install.pemcheck import check_ca_bundle, check_serving_pair
+from webhook.install.pemcheck import check_ca_bundle, check_serving_pair, pem_files
 from webhook.install.registration import ALL_KINDS, Kinds
 from webhook.model.names import is_dns_label
 
@@ -324,7 +324,8 @@ def run_manifests(
             kinds=kinds,
         )
     ca_pem = _read(ca, "CA certificate")
-    check_ca_bundle(ca_pem)
+    files = pem_files(ca, cert=cert, key=key)
+    check_ca_bundle(ca_pem, files=files)
     objects, namespace = _objects(
         namespace=namespace,
         image=image,
@@ -337,7 +338,11 @@ def run_manifests(
         cert_pem = _read(cert or ca.with_name("tls.crt"), "serving certificate")
         key_pem = _read(key or ca.with_name("tls.key"), "serving key")
         for warning in check_serving_pair(
-            ca_pem=ca_pem, cert_pem=cert_pem, key_pem=key_pem, host=f"{NAME}.{namespace}.svc"
+            ca_pem=ca_pem,
+            cert_pem=cert_pem,
+            key_pem=key_pem,
+            host=f"{NAME}.{namespace}.svc",
+            files=files,
         ):
             print(f"stszone manifests: warning: {warning}", file=sys.stderr)
         # After the Namespace and RBAC, before the Service and the Deployment that mounts it.

@@ -13,7 +13,8 @@ CAs) and a leaf need not carry an authorityKeyIdentifier.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Final
+from pathlib import Path
+from typing import Final, NamedTuple
 
 from cryptography import x509
 from cryptography.x509.verification import (
@@ -39,9 +40,35 @@ _LEAF_POLICY: Final = ExtensionPolicy.webpki_defaults_ee().may_be_present(
 )
 
 
-def check_ca_bundle(pem: bytes) -> None:
+class PemFiles(NamedTuple):
+    """The three files as refusals name them: what each is, and where it was given."""
+
+    ca: str = "CA file"
+    cert: str = "serving certificate file"
+    key: str = "serving key"
+
+
+#: The files named by what they are alone (a pair checked from memory, not from files).
+UNNAMED: Final = PemFiles()
+
+
+def pem_files(ca: Path, *, cert: Path | None, key: Path | None) -> PemFiles:
+    """The files as ``stszone manifests`` takes them: --ca, and --cert/--key or the pair's
+    files beside --ca, named with their paths (a refusal is acted on in one file)."""
+
+    def where(path: Path | None, flag: str, default: str) -> str:
+        return f"{path} ({flag})" if path else f"{ca.with_name(default)} ({default} beside --ca)"
+
+    return PemFiles(
+        ca=f"CA file {ca} (--ca)",
+        cert=f"serving certificate file {where(cert, '--cert', 'tls.crt')}",
+        key=f"serving key {where(key, '--key', 'tls.key')}",
+    )
+
+
+def check_ca_bundle(pem: bytes, *, files: PemFiles = UNNAMED) -> None:
     """Raise ConfigError unless ``pem`` holds at least one certificate (the caBundle)."""
-    certificates(pem, "CA file")
+    certificates(pem, files.ca)
 
 
 def _verifier(roots: list[x509.Certificate], host: str, at: dt.datetime) -> ServerVerifier:
@@ -100,14 +127,20 @@ def _out_of_date(
 
 
 def check_serving_pair(
-    *, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, host: str, now: dt.datetime | None = None
+    *,
+    ca_pem: bytes,
+    cert_pem: bytes,
+    key_pem: bytes,
+    host: str,
+    now: dt.datetime | None = None,
+    files: PemFiles = UNNAMED,
 ) -> list[str]:
     """Raise ConfigError when the API server would refuse the pair; return warnings otherwise."""
-    roots = certificates(ca_pem, "CA file")
-    chain = certificates(cert_pem, "serving certificate file")
+    roots = certificates(ca_pem, files.ca)
+    chain = certificates(cert_pem, files.cert)
     leaf = chain[0]
-    if not key_matches(leaf, private_key(key_pem, "serving key")):
-        raise ConfigError("the serving key does not belong to the serving certificate")
+    if not key_matches(leaf, private_key(key_pem, files.key)):
+        raise ConfigError(f"the {files.key} does not belong to the {files.cert}")
     now = now or dt.datetime.now(dt.UTC)
     if leaf.not_valid_after_utc <= now:
         raise ConfigError(
