@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -223,13 +224,46 @@ def test_relative_paths_after_an_entry_without_fields_are_resolved(
     assert load_credentials(None, environ=environ).target_now().base == "https://127.0.0.1:1"
 
 
-def test_a_user_entry_that_is_not_a_mapping_says_the_file_is_invalid(tmp_path: Path) -> None:
-    """``users: [tester]`` (a name where an entry goes): the loader's own message says what the
-    file lacks, not a Python error about a string."""
+def _set(config: dict[str, Any], where: str, value: Any) -> None:
+    """``config`` with the field at ``where`` (``users[0].user``) set to ``value``."""
+    *parents, last = where.replace("[", ".").replace("]", "").split(".")
+    node: Any = config
+    for key in parents:
+        node = node[int(key)] if key.isdigit() else node[key]
+    node[int(last) if last.isdigit() else last] = value
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "said"),
+    [
+        ("clusters", 5, "clusters is 5 (a number) where a kubeconfig has a list of entries"),
+        ("users", {"tester": {}}, "users is a mapping where a kubeconfig has a list of entries"),
+        ("users[0]", 5, "users[0] is 5 (a number) where a kubeconfig has a mapping with a name"),
+        ("users[0]", "tester", "users[0] is 'tester' (a string) where a kubeconfig has a mapping"),
+        ("contexts[0].context", "fake", "contexts[0].context is 'fake' (a string) where a "),
+        ("clusters[0].cluster", "x", "clusters[0].cluster is 'x' (a string) where a kubeconfig"),
+        ("users[0].user", [1], "users[0].user is a list where a kubeconfig has a mapping"),
+        ("clusters[0].name", 5, "clusters[0].name is 5 (a number) where a kubeconfig has a string"),
+        ("current-context", ["fake"], "current-context is a list where a kubeconfig has a string"),
+        (
+            "clusters[0].cluster.insecure-skip-tls-verify",
+            "true",
+            "insecure-skip-tls-verify is 'true' (a string) where a kubeconfig has true or false",
+        ),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_named_with_its_file(
+    tmp_path: Path, where: str, value: Any, said: str
+) -> None:
+    """kubectl refuses a kubeconfig whose field has another type ("cannot unmarshal number into
+    Go struct field Config.clusters"): refused too, naming the file, the field and what it
+    should be, not in Python's words ("'int' object is not iterable"), with a traceback (a
+    context that is a string) or quietly (a cluster that is a string talked to localhost, a
+    user that is a list as anonymous)."""
     path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1", token="t")
     config = yaml.safe_load(path.read_text())
-    config["users"] = ["tester"]
+    _set(config, where, value)
     path.write_text(yaml.safe_dump(config))
     message = refusal(path)
-    assert "Invalid kube-config file" in message
-    assert "object has no attribute" not in message
+    assert f"{path}: {where}" in message and said in message, message
+    assert "kubectl refuses the file too" in message and "object" not in message, message

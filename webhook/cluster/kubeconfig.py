@@ -11,6 +11,8 @@ at all, read from the files themselves (``$KUBECONFIG``'s files merged as kubect
 - The user's ``tokenFile``: the loader reads it once; ``Credentials`` reloads when it changes.
 - The user's impersonation (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``), which the
   loader drops: :func:`impersonation_headers` gives the Impersonate-* headers client-go sends.
+- A field of the wrong type (``clusters: 5``, a context that is a string), which the loader
+  indexes into where kubectl refuses the file: :mod:`webhook.cluster.kubeconfigshape`.
 - A cluster with ``insecure-skip-tls-verify`` and a CA, which the loader accepts (and
   verifies nothing) where kubectl refuses it: :func:`refuse_insecure_with_ca`.
 """
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from webhook.cluster.kubeconfigshape import refuse_bad_shape
 from webhook.errors import ConfigError, one_line
 
 KUBECONFIG_ENV: Final = "KUBECONFIG"
@@ -86,6 +89,7 @@ def merged_config(files: tuple[str, ...]) -> Any:
         path = os.path.expanduser(file)
         loaded = yaml.safe_load(Path(path).read_text()) if os.path.exists(path) else None
         if loaded is not None:
+            refuse_bad_shape(path, loaded)
             _refuse_duplicates(path, loaded)
             merger.load_config(path)
     merged = merger.config
