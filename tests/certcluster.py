@@ -145,7 +145,9 @@ async def cluster(
     async with FakeApi(token=TOKEN, fixtures=False) as fake:
         for kind in configs:
             fake.put(kind.lower() + "s", configuration(kind))
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token=TOKEN)
+        kubeconfig = write_kubeconfig(
+            tmp_path / "kubeconfig", server=fake.url, token=TOKEN, ca=fake.ca
+        )
 
         async def start(
             identity: str, *, wall: Callable[[], float] = time.time, **changes: Any

@@ -83,7 +83,7 @@ async def api() -> AsyncIterator[FakeApi]:
 @pytest.fixture
 def kubeconfig(tmp_path: Path, api: FakeApi) -> Path:
     """A kubeconfig pointing at the fake API server with its token."""
-    return write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token=FAKE_TOKEN)
+    return write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token=FAKE_TOKEN, ca=api.ca)
 
 
 @pytest.fixture

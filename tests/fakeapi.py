@@ -1,11 +1,12 @@
 """A small fake kube-apiserver (aiohttp): list and watch of the six resources stszone mirrors.
 
-Bound to 127.0.0.1 on a free port (HTTP, or HTTPS with a given context), it serves the shapes
-recorded from a real API server in ``fixtures/api/`` and honours what reflectors rely on:
-``limit``/``continue`` over a snapshot, ``labelSelector`` (on watches too, with the DELETED a
-real server sends when an object stops matching), ``resourceVersion``, ``allowWatchBookmarks``,
-``timeoutSeconds``, the metadata-only Accept header, and bearer tokens. Tests write objects while
-watches are open and inject faults into the next request of a resource and verb::
+Bound to 127.0.0.1 on a free port (HTTPS when it takes a token or a context, else HTTP), it
+serves the shapes recorded from a real API server in ``fixtures/api/`` and honours what
+reflectors rely on: ``limit``/``continue`` over a snapshot, ``labelSelector`` (on watches too,
+with the DELETED a real server sends when an object stops matching), ``resourceVersion``,
+``allowWatchBookmarks``, ``timeoutSeconds``, the metadata-only Accept header, and bearer
+tokens. Tests write objects while watches are open and inject faults into the next request of a
+resource and verb::
 
     api.inject("pods", "watch", Fault.expired())      HTTP 200 whose stream is one ERROR 410
     api.inject("pods", "watch", Fault.error_event(500))  HTTP 200, one ERROR event code 500
@@ -34,11 +35,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import ssl
+import tempfile
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from aiohttp import web
@@ -61,6 +65,7 @@ from tests.fakestate import (
 )
 from tests.fakewrites import WriteHook
 from tests.hang import HANG_GUARD
+from webhook.install.certfiles import DevCerts, ensure_dev_certs
 
 JSON = dict[str, Any]
 Verb = Literal["list", "watch", "get", "evict", "delete", "create", "update", "patch"]
@@ -127,7 +132,10 @@ class Seen:
 
 
 class FakeApi:
-    """The fake API server; ``async with FakeApi() as api:`` serves on ``api.url``."""
+    """The fake API server; ``async with FakeApi() as api:`` serves on ``api.url``.
+
+    One that takes a ``token`` serves https (its CA in ``api.ca``), as kubectl and stszone
+    send a kubeconfig user's credentials to https servers only."""
 
     def __init__(
         self,
@@ -145,6 +153,13 @@ class FakeApi:
         self.watching: dict[str, int] = defaultdict(int)
         #: Namespaces whose Events a create is refused in: "Terminating" or "Gone".
         self.namespaces_closed: dict[str, str] = {}
+        #: The CA a kubeconfig names for this server, when it serves https with its own pair.
+        self.ca: Path | None = None
+        if ssl_context is None and token is not None:
+            certs = _dev_certs()
+            ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ssl_context.load_cert_chain(certs.cert, certs.key)
+            self.ca = certs.ca
         self._ssl = ssl_context
         self._faults: dict[tuple[str, Verb], list[Fault]] = defaultdict(list)
         self._snapshots: dict[str, tuple[int, list[Stored]]] = {}
@@ -454,3 +469,14 @@ def _abort(request: web.Request, response: web.StreamResponse) -> web.StreamResp
     if request.transport is not None:
         request.transport.abort()
     return response
+
+
+@functools.cache
+def _dev_certs() -> DevCerts:
+    """One serving pair for 127.0.0.1 per test process, removed at exit."""
+    directory = tempfile.TemporaryDirectory(prefix="stszone-fakeapi-")
+    _KEPT.append(directory)
+    return ensure_dev_certs(Path(directory.name))
+
+
+_KEPT: list[tempfile.TemporaryDirectory[str]] = []

@@ -160,7 +160,9 @@ async def open_rig(
 ) -> AsyncIterator[Rig]:
     """A rig on a fresh fake API server (``controller``: another stand-in class)."""
     async with FakeApi(token=TOKEN, fixtures=False) as fake:
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token=TOKEN)
+        kubeconfig = write_kubeconfig(
+            tmp_path / "kubeconfig", server=fake.url, token=TOKEN, ca=fake.ca
+        )
         clock = Clock()
         plays = (controller or Controller)(fake)
         fake.on_evict.append(plays.evicted)

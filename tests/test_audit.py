@@ -399,7 +399,9 @@ async def test_live_audit_lists_the_cluster_and_honours_opt_in(tmp_path: Path) -
     """`stszone audit --kubeconfig` against the fake API server (the recorded cluster): only
     namespaces labelled stszone.io/enabled=true are audited, and nothing is watched."""
     async with FakeApi(token="t0k3n") as api:
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t0k3n")
+        kubeconfig = write_kubeconfig(
+            tmp_path / "kubeconfig", server=api.url, token="t0k3n", ca=api.ca
+        )
         argv = ["audit", "--kubeconfig", str(kubeconfig), "--output", "json"]
         out = tmp_path / "out.json"
 

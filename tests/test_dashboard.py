@@ -128,7 +128,9 @@ async def serving(tmp_path: Path) -> AsyncIterator[tuple[str, int]]:
                 "metadata": {"name": "rec", "labels": {"stszone.io/enabled": "true"}},
             },
         )
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token=TOKEN)
+        kubeconfig = write_kubeconfig(
+            tmp_path / "kubeconfig", server=fake.url, token=TOKEN, ca=fake.ca
+        )
         metrics_port = _free_port()
         settings = Settings(
             host="127.0.0.1",

@@ -75,7 +75,9 @@ class Setup:
 @contextlib.asynccontextmanager
 async def setup(tmp_path: Path, **kwargs: Any) -> AsyncIterator[Setup]:
     async with FakeApi(token=TOKEN, fixtures=False) as fake:
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token=TOKEN)
+        kubeconfig = write_kubeconfig(
+            tmp_path / "kubeconfig", server=fake.url, token=TOKEN, ca=fake.ca
+        )
         async with Api(load_credentials(str(kubeconfig))) as api:
             yield Setup(fake, api, **kwargs)
 
@@ -263,7 +265,9 @@ async def test_the_outbox_bound_and_the_metrics(tmp_path: Path) -> None:
 
 async def test_the_job_writes_to_the_cluster_as_this_replica(tmp_path: Path) -> None:
     async with FakeApi(token=TOKEN, fixtures=False) as fake:
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token=TOKEN)
+        kubeconfig = write_kubeconfig(
+            tmp_path / "kubeconfig", server=fake.url, token=TOKEN, ca=fake.ca
+        )
         settings = Settings()
         runtime = Runtime(store=Store(), defaults=settings.defaults(), settings=settings)
         registry = CollectorRegistry()

@@ -327,7 +327,9 @@ async def test_kubectl_stszone_explain_reads_the_contexts_namespace(
     """`kubectl stszone explain pod/db-0` against the fake API server (the recorded cluster:
     cap/db, whose claim data-db-0 is bound to a volume in zone-c): one list, no watch."""
     async with FakeApi(token="t0k3n") as api:
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t0k3n")
+        kubeconfig = write_kubeconfig(
+            tmp_path / "kubeconfig", server=api.url, token="t0k3n", ca=api.ca
+        )
         # kubectl hands the plugin its environment, which the command reads $KUBECONFIG from.
         monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
         out = tmp_path / "out.json"

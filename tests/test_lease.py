@@ -71,7 +71,7 @@ async def fake() -> AsyncIterator[FakeApi]:
 
 @pytest.fixture
 async def make(fake: FakeApi, tmp_path: Path) -> AsyncIterator[Callable[..., Candidate]]:
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token=TOKEN)
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token=TOKEN, ca=fake.ca)
     started: list[tuple[Candidate, Api]] = []
 
     def build(
@@ -286,7 +286,7 @@ async def test_credentials_that_cannot_be_reloaded_for_a_while_do_not_end_the_ca
     assert a.task is not None
     await eventually(lambda: a.task is not None and (a.task.done() or a.ended == 1))
     assert not a.task.done(), a.task.exception()
-    write_kubeconfig(kubeconfig, server=fake.url, token="lease-token-2")
+    write_kubeconfig(kubeconfig, server=fake.url, token="lease-token-2", ca=fake.ca)
     await eventually(lambda: a.task is not None and (a.task.done() or a.terms == 2))
     assert not a.task.done(), a.task.exception()
 

@@ -115,7 +115,7 @@ async def test_plugin_audits_and_reviews_the_context_cluster(
     """audit: the context's namespace, or -A; review: answered from the cluster (the claim's
     volume decides the zone), where plain `stszone review` with $KUBECONFIG set stays offline."""
     async with FakeApi(token="t0k3n") as api:
-        config = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t0k3n")
+        config = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t0k3n", ca=api.ca)
         environ = {"KUBECONFIG": str(with_contexts(config, "in-cap", in_cap="cap"))}
         # kubectl hands the plugin its environment, which the command reads $KUBECONFIG from.
         monkeypatch.setenv("KUBECONFIG", environ["KUBECONFIG"])
@@ -155,7 +155,7 @@ async def test_plugin_rebalance_statefulset_names_its_own_namespace(
     namespace, so the context's (here none: default) is not filled in as an -n that would
     "disagree" with it."""
     async with FakeApi(token="t0k3n") as api:
-        config = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t0k3n")
+        config = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t0k3n", ca=api.ca)
         api.put(
             "namespaces", {"metadata": {"name": "cap", "labels": {"stszone.io/enabled": "true"}}}
         )

@@ -258,7 +258,7 @@ async def test_apply_against_the_api_converges_with_json_progress(tmp_path: Path
             api.put("pods", r.pod(ordinal, node, uid=f"{name}-again"))
 
         api.on_evict.append(controller)
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t")
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t", ca=api.ca)
         argv = ["rebalance", "--kubeconfig", str(kubeconfig), "-n", "shop", "--apply", "-o", "json"]
         out, err = io.StringIO(), io.StringIO()
 
@@ -305,7 +305,7 @@ async def test_apply_lists_and_evicts_in_the_context_named_by_context(tmp_path: 
             named.put("pods", r.pod(1, "b1", uid=f"{name}-again"))
 
         named.on_evict.append(controller)
-        path = write_kubeconfig(tmp_path / "kubeconfig", server=named.url, token="t")
+        path = write_kubeconfig(tmp_path / "kubeconfig", server=named.url, token="t", ca=named.ca)
         config = yaml.safe_load(path.read_text())
         config["clusters"].append({"name": "other", "cluster": {"server": other.url}})
         config["contexts"].append(
@@ -335,7 +335,7 @@ async def test_move_data_without_a_terminal_needs_yes(tmp_path: Path) -> None:
             resource = {"StatefulSet": "statefulsets", "PersistentVolumeClaim": "persistentvolumeclaims",
                         "PersistentVolume": "persistentvolumes"}.get(kind, kind.lower() + "s")  # fmt: skip
             api.put(resource, obj)
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t")
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=api.url, token="t", ca=api.ca)
         argv = ["rebalance", "--kubeconfig", str(kubeconfig), "--apply", "--move-data"]
         err = io.StringIO()
 

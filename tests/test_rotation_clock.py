@@ -53,7 +53,9 @@ async def test_a_wall_clock_step_forward_does_not_cut_the_settling_time_short(
     async with FakeApi(token=TOKEN, fixtures=False) as fake:
         for kind in KINDS:
             fake.put(kind.lower() + "s", configuration(kind))
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token=TOKEN)
+        kubeconfig = write_kubeconfig(
+            tmp_path / "kubeconfig", server=fake.url, token=TOKEN, ca=fake.ca
+        )
         async with Api(load_credentials(str(kubeconfig))) as api:
             keeper = Keeper(
                 api=api,

@@ -12,6 +12,7 @@ import contextlib
 import gc
 import json
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -195,9 +196,10 @@ async def test_fake_serves_the_recorded_metadata_list(api: FakeApi) -> None:
     import aiohttp
 
     headers = {"Accept": METADATA_LIST, "Authorization": f"Bearer {FAKE_TOKEN}"}
+    trusted = ssl.create_default_context(cafile=str(api.ca))
     async with (
         aiohttp.ClientSession() as session,
-        session.get(api.url + "/api/v1/nodes", headers=headers) as resp,
+        session.get(api.url + "/api/v1/nodes", headers=headers, ssl=trusted) as resp,
     ):
         served = await resp.json()
     recorded = json.loads((API_FIXTURES / "nodes-metadata-list.json").read_text())

@@ -38,12 +38,14 @@ from webhook.cluster.kubeconfig import (
     KUBECONFIG_ENV,
     chosen_context,
     cluster_entry,
+    drop_credentials_over_http,
     impersonation_headers,
     kubeconfig_files,
     merged_config,
     refuse_insecure_with_ca,
     require_kubeconfig,
     shown,
+    unsent_credentials,
     user_entry,
     user_token_file,
 )
@@ -54,6 +56,8 @@ SERVICE_ACCOUNT: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: Set by the kubelet in every pod whose service account token is mounted.
 IN_CLUSTER_ENV: Final = "KUBERNETES_SERVICE_HOST"
 IN_CLUSTER_PORT_ENV: Final = "KUBERNETES_SERVICE_PORT"
+
+log = logging.getLogger("stszone.credentials")
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +307,7 @@ def load_credentials(
             merged = merged_config(files)
             if merged is None:
                 raise ValueError("it holds no configuration (an empty file)")
+            drop_credentials_over_http(merged, chosen)
             kube_config.load_kube_config_from_dict(
                 merged,
                 context=chosen,
@@ -313,8 +318,20 @@ def load_credentials(
 
         named = f" (context {context})" if context else ""
         source = f"kubeconfig {shown(files)}{named}"
-        refuse_insecure_with_ca(cluster_entry(files, context=chosen), source=source)
+        cluster = cluster_entry(files, context=chosen)
+        refuse_insecure_with_ca(cluster, source=source)
         user = user_entry(files, context=chosen)
+        unsent = unsent_credentials(cluster, user)
+        if unsent and cluster is not None:
+            # kubectl says nothing; a server that then answers 401 would leave one guessing.
+            log.warning(
+                "%s: cluster %r is not served over https, so the user's credentials (%s) "
+                "are not sent to it, as kubectl does not send them; give it an https server "
+                "to authenticate",
+                source,
+                cluster[0],
+                ", ".join(unsent),
+            )
         credentials = Credentials(
             from_file,
             source=source,

@@ -15,6 +15,8 @@ at all, read from the files themselves (``$KUBECONFIG``'s files merged as kubect
   indexes into where kubectl refuses the file: :mod:`webhook.cluster.kubeconfigshape`.
 - A cluster with ``insecure-skip-tls-verify`` and a CA, which the loader accepts (and
   verifies nothing) where kubectl refuses it: :func:`refuse_insecure_with_ca`.
+- A server that is not https, to which the loader sends the user's token or password in
+  clear text where kubectl sends no credentials: :func:`drop_credentials_over_http`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from webhook.cluster.kubeconfigshape import refuse_bad_shape
 from webhook.errors import ConfigError, one_line
@@ -209,7 +212,11 @@ def _context_entry(files: tuple[str, ...], context: str | None) -> tuple[Any, An
     """The merged ``files`` and the fields of the context ``context`` (else the current one)
     names in them, as the loader reads them; raises what the loader raises for a bad file."""
     merged = merged_config(files)
-    return merged, merged["contexts"].get_with_name(context or merged["current-context"])["context"]
+    return merged, _named_context(merged, context)
+
+
+def _named_context(merged: Any, context: str | None) -> Any:
+    return merged["contexts"].get_with_name(context or merged["current-context"])["context"]
 
 
 def user_entry(files: tuple[str, ...], *, context: str | None) -> Any:
@@ -251,6 +258,55 @@ def refuse_insecure_with_ca(cluster: tuple[str, Any] | None, *, source: str) -> 
             "is not allowed); remove insecure-skip-tls-verify to verify the server with that "
             f"CA, or remove {given} to skip verification"
         )
+
+
+#: The user fields that say who the user is; client-go reads none of them unless the server
+#: is https (clientcmd's ClientConfig merges getUserIdentificationPartialConfig only when
+#: rest.IsConfigTransportTLS), so over http kubectl sends no credential and runs no plugin.
+_IDENTIFICATION: Final = (
+    "token",
+    "tokenFile",
+    "username",
+    "password",
+    "client-certificate",
+    "client-certificate-data",
+    "client-key",
+    "client-key-data",
+    "exec",
+    "auth-provider",
+)
+
+
+def over_tls(server: object) -> bool:
+    """Whether client-go speaks TLS to ``server`` as clientcmd asks it, before the cluster's CA
+    is merged (rest.DefaultServerUrlFor): an https URL; a bare ``host:port`` is http."""
+    parts = urlsplit(str(server or ""))
+    return parts.scheme.lower() == "https" and bool(parts.netloc)
+
+
+def drop_credentials_over_http(merged: Any, context: str | None) -> None:
+    """Empty, in the ``merged`` configuration, the user the context ``context`` (else the
+    current one) names when its cluster's server is not https, as client-go leaves the user's
+    identification out: the loader would send its token or password in clear text. The
+    user's impersonation, which client-go sends to any server, is read apart from the loader
+    (:func:`impersonation_headers`)."""
+    try:
+        named = _named_context(merged, context)
+        cluster = merged["clusters"].get_with_name(named["cluster"])["cluster"]
+        user = merged["users"].get_with_name(named["user"])
+    except Exception:  # no user, or a file the loader refuses (and says why)
+        return
+    if not over_tls(cluster.safe_get("server")) and isinstance(user.value, dict):
+        user.value["user"] = {}
+
+
+def unsent_credentials(cluster: tuple[str, Any] | None, user: Any) -> tuple[str, ...]:
+    """The fields of the user's identification that are not sent because the ``cluster``'s
+    server is not https (:func:`drop_credentials_over_http`), by name."""
+    if cluster is None or not isinstance(cluster[1], dict) or over_tls(cluster[1].get("server")):
+        return ()
+    fields = user.value if user is not None and isinstance(user.value, dict) else {}
+    return tuple(f for f in _IDENTIFICATION if fields.get(f))
 
 
 def user_token_file(user: Any) -> str | None:
