@@ -27,10 +27,10 @@ ranges, and the removed ordinals are those of ``old`` that ``new`` does not keep
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Final
+from typing import Final, TypeVar
 
 from webhook.model.setpods import by_residue, by_zone
 from webhook.model.store import Store
@@ -69,6 +69,22 @@ class Unknown:
 
 #: No ordinal of unknown zone.
 NO_UNKNOWN: Final = Unknown()
+
+H = TypeVar("H")
+
+
+def zone_loss(
+    zones: tuple[str, ...], before: Mapping[str, H], kept: Container[str | None], *, unknown: bool
+) -> tuple[set[str], dict[str, H], tuple[str, ...]]:
+    """(listed, lost, at risk): the one rule of the scale-down guards of sets, Advanced
+    StatefulSets and pools. A listed zone ``before`` holds (zone -> members to name) is lost
+    when ``kept`` (the kept members' known zones) lacks it; while a removed member's zone is
+    ``unknown``, any other listed zone ``kept`` lacks is at risk. Listed: ``zones``, else (no
+    list) the zones ``before`` holds."""
+    listed = set(zones) or set(before)
+    lost = {z: h for z, h in before.items() if z in listed and z not in kept}
+    at_risk = tuple(z for z in zones if z not in kept and z not in lost) if unknown else ()
+    return listed, lost, at_risk
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,13 +333,10 @@ def scale_down(
         widest = range(new.start, ranges.span.stop)
     before, kept = ranges.holders(old), ranges.held(new)
     removed = removed_ordinals(old, new)
-    listed = set(policy.zones) or set(before)  # no list at all: what the set holds now
-    lost = {z: h for z, h in before.items() if z in listed and z not in kept}
     gone = _merged((ranges.held(r) for r in removed), ranges.located)
     unknown_removed = _joined([ranges.unknown(r) for r in removed])
-    at_risk: tuple[str, ...] = ()
-    if unknown_removed.count:
-        at_risk = tuple(z for z in policy.zones if z not in kept and z not in lost)
+    unknown = bool(unknown_removed.count)
+    listed, lost, at_risk = zone_loss(policy.zones, before, kept, unknown=unknown)
     relied = {z for z in gone if z in listed and z in kept}
     return ScaleDown(
         name=name,

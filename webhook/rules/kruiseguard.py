@@ -22,7 +22,15 @@ from typing import Final
 
 from webhook.model.kruise import Intervals, Live
 from webhook.model.store import Store
-from webhook.rules.guard import NAMED, NO_UNKNOWN, Holders, ScaleDown, Unknown, past_known
+from webhook.rules.guard import (
+    NAMED,
+    NO_UNKNOWN,
+    Holders,
+    ScaleDown,
+    Unknown,
+    past_known,
+    zone_loss,
+)
 from webhook.rules.locate import Located, Locator
 from webhook.rules.placement import Policy, policy_zone
 
@@ -110,13 +118,10 @@ def compare(
     held_before = _holders(old_live, old_members)
     kept = _holders(new_live, new_members)
     zones = new_policy.zones
-    listed = set(zones) or set(held_before)
-    lost = {z: h for z, h in held_before.items() if z in listed and z not in kept}
     gone = _holders(removed, old_members)
     unknown_removed = _unknown(removed, old_members)
-    at_risk: tuple[str, ...] = ()
-    if unknown_removed.count:
-        at_risk = tuple(z for z in zones if z not in kept and z not in lost)
+    unknown = bool(unknown_removed.count)
+    listed, lost, at_risk = zone_loss(zones, held_before, kept, unknown=unknown)
     return ScaleDown(
         name=name,
         old=len(old_live),

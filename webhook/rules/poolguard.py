@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
 from webhook.model.nodepools import REMOVE_NODE_IDS, format_node_ids, removal_order
+from webhook.rules.guard import zone_loss
 from webhook.rules.poolzones import PoolPolicy
 from webhook.rules.text import joined, some
 
@@ -82,14 +83,16 @@ def judge(policy: PoolPolicy, where: Mapping[int, str | None], removed: Sequence
     node_ids = policy.pool.node_ids or ()
     kept = tuple(i for i in node_ids if i not in set(removed))
     held_after = {where.get(i) for i in kept}
-    lost: dict[str, tuple[int, ...]] = {}
+    # The listed zones the removed brokers hold (one only kept brokers hold is never lost),
+    # each with those brokers in the order removed, as the refusal names them. So a pool with
+    # no zone list protects no zone, where a StatefulSet protects the zones it holds.
+    before: dict[str, tuple[int, ...]] = {}
     for zone in policy.zones:
-        there = tuple(i for i in removed if where.get(i) == zone)
-        if there and zone not in held_after:
-            lost[zone] = there
+        if there := tuple(i for i in removed if where.get(i) == zone):
+            before[zone] = there
     unknown = tuple(i for i in removed if where.get(i) is None)
-    at_risk = tuple(z for z in policy.zones if z not in held_after and z not in lost)
-    return Removal(tuple(removed), kept, lost, unknown, at_risk if unknown else ())
+    _, lost, at_risk = zone_loss(policy.zones, before, held_after, unknown=bool(unknown))
+    return Removal(tuple(removed), kept, lost, unknown, at_risk)
 
 
 def brokers(policy: PoolPolicy, ids: Sequence[int], where: Mapping[int, str | None]) -> str:
