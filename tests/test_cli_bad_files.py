@@ -221,24 +221,45 @@ def test_a_small_cluster_file_of_aliased_lists_is_answered_without_walking_them(
 
 
 @pytest.mark.parametrize(
-    ("ca", "cert", "key", "said"),
+    ("ca", "cert", "key", "named", "said"),
     [
-        ("ca.key", "tls.crt", "tls.key", "the CA file holds a private key, not a certificate"),
-        ("ca.crt", "tls.key", "tls.key", "the serving certificate file holds a private key"),
-        ("ca.crt", "tls.crt", "tls.crt", "the serving key holds a certificate, not a private key"),
+        ("ca.key", "tls.crt", "tls.key", ("CA file", "ca.key", "--ca"), "holds a private key"),
+        (
+            "ca.crt",
+            "tls.key",
+            "tls.key",
+            ("serving certificate file", "tls.key", "--cert"),
+            "holds a private key",
+        ),
+        (
+            "ca.crt",
+            "tls.crt",
+            "tls.crt",
+            ("serving key", "tls.crt", "--key"),
+            "holds a certificate, not a private key",
+        ),
     ],
 )
 def test_manifests_with_a_key_and_a_certificate_swapped_says_so(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, ca: str, cert: str, key: str, said: str
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    ca: str,
+    cert: str,
+    key: str,
+    named: tuple[str, str, str],
+    said: str,
 ) -> None:
-    """A key given where a certificate goes (or the reverse) is named as the mix-up, not as
-    'holds no PEM certificate (empty, truncated?)', which sends the user after a damaged file."""
+    """A key given where a certificate goes (or the reverse) is named as the mix-up, with the
+    file and its flag, not as 'holds no PEM certificate (empty, truncated?)', which sends the
+    user after a damaged file."""
     certs = tmp_path / "certs"
     assert run(capsys, "certs", "--out", str(certs))[0] == 0
     args = ("--ca", str(certs / ca), "--cert", str(certs / cert), "--key", str(certs / key))
     status, out, err = run(capsys, "manifests", *args)
     assert (status, out) == (2, ""), err
-    assert err.startswith(f"stszone manifests: {said}") and "files swapped?" in err, err
+    what, file, flag = named
+    assert err.startswith(f"stszone manifests: the {what} {certs / file} ({flag}) {said}"), err
+    assert "files swapped?" in err, err
     assert "truncated" not in err and err.count("\n") == 1
 
 
