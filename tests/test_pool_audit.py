@@ -200,3 +200,33 @@ def test_a_node_holding_a_brokers_local_volume_is_not_removable() -> None:
     report = audit(view)
     assert "n-zone-a-0" not in report.removable and "n-zone-a-1" in report.removable
     assert "n-zone-a-0" not in report.removable_together
+
+
+def test_a_broker_is_held_to_the_nodes_of_its_zone_its_volume_reaches() -> None:
+    """Broker 0's data (zone-a) is a volume pinned by hostname to n-zone-a-0 and n-zone-b-0:
+    re-created in zone-a it can only run on n-zone-a-0, so that node cannot go, though the
+    volume also reaches a node of zone-b; n-zone-b-0 can (broker 1 returns to n-zone-b-1)."""
+    view = sim.store()
+    view.put("nodepools", nodepool_info(sim.pool_object("pool", replicas=3, node_ids=[0, 1, 2])))
+    for node_id, zone in enumerate(sim.ZONES):
+        claim = sim.claim_object("my-cluster", "pool", node_id)
+        claim["metadata"].setdefault("annotations", {})["stszone.io/zone"] = zone
+        if node_id == 0:
+            claim["spec"]["volumeName"] = "pv-two-hosts"
+            claim["status"] = {"phase": "Bound"}
+            name = claim["metadata"]["name"]
+            shared = b.pv(
+                "pv-two-hosts",
+                "n-zone-a-0",
+                "n-zone-b-0",
+                claim=("kafka", name),
+                key="kubernetes.io/hostname",
+            )
+            view.put("volumes", volume_info(shared))
+        view.put("claims", claim_info(claim))
+        pod = sim.pod_object("my-cluster", "pool", node_id)
+        pod["spec"]["nodeName"] = f"n-{zone}-0"
+        view.put("poolpods", poolpod_info(pod))
+    report = audit(view)
+    assert "n-zone-a-0" not in report.removable and "n-zone-b-0" in report.removable
+    assert "n-zone-a-0" not in report.removable_together
