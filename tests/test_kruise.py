@@ -297,6 +297,24 @@ def test_a_node_ordinal_reserve_change_names_the_labelled_node_past_the_old_coun
     assert update(4).allowed
 
 
+def test_a_node_ordinal_reserve_change_with_no_safe_count_is_refused_saying_so() -> None:
+    """As above without the node labelled 5: no node for an ordinal past 4 and zone b's only
+    member reserved, so no count keeps b. The update is refused, saying no count up to 3 is
+    safe (looking one count past the widest set must not fail the review instead)."""
+    store = _store(pins={0: "a", 2: "b", 3: "c", 4: "c"})
+    request = _request("011")
+    new = _annotated(request.object, {**ANNOTATED, **NODE_ORDINAL})
+    new["spec"].update(replicas=3, reserveOrdinals=[1, 2])
+    old = _annotated(request.old_object, {**ANNOTATED, **NODE_ORDINAL})
+    old["spec"]["replicas"] = 3
+    refused = validate(
+        request._replace(object=new, old_object=old), store=store, defaults=Defaults()
+    )
+    assert (refused.allowed, refused.reason) == (False, "ZoneLoss")
+    assert "would drop zone b (ordinal 2 is its only pod)" in refused.message
+    assert "; no replica count up to 3 is safe; " in refused.message
+
+
 def test_a_new_zone_list_names_the_members_it_moves_by_rank() -> None:
     """Live 0, 2, 3 are ranks 0, 1, 2: zones a,b,c -> a,c,b moves ranks 1 and 2, ordinals 2
     and 3 (ordinal 1 is reserved), and the Event regards the Advanced StatefulSet."""
