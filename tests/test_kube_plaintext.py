@@ -1,4 +1,6 @@
-"""A kubeconfig whose server is http: the user's credentials stay home, as kubectl keeps them."""
+"""A kubeconfig server's scheme, read as kubectl reads it: to an http server the user's
+credentials stay home; to an https one, in whatever case, they go over TLS verified against the
+cluster's CA."""
 
 from __future__ import annotations
 
@@ -6,13 +8,17 @@ import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 import yaml
 from aiohttp import web
 
+from tests.conftest import FAKE_TOKEN
+from tests.fakeapi import FakeApi
 from tests.kubeconfig import write_kubeconfig
 from webhook.cluster.api import Api
 from webhook.cluster.credentials import load_credentials
+from webhook.install.certfiles import ensure_dev_certs
 
 SECRET = "s3cret-t0ken"
 
@@ -78,3 +84,25 @@ async def test_no_credential_goes_to_an_http_server(
     assert not ran.exists()
     said = [r.getMessage() for r in caplog.records if r.name.startswith("stszone")]
     assert len(said) == 1 and "not served over https" in said[0] and SECRET not in said[0]
+
+
+@pytest.mark.parametrize("scheme", ["HTTPS", "Https"])
+async def test_an_https_server_in_upper_case_is_verified_against_its_ca(
+    api: FakeApi, tmp_path: Path, scheme: str
+) -> None:
+    """Go's url.Parse lower-cases a scheme, so kubectl takes ``HTTPS://host`` for https and
+    verifies the server against the cluster's CA, refusing one that CA did not sign. The
+    loader takes the CA only for a server starting with ``https``: stszone spoke TLS to it
+    verifying nothing, and sent the token to whoever answered. Refused as kubectl refuses it,
+    before a request reaches the server; with the CA that signed it, it is served."""
+    server = scheme + api.url.removeprefix("https")
+    stranger = ensure_dev_certs(tmp_path / "stranger").ca
+    path = write_kubeconfig(tmp_path / "config", server=server, token=FAKE_TOKEN, ca=stranger)
+    async with Api(load_credentials(str(path), environ={})) as client:
+        with pytest.raises(aiohttp.ClientConnectorCertificateError):
+            await client.call("GET", "/api/v1/nodes")
+    assert not api.requests
+
+    path = write_kubeconfig(tmp_path / "config", server=server, token=FAKE_TOKEN, ca=api.ca)
+    async with Api(load_credentials(str(path), environ={})) as client:
+        assert (await client.call("GET", "/api/v1/nodes"))["kind"] == "NodeList"

@@ -58,17 +58,19 @@ def test_a_kubeconfig_flag_holding_a_colon_names_one_file(tmp_path: Path) -> Non
     assert (aimed.kubeconfig, aimed.context) == (str(colon), "colon")
 
 
+@pytest.mark.parametrize("scheme", ["https", "HTTPS"])
 @pytest.mark.parametrize(
     ("ca_field", "value"),
     [("certificate-authority", "{ca}"), ("certificate-authority-data", "{data}")],
 )
 def test_a_cluster_that_skips_verification_and_names_a_ca_is_refused(
-    dev_certs: DevCerts, tmp_path: Path, ca_field: str, value: str
+    dev_certs: DevCerts, tmp_path: Path, ca_field: str, value: str, scheme: str
 ) -> None:
-    """kubectl refuses an https cluster with ``insecure-skip-tls-verify: true`` and a CA
-    ("specifying a root certificates file with the insecure flag is not allowed"), where the
-    loader would verify nothing: refused, naming the cluster and the way out."""
-    path = write_kubeconfig(tmp_path / "config", server="https://127.0.0.1:1", token="t")
+    """kubectl refuses an https cluster (its scheme in any case, as Go's url.Parse reads it)
+    with ``insecure-skip-tls-verify: true`` and a CA ("specifying a root certificates file
+    with the insecure flag is not allowed"), where the loader would verify nothing: refused,
+    naming the cluster and the way out."""
+    path = write_kubeconfig(tmp_path / "config", server=f"{scheme}://127.0.0.1:1", token="t")
     config = yaml.safe_load(path.read_text())
     data = base64.b64encode(dev_certs.ca.read_bytes()).decode()
     cluster = config["clusters"][0]["cluster"]

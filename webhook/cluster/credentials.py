@@ -41,7 +41,9 @@ from webhook.cluster.kubeconfig import (
     drop_credentials_over_http,
     impersonation_headers,
     kubeconfig_files,
+    lower_https_scheme,
     merged_config,
+    over_tls,
     refuse_insecure_with_ca,
     require_kubeconfig,
     shown,
@@ -136,7 +138,7 @@ class Credentials:
         return Connection(
             base=host,
             headers=headers,
-            ssl=self._context(config) if host.startswith("https:") else False,
+            ssl=self._context(config) if over_tls(host) else False,
             server_hostname=getattr(config, "tls_server_name", None) or None,
             proxy=getattr(config, "proxy", None) or None,
             impersonation=self._impersonation,
@@ -307,6 +309,7 @@ def load_credentials(
             merged = merged_config(files)
             if merged is None:
                 raise ValueError("it holds no configuration (an empty file)")
+            lower_https_scheme(merged, chosen)
             drop_credentials_over_http(merged, chosen)
             kube_config.load_kube_config_from_dict(
                 merged,

@@ -17,6 +17,9 @@ at all, read from the files themselves (``$KUBECONFIG``'s files merged as kubect
   verifies nothing) where kubectl refuses it: :func:`refuse_insecure_with_ca`.
 - A server that is not https, to which the loader sends the user's token or password in
   clear text where kubectl sends no credentials: :func:`drop_credentials_over_http`.
+- A server whose scheme is not in lower case (``HTTPS://host``), to which the loader speaks
+  TLS without the cluster's CA, verifying nothing, where kubectl verifies it:
+  :func:`lower_https_scheme`.
 """
 
 from __future__ import annotations
@@ -249,8 +252,7 @@ def refuse_insecure_with_ca(cluster: tuple[str, Any] | None, *, source: str) -> 
         return
     name, fields = cluster
     cas = [f for f in ("certificate-authority", "certificate-authority-data") if fields.get(f)]
-    https = str(fields.get("server") or "").startswith("https")
-    if fields.get("insecure-skip-tls-verify") is True and cas and https:
+    if fields.get("insecure-skip-tls-verify") is True and cas and over_tls(fields.get("server")):
         given = " and ".join(cas)
         raise ConfigError(
             f"{source}: cluster {name!r} sets both insecure-skip-tls-verify: true and {given}, "
@@ -282,6 +284,22 @@ def over_tls(server: object) -> bool:
     is merged (rest.DefaultServerUrlFor): an https URL; a bare ``host:port`` is http."""
     parts = urlsplit(str(server or ""))
     return parts.scheme.lower() == "https" and bool(parts.netloc)
+
+
+def lower_https_scheme(merged: Any, context: str | None) -> None:
+    """Write, in the ``merged`` configuration, the https scheme of the server the context
+    ``context`` (else the current one) names in lower case, as Go's url.Parse reads a scheme
+    for client-go: the loader takes the cluster's CA and the user's client pair only for a
+    server starting with ``https``, so to ``HTTPS://host`` it would speak TLS verifying
+    nothing and send the token without its client certificate."""
+    try:
+        named = _named_context(merged, context)
+        cluster = merged["clusters"].get_with_name(named["cluster"])["cluster"]
+    except Exception:  # a file the loader refuses (and says why)
+        return
+    server = cluster.safe_get("server")
+    if over_tls(server) and isinstance(cluster.value, dict):
+        cluster.value["server"] = "https" + str(server)[len("https") :]
 
 
 def drop_credentials_over_http(merged: Any, context: str | None) -> None:
