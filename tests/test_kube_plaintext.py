@@ -14,10 +14,13 @@ import yaml
 from aiohttp import web
 
 from tests.conftest import FAKE_TOKEN
-from tests.fakeapi import FakeApi
+from tests.fakeapi import FakeApi, Fault
 from tests.kubeconfig import write_kubeconfig
 from webhook.cluster.api import Api
 from webhook.cluster.credentials import load_credentials
+from webhook.cluster.live import live_store
+from webhook.config import Settings
+from webhook.errors import ConfigError
 from webhook.install.certfiles import ensure_dev_certs
 
 SECRET = "s3cret-t0ken"
@@ -106,3 +109,17 @@ async def test_an_https_server_in_upper_case_is_verified_against_its_ca(
     path = write_kubeconfig(tmp_path / "config", server=server, token=FAKE_TOKEN, ca=api.ca)
     async with Api(load_credentials(str(path), environ={})) as client:
         assert (await client.call("GET", "/api/v1/nodes"))["kind"] == "NodeList"
+
+
+async def test_a_401_from_an_http_server_says_no_credentials_went(tmp_path: Path) -> None:
+    """An http server that answers 401 never saw the user's token, which stays home as kubectl
+    keeps it: the refusal says so and what to do, rather than to renew a token it never got."""
+    async with FakeApi() as api:
+        api.inject("pods", "list", Fault.status(401))
+        path = write_kubeconfig(tmp_path / "config", server=api.url, token=SECRET)
+        with pytest.raises(ConfigError) as caught:
+            await live_store(Settings(), credentials=load_credentials(str(path), environ={}))
+    said = caught.value.message
+    assert "HTTP 401" in said and "no credentials were sent (the user's token)" in said
+    assert "give the kubeconfig's cluster its https address" in said
+    assert "renew" not in said and SECRET not in said

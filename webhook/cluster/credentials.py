@@ -85,9 +85,13 @@ class Credentials:
         source: str,
         token_file: str | None = None,
         impersonation: tuple[tuple[str, str], ...] = (),
+        unsent: tuple[str, ...] = (),
     ) -> None:
         #: Human-readable origin, for logs: "in-cluster service account", "kubeconfig PATH".
         self.source = source
+        #: The user's fields not sent because the server is not https, so that a 401 is not
+        #: blamed on credentials the server never saw.
+        self.unsent = unsent
         self._load = load
         self._config: Any = None
         #: A kubeconfig user's ``tokenFile``: the loader reads it once, so a change of it (a
@@ -340,6 +344,7 @@ def load_credentials(
             source=source,
             token_file=user_token_file(user),
             impersonation=impersonation_headers(user, source=source),
+            unsent=unsent,
         )
     credentials.target_now()
     return credentials

@@ -148,14 +148,21 @@ async def live_store(
         try:
             await asyncio.gather(*(reflector.list() for reflector in reflectors))
         except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
+            way = _way_on(err, credentials)
             raise ConfigError(
-                f"cannot list the cluster via {credentials.source}: {err}; {_way_on(err)}"
+                f"cannot list the cluster via {credentials.source}: {err}; {way}"
             ) from err
     return store
 
 
-def _way_on(err: Exception) -> str:
+def _way_on(err: Exception, credentials: Credentials) -> str:
     """What to do about a list that failed with ``err``."""
+    if isinstance(err, ApiError) and err.status == 401 and credentials.unsent:
+        return (
+            f"no credentials were sent (the user's {', '.join(credentials.unsent)}): the "
+            "server is not https, and kubectl sends a user's credentials only over https; "
+            "give the kubeconfig's cluster its https address"
+        )
     if isinstance(err, ApiError) and err.status == 401:
         return (
             "the cluster refused these credentials: renew them (`kubectl auth whoami` tests them)"
