@@ -14,6 +14,7 @@ from webhook.cli import main
 from webhook.cluster.clusterfile import load_store
 from webhook.model.nodepools import nodepool_info, poolpod_info
 from webhook.model.records import claim_info, node_info, volume_info
+from webhook.model.store import Store
 from webhook.rules.audit import audit
 from webhook.rules.poolaudit import audit_pool
 from webhook.rules.risk import RiskScan
@@ -177,9 +178,9 @@ def test_removable_nodes_weigh_brokers() -> None:
     assert report.removable_together == ("n-zone-a-1", "n-zone-b-1", "n-zone-c-1")
 
 
-def test_a_node_holding_a_brokers_local_volume_is_not_removable() -> None:
-    """As above, but broker 0's data is a local volume of n-zone-a-0 (pinned by hostname):
-    its data goes with that node, so n-zone-a-0 cannot go, though zone-a has another node."""
+def _pool_with_broker_0_on(*hosts: str) -> Store:
+    """Brokers 0-2 of a pool, one per zone on each zone's first node, broker 0's data (zone-a)
+    a volume pinned by hostname to ``hosts``."""
     view = sim.store()
     view.put("nodepools", nodepool_info(sim.pool_object("pool", replicas=3, node_ids=[0, 1, 2])))
     for node_id, zone in enumerate(sim.ZONES):
@@ -189,15 +190,19 @@ def test_a_node_holding_a_brokers_local_volume_is_not_removable() -> None:
             claim["spec"]["volumeName"] = "pv-local"
             claim["status"] = {"phase": "Bound"}
             name = claim["metadata"]["name"]
-            local = b.pv(
-                "pv-local", "n-zone-a-0", claim=("kafka", name), key="kubernetes.io/hostname"
-            )
+            local = b.pv("pv-local", *hosts, claim=("kafka", name), key="kubernetes.io/hostname")
             view.put("volumes", volume_info(local))
         view.put("claims", claim_info(claim))
         pod = sim.pod_object("my-cluster", "pool", node_id)
         pod["spec"]["nodeName"] = f"n-{zone}-0"
         view.put("poolpods", poolpod_info(pod))
-    report = audit(view)
+    return view
+
+
+def test_a_node_holding_a_brokers_local_volume_is_not_removable() -> None:
+    """As above, but broker 0's data is a local volume of n-zone-a-0 (pinned by hostname):
+    its data goes with that node, so n-zone-a-0 cannot go, though zone-a has another node."""
+    report = audit(_pool_with_broker_0_on("n-zone-a-0"))
     assert "n-zone-a-0" not in report.removable and "n-zone-a-1" in report.removable
     assert "n-zone-a-0" not in report.removable_together
 
@@ -206,27 +211,6 @@ def test_a_broker_is_held_to_the_nodes_of_its_zone_its_volume_reaches() -> None:
     """Broker 0's data (zone-a) is a volume pinned by hostname to n-zone-a-0 and n-zone-b-0:
     re-created in zone-a it can only run on n-zone-a-0, so that node cannot go, though the
     volume also reaches a node of zone-b; n-zone-b-0 can (broker 1 returns to n-zone-b-1)."""
-    view = sim.store()
-    view.put("nodepools", nodepool_info(sim.pool_object("pool", replicas=3, node_ids=[0, 1, 2])))
-    for node_id, zone in enumerate(sim.ZONES):
-        claim = sim.claim_object("my-cluster", "pool", node_id)
-        claim["metadata"].setdefault("annotations", {})["stszone.io/zone"] = zone
-        if node_id == 0:
-            claim["spec"]["volumeName"] = "pv-two-hosts"
-            claim["status"] = {"phase": "Bound"}
-            name = claim["metadata"]["name"]
-            shared = b.pv(
-                "pv-two-hosts",
-                "n-zone-a-0",
-                "n-zone-b-0",
-                claim=("kafka", name),
-                key="kubernetes.io/hostname",
-            )
-            view.put("volumes", volume_info(shared))
-        view.put("claims", claim_info(claim))
-        pod = sim.pod_object("my-cluster", "pool", node_id)
-        pod["spec"]["nodeName"] = f"n-{zone}-0"
-        view.put("poolpods", poolpod_info(pod))
-    report = audit(view)
+    report = audit(_pool_with_broker_0_on("n-zone-a-0", "n-zone-b-0"))
     assert "n-zone-a-0" not in report.removable and "n-zone-b-0" in report.removable
     assert "n-zone-a-0" not in report.removable_together
