@@ -23,7 +23,7 @@ ordinal one by one and reads the store's raw tables and the volumes' raw objects
   where, for a set with a ``stszone.io/storage-class-template``, a claim with no volume counts
   in the zone recorded on it (``stszone.io/zone``: its class makes its volume only there, and
   its pod is placed there), else where the rule puts it
-  (node-ordinal mode: the one zone of the nodes labelled with it), else unknown;
+  (node-ordinal mode: the zone every node labelled with it is labelled with), else unknown;
 - a scale-down is refused when a listed zone held by a removed ordinal of known zone is held by
   no kept ordinal of known zone, or when an unknown zone could change that answer (a kept
   unknown ordinal with a lost zone; a removed unknown ordinal with a listed zone no kept
@@ -243,10 +243,11 @@ def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns")
         return _among(data, rule, policy)
     if policy.declared.mode == "node-ordinal":
         label = policy.declared.node_label or ""
+        # Every node with the label, one without a zone too: its pod may be bound to any.
         labelled = {
-            n.labels[key]
+            n.labels.get(key) or None
             for n in store.nodes.values()
-            if n.labels.get(label) == str(ordinal) and key in n.labels
+            if n.labels.get(label) == str(ordinal)
         }
         return labelled.pop() if len(labelled) == 1 else None
     return rule

@@ -334,6 +334,41 @@ def test_node_ordinal_mode_uses_the_zone_of_the_pinned_node() -> None:
     )
 
 
+def test_an_ordinal_label_also_on_a_node_with_no_zone_holds_no_zone() -> None:
+    """Label 2 is on k2 (zone c) and on k2bare (no zone label), where kube-scheduler may as
+    well put pod db-2: ordinal 2 does not surely hold c, so scaling 4 -> 3, which removes
+    ordinal 3 (k3, zone c), may drop c. The guard, the audit and explain all say so, and the
+    reference walk agrees."""
+    spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node", **ABC}
+    nodes = [
+        b.node(name, zone, labels={"example.io/node": label})
+        for name, zone, label in [
+            ("k0", "a", "0"), ("k1", "b", "1"), ("k2", "c", "2"), ("k2bare", None, "2"),
+            ("k3", "c", "3"),
+        ]
+    ]  # fmt: skip
+    sts = b.statefulset(annotations=spec, replicas=4)
+    store = guardref.view([*nodes, sts])
+    why = "node k2bare labelled example.io/node=2 has no label topology.kubernetes.io/zone"
+    outcome = scale(store, 4, 3)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
+    assert f"ordinal 2, whose zone is unknown ({why})" in outcome.message
+    policy = resolve_policy("ns", "db", store=store)
+    assert guardref.walk(store, policy, range(4), range(3))[0].refused
+    (report,) = audit(store).sets
+    assert (report.held, report.unknown, report.lowest) == (("a", "b", "c"), (2,), 4)
+    assert [(r.ordinal, r.expected_zone) for r in report.rows][2] == (2, None)
+    explained = explain_workload(store, "ns", "db")
+    assert explained is not None
+    assert [(s.replicas, s.allowed) for s in explained.sizes] == [
+        (3, False),
+        (2, False),
+        (1, False),
+        (0, True),
+    ]
+    assert f"ordinal 2, whose zone is unknown ({why})" in explained.sizes[0].message
+
+
 @given(
     placed=st.lists(st.sampled_from(["a", "b", "c", None]), min_size=1, max_size=9),
     data=st.data(),

@@ -9,6 +9,7 @@ does not list loses something.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hypothesis import event, given, settings
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from tests import builders as b
 from tests import guardref
-from tests.removalsim import Cluster, clusters, remove
+from tests.removalsim import Cluster, Member, clusters, remove
 from webhook.rules.audit import audit
 
 
@@ -74,3 +75,36 @@ def test_a_node_whose_ordinal_label_alone_holds_a_zone_is_not_removable() -> Non
     assert [s.held for s in audit(guardref.view([ssd, sts])).sets] == [()]
     assert report.removable == ("b0",)
     assert report.removable_together == ("b0",)
+
+
+def test_an_ordinal_label_on_a_node_with_no_zone_holds_no_zone() -> None:
+    """db in node-ordinal mode: its label 1 is on a1 (zone-a) and on bare (no zone label);
+    db-1 runs on a0 (zone-a, no ordinal label), the only pod in zone-a. Re-created, db-1 may
+    land on bare, a zone no one can read, and zone-a is lost: a0 is not removable. a1 and
+    bare, on which no pod runs, are, one at a time: db-1 needs a node labelled 1."""
+    mode = {
+        "stszone.io/zones": "zone-a,zone-b,zone-c",
+        "stszone.io/mode": "node-ordinal",
+        "stszone.io/node-label": "example.io/node",
+    }
+    nodes = [
+        b.node("a0", "zone-a"),
+        b.node("a1", "zone-a", labels={"example.io/node": "1"}),
+        b.node("bare", None, labels={"example.io/node": "1"}),
+        b.node("b0", "zone-b", labels={"example.io/node": "0"}),
+    ]
+    sts = b.statefulset(replicas=2, annotations=mode)
+    pods = [b.sts_pod(ordinal=0), b.sts_pod(ordinal=1)]
+    fresh = copy.deepcopy(pods)
+    pods[0]["spec"]["nodeName"], pods[1]["spec"]["nodeName"] = "b0", "a0"
+    cluster = Cluster(
+        [*nodes, sts, *pods],
+        [Member(("sts", "ns", "db"), pod) for pod in fresh],
+        [str(n["metadata"]["name"]) for n in nodes],
+    )
+    wrong, _ = remove(cluster, ["a0"], lambda left: "bare" if "bare" in left else left[0])
+    assert wrong == ["db: lost ['zone-a']"]
+    report = audit(guardref.view(cluster.objects))
+    assert report.removable == ("a1", "bare")
+    assert report.removable_together == ("a1",)
+    assert remove(cluster, ["a1"], lambda left: left[0])[0] == []

@@ -15,8 +15,9 @@ The zone of an ordinal is, in order of trust:
    a set with a storage-class template, the zone recorded on a claim not bound yet, where its
    class makes its volume (:func:`webhook.rules.placement.claim_data`: its pod goes there);
 3. else where stszone will put it: the placement rule (affinity and scheduler modes), or, in
-   node-ordinal mode, the zone of the node(s) carrying its ordinal label when they share one
-   zone. Without an answer there, the zone is unknown too.
+   node-ordinal mode, the zone of the node(s) carrying its ordinal label when every one of
+   them is labelled with that zone (kube-scheduler may bind its pod to any of them, one with
+   no zone label too). Without an answer there, the zone is unknown too.
 
 A pod that is going away (Terminating, Failed, Succeeded, or bound to a node that no longer
 exists, which PodGC deletes) holds no zone: the StatefulSet controller replaces it, and stszone
@@ -43,6 +44,7 @@ from webhook.rules.placement import (
     claim_data,
     controller_claims,
     policy_zone,
+    shared_zone,
     zone_among,
 )
 
@@ -217,14 +219,21 @@ class Locator:
         if policy.declared.mode == "node-ordinal":
             label = policy.declared.node_label or ""  # pragma: no mutate (never empty here)
             nodes = store.nodes_with_label(label, str(ordinal))
+            if (shared := shared_zone(nodes, self.key, store=store)) is not None:
+                return Located(ordinal, shared, "node-label", ", ".join(nodes))
             pinned_zones = store.zones_of(nodes, self.key)
-            if len(pinned_zones) == 1:
-                return Located(ordinal, next(iter(pinned_zones)), "node-label", ", ".join(nodes))
             if not nodes:
                 why = f"no pod and no node labelled {label}={ordinal}"
-            elif pinned_zones:
+            elif len(pinned_zones) > 1:
                 why = (
                     f"nodes labelled {label}={ordinal} span zones {', '.join(sorted(pinned_zones))}"
+                )
+            elif pinned_zones:  # its pod may be bound to one whose zone nobody can read
+                bare = [n for n in nodes if store.node_zone(n, self.key) is None]
+                several = len(bare) > 1
+                why = (
+                    f"node{'s' if several else ''} {', '.join(bare)} labelled {label}={ordinal} "
+                    f"ha{'ve' if several else 's'} no label {self.key}"
                 )
             else:
                 why = f"no node labelled {label}={ordinal} has a label {self.key}"

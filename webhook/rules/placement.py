@@ -11,7 +11,7 @@ the claims its StatefulSet controller names for the ordinal.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from typing import NamedTuple
 
@@ -346,8 +346,9 @@ def place_by_mode(
     """Where stszone puts ``ordinal`` in its StatefulSet's mode.
 
     Zone modes: :func:`place` (the rule, or the zone of its data). Node-ordinal mode: the node
-    labelled with the ordinal decides, so the zone is the one its node(s) share, and ``""``
-    when no node carries the label or they span zones (the rule plays no part there).
+    labelled with the ordinal decides, so the zone is the one its node(s) share
+    (:func:`shared_zone`), and ``""`` when no node carries the label, they span zones or one
+    has no zone label (the rule plays no part there).
     """
     if policy.declared.mode != "node-ordinal":
         return place(
@@ -360,6 +361,13 @@ def place_by_mode(
             pod=pod,
         )
     nodes = store.nodes_with_label(policy.declared.node_label or "", str(ordinal))
-    zones = store.zones_of(nodes, policy.declared.topology_key)
-    zone = next(iter(zones)) if len(zones) == 1 else ""
-    return Placement(zone=zone, rule_zone="")
+    zone = shared_zone(nodes, policy.declared.topology_key, store=store)
+    return Placement(zone=zone or "", rule_zone="")
+
+
+def shared_zone(nodes: Iterable[str], key: str, *, store: Store) -> str | None:
+    """The zone every one of ``nodes`` (those carrying an ordinal's label) is labelled with,
+    else None: none of them, nodes in several zones, or one with no zone label. kube-scheduler
+    may bind the pod to any of them, so only a zone all of them are in is sure to be its."""
+    zones = {store.node_zone(n, key) for n in nodes}
+    return zones.pop() if len(zones) == 1 else None

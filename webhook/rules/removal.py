@@ -16,11 +16,13 @@ ordinal in ``[start, start + replicas)``, a live ordinal, a broker's node ID):
    so the volumes of ``o`` pinned to nodes need a node outside ``S`` too, even when ``o`` has
    no home (its data still holds its zone for the guard).
 2. **no zone is lost**: the zones the workload holds after the pods on ``S`` are re-created (in
-   their expected zone; in node-ordinal mode in the zone of their remaining homes, when that is
-   one zone) include every zone it holds now (pod, else volume, else rule; a broker's pod, else
-   its data: as the scale-down guard counts them). In node-ordinal mode the rule is the nodes
-   carrying the ordinal's label, all of them, whatever its pod template admits: a member the
-   guard locates by them holds the zone of those outside ``S``, when that is one zone.
+   their expected zone; in node-ordinal mode in the zone of their remaining homes, when all
+   of them are labelled with one zone) include every zone it holds now (pod, else volume, else
+   rule; a broker's pod, else its data: as the scale-down guard counts them). In node-ordinal
+   mode the rule is the nodes carrying the ordinal's label, all of them, whatever its pod
+   template admits: a member the guard locates by them holds the zone of those outside ``S``,
+   when all of them are labelled with one zone (a node with no zone label among them may get
+   its pod).
 
 A node is *removable* when ``{node}`` can be removed. *Removable together* is one set that can
 be removed at once, grown greedily from the nodes holding the fewest audited pods (then by
@@ -42,7 +44,7 @@ from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.store import Store
 from webhook.rules.locate import Locator, volume_zones
-from webhook.rules.placement import place, resolve_policy, walked_members
+from webhook.rules.placement import place, resolve_policy, shared_zone, walked_members
 from webhook.rules.poolzones import choose, id_claims, members, pool_policy
 
 #: How the Locator says a member's zone may come from its ordinal label (the replacement of a
@@ -187,11 +189,6 @@ def pool_slots(pool: KafkaNodePoolInfo, *, store: Store) -> tuple[list[Slot], st
     return found, key
 
 
-def _unique_zone(nodes: Iterable[str], key: str, store: Store) -> str | None:
-    zones = store.zones_of(nodes, key)
-    return next(iter(zones)) if len(zones) == 1 else None
-
-
 def safe(ordinals: list[Slot], removed: Collection[str], *, key: str, store: Store) -> bool:
     """Whether removing the nodes ``removed`` loses no pod and no zone of one workload."""
     before = {s.zone for s in ordinals if s.zone is not None}
@@ -203,11 +200,11 @@ def safe(ordinals: list[Slot], removed: Collection[str], *, key: str, store: Sto
         if slot.local and all(n in removed for n in slot.local):
             return False  # its data dies with them, homeless or not (the guard counted it)
         if not moved and slot.labelled is not None:
-            after.add(_unique_zone((n for n in slot.labelled if n not in removed), key, store))
+            after.add(shared_zone((n for n in slot.labelled if n not in removed), key, store=store))
         elif not moved:
             after.add(slot.zone)
         elif slot.by_label:
-            after.add(_unique_zone((h for h in slot.homes if h not in removed), key, store))
+            after.add(shared_zone((h for h in slot.homes if h not in removed), key, store=store))
         else:
             after.add(slot.recreated)
     return before <= after
