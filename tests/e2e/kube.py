@@ -101,6 +101,15 @@ class Kubectl:
 
     def run(self, *args: str, stdin: str | None = None) -> str:
         """Run kubectl; return stdout, or raise KubectlError with its stderr."""
+        return self._call(args, stdin).stdout
+
+    def warned(self, *args: str) -> list[str]:
+        """Run kubectl; return the admission warnings it printed (stderr's lines after
+        ``Warning: ``), or raise KubectlError with its stderr."""
+        lines = self._call(args, None).stderr.splitlines()
+        return [line.removeprefix("Warning: ") for line in lines if line.startswith("Warning: ")]
+
+    def _call(self, args: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
         command = [self.binary, "--kubeconfig", self.kubeconfig, "--request-timeout", "30s"]
         if self.namespace is not None:
             command += ["--namespace", self.namespace]
@@ -114,7 +123,7 @@ class Kubectl:
         )
         if done.returncode != 0:
             raise KubectlError(args, done.returncode, done.stderr)
-        return done.stdout
+        return done
 
     def get(self, *args: str) -> Obj:
         """``kubectl get ARGS -o json``, decoded."""
