@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,20 @@ def _store(
         }
     )
     return store_from_objects(objects)
+
+
+def _live_pods(live: Iterable[int], node: Callable[[int], str]) -> list[Any]:
+    """The recorded pod web-0 made the pod of each of the ``live`` ordinals, on ``node(o)``."""
+    (template,) = [p for p in _items("pods.json") if p["metadata"]["name"] == "web-0"]
+    pods = []
+    for o in live:
+        pod = copy.deepcopy(template)
+        pod["metadata"]["name"] = f"web-{o}"
+        pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = str(o)
+        pod["spec"]["nodeName"] = node(o)
+        pod["spec"]["volumes"] = []
+        pods.append(pod)
+    return pods
 
 
 def kruise_update(new: Any, *, old: Any) -> Request:
@@ -397,14 +411,7 @@ def test_guard_agrees_with_the_controller(
     base = _annotated(_items("statefulsets.v1beta1.json")[0])
     base["spec"]["replicas"], base["spec"]["reserveOrdinals"] = before
     objects.append(base)
-    (template,) = [p for p in _items("pods.json") if p["metadata"]["name"] == "web-0"]
-    for o in old_live:
-        pod = copy.deepcopy(template)
-        pod["metadata"]["name"] = f"web-{o}"
-        pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = str(o)
-        pod["spec"]["nodeName"] = f"n-{where[o]}"
-        pod["spec"]["volumes"] = []
-        objects.append(pod)
+    objects += _live_pods(old_live, lambda o: f"n-{where[o]}")
     store = store_from_objects(objects)
     new = copy.deepcopy(base)
     new["spec"]["replicas"], new["spec"]["reserveOrdinals"] = after
@@ -446,14 +453,7 @@ def test_node_ordinal_guard_offers_the_smallest_count_the_controller_makes_safe(
     base = _annotated(_items("statefulsets.v1beta1.json")[0], {**ANNOTATED, **NODE_ORDINAL})
     base["spec"]["replicas"], base["spec"]["reserveOrdinals"] = before
     objects.append(base)
-    (template,) = [p for p in _items("pods.json") if p["metadata"]["name"] == "web-0"]
-    for o in old_live:
-        pod = copy.deepcopy(template)
-        pod["metadata"]["name"] = f"web-{o}"
-        pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = str(o)
-        pod["spec"]["nodeName"] = f"k{o}"
-        pod["spec"]["volumes"] = []
-        objects.append(pod)
+    objects += _live_pods(old_live, lambda o: f"k{o}")
     store = store_from_objects(objects)
     new = copy.deepcopy(base)
     new["spec"]["replicas"], new["spec"]["reserveOrdinals"] = after
