@@ -6,11 +6,16 @@ scale-down of it (UPDATE or ``/scale``) with a warning in the same words."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import builders as b
+from tests.test_metrics import parse
+from webhook.cli import main
 from webhook.cli.audit import render_json, render_text
 from webhook.cli.explain_text import workload_json, workload_text
 from webhook.cluster.clusterfile import store_from_objects
@@ -20,6 +25,8 @@ from webhook.rules.admission import Request, validate
 from webhook.rules.audit import audit
 from webhook.rules.decision import Decision
 from webhook.rules.explain import explain_workload
+from webhook.rules.risk import RiskScan
+from webhook.server.riskmetrics import ZoneRisk
 
 ZONES = {"stszone.io/zones": "zone-a,zone-b,zone-c"}
 
@@ -174,3 +181,91 @@ def test_admission_audit_and_explain_agree_on_a_set_being_deleted(kruise: bool, 
         assert decision.allowed, decision.message
         assert decision.warnings[0] == f"db: not judged: {said}"
         assert not any("stops the set" in w for w in decision.warnings)
+
+
+# --- a misplaced pod of a set being deleted: shown, no problem, no alert ---------------------
+
+
+def _misplaced_objects(*, deleting: bool, kruise: bool = False) -> list[dict[str, Any]]:
+    """db as in :func:`_cluster`, but db-1 (its rule zone zone-b) runs on c2, in zone-c."""
+    sts = _set(3, deleting=deleting, kruise=kruise)
+    pods: list[dict[str, Any]] = [
+        b.sts_pod("db", i, node=node) for i, node in enumerate(("a1", "c2", "c1"))
+    ]
+    if kruise:
+        for pod in pods:
+            pod["metadata"]["ownerReferences"][0]["apiVersion"] = "apps.kruise.io/v1beta1"
+    nodes = [b.node(n, f"zone-{n[0]}") for n in ("a1", "b1", "c1", "c2")]
+    return [*nodes, sts, *pods]
+
+
+def _misplaced(*, deleting: bool, kruise: bool = False) -> Store:
+    return store_from_objects(_misplaced_objects(deleting=deleting, kruise=kruise))
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "deleting"])
+@KINDS
+def test_audit_counts_a_misplaced_pod_of_a_set_being_deleted_as_no_problem(
+    deleting: bool, kruise: bool
+) -> None:
+    """db-1 sits in zone-c, not zone-b: a problem (exit 1) while db lives, since rebalance
+    moves it; once db is being deleted, nothing moves it (rebalance refuses the set) and it
+    goes with the set, so the row still says where it is but the audit finds no problem."""
+    report = audit(_misplaced(deleting=deleting, kruise=kruise))
+    (db,) = report.sets
+    assert [(r.node, r.zone, r.status) for r in db.rows][1] == ("c2", "zone-c", "MISPLACED")
+    assert db.misplaced == 1
+    assert report.has_problems is not deleting
+    assert render_json(report)["problems"] is not deleting
+    text = render_text(report)
+    if deleting:
+        assert text.endswith(
+            "No problems: the 1 misplaced pod(s) are of StatefulSets being deleted, "
+            "which they go with."
+        )
+    else:
+        assert text.endswith("1 StatefulSet(s) with problems; 1 pod(s) misplaced.")
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "deleting"])
+@KINDS
+def test_the_zone_gauges_of_a_set_being_deleted_raise_no_alert(
+    deleting: bool, kruise: bool
+) -> None:
+    """The same db: live, it holds 2 of its 3 zones with one pod misplaced, which
+    StszoneStatefulSetLostZone (zones_held < zones and < replicas) and
+    StszoneStatefulSetMisplacedPods (misplaced_pods > 0) alert on; being deleted, it exports
+    its replicas and unknown ordinals only, as it exports no lowest safe count."""
+    risk = ZoneRisk(RiskScan(_misplaced(deleting=deleting, kruise=kruise)), ready=lambda: True,
+                    interval=30, pause=0)  # fmt: skip
+    asyncio.run(risk.refresh())
+    kind = "AdvancedStatefulSet" if kruise else "StatefulSet"
+    db = frozenset({("namespace", "ns"), ("statefulset", "db"), ("kind", kind)})
+    samples = {n: v for (n, labels), v in parse(risk.exposition().decode()).items() if labels == db}
+    if deleting:
+        assert samples == {
+            "stszone_statefulset_replicas": 3,
+            "stszone_statefulset_unknown_zone_ordinals": 0,
+        }
+    else:
+        assert samples == {
+            "stszone_statefulset_replicas": 3,
+            "stszone_statefulset_zones": 3,
+            "stszone_statefulset_zones_held": 2,
+            "stszone_statefulset_misplaced_pods": 1,
+            "stszone_statefulset_unknown_zone_ordinals": 0,
+            "stszone_statefulset_lowest_safe_replicas": 2,
+        }
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "deleting"])
+def test_stszone_audit_exits_0_for_a_misplaced_pod_of_a_set_being_deleted(
+    deleting: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What CI sees: exit 1 for the live set's misplaced pod, 0 once the set is being
+    deleted, its row still marked."""
+    path = tmp_path / "cluster.json"
+    items = _misplaced_objects(deleting=deleting)
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    assert main(["audit", "--cluster", str(path)]) == (0 if deleting else 1)
+    assert "MISPLACED" in capsys.readouterr().out

@@ -39,8 +39,8 @@ examples:
   kubectl stszone audit                                 live, the current context's namespace
   stszone audit --kubeconfig ~/.kube/config -o json     live: one list of the cluster, no watch
   stszone audit --cluster cluster.yaml -o json | jq '.statefulsets[] | select(.misplaced > 0)'
-exit status: 0 all placed as expected, 1 a pod misplaced or a node-ordinal label missing or
-duplicated or malformed annotations, 2 the view cannot be loaded
+exit status: 0 all placed as expected, 1 a pod misplaced (not of a set being deleted) or a
+node-ordinal label missing or duplicated or malformed annotations, 2 the view cannot be loaded
 """
 DESCRIPTION = """\
 For each opted-in StatefulSet (every one when the view holds no Namespace objects): each
@@ -175,12 +175,18 @@ def render_text(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> str:
         f"Nodes that can be removed together: {', '.join(report.removable_together) or '(none)'}"
     )
     lines += [REMOVAL_NOTE, ""]
-    misplaced = sum(s.misplaced for s in report.sets) + sum(p.misplaced for p in pools)
+    misplaced = sum(s.misplaced for s in report.sets if not s.deleting)
+    misplaced += sum(p.misplaced for p in pools)
     broken = f"{sum(s.has_problems for s in report.sets)} StatefulSet(s)"
     if broken_pools := sum(p.has_problems for p in pools):
         broken += f" and {broken_pools} KafkaNodePool(s)"
     if report.has_problems or broken_pools:
         lines.append(f"{broken} with problems; {misplaced} pod(s) misplaced.")
+    elif ending := sum(s.misplaced for s in report.sets if s.deleting):
+        lines.append(
+            f"No problems: the {ending} misplaced pod(s) are of StatefulSets being deleted, "
+            "which they go with."
+        )
     else:
         lines.append("Every audited pod is where stszone expects it.")
     return "\n".join(lines)

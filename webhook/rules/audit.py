@@ -18,7 +18,9 @@ node-ordinal mode, ordinal label values no node or several nodes carry.
 Removable nodes are computed by :mod:`webhook.rules.removal`, weighing the audited
 KafkaNodePools (:mod:`webhook.rules.poolaudit`) too. A report has *problems* -- the CLI
 exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, or a
-StatefulSet's annotations are malformed.
+StatefulSet's annotations are malformed. The misplaced pods of a set being deleted are shown
+but are no problem: nothing moves them (``stszone rebalance`` refuses such a set), they go
+with it.
 """
 
 from __future__ import annotations
@@ -112,8 +114,10 @@ class SetReport:
 
     @property
     def has_problems(self) -> bool:
-        """Misplaced pods, missing or duplicated node labels, or malformed annotations."""
-        return bool(self.misplaced or self.missing_labels or self.duplicate_labels or self.problem)
+        """Misplaced pods (unless the set is being deleted: they go with it, nothing moves
+        them), missing or duplicated node labels, or malformed annotations."""
+        misplaced = 0 if self.deleting else self.misplaced
+        return bool(misplaced or self.missing_labels or self.duplicate_labels or self.problem)
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,6 +78,8 @@ class SetRisk:
     group: str = ""
     #: Its pod template is labelled ``stszone.io/skip=true``: stszone places none of its pods.
     skipped: bool = False
+    #: ``metadata.deletionTimestamp`` is set: its pods go with it, so none is alerted on.
+    deleting: bool = False
 
     @classmethod
     def of(cls, report: SetReport) -> SetRisk:
@@ -95,6 +97,7 @@ class SetRisk:
             problem=report.problem,
             group=report.group,
             skipped=report.skipped,
+            deleting=report.deleting,
         )
 
 

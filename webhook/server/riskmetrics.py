@@ -16,6 +16,9 @@ problem; its pods are denied, which the denial counter shows).
 A set whose pod template is labelled ``stszone.io/skip=true`` exports no ``zones`` and no
 ``zones_held``: stszone places none of its pods, so the zones they hold are not stszone's to
 alert on (``StszoneStatefulSetLostZone`` compares the two), and none of them is misplaced.
+A set being deleted exports no ``zones``, ``zones_held``, ``misplaced_pods`` nor
+``lowest_safe_replicas``: its pods go with it and nothing moves or replaces them, so neither
+zone alert is stszone's to raise.
 
 The figures come from :class:`webhook.rules.risk.RiskScan`, refreshed by :meth:`ZoneRisk.refresh`
 every ``interval`` seconds (``Settings.zone_risk_interval``, 30 s: a misplaced pod shows within
@@ -61,17 +64,17 @@ GAUGES: Final[tuple[tuple[str, str, Callable[[SetRisk], int | None]], ...]] = (
     (
         "zones",
         "Zones the StatefulSet lists (stszone.io/zones, else the server's zone list).",
-        lambda r: None if r.problem or r.skipped else r.zones,
+        lambda r: None if r.problem or r.skipped or r.deleting else r.zones,
     ),
     (
         "zones_held",
         "Listed zones some ordinal holds now (its pod, else its volume, else the rule).",
-        lambda r: None if r.problem or r.skipped else r.held,
+        lambda r: None if r.problem or r.skipped or r.deleting else r.held,
     ),
     (
         "misplaced_pods",
         "Pods running outside the zone (or node) stszone expects for their ordinal.",
-        lambda r: None if r.problem else r.misplaced,
+        lambda r: None if r.problem or r.deleting else r.misplaced,
     ),
     (
         "unknown_zone_ordinals",
