@@ -114,16 +114,19 @@ def validate_statefulset(
             return refuse(excluded, reason="ZoneConflict")
         warnings += (f"{excluded} (unchanged by this update)",)
     k = len(policy.zones)
+    before = statefulset_info(old) if old is not None else None
+    # A set being deleted (the old object's: no update removes a deletionTimestamp) is torn
+    # down, whatever its replicas: that its count leaves a zone empty tells its owner nothing.
+    ending = before is not None and before.deleting
     if declared.mode != "node-ordinal" and policy.zones:
-        if info.replicas < k:
+        if info.replicas < k and not ending:
             warnings += (
                 f"{name}: {info.replicas} replica(s) for {k} zones leaves a zone empty; "
                 f"{k} or more survive the loss of any zone",
             )
         warnings += _zones_without_nodes(name, policy, store=store)
-    if old is None:
+    if old is None or before is None:
         return allow(warnings=warnings)
-    before = statefulset_info(old)
     uid = objects.string(meta, "uid", path="metadata")
     changes, moving = _zone_list_change(
         info, policy, old=old, before=before, namespace=namespace, store=store
@@ -137,7 +140,7 @@ def validate_statefulset(
     new_range = range(info.start, info.start + info.replicas)
     if not removed(old_range, new_range):
         return allow(warnings=warnings).with_notices(*told)  # no ordinal removed: no lookups
-    if before.deleting:
+    if ending:
         return verdict.deleting(name).with_warnings(warnings).with_notices(*told)
     outcome = scaling.judge(
         name,
