@@ -38,12 +38,11 @@ from webhook.cluster.kubeconfig import (
     KUBECONFIG_ENV,
     chosen_context,
     cluster_entry,
-    drop_credentials_over_http,
     impersonation_headers,
     kubeconfig_files,
-    lower_https_scheme,
     merged_config,
     over_tls,
+    read_as_client_go,
     refuse_insecure_with_ca,
     require_kubeconfig,
     shown,
@@ -313,8 +312,7 @@ def load_credentials(
             merged = merged_config(files)
             if merged is None:
                 raise ValueError("it holds no configuration (an empty file)")
-            lower_https_scheme(merged, chosen)
-            drop_credentials_over_http(merged, chosen)
+            read_as_client_go(merged, chosen)
             kube_config.load_kube_config_from_dict(
                 merged,
                 context=chosen,

@@ -16,10 +16,10 @@ at all, read from the files themselves (``$KUBECONFIG``'s files merged as kubect
 - A cluster with ``insecure-skip-tls-verify`` and a CA, which the loader accepts (and
   verifies nothing) where kubectl refuses it: :func:`refuse_insecure_with_ca`.
 - A server that is not https, to which the loader sends the user's token or password in
-  clear text where kubectl sends no credentials: :func:`drop_credentials_over_http`.
+  clear text where kubectl sends no credentials: :func:`read_as_client_go`.
 - A server whose scheme is not in lower case (``HTTPS://host``), to which the loader speaks
   TLS without the cluster's CA, verifying nothing, where kubectl verifies it:
-  :func:`lower_https_scheme`.
+  :func:`read_as_client_go`.
 """
 
 from __future__ import annotations
@@ -286,41 +286,40 @@ def over_tls(server: object) -> bool:
     return parts.scheme.lower() == "https" and bool(parts.netloc)
 
 
-def lower_https_scheme(merged: Any, context: str | None) -> None:
-    """Write, in the ``merged`` configuration, the https scheme of the server the context
-    ``context`` (else the current one) names in lower case, as Go's url.Parse reads a scheme
-    for client-go: the loader takes the cluster's CA and the user's client pair only for a
-    server starting with ``https``, so to ``HTTPS://host`` it would speak TLS verifying
-    nothing and send the token without its client certificate."""
+def read_as_client_go(merged: Any, context: str | None) -> None:
+    """Rewrite, in the ``merged`` configuration, the cluster and user the context ``context``
+    (else the current one) names where the loader reads them unlike client-go:
+
+    - an https scheme in any case (``HTTPS://host``) is written in lower case, as Go's
+      url.Parse reads it: the loader takes the cluster's CA and the user's client pair only for
+      a server starting with ``https``, so it would speak TLS verifying nothing and send the
+      token without its client certificate;
+    - to a server that is not https the user is emptied, as client-go leaves the user's
+      identification out: the loader would send its token or password in clear text. The
+      user's impersonation, which client-go sends to any server, is read apart from the
+      loader (:func:`impersonation_headers`).
+    """
     try:
         named = _named_context(merged, context)
         cluster = merged["clusters"].get_with_name(named["cluster"])["cluster"]
     except Exception:  # a file the loader refuses (and says why)
         return
     server = cluster.safe_get("server")
-    if over_tls(server) and isinstance(cluster.value, dict):
-        cluster.value["server"] = "https" + str(server)[len("https") :]
-
-
-def drop_credentials_over_http(merged: Any, context: str | None) -> None:
-    """Empty, in the ``merged`` configuration, the user the context ``context`` (else the
-    current one) names when its cluster's server is not https, as client-go leaves the user's
-    identification out: the loader would send its token or password in clear text. The
-    user's impersonation, which client-go sends to any server, is read apart from the loader
-    (:func:`impersonation_headers`)."""
-    try:
-        named = _named_context(merged, context)
-        cluster = merged["clusters"].get_with_name(named["cluster"])["cluster"]
-        user = merged["users"].get_with_name(named["user"])
-    except Exception:  # no user, or a file the loader refuses (and says why)
+    if over_tls(server):
+        if isinstance(cluster.value, dict):
+            cluster.value["server"] = "https" + str(server)[len("https") :]
         return
-    if not over_tls(cluster.safe_get("server")) and isinstance(user.value, dict):
+    try:
+        user = merged["users"].get_with_name(named["user"])
+    except Exception:  # no user
+        return
+    if isinstance(user.value, dict):
         user.value["user"] = {}
 
 
 def unsent_credentials(cluster: tuple[str, Any] | None, user: Any) -> tuple[str, ...]:
     """The fields of the user's identification that are not sent because the ``cluster``'s
-    server is not https (:func:`drop_credentials_over_http`), by name."""
+    server is not https (:func:`read_as_client_go`), by name."""
     if cluster is None or not isinstance(cluster[1], dict) or over_tls(cluster[1].get("server")):
         return ()
     fields = user.value if user is not None and isinstance(user.value, dict) else {}
