@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests import builders as b
+from tests.test_guard_motion import sts_update
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
@@ -229,9 +230,7 @@ def test_a_start_moved_past_the_old_count_names_the_count_that_is_safe() -> None
     store = cluster({2: "nbare", 3: "na"})
 
     def update(replicas: int) -> review.Answer:
-        new = b.statefulset(replicas=replicas, start=0, annotations=ABC)
-        body = b.review(new, operation="UPDATE", old=old)
-        return review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
+        return sts_update(store, old, b.statefulset(replicas=replicas, start=0, annotations=ABC))
 
     outcome = update(1)
     assert (outcome.allowed, outcome.reason) == (False, "ZoneUnknown")
@@ -254,8 +253,7 @@ def test_a_start_move_finds_the_count_past_claims_kept_from_a_larger_size() -> N
 
     def update(replicas: int) -> review.Answer:
         new = b.statefulset(replicas=replicas, start=1, annotations=ABC, templates=("data", "logs"))
-        body = b.review(new, operation="UPDATE", old=old)
-        return review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
+        return sts_update(store, old, new)
 
     outcome = update(3)
     assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
