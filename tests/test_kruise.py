@@ -29,7 +29,7 @@ from webhook.model.state import live_state
 from webhook.model.store import Store
 from webhook.rules.admission import Request, mutate, validate
 from webhook.rules.audit import audit
-from webhook.rules.decision import StorageClass, ZoneAnnotation, ZonesAnnotation
+from webhook.rules.decision import Decision, StorageClass, ZoneAnnotation, ZonesAnnotation
 from webhook.rules.explain import explain_workload
 from webhook.rules.rebalance import chosen, plan_set
 from webhook.wire.review import from_dict
@@ -103,6 +103,20 @@ def _live_pods(live: Iterable[int], node: Callable[[int], str]) -> list[Any]:
         pod["spec"]["volumes"] = []
         pods.append(pod)
     return pods
+
+
+#: (replicas, reserveOrdinals) of an Advanced StatefulSet.
+Spec = tuple[int, list[int | str]]
+
+
+def _changed(base: dict[str, Any], before: Spec, after: Spec, objects: list[Any]) -> Decision:
+    """The answer to ``base`` going from (replicas, reserveOrdinals) ``before`` to ``after``,
+    with ``objects`` (nodes, pods) and ``base`` as it was in the view."""
+    base["spec"]["replicas"], base["spec"]["reserveOrdinals"] = before
+    new = copy.deepcopy(base)
+    new["spec"]["replicas"], new["spec"]["reserveOrdinals"] = after
+    store = store_from_objects([*objects, base])
+    return validate(kruise_update(new, old=base), store=store, defaults=Defaults())
 
 
 def kruise_update(new: Any, *, old: Any) -> Request:
@@ -407,15 +421,10 @@ def test_guard_agrees_with_the_controller(
     where = {o: zones[o % 40] for o in old_live}
     expected_after = {where.get(o) or ZONES[new_live.index(o) % 3] for o in new_live}
     lost = set(where.values()) - expected_after
-    objects: list[Any] = [node(f"n-{z}", z) for z in ZONES]
+    nodes = [node(f"n-{z}", z) for z in ZONES]
     base = _annotated(_items("statefulsets.v1beta1.json")[0])
-    base["spec"]["replicas"], base["spec"]["reserveOrdinals"] = before
-    objects.append(base)
-    objects += _live_pods(old_live, lambda o: f"n-{where[o]}")
-    store = store_from_objects(objects)
-    new = copy.deepcopy(base)
-    new["spec"]["replicas"], new["spec"]["reserveOrdinals"] = after
-    decision = validate(kruise_update(new, old=base), store=store, defaults=Defaults())
+    pods = _live_pods(old_live, lambda o: f"n-{where[o]}")
+    decision = _changed(base, before, after, [*nodes, *pods])
     assert decision.allowed == (not lost), decision.message
     for zone in lost:
         assert f"zone {zone} (" in decision.message or f" {zone} (" in decision.message
@@ -451,13 +460,7 @@ def test_node_ordinal_guard_offers_the_smallest_count_the_controller_makes_safe(
         node(f"k{o}", z, labels={"example.io/node": str(o)}) for o, z in enumerate(pins)
     ]
     base = _annotated(_items("statefulsets.v1beta1.json")[0], {**ANNOTATED, **NODE_ORDINAL})
-    base["spec"]["replicas"], base["spec"]["reserveOrdinals"] = before
-    objects.append(base)
-    objects += _live_pods(old_live, lambda o: f"k{o}")
-    store = store_from_objects(objects)
-    new = copy.deepcopy(base)
-    new["spec"]["replicas"], new["spec"]["reserveOrdinals"] = after
-    decision = validate(kruise_update(new, old=base), store=store, defaults=Defaults())
+    decision = _changed(base, before, after, [*objects, *_live_pods(old_live, lambda o: f"k{o}")])
     assert decision.allowed == keeps(new_live), decision.message
     if decision.allowed:
         return
