@@ -294,3 +294,68 @@ def test_stszone_audit_exits_0_for_a_misplaced_pod_of_a_set_being_deleted(
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     assert main(["audit", "--cluster", str(path)]) == (0 if deleting else 1)
     assert "MISPLACED" in capsys.readouterr().out
+
+
+# --- node-ordinal labels of a set being deleted: shown, no problem --------------------------
+
+NODE_ORDINAL = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+
+
+def _labelled_objects(*, deleting: bool, kruise: bool = False) -> list[dict[str, Any]]:
+    """db in node-ordinal mode, its pods each on the node labelled with its ordinal, none
+    misplaced; but label 1 is on n1 and on n1x, and 2 on no node (db-2 has no pod)."""
+    sts = b.statefulset("db", replicas=3, annotations=NODE_ORDINAL)
+    if kruise:
+        sts["apiVersion"] = "apps.kruise.io/v1beta1"
+    if deleting:
+        sts["metadata"]["deletionTimestamp"] = "2026-12-07T12:00:00Z"
+    nodes = [
+        b.node("n0", "zone-a", labels={"example.io/node": "0"}),
+        b.node("n1", "zone-b", labels={"example.io/node": "1"}),
+        b.node("n1x", "zone-b", labels={"example.io/node": "1"}),
+        b.node("n2", "zone-c"),
+    ]
+    pods: list[dict[str, Any]] = [
+        b.sts_pod("db", i, node=node) for i, node in enumerate(("n0", "n1"))
+    ]
+    if kruise:
+        for pod in pods:
+            pod["metadata"]["ownerReferences"][0]["apiVersion"] = "apps.kruise.io/v1beta1"
+    return [*nodes, sts, *pods]
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "deleting"])
+@KINDS
+def test_the_node_labels_of_a_set_being_deleted_are_no_problem(
+    deleting: bool, kruise: bool
+) -> None:
+    """Ordinal 2's label is on no node and ordinal 1's on two: a problem while db lives (its
+    controller re-creates a pod, which the label places); once db is being deleted no pod of it
+    is created again, so the audit still lists them, not as a problem."""
+    report = audit(store_from_objects(_labelled_objects(deleting=deleting, kruise=kruise)))
+    (db,) = report.sets
+    assert [r.status for r in db.rows] == ["ok", "ok", "no pod"]
+    assert (db.missing_labels, db.duplicate_labels) == ((2,), {1: ("n1", "n1x")})
+    assert report.has_problems is not deleting
+    assert render_json(report)["problems"] is not deleting
+    text = render_text(report)
+    missing = "no node carries the ordinal label of ordinal(s) 2"
+    several = "ordinal 1's label is on several nodes: n1, n1x"
+    if deleting:
+        aside = " (no problem: a set being deleted gets no new pod)"
+        assert f"\n  {missing}{aside}\n" in text and f"\n  {several}{aside}\n" in text
+        assert "PROBLEM" not in text and "with problems" not in text
+    else:
+        assert f"\n  PROBLEM: {missing}\n" in text and f"\n  PROBLEM: {several}\n" in text
+        assert "1 StatefulSet(s) with problems" in text
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "deleting"])
+def test_stszone_audit_exits_0_for_the_node_labels_of_a_set_being_deleted(
+    deleting: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cluster.json"
+    items = _labelled_objects(deleting=deleting)
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    assert main(["audit", "--cluster", str(path)]) == (0 if deleting else 1)
+    assert "no node carries the ordinal label of ordinal(s) 2" in capsys.readouterr().out

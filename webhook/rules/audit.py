@@ -18,9 +18,9 @@ node-ordinal mode, ordinal label values no node or several nodes carry.
 Removable nodes are computed by :mod:`webhook.rules.removal`, weighing the audited
 KafkaNodePools (:mod:`webhook.rules.poolaudit`) too. A report has *problems* -- the CLI
 exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, or a
-StatefulSet's annotations are malformed. The misplaced pods of a set being deleted are shown
-but are no problem: nothing moves them (``stszone rebalance`` refuses such a set), they go
-with it.
+StatefulSet's annotations are malformed. The misplaced pods and node-ordinal labels of a set
+being deleted are shown but are no problem: nothing moves its pods (``stszone rebalance``
+refuses such a set) nor places new ones (its controller creates none), they go with it.
 """
 
 from __future__ import annotations
@@ -114,10 +114,11 @@ class SetReport:
 
     @property
     def has_problems(self) -> bool:
-        """Misplaced pods (unless the set is being deleted: they go with it, nothing moves
-        them), missing or duplicated node labels, or malformed annotations."""
-        misplaced = 0 if self.deleting else self.misplaced
-        return bool(misplaced or self.missing_labels or self.duplicate_labels or self.problem)
+        """Misplaced pods, missing or duplicated node labels (none of them of a set being
+        deleted: its pods go with it, nothing moves them or places new ones), or malformed
+        annotations."""
+        placing = self.misplaced or self.missing_labels or self.duplicate_labels
+        return bool(self.problem or (placing and not self.deleting))
 
 
 @dataclass(frozen=True, slots=True)
