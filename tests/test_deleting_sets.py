@@ -189,6 +189,31 @@ def test_finishing_the_deletion_of_a_set_short_of_zones_warns_of_nothing(
     assert decision.notices == ()
 
 
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "deleting"])
+@KINDS
+def test_an_update_of_a_set_being_deleted_says_nothing_of_zones_without_nodes(
+    deleting: bool, kruise: bool
+) -> None:
+    """db lists zone-d too, where no node is, and holds the finalizer example.io/hold. Any
+    update of it while it lives hears that its pods there wait for a node; the patch taking the
+    finalizer off a db being deleted hears nothing: no pod of it is created again."""
+    four = {"stszone.io/zones": "zone-a,zone-b,zone-c,zone-d"}
+    old, new = (_set(4, deleting=deleting, kruise=kruise) for _ in range(2))
+    for sts in (old, new):
+        sts["metadata"]["annotations"] = four
+    old["metadata"]["finalizers"] = ["example.io/hold"]
+    new["metadata"]["finalizers"] = []
+    store = _cluster(deleting=deleting, kruise=kruise)
+    decision = _update(old, new, store=store, kruise=kruise)
+    assert decision.allowed, decision.message
+    waits = (
+        "db: no node in zone(s) zone-d (topology.kubernetes.io/zone) yet; "
+        "its pods there wait for one"
+    )
+    assert decision.warnings == (() if deleting else (waits,))
+    assert decision.notices == ()
+
+
 @KINDS
 @PATHS
 def test_admission_audit_and_explain_agree_on_a_set_being_deleted(kruise: bool, path: str) -> None:

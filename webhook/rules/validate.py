@@ -116,10 +116,11 @@ def validate_statefulset(
     k = len(policy.zones)
     before = statefulset_info(old) if old is not None else None
     # A set being deleted (the old object's: no update removes a deletionTimestamp) is torn
-    # down, whatever its replicas: that its count leaves a zone empty tells its owner nothing.
+    # down and gets no new pod: that its count leaves a zone empty, or that its pods wait for
+    # a node in a zone, tells its owner nothing.
     ending = before is not None and before.deleting
-    if declared.mode != "node-ordinal" and policy.zones:
-        if info.replicas < k and not ending:
+    if declared.mode != "node-ordinal" and policy.zones and not ending:
+        if info.replicas < k:
             warnings += (
                 f"{name}: {info.replicas} replica(s) for {k} zones leaves a zone empty; "
                 f"{k} or more survive the loss of any zone",
