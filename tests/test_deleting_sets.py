@@ -285,7 +285,8 @@ def test_the_zone_gauges_of_a_set_being_deleted_raise_no_alert(
     """The same db: live, it holds 2 of its 3 zones with one pod misplaced, which
     StszoneStatefulSetLostZone (zones_held < zones and < replicas) and
     StszoneStatefulSetMisplacedPods (misplaced_pods > 0) alert on; being deleted, it exports
-    its replicas and unknown ordinals only, as it exports no lowest safe count."""
+    its replicas only: no lowest safe count, nor unknown ordinals, which no judged scale-down
+    hinges on."""
     risk = ZoneRisk(RiskScan(_misplaced(deleting=deleting, kruise=kruise)), ready=lambda: True,
                     interval=30, pause=0)  # fmt: skip
     asyncio.run(risk.refresh())
@@ -293,10 +294,7 @@ def test_the_zone_gauges_of_a_set_being_deleted_raise_no_alert(
     db = frozenset({("namespace", "ns"), ("statefulset", "db"), ("kind", kind)})
     samples = {n: v for (n, labels), v in parse(risk.exposition().decode()).items() if labels == db}
     if deleting:
-        assert samples == {
-            "stszone_statefulset_replicas": 3,
-            "stszone_statefulset_unknown_zone_ordinals": 0,
-        }
+        assert samples == {"stszone_statefulset_replicas": 3}
     else:
         assert samples == {
             "stszone_statefulset_replicas": 3,
@@ -384,3 +382,30 @@ def test_stszone_audit_exits_0_for_the_node_labels_of_a_set_being_deleted(
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     assert main(["audit", "--cluster", str(path)]) == (0 if deleting else 1)
     assert "no node carries the ordinal label of ordinal(s) 2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "deleting"])
+@KINDS
+def test_an_ordinal_of_unknown_zone_of_a_set_being_deleted_is_not_exported(
+    deleting: bool, kruise: bool
+) -> None:
+    """db-1 runs on x1, a node with no zone label: while db lives, unknown_zone_ordinals says 1
+    (a scale-down may hinge on it); once db is being deleted no scale-down of it is judged,
+    and the gauge is left out as its lowest safe count is."""
+    objects = [
+        o for o in _misplaced_objects(deleting=deleting, kruise=kruise) if o["kind"] != "Pod"
+    ]
+    pods = [b.sts_pod("db", i, node=node) for i, node in enumerate(("a1", "x1", "c1"))]
+    if kruise:
+        for pod in pods:
+            pod["metadata"]["ownerReferences"][0]["apiVersion"] = "apps.kruise.io/v1beta1"
+    store = store_from_objects([*objects, b.node("x1", None), *pods])
+    (db,) = audit(store).sets
+    assert db.unknown == (1,)
+    risk = ZoneRisk(RiskScan(store), ready=lambda: True, interval=30, pause=0)
+    asyncio.run(risk.refresh())
+    unknown = {
+        v for (n, _), v in parse(risk.exposition().decode()).items()
+        if n == "stszone_statefulset_unknown_zone_ordinals"
+    }  # fmt: skip
+    assert unknown == (set() if deleting else {1})

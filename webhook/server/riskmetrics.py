@@ -16,9 +16,9 @@ problem; its pods are denied, which the denial counter shows).
 A set whose pod template is labelled ``stszone.io/skip=true`` exports no ``zones`` and no
 ``zones_held``: stszone places none of its pods, so the zones they hold are not stszone's to
 alert on (``StszoneStatefulSetLostZone`` compares the two), and none of them is misplaced.
-A set being deleted exports no ``zones``, ``zones_held``, ``misplaced_pods`` nor
-``lowest_safe_replicas``: its pods go with it and nothing moves or replaces them, so neither
-zone alert is stszone's to raise.
+A set being deleted exports ``replicas`` alone: its pods go with it and nothing moves or
+replaces them, so neither zone alert is stszone's to raise, and no scale-down of it is judged,
+so no count is safe and no ordinal's zone decides one.
 
 The figures come from :class:`webhook.rules.risk.RiskScan`, refreshed by :meth:`ZoneRisk.refresh`
 every ``interval`` seconds (``Settings.zone_risk_interval``, 30 s: a misplaced pod shows within
@@ -79,7 +79,7 @@ GAUGES: Final[tuple[tuple[str, str, Callable[[SetRisk], int | None]], ...]] = (
     (
         "unknown_zone_ordinals",
         "Ordinals whose zone the scale-down guard cannot tell.",
-        lambda r: None if r.problem else r.unknown,
+        lambda r: None if r.problem or r.deleting else r.unknown,
     ),
     (
         "lowest_safe_replicas",
