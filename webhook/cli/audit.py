@@ -179,14 +179,14 @@ def render_text(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> str:
         f"Nodes that can be removed together: {', '.join(report.removable_together) or '(none)'}"
     )
     lines += [REMOVAL_NOTE, ""]
-    misplaced = sum(s.misplaced for s in report.sets if not s.deleting)
+    misplaced = sum(s.misplaced_problems for s in report.sets)
     misplaced += sum(p.misplaced for p in pools)
     broken = f"{sum(s.has_problems for s in report.sets)} StatefulSet(s)"
     if broken_pools := sum(p.has_problems for p in pools):
         broken += f" and {broken_pools} KafkaNodePool(s)"
     if report.has_problems or broken_pools:
         lines.append(f"{broken} with problems; {misplaced} pod(s) misplaced.")
-    elif ending := sum(s.misplaced for s in report.sets if s.deleting):
+    elif ending := sum(s.misplaced - s.misplaced_problems for s in report.sets):
         lines.append(
             f"No problems: the {ending} misplaced pod(s) are of StatefulSets being deleted, "
             "which they go with."

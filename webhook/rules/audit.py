@@ -113,12 +113,18 @@ class SetReport:
         return sum(row.status == "MISPLACED" for row in self.rows)
 
     @property
+    def misplaced_problems(self) -> int:
+        """The misplaced pods that are a problem: none of a set being deleted (they go with it,
+        nothing moves them)."""
+        return 0 if self.deleting else self.misplaced
+
+    @property
     def has_problems(self) -> bool:
         """Misplaced pods, missing or duplicated node labels (none of them of a set being
         deleted: its pods go with it, nothing moves them or places new ones), or malformed
         annotations."""
-        placing = self.misplaced or self.missing_labels or self.duplicate_labels
-        return bool(self.problem or (placing and not self.deleting))
+        labels = (self.missing_labels or self.duplicate_labels) and not self.deleting
+        return bool(self.problem or self.misplaced_problems or labels)
 
 
 @dataclass(frozen=True, slots=True)
