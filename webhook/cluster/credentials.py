@@ -74,29 +74,30 @@ class Connection:
     impersonation: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A load's ``Configuration``, and what the loader does not read that goes with it."""
+
+    configuration: Any
+    #: A kubeconfig user's ``tokenFile``: the loader reads it once, so a change of it (a
+    #: rotated token) reloads the configuration, as client-go re-reads the file.
+    token_file: str | None = None
+    impersonation: tuple[tuple[str, str], ...] = ()
+    #: The user's fields not sent because the server is not https.
+    unsent: tuple[str, ...] = ()
+
+
 class Credentials:
     """Where the cluster is and how to authenticate, refreshed before each request."""
 
-    def __init__(
-        self,
-        load: Callable[[], Any],
-        *,
-        source: str,
-        token_file: str | None = None,
-        impersonation: tuple[tuple[str, str], ...] = (),
-        unsent: tuple[str, ...] = (),
-    ) -> None:
+    def __init__(self, load: Callable[[], Loaded], *, source: str) -> None:
         #: Human-readable origin, for logs: "in-cluster service account", "kubeconfig PATH".
         self.source = source
-        #: The user's fields not sent because the server is not https, so that a 401 is not
-        #: blamed on credentials the server never saw.
-        self.unsent = unsent
+        #: Every load runs ``load`` whole: a kubeconfig edited since is refused, or taken, as
+        #: a fresh start would refuse or take it, never half.
         self._load = load
         self._config: Any = None
-        #: A kubeconfig user's ``tokenFile``: the loader reads it once, so a change of it (a
-        #: rotated token) reloads the configuration, as client-go re-reads the file.
-        self._token_file = token_file
-        self._impersonation = impersonation
+        self._loaded = Loaded(None)
         self._token_stamp: tuple[int, ...] | None = None
         self._tls: tuple[tuple[Any, ...], ssl.SSLContext] | None = None
         # Six reflectors ask at once from executor threads; the loaders are not thread-safe
@@ -127,12 +128,16 @@ class Credentials:
             return connection
 
     def _target(self) -> Connection:
-        if self._token_file is not None and _stamp(self._token_file) != self._token_stamp:
+        token_file = self._loaded.token_file
+        if token_file is not None and _stamp(token_file) != self._token_stamp:
             self._config = None
         if self._config is None:
-            if self._token_file is not None:
-                self._token_stamp = _stamp(self._token_file)
-            self._config = self._load()
+            stamp = _stamp(token_file) if token_file is not None else None
+            loaded = self._load()
+            if loaded.token_file != token_file:
+                stamp = _stamp(loaded.token_file) if loaded.token_file is not None else None
+            self._loaded, self._token_stamp = loaded, stamp
+            self._config = loaded.configuration
         config = self._config
         # get_api_key_with_prefix runs refresh_api_key_hook first: token rotation happens here.
         auth = config.get_api_key_with_prefix("BearerToken", alias="authorization")
@@ -144,8 +149,14 @@ class Credentials:
             ssl=self._context(config) if over_tls(host) else False,
             server_hostname=getattr(config, "tls_server_name", None) or None,
             proxy=getattr(config, "proxy", None) or None,
-            impersonation=self._impersonation,
+            impersonation=self._loaded.impersonation,
         )
+
+    @property
+    def unsent(self) -> tuple[str, ...]:
+        """The user's fields the last load left unsent because the server is not https, so
+        that a 401 is not blamed on credentials the server never saw."""
+        return self._loaded.unsent
 
     def _context(self, config: Any) -> ssl.SSLContext:
         files = (config.ssl_ca_cert, config.cert_file, config.key_file)
@@ -281,10 +292,10 @@ def load_credentials(
             environ=environ,
         )
 
-        def in_cluster() -> Any:
+        def in_cluster() -> Loaded:
             configuration = kube_client.Configuration()
             loader.load_and_set(configuration)
-            return configuration
+            return Loaded(configuration)
 
         credentials = Credentials(in_cluster, source="in-cluster service account")
     else:
@@ -306,12 +317,36 @@ def load_credentials(
         # Named to the loader, which would take the last file's current-context.
         chosen = chosen_context(files, context)
 
-        def from_file() -> Any:
+        named = f" (context {context})" if context else ""
+        source = f"kubeconfig {shown(files)}{named}"
+        warned: list[tuple[str, ...]] = [()]
+
+        def from_file() -> Loaded:
             configuration = kube_client.Configuration()
             # Merged here: the loader would split a --kubeconfig path holding ":" into files.
             merged = merged_config(files)
             if merged is None:
                 raise ValueError("it holds no configuration (an empty file)")
+            cluster = cluster_entry(merged, context=chosen)
+            refuse_insecure_with_ca(cluster)
+            user = user_entry(merged, context=chosen)
+            loaded = Loaded(
+                configuration,
+                token_file=user_token_file(user),
+                impersonation=impersonation_headers(user),
+                unsent=unsent_credentials(cluster, user),
+            )
+            if loaded.unsent and cluster is not None and loaded.unsent != warned[0]:
+                # kubectl says nothing; a server that then answers 401 would leave one guessing.
+                log.warning(
+                    "%s: cluster %r is not served over https, so the user's credentials (%s) "
+                    "are not sent to it, as kubectl does not send them; give it an https server "
+                    "to authenticate",
+                    source,
+                    cluster[0],
+                    ", ".join(loaded.unsent),
+                )
+            warned[0] = loaded.unsent
             read_as_client_go(merged, chosen)
             kube_config.load_kube_config_from_dict(
                 merged,
@@ -319,30 +354,8 @@ def load_credentials(
                 client_configuration=configuration,
                 persist_config=False,
             )
-            return configuration
+            return loaded
 
-        named = f" (context {context})" if context else ""
-        source = f"kubeconfig {shown(files)}{named}"
-        cluster = cluster_entry(files, context=chosen)
-        refuse_insecure_with_ca(cluster, source=source)
-        user = user_entry(files, context=chosen)
-        unsent = unsent_credentials(cluster, user)
-        if unsent and cluster is not None:
-            # kubectl says nothing; a server that then answers 401 would leave one guessing.
-            log.warning(
-                "%s: cluster %r is not served over https, so the user's credentials (%s) "
-                "are not sent to it, as kubectl does not send them; give it an https server "
-                "to authenticate",
-                source,
-                cluster[0],
-                ", ".join(unsent),
-            )
-        credentials = Credentials(
-            from_file,
-            source=source,
-            token_file=user_token_file(user),
-            impersonation=impersonation_headers(user, source=source),
-            unsent=unsent,
-        )
+        credentials = Credentials(from_file, source=source)
     credentials.target_now()
     return credentials

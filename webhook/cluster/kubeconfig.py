@@ -211,40 +211,34 @@ def chosen_context(files: tuple[str, ...], context: str | None) -> str | None:
     return pick_context(shown(files), context, contexts=found, current=current).name
 
 
-def _context_entry(files: tuple[str, ...], context: str | None) -> tuple[Any, Any]:
-    """The merged ``files`` and the fields of the context ``context`` (else the current one)
-    names in them, as the loader reads them; raises what the loader raises for a bad file."""
-    merged = merged_config(files)
-    return merged, _named_context(merged, context)
-
-
 def _named_context(merged: Any, context: str | None) -> Any:
     return merged["contexts"].get_with_name(context or merged["current-context"])["context"]
 
 
-def user_entry(files: tuple[str, ...], *, context: str | None) -> Any:
-    """The kubeconfig user ``context`` (else the current one) names, as the loader merges the
-    files; None when the files do not read (loading them says why)."""
+def user_entry(merged: Any, *, context: str | None) -> Any:
+    """The user ``context`` (else the current one) names in the ``merged`` kubeconfig, as the
+    loader reads it; None when it names none that reads (loading it says why)."""
     try:
-        merged, named = _context_entry(files, context)
+        named = _named_context(merged, context)
         return merged["users"].get_with_name(named["user"])["user"]
-    except Exception:  # ConfigException, YAML errors, a shape the loader refuses anyway
+    except Exception:  # ConfigException, a shape the loader refuses anyway
         return None
 
 
-def cluster_entry(files: tuple[str, ...], *, context: str | None) -> tuple[str, Any] | None:
-    """The name and fields of the kubeconfig cluster ``context`` (else the current one) names,
-    as the loader merges the files; None when the files do not read (loading them says why)."""
+def cluster_entry(merged: Any, *, context: str | None) -> tuple[str, Any] | None:
+    """The name and fields of the cluster ``context`` (else the current one) names in the
+    ``merged`` kubeconfig, as the loader reads it; None when it names none that reads (loading
+    it says why)."""
     try:
-        merged, named = _context_entry(files, context)
+        named = _named_context(merged, context)
         name = str(named["cluster"])
         return name, merged["clusters"].get_with_name(name)["cluster"].value
-    except Exception:  # ConfigException, YAML errors, a shape the loader refuses anyway
+    except Exception:  # ConfigException, a shape the loader refuses anyway
         return None
 
 
-def refuse_insecure_with_ca(cluster: tuple[str, Any] | None, *, source: str) -> None:
-    """ConfigError when an https cluster skips TLS verification and names a CA too, which
+def refuse_insecure_with_ca(cluster: tuple[str, Any] | None) -> None:
+    """ValueError when an https cluster skips TLS verification and names a CA too, which
     client-go refuses ("specifying a root certificates file with the insecure flag is not
     allowed", transport.TLSConfigFor: a CA file or data with Insecure); the loader would
     quietly verify nothing, so the CA the user gave would check nothing."""
@@ -254,8 +248,8 @@ def refuse_insecure_with_ca(cluster: tuple[str, Any] | None, *, source: str) -> 
     cas = [f for f in ("certificate-authority", "certificate-authority-data") if fields.get(f)]
     if fields.get("insecure-skip-tls-verify") is True and cas and over_tls(fields.get("server")):
         given = " and ".join(cas)
-        raise ConfigError(
-            f"{source}: cluster {name!r} sets both insecure-skip-tls-verify: true and {given}, "
+        raise ValueError(
+            f"cluster {name!r} sets both insecure-skip-tls-verify: true and {given}, "
             "which kubectl refuses (specifying a root certificates file with the insecure flag "
             "is not allowed); remove insecure-skip-tls-verify to verify the server with that "
             f"CA, or remove {given} to skip verification"
@@ -338,7 +332,7 @@ def user_token_file(user: Any) -> str | None:
 _HEADER_KEY: Final = frozenset(string.ascii_letters + string.digits + "!#$&'*+-.^_`|~")
 
 
-def impersonation_headers(user: Any, *, source: str) -> tuple[tuple[str, str], ...]:
+def impersonation_headers(user: Any) -> tuple[tuple[str, str], ...]:
     """The Impersonate-* headers of the user's ``as`` family, as client-go sends them: only
     when ``as`` names a user; an extra's key %-escaped where a header name may not hold it.
     The others without ``as`` are refused, as client-go's validation refuses them."""
@@ -347,8 +341,8 @@ def impersonation_headers(user: Any, *, source: str) -> tuple[tuple[str, str], .
     if not name:
         others = [f for f in ("as-uid", "as-groups", "as-user-extra") if fields.get(f)]
         if others:
-            raise ConfigError(
-                f"{source}: the user sets {', '.join(others)} without impersonating a user; "
+            raise ValueError(
+                f"the user sets {', '.join(others)} without impersonating a user; "
                 "add as: USER (the user to act as), or remove them"
             )
         return ()
@@ -362,8 +356,8 @@ def impersonation_headers(user: Any, *, source: str) -> tuple[tuple[str, str], .
         and isinstance(extra, dict)
         and all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in extra.values())
     ):
-        raise ConfigError(
-            f"{source}: the user's impersonation is malformed (as and as-uid are strings, "
+        raise ValueError(
+            "the user's impersonation is malformed (as and as-uid are strings, "
             "as-groups a list of strings, as-user-extra a map of string lists)"
         )
     headers = [("Impersonate-User", name)]

@@ -1,0 +1,78 @@
+"""A kubeconfig edited while stszone runs is read again whole: a reload (after a 401, or when the
+user's ``tokenFile`` changes) refuses what loading it refuses and sends what loading it sends."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.fakeapi import FakeApi, Fault
+from tests.kubeconfig import write_kubeconfig
+from webhook.cluster.api import Api, ApiError, CredentialsError
+from webhook.cluster.credentials import load_credentials
+from webhook.errors import ConfigError
+from webhook.install.certfiles import ensure_dev_certs
+
+TOKEN = "t-1"
+
+
+async def _reload(api: FakeApi, client: Api, token_file: Path, trigger: str) -> None:
+    """Make ``client``'s credentials load again: a 401, or a rotated ``tokenFile``."""
+    if trigger == "401":
+        api.inject("pods", "list", Fault.status(401))
+        with pytest.raises(ApiError):
+            await client.call("GET", "/api/v1/pods")
+    else:
+        await asyncio.to_thread(token_file.write_text, TOKEN + "\n")
+
+
+@pytest.mark.parametrize("trigger", ["401", "tokenFile"])
+async def test_a_reload_refuses_an_insecure_cluster_with_a_ca(tmp_path: Path, trigger: str) -> None:
+    """The cluster is edited to insecure-skip-tls-verify: true beside a CA that did not sign
+    the server, which kubectl refuses and so does loading it. A reload took it, spoke TLS
+    verifying nothing and sent the token to whoever answered; it is refused as at load, and
+    no request reaches the server."""
+    stranger = ensure_dev_certs(tmp_path / "stranger").ca
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    async with FakeApi(token=TOKEN) as api:
+        path = write_kubeconfig(tmp_path / "config", server=api.url, token_file="token", ca=api.ca)
+        async with Api(load_credentials(str(path), environ={})) as client:
+            await client.call("GET", "/api/v1/pods")
+            config = yaml.safe_load(path.read_text())
+            cluster = config["clusters"][0]["cluster"]
+            cluster.update(
+                {"insecure-skip-tls-verify": True, "certificate-authority": str(stranger)}
+            )
+            path.write_text(yaml.safe_dump(config))
+            with pytest.raises(ConfigError) as at_load:
+                load_credentials(str(path), environ={})
+            await _reload(api, client, token_file, trigger)
+            seen = len(api.requests)
+            with pytest.raises(CredentialsError) as caught:
+                await client.call("GET", "/api/v1/pods")
+    assert len(api.requests) == seen
+    assert at_load.value.message in str(caught.value)
+    assert "sets both insecure-skip-tls-verify: true and certificate-authority" in str(caught.value)
+
+
+@pytest.mark.parametrize("trigger", ["401", "tokenFile"])
+async def test_a_reload_sends_the_impersonation_the_file_holds(
+    tmp_path: Path, trigger: str
+) -> None:
+    """The user is edited to impersonate (``as: reader``): requests after a reload act as
+    reader, as a fresh start would, rather than as the user the file no longer says."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    async with FakeApi(token=TOKEN) as api:
+        path = write_kubeconfig(tmp_path / "config", server=api.url, token_file="token", ca=api.ca)
+        async with Api(load_credentials(str(path), environ={})) as client:
+            config = yaml.safe_load(path.read_text())
+            config["users"][0]["user"]["as"] = "reader"
+            path.write_text(yaml.safe_dump(config))
+            await _reload(api, client, token_file, trigger)
+            target = await client.credentials.target()
+    assert target.impersonation == (("Impersonate-User", "reader"),)
