@@ -123,3 +123,23 @@ async def test_a_401_from_an_http_server_says_no_credentials_went(tmp_path: Path
     assert "HTTP 401" in said and "no credentials were sent (the user's token)" in said
     assert "give the kubeconfig's cluster its https address" in said
     assert "renew" not in said and SECRET not in said
+
+
+@pytest.mark.parametrize("tls", [False, True])
+async def test_a_401_for_a_user_without_credentials_says_it_has_none(
+    tmp_path: Path, tls: bool
+) -> None:
+    """The kubeconfig's user has no credentials at all (no token, client pair, exec plugin...):
+    a 401 is the server refusing an anonymous request, not credentials gone stale. The refusal
+    says no credentials were sent as the user has none, and to give it some; over http, that
+    kubectl sends them only over https too."""
+    async with FakeApi(token=SECRET if tls else None) as api:
+        api.inject("pods", "list", Fault.status(401))
+        path = write_kubeconfig(tmp_path / "config", server=api.url, ca=api.ca)
+        with pytest.raises(ConfigError) as caught:
+            await live_store(Settings(), credentials=load_credentials(str(path), environ={}))
+    said = caught.value.message
+    assert "HTTP 401" in said and "renew" not in said
+    assert "no credentials were sent: the kubeconfig's user has none" in said
+    assert "`kubectl config set-credentials`" in said
+    assert ("give the kubeconfig's cluster its https address" in said) is not tls

@@ -47,6 +47,7 @@ from webhook.cluster.kubeconfig import (
     require_kubeconfig,
     shown,
     unsent_credentials,
+    user_credentials,
     user_entry,
     user_token_file,
 )
@@ -85,6 +86,8 @@ class Loaded:
     impersonation: tuple[tuple[str, str], ...] = ()
     #: The user's fields not sent because the server is not https.
     unsent: tuple[str, ...] = ()
+    #: Whether the user has credentials at all: a kubeconfig user may have none.
+    identified: bool = True
 
 
 class Credentials:
@@ -157,6 +160,17 @@ class Credentials:
         """The user's fields the last load left unsent because the server is not https, so
         that a 401 is not blamed on credentials the server never saw."""
         return self._loaded.unsent
+
+    @property
+    def anonymous(self) -> bool:
+        """Whether the last load found the user without any credentials, so that a 401 is not
+        blamed on credentials it has not got."""
+        return not self._loaded.identified
+
+    @property
+    def plaintext(self) -> bool:
+        """Whether the last load's server is not https."""
+        return not over_tls(str(getattr(self._loaded.configuration, "host", "")))
 
     def _context(self, config: Any) -> ssl.SSLContext:
         files = (config.ssl_ca_cert, config.cert_file, config.key_file)
@@ -335,6 +349,7 @@ def load_credentials(
                 token_file=user_token_file(user),
                 impersonation=impersonation_headers(user),
                 unsent=unsent_credentials(cluster, user),
+                identified=bool(user_credentials(user)),
             )
             if loaded.unsent and cluster is not None and loaded.unsent != warned[0]:
                 # kubectl says nothing; a server that then answers 401 would leave one guessing.

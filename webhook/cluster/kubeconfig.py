@@ -316,6 +316,12 @@ def unsent_credentials(cluster: tuple[str, Any] | None, user: Any) -> tuple[str,
     server is not https (:func:`read_as_client_go`), by name."""
     if cluster is None or not isinstance(cluster[1], dict) or over_tls(cluster[1].get("server")):
         return ()
+    return user_credentials(user)
+
+
+def user_credentials(user: Any) -> tuple[str, ...]:
+    """The fields of the user's identification that it sets, by name: none for a user that
+    asks anonymously."""
     fields = user.value if user is not None and isinstance(user.value, dict) else {}
     return tuple(f for f in _IDENTIFICATION if fields.get(f))
 

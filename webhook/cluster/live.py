@@ -163,6 +163,18 @@ def _way_on(err: Exception, credentials: Credentials) -> str:
             "server is not https, and kubectl sends a user's credentials only over https; "
             "give the kubeconfig's cluster its https address"
         )
+    if isinstance(err, ApiError) and err.status == 401 and credentials.anonymous:
+        https = (
+            " and give the kubeconfig's cluster its https address, as kubectl sends a user's "
+            "credentials only over https"
+            if credentials.plaintext
+            else ""
+        )
+        return (
+            "no credentials were sent: the kubeconfig's user has none (a token, a client "
+            "certificate, an exec plugin...); give it credentials the cluster accepts "
+            f"(`kubectl config set-credentials`){https}"
+        )
     if isinstance(err, ApiError) and err.status == 401:
         return (
             "the cluster refused these credentials: renew them (`kubectl auth whoami` tests them)"
