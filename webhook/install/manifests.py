@@ -45,7 +45,7 @@ from webhook.install.deploybase import (
     rebalance_rbac,
     service,
 )
-from webhook.install.pemcheck import check_ca_bundle, check_serving_pair, pem_files
+from webhook.install.pemcheck import check_ca_bundle, check_serving_pair, pem_files, read_pair
 from webhook.install.registration import ALL_KINDS, Kinds
 from webhook.model.names import is_dns_label
 
@@ -335,8 +335,7 @@ def run_manifests(
         kinds=kinds,
     )
     if secret:
-        cert_pem = _read(cert or ca.with_name("tls.crt"), "serving certificate")
-        key_pem = _read(key or ca.with_name("tls.key"), "serving key")
+        cert_pem, key_pem = read_pair(ca, cert=cert, key=key)
         for warning in check_serving_pair(
             ca_pem=ca_pem,
             cert_pem=cert_pem,

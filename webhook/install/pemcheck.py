@@ -13,6 +13,7 @@ CAs) and a leaf need not carry an authorityKeyIdentifier.
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -64,6 +65,31 @@ def pem_files(ca: Path, *, cert: Path | None, key: Path | None) -> PemFiles:
         cert=f"serving certificate file {where(cert, '--cert', 'tls.crt')}",
         key=f"serving key {where(key, '--key', 'tls.key')}",
     )
+
+
+def read_pair(ca: Path, *, cert: Path | None, key: Path | None) -> tuple[bytes, bytes]:
+    """The serving pair as ``stszone manifests`` takes it: --cert and --key (``-`` for stdin),
+    or the files beside --ca. A file that does not read is named as :func:`pem_files` names it;
+    one read beside --ca, a file the user may never have named, with the flag that names
+    another."""
+    files = pem_files(ca, cert=cert, key=key)
+    read: list[bytes] = []
+    for given, default, flag, named, what in (
+        (cert, "tls.crt", "--cert", files.cert, "serving certificate"),
+        (key, "tls.key", "--key", files.key, "serving key"),
+    ):
+        path = given or ca.with_name(default)
+        try:
+            read.append(sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes())
+        except OSError as err:
+            way = (
+                ""
+                if given
+                else f"; that is the default of {flag}: give the {what} with {flag} FILE, or "
+                "leave the TLS Secret out with --no-secret"
+            )
+            raise ConfigError(f"cannot read the {named}: {err.strerror}{way}") from None
+    return read[0], read[1]
 
 
 def check_ca_bundle(pem: bytes, *, files: PemFiles = UNNAMED) -> None:
