@@ -17,6 +17,7 @@ from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
+from webhook.rules.audit import audit
 from webhook.wire import review
 
 ZONES = {"stszone.io/zones": "a,b,c"}
@@ -97,3 +98,28 @@ def test_only_a_core_pod_being_created_is_validated(
     other["request"]["operation"] = operation
     other["request"]["oldObject"] = pod["request"]["object"] if operation == "UPDATE" else None
     assert validated(other).allowed
+
+
+def _lookalike(obj: dict[str, Any], *, replicas: int) -> dict[str, Any]:
+    """``obj`` as another project's ``apps.example.io/v1`` StatefulSet of the same name."""
+    other = copy.deepcopy(obj)
+    other["apiVersion"] = "apps.example.io/v1"
+    other["spec"]["replicas"] = replicas
+    return other
+
+
+@pytest.mark.parametrize("lookalike_first", [False, True], ids=["after", "before"])
+def test_a_saved_cluster_reads_statefulsets_of_apps_and_kruise_alone(lookalike_first: bool) -> None:
+    """A cluster file holding db (apps/v1, three members in zones a, b, c) and another group's
+    StatefulSet db of one replica: ``stszone audit --cluster`` audits the apps/v1 db alone,
+    three replicas whose zones all hold, as the live view (which lists apps/v1 and
+    apps.kruise.io only) does; the look-alike is neither db nor an Advanced StatefulSet."""
+    sts = b.statefulset(annotations=ZONES)
+    other = _lookalike(sts, replicas=1)
+    sets = [other, sts] if lookalike_first else [sts, other]
+    nodes = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
+    pods = [b.sts_pod("db", i, node=n) for i, n in enumerate(("na", "nb", "nc"))]
+    (db,) = audit(store_from_objects([*nodes, *sets, *pods])).sets
+    assert (db.name, db.group, db.replicas, db.held, db.lowest) == ("db", "", 3, ("a", "b", "c"), 3)
+    alone = audit(store_from_objects([*nodes, _lookalike(sts, replicas=3)]))
+    assert alone.sets == ()

@@ -2,8 +2,9 @@
 
 The file ``-`` is standard input, as in kubectl's ``-f -``. Accepts a ``List`` (``kind: List``
 or any ``*List``), a multi-document YAML stream, or a JSON file, with items of kinds Node,
-PersistentVolume, PersistentVolumeClaim, StatefulSet, Pod and Namespace; other kinds are
-ignored. Pods not owned by a StatefulSet are ignored too.
+PersistentVolume, PersistentVolumeClaim, StatefulSet (``apps`` and OpenKruise's), Pod and
+Namespace; other kinds and other groups' StatefulSets are ignored. Pods not owned by a
+StatefulSet are ignored too.
 """
 
 from __future__ import annotations

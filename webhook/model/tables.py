@@ -21,6 +21,7 @@ from webhook.model.records import (
     statefulset_info,
     volume_info,
 )
+from webhook.model.state import set_group
 
 Table = Literal[
     "nodes",
@@ -69,8 +70,12 @@ TABLE_OF_KIND: Final[dict[str, Table]] = {
 
 
 def table_of(obj: Mapping[str, Any]) -> Table | None:
-    """The store table a raw object goes to, by kind and (for look-alike kinds) group."""
+    """The store table a raw object goes to, by kind and (for look-alike kinds) group: a
+    StatefulSet of another group than ``apps`` and OpenKruise's goes to none, as the live view,
+    which lists those two, never holds it."""
     api_version = obj.get("apiVersion")
     if isinstance(api_version, str) and api_version.startswith(f"{kruise.GROUP}/"):
-        return "kruisesets" if obj.get("kind") == kruise.KIND else None
+        return "kruisesets" if obj.get("kind") == kruise.KIND and set_group(obj) else None
+    if obj.get("kind") == "StatefulSet" and set_group(obj) is None:
+        return None
     return TABLE_OF_KIND.get(str(obj.get("kind", "")))
