@@ -15,12 +15,13 @@ from typing import Any
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.moves import Stop
 from webhook.cluster.resources import STATEFULSET_POD_LABEL
-from webhook.model import kruise, objects
+from webhook.model import objects
 from webhook.model import state as states
 from webhook.model.annotations import ZONE
 from webhook.model.kruise import Live
 from webhook.model.owners import ordinal_of, owned_by, workload_owner
 from webhook.model.records import StatefulSetInfo, kruise_set_info, statefulset_info
+from webhook.model.setkinds import KINDS
 from webhook.rules.rebalance import Step
 
 
@@ -32,7 +33,7 @@ def pod_path(step: Step, suffix: str = "") -> str:
 def set_path(step: Step) -> str:
     """The API path of the step's set: ``apps/v1``, or the Advanced StatefulSet's version
     stszone reads (the one with ``reserveOrdinals``)."""
-    version = f"{kruise.GROUP}/{kruise.WATCHED_VERSION}" if step.group else "apps/v1"
+    version = KINDS[step.group].api_version
     return f"/apis/{version}/namespaces/{step.namespace}/statefulsets/{step.statefulset}"
 
 

@@ -30,7 +30,7 @@ from webhook.cluster.api import JSON_MEDIA
 from webhook.config import Settings
 from webhook.model import kruise
 from webhook.model.annotations import ENABLED
-from webhook.model.nodepools import GROUP, POOL_LABEL
+from webhook.model.nodepools import GROUP, POOL_LABEL, VERSIONS
 from webhook.model.records import Key
 from webhook.model.tables import Table
 
@@ -91,9 +91,9 @@ _BUILT_IN: Final = (
 _STRIMZI: Final = (
     Resource(
         table="nodepools",
-        path=f"/apis/{GROUP}/v1/kafkanodepools",
+        path=f"/apis/{GROUP}/{VERSIONS[0]}/kafkanodepools",
         optional=True,
-        older=(f"/apis/{GROUP}/v1beta2/kafkanodepools",),
+        older=tuple(f"/apis/{GROUP}/{version}/kafkanodepools" for version in VERSIONS[1:]),
     ),
     Resource(table="poolpods", path="/api/v1/pods", label_selector=POOL_LABEL),
 )

@@ -112,7 +112,7 @@ MUTATE_RULES: Final = (
     _rule("apps", ["statefulsets"], ["CREATE"]),
 )
 #: Strimzi KafkaNodePools, both served versions (matchPolicy Equivalent converts the others).
-KAFKA_VERSIONS: Final = ("v1", "v1beta2")
+KAFKA_VERSIONS: Final = nodepools.VERSIONS
 #: A pool's zone list on create; the brokers that leave on a scale-down (remove-node-ids).
 KAFKA_MUTATE_RULES: Final = (
     _rule(nodepools.GROUP, ["kafkanodepools"], ["CREATE", "UPDATE"], versions=KAFKA_VERSIONS),
@@ -124,7 +124,7 @@ KAFKA_VALIDATE_RULES: Final = (
 )
 #: OpenKruise Advanced StatefulSets, both served versions (v1alpha1 requests arrive as sent).
 KRUISE_GROUP: Final = kruise.GROUP
-KRUISE_VERSIONS: Final = ("v1beta1", "v1alpha1")
+KRUISE_VERSIONS: Final = kruise.VERSIONS
 #: Advanced StatefulSets get their zone list on CREATE; their changes and /scale are guarded.
 KRUISE_MUTATE_RULES: Final = (
     _rule(KRUISE_GROUP, ["statefulsets"], ["CREATE"], versions=KRUISE_VERSIONS),

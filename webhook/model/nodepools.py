@@ -29,6 +29,9 @@ from webhook.model.pinning import ZONE_KEYS, topology_label
 from webhook.model.podspec import Going, going
 
 GROUP: Final = "kafka.strimzi.io"
+#: The versions Strimzi serves KafkaNodePools at, the current one first: Strimzi 1.0 serves
+#: ``v1`` only, Strimzi before 0.49 ``v1beta2`` only.
+VERSIONS: Final = ("v1", "v1beta2")
 PODSET_GROUP: Final = "core.strimzi.io"
 CLUSTER_LABEL: Final = "strimzi.io/cluster"
 POOL_LABEL: Final = "strimzi.io/pool-name"

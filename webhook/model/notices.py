@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from typing import Final, Literal, NamedTuple
 
+from webhook.model import nodepools
+from webhook.model.setkinds import KIND, KINDS
+
 NoticeType = Literal["Normal", "Warning"]
 
 #: ``events.k8s.io/v1`` refuses a note over 1 KiB (bytes, as Go's ``len`` counts them).
@@ -41,22 +44,20 @@ class ObjectRef(NamedTuple):
 
 def statefulset(namespace: str, name: str, *, uid: str = "") -> ObjectRef:
     """An ``apps/v1`` StatefulSet (the ``uid`` of a pod's controller is in its ownerReferences)."""
-    return ObjectRef("apps/v1", "StatefulSet", namespace, name, uid)
+    return ObjectRef(KINDS[""].api_version, KIND, namespace, name, uid)
 
 
 def kafkanodepool(namespace: str, name: str, *, uid: str = "", api_version: str = "") -> ObjectRef:
     """A Strimzi KafkaNodePool at ``api_version``, the version the pool was read at: no one
     version is served by every Strimzi (1.0 serves ``v1`` only, before 0.49 ``v1beta2`` only).
     "" (unknown) names ``v1``, the version of every current release."""
-    version = api_version or "kafka.strimzi.io/v1"
+    version = api_version or f"{nodepools.GROUP}/{nodepools.VERSIONS[0]}"
     return ObjectRef(version, "KafkaNodePool", namespace, name, uid)
 
 
 def workload(namespace: str, name: str, *, group: str = "", uid: str = "") -> ObjectRef:
     """A StatefulSet of ``group``: "" for ``apps/v1``, ``apps.kruise.io`` (its ``v1beta1``)."""
-    if not group:
-        return statefulset(namespace, name, uid=uid)
-    return ObjectRef(f"{group}/v1beta1", "StatefulSet", namespace, name, uid)
+    return ObjectRef(KINDS[group].api_version, KIND, namespace, name, uid)
 
 
 def pod(namespace: str, name: str, *, uid: str = "") -> ObjectRef:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from webhook.model import kruise, objects
+from webhook.model import objects, setkinds
 from webhook.model.annotations import POD_INDEX_LABEL
 
 #: Ordinals are int32 in Kubernetes: ten digits at most. A longer run of digits is no ordinal
@@ -25,18 +25,13 @@ def workload_owner(meta: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """(group, name, uid) of the ordinal workload controlling this object: a StatefulSet of
     group ``apps`` (group "") or ``apps.kruise.io``; None for any other controller."""
     for ref in objects.dicts(meta, "ownerReferences", path="metadata"):
-        if ref.get("controller") is not True or ref.get("kind") != "StatefulSet":
+        if ref.get("controller") is not True or ref.get("kind") != setkinds.KIND:
             continue
         api_version, name, uid = ref.get("apiVersion"), ref.get("name"), ref.get("uid")
         if not isinstance(api_version, str) or not isinstance(name, str) or not name:
             return None
-        group, _, version = api_version.rpartition("/")
-        uid = uid if isinstance(uid, str) else ""
-        if group == "apps":
-            return "", name, uid
-        if group == kruise.GROUP and version in kruise.VERSIONS:
-            return kruise.GROUP, name, uid
-        return None
+        group = setkinds.group_of(api_version)
+        return None if group is None else (group, name, uid if isinstance(uid, str) else "")
     return None
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from webhook.model.records import ClaimInfo, Info, NodeInfo, PodInfo, StatefulSetInfo, VolumeInfo
+from webhook.model.setkinds import KINDS
 
 if TYPE_CHECKING:
     from webhook.model.store import Store
@@ -60,7 +61,7 @@ class Revisions:
         now = self.now
         if isinstance(info, StatefulSetInfo):
             key = set_key(info.namespace, info.name, info.group)
-            table = view.kruisesets if info.group else view.statefulsets
+            table = view.table(KINDS[info.group].table)
             if info.key in table:
                 self._sets[key] = now
             else:  # deleted: a set created later starts above every revision before
@@ -68,7 +69,7 @@ class Revisions:
                 if not view.has_sets(info.namespace):
                     self._namespaces.pop(info.namespace, None)
         elif isinstance(info, PodInfo) and info.owner is not None:
-            table = view.kruisesets if info.group else view.statefulsets
+            table = view.table(KINDS[info.group].table)
             if (info.namespace, info.owner) in table:
                 self._sets[set_key(info.namespace, info.owner, info.group)] = now
         elif isinstance(info, ClaimInfo):

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from webhook.model import kruise, objects
+from webhook.model import objects, setkinds
 from webhook.model.owners import owned_by, workload_owner
 from webhook.model.revisions import set_key
 
@@ -210,10 +210,7 @@ def claim_state(obj: Mapping[str, Any]) -> ClaimState:
 def set_group(obj: Mapping[str, Any]) -> str | None:
     """The group of a raw StatefulSet: "" for ``apps``, ``apps.kruise.io`` for an Advanced
     StatefulSet (of a version stszone reads), None for any other group of that kind."""
-    group, _, version = str(obj.get("apiVersion", "apps/v1")).rpartition("/")
-    if group == "apps":
-        return ""
-    return kruise.GROUP if group == kruise.GROUP and version in kruise.VERSIONS else None
+    return setkinds.group_of(str(obj.get("apiVersion", "apps/v1")))
 
 
 def set_state(obj: Mapping[str, Any]) -> SetState:

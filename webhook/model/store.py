@@ -27,6 +27,7 @@ from webhook.model.records import (
     VolumeInfo,
 )
 from webhook.model.revisions import Revisions, set_key
+from webhook.model.setkinds import KINDS
 from webhook.model.setpods import PodZones, SetPods, claim_ordinals, claim_stem
 from webhook.model.tables import CORE_TABLES, TABLES, Table
 
@@ -226,7 +227,7 @@ class Store:
 
     def statefulset(self, namespace: str, name: str, group: str = "") -> StatefulSetInfo | None:
         """The set of ``group`` ("": ``apps/v1``; ``apps.kruise.io``) named so, if held."""
-        table = self.kruisesets if group else self.statefulsets
+        table: dict[tuple[str, str], StatefulSetInfo] = self.table(KINDS[group].table)
         return table.get((namespace, name))
 
     def nodepool(self, namespace: str, name: str) -> KafkaNodePoolInfo | None:

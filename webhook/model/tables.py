@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, get_args
 
-from webhook.model import kruise
+from webhook.model import kruise, setkinds
 from webhook.model.namespaces import namespace_info
 from webhook.model.nodepools import nodepool_info, poolpod_info
 from webhook.model.records import (
@@ -62,7 +62,6 @@ TABLE_OF_KIND: Final[dict[str, Table]] = {
     "PartialObjectMetadata": "nodes",
     "PersistentVolume": "volumes",
     "PersistentVolumeClaim": "claims",
-    "StatefulSet": "statefulsets",
     "Pod": "pods",
     "Namespace": "namespaces",
     "KafkaNodePool": "nodepools",
@@ -73,9 +72,10 @@ def table_of(obj: Mapping[str, Any]) -> Table | None:
     """The store table a raw object goes to, by kind and (for look-alike kinds) group: a
     StatefulSet of another group than ``apps`` and OpenKruise's goes to none, as the live view,
     which lists those two, never holds it."""
+    if obj.get("kind") == setkinds.KIND:
+        group = set_group(obj)
+        return None if group is None else setkinds.KINDS[group].table
     api_version = obj.get("apiVersion")
     if isinstance(api_version, str) and api_version.startswith(f"{kruise.GROUP}/"):
-        return "kruisesets" if obj.get("kind") == kruise.KIND and set_group(obj) else None
-    if obj.get("kind") == "StatefulSet" and set_group(obj) is None:
         return None
     return TABLE_OF_KIND.get(str(obj.get("kind", "")))

@@ -29,6 +29,7 @@ from webhook.model.nodepools import (
     CLUSTER_LABEL,
     GROUP,
     REMOVE_NODE_IDS,
+    VERSIONS,
     KafkaNodePoolInfo,
     format_node_ids,
     node_id_of,
@@ -191,7 +192,7 @@ def _pool_object(pool: KafkaNodePoolInfo, replicas: int) -> dict[str, Any]:
     """The pool as an UPDATE carries it, with the fields the pool rules read."""
     labels = {CLUSTER_LABEL: pool.cluster} if pool.cluster else {}
     return {
-        "apiVersion": f"{GROUP}/v1",
+        "apiVersion": f"{GROUP}/{VERSIONS[0]}",
         "kind": KIND,
         "metadata": {
             "name": pool.name,

@@ -16,6 +16,7 @@ from itertools import islice
 from typing import NamedTuple
 
 from webhook.errors import Denied
+from webhook.model import setkinds
 from webhook.model.annotations import (
     ZONE,
     ZONES,
@@ -75,7 +76,7 @@ class Policy(NamedTuple):
 
 def workload_kind(group: str) -> str:
     """``StatefulSet``, or ``Advanced StatefulSet`` for ``apps.kruise.io``."""
-    return "Advanced StatefulSet" if group else "StatefulSet"
+    return setkinds.KINDS[group].text
 
 
 def kruise_live(info: StatefulSetInfo, *, store: Store, replicas: int | None = None) -> Live:

@@ -43,7 +43,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
-from webhook.model import kruise
+from webhook.model import setkinds
 from webhook.rules.risk import Key, RiskScan, SetRisk
 
 PREFIX: Final = "stszone"
@@ -56,7 +56,7 @@ PAUSE: Final = 0.001
 RENDER_SLICE: Final = 25
 LABELS: Final = ("namespace", "statefulset", "kind")
 #: The ``kind`` label of each workload group.
-KINDS: Final = {"": "StatefulSet", kruise.GROUP: "AdvancedStatefulSet"}
+KINDS: Final = {group: kind.label for group, kind in setkinds.KINDS.items()}
 
 #: (metric suffix, help, value of one set or None to leave its sample out)
 GAUGES: Final[tuple[tuple[str, str, Callable[[SetRisk], int | None]], ...]] = (
