@@ -14,7 +14,7 @@ from tests import builders as b
 from tests import poolsim as sim
 from tests import strimzi_ref as ref
 from webhook.model.nodepools import nodepool_info, poolpod_info
-from webhook.model.records import volume_info
+from webhook.model.records import claim_info, volume_info
 from webhook.model.store import Store
 
 REMOVE = "strimzi.io/remove-node-ids"
@@ -470,3 +470,31 @@ def test_a_refusal_event_names_the_pool_at_the_version_the_cluster_serves(versio
         (told,) = refused.decision.notices
         assert told.regarding.api_version == f"kafka.strimzi.io/{version}"
         assert (told.regarding.kind, told.regarding.uid) == ("KafkaNodePool", "uid-pool")
+
+
+def _broker_4_off_its_data(pod_on: str, **labels: str) -> Store:
+    """skewed(), broker 4's data given zone-a (a claim stszone gave zone-a, its volume not
+    pinned to a zone: Ceph RBD, NFS) and its pod on ``pod_on``, in zone-c."""
+    view, _ = skewed()
+    claim = b.pvc("data-my-cluster-pool-4", namespace="kafka")
+    claim["metadata"]["annotations"] = {"stszone.io/zone": "zone-a"}
+    view.put("claims", claim_info(claim))
+    pod = sim.pod_object("my-cluster", "pool", 4)
+    pod["spec"]["nodeName"] = pod_on
+    pod["metadata"]["labels"].update(labels)
+    view.put("poolpods", poolpod_info(pod))
+    return view
+
+
+def test_a_broker_on_a_node_that_no_longer_exists_holds_no_zone() -> None:
+    """Broker 4 runs in zone-c, away from its data in zone-a, and its node is deleted: PodGC
+    deletes the pod, and the StrimziPodSet controller re-creates it with its data, in zone-a.
+    Removing broker 5 then leaves zone-c empty, as when broker 4's pod is Terminating."""
+    new, old = sim.scale("pool", old=6, new=5)
+    running = _broker_4_off_its_data("n-zone-c-0")
+    assert sim.admit(running, new, old=old, operation="UPDATE").allowed
+    # PodTopologyLabels copied the zone of the node onto the pod when it was bound.
+    gone = _broker_4_off_its_data("n-zone-c-9", **{"topology.kubernetes.io/zone": "zone-c"})
+    refused = sim.admit(gone, new, old=old, operation="UPDATE")
+    assert not refused.allowed and refused.reason == "ZoneLoss"
+    assert "would drop zone zone-c (my-cluster-pool-5 is its only broker)" in refused.message

@@ -89,6 +89,31 @@ def test_a_misplaced_broker_is_in_the_summary_and_the_json_problems(
     assert json.loads(capsys.readouterr().out)["problems"] is True
 
 
+def test_a_misplaced_broker_on_a_node_that_no_longer_exists_is_going(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Broker 5 runs in zone-a, away from its data in zone-c, and its node is deleted: PodGC
+    deletes the pod, and the operator re-creates it with its data. It is going, not misplaced
+    (exit 0), and counts in no zone, as a Terminating one does."""
+    path = cluster_file(tmp_path, misplace=True)
+    listed = yaml.safe_load(path.read_text())
+    for item in listed["items"]:
+        if item["kind"] == "Pod" and item["metadata"]["name"] == "my-cluster-broker-5":
+            item["spec"]["nodeName"] = "n-zone-a-deleted"
+            item["metadata"]["labels"]["topology.kubernetes.io/zone"] = "zone-a"
+    path.write_text(yaml.safe_dump(listed))
+    args = ["audit", "--cluster", str(path), "--zones", ",".join(sim.ZONES), "-o", "json"]
+    assert main(args) == 0
+    pools = {p["name"]: p for p in json.loads(capsys.readouterr().out)["kafkaNodePools"]}
+    broker5 = next(r for r in pools["broker"]["brokers"] if r["nodeId"] == 5)
+    assert (broker5["node"], broker5["zone"], broker5["status"]) == (
+        "n-zone-a-deleted",
+        None,
+        "going",
+    )
+    assert pools["broker"]["brokersPerZone"] == {"zone-a": 2, "zone-b": 2, "zone-c": 1}
+
+
 def test_rebalance_says_why_it_leaves_brokers_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

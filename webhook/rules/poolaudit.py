@@ -4,10 +4,11 @@ For each KafkaNodePool in an opted-in namespace (all when opt-in is unknown) and
 node IDs (``status.nodeIds``, else those its pods and claims show): the zone its data says
 (a claim bound to a volume of a known zone, or the zone stszone gave its claim), its pod's
 node and zone, and a status: ``ok``, ``MISPLACED`` (running outside its data's zone),
-``pending`` (no node yet), ``no pod``, ``going`` (Terminating or ended) or ``unknown`` (its
-node has no zone label). Also the pool's zone counts, their imbalance, and the lowest
-replica count at which the operator's removal order (``strimzi.io/remove-node-ids``, then the
-highest) keeps every zone the pool holds now: the scale-down guard's own judgement of it.
+``pending`` (no node yet), ``no pod``, ``going`` (Terminating, ended, or on a node that no
+longer exists) or ``unknown`` (its node has no zone label). Also the pool's zone counts, their
+imbalance, and the lowest replica count at which the operator's removal order
+(``strimzi.io/remove-node-ids``, then the highest) keeps every zone the pool holds now: the
+scale-down guard's own judgement of it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from webhook.model.nodepools import REMOVE_NODE_IDS, KafkaNodePoolInfo, removal_
 from webhook.model.store import Store
 from webhook.rules.audit import Status, audited_pools
 from webhook.rules.poolguard import judge
-from webhook.rules.poolzones import PoolPolicy, claim_zone, members, pool_policy
+from webhook.rules.poolzones import PoolPolicy, claim_zone, going_away, members, pool_policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +81,7 @@ def broker_row(namespace: str, node_id: int, policy: PoolPolicy, store: Store) -
     pod = store.poolpods.get((namespace, name))
     if pod is None:
         return BrokerRow(node_id, name, expected, "", None, "no pod")
-    if pod.going:
+    if going_away(pod, store=store):
         return BrokerRow(node_id, name, expected, pod.node, None, "going")
     if not pod.node:
         return BrokerRow(node_id, name, expected, "", None, "pending")

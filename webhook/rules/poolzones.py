@@ -73,10 +73,17 @@ def _first_listed(zones: Iterable[str], order: tuple[str, ...]) -> str:
     return min(zones, key=lambda z: (rank.get(z, len(rank)), z))
 
 
+def going_away(pod: PoolPodInfo, *, store: Store) -> bool:
+    """Whether a broker's pod holds no zone: it is Terminating or has ended, or it is bound to
+    a node that no longer exists (PodGC deletes it, and the StrimziPodSet controller re-creates
+    it where :func:`choose` says, with its data), as the StatefulSet guard counts such pods."""
+    return bool(pod.going) or store.node_gone(pod.node)
+
+
 def pod_zone(pod: PoolPodInfo, *, store: Store, key: str = DEFAULT_TOPOLOGY_KEY) -> str | None:
     """Where a live pod of a pool is: its node's zone, its own zone label, else the zone
-    stszone pinned it to; None when going away or unknown."""
-    if pod.going:
+    stszone pinned it to; None when going away (:func:`going_away`) or unknown."""
+    if going_away(pod, store=store):
         return None
     if pod.node and (zone := store.node_zone(pod.node, key)):
         return zone
@@ -112,7 +119,7 @@ def members(namespace: str, policy: PoolPolicy, *, store: Store) -> dict[int, st
         zone = pod_zone(pod, store=store, key=policy.key)
         if zone is not None:
             found[pod.node_id] = zone
-        elif not pod.going:
+        elif not going_away(pod, store=store):
             found.setdefault(pod.node_id, None)
     return found
 
@@ -176,7 +183,7 @@ def _left_behind(
     live = {
         p.node_id
         for p in store.pool_pods(namespace, pool.cluster, pool.name)
-        if p.node_id is not None and not p.going
+        if p.node_id is not None and not going_away(p, store=store)
     }
     held = set(pool.node_ids or ()) | set(added) | live
     others = {
