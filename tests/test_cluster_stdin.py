@@ -88,3 +88,21 @@ def test_audit_help_example_reading_standard_input_runs_as_written(tmp_path: Pat
     # The guard example holds misplaced pods: exit 1 with the audit's table.
     assert done.returncode == 1, done.stderr
     assert "shop/db" in done.stdout and done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b" " * (7 * 2**20 + 1), f"- (standard input) is {7 * 2**20 + 1} bytes, over the"),
+        (b"{}", "- (standard input): "),
+    ],
+    ids=["over the cap", "not a review"],
+)
+def test_review_refusals_of_standard_input_name_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, body: bytes, said: str
+) -> None:
+    """A review piped in that is over the body cap, or no AdmissionReview, is refused naming
+    standard input, as the cluster file's refusals do, not a file called ``-``."""
+    status, out, err = run(capsys, monkeypatch, body, "review", "--zones", "a,b,c", "-")
+    assert (status, out) == (2, "")
+    assert err.startswith(f"stszone review: {said}"), err

@@ -126,15 +126,17 @@ def run_review(settings: Settings, *, path: str, endpoint: str) -> int:
             "the review FILE and --cluster are both - (standard input), which holds one of "
             "them; give the other as a file"
         )
+    stdin = path == STDIN
+    name = f"{path} (standard input)" if stdin else path
     try:
-        body = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        body = sys.stdin.buffer.read() if stdin else Path(path).read_bytes()
     except OSError as err:
-        raise ConfigError(f"cannot read {path}: {err.strerror}") from None
+        raise ConfigError(f"cannot read {name}: {err.strerror}") from None
     if len(body) > settings.max_body:
         # The server's cap (aiohttp's client_max_size): answering offline what `serve` refuses
         # would tell the user a review passes that the API server gets a 413 for.
         raise ConfigError(
-            f"{path} is {len(body)} bytes, over the {settings.max_body} byte "
+            f"{name} is {len(body)} bytes, over the {settings.max_body} byte "
             f"({settings.max_body / 2**20:g} MiB) request body cap: stszone serve answers it "
             "413 Request Entity Too Large without reading it, and the API server treats that "
             "as the webhook failing (failurePolicy decides); send a smaller object"
@@ -142,7 +144,7 @@ def run_review(settings: Settings, *, path: str, endpoint: str) -> int:
     try:
         parsed = review.parse(body)
     except BadRequest as err:
-        raise ConfigError(f"{path}: {err.message}") from None
+        raise ConfigError(f"{name}: {err.message}") from None
     store = load_view(settings)
     defaults = settings.defaults()
     passed_by = not_sent(parsed.request, store=store, defaults=defaults)
