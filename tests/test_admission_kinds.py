@@ -123,3 +123,20 @@ def test_a_saved_cluster_reads_statefulsets_of_apps_and_kruise_alone(lookalike_f
     assert (db.name, db.group, db.replicas, db.held, db.lowest) == ("db", "", 3, ("a", "b", "c"), 3)
     alone = audit(store_from_objects([*nodes, _lookalike(sts, replicas=3)]))
     assert alone.sets == ()
+
+
+@pytest.mark.parametrize("api_version", ["example.io/v1", "apps/v1"])
+def test_a_saved_cluster_reads_core_pods_alone(api_version: str) -> None:
+    """A cluster file holding db's three members in zones a, b, c and, after them, another
+    group's Pod db-2 on zone a's node: the audit sees db-2 in zone c, as the live view (which
+    lists core v1 pods only) does, not a member misplaced in zone a."""
+    nodes = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
+    pods = [b.sts_pod("db", i, node=n) for i, n in enumerate(("na", "nb", "nc"))]
+    other = {**b.sts_pod("db", 2, node="na"), "apiVersion": api_version}
+    sts = b.statefulset(annotations=ZONES)
+    (db,) = audit(store_from_objects([*nodes, sts, *pods, other])).sets
+    assert (db.held, db.lowest, db.misplaced) == (("a", "b", "c"), 3, 0)
+    # A hand-written file's pods name no apiVersion: read by their kind.
+    bare = [{k: v for k, v in pod.items() if k != "apiVersion"} for pod in pods]
+    (db,) = audit(store_from_objects([*nodes, sts, *bare])).sets
+    assert db.held == ("a", "b", "c")

@@ -239,3 +239,26 @@ def test_a_broker_is_held_to_the_nodes_of_its_zone_its_volume_reaches() -> None:
     report = audit(_pool_with_broker_0_on("n-zone-a-0", "n-zone-b-0"))
     assert "n-zone-a-0" not in report.removable and "n-zone-b-0" in report.removable
     assert "n-zone-a-0" not in report.removable_together
+
+
+@pytest.mark.parametrize("api_version", ["kafka.example.io/v1beta2", "example.io/v1"])
+def test_a_saved_kafkanodepool_of_another_group_is_not_audited(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], api_version: str
+) -> None:
+    """A cluster file holding the recorded pools and, after them, another project's
+    KafkaNodePool broker of one replica: the audit reads Strimzi's broker (6 brokers, lowest 3)
+    as the live view, which lists kafka.strimzi.io alone, does; the look-alike is no pool."""
+    path = cluster_file(tmp_path)
+    listed = yaml.safe_load(path.read_text())
+    (broker,) = [
+        item
+        for item in listed["items"]
+        if item["kind"] == "KafkaNodePool" and item["metadata"]["name"] == "broker"
+    ]
+    other = {**broker, "apiVersion": api_version, "spec": {**broker["spec"], "replicas": 1}}
+    listed["items"].append(other)
+    path.write_text(yaml.safe_dump(listed))
+    args = ["audit", "--cluster", str(path), "--zones", ",".join(sim.ZONES), "-o", "json"]
+    assert main(args) == 0
+    pools = {p["name"]: p for p in json.loads(capsys.readouterr().out)["kafkaNodePools"]}
+    assert (pools["broker"]["replicas"], pools["broker"]["lowestSafeReplicas"]) == (6, 3)

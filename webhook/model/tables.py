@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, get_args
 
-from webhook.model import kruise, setkinds
+from webhook.model import setkinds
 from webhook.model.namespaces import namespace_info
-from webhook.model.nodepools import nodepool_info, poolpod_info
+from webhook.model.nodepools import VERSIONS, nodepool_info, poolpod_info
 from webhook.model.records import (
     Info,
     claim_info,
@@ -67,15 +67,24 @@ TABLE_OF_KIND: Final[dict[str, Table]] = {
     "KafkaNodePool": "nodepools",
 }
 
+#: API ``kind`` -> the apiVersions a saved object of it is read at; every other kind's is core
+#: ``v1``, the one version of Node, PersistentVolume(Claim), Pod and Namespace.
+API_VERSIONS: Final[dict[str, tuple[str, ...]]] = {
+    "PartialObjectMetadata": ("meta.k8s.io/v1", "meta.k8s.io/v1beta1"),
+    "KafkaNodePool": tuple(f"kafka.strimzi.io/{version}" for version in VERSIONS),
+}
+
 
 def table_of(obj: Mapping[str, Any]) -> Table | None:
-    """The store table a raw object goes to, by kind and (for look-alike kinds) group: a
-    StatefulSet of another group than ``apps`` and OpenKruise's goes to none, as the live view,
-    which lists those two, never holds it."""
-    if obj.get("kind") == setkinds.KIND:
+    """The store table a raw object goes to, by kind and group: an object of another group
+    (``example.io/v1`` Pods, ``apps.example.io/v1`` StatefulSets) goes to none, as the live
+    view, which lists each kind at its own group, never holds it. An object with no
+    ``apiVersion`` (a hand-written file) is read by its kind alone."""
+    kind = str(obj.get("kind", ""))
+    if kind == setkinds.KIND:
         group = set_group(obj)
         return None if group is None else setkinds.KINDS[group].table
     api_version = obj.get("apiVersion")
-    if isinstance(api_version, str) and api_version.startswith(f"{kruise.GROUP}/"):
+    if api_version is not None and api_version not in API_VERSIONS.get(kind, ("v1",)):
         return None
-    return TABLE_OF_KIND.get(str(obj.get("kind", "")))
+    return TABLE_OF_KIND.get(kind)
