@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -383,3 +385,26 @@ def test_renders_from_the_package_alone_without_the_repository(tmp_path: Path) -
     python("-m", "webhook", "manifests", "--kustomize-dir", "out")
     written = {path.name: path.read_text() for path in (elsewhere / "out").iterdir()}
     assert written == {path.name: path.read_text() for path in (DEPLOY / "base").iterdir()}
+
+
+@pytest.mark.parametrize("folder", ["certs", "pairs/system"])
+def test_the_hint_for_a_pair_of_another_namespace_reissues_the_pair_given(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    folder: str,
+) -> None:
+    """A pair issued for stszone-system, installed into webhooks-prod: the refusal's `stszone
+    certs` command, run as written (NS filled in), re-issues the pair that was given, in
+    certs/ or elsewhere, and the same manifests command then prints."""
+    monkeypatch.chdir(tmp_path)
+    issue(Path(folder), service="stszone", namespace="stszone-system")
+    args = ["--ca", f"{folder}/ca.crt", "--namespace", "webhooks-prod"]
+    status, _, err = run(capsys, *args)
+    assert status == 2, err
+    (hint,) = re.findall(r"`(stszone certs [^`]*)`", err)
+    assert main(shlex.split(hint.replace("NS", "webhooks-prod"))[1:]) == 0
+    capsys.readouterr()
+    status, objects, err = run(capsys, *args)
+    assert status == 0, err
+    assert only(objects, "Secret")["metadata"]["namespace"] == "webhooks-prod"

@@ -13,6 +13,7 @@ CAs) and a leaf need not carry an authorityKeyIdentifier.
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 import sys
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -27,10 +28,13 @@ from cryptography.x509.verification import (
     VerificationError,
 )
 
+from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.install.issuing import issued_by
 from webhook.pem import certificates, key_matches, private_key
 
+#: Where ``stszone certs`` writes without ``--out``.
+CERTS_DIR: Final = Settings().certs_dir
 #: Warn when the serving certificate has less than this left.
 RENEW_WARNING: Final = dt.timedelta(days=30)
 _CA_POLICY: Final = ExtensionPolicy.webpki_defaults_ca().may_be_present(
@@ -47,6 +51,9 @@ class PemFiles(NamedTuple):
     ca: str = "CA file"
     cert: str = "serving certificate file"
     key: str = "serving key"
+    #: ``stszone certs``' ``--out DIR`` that re-issues the pair in the directory it was read
+    #: from (with its leading space), "" for the default certs/ or a pair `certs` did not write.
+    out: str = ""
 
 
 #: The files named by what they are alone (a pair checked from memory, not from files).
@@ -60,10 +67,14 @@ def pem_files(ca: Path, *, cert: Path | None, key: Path | None) -> PemFiles:
     def where(path: Path | None, flag: str, default: str) -> str:
         return f"{path} ({flag})" if path else f"{ca.with_name(default)} ({default} beside --ca)"
 
+    # `stszone certs --out DIR` writes DIR/tls.crt: a hint without DIR re-issues certs/ instead.
+    written = cert or ca.with_name("tls.crt")
+    folder = written.parent if written.name == "tls.crt" else CERTS_DIR
     return PemFiles(
         ca=f"CA file {ca} (--ca)",
         cert=f"serving certificate file {where(cert, '--cert', 'tls.crt')}",
         key=f"serving key {where(key, '--key', 'tls.key')}",
+        out="" if folder == CERTS_DIR else f" --out {shlex.quote(str(folder))}",
     )
 
 
@@ -171,7 +182,7 @@ def check_serving_pair(
     if leaf.not_valid_after_utc <= now:
         raise ConfigError(
             f"the serving certificate expired on {leaf.not_valid_after_utc:%Y-%m-%d}; "
-            "re-issue it with `stszone certs --force`"
+            f"re-issue it with `stszone certs{files.out} --force`"
         )
     # Verified as of a moment the leaf is valid: not-yet-valid is a warning below, not a refusal.
     at = max(now, leaf.not_valid_before_utc)
@@ -191,7 +202,7 @@ def check_serving_pair(
         raise ConfigError(
             f"the serving certificate names {', '.join(names) or 'no DNS name'}, but the API "
             f"server dials {host}; re-issue it for this namespace with "
-            "`stszone certs --namespace NS --force`"
+            f"`stszone certs --namespace NS{files.out} --force`"
         )
     warnings = []
     if leaf.not_valid_before_utc > now:
@@ -199,6 +210,6 @@ def check_serving_pair(
     if leaf.not_valid_after_utc - now < RENEW_WARNING:
         warnings.append(
             f"the serving certificate expires on {leaf.not_valid_after_utc:%Y-%m-%d}; "
-            "re-issue it soon with `stszone certs --force`"
+            f"re-issue it soon with `stszone certs{files.out} --force`"
         )
     return warnings
