@@ -29,6 +29,7 @@ from webhook.rules import kruiseguard, retention, verdict
 from webhook.rules import validate as validations
 from webhook.rules.decision import Decision, allow
 from webhook.rules.placement import Policy, kruise_live, require_synced, resolve_policy
+from webhook.rules.scaling import malformed_warning
 
 
 def _declared(sts: JSON) -> Declared:
@@ -211,7 +212,9 @@ def validate_kruise_scale(
         namespace, name, store=store, tolerate_malformed=True, group=kruise.GROUP
     )
     warnings: tuple[str, ...] = ()
-    if held is None:
+    if policy.malformed:
+        warnings = (malformed_warning(name, policy.malformed, by="scale"),)
+    elif held is None:
         warnings = (
             f"{namespace}/{name} is not in stszone's view yet: guarded on its pods and the "
             "server's zones, with no reserved ordinals",
