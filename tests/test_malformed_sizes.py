@@ -1,7 +1,7 @@
 """A set whose ``stszone.io/*`` annotations are malformed: its new pods are refused until they
 are fixed, but a scale-down cannot change them, so the guard judges it on the defaults (the
 server's zones, ordinal mode) with a warning, for a StatefulSet and an Advanced StatefulSet
-alike.
+alike; ``stszone explain`` gives each smaller size that same answer after its PROBLEM line.
 
 db: six members on nodes in zone-a, zone-a, zone-b, zone-c, zone-b, zone-a (the zones of the
 server: zone-a, zone-b, zone-c). Keeping 0-3 keeps every zone; keeping 0-2 loses zone-c.
@@ -9,16 +9,21 @@ server: zone-a, zone-b, zone-c). Keeping 0-3 keeps every zone; keeping 0-2 loses
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import builders as b
+from webhook.cli import main
+from webhook.cli.explain_text import workload_json, workload_text
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
 from webhook.rules.admission import Request, validate
 from webhook.rules.decision import Decision
+from webhook.rules.explain import explain_workload
 
 KRUISE = "apps.kruise.io"
 KINDS = pytest.mark.parametrize("group", ["", KRUISE], ids=["apps", "kruise"])
@@ -58,3 +63,50 @@ def test_a_scale_down_of_a_malformed_set_is_judged_on_the_defaults_with_a_warnin
     allowed = _scale(store, 4, group=group)
     assert allowed.allowed, allowed.message
     assert any("stszone.io/mode 'bogus'" in w for w in allowed.warnings), allowed.warnings
+
+
+@KINDS
+def test_explain_gives_each_size_the_guards_answer_after_the_problem(group: str) -> None:
+    """Each smaller size's answer in explain is the guard's answer to that Scale: allowed or
+    refused, with the same reason, message and warnings; the PROBLEM line says why its pods
+    are refused, and no member table is drawn from annotations that do not read."""
+    store = _cluster(group)
+    explained = explain_workload(store, "ns", "db", group=group)
+    assert explained is not None
+    assert "malformed stszone annotations" in explained.problem
+    assert explained.members == ()
+    sizes = [(a.replicas, a.allowed, a.reason, a.message, a.warnings) for a in explained.sizes]
+    guard = [(n, *_said(_scale(store, n, group=group))) for n in range(5, -1, -1)]
+    assert sizes == guard
+    assert [(n, allowed, reason) for n, allowed, reason, _, _ in sizes] == [
+        (5, True, ""),
+        (4, True, ""),
+        (3, False, "ZoneLoss"),
+        (2, False, "ZoneLoss"),
+        (1, False, "ZoneLoss"),
+        (0, True, ""),
+    ]
+    text = workload_text(explained).splitlines()
+    (problem,) = [i for i, line in enumerate(text) if line.startswith("  PROBLEM: ")]
+    after = "\n".join(text[problem + 1 :])
+    assert "    6 -> 4: allowed" in after and "    6 -> 3: refused (ZoneLoss)" in after, after
+    assert [s["replicas"] for s in workload_json(explained)["sizes"]] == [5, 4, 3, 2, 1, 0]
+
+
+def _said(decision: Decision) -> tuple[bool, str, str, tuple[str, ...]]:
+    return decision.allowed, decision.reason, decision.message, decision.warnings
+
+
+def test_stszone_explain_prints_the_sizes_of_a_malformed_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``stszone explain sts/db --cluster FILE``: the PROBLEM line, then each size's answer."""
+    sts = b.statefulset("db", replicas=6, annotations=BAD)
+    pods = [b.sts_pod("db", i, node=n) for i, n in enumerate(NODES)]
+    nodes = [b.node(n, f"zone-{n[0]}") for n in NODES]
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": [*nodes, sts, *pods]}))
+    assert main(["explain", "sts/db", "--cluster", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "PROBLEM: StatefulSet ns/db has malformed stszone annotations" in out
+    assert out.index("PROBLEM") < out.index("6 -> 4: allowed") < out.index("6 -> 3: refused")

@@ -174,7 +174,11 @@ def workload_text(explained: WorkloadExplanation) -> str:
     workload = explained.workload
     lines = [_head(workload), *_warned(workload)]
     if explained.problem:
-        return "\n".join([*lines, f"  PROBLEM: {explained.problem}"])
+        lines.append(f"  PROBLEM: {explained.problem}")
+        if explained.sizes:  # its scale-downs are judged on the defaults all the same
+            lines.append("  its new pods are refused until that is fixed; a scale-down is judged")
+            lines.append("  on the defaults: a scale-down to each smaller size would be:")
+        return "\n".join([*lines, *_sizes_lines(explained)])
     header = ("ORDINAL", "RULE", "EXPECTED", "SET BY", "NODE", "ZONE", "STATUS", "GUARD")
     rows = [
         (
@@ -195,15 +199,22 @@ def workload_text(explained: WorkloadExplanation) -> str:
             lines.append(f"  ordinal {member.row.ordinal}: {member.guard.why}")
     if workload.replicas > len(explained.members):
         lines.append(f"  (the first {len(explained.members)} of {workload.replicas} members)")
-    if explained.deleting:
-        lines.append(f"  no smaller size judged: {being_deleted(workload.kind)}")
     if explained.sizes:
         lines.append("  a scale-down to each smaller size would be:")
+    return "\n".join([*lines, *_sizes_lines(explained)])
+
+
+def _sizes_lines(explained: WorkloadExplanation) -> list[str]:
+    """Each smaller size's answer (or why none is judged)."""
+    current = explained.workload.replicas
+    lines = []
+    if explained.deleting:
+        lines.append(f"  no smaller size judged: {being_deleted(explained.workload.kind)}")
     for answer in explained.sizes:
-        lines += _size_lines(answer, current=workload.replicas)
+        lines += _size_lines(answer, current=current)
     if explained.unjudged:
         lines.append(f"    (sizes below {explained.sizes[-1].replicas} not judged)")
-    return "\n".join(lines)
+    return lines
 
 
 def workload_json(explained: WorkloadExplanation) -> dict[str, Any]:

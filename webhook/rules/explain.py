@@ -293,6 +293,17 @@ def explain_pod(
 def _answer(
     sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int, *, refused: str = ""
 ) -> SizeAnswer:
+    answer = _judged(sts, policy, store, replicas, refused=refused)
+    if not policy.malformed or refused or sts.skipped or not replicas:
+        return answer
+    # As the guard answers a Scale that the defaults judged (a scale to zero is not judged).
+    said = scaling.malformed_warning(sts.name, policy.malformed, by="scale")
+    return replace(answer, warnings=(*answer.warnings, said))
+
+
+def _judged(
+    sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int, *, refused: str = ""
+) -> SizeAnswer:
     if refused:  # the namespaceSelector never sends its requests to stszone
         return SizeAnswer(replicas, True, "", "", (f"not judged: {refused}",))
     if sts.skipped:  # its writes (the objectSelector) and its /scale are never judged
@@ -342,7 +353,16 @@ def explain_workload(
     try:
         policy = resolve_policy(namespace, name, store=store, group=group)
     except Denied as err:
-        return WorkloadExplanation(_workload(sts, None), (), (), problem=err.message)
+        if not sts.problems:
+            return WorkloadExplanation(_workload(sts, None), (), (), problem=err.message)
+        # Malformed annotations refuse its new pods, but a Scale cannot change them, so the
+        # guard judges its scale-downs on the defaults: each size gets that answer.
+        policy = resolve_policy(namespace, name, store=store, group=group, tolerate_malformed=True)
+        sizes = () if sts.deleting else _sizes(sts, policy, store, excluded)
+        unjudged = 0 if sts.deleting else max(sts.replicas - SIZES, 0)
+        return WorkloadExplanation(
+            _workload(sts, None), (), sizes, unjudged, err.message, sts.deleting
+        )
     where = Locator(namespace=namespace, policy=policy, store=store)
     members = tuple(
         _member(o, policy=policy, store=store, where=where)
@@ -350,8 +370,16 @@ def explain_workload(
     )
     if sts.deleting:
         return WorkloadExplanation(_workload(sts, policy), members, (), deleting=True)
-    smaller = range(sts.replicas - 1, max(sts.replicas - 1 - SIZES, -1), -1)
-    refused = namespace_refusal(store, namespace, excluded=excluded)
-    sizes = tuple(_answer(sts, policy, store, n, refused=refused) for n in smaller)
     unjudged = max(sts.replicas - SIZES, 0)
-    return WorkloadExplanation(_workload(sts, policy), members, sizes, unjudged)
+    return WorkloadExplanation(
+        _workload(sts, policy), members, _sizes(sts, policy, store, excluded), unjudged
+    )
+
+
+def _sizes(
+    sts: StatefulSetInfo, policy: Policy, store: Store, excluded: Collection[str]
+) -> tuple[SizeAnswer, ...]:
+    """The answer for each smaller size, nearest first (:data:`SIZES` of them at most)."""
+    smaller = range(sts.replicas - 1, max(sts.replicas - 1 - SIZES, -1), -1)
+    refused = namespace_refusal(store, sts.namespace, excluded=excluded)
+    return tuple(_answer(sts, policy, store, n, refused=refused) for n in smaller)
