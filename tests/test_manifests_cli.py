@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import io
 import os
 import re
 import shlex
@@ -408,3 +409,15 @@ def test_the_hint_for_a_pair_of_another_namespace_reissues_the_pair_given(
     status, objects, err = run(capsys, *args)
     assert status == 0, err
     assert only(objects, "Secret")["metadata"]["namespace"] == "webhooks-prod"
+
+
+def test_a_base_from_standard_input_is_named_so(
+    capsys: pytest.CaptureFixture[str], certs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kubectl kustomize ... | stszone manifests --base -` piping in no overlay: the refusal
+    names standard input, as the other readers of `-` do, not a file called `-`."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"kind": "ConfigMap"}')))
+    status = main(["manifests", "--ca", str(certs / "system" / "ca.crt"), "--base", "-"])
+    captured = capsys.readouterr()
+    assert (status, captured.out) == (2, "")
+    assert captured.err.startswith(f"stszone manifests: - (standard input) {NOT_AN_OBJECT}")

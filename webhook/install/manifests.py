@@ -268,9 +268,10 @@ def _objects(
             "--base takes the webhooks from the file; drop --no-match-conditions and add the "
             "component deploy/components/no-match-conditions to the overlay instead"
         )
-    objects = load_objects(_read(base, "base"), source=str(base))
-    refuse_managed(objects, source=str(base))
-    return objects, fill_ca_bundle(objects, ca_bundle=ca_bundle, source=str(base))
+    source = f"{base} (standard input)" if str(base) == "-" else str(base)
+    objects = load_objects(_read(base, "base"), source=source)
+    refuse_managed(objects, source=source)
+    return objects, fill_ca_bundle(objects, ca_bundle=ca_bundle, source=source)
 
 
 def run_manifests(
