@@ -30,6 +30,8 @@ HOSTNAME = "kubernetes.io/hostname"
 RUN_LABEL = "stszone.io/e2e"
 #: The lab's folder (its binaries, kubeconfig and state): ``$STSZONE_LAB``, else ``~/stszone-lab``.
 LAB = Path(os.environ.get("STSZONE_LAB", str(Path.home() / "stszone-lab")))
+#: The finalizer that holds a set while it is being deleted (:func:`release` takes it off).
+HOLD = "e2e.stszone.io/hold"
 
 
 def lab_file(name: str) -> Path:
@@ -151,6 +153,23 @@ class Kubectl:
                 return True
             raise
         return False
+
+
+def release(kubectl: Kubectl, name: str) -> None:
+    """Take every finalizer off set ``name`` (absent is fine), delete it and wait until it is
+    gone: a set that keeps :data:`HOLD` keeps its namespace from ever being deleted."""
+    try:
+        patch = '{"metadata":{"finalizers":null}}'
+        kubectl.run("patch", "statefulset", name, "--type=merge", "-p", patch)
+    except KubectlError as err:
+        if "NotFound" not in err.stderr and "not found" not in err.stderr:
+            raise
+    kubectl.delete("statefulset", name)
+    wait_for(
+        f"statefulset {name} to be deleted",
+        lambda: kubectl.gone("statefulset", name),
+        timeout=60,
+    )
 
 
 def pod_template(image: str) -> Obj:

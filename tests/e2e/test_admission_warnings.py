@@ -11,26 +11,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from tests.e2e.kube import RUN_LABEL, Cluster, Kubectl, KubectlError, Obj, wait_for, workload
-
-HOLD = "e2e.stszone.io/hold"
-
-
-def _release(kubectl: Kubectl, name: str) -> None:
-    """Take every finalizer off set ``name`` (absent is fine), delete it and wait until it is
-    gone."""
-    try:
-        patch = '{"metadata":{"finalizers":null}}'
-        kubectl.run("patch", "statefulset", name, "--type=merge", "-p", patch)
-    except KubectlError as err:
-        if "NotFound" not in err.stderr and "not found" not in err.stderr:
-            raise
-    kubectl.delete("statefulset", name)
-    wait_for(
-        f"statefulset {name} to be deleted",
-        lambda: kubectl.gone("statefulset", name),
-        timeout=60,
-    )
+from tests.e2e.kube import HOLD, RUN_LABEL, Cluster, Kubectl, Obj, release, wait_for, workload
 
 
 def _pods(kubectl: Kubectl, name: str) -> list[Obj]:
@@ -51,7 +32,7 @@ def test_a_scale_down_of_a_set_being_deleted_is_allowed_and_removes_no_pod(
     )
     sts["metadata"]["finalizers"] = [HOLD]
     with ExitStack() as stack:
-        stack.callback(_release, kubectl, name)
+        stack.callback(release, kubectl, name)
         kubectl.create(sts)
         wait_for(
             f"{k} pods of {name}", lambda: len(_pods(kubectl, name)) == k, timeout=cluster.timeout
@@ -98,7 +79,7 @@ def test_an_update_leaving_malformed_annotations_warns_of_them_and_of_a_key_not_
         "stszone.io/node-label": "example.io/node",
     }
     with ExitStack() as stack:
-        stack.callback(_release, kubectl, name)
+        stack.callback(release, kubectl, name)
         kubectl.create(sts)
         warned = kubectl.warned("label", "statefulset", name, "stszone.io/skip-")
         assert any(
