@@ -39,7 +39,7 @@ from typing import Any, TypedDict
 
 import pytest
 
-from tests.e2e.kube import RUN_LABEL, ZONE_KEY, Cluster, Kubectl, Obj, wait_for
+from tests.e2e.kube import RUN_LABEL, ZONE_KEY, Cluster, Kubectl, Obj, crd_file, wait_for
 from tests.e2e.server import is_ip, serving
 from tests.process import tail
 from webhook.config import DEFAULT_NAMESPACE
@@ -48,6 +48,8 @@ from webhook.install.certfiles import issue
 
 MADE_UP_ZONES = ("e2e-zone-a", "e2e-zone-b", "e2e-zone-c")
 LOG_KEY = pytest.StashKey[Path]()
+STRIMZI_CRD_FILE = crd_file("STSZONE_STRIMZI_CRDS", "strimzi.yaml")
+STRIMZI_CRDS = ("kafkanodepools.kafka.strimzi.io", "strimzipodsets.core.strimzi.io")
 
 
 def schedulable_zones(kubectl: Kubectl) -> set[str]:
@@ -139,6 +141,23 @@ def kubectl() -> Kubectl:
     if binary is None:
         pytest.fail("the end-to-end tests need kubectl on PATH")
     return Kubectl(binary, kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def strimzi_crds(kubectl: Kubectl) -> None:
+    """The Strimzi CRDs, applied when missing (before the webhook starts when asked first)."""
+    have = {i["metadata"]["name"] for i in kubectl.get("customresourcedefinitions")["items"]}
+    if not set(STRIMZI_CRDS) <= have:
+        if not STRIMZI_CRD_FILE.is_file():
+            pytest.fail(f"the cluster lacks the Strimzi CRDs and {STRIMZI_CRD_FILE} does not exist")
+        kubectl.run("apply", "--server-side", "-f", str(STRIMZI_CRD_FILE))
+    for crd in STRIMZI_CRDS:
+
+        def established(name: str = crd) -> bool:
+            conditions = kubectl.get("crd", name).get("status", {}).get("conditions") or []
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+        wait_for(f"CRD {crd} to be established", established, timeout=60)
 
 
 def opted_in_namespace(name: str, run: str) -> Obj:

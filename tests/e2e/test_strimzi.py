@@ -35,13 +35,10 @@ from tests.e2e.kube import (
     Kubectl,
     KubectlError,
     Obj,
-    crd_file,
     wait_for,
 )
 from tests.test_metrics import parse, value
 
-CRD_FILE = crd_file("STSZONE_STRIMZI_CRDS", "strimzi.yaml")
-CRDS = ("kafkanodepools.kafka.strimzi.io", "strimzipodsets.core.strimzi.io")
 KAFKA = "my-cluster"
 POOL = "pool"
 REMOVE = "strimzi.io/remove-node-ids"
@@ -51,28 +48,11 @@ POOL_API = "kafka.strimzi.io/v1"
 PODSET_API = "core.strimzi.io/v1"
 
 
-@pytest.fixture(scope="session")
-def strimzi_crds(kubectl: Kubectl) -> None:
-    """The Strimzi CRDs, applied when missing (before the webhook starts when asked first)."""
-    have = {i["metadata"]["name"] for i in kubectl.get("customresourcedefinitions")["items"]}
-    if not set(CRDS) <= have:
-        if not CRD_FILE.is_file():
-            pytest.fail(f"the cluster lacks the Strimzi CRDs and {CRD_FILE} does not exist")
-        kubectl.run("apply", "--server-side", "-f", str(CRD_FILE))
-    for crd in CRDS:
-
-        def established(name: str = crd) -> bool:
-            conditions = kubectl.get("crd", name).get("status", {}).get("conditions") or []
-            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-        wait_for(f"CRD {crd} to be established", established, timeout=60)
+def _labels(run: str, pool_name: str = POOL) -> dict[str, str]:
+    return {"strimzi.io/cluster": KAFKA, "strimzi.io/pool-name": pool_name, RUN_LABEL: run}
 
 
-def _labels(run: str) -> dict[str, str]:
-    return {"strimzi.io/cluster": KAFKA, "strimzi.io/pool-name": POOL, RUN_LABEL: run}
-
-
-def _pv(cluster: Cluster, node_id: int, zone: str) -> Obj:
+def _pv(cluster: Cluster, node_id: int, zone: str, pool_name: str = POOL) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -82,7 +62,7 @@ def _pv(cluster: Cluster, node_id: int, zone: str) -> Obj:
             "accessModes": ["ReadWriteOnce"],
             "storageClassName": "restored",
             "hostPath": {"path": f"/tmp/{cluster.namespace}-{node_id}"},
-            "claimRef": {"namespace": cluster.namespace, "name": _claim_name(node_id)},
+            "claimRef": {"namespace": cluster.namespace, "name": _claim_name(node_id, pool_name)},
             "nodeAffinity": {
                 "required": {
                     "nodeSelectorTerms": [
@@ -102,24 +82,24 @@ def _pv(cluster: Cluster, node_id: int, zone: str) -> Obj:
     }
 
 
-def _claim_name(node_id: int) -> str:
-    return f"data-{KAFKA}-{POOL}-{node_id}"
+def _claim_name(node_id: int, pool_name: str = POOL) -> str:
+    return f"data-{KAFKA}-{pool_name}-{node_id}"
 
 
-def _claim(cluster: Cluster, pool: Obj, node_id: int) -> Obj:
+def _claim(cluster: Cluster, pool: Obj, node_id: int, pool_name: str = POOL) -> Obj:
     """As ``PersistentVolumeClaimUtils`` makes it: labels, owner the pool (not controller)."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {
-            "name": _claim_name(node_id),
-            "labels": _labels(cluster.run),
+            "name": _claim_name(node_id, pool_name),
+            "labels": _labels(cluster.run, pool_name),
             "annotations": {"strimzi.io/delete-claim": "true"},
             "ownerReferences": [
                 {
                     "apiVersion": POOL_API,
                     "kind": "KafkaNodePool",
-                    "name": POOL,
+                    "name": pool_name,
                     "uid": pool["metadata"]["uid"],
                     "controller": False,
                     "blockOwnerDeletion": True,
@@ -134,30 +114,30 @@ def _claim(cluster: Cluster, pool: Obj, node_id: int) -> Obj:
     }
 
 
-def _podset(cluster: Cluster) -> Obj:
+def _podset(cluster: Cluster, pool_name: str = POOL) -> Obj:
     """The pool's StrimziPodSet, as ``KafkaCluster.generatePodSets`` makes it (pods left out)."""
     return {
         "apiVersion": PODSET_API,
         "kind": "StrimziPodSet",
-        "metadata": {"name": f"{KAFKA}-{POOL}", "labels": _labels(cluster.run)},
-        "spec": {"selector": {"matchLabels": _labels(cluster.run)}, "pods": []},
+        "metadata": {"name": f"{KAFKA}-{pool_name}", "labels": _labels(cluster.run, pool_name)},
+        "spec": {"selector": {"matchLabels": _labels(cluster.run, pool_name)}, "pods": []},
     }
 
 
-def _pod(cluster: Cluster, podset: Obj, node_id: int) -> Obj:
+def _pod(cluster: Cluster, podset: Obj, node_id: int, pool_name: str = POOL) -> Obj:
     """As the StrimziPodSet controller makes it: owner the StrimziPodSet (controller)."""
-    name = f"{KAFKA}-{POOL}-{node_id}"
+    name = f"{KAFKA}-{pool_name}-{node_id}"
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "labels": {**_labels(cluster.run), "strimzi.io/pod-name": name},
+            "labels": {**_labels(cluster.run, pool_name), "strimzi.io/pod-name": name},
             "ownerReferences": [
                 {
                     "apiVersion": PODSET_API,
                     "kind": "StrimziPodSet",
-                    "name": f"{KAFKA}-{POOL}",
+                    "name": f"{KAFKA}-{pool_name}",
                     "uid": podset["metadata"]["uid"],
                     "controller": True,
                     "blockOwnerDeletion": True,
@@ -181,18 +161,21 @@ def _pod(cluster: Cluster, podset: Obj, node_id: int) -> Obj:
             },
             "containers": [{"name": "kafka", "image": cluster.image}],
             "volumes": [
-                {"name": "data", "persistentVolumeClaim": {"claimName": _claim_name(node_id)}}
+                {
+                    "name": "data",
+                    "persistentVolumeClaim": {"claimName": _claim_name(node_id, pool_name)},
+                }
             ],
         },
     }
 
 
-def _nodepool(cluster: Cluster, replicas: int) -> Obj:
+def _nodepool(cluster: Cluster, replicas: int, pool_name: str = POOL) -> Obj:
     return {
         "apiVersion": POOL_API,
         "kind": "KafkaNodePool",
         "metadata": {
-            "name": POOL,
+            "name": pool_name,
             "labels": {"strimzi.io/cluster": KAFKA, RUN_LABEL: cluster.run},
             "annotations": {"stszone.io/storage-class-template": "ssd-{zone}"},
         },
@@ -204,10 +187,12 @@ def _nodepool(cluster: Cluster, replicas: int) -> Obj:
     }
 
 
-def _status(kubectl: Kubectl, node_ids: list[int]) -> None:
+def _status(kubectl: Kubectl, node_ids: list[int], pool_name: str = POOL) -> None:
     """What the operator writes after a pass (``KafkaPool.generateNodePoolStatus``)."""
     body = json.dumps({"status": {"nodeIds": node_ids, "replicas": len(node_ids)}})
-    kubectl.run("patch", "kafkanodepool", POOL, "--subresource=status", "--type=merge", "-p", body)
+    kubectl.run(
+        "patch", "kafkanodepool", pool_name, "--subresource=status", "--type=merge", "-p", body
+    )
 
 
 def _remove_broker(kubectl: Kubectl, node_id: int) -> None:
@@ -215,13 +200,14 @@ def _remove_broker(kubectl: Kubectl, node_id: int) -> None:
     kubectl.run("delete", "pvc", _claim_name(node_id), "--wait=false")
 
 
-def _view_holds_every_claim(cluster: Cluster) -> bool:
-    """The webhook's view holds as many claims as the API server lists (every namespace)."""
+def _view_holds_every(cluster: Cluster, kind: str = "pvc", resource: str = "claims") -> bool:
+    """The webhook's view (its table ``resource``) holds as many objects of ``kind`` as the API
+    server lists (every namespace)."""
     status, text = cluster.webhook.fetch("/metrics")
     assert status == 200, text
-    held = value(parse(text), "stszone_cache_objects", resource="claims")
+    held = value(parse(text), "stszone_cache_objects", resource=resource)
     everywhere = Kubectl(cluster.kubectl.binary, cluster.kubectl.kubeconfig)
-    return held == len(everywhere.get("pvc", "--all-namespaces")["items"])
+    return held == len(everywhere.get(kind, "--all-namespaces")["items"])
 
 
 def _view_has(log: Path, what: str, *, since: int = 0) -> bool:
@@ -276,7 +262,7 @@ def test_a_pool_is_placed_balanced_guarded_and_scaled_down_by_zone(
         # The next claim's zone counts this one: it must be in the view first.
         wait_for(
             f"the view to hold claim {made['metadata']['name']}",
-            lambda: _view_holds_every_claim(cluster),
+            lambda: _view_holds_every(cluster),
             timeout=20,
         )
     assert claims == {0: a, 1: a, 2: b, 3: b, 4: c, 5: c}
