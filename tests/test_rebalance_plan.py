@@ -539,10 +539,8 @@ def test_the_recorded_cluster_has_pinned_unready_and_cycling_sets() -> None:
     volumes are, both off their rule zones (pinned); rec's pods are not Ready (blocked);
     verify/web is rotated by one zone, a cycle (blocked); verify/data has ordinal 0 in place and
     1-4 pinned by their volumes."""
-    nodes = b.fixture_api("nodes-metadata-list")["items"]
-    docs: list[Any] = [{"kind": "List", "items": [{**n, "kind": "Node"} for n in nodes]}]
-    for name in ("pv-list", "pvc-list", "statefulsets-list", "sts-pods-list"):
-        docs.append(b.fixture_api(name))
+    names = ("nodes-metadata-list", "pv-list", "pvc-list", "statefulsets-list", "sts-pods-list")
+    docs: list[Any] = [b.fixture_api(name) for name in names]
     snap = from_objects(docs)
     result = plan(snap.store, snap.state, sets=chosen(snap.store))
     kinds = {(s.namespace, s.name): [row.kind for row in s.rows] for s in result.sets}
