@@ -110,3 +110,41 @@ def test_stszone_explain_prints_the_sizes_of_a_malformed_set(
     out = capsys.readouterr().out
     assert "PROBLEM: StatefulSet ns/db has malformed stszone annotations" in out
     assert out.index("PROBLEM") < out.index("6 -> 4: allowed") < out.index("6 -> 3: refused")
+
+
+def _set(group: str, *, replicas: int, annotations: dict[str, str]) -> dict[str, Any]:
+    sts = b.statefulset("db", replicas=replicas, annotations=annotations)
+    if group:
+        sts["apiVersion"] = f"{KRUISE}/v1beta1"
+    return sts
+
+
+def _update(store: Store, new: dict[str, Any], *, group: str) -> Decision:
+    """An UPDATE of db (six replicas, ``stszone.io/mode: bogus``) to ``new``."""
+    request = Request(
+        "StatefulSet", group or "apps", "statefulsets", "", "UPDATE", "ns", "db",
+        new, _set(group, replicas=6, annotations=BAD), resource_group=group or "apps",
+    )  # fmt: skip
+    return validate(request, store=store, defaults=Defaults())
+
+
+@KINDS
+def test_the_way_out_of_a_malformed_sets_refusal_is_one_that_is_taken(group: str) -> None:
+    """The guard reads none of a malformed set's annotations, and an update that adds
+    allow-zone-loss to them, leaving them malformed, is refused: the refusal of 6 -> 3 (by a
+    Scale, or by an update that keeps the annotations) names the malformed one to fix in the
+    same update, and that update is allowed."""
+    store = _cluster(group)
+    scaled = _scale(store, 3, group=group)
+    kept = _update(store, _set(group, replicas=3, annotations=BAD), group=group)
+    for refused in (scaled, kept):
+        assert (refused.allowed, refused.reason) == (False, "ZoneLoss"), refused.message
+        assert "stszone.io/mode 'bogus' is not a mode" in refused.message, refused.message
+        assert "in the same update that sets stszone.io/allow-zone-loss" in refused.message
+    forced = {**BAD, "stszone.io/allow-zone-loss": "true"}
+    added = _update(store, _set(group, replicas=3, annotations=forced), group=group)
+    assert (added.allowed, added.reason) == (False, "Invalid"), added.message
+    fixed = {"stszone.io/mode": "affinity", "stszone.io/allow-zone-loss": "true"}
+    taken = _update(store, _set(group, replicas=3, annotations=fixed), group=group)
+    assert taken.allowed, taken.message
+    assert any("allowed by stszone.io/allow-zone-loss" in w for w in taken.warnings)

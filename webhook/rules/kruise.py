@@ -17,8 +17,7 @@ from __future__ import annotations
 from webhook.model import kruise, notices, objects
 from webhook.model.annotations import (
     Declared,
-    InvalidAnnotations,
-    parse_annotations,
+    read_annotations,
     stszone_annotations,
 )
 from webhook.model.kruise import Live
@@ -32,18 +31,23 @@ from webhook.rules.placement import Policy, kruise_live, require_synced, resolve
 from webhook.rules.scaling import malformed_warning
 
 
-def _declared(sts: JSON) -> Declared:
-    """The set's stszone annotations (defaults when malformed: the base check speaks of them)."""
+def _declared(sts: JSON) -> tuple[Declared, tuple[str, ...]]:
+    """The set's stszone annotations, and why they are unusable (then the defaults stand in:
+    the base check speaks of them)."""
     meta = objects.mapping(sts, "metadata")
-    try:
-        return parse_annotations(
-            stszone_annotations(objects.str_map(meta, "annotations", path="metadata"))
-        )
-    except InvalidAnnotations:
-        return Declared()
+    return read_annotations(
+        stszone_annotations(objects.str_map(meta, "annotations", path="metadata"))
+    )
 
 
-def _policy(info: StatefulSetInfo, declared: Declared, live: Live, *, store: Store) -> Policy:
+def _policy(
+    info: StatefulSetInfo,
+    declared: Declared,
+    live: Live,
+    *,
+    store: Store,
+    malformed: tuple[str, ...] = (),
+) -> Policy:
     return Policy(
         statefulset=info.name,
         declared=declared,
@@ -53,6 +57,7 @@ def _policy(info: StatefulSetInfo, declared: Declared, live: Live, *, store: Sto
         known=True,
         group=kruise.GROUP,
         live=live,
+        malformed=malformed,
     )
 
 
@@ -102,15 +107,15 @@ def validate_kruise_set(sts: JSON, *, old: JSON | None, namespace: str, store: S
     if deleting:
         told = verdict.deleting(name, group=kruise.GROUP)
         return told.with_warnings(base.warnings).with_notices(*base.notices)
-    declared = _declared(sts)
+    declared, malformed = _declared(sts)
     label = "" if same else _label(before, after)
     outcome = judge_live(
         name,
         before=before,
         after=after,
         namespace=namespace,
-        old_policy=_policy(before_info, declared, before, store=store),
-        new_policy=_policy(info, declared, after, store=store),
+        old_policy=_policy(before_info, declared, before, store=store, malformed=malformed),
+        new_policy=_policy(info, declared, after, store=store, malformed=malformed),
         store=store,
         label=label,
         uid=objects.string(meta, "uid", path="metadata"),
@@ -173,7 +178,10 @@ def judge_live(
                 )
             )
         outcome = verdict.verdict(
-            result, allow_zone_loss=new_policy.declared.allow_zone_loss, regarding=regarding
+            result,
+            allow_zone_loss=new_policy.declared.allow_zone_loss,
+            regarding=regarding,
+            malformed=new_policy.malformed,
         )
     if sts is None or not outcome.allowed:
         return outcome

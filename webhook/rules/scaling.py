@@ -59,7 +59,12 @@ def judge(
         result = guard.scale_down(
             name, old=old, new=new, namespace=namespace, policy=policy, store=store
         )
-        outcome = verdict.verdict(result, allow_zone_loss=allow_zone_loss, regarding=regarding)
+        outcome = verdict.verdict(
+            result,
+            allow_zone_loss=allow_zone_loss,
+            regarding=regarding,
+            malformed=policy.malformed,
+        )
     if sts is None or not outcome.allowed:
         return outcome
     return retention.warning(sts, old=old, new=new, store=store).told(outcome, regarding)

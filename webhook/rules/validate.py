@@ -48,8 +48,9 @@ _WHY_MISSING = (
 
 def _declared(
     annotations: dict[str, str], *, name: str, old: JSON | None, store: Store
-) -> tuple[Declared | None, str]:
-    """(policy, a ratchet warning or "") of the annotations, or (None, the refusal).
+) -> tuple[Declared | None, str, tuple[str, ...]]:
+    """(policy, a ratchet warning or "", the problems the defaults stand in for) of the
+    annotations, or (None, the refusal, the problems).
 
     Checked as the API server will check what stszone writes from them: a storage-class
     template is filled in for every zone the set will use, its own list or the server's.
@@ -64,13 +65,13 @@ def _declared(
         zones = store.server_zones(declared.topology_key)
         problems = [f"{p} (the server's zones)" for p in template_problems(template, zones=zones)]
     if not problems:
-        return declared, ""
+        return declared, "", ()
     if not _unchanged(old, annotations=annotations):
-        return None, f"StatefulSet {name}: {'; '.join(problems)}"
+        return None, f"StatefulSet {name}: {'; '.join(problems)}", tuple(problems)
     # Ratchet, like the API server's own validation: an update that leaves broken annotations
     # as they were (a status write, an image bump) is not blocked by them; the set's new pods
     # are refused until they are fixed, and the guard runs on defaults.
-    return Declared(), scaling.malformed_warning(name, problems, by="update")
+    return Declared(), scaling.malformed_warning(name, problems, by="update"), tuple(problems)
 
 
 def validate_statefulset(
@@ -87,7 +88,7 @@ def validate_statefulset(
     meta = objects.mapping(sts, "metadata")
     name = objects.string(meta, "name") or "(unnamed)"
     annotations = objects.str_map(meta, "annotations", path="metadata")
-    declared, said = _declared(annotations, name=name, old=old, store=store)
+    declared, said, malformed = _declared(annotations, name=name, old=old, store=store)
     if declared is None:
         return refuse(said, code=422, reason="Invalid")
     warnings: tuple[str, ...] = (said,) if said else ()
@@ -106,6 +107,7 @@ def validate_statefulset(
         known=True,
         group=group,
         live=live,
+        malformed=malformed,
     )
     # A template labelled skip gets no zone from stszone: its constraints contradict nothing.
     excluded = None if _template_skipped(sts) else _template_exclusion(info, policy, store=store)

@@ -8,6 +8,7 @@ Warnings stay short (the API server advises under 120 characters and may cut the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from webhook.model import notices
@@ -21,6 +22,19 @@ from webhook.rules.placement import workload_kind
 from webhook.rules.text import SHOWN, joined, some
 
 OVERRIDE: Final = f'set {ALLOW_ZONE_LOSS}: "true" on the StatefulSet to force it'
+
+
+def _override(malformed: Sequence[str]) -> str:
+    """How to force it. While a set's annotations are malformed, an update that changes them
+    (adding allow-zone-loss alone) is refused, and the guard reads none of them: they are
+    fixed in the same update that sets allow-zone-loss."""
+    if not malformed:
+        return OVERRIDE
+    more = f" (+{len(malformed) - 1} more)" if len(malformed) > 1 else ""
+    return (
+        f"fix the StatefulSet's malformed annotations ({malformed[0]}{more}) in the same "
+        f'update that sets {ALLOW_ZONE_LOSS}: "true", to force it'
+    )
 
 
 def _note(item: Located) -> str | None:
@@ -126,8 +140,8 @@ def _lowest(result: ScaleDown) -> str:
     return lowest
 
 
-def _denial(result: ScaleDown) -> str:
-    """The message of a refused scale-down."""
+def _denial(result: ScaleDown, *, malformed: Sequence[str] = ()) -> str:
+    """The message of a refused scale-down (``malformed``: the set's unusable annotations)."""
     what = f"scale-down of {result.name} from {result.old} to {result.new}"
     if result.starts[0] != result.starts[1] or result.label:
         what = f"{result.change} of {result.name}"
@@ -143,26 +157,34 @@ def _denial(result: ScaleDown) -> str:
             f"may drop {where}, which no kept pod is known to hold: it removes "
             f"{why_unknown(result.unknown_removed)}"
         )
-    fix = OVERRIDE
+    override = _override(malformed)
+    fix = override
     if result.depends_on_unknown:
         unknown = [*result.unknown_removed.first, *result.unknown_kept.first]
         # A volume whose nodes are there but unlabelled needs a label, like an unlabelled node.
         volumes = sum(ABSENT in item.detail for item in unknown)
         if volumes == len(unknown):
-            fix = f"restore the node(s) the volume(s) can attach to, or {OVERRIDE}"
+            fix = f"restore the node(s) the volume(s) can attach to, or {override}"
         elif volumes:
             fix = (
                 "label the node(s) with their zone and restore those the volume(s) need, or "
-                f"{OVERRIDE}"
+                f"{override}"
             )
         else:
-            fix = f"label the node(s) with their zone, or {OVERRIDE}"
+            fix = f"label the node(s) with their zone, or {override}"
     return f"{what} {'; and '.join(parts)}; {_lowest(result)}; {fix}"
 
 
-def verdict(result: ScaleDown, *, allow_zone_loss: bool, regarding: ObjectRef) -> Decision:
+def verdict(
+    result: ScaleDown,
+    *,
+    allow_zone_loss: bool,
+    regarding: ObjectRef,
+    malformed: Sequence[str] = (),
+) -> Decision:
     """Deny a scale-down that drops (or may drop) a listed zone, unless the StatefulSet allows
     it (then warn); warn about pods leaving zones outside the list and about unknown zones.
+    ``malformed``: why the set's annotations were unusable (the guard ran on the defaults).
     A refusal, a forced zone loss and a zone left to nodes not Ready are also notices about
     ``regarding`` (the set)."""
     name = result.name
@@ -191,7 +213,7 @@ def verdict(result: ScaleDown, *, allow_zone_loss: bool, regarding: ObjectRef) -
         told += (notices.zone_loss_allowed(regarding, note=forced),)
         return allow(warnings=(*warnings, forced)).with_notices(*told)
     reason = "ZoneUnknown" if result.depends_on_unknown else "ZoneLoss"
-    denial = _denial(result)
+    denial = _denial(result, malformed=malformed)
     refused = refuse(denial, reason=reason, warnings=warnings)
     return refused.with_notices(notices.scale_down_refused(regarding, note=denial))
 
