@@ -148,3 +148,25 @@ def test_the_way_out_of_a_malformed_sets_refusal_is_one_that_is_taken(group: str
     taken = _update(store, _set(group, replicas=3, annotations=fixed), group=group)
     assert taken.allowed, taken.message
     assert any("allowed by stszone.io/allow-zone-loss" in w for w in taken.warnings)
+
+
+@KINDS
+def test_the_malformed_warning_and_refusal_name_the_sets_kind(group: str) -> None:
+    """An Advanced StatefulSet's malformed annotations are spoken of as an Advanced
+    StatefulSet's, on a Scale, on an update that keeps them, in explain, and when an update
+    changes them; a StatefulSet's as a StatefulSet's."""
+    kind = "Advanced StatefulSet" if group else "StatefulSet"
+    store = _cluster(group)
+    scaled = _scale(store, 4, group=group)
+    kept = _update(store, _set(group, replicas=4, annotations=BAD), group=group)
+    explained = explain_workload(store, "ns", "db", group=group)
+    assert explained is not None
+    (four,) = [a for a in explained.sizes if a.replicas == 4]
+    for warnings in (scaled.warnings, kept.warnings, four.warnings):
+        said = [w for w in warnings if "stszone.io/mode 'bogus'" in w]
+        assert said and all(w.startswith(f"{kind} db: ") for w in said), warnings
+    changed = _update(
+        store, _set(group, replicas=6, annotations={"stszone.io/mode": "x"}), group=group
+    )
+    assert (changed.allowed, changed.reason) == (False, "Invalid")
+    assert changed.message.startswith(f"{kind} db: stszone.io/mode 'x'"), changed.message

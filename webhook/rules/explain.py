@@ -297,7 +297,7 @@ def _answer(
     if not policy.malformed or refused or sts.skipped or not replicas:
         return answer
     # As the guard answers a Scale that the defaults judged (a scale to zero is not judged).
-    said = scaling.malformed_warning(sts.name, policy.malformed, by="scale")
+    said = scaling.malformed_warning(sts.name, policy.malformed, by="scale", kind=policy.kind)
     return replace(answer, warnings=(*answer.warnings, said))
 
 

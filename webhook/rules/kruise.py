@@ -221,7 +221,7 @@ def validate_kruise_scale(
     )
     warnings: tuple[str, ...] = ()
     if policy.malformed:
-        warnings = (malformed_warning(name, policy.malformed, by="scale"),)
+        warnings = (malformed_warning(name, policy.malformed, by="scale", kind=policy.kind),)
     elif held is None:
         warnings = (
             f"{namespace}/{name} is not in stszone's view yet: guarded on its pods and the "

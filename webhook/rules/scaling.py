@@ -22,13 +22,16 @@ from webhook.rules.decision import CUT, WARNING_MAX, Decision, allow
 from webhook.rules.placement import Policy, require_synced, resolve_policy
 
 
-def malformed_warning(name: str, problems: Sequence[str], *, by: str) -> str:
-    """``StatefulSet db: stszone.io/mode 'x' is not a mode (+1 more; unchanged by this update)``:
-    the first problem without its example (the denial of a change shows them all), shortened
-    where the whole would pass the warning limit, so the tail saying why it is allowed stays."""
+def malformed_warning(
+    name: str, problems: Sequence[str], *, by: str, kind: str = "StatefulSet"
+) -> str:
+    """``StatefulSet db: stszone.io/mode 'x' is not a mode (+1 more; unchanged by this update)``
+    (``kind``: the workload's, ``Advanced StatefulSet db: ...``): the first problem without its
+    example (the denial of a change shows them all), shortened where the whole would pass the
+    warning limit, so the tail saying why it is allowed stays."""
     more = f"+{len(problems) - 1} more; " if len(problems) > 1 else ""
     first = problems[0].split("; ")[0]
-    head, tail = f"StatefulSet {name}: ", f" ({more}unchanged by this {by}; fix it)"
+    head, tail = f"{kind} {name}: ", f" ({more}unchanged by this {by}; fix it)"
     room = WARNING_MAX - len(head) - len(tail)
     if len(first) > room:
         first = first[: max(room - len(CUT), 0)] + CUT

@@ -36,7 +36,13 @@ from webhook.model.store import Store
 from webhook.rules import affinity, fit, scaling, verdict
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.ordinals import removed
-from webhook.rules.placement import Policy, kruise_live, place_by_mode, walked_members
+from webhook.rules.placement import (
+    Policy,
+    kruise_live,
+    place_by_mode,
+    walked_members,
+    workload_kind,
+)
 from webhook.rules.plan import check_node_name, plan_pod, read_pod, skipped
 from webhook.rules.text import some
 
@@ -47,7 +53,7 @@ _WHY_MISSING = (
 
 
 def _declared(
-    annotations: dict[str, str], *, name: str, old: JSON | None, store: Store
+    annotations: dict[str, str], *, name: str, old: JSON | None, store: Store, group: str
 ) -> tuple[Declared | None, str, tuple[str, ...]]:
     """(policy, a ratchet warning or "", the problems the defaults stand in for) of the
     annotations, or (None, the refusal, the problems).
@@ -67,11 +73,13 @@ def _declared(
     if not problems:
         return declared, "", ()
     if not _unchanged(old, annotations=annotations):
-        return None, f"StatefulSet {name}: {'; '.join(problems)}", tuple(problems)
+        refusal = f"{workload_kind(group)} {name}: {'; '.join(problems)}"
+        return None, refusal, tuple(problems)
     # Ratchet, like the API server's own validation: an update that leaves broken annotations
     # as they were (a status write, an image bump) is not blocked by them; the set's new pods
     # are refused until they are fixed, and the guard runs on defaults.
-    return Declared(), scaling.malformed_warning(name, problems, by="update"), tuple(problems)
+    said = scaling.malformed_warning(name, problems, by="update", kind=workload_kind(group))
+    return Declared(), said, tuple(problems)
 
 
 def validate_statefulset(
@@ -88,7 +96,7 @@ def validate_statefulset(
     meta = objects.mapping(sts, "metadata")
     name = objects.string(meta, "name") or "(unnamed)"
     annotations = objects.str_map(meta, "annotations", path="metadata")
-    declared, said, malformed = _declared(annotations, name=name, old=old, store=store)
+    declared, said, malformed = _declared(annotations, name=name, old=old, store=store, group=group)
     if declared is None:
         return refuse(said, code=422, reason="Invalid")
     warnings: tuple[str, ...] = (said,) if said else ()
