@@ -1,11 +1,15 @@
 """`stszone manifests --ca`: the serving pair read beside the CA, refused by the flag that names
-another when a file is not there."""
+another when a file is not there; re-issued for its namespace by the command its warning gives."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from webhook.cli import main
 from webhook.install.certfiles import issue
@@ -42,3 +46,34 @@ def test_a_missing_file_beside_the_ca_is_named_as_the_default_of_its_flag(
     assert f"the default of {flag}: give the " in err and f" with {flag} FILE" in err, err
     assert "leave the TLS Secret out with --no-secret" in err, err
     assert err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("namespace", ["webhooks-prod", "stszone-system"])
+def test_the_hint_for_a_pair_about_to_expire_reissues_it_for_its_namespace(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    namespace: str,
+) -> None:
+    """A pair for webhooks-prod that expires in ten days: the warning's `stszone certs`
+    command, run as written, re-issues it for that namespace, and the same manifests command
+    then prints without the warning (for stszone-system, the default, the command is short)."""
+    monkeypatch.chdir(tmp_path)
+    issue(Path("certs"), service="stszone", namespace=namespace, days=10)
+    args = ["--ca", "certs/ca.crt", "--namespace", namespace]
+    status, _, err = _run(capsys, *args)
+    assert status == 0 and "expires on" in err, err
+    (hint,) = re.findall(r"`(stszone certs [^`]*)`", err)
+    assert main(shlex.split(hint)[1:]) == 0
+    capsys.readouterr()
+    status, objects, err = _run(capsys, *args)
+    assert (status, err) == (0, ""), err
+    (secret,) = [o for o in objects if o["kind"] == "Secret"]
+    assert secret["metadata"]["namespace"] == namespace
+    assert ("--namespace" in hint) == (namespace != "stszone-system"), hint
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[dict[str, Any]], str]:
+    status = main(["manifests", *args])
+    captured = capsys.readouterr()
+    return status, [doc for doc in yaml.safe_load_all(captured.out) if doc], captured.err

@@ -343,6 +343,7 @@ def run_manifests(
             key_pem=key_pem,
             host=f"{NAME}.{namespace}.svc",
             files=files,
+            namespace=namespace,
         ):
             print(f"stszone manifests: warning: {warning}", file=sys.stderr)
         # After the Namespace and RBAC, before the Service and the Deployment that mounts it.

@@ -28,7 +28,7 @@ from cryptography.x509.verification import (
     VerificationError,
 )
 
-from webhook.config import Settings
+from webhook.config import DEFAULT_NAMESPACE, Settings
 from webhook.errors import ConfigError
 from webhook.install.issuing import issued_by
 from webhook.pem import certificates, key_matches, private_key
@@ -171,8 +171,15 @@ def check_serving_pair(
     host: str,
     now: dt.datetime | None = None,
     files: PemFiles = UNNAMED,
+    namespace: str = "",
 ) -> list[str]:
-    """Raise ConfigError when the API server would refuse the pair; return warnings otherwise."""
+    """Raise ConfigError when the API server would refuse the pair; return warnings otherwise.
+    ``namespace``: the one the pair is installed in, which the `stszone certs` a refusal gives
+    re-issues it for ("" when unknown: the command says ``NS``)."""
+    # `stszone certs` issues for stszone-system unless told: a pair for another namespace is
+    # re-issued for it, or the next check refuses it as another namespace's.
+    given = f" --namespace {shlex.quote(namespace)}" if namespace else ""
+    keep = "" if namespace == DEFAULT_NAMESPACE else given
     roots = certificates(ca_pem, files.ca)
     chain = certificates(cert_pem, files.cert)
     leaf = chain[0]
@@ -182,7 +189,7 @@ def check_serving_pair(
     if leaf.not_valid_after_utc <= now:
         raise ConfigError(
             f"the serving certificate expired on {leaf.not_valid_after_utc:%Y-%m-%d}; "
-            f"re-issue it with `stszone certs{files.out} --force`"
+            f"re-issue it with `stszone certs{keep}{files.out} --force`"
         )
     # Verified as of a moment the leaf is valid: not-yet-valid is a warning below, not a refusal.
     at = max(now, leaf.not_valid_before_utc)
@@ -202,7 +209,7 @@ def check_serving_pair(
         raise ConfigError(
             f"the serving certificate names {', '.join(names) or 'no DNS name'}, but the API "
             f"server dials {host}; re-issue it for this namespace with "
-            f"`stszone certs --namespace NS{files.out} --force`"
+            f"`stszone certs{given or ' --namespace NS'}{files.out} --force`"
         )
     warnings = []
     if leaf.not_valid_before_utc > now:
@@ -210,6 +217,6 @@ def check_serving_pair(
     if leaf.not_valid_after_utc - now < RENEW_WARNING:
         warnings.append(
             f"the serving certificate expires on {leaf.not_valid_after_utc:%Y-%m-%d}; "
-            f"re-issue it soon with `stszone certs{files.out} --force`"
+            f"re-issue it soon with `stszone certs{keep}{files.out} --force`"
         )
     return warnings
