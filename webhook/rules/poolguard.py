@@ -122,7 +122,17 @@ def annotate_command(policy: PoolPolicy, ids: Sequence[int]) -> str:
 
 
 def override(policy: PoolPolicy) -> str:
-    return f'set {ALLOW_ZONE_LOSS}: "true" on KafkaNodePool {policy.pool.name} to force it'
+    """How to force it. While the pool's annotations are malformed, an update that changes
+    them (adding allow-zone-loss alone) is refused, and the guard reads none of them: they are
+    fixed in the same update that sets allow-zone-loss."""
+    name, malformed = policy.pool.name, policy.malformed
+    if not malformed:
+        return f'set {ALLOW_ZONE_LOSS}: "true" on KafkaNodePool {name} to force it'
+    more = f" (+{len(malformed) - 1} more)" if len(malformed) > 1 else ""
+    return (
+        f"fix KafkaNodePool {name}'s malformed annotations ({malformed[0]}{more}) in the same "
+        f'update that sets {ALLOW_ZONE_LOSS}: "true", to force it'
+    )
 
 
 def denial(policy: PoolPolicy, result: Removal, *, change: str) -> str:

@@ -58,6 +58,7 @@ from webhook.rules.poolguard import (
     override,
 )
 from webhook.rules.poolzones import PoolPolicy, members, pool_policy
+from webhook.rules.scaling import malformed_warning
 
 
 def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPolicy:
@@ -69,11 +70,12 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
     """
     info = nodepool_info(obj)
     require_synced(store, what=f"KafkaNodePool {namespace}/{info.name}", also=POOL_TABLES)
+    malformed: tuple[str, ...] = ()
     try:
         declared = parse_annotations(info.annotations)
-    except InvalidAnnotations:
+    except InvalidAnnotations as err:
         # Refused by /validate unless left as they were: the guard then runs on defaults.
-        declared = Declared()
+        declared, malformed = Declared(), tuple(err.problems)
     zones = declared.zones or store.server_zones(declared.topology_key)
     base = store.nodepool(namespace, info.name) or info
     pool = KafkaNodePoolInfo(
@@ -88,7 +90,7 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
         node_ids=nodepool_info(old).node_ids,
         claim_prefixes=info.claim_prefixes or base.claim_prefixes,
     )
-    return PoolPolicy(pool, declared, zones)
+    return PoolPolicy(pool, declared, zones, malformed)
 
 
 def _replicas(obj: JSON) -> int:
@@ -208,7 +210,9 @@ def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) 
                 f"name brokers that keep every zone in the same update: {REMOVE_NODE_IDS}: "
                 f"'{format_node_ids(chosen)}', or {override(policy)}"
             )
-    return _verdict(policy, result, change=change, fix=fix)
+    return _verdict(policy, result, change=change, fix=fix).with_warnings(
+        _malformed(policy, by="update")
+    )
 
 
 def mutate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
@@ -278,7 +282,9 @@ def validate_pool_scale(
         old_replicas = held.replicas if held is not None else new_replicas
     if new_replicas >= old_replicas or new_replicas <= 0:
         return allow()
-    policy = pool_policy(namespace, name, store=store)
+    # A Scale cannot change the pool's annotations: malformed ones give a warning, and the
+    # guard runs on the defaults, as for a StatefulSet's /scale.
+    policy = pool_policy(namespace, name, store=store, tolerate_malformed=True)
     node_ids = policy.pool.node_ids if policy is not None else None
     # A Scale carries none of the pool's labels: the objectSelector cannot skip its /scale.
     if policy is None or not node_ids or policy.pool.skipped:
@@ -310,4 +316,12 @@ def validate_pool_scale(
                 f"{annotate_command(policy, chosen)}",
             )
         )
-    return decided
+    return decided.with_warnings(_malformed(policy, by="scale"))
+
+
+def _malformed(policy: PoolPolicy, *, by: str) -> tuple[str, ...]:
+    """The warning of a scale-down judged on the defaults: the pool's annotations are
+    malformed and left as they were."""
+    if not policy.malformed:
+        return ()
+    return (malformed_warning(policy.pool.name, policy.malformed, by=by, kind="KafkaNodePool"),)

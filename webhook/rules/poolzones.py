@@ -38,6 +38,8 @@ class PoolPolicy(NamedTuple):
     pool: KafkaNodePoolInfo
     declared: Declared
     zones: tuple[str, ...]
+    #: Why the pool's annotations were unusable, when the caller tolerated it (defaults used).
+    malformed: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -48,24 +50,31 @@ class PoolPolicy(NamedTuple):
         return f"{self.pool.cluster}-{self.pool.name}-{node_id}"
 
 
-def pool_policy(namespace: str, name: str, *, store: Store) -> PoolPolicy | None:
+def pool_policy(
+    namespace: str, name: str, *, store: Store, tolerate_malformed: bool = False
+) -> PoolPolicy | None:
     """The policy of KafkaNodePool ``namespace/name``; None when the view does not hold it.
 
-    Raises :class:`Denied` while a live view is still loading, and for malformed annotations.
+    Raises :class:`Denied` while a live view is still loading, and for malformed annotations
+    -- unless ``tolerate_malformed`` (a Scale, which cannot change them): then the defaults
+    stand in and ``malformed`` says why.
     """
     require_synced(store, what=f"KafkaNodePool {namespace}/{name}", also=POOL_TABLES)
     pool = store.nodepool(namespace, name)
     if pool is None:
         return None
+    malformed: tuple[str, ...] = ()
     try:
         declared = parse_annotations(pool.annotations)
     except InvalidAnnotations as err:
-        raise Denied(
-            f"KafkaNodePool {namespace}/{name} has malformed stszone annotations: {err}",
-            reason="Invalid",
-        ) from err
+        if not tolerate_malformed:
+            raise Denied(
+                f"KafkaNodePool {namespace}/{name} has malformed stszone annotations: {err}",
+                reason="Invalid",
+            ) from err
+        declared, malformed = Declared(), tuple(err.problems)
     zones = declared.zones or store.server_zones(declared.topology_key)
-    return PoolPolicy(pool, declared, zones)
+    return PoolPolicy(pool, declared, zones, malformed)
 
 
 def _first_listed(zones: Iterable[str], order: tuple[str, ...]) -> str:
