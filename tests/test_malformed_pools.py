@@ -12,9 +12,11 @@ import copy
 
 from tests import builders as b
 from tests import poolsim as sim
+from webhook.cli.explain_pools_text import pool_json, pool_text
 from webhook.model.nodepools import nodepool_info
 from webhook.model.records import volume_info
 from webhook.model.store import Store
+from webhook.rules.explain_pools import Verdict, explain_pool
 
 BAD = {"stszone.io/zones": "zone-a,,zone-b"}
 SAID = "KafkaNodePool pool: stszone.io/zones has an empty entry"
@@ -89,3 +91,30 @@ def test_a_malformed_pools_way_out_names_what_to_fix_with_allow_zone_loss() -> N
     taken = sim.admit(view, fixed, old=_pool(view), operation="UPDATE")
     assert taken.allowed, taken.message
     assert any("allowed by stszone.io/allow-zone-loss" in w for w in taken.warnings)
+
+
+def test_explain_gives_each_size_the_guards_answer_after_the_problem() -> None:
+    """explain knp/pool: the PROBLEM line (its new brokers are refused), then each smaller
+    size's answer, the guard's answer to that Scale, with the zones the guard counts each
+    removed broker in; no broker table is drawn from annotations that do not read."""
+    view = _cluster()
+    explained = explain_pool(view, "kafka", "pool")
+    assert explained is not None
+    assert "malformed stszone annotations" in explained.problem
+    assert explained.brokers == ()
+    sizes = [(s.replicas, s.scale) for s in explained.sizes]
+    guard = []
+    for n in range(5, -1, -1):
+        new, old = sim.scale("pool", old=6, new=n)
+        said = sim.admit(view, new, old=old, operation="UPDATE").decision
+        guard.append((n, Verdict(said.allowed, said.reason, said.message, tuple(said.warnings))))
+    assert sizes == guard
+    assert [(n, v.allowed) for n, v in sizes] == [
+        (5, True), (4, False), (3, False), (2, False), (1, False), (0, True),
+    ]  # fmt: skip
+    text = pool_text(explained).splitlines()
+    (problem,) = [i for i, line in enumerate(text) if line.startswith("  PROBLEM: ")]
+    after = "\n".join(text[problem + 1 :])
+    assert "    6 -> 5: removes 5 (zone-c): allowed" in after, after
+    assert "    6 -> 4: removes 5 (zone-c) and 4 (zone-c): refused (ZoneLoss)" in after, after
+    assert [s["replicas"] for s in pool_json(explained)["sizes"]] == [5, 4, 3, 2, 1, 0]

@@ -136,7 +136,11 @@ def pool_text(explained: PoolExplanation) -> str:
     pool = explained.pool
     lines = [_head(pool)]
     if explained.problem:
-        return "\n".join([*lines, f"  PROBLEM: {explained.problem}"])
+        lines.append(f"  PROBLEM: {explained.problem}")
+        if explained.sizes:  # its /scale is judged on the defaults all the same
+            lines.append("  its new brokers are refused until that is fixed; a scale-down is")
+            lines.append("  judged on the defaults: a scale-down to each smaller size would be:")
+        return "\n".join([*lines, *_sizes_lines(explained, dict(explained.guarded))])
     header = ("NODE ID", "POD", "ZONE", "SET BY", "DATA IN", "NODE", "RUNS IN", "STATUS", "GUARD")
     rows = [
         (
@@ -166,11 +170,16 @@ def pool_text(explained: PoolExplanation) -> str:
     if explained.sizes:
         lines.append("  a scale-down to each smaller size (kubectl scale) would be:")
     zones = {b.node_id: b.guard_zone for b in explained.brokers}
+    return "\n".join([*lines, *_sizes_lines(explained, zones)])
+
+
+def _sizes_lines(explained: PoolExplanation, zones: dict[int, str | None]) -> list[str]:
+    lines = []
     for size in explained.sizes:
-        lines += _size_lines(size, current=pool.replicas, zones=zones)
+        lines += _size_lines(size, current=explained.pool.replicas, zones=zones)
     if explained.unjudged:
         lines.append(f"    (sizes below {explained.sizes[-1].replicas} not judged)")
-    return "\n".join(lines)
+    return lines
 
 
 def _chosen(explained: BrokerPodExplanation) -> str:

@@ -120,6 +120,8 @@ class PoolExplanation:
     sizes: tuple[PoolSize, ...] = ()
     unjudged: int = 0
     problem: str = ""
+    #: The guard's zone of each broker, where ``problem`` leaves no broker table to read it in.
+    guarded: tuple[tuple[int, str | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +257,7 @@ def explain_pool(
     try:
         policy = pool_policy(namespace, name, store=store)
     except Denied as err:
-        return PoolExplanation(_head(pool, None), problem=err.message)
+        return _malformed(pool, err.message, store=store, excluded=excluded)
     if policy is None:  # pragma: no cover - found above in the same view
         return None
     try:
@@ -275,6 +277,27 @@ def explain_pool(
         sizes,
         max(pool.replicas - SIZES, 0),
     )
+
+
+def _malformed(
+    pool: KafkaNodePoolInfo, problem: str, *, store: Store, excluded: Collection[str]
+) -> PoolExplanation:
+    """The PROBLEM, then each smaller size's answer when the annotations are malformed: its
+    /scale is judged on the defaults all the same. No broker table is drawn from them."""
+    head = _head(pool, None)
+    try:
+        policy = pool_policy(pool.namespace, pool.name, store=store, tolerate_malformed=True)
+        if policy is None or not policy.malformed:  # pragma: no cover - the same view
+            return PoolExplanation(head, problem=problem)
+        where = members(pool.namespace, policy, store=store)
+        smaller = range(pool.replicas - 1, max(pool.replicas - 1 - SIZES, -1), -1)
+        refused = namespace_refusal(store, pool.namespace, excluded=excluded)
+        sizes = tuple(_size(policy, store, n, refused=refused) for n in smaller)
+    except Denied:  # the view is loading, or no zone is known: nothing is judged
+        return PoolExplanation(head, problem=problem)
+    unjudged = max(pool.replicas - SIZES, 0)
+    guarded = tuple(sorted(where.items()))
+    return PoolExplanation(head, sizes=sizes, unjudged=unjudged, problem=problem, guarded=guarded)
 
 
 def broker_of(store: Store, namespace: str, name: str) -> tuple[KafkaNodePoolInfo, int] | None:
