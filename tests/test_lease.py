@@ -308,15 +308,19 @@ async def test_work_that_fails_at_once_is_run_again_only_a_retry_period_later(
 async def test_rbac_refusing_the_lease_is_said_once_with_the_fix(
     fake: FakeApi, make: Callable[..., Candidate], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """403 on every attempt: one error line naming the Role to fix, no leadership."""
+    """403 on every attempt: one error line naming the Lease and the Role to fix, no leadership."""
     fake.inject("leases", "create", *[Fault.status(403)] * 1000)
     caplog.set_level(logging.WARNING, logger="stszone.lease")
     a = make("replica-a")
     await eventually(lambda: len(fake.seen("leases", "create")) >= 5)
     assert a.terms == 0 and not a.elector.leading
     lines = [r.getMessage() for r in caplog.records if r.name == "stszone.lease"]
-    assert len(lines) == 1, lines
-    assert "403" in lines[0] and "Role stszone-certs" in lines[0] and "grant" in lines[0]
+    assert len(lines) == 1 and "403" in lines[0], lines
+    assert lines[0].startswith("cannot read or write Lease certs-ns/stszone-certs: ")
+    assert lines[0].endswith(
+        "get/update on Lease stszone-certs in namespace certs-ns (Role stszone-certs: "
+        "deploy/base/certs-rbac.yaml, or the Helm chart's certs-rbac.yaml)"
+    )
 
 
 def _held(fake: FakeApi, holder: str, **spec: object) -> None:
