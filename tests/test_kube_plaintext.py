@@ -143,3 +143,26 @@ async def test_a_401_for_a_user_without_credentials_says_it_has_none(
     assert "no credentials were sent: the kubeconfig's user has none" in said
     assert "`kubectl config set-credentials`" in said
     assert ("give the kubeconfig's cluster its https address" in said) is not tls
+
+
+async def test_the_chosen_context_of_an_http_server_sends_no_credential(
+    recorder: tuple[str, list[dict[str, str]]], tmp_path: Path
+) -> None:
+    """``--context`` naming an http cluster while the current-context names an https one: the
+    chosen context's user keeps its token home, as kubectl keeps it, whatever the current
+    context's server."""
+    url, seen = recorder
+    path = write_kubeconfig(tmp_path / "config", server=url, token=SECRET)
+    config = yaml.safe_load(path.read_text())
+    config["clusters"].append({"name": "tls", "cluster": {"server": "https://127.0.0.1:1"}})
+    config["contexts"] = [
+        {"name": "safe", "context": {"cluster": "tls", "user": config["users"][0]["name"]}},
+        {"name": "plain", "context": dict(config["contexts"][0]["context"])},
+    ]
+    config["current-context"] = "safe"
+    path.write_text(yaml.safe_dump(config))
+
+    async with Api(load_credentials(str(path), context="plain", environ={})) as api:
+        await api.call("GET", "/api/v1/nodes")
+
+    assert seen and all("Authorization" not in headers for headers in seen)
