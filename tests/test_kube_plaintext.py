@@ -166,3 +166,35 @@ async def test_the_chosen_context_of_an_http_server_sends_no_credential(
         await api.call("GET", "/api/v1/nodes")
 
     assert seen and all("Authorization" not in headers for headers in seen)
+
+
+async def test_a_context_without_a_user_talks_to_an_http_server(
+    recorder: tuple[str, list[dict[str, str]]], tmp_path: Path
+) -> None:
+    """A context that names no user (anonymous, as kubectl takes it) reaches an http server:
+    no credential to keep home, nothing to warn about."""
+    url, seen = recorder
+    path = write_kubeconfig(tmp_path / "config", server=url)
+    config = yaml.safe_load(path.read_text())
+    del config["contexts"][0]["context"]["user"]
+    path.write_text(yaml.safe_dump(config))
+
+    async with Api(load_credentials(str(path), environ={})) as api:
+        assert (await api.call("GET", "/api/v1/nodes"))["kind"] == "NodeList"
+
+    assert seen and all("Authorization" not in headers for headers in seen)
+
+
+async def test_a_401_from_an_https_server_says_to_renew_the_credentials_it_got(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Over https the token goes, so a 401 means the cluster refused it: renew it. Nothing says
+    the credentials stayed home."""
+    async with FakeApi(token=SECRET) as api:
+        api.inject("pods", "list", Fault.status(401))
+        path = write_kubeconfig(tmp_path / "config", server=api.url, token=SECRET, ca=api.ca)
+        with caplog.at_level(logging.WARNING, logger="stszone"), pytest.raises(ConfigError) as err:
+            await live_store(Settings(), credentials=load_credentials(str(path), environ={}))
+    assert "HTTP 401" in err.value.message and "renew them" in err.value.message
+    assert "no credentials were sent" not in err.value.message
+    assert not [r for r in caplog.records if "not served over https" in r.getMessage()]
