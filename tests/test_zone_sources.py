@@ -230,3 +230,22 @@ async def test_the_extender_places_by_the_sets_own_key(serve: ServeFactory) -> N
     args = {"Pod": b.sts_pod(ordinal=1), "Nodes": None, "NodeNames": ["n1", "n2"]}
     status, result = await served.post_json("/extender/filter", args)
     assert status == 200 and result["NodeNames"] == ["n1"], result
+
+
+def test_node_ordinal_mode_records_the_pinned_nodes_value_of_the_sets_topology_key() -> None:
+    """In node-ordinal mode with ``stszone.io/topology-key: example.io/rack``, the node labelled
+    2 is in rack r1 (and zone-b by the default key): the pod's zone is r1."""
+    annotations = {
+        "stszone.io/mode": "node-ordinal",
+        "stszone.io/node-label": "example.io/node",
+        "stszone.io/topology-key": RACK,
+        "stszone.io/zones": "r1,r2",
+    }
+    node = b.node("n2", "zone-b", labels={RACK: "r1", "example.io/node": "2"})
+    store = store_from_objects([b.statefulset(annotations=annotations), node])
+    pod = b.sts_pod(ordinal=2)
+    outcome = review.answer(
+        "mutate", review.from_dict(b.review(pod)), store=store, defaults=Defaults()
+    )
+    assert outcome.allowed and not outcome.warnings
+    assert apply(pod, outcome.patch)["metadata"]["annotations"]["stszone.io/zone"] == "r1"
