@@ -334,12 +334,18 @@ async def test_a_candidate_waits_out_the_lease_duration_the_holder_wrote(
     fake: FakeApi, make: Callable[..., Candidate], written: int, waited: float
 ) -> None:
     """The holder's leaseDurationSeconds (longer or shorter than this replica's 2 s) is how long
-    a candidate waits after the record last changed, as client-go's isLeaseValid: replicas with
-    different durations agree on when the Lease expires."""
+    a candidate waits after the record last changed (here its renewTime, as each renewal changes
+    it), as client-go's isLeaseValid: replicas with different durations agree on when the Lease
+    expires."""
     _held(fake, "other-client", leaseDurationSeconds=written, leaseTransitions=3)
     clock = Clock()
     b = make("replica-b", clock=clock)
     await eventually(lambda: _gets(fake, "replica-b") >= 2)
+    clock.now += waited - 0.1
+    renewed = "2026-01-01T00:00:01.000000Z"
+    _held(fake, "other-client", leaseDurationSeconds=written, leaseTransitions=3, renewTime=renewed)
+    looks = _gets(fake, "replica-b")
+    await eventually(lambda: _gets(fake, "replica-b") >= looks + 2)
     clock.now += waited - 0.1
     looks = _gets(fake, "replica-b")
     await eventually(lambda: _gets(fake, "replica-b") >= looks + 5)
