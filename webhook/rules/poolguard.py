@@ -3,8 +3,9 @@
 The operator removes the IDs of ``strimzi.io/remove-node-ids`` that the pool holds, in the
 order listed, then the highest of ``status.nodeIds``. A change that lowers ``spec.replicas``
 (an UPDATE or ``kafkanodepools/scale``) or changes that annotation is judged by those IDs:
-refused when a zone of ``stszone.io/zones`` that the pool's brokers hold would be held by none
-of the kept ones, unless the pool carries ``stszone.io/allow-zone-loss: "true"``.
+refused when a zone of ``stszone.io/zones`` (else of the server's zones) that the pool's
+brokers hold would be held by none of the kept ones, unless the pool carries
+``stszone.io/allow-zone-loss: "true"``.
 
 The choice (:func:`balanced`): from the fullest zones, among equals the highest ID, so that
 the zone counts left are as even as they can be and the operator's default order is kept
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
+from webhook.model.annotations import ALLOW_ZONE_LOSS
 from webhook.model.nodepools import REMOVE_NODE_IDS, format_node_ids, removal_order
 from webhook.rules.guard import zone_loss
 from webhook.rules.poolzones import PoolPolicy
@@ -138,7 +139,7 @@ def override(policy: PoolPolicy) -> str:
 def denial(policy: PoolPolicy, result: Removal, *, change: str) -> str:
     """The message of a refused pool scale-down."""
     removed = some([policy.broker(i) for i in result.removed], len(result.removed))
-    parts = [f"would drop {loss_text(policy, result)} of {ZONES}"] if result.lost else []
+    parts = [f"would drop {loss_text(policy, result)} of {policy.origin}"] if result.lost else []
     if result.at_risk:
         zones = joined(list(result.at_risk))
         unknown = some([policy.broker(i) for i in result.unknown], len(result.unknown))

@@ -57,7 +57,7 @@ from webhook.rules.poolguard import (
     order_for,
     override,
 )
-from webhook.rules.poolzones import PoolPolicy, members, pool_policy
+from webhook.rules.poolzones import PoolPolicy, members, pool_policy, zones_origin
 from webhook.rules.scaling import malformed_warning
 
 
@@ -90,7 +90,7 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
         node_ids=nodepool_info(old).node_ids,
         claim_prefixes=info.claim_prefixes or base.claim_prefixes,
     )
-    return PoolPolicy(pool, declared, zones, malformed)
+    return PoolPolicy(pool, declared, zones, malformed, zones_origin(declared, store=store))
 
 
 def _replicas(obj: JSON) -> int:

@@ -21,6 +21,7 @@ from typing import NamedTuple
 from webhook.errors import Denied
 from webhook.model.annotations import (
     DEFAULT_TOPOLOGY_KEY,
+    ZONES,
     Declared,
     InvalidAnnotations,
     parse_annotations,
@@ -40,6 +41,8 @@ class PoolPolicy(NamedTuple):
     zones: tuple[str, ...]
     #: Why the pool's annotations were unusable, when the caller tolerated it (defaults used).
     malformed: tuple[str, ...] = ()
+    #: Where ``zones`` come from, as a refusal names them (:func:`zones_origin`).
+    origin: str = ZONES
 
     @property
     def key(self) -> str:
@@ -74,7 +77,19 @@ def pool_policy(
             ) from err
         declared, malformed = Declared(), tuple(err.problems)
     zones = declared.zones or store.server_zones(declared.topology_key)
-    return PoolPolicy(pool, declared, zones, malformed)
+    return PoolPolicy(pool, declared, zones, malformed, zones_origin(declared, store=store))
+
+
+def zones_origin(declared: Declared, *, store: Store) -> str:
+    """Where a pool's zone list comes from: its ``stszone.io/zones``, else the server's
+    (:meth:`Store.server_zones`). A pool protects only the zones of that list, so a refusal
+    says which list it is: one the pool lacks (or whose annotation is malformed) is not its
+    own ``stszone.io/zones``."""
+    if declared.zones:
+        return ZONES
+    if store.zones_override and declared.topology_key == DEFAULT_TOPOLOGY_KEY:
+        return "the server's zones (--zones)"
+    return f"the nodes' zones ({declared.topology_key})"
 
 
 def _first_listed(zones: Iterable[str], order: tuple[str, ...]) -> str:
