@@ -14,8 +14,8 @@
   existed.
 
 The pool's ``stszone.io/*`` annotations are checked here too, on CREATE and on an UPDATE that
-changes them (:func:`pool_annotation_problems`): the StatefulSet parsing, minus the keys a pool
-does not read (its brokers always get a required node affinity).
+changes them (:func:`pool_annotation_problems`), read as every path reads them
+(:func:`webhook.rules.poolzones.pool_annotations`).
 """
 
 from __future__ import annotations
@@ -24,15 +24,7 @@ from webhook.errors import BadObject
 from webhook.model import notices, objects
 from webhook.model.annotations import (
     ALLOW_ZONE_LOSS,
-    MODE,
-    NODE_LABEL,
-    POLICY_KEYS,
-    SCHEDULER_NAME,
-    Declared,
-    InvalidAnnotations,
-    parse_annotations,
     stszone_annotations,
-    template_problems,
 )
 from webhook.model.nodepools import (
     REMOVE_NODE_IDS,
@@ -57,7 +49,13 @@ from webhook.rules.poolguard import (
     order_for,
     override,
 )
-from webhook.rules.poolzones import PoolPolicy, members, pool_policy, zones_origin
+from webhook.rules.poolzones import (
+    PoolPolicy,
+    members,
+    pool_annotations,
+    pool_policy,
+    zones_origin,
+)
 from webhook.rules.scaling import malformed_warning
 
 
@@ -70,12 +68,8 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
     """
     info = nodepool_info(obj)
     require_synced(store, what=f"KafkaNodePool {namespace}/{info.name}", also=POOL_TABLES)
-    malformed: tuple[str, ...] = ()
-    try:
-        declared = parse_annotations(info.annotations)
-    except InvalidAnnotations as err:
-        # Refused by /validate unless left as they were: the guard then runs on defaults.
-        declared, malformed = Declared(), tuple(err.problems)
+    # Refused by /validate unless left as they were: the guard then runs on defaults.
+    declared, malformed = pool_annotations(info.annotations, store=store)
     zones = declared.zones or store.server_zones(declared.topology_key)
     base = store.nodepool(namespace, info.name) or info
     pool = KafkaNodePoolInfo(
@@ -126,49 +120,13 @@ def _verdict(policy: PoolPolicy, result: Removal, *, change: str, fix: str = "")
     return refuse(message, reason=reason).with_notices(told)
 
 
-#: StatefulSet annotations a pool does not read: its brokers are always pinned to a zone by a
-#: required node affinity.
-_NOT_READ = (MODE, NODE_LABEL, SCHEDULER_NAME)
-#: What a pool does read, for the message that refuses the others.
-_POOL_KEYS = ", ".join(key for key in POLICY_KEYS if key not in _NOT_READ)
-
-
-def _not_for_pools(annotations: dict[str, str]) -> list[str]:
-    """The problem of a pool asking for what only a StatefulSet gets (none for the mode its
-    brokers get anyway, ``affinity``)."""
-    found = [
-        f"{key}: {annotations[key]!r}"
-        for key in _NOT_READ
-        if key in annotations and not (key == MODE and annotations[key] == "affinity")
-    ]
-    if not found:
-        return []
-    one = len(found) == 1
-    return [
-        f"{', '.join(found)} {'does' if one else 'do'} not apply to a KafkaNodePool: its "
-        "brokers are pinned to a zone (their pool's share, or their data's) by a required node "
-        "affinity, never to a node by label nor to another scheduler; remove "
-        f"{'it' if one else 'them'} (a pool takes {_POOL_KEYS})"
-    ]
-
-
 def pool_annotation_problems(obj: JSON, *, old: JSON | None, store: Store) -> Decision | None:
     """Refuse malformed ``stszone.io/*`` annotations on a pool's CREATE, or an UPDATE that
     changes them (one leaving them as they were is not blocked, as for StatefulSets); None
     when they are fine. A storage-class template is filled in for every zone it will get."""
     meta = objects.mapping(obj, "metadata")
     annotations = objects.str_map(meta, "annotations", path="metadata")
-    problems = _not_for_pools(annotations)
-    try:
-        # Parsed without them: "node-ordinal needs node-label" would ask for one more.
-        declared = parse_annotations({k: v for k, v in annotations.items() if k not in _NOT_READ})
-    except InvalidAnnotations as err:
-        problems += err.problems
-    else:
-        template = declared.storage_class_template
-        if template is not None:
-            zones = declared.zones or store.server_zones(declared.topology_key)
-            problems += template_problems(template, zones=zones)
+    _, problems = pool_annotations(annotations, store=store)
     if not problems:
         return None
     if old is not None:

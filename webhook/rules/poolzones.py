@@ -15,16 +15,21 @@ after scale-ups.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from webhook.errors import Denied
 from webhook.model.annotations import (
     DEFAULT_TOPOLOGY_KEY,
+    MODE,
+    NODE_LABEL,
+    POLICY_KEYS,
+    SCHEDULER_NAME,
     ZONES,
     Declared,
     InvalidAnnotations,
     parse_annotations,
+    template_problems,
 )
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, node_id_of
 from webhook.model.store import Store
@@ -66,18 +71,63 @@ def pool_policy(
     pool = store.nodepool(namespace, name)
     if pool is None:
         return None
-    malformed: tuple[str, ...] = ()
-    try:
-        declared = parse_annotations(pool.annotations)
-    except InvalidAnnotations as err:
-        if not tolerate_malformed:
-            raise Denied(
-                f"KafkaNodePool {namespace}/{name} has malformed stszone annotations: {err}",
-                reason="Invalid",
-            ) from err
-        declared, malformed = Declared(), tuple(err.problems)
+    declared, malformed = pool_annotations(pool.annotations, store=store)
+    if malformed and not tolerate_malformed:
+        raise Denied(
+            f"KafkaNodePool {namespace}/{name} has malformed stszone annotations: "
+            + "; ".join(malformed),
+            reason="Invalid",
+        )
     zones = declared.zones or store.server_zones(declared.topology_key)
     return PoolPolicy(pool, declared, zones, malformed, zones_origin(declared, store=store))
+
+
+#: StatefulSet annotations a pool does not read: its brokers are always pinned to a zone by a
+#: required node affinity.
+_NOT_READ = (MODE, NODE_LABEL, SCHEDULER_NAME)
+#: What a pool does read, for the message that refuses the others.
+_POOL_KEYS = ", ".join(key for key in POLICY_KEYS if key not in _NOT_READ)
+
+
+def _not_for_pools(annotations: Mapping[str, str]) -> list[str]:
+    """The problem of a pool asking for what only a StatefulSet gets (none for the mode its
+    brokers get anyway, ``affinity``)."""
+    found = [
+        f"{key}: {annotations[key]!r}"
+        for key in _NOT_READ
+        if key in annotations and not (key == MODE and annotations[key] == "affinity")
+    ]
+    if not found:
+        return []
+    one = len(found) == 1
+    return [
+        f"{', '.join(found)} {'does' if one else 'do'} not apply to a KafkaNodePool: its "
+        "brokers are pinned to a zone (their pool's share, or their data's) by a required node "
+        "affinity, never to a node by label nor to another scheduler; remove "
+        f"{'it' if one else 'them'} (a pool takes {_POOL_KEYS})"
+    ]
+
+
+def pool_annotations(
+    annotations: Mapping[str, str], *, store: Store
+) -> tuple[Declared, tuple[str, ...]]:
+    """(the policy, no problems) of a pool's well-formed ``stszone.io/*`` annotations, else
+    (the defaults, every problem): how every path reads them (its brokers' pods and claims,
+    its ``/scale``, an UPDATE's guard and the check of CREATE and UPDATE), so that what one
+    refuses as malformed no other takes. The StatefulSet parsing, with the keys a pool does not
+    read refused; a storage-class template is filled in for every zone it will get."""
+    problems = _not_for_pools(annotations)
+    try:
+        # Parsed without them: "node-ordinal needs node-label" would ask for one more.
+        declared = parse_annotations({k: v for k, v in annotations.items() if k not in _NOT_READ})
+    except InvalidAnnotations as err:
+        problems += err.problems
+    else:
+        template = declared.storage_class_template
+        if template is not None:
+            zones = declared.zones or store.server_zones(declared.topology_key)
+            problems += template_problems(template, zones=zones)
+    return (Declared(), tuple(problems)) if problems else (declared, ())
 
 
 def zones_origin(declared: Declared, *, store: Store) -> str:
