@@ -17,6 +17,7 @@ from webhook.cli.options import (
     settings_from,
     table_lines,
 )
+from webhook.cluster.clusterfile import SAVE
 from webhook.cluster.live import live_store
 from webhook.cluster.view import choose_view, offline_store
 from webhook.config import Settings
@@ -89,9 +90,8 @@ def load_view(settings: Settings) -> Store:
         return asyncio.run(live_store(settings))
     if settings.cluster_file is None:
         raise ConfigError(
-            "audit needs a view of the cluster: --cluster FILE (a saved `kubectl get "
-            "nodes,pv,pvc,sts,pods,namespaces -A -o yaml`), or a cluster to list (--kubeconfig, "
-            "$KUBECONFIG, or run in a pod)"
+            f"audit needs a view of the cluster: --cluster FILE (a saved `{SAVE} -o yaml`), "
+            "or a cluster to list (--kubeconfig, $KUBECONFIG, or run in a pod)"
         )
     return offline_store(settings)
 

@@ -101,7 +101,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     add_output_flag(parser)
     add_target_namespace_flag(parser)
-    add_view_flags(parser)
+    add_view_flags(parser, operands="TARGET")
     add_own_namespace_flag(parser, "--stszone-namespace")
     return parser
 

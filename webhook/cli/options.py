@@ -15,6 +15,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final
 
+from webhook.cluster.clusterfile import SAVE, SAVE_MORE
 from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.model.annotations import split_zones, zone_list_problems
@@ -75,8 +76,10 @@ def zone_list(text: str, *, source: str = "--zones") -> tuple[str, ...]:
     return zones
 
 
-def add_view_flags(parser: argparse.ArgumentParser) -> None:
-    """Where the cluster view comes from: shared by serve, review and audit."""
+def add_view_flags(parser: argparse.ArgumentParser, *, operands: str = "") -> None:
+    """Where the cluster view comes from: shared by every command that reads a cluster.
+    ``operands``: what the command takes after its flags (``TARGET``), for the stdin example."""
+    piped = " ".join(filter(None, (parser.prog, "--cluster -", operands)))
     group = parser.add_argument_group("cluster view")
     group.add_argument(
         "--zones",
@@ -90,9 +93,8 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
         dest="cluster_file",
         type=Path,
         metavar="FILE",
-        help="offline view from a saved `kubectl get nodes,pv,pvc,sts,pods -A -o yaml` list, "
-        "read once at start; - reads it from stdin (`kubectl get ... -o json | stszone audit "
-        "--cluster -`)",
+        help=f"offline view from a saved `{SAVE} -o yaml` list ({SAVE_MORE}), read once at "
+        f"start; - reads it from stdin (`{SAVE} -o json | {piped}`)",
     )
     group.add_argument(
         "--kubeconfig",

@@ -29,6 +29,7 @@ from webhook.cli.rebalance_text import (
     render_plan,
 )
 from webhook.cluster import rebalance as executor
+from webhook.cluster.clusterfile import SAVE
 from webhook.cluster.snapshot import Snapshot, from_file, live_snapshot
 from webhook.cluster.view import choose_view
 from webhook.config import Settings
@@ -126,8 +127,7 @@ def load(settings: Settings, *, namespace: str | None) -> tuple[Snapshot, bool]:
         return asyncio.run(live_snapshot(settings, namespace=namespace)), True
     raise ConfigError(
         "rebalance needs a cluster: --kubeconfig PATH, $KUBECONFIG, or run in a pod (or "
-        "--cluster FILE, a saved `kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml`, "
-        "to plan only)"
+        f"--cluster FILE, a saved `{SAVE} -o yaml`, to plan only)"
     )
 
 

@@ -68,7 +68,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         default="chain",
         help="answer as one endpoint alone (default: chain = mutate then validate)",
     )
-    add_view_flags(parser)
+    add_view_flags(parser, operands="review.json")
     add_own_namespace_flag(parser, "--stszone-namespace")
     return parser
 

@@ -1,4 +1,4 @@
-"""Offline cluster view: a saved ``kubectl get nodes,pv,pvc,sts,pods -A -o yaml`` list -> Store.
+"""Offline cluster view: a saved ``kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml`` list.
 
 The file ``-`` is standard input, as in kubectl's ``-f -``. Accepts a ``List`` (``kind: List``
 or any ``*List``), a multi-document YAML stream, or a JSON file, with items of kinds Node,
@@ -61,6 +61,15 @@ def flatten(
 
 #: The cluster file that is standard input: ``kubectl get ... -o json | stszone audit --cluster -``.
 STDIN: Final = "-"
+#: The command that saves a cluster file, said alike by every command's help and refusals:
+#: every namespace (``-A``), and the Namespace objects, whose opt-in label the view reads.
+SAVE: Final = "kubectl get nodes,pv,pvc,sts,pods,namespaces -A"
+#: The kinds a saved cluster lists only where their CRDs are served: kubectl refuses the whole
+#: command when one of its resource types is not.
+SAVE_MORE: Final = (
+    "add kafkanodepools and statefulsets.apps.kruise.io to its list where Strimzi's and "
+    "OpenKruise's CRDs are served"
+)
 
 
 def read_documents(path: Path) -> list[Any]:
@@ -83,7 +92,7 @@ def read_documents(path: Path) -> list[Any]:
     except RecursionError:  # PyYAML composes nested collections by recursion
         raise ConfigError(
             f"cluster file {name} nests lists or mappings too deeply to be a saved cluster; "
-            "save it with kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml"
+            f"save it with {SAVE} -o yaml"
         ) from None
     if not _holds_cluster(docs):
         # An empty file (kubectl failed, its `>` stayed) or another file (a kubeconfig) would
@@ -92,8 +101,7 @@ def read_documents(path: Path) -> list[Any]:
         into = "and pipe it in" if stdin else f"> {path}"
         raise ConfigError(
             f"cluster file {name} holds no List and no Node, PersistentVolume(Claim), "
-            f"StatefulSet, Pod or Namespace ({what}); save one with kubectl get "
-            f"nodes,pv,pvc,sts,pods,namespaces -A -o yaml {into}"
+            f"StatefulSet, Pod or Namespace ({what}); save one with {SAVE} -o yaml {into}"
         )
     return docs
 
