@@ -76,3 +76,24 @@ async def test_a_reload_sends_the_impersonation_the_file_holds(
             await _reload(api, client, token_file, trigger)
             target = await client.credentials.target()
     assert target.impersonation == (("Impersonate-User", "reader"),)
+
+
+async def test_a_reload_of_a_deleted_kubeconfig_says_it_is_gone(tmp_path: Path) -> None:
+    """The kubeconfig is deleted while stszone runs (a volume unmounted, a file moved): the
+    reload after a 401 said the file was empty, sending the user to look inside a file that is
+    not there. It says the file is not found, and once the file is back requests go through."""
+    async with FakeApi(token=TOKEN) as api:
+        path = write_kubeconfig(tmp_path / "config", server=api.url, token=TOKEN, ca=api.ca)
+        written = path.read_text()
+        async with Api(load_credentials(str(path), environ={})) as client:
+            path.unlink()
+            api.inject("pods", "list", Fault.status(401))
+            with pytest.raises(ApiError):
+                await client.call("GET", "/api/v1/pods")
+            with pytest.raises(CredentialsError) as caught:
+                await client.call("GET", "/api/v1/pods")
+            path.write_text(written)
+            await client.call("GET", "/api/v1/pods")
+    said = str(caught.value)
+    assert f"kubeconfig {path}: not found" in said, said
+    assert "empty" not in said, said

@@ -340,6 +340,11 @@ def load_credentials(
             # Merged here: the loader would split a --kubeconfig path holding ":" into files.
             merged = merged_config(files)
             if merged is None:
+                # require_kubeconfig refuses a missing file at start only: one removed while
+                # stszone runs is not found, not empty.
+                if not any(os.path.exists(os.path.expanduser(f)) for f in files):
+                    gone = "not found" if len(files) <= 1 else "none of these files is found"
+                    raise ValueError(f"{gone}; put it back, and the next request reads it")
                 raise ValueError("it holds no configuration (an empty file)")
             cluster = cluster_entry(merged, context=chosen)
             refuse_insecure_with_ca(cluster)
