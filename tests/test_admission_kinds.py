@@ -14,10 +14,13 @@ from typing import Any
 import pytest
 
 from tests import builders as b
+from tests import rebalancing as r
 from webhook.cluster.clusterfile import store_from_objects
+from webhook.cluster.snapshot import from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
 from webhook.rules.audit import audit
+from webhook.rules.rebalance import chosen, plan
 from webhook.wire import review
 
 ZONES = {"stszone.io/zones": "a,b,c"}
@@ -140,3 +143,26 @@ def test_a_saved_cluster_reads_core_pods_alone(api_version: str) -> None:
     bare = [{k: v for k, v in pod.items() if k != "apiVersion"} for pod in pods]
     (db,) = audit(store_from_objects([*nodes, sts, *bare])).sets
     assert db.held == ("a", "b", "c")
+
+
+@pytest.mark.parametrize("kind", ["Pod", "Node"])
+def test_rebalance_of_a_saved_cluster_reads_core_objects_alone(kind: str) -> None:
+    """rebalance --cluster of db, member 1 in zone-a where the rule puts it in zone-b: it moves.
+    Another group's look-alikes saved after the real objects (a Pod db-0 that is not Ready,
+    Nodes b1 and b2 cordoned) are no objects the live view lists: the plan is the same."""
+    where = {0: "a1", 1: "a2", 2: "c1"}
+    if kind == "Pod":
+        lookalikes = [r.pod(0, "a1", ready=False)]
+    else:
+        lookalikes = [r.node("b1", cordoned=True), r.node("b2", cordoned=True)]
+    for lookalike in lookalikes:
+        lookalike["apiVersion"] = "example.io/v1"
+    for extra in ([], lookalikes):
+        snap = from_objects(r.cluster(where, extra=extra))
+        sets = chosen(snap.store, excluded=set())
+        (db,) = plan(snap.store, snap.state, sets=sets, move_data=False).sets
+        assert [(row.ordinal, row.kind) for row in db.rows] == [
+            (0, "in place"),
+            (1, "movable"),
+            (2, "in place"),
+        ], db.rows

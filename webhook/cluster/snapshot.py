@@ -27,6 +27,7 @@ from webhook.config import Settings
 from webhook.errors import BadObject, ConfigError
 from webhook.model.state import LiveState, live_state
 from webhook.model.store import Store
+from webhook.model.tables import table_of
 
 #: Items per list page: the API server's default chunk size for kubectl.
 PAGE = 500
@@ -47,13 +48,14 @@ def from_objects(
     source: str = "cluster file",
     namespaces_listed: bool = False,
 ) -> Snapshot:
-    """The snapshot of raw API objects or lists of them."""
+    """The snapshot of raw API objects or lists of them; the state reads those the store
+    does, so another group's look-alike (an ``example.io/v1`` Pod) decides neither."""
     items = list(flatten(list(docs)))
     store = store_from_objects(
         items, zones=zones, source=source, namespaces_listed=namespaces_listed
     )
     try:
-        state = live_state(items)
+        state = live_state(item for item in items if table_of(item) is not None)
     except BadObject as err:
         raise ConfigError(f"{source}: {err.message}") from None
     return Snapshot(store, state)
