@@ -131,17 +131,19 @@ class Credentials:
             return connection
 
     def _target(self) -> Connection:
+        # Read once: invalidate() runs on the event loop, outside the lock, and may clear
+        # self._config at any point of this.
+        config = self._config
         token_file = self._loaded.token_file
         if token_file is not None and _stamp(token_file) != self._token_stamp:
-            self._config = None
-        if self._config is None:
+            config = None
+        if config is None:
             stamp = _stamp(token_file) if token_file is not None else None
             loaded = self._load()
             if loaded.token_file != token_file:
                 stamp = _stamp(loaded.token_file) if loaded.token_file is not None else None
             self._loaded, self._token_stamp = loaded, stamp
-            self._config = loaded.configuration
-        config = self._config
+            config = self._config = loaded.configuration
         # get_api_key_with_prefix runs refresh_api_key_hook first: token rotation happens here.
         auth = config.get_api_key_with_prefix("BearerToken", alias="authorization")
         headers = {"Authorization": auth.strip()} if auth else {}
