@@ -214,6 +214,16 @@ def _view_has(log: Path, what: str, *, since: int = 0) -> bool:
     return what in log.read_text(errors="replace")[since:]
 
 
+def _wait_for_pools_in_view(request: pytest.FixtureRequest) -> None:
+    """The webhook's view lists KafkaNodePools once their CRD is served (looked for every 30 s)."""
+    log = request.config.stash[LOG_KEY]
+    wait_for(
+        "the webhook's view to list KafkaNodePools",
+        lambda: _view_has(log, "nodepools cache synced") or _view_has(log, "nodepools cache re-"),
+        timeout=75,
+    )
+
+
 @pytest.fixture
 def pvs(cluster: Cluster, kubectl: Kubectl) -> Iterator[list[str]]:
     """The names of the volumes a test makes (appended before each create), each deleted
@@ -229,13 +239,7 @@ def test_a_pool_is_placed_balanced_guarded_and_scaled_down_by_zone(
     strimzi_crds: None, cluster: Cluster, pvs: list[str], request: pytest.FixtureRequest
 ) -> None:
     kubectl = cluster.kubectl
-    log = request.config.stash[LOG_KEY]
-    # The webhook's view lists KafkaNodePools once their CRD is served (looked for every 30 s).
-    wait_for(
-        "the webhook's view to list KafkaNodePools",
-        lambda: _view_has(log, "nodepools cache synced") or _view_has(log, "nodepools cache re-"),
-        timeout=75,
-    )
+    _wait_for_pools_in_view(request)
     a, b, c = cluster.zones[:3]
     for node_id, zone in ((1, a), (3, b)):
         pv = _pv(cluster, node_id, zone)

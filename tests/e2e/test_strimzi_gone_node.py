@@ -24,7 +24,6 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.e2e.conftest import LOG_KEY
 from tests.e2e.kube import HOSTNAME, RUN_LABEL, ZONE_KEY, Cluster, Kubectl, KubectlError, wait_for
 from tests.e2e.test_strimzi import (
     KAFKA,
@@ -34,8 +33,8 @@ from tests.e2e.test_strimzi import (
     _podset,
     _pv,
     _status,
-    _view_has,
     _view_holds_every,
+    _wait_for_pools_in_view,
 )
 from tests.rendered import ROOT
 
@@ -78,12 +77,7 @@ def test_a_broker_on_a_deleted_node_holds_no_zone(
 ) -> None:
     kubectl = cluster.kubectl
     everywhere = Kubectl(kubectl.binary, kubectl.kubeconfig)
-    log = request.config.stash[LOG_KEY]
-    wait_for(
-        "the webhook's view to list KafkaNodePools",
-        lambda: _view_has(log, "nodepools cache synced") or _view_has(log, "nodepools cache re-"),
-        timeout=75,
-    )
+    _wait_for_pools_in_view(request)
     a, b, c = cluster.zones[:3]
     node, broker = f"stszone-e2e-{cluster.run}-{NAME}", f"{KAFKA}-{NAME}-{IDS[0]}"
     with ExitStack() as stack:
