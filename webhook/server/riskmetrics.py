@@ -55,8 +55,8 @@ PAUSE: Final = 0.001
 #: Sets whose sample lines a refresh writes between two pauses (about 3 ms of work).
 RENDER_SLICE: Final = 25
 LABELS: Final = ("namespace", "statefulset", "kind")
-#: The ``kind`` label of each workload group.
-KINDS: Final = {group: kind.label for group, kind in setkinds.KINDS.items()}
+#: The ``kind`` label of each workload group (``setkinds.KINDS``' metrics label).
+KIND_LABELS: Final = {group: kind.label for group, kind in setkinds.KINDS.items()}
 
 #: (metric suffix, help, value of one set or None to leave its sample out)
 GAUGES: Final[tuple[tuple[str, str, Callable[[SetRisk], int | None]], ...]] = (
@@ -134,7 +134,7 @@ def _families(risks: Iterable[SetRisk]) -> Iterator[Metric]:
         GAUGES,
         risks,
         labels=LABELS,
-        label_values=lambda r: [r.namespace, r.name, KINDS.get(r.group, r.group)],
+        label_values=lambda r: [r.namespace, r.name, KIND_LABELS.get(r.group, r.group)],
     )
 
 
