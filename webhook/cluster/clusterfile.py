@@ -2,9 +2,10 @@
 
 The file ``-`` is standard input, as in kubectl's ``-f -``. Accepts a ``List`` (``kind: List``
 or any ``*List``), a multi-document YAML stream, or a JSON file, with items of kinds Node,
-PersistentVolume, PersistentVolumeClaim, StatefulSet (``apps`` and OpenKruise's), Pod and
-Namespace; other kinds and other groups' StatefulSets are ignored. Pods not owned by a
-StatefulSet are ignored too.
+PersistentVolume, PersistentVolumeClaim, StatefulSet (``apps`` and OpenKruise's), KafkaNodePool,
+Pod and Namespace, each read at the apiVersion the live view lists it at (an item with none, by
+its kind alone: :func:`webhook.model.tables.table_of`); other kinds and groups are ignored, and
+so are Pods owned by neither a StatefulSet nor a KafkaNodePool.
 """
 
 from __future__ import annotations
