@@ -409,3 +409,39 @@ def test_an_ordinal_of_unknown_zone_of_a_set_being_deleted_is_not_exported(
         if n == "stszone_statefulset_unknown_zone_ordinals"
     }  # fmt: skip
     assert unknown == (set() if deleting else {1})
+
+
+# --- malformed annotations of a set being deleted: shown, no problem ------------------------
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "deleting"])
+@KINDS
+def test_the_malformed_annotations_of_a_set_being_deleted_are_no_problem(
+    deleting: bool, kruise: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """db's stszone.io/mode reads "zonez": a problem while db lives (its new pods are refused
+    until it is fixed); once db is being deleted no pod of it is created again, so the audit
+    still names it, says the set is being deleted, and exits 0."""
+    objects = [
+        o for o in _misplaced_objects(deleting=deleting, kruise=kruise) if o["kind"] != "Pod"
+    ]
+    (sts,) = (o for o in objects if o["kind"] == "StatefulSet")
+    sts["metadata"]["annotations"] = {**ZONES, "stszone.io/mode": "zonez"}
+    report = audit(store_from_objects(objects))
+    (db,) = report.sets
+    assert "stszone.io/mode" in db.problem and db.deleting is deleting
+    assert report.has_problems is not deleting
+    body = render_json(report)
+    assert (body["problems"], body["statefulsets"][0]["deleting"]) == (not deleting, deleting)
+    text = render_text(report)
+    aside = " (no problem: a set being deleted gets no new pod)"
+    if deleting:
+        assert f"\n  {db.problem}{aside}\n" in text
+        assert "PROBLEM" not in text and "with problems" not in text
+    else:
+        assert f"\n  PROBLEM: {db.problem}\n" in text
+        assert "1 StatefulSet(s) with problems" in text
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    assert main(["audit", "--cluster", str(path)]) == (0 if deleting else 1)
+    assert db.problem in capsys.readouterr().out

@@ -40,8 +40,9 @@ examples:
   kubectl stszone audit                                 live, the current context's namespace
   stszone audit --kubeconfig ~/.kube/config -o json     live: one list of the cluster, no watch
   stszone audit --cluster cluster.yaml -o json | jq '.statefulsets[] | select(.misplaced > 0)'
-exit status: 0 all placed as expected, 1 a pod misplaced or a node-ordinal label missing or
-duplicated (neither of a set being deleted) or malformed annotations, 2 the view cannot be loaded
+exit status: 0 all placed as expected, 1 a pod misplaced, a node-ordinal label missing or
+duplicated, or malformed annotations (none of them of a set being deleted), 2 the view cannot
+be loaded
 """
 DESCRIPTION = """\
 For each opted-in StatefulSet (every one when the view holds no Namespace objects): each
@@ -107,8 +108,13 @@ def _set_lines(report: SetReport) -> list[str]:
         + (f" ({span})" if report.replicas else "")
     )
     warned = [f"  warning: {w}" for w in report.warnings]
+    # A set being deleted gets no new pod, so no annotation or label of it places one: shown,
+    # no problem.
+    mark, aside = "PROBLEM: ", ""
+    if report.deleting:
+        mark, aside = "", " (no problem: a set being deleted gets no new pod)"
     if report.problem:
-        return [head, f"  PROBLEM: {report.problem}", *warned]
+        return [head, f"  {mark}{report.problem}{aside}", *warned]
     rows = [
         (
             str(r.ordinal),
@@ -139,10 +145,6 @@ def _set_lines(report: SetReport) -> list[str]:
     else:
         lowest = "none keeps them all" if report.lowest is None else str(report.lowest)
         lines.append(held + f"lowest replica count that keeps every zone: {lowest}")
-    # A set being deleted gets no new pod, so no label of it places one: shown, no problem.
-    mark, aside = "PROBLEM: ", ""
-    if report.deleting:
-        mark, aside = "", " (no problem: a set being deleted gets no new pod)"
     if report.missing_labels:
         ordinals = ", ".join(map(str, report.missing_labels))
         lines.append(f"  {mark}no node carries the ordinal label of ordinal(s) {ordinals}{aside}")

@@ -18,9 +18,10 @@ node-ordinal mode, ordinal label values no node or several nodes carry.
 Removable nodes are computed by :mod:`webhook.rules.removal`, weighing the audited
 KafkaNodePools (:mod:`webhook.rules.poolaudit`) too. A report has *problems* -- the CLI
 exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, or a
-StatefulSet's annotations are malformed. The misplaced pods and node-ordinal labels of a set
-being deleted are shown but are no problem: nothing moves its pods (``stszone rebalance``
-refuses such a set) nor places new ones (its controller creates none), they go with it.
+StatefulSet's annotations are malformed. The misplaced pods, node-ordinal labels and malformed
+annotations of a set being deleted are shown but are no problem: nothing moves its pods
+(``stszone rebalance`` refuses such a set) nor places new ones (its controller creates none),
+they go with it.
 """
 
 from __future__ import annotations
@@ -120,11 +121,13 @@ class SetReport:
 
     @property
     def has_problems(self) -> bool:
-        """Misplaced pods, missing or duplicated node labels (none of them of a set being
-        deleted: its pods go with it, nothing moves them or places new ones), or malformed
-        annotations."""
-        labels = (self.missing_labels or self.duplicate_labels) and not self.deleting
-        return bool(self.problem or self.misplaced_problems or labels)
+        """Misplaced pods, missing or duplicated node labels, or malformed annotations (none
+        of them of a set being deleted: its pods go with it, nothing moves them or places new
+        ones, so no annotation or label of it is read again)."""
+        if self.deleting:
+            return False
+        labels = self.missing_labels or self.duplicate_labels
+        return bool(self.problem or self.misplaced or labels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +298,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
             lowest=None,
             problem=err.message,
             warnings=warnings,
+            deleting=sts.deleting,
         )
     # The lowest count is the guard's own answer for a scale-down to zero replicas, so the
     # audit and the guard agree on every cluster; a set being deleted is scaled by nobody.
