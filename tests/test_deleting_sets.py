@@ -445,3 +445,59 @@ def test_the_malformed_annotations_of_a_set_being_deleted_are_no_problem(
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     assert main(["audit", "--cluster", str(path)]) == (0 if deleting else 1)
     assert db.problem in capsys.readouterr().out
+
+
+# --- a changed zone list or template of a set being deleted: nothing moves ------------------
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "deleting"])
+@KINDS
+def test_a_new_zone_list_of_a_set_being_deleted_moves_no_member(
+    deleting: bool, kruise: bool
+) -> None:
+    """A manifest re-applied with db's zones rotated: while db lives its three ordinals move
+    when re-created, which the update warns of and records; once db is being deleted (a
+    finalizer holds it) its controller re-creates no pod, so the update hears nothing of it."""
+    old, new = (_set(3, deleting=deleting, kruise=kruise) for _ in range(2))
+    new["metadata"]["annotations"] = {"stszone.io/zones": "zone-b,zone-c,zone-a"}
+    decision = _update(old, new, store=_cluster(deleting=deleting, kruise=kruise), kruise=kruise)
+    assert decision.allowed, decision.message
+    moves = (
+        "db: new stszone.io/zones moves 3 ordinal(s) when re-created: 0 (zone-a->zone-b) and 2 more"
+    )
+    assert decision.warnings == (() if deleting else (moves,))
+    assert len(decision.notices) == (0 if deleting else 1)
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "deleting"])
+@KINDS
+def test_a_template_of_a_set_being_deleted_that_excludes_listed_zones_is_allowed(
+    deleting: bool, kruise: bool
+) -> None:
+    """The manifest re-applied pins db's pod template to zone-a by nodeSelector: while db lives
+    that is refused (ZoneConflict: its ordinals of zone-b and zone-c could never be scheduled);
+    once db is being deleted none of them is scheduled again, so the update is allowed, silent."""
+    old = _set(3, deleting=deleting, kruise=kruise)
+    new = _set(3, deleting=deleting, kruise=kruise)
+    new["spec"]["template"]["spec"]["nodeSelector"] = {"topology.kubernetes.io/zone": "zone-a"}
+    decision = _update(old, new, store=_cluster(deleting=deleting, kruise=kruise), kruise=kruise)
+    if deleting:
+        assert decision.allowed, decision.message
+        assert (decision.warnings, decision.notices) == ((), ())
+    else:
+        assert (decision.allowed, decision.reason) == (False, "ZoneConflict")
+        assert "excludes zone(s) zone-b, zone-c" in decision.message
+
+
+@KINDS
+def test_a_set_being_deleted_still_refuses_annotations_changed_and_left_malformed(
+    kruise: bool,
+) -> None:
+    """The ratchet holds: an update writing a malformed stszone.io/mode is refused, being
+    deleted or not; the same manifest would be refused when the set is created again."""
+    old = _set(3, deleting=True, kruise=kruise)
+    new = _set(3, deleting=True, kruise=kruise)
+    new["metadata"]["annotations"] = {**ZONES, "stszone.io/mode": "zonez"}
+    decision = _update(old, new, store=_cluster(deleting=True, kruise=kruise), kruise=kruise)
+    assert (decision.allowed, decision.reason) == (False, "Invalid")
+    assert "stszone.io/mode 'zonez' is not a mode" in decision.message

@@ -1,5 +1,6 @@
 """A StatefulSet being deleted, as its owner meets it: no warning of a zone without nodes on
-its last update, its replicas alone in /metrics, and no audit problem of its node labels.
+its last update, no word of moves nor ZoneConflict on a manifest re-applied to it, its replicas
+alone in /metrics, and no audit problem of its node labels.
 
 Skipped unless ``STSZONE_E2E_KUBECONFIG`` names a cluster; see ``conftest.py`` for the knobs
 and for what is created and always deleted. Each set carries the finalizer ``HOLD``, so it
@@ -10,18 +11,32 @@ the webhook), and always deletes it.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
 import sys
 from contextlib import ExitStack
 
+import pytest
+
 from tests.e2e.conftest import delete_namespace, opted_in_namespace
-from tests.e2e.kube import HOLD, RUN_LABEL, Cluster, Kubectl, Obj, release, wait_for, workload
+from tests.e2e.kube import (
+    HOLD,
+    RUN_LABEL,
+    Cluster,
+    Kubectl,
+    KubectlError,
+    Obj,
+    release,
+    wait_for,
+    workload,
+)
 from tests.rendered import ROOT
 from tests.test_metrics import parse
 
 IMAGE = os.environ.get("STSZONE_E2E_IMAGE", "registry.k8s.io/pause:3.10")
+ZONE_KEY = "topology.kubernetes.io/zone"
 FINALIZERS_OFF = '{"metadata":{"finalizers":null}}'
 
 
@@ -51,6 +66,38 @@ def test_the_update_that_ends_a_deletion_hears_no_warning_of_a_zone_without_node
         ending = kubectl.warned("patch", "statefulset", name, "--type=merge", "-p", FINALIZERS_OFF)
         assert not any(w.startswith(said) for w in ending), ending
         wait_for(f"{name} to be deleted", lambda: kubectl.gone("statefulset", name), timeout=30)
+
+
+def test_a_manifest_re_applied_to_a_set_being_deleted_moves_and_excludes_nothing(
+    cluster: Cluster,
+) -> None:
+    """While a set lives, a rotated stszone.io/zones warns that members move when re-created,
+    and a pod template pinned to one zone is refused (ZoneConflict); once the set is being
+    deleted (its finalizer holds it) the API server still takes both updates, and stszone lets
+    them through without a word of moves: its controller re-creates no pod of it."""
+    name, kubectl = "reapplied", cluster.kubectl
+    zones = list(cluster.zones)
+    sts = _held(name, image=cluster.image, replicas=0, run=cluster.run)
+    sts["metadata"]["annotations"] = {"stszone.io/zones": ",".join(zones)}
+    moves = f"{name}: new stszone.io/zones moves"
+    rotated = ",".join((*zones[1:], zones[0]))
+    pinned = {"spec": {"template": {"spec": {"nodeSelector": {ZONE_KEY: zones[0]}}}}}
+    with ExitStack() as stack:
+        stack.callback(release, kubectl, name)
+        kubectl.create(sts)
+        live = kubectl.warned("annotate", "--overwrite", "statefulset", name,
+                              f"stszone.io/zones={rotated}")  # fmt: skip
+        assert any(w.startswith(moves) for w in live), live
+        with pytest.raises(KubectlError, match="excludes zone"):
+            kubectl.run("patch", "statefulset", name, "--type=merge", "-p", json.dumps(pinned))
+        kubectl.delete("statefulset", name)
+        assert kubectl.get("statefulset", name)["metadata"].get("deletionTimestamp")
+        ending = kubectl.warned("annotate", "--overwrite", "statefulset", name,
+                                f"stszone.io/zones={','.join(zones)}")  # fmt: skip
+        assert not any(w.startswith(moves) for w in ending), ending
+        kubectl.run("patch", "statefulset", name, "--type=merge", "-p", json.dumps(pinned))
+        held = kubectl.get("statefulset", name)["spec"]["template"]["spec"]
+        assert held["nodeSelector"] == {ZONE_KEY: zones[0]}
 
 
 def test_a_set_being_deleted_exports_its_replicas_alone(cluster: Cluster) -> None:

@@ -117,18 +117,20 @@ def validate_statefulset(
         live=live,
         malformed=malformed,
     )
+    before = statefulset_info(old) if old is not None else None
+    # A set being deleted (the old object's: no update removes a deletionTimestamp) is torn
+    # down and gets no new pod: that its template excludes a zone, its count leaves a zone
+    # empty, its pods wait for a node in a zone, or its zone list moves members, tells its
+    # owner nothing.
+    ending = before is not None and before.deleting
     # A template labelled skip gets no zone from stszone: its constraints contradict nothing.
-    excluded = None if _template_skipped(sts) else _template_exclusion(info, policy, store=store)
+    left_alone = ending or _template_skipped(sts)
+    excluded = None if left_alone else _template_exclusion(info, policy, store=store)
     if excluded is not None:
         if not _unchanged(old, annotations=annotations, template=info):
             return refuse(excluded, reason="ZoneConflict")
         warnings += (f"{excluded} (unchanged by this update)",)
     k = len(policy.zones)
-    before = statefulset_info(old) if old is not None else None
-    # A set being deleted (the old object's: no update removes a deletionTimestamp) is torn
-    # down and gets no new pod: that its count leaves a zone empty, or that its pods wait for
-    # a node in a zone, tells its owner nothing.
-    ending = before is not None and before.deleting
     if declared.mode != "node-ordinal" and policy.zones and not ending:
         if info.replicas < k:
             warnings += (
@@ -139,8 +141,12 @@ def validate_statefulset(
     if old is None or before is None:
         return allow(warnings=warnings)
     uid = objects.string(meta, "uid", path="metadata")
-    changes, moving = _zone_list_change(
-        info, policy, old=old, before=before, namespace=namespace, store=store
+    changes, moving = (
+        ((), "")
+        if ending
+        else _zone_list_change(
+            info, policy, old=old, before=before, namespace=namespace, store=store
+        )
     )
     warnings += changes
     regarding = notices.workload(namespace, name, group=group, uid=uid)
