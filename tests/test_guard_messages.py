@@ -147,6 +147,32 @@ def test_pods_leaving_two_unlisted_zones_name_both() -> None:
     )
 
 
+def test_pods_leaving_a_zone_outside_the_servers_list_name_that_list() -> None:
+    """db has no stszone.io/zones: it keeps the zones of --zones a,b,c, so the warning about
+    zone x names that list, not an annotation the set does not carry."""
+    placed = {0: "na", 1: "nb", 2: "nc", 3: "nx"}
+    store = cluster(placed, annotations={})
+    store.zones_override = ("a", "b", "c")
+    outcome = scale(store, 4, 3)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        "db: 4 -> 3 removes zone x (ordinal 3), not in the server's zones (--zones)",
+    )
+
+
+def test_pods_leaving_a_zone_outside_the_nodes_zones_name_the_nodes() -> None:
+    """db has no stszone.io/zones and the server no --zones: its zones are its nodes' values
+    of its topology key, which zone x of a pod labelled by hand is not among."""
+    pod = b.sts_pod(ordinal=3, node="nbare", claims=("data", "logs"))
+    pod["metadata"]["labels"][ZONE_KEY] = "x"
+    nodes = [n for n in NODES if n["metadata"]["name"] != "nx"]
+    outcome = scale(cluster({0: "na", 1: "nb", 2: "nc"}, pod, annotations={}, nodes=nodes), 4, 3)
+    assert outcome.allowed
+    assert outcome.warnings == (
+        f"db: 4 -> 3 removes zone x (ordinal 3), not in the nodes' zones ({ZONE_KEY})",
+    )
+
+
 def test_every_warning_of_a_scale_down_is_given_in_order() -> None:
     """5 -> 3 removes db-3 (zone x, unlisted) and db-4 (b), leaving b to db-1 on nb2, which
     is not Ready: one warning each, the unlisted zone first."""

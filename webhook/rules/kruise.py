@@ -29,6 +29,7 @@ from webhook.rules import validate as validations
 from webhook.rules.decision import Decision, allow
 from webhook.rules.placement import Policy, kruise_live, require_synced, resolve_policy
 from webhook.rules.scaling import malformed_warning
+from webhook.rules.zonelist import zones_origin
 
 
 def _declared(sts: JSON) -> tuple[Declared, tuple[str, ...]]:
@@ -182,6 +183,7 @@ def judge_live(
             allow_zone_loss=new_policy.declared.allow_zone_loss,
             regarding=regarding,
             malformed=new_policy.malformed,
+            origin=zones_origin(new_policy.declared, store=store),
         )
     if sts is None or not outcome.allowed:
         return outcome

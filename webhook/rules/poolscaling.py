@@ -54,9 +54,9 @@ from webhook.rules.poolzones import (
     members,
     pool_annotations,
     pool_policy,
-    zones_origin,
 )
 from webhook.rules.scaling import malformed_warning
+from webhook.rules.zonelist import zones_origin
 
 
 def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPolicy:

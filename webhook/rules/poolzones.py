@@ -36,6 +36,7 @@ from webhook.model.store import Store
 from webhook.model.tables import POOL_TABLES
 from webhook.rules.placement import require_synced
 from webhook.rules.poolplan import new_ids, zones_together
+from webhook.rules.zonelist import zones_origin
 
 
 class PoolPolicy(NamedTuple):
@@ -128,18 +129,6 @@ def pool_annotations(
             zones = declared.zones or store.server_zones(declared.topology_key)
             problems += template_problems(template, zones=zones)
     return (Declared(), tuple(problems)) if problems else (declared, ())
-
-
-def zones_origin(declared: Declared, *, store: Store) -> str:
-    """Where a pool's zone list comes from: its ``stszone.io/zones``, else the server's
-    (:meth:`Store.server_zones`). A pool protects only the zones of that list, so a refusal
-    says which list it is: one the pool lacks (or whose annotation is malformed) is not its
-    own ``stszone.io/zones``."""
-    if declared.zones:
-        return ZONES
-    if store.zones_override and declared.topology_key == DEFAULT_TOPOLOGY_KEY:
-        return "the server's zones (--zones)"
-    return f"the nodes' zones ({declared.topology_key})"
 
 
 def _first_listed(zones: Iterable[str], order: tuple[str, ...]) -> str:

@@ -20,6 +20,7 @@ from webhook.model.store import Store
 from webhook.rules import guard, retention, verdict
 from webhook.rules.decision import CUT, WARNING_MAX, Decision, allow
 from webhook.rules.placement import Policy, require_synced, resolve_policy
+from webhook.rules.zonelist import zones_origin
 
 
 def malformed_warning(
@@ -67,6 +68,7 @@ def judge(
             allow_zone_loss=allow_zone_loss,
             regarding=regarding,
             malformed=policy.malformed,
+            origin=zones_origin(policy.declared, store=store),
         )
     if sts is None or not outcome.allowed:
         return outcome

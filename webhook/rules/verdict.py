@@ -181,10 +181,12 @@ def verdict(
     allow_zone_loss: bool,
     regarding: ObjectRef,
     malformed: Sequence[str] = (),
+    origin: str = ZONES,
 ) -> Decision:
     """Deny a scale-down that drops (or may drop) a listed zone, unless the StatefulSet allows
     it (then warn); warn about pods leaving zones outside the list and about unknown zones.
-    ``malformed``: why the set's annotations were unusable (the guard ran on the defaults).
+    ``malformed``: why the set's annotations were unusable (the guard ran on the defaults);
+    ``origin``: where its zone list comes from (:func:`webhook.rules.zonelist.zones_origin`).
     A refusal, a forced zone loss and a zone left to nodes not Ready are also notices about
     ``regarding`` (the set)."""
     name = result.name
@@ -192,7 +194,7 @@ def verdict(
     told: tuple[Notice, ...] = ()
     if result.unlisted:
         warnings = (
-            f"{name}: {result.change} removes {_brief(dict(result.unlisted))}, not in {ZONES}",
+            f"{name}: {result.change} removes {_brief(dict(result.unlisted))}, not in {origin}",
         )
     if result.unready:
         unready = _unready_warning(result)
