@@ -1,16 +1,19 @@
-"""Which zone list a KafkaNodePool's scale-down refusal names: the pool's own
-``stszone.io/zones``, else the server's (``--zones``, else the zones nodes carry), which is
-the list the guard then protects.
+"""Which zone list a KafkaNodePool's messages name: the pool's own ``stszone.io/zones``,
+else the server's (``--zones``, else the zones nodes carry), which is the list the guard then
+protects and its brokers are placed over; and what a refused broker is told to change.
 
-pool: six brokers placed by stszone over zone-a, zone-b, zone-c; 6 -> 2 keeps 0 and 1 only.
+In the scale-downs, pool has six brokers placed by stszone over zone-a, zone-b, zone-c; 6 -> 2
+keeps 0 and 1 only.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tests import builders as b
 from tests import poolsim as sim
 from webhook.model.nodepools import nodepool_info
+from webhook.model.records import claim_info, volume_info
 from webhook.model.store import Store
 
 
@@ -69,3 +72,76 @@ def test_a_refusal_names_the_zone_list_it_protects(
         assert named in message, message
         if "stszone.io/zones" not in named:
             assert "of stszone.io/zones" not in message, message
+
+
+# --- a broker's pod: the list its claim's zone is outside, and what changes its zone ----------
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+
+
+def _bare_pool(annotations: dict[str, str]) -> Store:
+    """Pool ``pool`` with ``annotations`` as its only ones and no broker yet, on nodes in
+    zone-a, zone-b and zone-c."""
+    view = sim.store()
+    made = sim.pool_object("pool", replicas=1)
+    made["metadata"]["annotations"] = annotations
+    view.put("nodepools", nodepool_info(made))
+    return view
+
+
+def _with_volume(view: Store, zone: str) -> Store:
+    """Broker 0's claim bound to a volume in ``zone``."""
+    claim = "data-my-cluster-pool-0"
+    view.put("volumes", volume_info(b.pv("pv-0", zone, claim=("kafka", claim))))
+    view.put("claims", claim_info(b.pvc(claim, namespace="kafka", volume="pv-0")))
+    return view
+
+
+def test_a_broker_following_its_claim_out_of_the_servers_list_names_that_list() -> None:
+    """The pool has no stszone.io/zones; --zones lists zone-a and zone-b; broker 0's data is
+    in zone-c: its pod goes there, and the warning names --zones, the list in force."""
+    view = _with_volume(_bare_pool({}), "zone-c")
+    view.zones_override = ("zone-a", "zone-b")
+    answered = sim.admit(view, sim.pod_object("my-cluster", "pool", 0), endpoint="mutate")
+    assert answered.allowed, answered.message
+    assert answered.warnings == (
+        "my-cluster-pool-0 follows its claim data-my-cluster-pool-0 to zone-c, not in the "
+        "server's zones (--zones)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("annotations", "fix"),
+    [
+        ({"stszone.io/zones": "zone-a,zone-b,zone-c"}, "change its stszone.io/zones"),
+        ({}, "give the pool stszone.io/zones"),
+    ],
+    ids=["own list", "server's list"],
+)
+def test_a_broker_refused_its_zone_is_told_the_list_that_chose_it(
+    annotations: dict[str, str], fix: str
+) -> None:
+    """Broker 0 goes to zone-a (the first listed); its pod's nodeSelector asks for zone-b. A
+    pool without a list of its own changes its brokers' zones by being given one."""
+    pod = sim.pod_object("my-cluster", "pool", 0)
+    pod["spec"]["nodeSelector"] = {ZONE_KEY: "zone-b"}
+    answered = sim.admit(_bare_pool(annotations), pod, endpoint="mutate")
+    assert (answered.allowed, answered.reason) == (False, "ZoneConflict")
+    assert answered.message.endswith(
+        f"the zone stszone chose for it; remove that constraint from the pool's pod template "
+        f"or {fix}"
+    ), answered.message
+
+
+def test_a_broker_held_by_its_data_is_not_told_to_change_the_zone_list() -> None:
+    """Broker 0's data is in zone-c and its pod asks for zone-b: no zone list moves it."""
+    view = _with_volume(_bare_pool({}), "zone-c")
+    pod = sim.pod_object("my-cluster", "pool", 0)
+    pod["spec"]["nodeSelector"] = {ZONE_KEY: "zone-b"}
+    answered = sim.admit(view, pod, endpoint="mutate")
+    assert (answered.allowed, answered.reason) == (False, "ZoneConflict")
+    assert answered.message.endswith(
+        "remove that constraint from the pool's pod template or give the broker a new claim "
+        "(its data decides its zone, whatever the nodes' zones (topology.kubernetes.io/zone) "
+        "says; deleting claim data-my-cluster-pool-0 deletes that data)"
+    ), answered.message

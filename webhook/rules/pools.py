@@ -38,6 +38,7 @@ from webhook.rules.decision import (
 from webhook.rules.mutate import server_zones_for
 from webhook.rules.plan import skipped
 from webhook.rules.poolzones import PoolPolicy, choose, id_claims, pool_policy
+from webhook.rules.zonelist import zones_fix
 
 
 def pool_member(obj: JSON) -> tuple[str, str, int] | None:
@@ -94,15 +95,22 @@ def mutate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
     judged = fit.fit(pod_selection(spec), key=key, value=zone, view=store)
     if not judged.allowed:
         verb = "admits no node of" if judged.by_nodes else "excludes"
+        # A broker follows its data whatever the list says: only a new claim moves it.
+        fix = zones_fix(policy.declared, owner="the pool")
+        if choice.why == "data":
+            fix = (
+                f"give the broker a new claim (its data decides its zone, whatever "
+                f"{policy.origin} says; deleting claim {choice.claim} deletes that data)"
+            )
         return refuse(
             f"pod {name} of KafkaNodePool {policy.pool.name} has {judged.conflict}, which {verb} "
             f"{key}={zone}, the zone stszone chose for it; remove that constraint from the "
-            f"pool's pod template or change the pool's {ZONES}",
+            f"pool's pod template or {fix}",
             reason="ZoneConflict",
         )
     warnings: tuple[str, ...] = ()
     if choice.why == "data" and zone not in policy.zones:
-        warnings = (f"{name} follows its claim {choice.claim} to {zone}, not in {ZONES}",)
+        warnings = (f"{name} follows its claim {choice.claim} to {zone}, not in {policy.origin}",)
     return edit(ZoneAnnotation(zone), NodeRequirement(key, zone), warnings=warnings)
 
 

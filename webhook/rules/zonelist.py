@@ -20,3 +20,12 @@ def zones_origin(declared: Declared, *, store: Store) -> str:
     if store.zones_override and declared.topology_key == DEFAULT_TOPOLOGY_KEY:
         return "the server's zones (--zones)"
     return f"the nodes' zones ({declared.topology_key})"
+
+
+def zones_fix(declared: Declared, *, owner: str) -> str:
+    """How a user changes the zone list of ``owner`` (``the StatefulSet``, ``the pool``): its
+    ``stszone.io/zones``, else, while the server's list stands in (:func:`zones_origin`), one
+    of its own -- ``--zones`` and the nodes' labels are every workload's."""
+    if declared.zones:
+        return f"change its {ZONES}"
+    return f"give {owner} {ZONES}"
