@@ -195,6 +195,44 @@ def test_a_pod_held_by_its_data_is_not_told_to_change_the_zone_list(volume_zone:
         )
 
 
+@pytest.mark.parametrize(
+    ("annotations", "fix"),
+    [
+        ({"stszone.io/zones": "zone-a,zone-b,zone-c"}, "change its stszone.io/zones"),
+        ({}, "give the StatefulSet stszone.io/zones"),
+    ],
+    ids=["own list", "server's list"],
+)
+def test_a_refused_pod_is_told_how_to_change_the_list_that_chose_its_zone(
+    annotations: dict[str, str], fix: str
+) -> None:
+    """db-0 goes to zone-a, the first of the set's list or of --zones; its nodeSelector asks
+    for zone-b. A set without stszone.io/zones has none to change: it is given one."""
+    store = store_from_objects(
+        [b.statefulset(annotations=annotations)], zones=("zone-a", "zone-b", "zone-c")
+    )
+    outcome, _ = run(b.sts_pod(ordinal=0, node_selector={ZONE_KEY: "zone-b"}), store)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
+    assert outcome.message.endswith(
+        f"remove that constraint from the StatefulSet's pod template or {fix}"
+    ), outcome.message
+
+
+def test_a_pod_held_by_its_data_names_the_list_in_force() -> None:
+    """db has no stszone.io/zones (--zones stands in); db-0's data in zone-c holds it there
+    whatever that list says."""
+    volume = [b.pvc("data-db-0", volume="pv-0"), b.pv("pv-0", "zone-c")]
+    store = store_from_objects(
+        [b.statefulset(annotations={}), *volume], zones=("zone-a", "zone-b", "zone-c")
+    )
+    outcome, _ = run(b.sts_pod(ordinal=0, node_selector={ZONE_KEY: "zone-b"}), store)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
+    assert outcome.message.endswith(
+        "give the ordinal a new claim (its data decides its zone, whatever the server's zones "
+        "(--zones) says; deleting claim data-db-0 deletes that data)"
+    ), outcome.message
+
+
 def test_one_term_still_allowing_the_zone_is_enough() -> None:
     """Terms are ORed: if one term allows the zone the pod is schedulable, so it is allowed."""
     pod = b.sts_pod(

@@ -42,6 +42,7 @@ from webhook.rules.decision import (
 from webhook.rules.placement import claim_data, require_synced
 from webhook.rules.plan import PodPlan, PodView, check_node_name, plan_pod, read_pod
 from webhook.rules.text import some
+from webhook.rules.zonelist import zones_fix, zones_origin
 
 
 def mutate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Decision:
@@ -71,7 +72,7 @@ def _pin(
     key: str,
     value: str,
     what: str,
-    fix: str | Callable[[], str] = f"change its {ZONES}",
+    fix: str | Callable[[], str],
     reason: str = "ZoneConflict",
     zone: bool = True,
 ) -> NodeRequirement:
@@ -135,10 +136,11 @@ def _affinity_mode(view: PodView, plan: PodPlan, *, store: Store, namespace: str
             "",
         )
         if not held:
-            return f"change its {ZONES}"
+            return zones_fix(policy.declared, owner=f"the {policy.kind}")
         return (
-            f"give the ordinal a new claim (its data decides its zone, whatever {ZONES} says; "
-            f"deleting claim {held} deletes that data)"
+            "give the ordinal a new claim (its data decides its zone, whatever "
+            f"{zones_origin(policy.declared, store=store)} says; deleting claim {held} deletes "
+            "that data)"
         )
 
     required = _pin(view, plan, store=store, key=key, value=zone, what=why, fix=fix)
