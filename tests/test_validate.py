@@ -180,6 +180,31 @@ def test_template_that_excludes_listed_zones_is_denied(
     assert constraint in outcome.message
 
 
+@pytest.mark.parametrize(
+    ("nodes", "named"),
+    [
+        ([], "the server's zones (--zones) (a,b,c)"),
+        ([b.node(f"n{z}", z) for z in "abc"], f"the nodes' zones ({ZONE_KEY}) (a,b,c)"),
+    ],
+    ids=["--zones", "nodes"],
+)
+def test_a_template_excluding_zones_of_the_servers_list_names_that_list(
+    nodes: list[dict[str, Any]], named: str
+) -> None:
+    """db, without stszone.io/zones, gets its zones from --zones (else its nodes); an update
+    pinning its template to zone b is refused naming that list, which the set does not carry
+    as an annotation, and told how to give it one."""
+    store = store_from_objects(nodes, zones=("a", "b", "c") if not nodes else None)
+    old = b.statefulset(annotations={})
+    sts = b.statefulset(annotations={}, node_selector={ZONE_KEY: "b"})
+    outcome = validate(sts, store, operation="UPDATE", old=old)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
+    assert f"excludes zone(s) a, c of {named}, so the ordinals" in outcome.message
+    assert outcome.message.endswith(
+        'list only the zones it allows in stszone.io/zones, e.g. stszone.io/zones: "b"'
+    ), outcome.message
+
+
 def test_a_template_labelled_skip_may_exclude_zones() -> None:
     """stszone places no pod of a skipped template, so its constraints contradict no zone."""
     sts = b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, node_selector={ZONE_KEY: "b"})
@@ -405,9 +430,10 @@ def test_an_update_keeping_old_faults_is_warned_of_each() -> None:
     assert ratchet == (
         "StatefulSet db: stszone.io/zones has an empty entry (unchanged by this update; fix it)"
     )
+    # The malformed list is not read: --zones stands in, and the warning names it.
     assert excluded.startswith(
         "StatefulSet db: its pod template's nodeSelector topology.kubernetes.io/zone=a excludes "
-        "zone(s) b, c of stszone.io/zones (a,b,c)"
+        "zone(s) b, c of the server's zones (--zones) (a,b,c)"
     )
     assert replicas.startswith("db: 2 replica(s) for 3 zones leaves a zone empty")
 

@@ -45,6 +45,7 @@ from webhook.rules.placement import (
 )
 from webhook.rules.plan import check_node_name, plan_pod, read_pod, skipped
 from webhook.rules.text import some
+from webhook.rules.zonelist import zones_origin
 
 _WHY_MISSING = (
     "a mutating webhook that ran after stszone removed it, or stszone's mutating webhook was not "
@@ -246,10 +247,11 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
     fix = f"remove that constraint from spec.template or list only the zones it allows in {ZONES}"
     if allowed:
         fix += f', e.g. {ZONES}: "{",".join(allowed)}"'
+    listed = f"{zones_origin(declared, store=store)} ({','.join(policy.zones)})"
     return (
         f"StatefulSet {info.name}: its pod template's {why} excludes zone(s) "
-        f"{', '.join(excluded)} of {ZONES} ({','.join(policy.zones)}), so the ordinals stszone "
-        f"places there could never be scheduled; {fix}"
+        f"{', '.join(excluded)} of {listed}, so the ordinals stszone places there could never "
+        f"be scheduled; {fix}"
     )
 
 
