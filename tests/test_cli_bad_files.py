@@ -18,6 +18,7 @@ from tests.hang import HANG_GUARD
 from tests.process import clean_environ
 from webhook import cli
 from webhook.cli import plugin
+from webhook.install.certfiles import ensure_dev_certs
 
 ROOT = Path(__file__).resolve().parents[1]
 GUARD = ROOT / "deploy" / "examples" / "guard"
@@ -296,3 +297,27 @@ def test_an_ordinals_start_beyond_int32_names_its_field(
     status, out, err = run(capsys, "audit", "--cluster", str(cluster))
     assert (status, out) == (2, ""), err
     assert "(StatefulSet): spec.ordinals.start must be a 32-bit integer" in err, err
+
+
+@pytest.mark.parametrize("missing", ["cert", "key"])
+def test_serve_with_a_missing_cert_or_key_names_its_flag(tmp_path: Path, missing: str) -> None:
+    """`stszone serve --cert FILE --key FILE` where one of them does not exist: the refusal
+    names the file and the flag it came from, as `stszone manifests` does."""
+    dev = ensure_dev_certs(tmp_path / "certs")
+    files = {"cert": str(dev.cert), "key": str(dev.key)}
+    files[missing] = str(tmp_path / "nowhere.pem")
+    what = {"cert": "serving certificate file", "key": "serving key"}[missing]
+    flags = ["--host", "127.0.0.1", "--port", "0", "--cert", files["cert"], "--key", files["key"]]
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook", "serve", "--offline", "--zones", "a,b,c", *flags],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        env=clean_environ(),
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"stszone serve: cannot read the {what} {tmp_path / 'nowhere.pem'} (--{missing}): "
+        "No such file or directory"
+    ), done.stderr

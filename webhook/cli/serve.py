@@ -201,9 +201,10 @@ def run(args: argparse.Namespace) -> int:
     return run_serve(settings_from(args))
 
 
-def _certificate(settings: Settings) -> tuple[str, str]:
+def _certificate(settings: Settings) -> tuple[str, str, bool]:
+    """(cert, key, whether --cert and --key named them)."""
     if settings.cert is not None and settings.key is not None:
-        return str(settings.cert), str(settings.key)
+        return str(settings.cert), str(settings.key), True
     dev = ensure_dev_certs(settings.certs_dir)
     verb = "created" if dev.created else "reusing"
     log.info(
@@ -212,7 +213,7 @@ def _certificate(settings: Settings) -> tuple[str, str]:
         settings.certs_dir,
         dev.ca,
     )
-    return str(dev.cert), str(dev.key)
+    return str(dev.cert), str(dev.key), False
 
 
 async def _main(settings: Settings) -> None:
@@ -222,8 +223,10 @@ async def _main(settings: Settings) -> None:
     if managed is not None:
         tls = managed.tls
     else:
-        cert, key = _certificate(settings)
-        tls = reloader = CertReloader(cert, key, interval=settings.cert_reload_interval)
+        cert, key, flags = _certificate(settings)
+        tls = reloader = CertReloader(
+            cert, key, interval=settings.cert_reload_interval, flags=flags
+        )
     choice = choose_view(settings)
     log.info("%s", choice.describe())
     # Live: the listener opens at once and /readyz fails until every cache is listed.

@@ -216,18 +216,29 @@ class TlsContext:
 class CertReloader(TlsContext):
     """The listening TLS context for ``cert``/``key``, reloaded when the files change."""
 
-    def __init__(self, cert: str | Path, key: str | Path, *, interval: float = 2.0) -> None:
+    def __init__(
+        self, cert: str | Path, key: str | Path, *, interval: float = 2.0, flags: bool = False
+    ) -> None:
         self.cert_path = Path(cert)
         self.key_path = Path(key)
         self.interval = interval
+        #: Whether the user named the files with --cert and --key, which a refusal then names.
+        self.flags = flags
         cert_pem, key_pem = self._read()
         super().__init__(cert_pem, key_pem=key_pem, source=f"{self.cert_path} and {self.key_path}")
 
     def _read(self) -> tuple[bytes, bytes]:
-        try:
-            return self.cert_path.read_bytes(), self.key_path.read_bytes()
-        except OSError as err:
-            raise ConfigError(f"cannot read {err.filename}: {err.strerror}") from None
+        read: list[bytes] = []
+        for path, what, flag in (
+            (self.cert_path, "serving certificate file", "--cert"),
+            (self.key_path, "serving key", "--key"),
+        ):
+            try:
+                read.append(path.read_bytes())
+            except OSError as err:
+                given = f" ({flag})" if self.flags else ""
+                raise ConfigError(f"cannot read the {what} {path}{given}: {err.strerror}") from None
+        return read[0], read[1]
 
     def reload(self) -> bool:
         """Load the files now; True when a new certificate was installed.
