@@ -421,3 +421,30 @@ def test_a_base_from_standard_input_is_named_so(
     captured = capsys.readouterr()
     assert (status, captured.out) == (2, "")
     assert captured.err.startswith(f"stszone manifests: - (standard input) {NOT_AN_OBJECT}")
+
+
+@pytest.mark.parametrize(
+    ("flag", "piped", "said"),
+    [
+        ("--cert", "tls.key", "the serving certificate file on standard input (--cert) holds a "),
+        ("--key", "ca.crt", "the serving key on standard input (--key) holds a certificate"),
+    ],
+)
+def test_a_pair_file_from_standard_input_is_named_so(
+    capsys: pytest.CaptureFixture[str],
+    certs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    flag: str,
+    piped: str,
+    said: str,
+) -> None:
+    """`... | stszone manifests --cert -` (or `--key -`) piping in the wrong PEM: the refusal
+    names standard input and the flag, not a file called `-`."""
+    system = certs / "system"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((system / piped).read_bytes())))
+    pair = {"--cert": str(system / "tls.crt"), "--key": str(system / "tls.key"), flag: "-"}
+    status, objects, err = run(
+        capsys, "--ca", str(system / "ca.crt"), *(a for kv in pair.items() for a in kv)
+    )
+    assert (status, objects) == (2, [])
+    assert err.startswith(f"stszone manifests: {said}"), err

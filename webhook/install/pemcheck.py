@@ -64,14 +64,18 @@ def pem_files(ca: Path, *, cert: Path | None, key: Path | None) -> PemFiles:
     """The files as ``stszone manifests`` takes them: --ca, and --cert/--key or the pair's
     files beside --ca, named with their paths (a refusal is acted on in one file)."""
 
+    def given(path: Path, flag: str) -> str:
+        # `-` is read from standard input: no file of that name is involved.
+        return f"on standard input ({flag})" if str(path) == "-" else f"{path} ({flag})"
+
     def where(path: Path | None, flag: str, default: str) -> str:
-        return f"{path} ({flag})" if path else f"{ca.with_name(default)} ({default} beside --ca)"
+        return given(path, flag) if path else f"{ca.with_name(default)} ({default} beside --ca)"
 
     # `stszone certs --out DIR` writes DIR/tls.crt: a hint without DIR re-issues certs/ instead.
     written = cert or ca.with_name("tls.crt")
     folder = written.parent if written.name == "tls.crt" else CERTS_DIR
     return PemFiles(
-        ca=f"CA file {ca} (--ca)",
+        ca=f"CA file {given(ca, '--ca')}",
         cert=f"serving certificate file {where(cert, '--cert', 'tls.crt')}",
         key=f"serving key {where(key, '--key', 'tls.key')}",
         out="" if folder == CERTS_DIR else f" --out {shlex.quote(str(folder))}",
