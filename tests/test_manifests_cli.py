@@ -108,7 +108,7 @@ def test_image_and_no_secret(capsys: pytest.CaptureFixture[str], certs: Path) ->
         (("--cert", "{system}/tls.crt", "--key", "{system}/tls.key"), "go with --ca"),
         (("--no-secret",), "go with --ca"),
         (("--component", "provided-certs"), "write it with --kustomize-dir"),
-        (("--ca", "{system}/missing.crt"), "cannot read the CA certificate"),
+        (("--ca", "{system}/missing.crt"), "cannot read the CA file"),
         (("--ca", "{system}/tls.key"), "holds a private key, not a certificate"),
         (("--ca", "{system}/tls.key", "--no-secret"), "holds a private key, not a certificate"),
         (("--ca", "{system}/ca.crt", "--namespace", "webhooks-prod"), "stszone.webhooks-prod.svc"),
@@ -147,6 +147,10 @@ def test_refusals(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (
+            ("--ca", "{system}/missing.crt"),
+            "cannot read the CA file {system}/missing.crt (--ca): No such file or directory",
+        ),
         (("--ca", "{empty}"), "the CA file {empty} (--ca) holds no PEM certificate"),
         (("--ca", "{system}/tls.key"), "the CA file {system}/tls.key (--ca) holds a private key"),
         (

@@ -215,11 +215,11 @@ def write_kustomize_dir(
     return written
 
 
-def _read(path: Path, what: str) -> bytes:
+def _read(path: Path, named: str) -> bytes:
     try:
         return sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
     except OSError as err:
-        raise ConfigError(f"cannot read the {what} {path}: {err.strerror}") from None
+        raise ConfigError(f"cannot read the {named}: {err.strerror}") from None
 
 
 def check_dns_label(value: str, *, flag: str, what: str, example: str) -> None:
@@ -269,7 +269,7 @@ def _objects(
             "component deploy/components/no-match-conditions to the overlay instead"
         )
     source = f"{base} (standard input)" if str(base) == "-" else str(base)
-    objects = load_objects(_read(base, "base"), source=source)
+    objects = load_objects(_read(base, f"base {base}"), source=source)
     refuse_managed(objects, source=source)
     return objects, fill_ca_bundle(objects, ca_bundle=ca_bundle, source=source)
 
@@ -324,8 +324,8 @@ def run_manifests(
             out=out,
             kinds=kinds,
         )
-    ca_pem = _read(ca, "CA certificate")
     files = pem_files(ca, cert=cert, key=key)
+    ca_pem = _read(ca, files.ca)
     check_ca_bundle(ca_pem, files=files)
     objects, namespace = _objects(
         namespace=namespace,
