@@ -45,7 +45,13 @@ from webhook.install.deploybase import (
     rebalance_rbac,
     service,
 )
-from webhook.install.pemcheck import check_ca_bundle, check_serving_pair, pem_files, read_pair
+from webhook.install.pemcheck import (
+    check_ca_bundle,
+    check_serving_pair,
+    pem_files,
+    read_named,
+    read_pair,
+)
 from webhook.install.registration import ALL_KINDS, Kinds
 from webhook.model.names import is_dns_label
 
@@ -215,13 +221,6 @@ def write_kustomize_dir(
     return written
 
 
-def _read(path: Path, named: str) -> bytes:
-    try:
-        return sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
-    except OSError as err:
-        raise ConfigError(f"cannot read the {named}: {err.strerror}") from None
-
-
 def check_dns_label(value: str, *, flag: str, what: str, example: str) -> None:
     """ConfigError unless ``value``, given with ``flag``, is a DNS-1123 label, as a namespace
     or Service name must be: it becomes a label of the name the API server dials."""
@@ -269,7 +268,7 @@ def _objects(
             "component deploy/components/no-match-conditions to the overlay instead"
         )
     source = f"{base} (standard input)" if str(base) == "-" else str(base)
-    objects = load_objects(_read(base, f"base {base}"), source=source)
+    objects = load_objects(read_named(base, f"base {base}"), source=source)
     refuse_managed(objects, source=source)
     return objects, fill_ca_bundle(objects, ca_bundle=ca_bundle, source=source)
 
@@ -325,7 +324,7 @@ def run_manifests(
             kinds=kinds,
         )
     files = pem_files(ca, cert=cert, key=key)
-    ca_pem = _read(ca, files.ca)
+    ca_pem = read_named(ca, files.ca)
     check_ca_bundle(ca_pem, files=files)
     objects, namespace = _objects(
         namespace=namespace,
@@ -336,7 +335,7 @@ def run_manifests(
         kinds=kinds,
     )
     if secret:
-        cert_pem, key_pem = read_pair(ca, cert=cert, key=key)
+        cert_pem, key_pem = read_pair(ca, cert=cert, key=key, files=files)
         for warning in check_serving_pair(
             ca_pem=ca_pem,
             cert_pem=cert_pem,

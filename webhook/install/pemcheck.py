@@ -82,28 +82,34 @@ def pem_files(ca: Path, *, cert: Path | None, key: Path | None) -> PemFiles:
     )
 
 
-def read_pair(ca: Path, *, cert: Path | None, key: Path | None) -> tuple[bytes, bytes]:
+def read_named(path: Path, named: str, *, way: str = "") -> bytes:
+    """The bytes of ``path`` (``-``: standard input); a :class:`ConfigError` naming it as
+    ``named`` (and the ``way`` out, when there is one) when it does not read."""
+    try:
+        return sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"cannot read the {named}: {err.strerror}{way}") from None
+
+
+def read_pair(
+    ca: Path, *, cert: Path | None, key: Path | None, files: PemFiles
+) -> tuple[bytes, bytes]:
     """The serving pair as ``stszone manifests`` takes it: --cert and --key (``-`` for stdin),
-    or the files beside --ca. A file that does not read is named as :func:`pem_files` names it;
-    one read beside --ca, a file the user may never have named, with the flag that names
-    another."""
-    files = pem_files(ca, cert=cert, key=key)
+    or the files beside --ca. A file that does not read is named as ``files``
+    (:func:`pem_files`) names it; one read beside --ca, a file the user may never have named,
+    with the flag that names another."""
     read: list[bytes] = []
     for given, default, flag, named, what in (
         (cert, "tls.crt", "--cert", files.cert, "serving certificate"),
         (key, "tls.key", "--key", files.key, "serving key"),
     ):
-        path = given or ca.with_name(default)
-        try:
-            read.append(sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes())
-        except OSError as err:
-            way = (
-                ""
-                if given
-                else f"; that is the default of {flag}: give the {what} with {flag} FILE, or "
-                "leave the TLS Secret out with --no-secret"
-            )
-            raise ConfigError(f"cannot read the {named}: {err.strerror}{way}") from None
+        way = (
+            ""
+            if given
+            else f"; that is the default of {flag}: give the {what} with {flag} FILE, or "
+            "leave the TLS Secret out with --no-secret"
+        )
+        read.append(read_named(given or ca.with_name(default), named, way=way))
     return read[0], read[1]
 
 
