@@ -167,6 +167,21 @@ def _update(old: dict[str, Any], new: dict[str, Any], *, store: Store, kruise: b
     return validate(request, store=store, defaults=Defaults())
 
 
+def _finalizer_removed(
+    replicas: int, *, deleting: bool, kruise: bool, annotations: dict[str, str] | None = None
+) -> Decision:
+    """The answer to the update taking the finalizer example.io/hold off db (``replicas``,
+    and ``annotations`` in place of :data:`ZONES`), which finishes its deletion when it is
+    being deleted."""
+    old, new = (_set(replicas, deleting=deleting, kruise=kruise) for _ in range(2))
+    for sts, finalizers in ((old, ["example.io/hold"]), (new, [])):
+        if annotations is not None:
+            sts["metadata"]["annotations"] = dict(annotations)
+        sts["metadata"]["finalizers"] = finalizers
+    store = _cluster(deleting=deleting, kruise=kruise)
+    return _update(old, new, store=store, kruise=kruise)
+
+
 @pytest.mark.parametrize("deleting", [False, True], ids=["live", "deleting"])
 @KINDS
 def test_finishing_the_deletion_of_a_set_short_of_zones_warns_of_nothing(
@@ -175,12 +190,7 @@ def test_finishing_the_deletion_of_a_set_short_of_zones_warns_of_nothing(
     """db has 1 replica for 3 zones and the finalizer example.io/hold. Any update of it while
     it lives hears that 1 replica leaves a zone empty; the patch taking the finalizer off to
     finish its deletion, the set being torn down, hears nothing."""
-    old = _set(1, deleting=deleting, kruise=kruise)
-    old["metadata"]["finalizers"] = ["example.io/hold"]
-    new = _set(1, deleting=deleting, kruise=kruise)
-    new["metadata"]["finalizers"] = []
-    store = _cluster(deleting=deleting, kruise=kruise)
-    decision = _update(old, new, store=store, kruise=kruise)
+    decision = _finalizer_removed(1, deleting=deleting, kruise=kruise)
     assert decision.allowed, decision.message
     short = (
         "db: 1 replica(s) for 3 zones leaves a zone empty; 3 or more survive the loss of any zone"
@@ -198,13 +208,7 @@ def test_an_update_of_a_set_being_deleted_says_nothing_of_zones_without_nodes(
     update of it while it lives hears that its pods there wait for a node; the patch taking the
     finalizer off a db being deleted hears nothing: no pod of it is created again."""
     four = {"stszone.io/zones": "zone-a,zone-b,zone-c,zone-d"}
-    old, new = (_set(4, deleting=deleting, kruise=kruise) for _ in range(2))
-    for sts in (old, new):
-        sts["metadata"]["annotations"] = four
-    old["metadata"]["finalizers"] = ["example.io/hold"]
-    new["metadata"]["finalizers"] = []
-    store = _cluster(deleting=deleting, kruise=kruise)
-    decision = _update(old, new, store=store, kruise=kruise)
+    decision = _finalizer_removed(4, deleting=deleting, kruise=kruise, annotations=four)
     assert decision.allowed, decision.message
     waits = (
         "db: no node in zone(s) zone-d (topology.kubernetes.io/zone) yet; "
