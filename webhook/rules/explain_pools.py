@@ -264,9 +264,7 @@ def explain_pool(
         where = members(namespace, policy, store=store)
         node_ids = sorted(pool.node_ids if pool.node_ids is not None else where)
         brokers = tuple(_broker(i, policy=policy, store=store, where=where) for i in node_ids)
-        smaller = range(pool.replicas - 1, max(pool.replicas - 1 - SIZES, -1), -1)
-        refused = namespace_refusal(store, namespace, excluded=excluded)
-        sizes = tuple(_size(policy, store, n, refused=refused) for n in smaller)
+        sizes = _sizes(pool, policy, store, excluded)
     except Denied as err:  # no zones known: nothing can be placed
         return PoolExplanation(_head(pool, policy), problem=err.message)
     held = counts(policy.zones, {b.node_id: b.zone for b in brokers}, node_ids)
@@ -290,14 +288,21 @@ def _malformed(
         if policy is None or not policy.malformed:  # pragma: no cover - the same view
             return PoolExplanation(head, problem=problem)
         where = members(pool.namespace, policy, store=store)
-        smaller = range(pool.replicas - 1, max(pool.replicas - 1 - SIZES, -1), -1)
-        refused = namespace_refusal(store, pool.namespace, excluded=excluded)
-        sizes = tuple(_size(policy, store, n, refused=refused) for n in smaller)
+        sizes = _sizes(pool, policy, store, excluded)
     except Denied:  # the view is loading, or no zone is known: nothing is judged
         return PoolExplanation(head, problem=problem)
     unjudged = max(pool.replicas - SIZES, 0)
     guarded = tuple(sorted(where.items()))
     return PoolExplanation(head, sizes=sizes, unjudged=unjudged, problem=problem, guarded=guarded)
+
+
+def _sizes(
+    pool: KafkaNodePoolInfo, policy: PoolPolicy, store: Store, excluded: Collection[str]
+) -> tuple[PoolSize, ...]:
+    """The answer for each smaller size, nearest first (:data:`SIZES` of them at most)."""
+    smaller = range(pool.replicas - 1, max(pool.replicas - 1 - SIZES, -1), -1)
+    refused = namespace_refusal(store, pool.namespace, excluded=excluded)
+    return tuple(_size(policy, store, n, refused=refused) for n in smaller)
 
 
 def broker_of(store: Store, namespace: str, name: str) -> tuple[KafkaNodePoolInfo, int] | None:
