@@ -29,7 +29,7 @@ from webhook.rules import validate as validations
 from webhook.rules.decision import Decision, allow
 from webhook.rules.placement import Policy, kruise_live, require_synced, resolve_policy
 from webhook.rules.scaling import malformed_warning
-from webhook.rules.zonelist import zones_origin
+from webhook.rules.zonelist import zone_list, zones_origin
 
 
 def _declared(sts: JSON) -> tuple[Declared, tuple[str, ...]]:
@@ -52,7 +52,7 @@ def _policy(
     return Policy(
         statefulset=info.name,
         declared=declared,
-        zones=declared.zones or store.server_zones(declared.topology_key),
+        zones=zone_list(declared, store=store),
         start=live.start,
         templates=info.templates,
         known=True,

@@ -30,6 +30,7 @@ from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.model.tables import Table
 from webhook.rules.ordinals import WALK_LIMIT, walked
+from webhook.rules.zonelist import zone_list
 
 
 def rule_zone(ordinal: int, *, zones: tuple[str, ...], start: int = 0) -> str:
@@ -165,7 +166,7 @@ def resolve_policy(
             + "; ".join(malformed),
             reason="Invalid",
         )
-    zones = declared.zones or store.server_zones(declared.topology_key)
+    zones = zone_list(declared, store=store)
     templates = (
         sts.templates if sts is not None else _templates_from_claims(statefulset, pod_claims)
     )

@@ -56,7 +56,7 @@ from webhook.rules.poolzones import (
     pool_policy,
 )
 from webhook.rules.scaling import malformed_warning
-from webhook.rules.zonelist import zones_origin
+from webhook.rules.zonelist import zone_list, zones_origin
 
 
 def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPolicy:
@@ -70,7 +70,7 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
     require_synced(store, what=f"KafkaNodePool {namespace}/{info.name}", also=POOL_TABLES)
     # Refused by /validate unless left as they were: the guard then runs on defaults.
     declared, malformed = pool_annotations(info.annotations, store=store)
-    zones = declared.zones or store.server_zones(declared.topology_key)
+    zones = zone_list(declared, store=store)
     base = store.nodepool(namespace, info.name) or info
     pool = KafkaNodePoolInfo(
         namespace=namespace,

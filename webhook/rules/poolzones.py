@@ -36,7 +36,7 @@ from webhook.model.store import Store
 from webhook.model.tables import POOL_TABLES
 from webhook.rules.placement import require_synced
 from webhook.rules.poolplan import new_ids, zones_together
-from webhook.rules.zonelist import zones_origin
+from webhook.rules.zonelist import zone_list, zones_origin
 
 
 class PoolPolicy(NamedTuple):
@@ -79,7 +79,7 @@ def pool_policy(
             + "; ".join(malformed),
             reason="Invalid",
         )
-    zones = declared.zones or store.server_zones(declared.topology_key)
+    zones = zone_list(declared, store=store)
     return PoolPolicy(pool, declared, zones, malformed, zones_origin(declared, store=store))
 
 
@@ -126,7 +126,7 @@ def pool_annotations(
     else:
         template = declared.storage_class_template
         if template is not None:
-            zones = declared.zones or store.server_zones(declared.topology_key)
+            zones = zone_list(declared, store=store)
             problems += template_problems(template, zones=zones)
     return (Declared(), tuple(problems)) if problems else (declared, ())
 

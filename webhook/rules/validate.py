@@ -45,7 +45,7 @@ from webhook.rules.placement import (
 )
 from webhook.rules.plan import check_node_name, plan_pod, read_pod, skipped
 from webhook.rules.text import some
-from webhook.rules.zonelist import zones_origin
+from webhook.rules.zonelist import zone_list, zones_origin
 
 _WHY_MISSING = (
     "a mutating webhook that ran after stszone removed it, or stszone's mutating webhook was not "
@@ -110,7 +110,7 @@ def validate_statefulset(
     policy = Policy(
         statefulset=info.name,
         declared=declared,
-        zones=declared.zones or store.server_zones(declared.topology_key),
+        zones=zone_list(declared, store=store),
         start=info.start if live is None else live.start,
         templates=info.templates,
         known=True,
@@ -276,7 +276,7 @@ def _zone_list_change(
         old_declared: Declared = parse_annotations(old_annotations)
     except InvalidAnnotations:
         return (), ""  # the old list was unusable: nothing was placed by it
-    old_zones = old_declared.zones or store.server_zones(old_declared.topology_key)
+    old_zones = zone_list(old_declared, store=store)
     by_nodes = (old_declared.mode == "node-ordinal", policy.declared.mode == "node-ordinal")
     if all(by_nodes) or not ((policy.zones or by_nodes[1]) and (old_zones or by_nodes[0])):
         return (), ""  # zones pin nothing in node-ordinal mode; with no list, nothing was placed

@@ -10,6 +10,12 @@ from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY, ZONES, Declared
 from webhook.model.store import Store
 
 
+def zone_list(declared: Declared, *, store: Store) -> tuple[str, ...]:
+    """The zones a set or pool keeps: its ``stszone.io/zones``, else the server's
+    (:meth:`Store.server_zones`, for its topology key)."""
+    return declared.zones or store.server_zones(declared.topology_key)
+
+
 def zones_origin(declared: Declared, *, store: Store) -> str:
     """Where a set's or pool's zone list comes from: its ``stszone.io/zones``, else the
     server's (:meth:`Store.server_zones`). Only the zones of that list are protected, so a
