@@ -52,11 +52,11 @@ from webhook.rules.poolguard import (
 from webhook.rules.poolzones import (
     PoolPolicy,
     members,
+    policy_of,
     pool_annotations,
     pool_policy,
 )
 from webhook.rules.scaling import malformed_warning
-from webhook.rules.zonelist import zone_list, zones_origin
 
 
 def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPolicy:
@@ -68,9 +68,6 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
     """
     info = nodepool_info(obj)
     require_synced(store, what=f"KafkaNodePool {namespace}/{info.name}", also=POOL_TABLES)
-    # Refused by /validate unless left as they were: the guard then runs on defaults.
-    declared, malformed = pool_annotations(info.annotations, store=store)
-    zones = zone_list(declared, store=store)
     base = store.nodepool(namespace, info.name) or info
     pool = KafkaNodePoolInfo(
         namespace=namespace,
@@ -84,7 +81,9 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
         node_ids=nodepool_info(old).node_ids,
         claim_prefixes=info.claim_prefixes or base.claim_prefixes,
     )
-    return PoolPolicy(pool, declared, zones, malformed, zones_origin(declared, store=store))
+    # Malformed annotations are refused by /validate unless left as they were: the guard then
+    # runs on the defaults.
+    return policy_of(pool, store=store)
 
 
 def _replicas(obj: JSON) -> int:

@@ -72,15 +72,21 @@ def pool_policy(
     pool = store.nodepool(namespace, name)
     if pool is None:
         return None
-    declared, malformed = pool_annotations(pool.annotations, store=store)
-    if malformed and not tolerate_malformed:
+    policy = policy_of(pool, store=store)
+    if policy.malformed and not tolerate_malformed:
         raise Denied(
             f"KafkaNodePool {namespace}/{name} has malformed stszone annotations: "
-            + "; ".join(malformed),
+            + "; ".join(policy.malformed),
             reason="Invalid",
         )
-    zones = zone_list(declared, store=store)
-    return PoolPolicy(pool, declared, zones, malformed, zones_origin(declared, store=store))
+    return policy
+
+
+def policy_of(pool: KafkaNodePoolInfo, *, store: Store) -> PoolPolicy:
+    """The policy ``pool``'s annotations give (the defaults, and why, when malformed)."""
+    declared, malformed = pool_annotations(pool.annotations, store=store)
+    origin = zones_origin(declared, store=store)
+    return PoolPolicy(pool, declared, zone_list(declared, store=store), malformed, origin)
 
 
 #: StatefulSet annotations a pool does not read: its brokers are always pinned to a zone by a
