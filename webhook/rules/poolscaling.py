@@ -22,10 +22,7 @@ from __future__ import annotations
 
 from webhook.errors import BadObject
 from webhook.model import notices, objects
-from webhook.model.annotations import (
-    ALLOW_ZONE_LOSS,
-    stszone_annotations,
-)
+from webhook.model.annotations import ALLOW_ZONE_LOSS, PREFIX
 from webhook.model.nodepools import (
     REMOVE_NODE_IDS,
     KafkaNodePoolInfo,
@@ -121,8 +118,9 @@ def _verdict(policy: PoolPolicy, result: Removal, *, change: str, fix: str = "")
 
 def pool_annotation_problems(obj: JSON, *, old: JSON | None, store: Store) -> Decision | None:
     """Refuse malformed ``stszone.io/*`` annotations on a pool's CREATE, or an UPDATE that
-    changes them (one leaving them as they were is not blocked, as for StatefulSets); None
-    when they are fine. A storage-class template is filled in for every zone it will get."""
+    changes any ``stszone.io/`` key (a misspelt one too; one leaving them as they were is not
+    blocked, as for StatefulSets); None when they are fine. A storage-class template is filled
+    in for every zone it will get."""
     meta = objects.mapping(obj, "metadata")
     annotations = objects.str_map(meta, "annotations", path="metadata")
     _, problems = pool_annotations(annotations, store=store)
@@ -130,10 +128,14 @@ def pool_annotation_problems(obj: JSON, *, old: JSON | None, store: Store) -> De
         return None
     if old is not None:
         before = objects.str_map(objects.mapping(old, "metadata"), "annotations")
-        if stszone_annotations(before) == stszone_annotations(annotations):
+        if _ours(before) == _ours(annotations):
             return None
     name = objects.string(meta, "name") or "(unnamed)"
     return refuse(f"KafkaNodePool {name}: {'; '.join(problems)}", code=422, reason="Invalid")
+
+
+def _ours(annotations: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
 
 
 def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
