@@ -1,6 +1,8 @@
 """An UPDATE of a KafkaNodePool meets its ``stszone.io/*`` annotations as an UPDATE of a
 StatefulSet does: one that changes any ``stszone.io/`` key into a malformed set (a misspelt key
-added, say) is refused.
+added, say) is refused; one that leaves malformed ones as they were is allowed, and warned of
+them whatever else it changes (a label, a scale-up), since the pool's new brokers are refused
+until they are fixed.
 
 pool: six brokers placed by stszone over zone-a, zone-b, zone-c; db: the same StatefulSet.
 """
@@ -8,6 +10,8 @@ pool: six brokers placed by stszone over zone-a, zone-b, zone-c; db: the same St
 from __future__ import annotations
 
 import copy
+
+import pytest
 
 from tests import builders as b
 from tests import poolsim as sim
@@ -17,6 +21,7 @@ from webhook.wire.review import Answer
 
 ZONES = {"stszone.io/zones": "zone-a,zone-b,zone-c"}
 MISSPELT = {"stszone.io/allow-zoneloss": "true"}
+EMPTY_ENTRY = {"stszone.io/zones": "zone-a,,zone-b"}
 
 
 def _pool_update(before: dict[str, str], after: dict[str, str], *, replicas: int = 6) -> Answer:
@@ -55,3 +60,33 @@ def test_an_update_adding_a_misspelt_key_is_refused_as_for_a_set() -> None:
         assert answer.message.startswith(
             "KafkaNodePool pool: unknown annotation(s) stszone.io/allow-zoneloss; known: "
         ), answer.message
+
+
+@pytest.mark.parametrize(
+    ("kept", "said"),
+    [
+        (EMPTY_ENTRY, "stszone.io/zones has an empty entry"),
+        (MISSPELT, "unknown annotation(s) stszone.io/allow-zoneloss"),
+    ],
+)
+@pytest.mark.parametrize("replicas", [6, 7])
+def test_an_update_leaving_malformed_annotations_warns_as_for_a_set(
+    kept: dict[str, str], said: str, replicas: int
+) -> None:
+    """A label added (and a scale-up) with the malformed annotations left: the set is told,
+    and the pool, which was told nothing unless the update was a scale-down."""
+    tail = " (unchanged by this update; fix it)"
+    assert f"StatefulSet db: {said}{tail}" in _set_update(kept, kept).warnings
+    answer = _pool_update(kept, kept, replicas=replicas)
+    assert answer.allowed, answer.message
+    assert answer.warnings == (f"KafkaNodePool pool: {said}{tail}",)
+
+
+def test_a_scale_down_leaving_them_warns_once() -> None:
+    """6 -> 5 keeps every zone: one warning of the malformed annotations, not two."""
+    answer = _pool_update(EMPTY_ENTRY, EMPTY_ENTRY, replicas=5)
+    assert answer.allowed, answer.message
+    assert answer.warnings == (
+        "KafkaNodePool pool: stszone.io/zones has an empty entry (unchanged by this update; "
+        "fix it)",
+    )

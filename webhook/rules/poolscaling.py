@@ -118,19 +118,21 @@ def _verdict(policy: PoolPolicy, result: Removal, *, change: str, fix: str = "")
 
 def pool_annotation_problems(obj: JSON, *, old: JSON | None, store: Store) -> Decision | None:
     """Refuse malformed ``stszone.io/*`` annotations on a pool's CREATE, or an UPDATE that
-    changes any ``stszone.io/`` key (a misspelt one too; one leaving them as they were is not
-    blocked, as for StatefulSets); None when they are fine. A storage-class template is filled
-    in for every zone it will get."""
+    changes any ``stszone.io/`` key (a misspelt one too); allow one leaving them as they were
+    with a warning, whatever else it changes, as for StatefulSets (its new brokers are refused
+    until they are fixed); None when they are fine. A storage-class template is filled in for
+    every zone it will get."""
     meta = objects.mapping(obj, "metadata")
     annotations = objects.str_map(meta, "annotations", path="metadata")
     _, problems = pool_annotations(annotations, store=store)
     if not problems:
         return None
+    name = objects.string(meta, "name") or "(unnamed)"
     if old is not None:
         before = objects.str_map(objects.mapping(old, "metadata"), "annotations")
         if _ours(before) == _ours(annotations):
-            return None
-    name = objects.string(meta, "name") or "(unnamed)"
+            said = malformed_warning(name, problems, by="update", kind="KafkaNodePool")
+            return allow(warnings=(said,))
     return refuse(f"KafkaNodePool {name}: {'; '.join(problems)}", code=422, reason="Invalid")
 
 
@@ -140,9 +142,14 @@ def _ours(annotations: dict[str, str]) -> dict[str, str]:
 
 def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
     """Judge the IDs the operator will remove with the pool as written."""
-    invalid = pool_annotation_problems(obj, old=old, store=store)
-    if invalid is not None:
-        return invalid
+    checked = pool_annotation_problems(obj, old=old, store=store)
+    if checked is not None and not checked.allowed:
+        return checked
+    judged = _judge_update(obj, old=old, namespace=namespace, store=store)
+    return judged.with_warnings(checked.warnings if checked is not None else ())
+
+
+def _judge_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
     new_replicas, old_replicas = _replicas(obj), _replicas(old)
     annotation = objects.str_map(objects.mapping(obj, "metadata"), "annotations").get(
         REMOVE_NODE_IDS
@@ -169,9 +176,7 @@ def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) 
                 f"name brokers that keep every zone in the same update: {REMOVE_NODE_IDS}: "
                 f"'{format_node_ids(chosen)}', or {override(policy)}"
             )
-    return _verdict(policy, result, change=change, fix=fix).with_warnings(
-        _malformed(policy, by="update")
-    )
+    return _verdict(policy, result, change=change, fix=fix)
 
 
 def mutate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
