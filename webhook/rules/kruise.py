@@ -15,11 +15,7 @@ holds it (read through ``v1beta1``) and its "after" reserves nothing, as the con
 from __future__ import annotations
 
 from webhook.model import kruise, notices, objects
-from webhook.model.annotations import (
-    Declared,
-    read_annotations,
-    stszone_annotations,
-)
+from webhook.model.annotations import Declared
 from webhook.model.kruise import Live
 from webhook.model.objects import JSON
 from webhook.model.records import StatefulSetInfo, kruise_set_info
@@ -30,15 +26,6 @@ from webhook.rules.decision import Decision, allow
 from webhook.rules.placement import Policy, kruise_live, require_synced, resolve_policy
 from webhook.rules.scaling import malformed_warning
 from webhook.rules.zonelist import zone_list, zones_origin
-
-
-def _declared(sts: JSON) -> tuple[Declared, tuple[str, ...]]:
-    """The set's stszone annotations, and why they are unusable (then the defaults stand in:
-    the base check speaks of them)."""
-    meta = objects.mapping(sts, "metadata")
-    return read_annotations(
-        stszone_annotations(objects.str_map(meta, "annotations", path="metadata"))
-    )
 
 
 def _policy(
@@ -108,7 +95,13 @@ def validate_kruise_set(sts: JSON, *, old: JSON | None, namespace: str, store: S
     if deleting:
         told = verdict.deleting(name, group=kruise.GROUP)
         return told.with_warnings(base.warnings).with_notices(*base.notices)
-    declared, malformed = _declared(sts)
+    # Read as the base check read them: while they are malformed (a misspelt key, a storage
+    # class template that fails for the server's zones), the guard runs on the defaults.
+    annotations = objects.str_map(meta, "annotations", path="metadata")
+    declared, _, malformed = validations.declared_policy(
+        annotations, name=name, old=base_old, store=store, group=kruise.GROUP
+    )
+    assert declared is not None  # the base check refused what is not allowed
     label = "" if same else _label(before, after)
     outcome = judge_live(
         name,

@@ -53,7 +53,7 @@ _WHY_MISSING = (
 )
 
 
-def _declared(
+def declared_policy(
     annotations: dict[str, str], *, name: str, old: JSON | None, store: Store, group: str
 ) -> tuple[Declared | None, str, tuple[str, ...]]:
     """(policy, a ratchet warning or "", the problems the defaults stand in for) of the
@@ -97,7 +97,9 @@ def validate_statefulset(
     meta = objects.mapping(sts, "metadata")
     name = objects.string(meta, "name") or "(unnamed)"
     annotations = objects.str_map(meta, "annotations", path="metadata")
-    declared, said, malformed = _declared(annotations, name=name, old=old, store=store, group=group)
+    declared, said, malformed = declared_policy(
+        annotations, name=name, old=old, store=store, group=group
+    )
     if declared is None:
         return refuse(said, code=422, reason="Invalid")
     warnings: tuple[str, ...] = (said,) if said else ()
