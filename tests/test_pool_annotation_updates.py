@@ -16,6 +16,7 @@ import pytest
 from tests import builders as b
 from tests import poolsim as sim
 from tests.test_validate import validate
+from webhook.cluster.clusterfile import store_from_objects
 from webhook.model.nodepools import nodepool_info
 from webhook.wire.review import Answer
 
@@ -90,3 +91,18 @@ def test_a_scale_down_leaving_them_warns_once() -> None:
         "KafkaNodePool pool: stszone.io/zones has an empty entry (unchanged by this update; "
         "fix it)",
     )
+
+
+def test_a_scale_down_beside_a_misspelt_key_is_guarded_on_the_defaults_as_for_a_set() -> None:
+    """allow-zone-loss beside a misspelt key, both left as they were, and 6 -> 2 (zone-c's
+    brokers go): the set's update is guarded on the defaults and refused, and so is the
+    pool's, which read allow-zone-loss and let zone-c go."""
+    forced = {**MISSPELT, "stszone.io/allow-zone-loss": "true"}
+    old = b.statefulset(replicas=3, annotations={"stszone.io/zones": "a,b,c", **forced})
+    new = copy.deepcopy(old)
+    new["spec"]["replicas"] = 2
+    store = store_from_objects([*(b.node(f"n-{z}", z) for z in "abc"), old])
+    assert validate(new, store, operation="UPDATE", old=old).reason == "ZoneLoss"
+    answer = _pool_update(forced, forced, replicas=2)
+    assert (answer.allowed, answer.reason) == (False, "ZoneLoss"), answer.message
+    assert "fix KafkaNodePool pool's malformed annotations (unknown" in answer.message

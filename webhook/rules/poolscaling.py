@@ -64,6 +64,7 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
     carry it at all, so the object as sent says nothing reliable of the brokers.
     """
     info = nodepool_info(obj)
+    written = objects.str_map(objects.mapping(obj, "metadata"), "annotations")
     require_synced(store, what=f"KafkaNodePool {namespace}/{info.name}", also=POOL_TABLES)
     base = store.nodepool(namespace, info.name) or info
     pool = KafkaNodePoolInfo(
@@ -73,7 +74,8 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
         # The version the view reads it at (the request's may be another one it serves).
         api_version=base.api_version or info.api_version,
         cluster=info.cluster or base.cluster,
-        annotations=info.annotations,
+        # With any misspelt key, which the record drops but the check of the update reads.
+        annotations={**info.annotations, **_ours(written)},
         replicas=info.replicas,
         node_ids=nodepool_info(old).node_ids,
         claim_prefixes=info.claim_prefixes or base.claim_prefixes,
