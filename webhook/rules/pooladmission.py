@@ -54,7 +54,7 @@ def validate(request: Request, store: Store, defaults: Defaults) -> Decision | N
         return None
     if request.operation == "CREATE" and request.kind == "KafkaNodePool":
         invalid = poolscaling.pool_annotation_problems(request.object, old=None, store=store)
-        return invalid or allow()
+        return invalid or allow(warnings=poolscaling.spread(request.object, old=None, store=store))
     if request.operation != "UPDATE":
         return None
     if request.sub_resource == "scale" and request.kind == "Scale":

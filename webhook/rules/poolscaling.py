@@ -54,6 +54,7 @@ from webhook.rules.poolzones import (
     pool_policy,
 )
 from webhook.rules.scaling import malformed_warning
+from webhook.rules.zonelist import spread_warnings, zone_list
 
 
 def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPolicy:
@@ -148,7 +149,22 @@ def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) 
     if checked is not None and not checked.allowed:
         return checked
     judged = _judge_update(obj, old=old, namespace=namespace, store=store)
-    return judged.with_warnings(checked.warnings if checked is not None else ())
+    said = checked.warnings if checked is not None else ()
+    return judged.with_warnings(said + spread(obj, old=old, store=store))
+
+
+def spread(obj: JSON, *, old: JSON | None, store: Store) -> tuple[str, ...]:
+    """A StatefulSet's warnings of the pool as written (fewer replicas than zones, a listed
+    zone with no node), on its annotations as every path reads them; none while it is deleted,
+    when the operator creates no broker."""
+    if old is not None and objects.mapping(old, "metadata").get("deletionTimestamp"):
+        return ()
+    meta = objects.mapping(obj, "metadata")
+    annotations = objects.str_map(meta, "annotations", path="metadata")
+    declared, _ = pool_annotations(annotations, store=store)
+    name = objects.string(meta, "name") or "(unnamed)"
+    zones = zone_list(declared, store=store)
+    return spread_warnings(name, _replicas(obj), declared, zones, store=store)
 
 
 def _judge_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:

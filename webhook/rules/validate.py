@@ -45,7 +45,7 @@ from webhook.rules.placement import (
 )
 from webhook.rules.plan import check_node_name, plan_pod, read_pod, skipped
 from webhook.rules.text import some
-from webhook.rules.zonelist import zone_list, zones_origin
+from webhook.rules.zonelist import spread_warnings, zone_list, zones_origin
 
 _WHY_MISSING = (
     "a mutating webhook that ran after stszone removed it, or stszone's mutating webhook was not "
@@ -133,14 +133,8 @@ def validate_statefulset(
         if not _unchanged(old, annotations=annotations, template=info):
             return refuse(excluded, reason="ZoneConflict")
         warnings += (f"{excluded} (unchanged by this update)",)
-    k = len(policy.zones)
-    if declared.mode != "node-ordinal" and policy.zones and not ending:
-        if info.replicas < k:
-            warnings += (
-                f"{name}: {info.replicas} replica(s) for {k} zones leaves a zone empty; "
-                f"{k} or more survive the loss of any zone",
-            )
-        warnings += _zones_without_nodes(name, policy, store=store)
+    if declared.mode != "node-ordinal" and not ending:
+        warnings += spread_warnings(name, info.replicas, declared, policy.zones, store=store)
     if old is None or before is None:
         return allow(warnings=warnings)
     uid = objects.string(meta, "uid", path="metadata")
@@ -174,19 +168,6 @@ def validate_statefulset(
         uid=uid,
     )
     return outcome.with_warnings(warnings).with_notices(*told)
-
-
-def _zones_without_nodes(name: str, policy: Policy, *, store: Store) -> tuple[str, ...]:
-    """A warning for listed zones no node is in now: never a denial (a node pool at zero)."""
-    if "nodes" not in store.loaded or not store.nodes:
-        return ()  # --zones alone, or a saved cluster without Node objects: nothing to judge by
-    key = policy.declared.topology_key
-    present = set(store.discovered_zones(key))
-    empty = [z for z in policy.zones if z not in present]
-    if not empty:
-        return ()
-    zones = some(empty, len(empty), shown=2)
-    return (f"{name}: no node in zone(s) {zones} ({key}) yet; its pods there wait for one",)
 
 
 def _unchanged(

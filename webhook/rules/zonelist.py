@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY, ZONES, Declared
 from webhook.model.store import Store
+from webhook.rules.text import some
 
 
 def zone_list(declared: Declared, *, store: Store) -> tuple[str, ...]:
@@ -35,3 +36,29 @@ def zones_fix(declared: Declared, *, owner: str) -> str:
     if declared.zones:
         return f"change its {ZONES}"
     return f"give {owner} {ZONES}"
+
+
+def spread_warnings(
+    name: str, replicas: int, declared: Declared, zones: tuple[str, ...], *, store: Store
+) -> tuple[str, ...]:
+    """The warnings of a set or pool of ``replicas`` members over ``zones``: fewer members than
+    zones leave one empty; a listed zone no node is in now makes its members wait (never a
+    denial: a node pool at zero)."""
+    if not zones:
+        return ()
+    k = len(zones)
+    said: tuple[str, ...] = ()
+    if replicas < k:
+        said = (
+            f"{name}: {replicas} replica(s) for {k} zones leaves a zone empty; "
+            f"{k} or more survive the loss of any zone",
+        )
+    if "nodes" not in store.loaded or not store.nodes:
+        return said  # --zones alone, or a saved cluster without Node objects: nothing to judge by
+    key = declared.topology_key
+    present = set(store.discovered_zones(key))
+    empty = [z for z in zones if z not in present]
+    if not empty:
+        return said
+    shown = some(empty, len(empty), shown=2)
+    return (*said, f"{name}: no node in zone(s) {shown} ({key}) yet; its pods there wait for one")
