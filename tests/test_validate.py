@@ -504,6 +504,32 @@ def test_a_new_list_and_start_together_are_named_together() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("before", "after", "change"),
+    [
+        (0, 0, {"stszone.io/zones": "c,b,a"}),
+        (0, 3, {"stszone.io/zones": "c,b,a"}),
+        (3, 0, {"stszone.io/zones": "c,b,a"}),
+        (0, 0, {"stszone.io/zones": "a,b,c", "stszone.io/topology-key": "rack"}),
+    ],
+)
+def test_a_set_with_no_member_on_one_side_moves_nothing(
+    before: int, after: int, change: dict[str, str]
+) -> None:
+    """A set stopped (replicas 0) before or after the update has no pod that a new zone list or
+    topology key could move: no warning of moves and no MembersMoved Event; the replica-count
+    warning stays."""
+    store = store_from_objects([], zones=("a", "b", "c"))
+    old = b.statefulset(replicas=before, annotations={"stszone.io/zones": "a,b,c"})
+    new = b.statefulset(replicas=after, annotations=change)
+    outcome = validate(new, store, operation="UPDATE", old=old)
+    assert outcome.allowed
+    assert not [w for w in outcome.warnings if "move" in w or "places every ordinal" in w]
+    assert "MembersMoved" not in [n.reason for n in outcome.notices]
+    if after < 3:
+        assert any("replica(s) for 3 zones leaves a zone empty" in w for w in outcome.warnings)
+
+
 def test_ordinals_kept_by_their_volumes_are_named_two_and_counted() -> None:
     """a,b,c -> c,a,b changes every rule zone, but each ordinal's volume keeps it where it is."""
     volumes = [

@@ -252,6 +252,8 @@ def _zone_list_change(
     into or out of node-ordinal mode, where the labelled nodes place each ordinal instead. A
     move of the start names only the ordinals the set had before (the others are new); the
     warning that says members move, or "" when none does)."""
+    if not (before.replicas and info.replicas):
+        return (), ""  # no member before (each new one starts in its zone) or none after
     # An Advanced StatefulSet's ordinals are judged in webhook.rules.kruise: equal here.
     start = before.start if policy.live is None else policy.start
     old_annotations = objects.str_map(objects.mapping(old, "metadata"), "annotations")
