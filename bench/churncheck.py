@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Growth of a replica's RSS over its first plateau that breaks invariant 5.
 RSS_GROWTH = 0.15
 LAST_PASS = "stszone_zone_risk_last_pass_timestamp_seconds"
+#: One set's gauges, in the order of :func:`gauges`; None for a series not exported.
+Figure = tuple[float | None, ...]
 
 
 class Broken(Exception):
@@ -88,7 +90,7 @@ def gauges_agree(replicas: list[Process], *, work: Kubectl, zones: tuple[str, ..
     raise Broken(5, f"gauges {last[1]} disagree with audit {last[0]}")
 
 
-def audit(work: Kubectl, zones: tuple[str, ...]) -> dict[str, tuple[float, ...]]:
+def audit(work: Kubectl, zones: tuple[str, ...]) -> dict[str, Figure]:
     """Per set of the namespace, from ``stszone audit -o json``: what the gauges say."""
     done = subprocess.run(
         [
@@ -113,19 +115,32 @@ def audit(work: Kubectl, zones: tuple[str, ...]) -> dict[str, tuple[float, ...]]
     )
     if done.returncode not in (0, 1):
         raise RuntimeError(f"stszone audit exited {done.returncode}: {done.stderr}")
-    found: dict[str, tuple[float, ...]] = {}
-    for s in json.loads(done.stdout)["statefulsets"]:
+    return figures(json.loads(done.stdout))
+
+
+def figures(report: dict[str, Any]) -> dict[str, Figure]:
+    """Per set of an ``stszone audit -o json`` report, the gauges it implies, None where a set
+    exports no sample (docs/metrics.md): a set being deleted or with malformed annotations
+    exports ``replicas`` alone, and a set no count keeps whole no ``lowest_safe_replicas``."""
+    found: dict[str, Figure] = {}
+    for s in report["statefulsets"]:
+        replicas = float(s["replicas"])
+        if s["problem"] or s["deleting"]:
+            found[s["name"]] = (replicas, None, None, None, None, None)
+            continue
         unknown = sum(r["status"] == "unknown" for r in s["ordinals"])
         held = len(set(s["zones"]) & set(s["zonesHeld"]))
+        lowest = s["lowestSafeReplicas"]
         found[s["name"]] = (
-            float(s["replicas"]), float(len(set(s["zones"]))), float(held),
-            float(s["misplaced"]), float(unknown), float(s["lowestSafeReplicas"] or 0),
+            replicas, float(len(set(s["zones"]))), float(held), float(s["misplaced"]),
+            float(unknown), None if lowest is None else float(lowest),
         )  # fmt: skip
     return found
 
 
-def gauges(process: Process, namespace: str) -> dict[str, tuple[float, ...]]:
-    """Per set of ``namespace``, the zone-risk gauges of one replica."""
+def gauges(process: Process, namespace: str) -> dict[str, Figure]:
+    """Per set of ``namespace``, the zone-risk gauges of one replica, None for a series it does
+    not export: an absent sample is not a 0 (a Prometheus alert reads it as no data)."""
     families = (
         "replicas",
         "zones",
@@ -136,11 +151,11 @@ def gauges(process: Process, namespace: str) -> dict[str, tuple[float, ...]]:
     )
     read = [process.labelled(f"stszone_statefulset_{f}") for f in families]
     selector = f'namespace="{namespace}"'
-    found: dict[str, tuple[float, ...]] = {}
+    found: dict[str, Figure] = {}
     for labels in read[0]:
         if selector in labels:
             name = labels.split('statefulset="', 1)[1].split('"', 1)[0]
-            found[name] = tuple(r.get(labels, 0.0) for r in read)
+            found[name] = tuple(r.get(labels) for r in read)
     return found
 
 
