@@ -329,6 +329,16 @@ def test_node_holding_a_local_volume_is_not_removable() -> None:
     assert "a1" not in report.removable and "a2" in report.removable
 
 
+def test_node_a_template_names_in_spec_node_name_is_not_removable() -> None:
+    """db's template binds its pods to a1 (spec.nodeName): db-0, re-created, goes back to a1
+    and nowhere else, so a2 in the same zone does not make a1 removable."""
+    sts = b.statefulset(replicas=1, annotations={"stszone.io/zones": "a"})
+    sts["spec"]["template"]["spec"]["nodeName"] = "a1"
+    nodes = [b.node("a1", "a"), b.node("a2", "a"), b.node("b1", "b")]
+    report = audit(store_from_objects([*nodes, sts, b.sts_pod(ordinal=0, node="a1")]))
+    assert report.removable == ("a2", "b1")
+
+
 def test_a_terminating_pod_still_holds_its_node_for_the_removal_order() -> None:
     """db-0 is Terminating on a1 (its replacement goes to zone a, a1 or a2): either node alone
     may go, but a1 still holds a pod, so removing together starts from the empty a2, after

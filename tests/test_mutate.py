@@ -436,6 +436,19 @@ def test_a_template_naming_its_node_gets_that_node_zone() -> None:
     )
 
 
+def test_a_template_naming_its_node_in_spec_node_name_gets_that_node_zone() -> None:
+    """spec.nodeName n2 in the template binds every pod to n2, in zone-b, as matchFields on
+    metadata.name does: the set's list is zone-b, not ordinals 0 and 2 refused for ever."""
+    nodes = [b.node("n1", "zone-a"), b.node("n2", "zone-b"), b.node("n3", "zone-c")]
+    sts = b.statefulset()
+    sts["spec"]["template"]["spec"]["nodeName"] = "n2"
+    outcome, mutated = run(sts, store_from_objects(nodes))
+    assert mutated["metadata"]["annotations"]["stszone.io/zones"] == "zone-b"
+    assert outcome.warnings == (
+        "db: stszone.io/zones set to zone-b, the zones its template allows",
+    )
+
+
 def test_own_topology_key_and_zones_flag_warn_of_the_source_and_of_the_cut() -> None:
     """--zones names default-key zones; a set keyed on example.io/rack gets the racks nodes
     carry (r1, r2, r3), cut to r2 by its template: both facts are warned, in that order."""

@@ -126,9 +126,11 @@ class StatefulSetInfo(msgspec.Struct, frozen=True, gc=False):
     replicas: int = 1
     start: int = 0
     templates: tuple[str, ...] = ()
-    #: The pod template's ``requiredDuringScheduling...`` nodeSelectorTerms and nodeSelector.
+    #: The pod template's ``requiredDuringScheduling...`` nodeSelectorTerms, nodeSelector and
+    #: ``spec.nodeName`` (which binds every pod to that node).
     node_terms: tuple[Mapping[str, Any], ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    node_name: str = ""
     #: ``spec.persistentVolumeClaimRetentionPolicy.whenScaled`` is Delete: the controller
     #: deletes the claims of the ordinals a scale-down (or a move of ordinals.start) removes.
     deletes_claims: bool = False
@@ -344,6 +346,7 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
         templates=templates,
         node_terms=tuple(terms),
         node_selector=objects.str_map(template_spec, "nodeSelector"),
+        node_name=objects.string(template_spec, "nodeName", path="spec.template.spec"),
         deletes_claims=objects.string(retention, "whenScaled") == "Delete",
         skipped=objects.str_map(meta, "labels", path="metadata").get(SKIP) == "true",
         template_skipped=template_labels.get(SKIP) == "true",

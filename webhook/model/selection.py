@@ -243,9 +243,10 @@ def pod_selection(spec: Mapping[str, Any], *, path: str = "spec") -> PodSelectio
 
 
 def template_selection(
-    terms: Iterable[Mapping[str, Any]], selector: Mapping[str, str]
+    terms: Iterable[Mapping[str, Any]], selector: Mapping[str, str], node_name: str = ""
 ) -> PodSelection:
     """The node constraints of a StatefulSet's pod template, from its record
-    (``StatefulSetInfo.node_terms`` and ``node_selector``): no terms reads as no affinity."""
+    (``StatefulSetInfo.node_terms``, ``node_selector`` and ``node_name``): no terms reads as no
+    affinity."""
     parsed = parse_terms(terms)
-    return PodSelection(tuple(sorted(selector.items())), parsed or None)
+    return PodSelection(tuple(sorted(selector.items())), parsed or None, node_name)

@@ -54,11 +54,12 @@ def selected(
     *,
     terms: Sequence[Mapping[str, Any]],
     selector: Mapping[str, str],
+    node_name: str = "",
 ) -> bool:
-    """Whether ``node`` meets a nodeSelector and required nodeSelectorTerms (any one term; an
-    empty term selects no node), as kube-scheduler reads them
+    """Whether ``node`` meets a nodeSelector, required nodeSelectorTerms (any one term; an
+    empty term selects no node) and a ``spec.nodeName``, as kube-scheduler reads them
     (:mod:`webhook.model.selection`)."""
-    return template_selection(terms, selector).admits(node.labels, node.name)
+    return template_selection(terms, selector, node_name).admits(node.labels, node.name)
 
 
 def unfit(
@@ -75,7 +76,9 @@ def unfit(
         for taint in state.taints:
             if taint.effect in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
                 return f"tainted {taint.key}:{taint.effect}"
-    if not selected(node, terms=sts.node_terms, selector=sts.node_selector):
+    if not selected(
+        node, terms=sts.node_terms, selector=sts.node_selector, node_name=sts.node_name
+    ):
         return "outside the pod template's nodeSelector/nodeAffinity"
     return None
 

@@ -226,7 +226,7 @@ def _outside(member: Member, name: str, span: str, *, kind: str) -> Member:
 
 
 def _allowed_zones(sts: StatefulSetInfo, policy: Policy, store: Store) -> tuple[str, ...] | None:
-    selection = template_selection(sts.node_terms, sts.node_selector)
+    selection = template_selection(sts.node_terms, sts.node_selector, sts.node_name)
     if policy.declared.mode == "node-ordinal" or not selection.constrained:
         return None
     key = policy.declared.topology_key

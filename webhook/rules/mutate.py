@@ -279,7 +279,7 @@ def mutate_statefulset(sts: JSON, *, store: Store) -> Decision:
     # name is a placeholder.
     named = {**meta, "name": meta.get("name") or "unnamed"}  # pragma: no mutate (never read)
     info = statefulset_info({**sts, "metadata": named})
-    selection = template_selection(info.node_terms, info.node_selector)
+    selection = template_selection(info.node_terms, info.node_selector, info.node_name)
     allowed = tuple(fit.allowed(selection, key, zones, view=store))
     if not allowed:
         text = f"{name}: its pod template rules out every zone ({','.join(zones)}); {ZONES} unset"

@@ -112,7 +112,7 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> tuple[list[Slot], str]:
         return _stuck(p.node for p in pods if p), DEFAULT_TOPOLOGY_KEY
     key = policy.declared.topology_key
     # The template's own constraints leave the re-created pod only some nodes of its zone.
-    fits = template_selection(sts.node_terms, sts.node_selector)
+    fits = template_selection(sts.node_terms, sts.node_selector, sts.node_name)
     admitted = {n for n, node in store.nodes.items() if fits.admits(node.labels, n)}
     by_zone = _by_zone(admitted, key, store)
     found: list[Slot] = []

@@ -183,9 +183,10 @@ def _unchanged(
     if template is None:
         return True
     before = statefulset_info(old)
-    return (before.node_terms, before.node_selector) == (
+    return (before.node_terms, before.node_selector, before.node_name) == (
         template.node_terms,
         template.node_selector,
+        template.node_name,
     )
 
 
@@ -211,7 +212,7 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
         key, values = declared.topology_key, list(policy.zones)
     # Judged on the view's nodes of each value (webhook.rules.fit), by its name alone where
     # the view has none there.
-    selection = template_selection(info.node_terms, info.node_selector)
+    selection = template_selection(info.node_terms, info.node_selector, info.node_name)
     judged = [fit.fit(selection, key=key, value=v, view=store) for v in values]
     excluded = [j.value for j in judged if not j.allowed]
     if not excluded:
