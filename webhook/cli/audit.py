@@ -23,6 +23,7 @@ from webhook.cluster.view import choose_view, offline_store
 from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.model.annotations import ENABLED
+from webhook.model.setkinds import KINDS
 from webhook.model.store import Store
 from webhook.rules.audit import Report, SetReport, audit
 from webhook.rules.poolaudit import PoolReport, audit_pools
@@ -99,7 +100,8 @@ def load_view(settings: Settings) -> Store:
 
 def _set_lines(report: SetReport) -> list[str]:
     span = f"ordinals {report.start}-{report.start + report.replicas - 1}"
-    if report.group:  # live ordinals may have gaps (reserveOrdinals): name the first few
+    # Live ordinals may have gaps (reserveOrdinals): name the first few.
+    if KINDS[report.group].live_ordinals:
         members = [row.ordinal for row in report.rows]
         span = f"live ordinals {some(members[:5], report.replicas, shown=5)}"
     head = (

@@ -20,8 +20,9 @@ from webhook.model import state as states
 from webhook.model.annotations import ZONE
 from webhook.model.kruise import Live
 from webhook.model.owners import ordinal_of, owned_by, workload_owner
-from webhook.model.records import StatefulSetInfo, kruise_set_info, statefulset_info
+from webhook.model.records import StatefulSetInfo
 from webhook.model.setkinds import KINDS
+from webhook.model.tables import set_info
 from webhook.rules.rebalance import Step
 
 
@@ -89,7 +90,7 @@ class Reads:
         sts = await self.get(set_path(step))
         if sts is None:
             raise Stop(f"{step.kind} {step.namespace}/{step.statefulset} is gone")
-        info = (kruise_set_info if step.group else statefulset_info)(sts)
+        info = set_info(sts, step.group)
         if differs := changed(step, info):
             raise Stop(f"{differs}; run rebalance again for a fresh plan")
         state = states.set_state(sts)
@@ -149,7 +150,7 @@ class Reads:
         sts = await self.get(set_path(step))
         if sts is None:
             return f"{step.kind} {step.namespace}/{step.statefulset} was deleted"
-        info = (kruise_set_info if step.group else statefulset_info)(sts)
+        info = set_info(sts, step.group)
         differs = changed(step, info)
         start = step.start + info.start - step.spec_start
         members = Live(replicas=info.replicas, start=start, reserved=info.reserved)

@@ -38,6 +38,7 @@ from webhook.model.pinning import (
     volume_pinning,
 )
 from webhook.model.podspec import REQUIRED, Going, going, mounted, required_terms
+from webhook.model.setkinds import KINDS
 
 #: Node label naming the node itself; local PersistentVolumes are pinned to a node with it.
 HOSTNAME: Final = "kubernetes.io/hostname"
@@ -358,8 +359,8 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
     """Record of a StatefulSet pod (of its labels, only the topology ones are kept)."""
     meta = _meta(obj)
     found = workload_owner(meta)
-    owner = found[1] if found is not None else None
-    group, owner_uid = (found[0], found[2]) if found is not None and found[0] else ("", "")
+    group, owner = (found[0], found[1]) if found is not None else ("", None)
+    owner_uid = found[2] if found is not None and KINDS[group].owner_uid else ""
     labels = objects.str_map(meta, "labels", path="metadata")
     topology = shared_topology(
         tuple(sorted((_intern(k), _intern(v)) for k, v in labels.items() if is_topology_label(k)))

@@ -5,7 +5,8 @@ Two API groups name a kind ``StatefulSet`` that stszone manages: ``apps`` and Op
 key**: "" for ``apps``, ``apps.kruise.io`` for an Advanced StatefulSet. :func:`group_of` is the
 one place an ``apiVersion`` (an owner reference's, an object's) becomes a group key: a
 StatefulSet of any other group, or of a version stszone does not read, gets none and is no set
-of stszone's. :data:`KINDS` says, per group key, what each reader names or reads for it.
+of stszone's. :data:`KINDS` says, per group key, what each reader names or reads for it and
+how its sets behave where the kinds differ.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ KIND: Final = "StatefulSet"
 
 
 class SetKind(NamedTuple):
-    """What stszone names and reads for the sets of one group key."""
+    """What stszone names and reads for the sets of one group key, and where they differ."""
 
     #: The ``apiVersion`` stszone reads the sets at (and names in Events).
     api_version: str
@@ -29,15 +30,36 @@ class SetKind(NamedTuple):
     text: str
     #: The ``kind`` label of its metrics.
     label: str
+    #: Its members are its live ordinals, each placed by its rank among them
+    #: (:class:`webhook.model.kruise.Live`: ``spec.reserveOrdinals`` skipped, ``ordinals.start``
+    #: only with ``--kruise-start-ordinal``), not ``start..start+replicas-1`` placed by ordinal.
+    live_ordinals: bool
+    #: Its pods' owner references are matched on its uid too, so a pod of an earlier set of
+    #: that name, deleted, is no member of it.
+    owner_uid: bool
+    #: Its ``minReadySeconds`` sits in ``spec.updateStrategy.rollingUpdate`` (Kruise's
+    #: getMinReadySeconds), not in ``spec``.
+    min_ready_in_strategy: bool
 
 
 KINDS: Final[dict[str, SetKind]] = {
-    "": SetKind("apps/v1", "statefulsets", "StatefulSet", "StatefulSet"),
+    "": SetKind(
+        "apps/v1",
+        "statefulsets",
+        "StatefulSet",
+        "StatefulSet",
+        live_ordinals=False,
+        owner_uid=False,
+        min_ready_in_strategy=False,
+    ),
     kruise.GROUP: SetKind(
         f"{kruise.GROUP}/{kruise.WATCHED_VERSION}",
         "kruisesets",
         "Advanced StatefulSet",
         "AdvancedStatefulSet",
+        live_ordinals=True,
+        owner_uid=True,
+        min_ready_in_strategy=True,
     ),
 }
 

@@ -233,8 +233,8 @@ def set_state(obj: Mapping[str, Any]) -> SetState:
     updated = objects.integer(status, "updatedReplicas", default=0, path="status")
     staged = updated >= replicas - partition
     group = set_group(obj) or ""
-    # An Advanced StatefulSet keeps it in its rolling update strategy (getMinReadySeconds).
-    where, within = (steps, "spec.updateStrategy.rollingUpdate") if group else (spec, "spec")
+    in_strategy = setkinds.KINDS[group].min_ready_in_strategy
+    where, within = (steps, "spec.updateStrategy.rollingUpdate") if in_strategy else (spec, "spec")
     min_ready = objects.integer(where, "minReadySeconds", default=0, path=within)
     available = objects.integer(status, "availableReplicas", default=0, path="status")
     return SetState(

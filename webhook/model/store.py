@@ -247,7 +247,7 @@ class Store:
         absent object proves nothing."""
         if not self.live or len(self.loaded) == len(TABLES):  # tables are only ever added
             return ()
-        return tuple(t for t in (*CORE_TABLES, *also) if t not in self.loaded)
+        return tuple(t for t in dict.fromkeys((*CORE_TABLES, *also)) if t not in self.loaded)
 
     def lagging(self) -> bool:
         """Whether a StatefulSet absent from this view may simply not have arrived yet."""
@@ -295,9 +295,9 @@ class Store:
         both are known): pods of an earlier set of that name, deleted, are not its members.
         """
         pods = self._pods_by_owner.summary(set_key(namespace, statefulset, group))
-        if not group:
+        if not KINDS[group].owner_uid:
             return pods
-        info = self.kruisesets.get((namespace, statefulset))
+        info = self.statefulset(namespace, statefulset, group)
         uid = info.uid if info is not None else ""
         if uid and any(p.owner_uid and p.owner_uid != uid for p in pods.by_name.values()):
             return SetPods.of(

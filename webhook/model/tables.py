@@ -14,6 +14,7 @@ from webhook.model.namespaces import namespace_info
 from webhook.model.nodepools import VERSIONS, nodepool_info, poolpod_info
 from webhook.model.records import (
     Info,
+    StatefulSetInfo,
     claim_info,
     kruise_set_info,
     node_info,
@@ -43,6 +44,12 @@ CORE_TABLES: Final[tuple[Table, ...]] = TABLES[:6]
 POOL_TABLES: Final[tuple[Table, ...]] = ("nodepools", "poolpods")
 
 
+#: Extractor per set table (:attr:`webhook.model.setkinds.SetKind.table`).
+SET_EXTRACTORS: Final[dict[Table, Callable[[Mapping[str, Any]], StatefulSetInfo]]] = {
+    "statefulsets": statefulset_info,
+    "kruisesets": kruise_set_info,
+}
+
 #: Extractor per table, for watchers and file loaders.
 EXTRACTORS: Final[dict[Table, Callable[[Mapping[str, Any]], Info]]] = {
     "nodes": node_info,
@@ -55,6 +62,12 @@ EXTRACTORS: Final[dict[Table, Callable[[Mapping[str, Any]], Info]]] = {
     "poolpods": poolpod_info,
     "kruisesets": kruise_set_info,
 }
+
+
+def set_info(obj: Mapping[str, Any], group: str) -> StatefulSetInfo:
+    """The record of a raw set of ``group``, read as its kind's table reads it."""
+    return SET_EXTRACTORS[setkinds.KINDS[group].table](obj)
+
 
 #: API ``kind`` -> the store table its objects go to.
 TABLE_OF_KIND: Final[dict[str, Table]] = {

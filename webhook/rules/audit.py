@@ -35,6 +35,7 @@ from webhook.model.annotations import SKIP, unread_warnings
 from webhook.model.kruise import Live
 from webhook.model.nodepools import KafkaNodePoolInfo
 from webhook.model.records import StatefulSetInfo
+from webhook.model.setkinds import KINDS
 from webhook.model.store import Store
 from webhook.rules import guard, kruiseguard, removal
 from webhook.rules.locate import Located, Locator
@@ -347,7 +348,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
 
 def _lowest(sts: StatefulSetInfo, *, policy: Policy, store: Store) -> int | None:
     """The guard's own answer for a scale-down to zero, so the audit and the guard agree."""
-    if sts.group:
+    if KINDS[sts.group].live_ordinals:
         live = policy.live or Live(replicas=0)
         empty = live.resized(0)
         compared = kruiseguard.compare(

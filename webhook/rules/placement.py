@@ -92,7 +92,7 @@ def kruise_live(info: StatefulSetInfo, *, store: Store, replicas: int | None = N
 def walked_members(sts: StatefulSetInfo, *, store: Store) -> Sequence[int]:
     """The members a check visits one by one (:mod:`webhook.rules.ordinals`): the first
     ordinals of a StatefulSet, or the first live ordinals of an Advanced StatefulSet."""
-    if not sts.group:
+    if not setkinds.KINDS[sts.group].live_ordinals:
         return walked(sts.start, sts.replicas)
     return list(islice(kruise_live(sts, store=store), WALK_LIMIT))
 
@@ -142,7 +142,7 @@ def resolve_policy(
     """
     kind = workload_kind(group)
     require_synced(
-        store, what=f"{kind} {namespace}/{statefulset}", also=("kruisesets",) if group else ()
+        store, what=f"{kind} {namespace}/{statefulset}", also=(setkinds.KINDS[group].table,)
     )
     sts = store.statefulset(namespace, statefulset, group)
     if sts is None and store.lagging():
@@ -171,7 +171,7 @@ def resolve_policy(
         sts.templates if sts is not None else _templates_from_claims(statefulset, pod_claims)
     )
     live = None
-    if group:
+    if setkinds.KINDS[group].live_ordinals:
         live = kruise_live(sts, store=store) if sts is not None else Live(replicas=0)
     return Policy(
         statefulset=statefulset,

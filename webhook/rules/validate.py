@@ -30,9 +30,11 @@ from webhook.model.annotations import (
     unread_warnings,
 )
 from webhook.model.objects import JSON
-from webhook.model.records import StatefulSetInfo, kruise_set_info, statefulset_info
+from webhook.model.records import StatefulSetInfo, statefulset_info
 from webhook.model.selection import template_selection
+from webhook.model.setkinds import KINDS
 from webhook.model.store import Store
+from webhook.model.tables import set_info
 from webhook.rules import affinity, fit, scaling, verdict
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.ordinals import removed
@@ -105,10 +107,8 @@ def validate_statefulset(
     warnings: tuple[str, ...] = (said,) if said else ()
     warnings += unread_warnings(name, annotations)
     # A generateName'd set may reach validation unnamed; the checks below only print the name.
-    info = (kruise_set_info if group else statefulset_info)(
-        {**sts, "metadata": {**meta, "name": name}}
-    )
-    live = kruise_live(info, store=store) if group else None
+    info = set_info({**sts, "metadata": {**meta, "name": name}}, group)
+    live = kruise_live(info, store=store) if KINDS[group].live_ordinals else None
     policy = Policy(
         statefulset=info.name,
         declared=declared,
