@@ -106,3 +106,20 @@ def test_a_scale_down_beside_a_misspelt_key_is_guarded_on_the_defaults_as_for_a_
     answer = _pool_update(forced, forced, replicas=2)
     assert (answer.allowed, answer.reason) == (False, "ZoneLoss"), answer.message
     assert "fix KafkaNodePool pool's malformed annotations (unknown" in answer.message
+
+
+def test_a_misspelt_key_on_a_pool_is_told_only_the_keys_a_pool_reads() -> None:
+    """The list of known keys that follows a misspelt one named stszone.io/mode, node-label
+    and scheduler-name, each of which the pool then refuses as not applying to it."""
+    asked = sim.pool_object("pool", replicas=3, annotations={**ZONES, **MISSPELT})
+    refused = sim.admit(sim.store(), asked)
+    assert (refused.allowed, refused.code) == (False, 422)
+    assert refused.message == (
+        "KafkaNodePool pool: unknown annotation(s) stszone.io/allow-zoneloss; known: "
+        "stszone.io/allow-zone-loss, stszone.io/storage-class-template, "
+        "stszone.io/topology-key, stszone.io/zones"
+    ), refused.message
+    # A StatefulSet reads them all, and is told them all.
+    told = _set_update({}, MISSPELT).message
+    for key in ("stszone.io/mode", "stszone.io/node-label", "stszone.io/scheduler-name"):
+        assert key in told, told

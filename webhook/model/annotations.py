@@ -11,7 +11,7 @@ newline from a YAML block scalar is refused here rather than by the API server o
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -100,8 +100,13 @@ def zone_list_problems(zones: tuple[str, ...], *, source: str) -> list[str]:
     return problems
 
 
-def parse_annotations(annotations: Mapping[str, str]) -> Declared:
-    """Parse the ``stszone.io/*`` annotations; :class:`InvalidAnnotations` lists every problem."""
+def parse_annotations(
+    annotations: Mapping[str, str], *, keys: Collection[str] = STATEFULSET_KEYS
+) -> Declared:
+    """Parse the ``stszone.io/*`` annotations; :class:`InvalidAnnotations` lists every problem.
+
+    ``keys``: the keys the object's kind reads; any other ``stszone.io/`` key is refused as
+    unknown, and the refusal lists these (a KafkaNodePool reads fewer than a StatefulSet)."""
     problems: list[str] = []
     zones: tuple[str, ...] | None = None
     if ZONES in annotations:
@@ -155,9 +160,9 @@ def parse_annotations(annotations: Mapping[str, str]) -> Declared:
             f'e.g. {ALLOW_ZONE_LOSS}: "true"'
         )
 
-    unknown = sorted(k for k in annotations if k.startswith(PREFIX) and k not in STATEFULSET_KEYS)
+    unknown = sorted(k for k in annotations if k.startswith(PREFIX) and k not in keys)
     if unknown:
-        known = ", ".join(sorted(STATEFULSET_KEYS))
+        known = ", ".join(sorted(keys))
         problems.append(f"unknown annotation(s) {', '.join(unknown)}; known: {known}")
     if problems:
         raise InvalidAnnotations(problems)

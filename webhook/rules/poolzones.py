@@ -92,8 +92,10 @@ def policy_of(pool: KafkaNodePoolInfo, *, store: Store) -> PoolPolicy:
 #: StatefulSet annotations a pool does not read: its brokers are always pinned to a zone by a
 #: required node affinity.
 _NOT_READ = (MODE, NODE_LABEL, SCHEDULER_NAME)
-#: What a pool does read, for the message that refuses the others.
-_POOL_KEYS = ", ".join(key for key in POLICY_KEYS if key not in _NOT_READ)
+#: What a pool does read.
+_READ = tuple(key for key in POLICY_KEYS if key not in _NOT_READ)
+#: The same, for the message that refuses the others.
+_POOL_KEYS = ", ".join(_READ)
 
 
 def _not_for_pools(annotations: Mapping[str, str]) -> list[str]:
@@ -126,7 +128,9 @@ def pool_annotations(
     problems = _not_for_pools(annotations)
     try:
         # Parsed without them: "node-ordinal needs node-label" would ask for one more.
-        declared = parse_annotations({k: v for k, v in annotations.items() if k not in _NOT_READ})
+        declared = parse_annotations(
+            {k: v for k, v in annotations.items() if k not in _NOT_READ}, keys=_READ
+        )
     except InvalidAnnotations as err:
         problems += err.problems
     else:
