@@ -175,6 +175,10 @@ def _judge_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Deci
     before = objects.str_map(objects.mapping(old, "metadata"), "annotations").get(REMOVE_NODE_IDS)
     if new_replicas >= old_replicas and annotation == before:
         return allow()
+    if new_replicas <= 0 < old_replicas:
+        if objects.mapping(old, "metadata").get("deletionTimestamp"):
+            return allow()  # torn down: the operator creates and removes no broker
+        return _emptied(nodepool_info(obj).name, old=old_replicas)
     policy = _as_written(obj, old=old, namespace=namespace, store=store)
     if not policy.pool.node_ids:
         return allow()
@@ -262,8 +266,12 @@ def validate_pool_scale(
     else:  # an UPDATE always carries oldObject; a hand-written review may not
         held = store.nodepool(namespace, name)
         old_replicas = held.replicas if held is not None else new_replicas
-    if new_replicas >= old_replicas or new_replicas <= 0:
+    if new_replicas >= old_replicas:
         return allow()
+    if new_replicas <= 0:
+        held = store.nodepool(namespace, name)
+        # A Scale carries none of the pool's labels: the objectSelector cannot skip its /scale.
+        return allow() if held is not None and held.skipped else _emptied(name, old=old_replicas)
     # A Scale cannot change the pool's annotations: malformed ones give a warning, and the
     # guard runs on the defaults, as for a StatefulSet's /scale.
     policy = pool_policy(namespace, name, store=store, tolerate_malformed=True)
@@ -299,6 +307,21 @@ def validate_pool_scale(
             )
         )
     return decided.with_warnings(_malformed(policy, by="scale"))
+
+
+def _emptied(name: str, *, old: int) -> Decision:
+    """Scaling a pool to zero removes all its brokers: allowed with a warning, whatever the
+    zones, as a StatefulSet scaled to zero is. The Kafka cluster runs on in its other pools
+    (the operator refuses a cluster whose pools all have zero replicas), and the operator
+    removes no broker that still hosts partition replicas unless its check is skipped."""
+    return allow(
+        warnings=(
+            f"{name}: {old} -> 0 removes every broker of the pool, in every zone: the Kafka "
+            "cluster keeps only the brokers of its other pools (Strimzi removes no broker that "
+            "still hosts partition replicas unless strimzi.io/skip-broker-scaledown-check is "
+            "set); scaling up puts each broker with its data, else where the pool has fewest",
+        )
+    )
 
 
 def _malformed(policy: PoolPolicy, *, by: str) -> tuple[str, ...]:
