@@ -314,6 +314,22 @@ def test_not_found_and_ambiguous_names_exit_1(
     assert status == 0 and out.startswith("Pod two/db-0: ordinal 0 of StatefulSet two/db")
 
 
+def test_an_orphaned_pod_is_said_to_have_no_owner_and_be_no_member(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """db-3 left by kubectl delete sts db --cascade=orphan: its labels still name the set, and
+    the reason it was not found named only pods of no StatefulSet at all."""
+    orphan = b.sts_pod("db", 3, node="node-a1")
+    orphan["metadata"].pop("ownerReferences", None)
+    assert orphan["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"] == "db-3"
+    path = tmp_path / "orphan.json"
+    path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": [orphan]}))
+    status, _, err = _run(["explain", "--cluster", str(path), "pod/db-3"], capsys)
+    assert status == 1
+    assert "no owner -- orphaned by kubectl delete sts --cascade=orphan, or made by hand" in err
+    assert "is no member: neither the guard nor audit counts it" in err
+
+
 def test_a_bad_target_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["explain", "--cluster", str(GUARD), "deployment/web"])

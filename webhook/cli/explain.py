@@ -54,7 +54,9 @@ loaded
 #: Why a pod may be missing from the view.
 POD_HINT: Final = (
     " (the view holds the pods of StatefulSets and Kafka node pools only: stszone leaves any "
-    "other pod alone)"
+    "other pod alone, and a pod with a StatefulSet's labels but no owner -- orphaned by "
+    "kubectl delete sts --cascade=orphan, or made by hand -- is no member: neither the guard "
+    "nor audit counts it)"
 )
 #: TYPE of TYPE/NAME -> what is explained.
 TYPES: Final = {
