@@ -303,6 +303,19 @@ def test_template_node_selector_that_excludes_the_zone_blocks() -> None:
     )
 
 
+def test_a_template_node_name_is_named_as_what_rules_the_other_nodes_out() -> None:
+    """The pod template binds its pods to a1 (spec.nodeName): db-1 can go to no node of
+    zone-b, and the reason named a nodeSelector/nodeAffinity the template does not have."""
+    sts = r.statefulset(2)
+    sts["spec"]["template"]["spec"]["nodeName"] = "a1"
+    result = only(planned(r.cluster({0: "a1", 1: "a1"}, sts=sts)))
+    assert result.rows[1].kind == "blocked"
+    assert result.rows[1].notes == (
+        "no node of zone-b can take it (b1 not the pod template's spec.nodeName (a1), "
+        "b2 not the pod template's spec.nodeName (a1))",
+    )
+
+
 def test_a_set_not_fully_ready_blocks_every_move() -> None:
     """db-2 is not Ready: nothing moves, and the reason names it."""
     objects = r.cluster({0: "b1", 1: "a1", 2: "c1"})

@@ -8,8 +8,9 @@ collector once that pod is, so evicting it would lose data.
 The nodes: a coarse version of what the scheduler's filters check, enough to tell a person
 *before* a pod is evicted that it would have nowhere to go -- the node is cordoned
 (``spec.unschedulable``, the NodeUnschedulable filter), NotReady, tainted NoSchedule/NoExecute
-with no matching toleration (TaintToleration), or outside the pod template's ``nodeSelector``
-and required nodeAffinity (NodeAffinity: the terms are ORed, the expressions of a term ANDed).
+with no matching toleration (TaintToleration), outside the pod template's ``nodeSelector``
+and required nodeAffinity (NodeAffinity: the terms are ORed, the expressions of a term ANDed),
+or not the node its ``spec.nodeName`` binds every pod to.
 CPU, memory, ports and inter-pod affinity are not checked; the executor's wait for Ready
 catches those.
 """
@@ -66,6 +67,9 @@ def unfit(
     node: NodeInfo, state: NodeState | None, *, sts: StatefulSetInfo, set_state: SetState | None
 ) -> str | None:
     """Why the set's re-created pod could not land on ``node`` ("cordoned", ...), or None."""
+    if sts.node_name and node.name != sts.node_name:
+        # Bound by name: no other node is ever considered, whatever its state.
+        return f"not the pod template's spec.nodeName ({sts.node_name})"
     tolerations = set_state.tolerations if set_state is not None else ()
     if state is not None:
         cordon = Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")
