@@ -117,6 +117,26 @@ def test_a_pod_on_a_node_that_no_longer_exists_counts_where_its_replacement_goes
     )
 
 
+def test_a_pod_bound_by_its_template_to_a_missing_node_is_not_said_to_be_replaced_elsewhere() -> (
+    None
+):
+    """db's template binds its pods to node ghost (spec.nodeName), which does not exist: db-0,
+    bound there, is deleted by PodGC and re-created bound to ghost again, where no kubelet runs
+    it. The audit said its replacement goes to zone a."""
+    sts = b.statefulset(replicas=1, annotations=ABC)
+    sts["spec"]["template"]["spec"]["nodeName"] = "ghost"
+    nodes = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
+    store = store_from_objects([*nodes, sts, b.sts_pod(ordinal=0, node="ghost")])
+    (report,) = audit(store).sets
+    row = report.rows[0]
+    assert (row.node, row.status) == ("ghost", "going")
+    assert "its replacement goes to" not in row.why, row.why
+    assert (
+        "its replacement is bound to the missing node ghost by the pod template's spec.nodeName: "
+        "it never runs, and PodGC deletes it in turn"
+    ) in row.why, row.why
+
+
 def test_the_rule_still_answers_for_ordinals_without_a_scheduled_pod() -> None:
     """A pending pod (no node) and no volume: its zone is the rule's, not unknown (a ZoneLoss)."""
     pods = [b.sts_pod(ordinal=0, node="na"), b.sts_pod(ordinal=1, node="nb"), b.sts_pod(ordinal=2)]

@@ -22,10 +22,11 @@ The zone of an ordinal is, in order of trust:
 A pod that is going away (Terminating, Failed, Succeeded, or bound to a node that no longer
 exists, which PodGC deletes) holds no zone: the StatefulSet controller replaces it, and stszone
 places the replacement by 2 and 3, so the ordinal is where its replacement will be, never where
-the dying pod sits. A set being deleted (``metadata.deletionTimestamp``) gets no replacement:
-its controller (kube-controller-manager's, and kruise-manager's) then creates and deletes no
-pod at all, so no change of it moves a zone; its ordinal is still counted by 2 and 3, and the
-message says that nothing replaces the pod.
+the dying pod sits. A pod template whose ``spec.nodeName`` names a node that does not exist
+binds the replacement there too: it never runs, and the message says so. A set being deleted
+(``metadata.deletionTimestamp``) gets no replacement: its controller (kube-controller-manager's,
+and kruise-manager's) then creates and deletes no pod at all, so no change of it moves a zone;
+its ordinal is still counted by 2 and 3, and the message says that nothing replaces the pod.
 
 Every unknown carries the reason, in words a person can act on ("node n7 has no label
 topology.kubernetes.io/zone"). The scale-down guard, ``stszone audit`` and node removal all use
@@ -162,7 +163,17 @@ class Locator:
     """Finds the zone of ordinals of one set (see the module docstring for the order). Built
     once per set, so locating many ordinals shares the lookups."""
 
-    __slots__ = ("ending", "going", "key", "namespace", "nodes", "pods", "policy", "store")
+    __slots__ = (
+        "bound",
+        "ending",
+        "going",
+        "key",
+        "namespace",
+        "nodes",
+        "pods",
+        "policy",
+        "store",
+    )
 
     def __init__(self, *, namespace: str, policy: Policy, store: Store) -> None:
         self.namespace, self.policy, self.store = namespace, policy, store
@@ -170,6 +181,8 @@ class Locator:
         held = store.statefulset(namespace, policy.statefulset, policy.group)
         #: The set is being deleted: its controller replaces no pod.
         self.ending = held is not None and held.deleting
+        #: The node the pod template's spec.nodeName binds every pod to ("" when none).
+        self.bound = held.node_name if held is not None else ""
         pods = store.set_pods(namespace, policy.statefulset, policy.group)
         self.pods, self.going = pods.by_name, pods.going
         self.nodes = store.nodes
@@ -267,6 +280,18 @@ class Locator:
                 None,
                 "unknown",
                 f"{head}; its replacement's zone is unknown: {after.detail}",
+                pod.node,
+            )
+        if self.store.node_gone(self.bound):
+            # No scheduler is asked: the replacement is bound to the missing node as well, the
+            # kubelet of no node runs it, and PodGC deletes it in turn.
+            return Located(
+                ordinal,
+                after.zone,
+                "replacement",
+                f"{head}; its replacement is bound to the missing node {self.bound} by the pod "
+                "template's spec.nodeName: it never runs, and PodGC deletes it in turn; correct "
+                f"or remove the template's nodeName (stszone's zone for it: {after.zone})",
                 pod.node,
             )
         goes = f"{head}; its replacement goes to {after.zone}"
