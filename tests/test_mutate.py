@@ -157,6 +157,31 @@ def test_own_constraint_excluding_the_zone_is_denied_naming_both(
 
 
 @pytest.mark.parametrize(
+    "required", [{"nodeSelectorTerms": []}, {}], ids=["empty-list", "no-terms"]
+)
+def test_a_required_affinity_with_no_term_is_refused_as_the_api_server_refuses_it(
+    required: dict[str, Any],
+) -> None:
+    """Kubernetes' ValidateNodeSelector refuses a NodeSelector with no term ("Required value:
+    must have at least one node selector term"); the mutating webhook runs before that check,
+    and its refusal said the pod matches no node and to remove a constraint."""
+    pod = b.sts_pod(ordinal=0, affinity={"nodeAffinity": {REQUIRED: required}})
+    outcome, _ = run(pod, ZONES_ABC)
+    assert (outcome.allowed, outcome.code) == (False, 400)
+    assert (
+        f"spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms: Required value: must have "
+        "at least one node selector term"
+    ) in outcome.message, outcome.message
+    assert "matches no node" not in outcome.message
+    # A term with nothing in it is valid, and does match no node.
+    empty_term = b.sts_pod(
+        ordinal=0, affinity={"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{}]}}}
+    )
+    outcome, _ = run(empty_term, ZONES_ABC)
+    assert not outcome.allowed and "an empty term (it matches no node)" in outcome.message
+
+
+@pytest.mark.parametrize(
     ("objects", "zone", "why"),
     [
         ([], "zone-a", "the zone stszone chose for ordinal 0"),

@@ -15,12 +15,14 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests import builders as b
 from tests import guardref
 from tests import selectionref as ref
+from webhook.errors import BadObject
 from webhook.model.records import volume_info
 from webhook.model.selection import go_int, parse_term, pod_selection
 from webhook.rules import fit
@@ -346,6 +348,10 @@ def test_property_the_pods_own_constraints_decide_through_the_zones_nodes(
         if ref.pod_match(spec, n.labels, n.name)
     }
     in_zone = [n for n in store.nodes.values() if n.labels.get(ZONE) == zone]
+    if pod_selection(spec).required == ():  # no term: the API server refuses such a pod
+        with pytest.raises(BadObject, match="must have at least one node selector term"):
+            fit.fit(pod_selection(spec), key=ZONE, value=zone, view=store)
+        return
     got = fit.fit(pod_selection(spec), key=ZONE, value=zone, view=store)
     if not in_zone or not admitted:
         assert not got.by_nodes or got.allowed

@@ -24,9 +24,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from webhook.errors import BadObject
 from webhook.model.pinning import Labelled
+from webhook.model.podspec import REQUIRED
 from webhook.model.selection import NAME_FIELD, PodSelection, Requirement, Term, any_term
 
+#: The API server's refusal of a required node affinity with no term, in its words.
+NO_TERM: Final = (
+    f"spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms: Required value: must have at "
+    f"least one node selector term (the API server refuses it too: give {REQUIRED} a term, "
+    "or remove it)"
+)
 #: How many nodes :attr:`Fit.elsewhere` keeps per zone.
 NAMED: Final = 3
 
@@ -77,7 +85,13 @@ class Fit:
 
 
 def fit(selection: PodSelection, *, key: str, value: str, view: View) -> Fit:
-    """How the constraints of ``selection`` meet the zone ``key=value`` of ``view``."""
+    """How the constraints of ``selection`` meet the zone ``key=value`` of ``view``.
+
+    :class:`BadObject` for a pod whose required node affinity has no term: the API server
+    refuses it (``ValidateNodeSelector``) after the mutating webhooks, in the words here, so
+    the user fixes the affinity rather than a zone it was said to exclude."""
+    if selection.required == ():
+        raise BadObject(NO_TERM)
     if not selection.constrained:  # nothing of its own rules any zone out: no lookup
         return Fit(key, value, by_nodes=False)
     zone = view.nodes_with_label(key, value)
