@@ -18,7 +18,8 @@ ordinal one by one and reads the store's raw tables and the volumes' raw objects
 - a scheduled pod that is not going away is in its node's zone label, else its own topology
   label, else its bound volumes' zone when they allow only one, else its zone is unknown
   (never the placement rule);
-- any other ordinal -- no pod, a pod not scheduled, a pod going away (its replacement) -- is in
+- any other ordinal -- no pod, a pod not scheduled, a pod going away (its replacement, which
+  gets new claims for those going with the pod: being deleted, or owned by a pod) -- is in
   its bound volumes' zone (unknown when one of them is nowhere, or their zones do not meet),
   where, for a set with a ``stszone.io/storage-class-template``, a claim with no volume counts
   in the zone recorded on it (``stszone.io/zone``: its class makes its volume only there, and
@@ -192,6 +193,11 @@ def _claims_of(pod: PodInfo | None, policy: Policy, ordinal: int) -> list[str]:
     return [f"{t}-{policy.statefulset}-{ordinal}" for t in policy.templates]
 
 
+def _goes(store: Store, namespace: str, claim: str) -> bool:
+    info = store.claims.get((namespace, claim))
+    return info is not None and info.going
+
+
 def own_pod(store: Store, policy: Policy, ordinal: int, namespace: str) -> PodInfo | None:
     """The ordinal's pod: ``<set>-<ordinal>``, owned by the set."""
     pod = store.pods.get((namespace, f"{policy.statefulset}-{ordinal}"))
@@ -224,6 +230,8 @@ def locate(store: Store, policy: Policy, ordinal: int, *, namespace: str = "ns")
     raw = _RAW[store]
     template = bool(policy.declared.storage_class_template)
     for claim in _claims_of(pod, policy, ordinal):
+        if pod is not None and going(store, pod) and _goes(store, namespace, claim):
+            continue
         pv = _volume(store, namespace, claim)
         where = volume_where(store, raw[pv.name], key) if pv is not None else ANY
         info = store.claims.get((namespace, claim))

@@ -454,7 +454,9 @@ def test_owner_references_that_are_not_objects_are_named_by_their_path() -> None
     claim = r.claim("data-db-0", "")
     claim["metadata"]["ownerReferences"] = ["db-0"]
     with pytest.raises(
-        ConfigError, match=r"^cluster file: metadata\.ownerReferences\[0\] must be an object$"
+        ConfigError,
+        match=r"^cluster file: item \d+ \(PersistentVolumeClaim\): "
+        r"metadata\.ownerReferences\[0\] must be an object$",
     ):
         planned(r.cluster({0: "b1"}, extra=[claim]))
 

@@ -160,6 +160,9 @@ _ClaimAnnotations = TypedDict("_ClaimAnnotations", {"stszone.io/zone": str}, tot
 
 class _ClaimMeta(_Meta, total=False):
     annotations: _ClaimAnnotations
+    # A claim being deleted, or owned by a pod (whenScaled: Delete), goes with that pod.
+    ownerReferences: list[_Owner]
+    deletionTimestamp: str
 
 
 class _Claim(TypedDict, total=False):

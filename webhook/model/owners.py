@@ -35,6 +35,12 @@ def workload_owner(meta: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return None
 
 
+def pod_owned(meta: Mapping[str, Any]) -> bool:
+    """Whether a Pod is among the object's owners: the garbage collector deletes it with them."""
+    refs = objects.dicts(meta, "ownerReferences", path="metadata")
+    return any(r.get("kind") == "Pod" and r.get("apiVersion") == "v1" for r in refs)
+
+
 def owned_by(owner: tuple[str, str, str] | None, *, group: str, name: str, uid: str = "") -> bool:
     """Whether ``owner`` (:func:`workload_owner`'s answer) is the set ``name`` of ``group``: the
     group tells an ``apps/v1`` set from an Advanced StatefulSet of the same name, and the uid,

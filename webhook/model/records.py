@@ -28,7 +28,7 @@ from webhook.model.annotations import (
 )
 from webhook.model.namespaces import NamespaceInfo
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
-from webhook.model.owners import ordinal_of, workload_owner
+from webhook.model.owners import ordinal_of, pod_owned, workload_owner
 from webhook.model.pinning import (
     UNPINNED,
     Pinning,
@@ -107,6 +107,9 @@ class ClaimInfo(msgspec.Struct, frozen=True, gc=False):
     uid: str = ""
     #: ``stszone.io/zone``: the zone stszone gave it when it was created.
     zone: str = ""
+    #: Deleted with the pod mounting it (being deleted, or a Pod owns it: ``whenScaled: Delete``
+    #: gives a removed ordinal's claims to its pod): that pod's replacement gets a new claim.
+    going: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -308,6 +311,7 @@ def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
         zone=objects.string(
             objects.mapping(meta, "annotations", path="metadata"), ZONE, path="metadata.annotations"
         ),
+        going=bool(meta.get("deletionTimestamp")) or pod_owned(meta),
     )
 
 

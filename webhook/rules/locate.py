@@ -260,7 +260,9 @@ class Locator:
         rule), and the detail says so: "db-0 is Terminating on node n1 in zone-c; its
         replacement goes to zone-a", "db-0 is on node n1, which no longer exists (PodGC deletes
         the pod); its replacement goes to zone-a"."""
-        after = self._unscheduled(ordinal, pod.claims)
+        # A claim that goes with this pod is not its replacement's: the controller makes a new one.
+        kept = [c for c in pod.claims if not self._goes(c)]
+        after = self._unscheduled(ordinal, pod.claims if self.ending else kept)
         where = f" on node {pod.node}" if pod.node else ""
         if (sits := self.sits(pod)) is not None:
             where += f" in {sits}"
@@ -299,7 +301,18 @@ class Locator:
             goes += f" with its volume {after.detail}"
         elif after.source == "claim":
             goes += f" with its claim {after.detail} (not bound yet)"
+        if dropped := [c for c in pod.claims if c not in kept]:
+            many = len(dropped) > 1
+            goes += (
+                f"; claim{'s' if many else ''} {', '.join(dropped)} {'are' if many else 'is'} "
+                f"deleted with {pod.name}, and a new one made"
+            )
         return Located(ordinal, after.zone, "replacement", goes, pod.node)
+
+    def _goes(self, claim: str) -> bool:
+        """Whether ``claim`` is deleted with the pod mounting it (:attr:`ClaimInfo.going`)."""
+        info = self.store.claims.get((self.namespace, claim))
+        return info is not None and info.going
 
     def _scheduled(self, ordinal: int, pod: PodInfo) -> Located:
         """A scheduled pod: its node's label, its own label, its volume -- or unknown."""
