@@ -189,6 +189,48 @@ def test_claims_get_the_zone_and_class_of_their_member() -> None:
     assert StorageClass("ssd-c") in decision.edits
 
 
+def _pod_request(number: str, **spec: Any) -> Request:
+    """The recorded pod CREATE ``number`` with ``spec`` laid over its pod spec."""
+    request = _request(number)
+    pod = copy.deepcopy(request.object)
+    pod["spec"].update(spec)
+    return request._replace(object=pod)
+
+
+def test_a_pod_ruling_out_its_zone_is_told_to_edit_the_advanced_statefulset() -> None:
+    """web-0 belongs in zone a; its nodeSelector asks for b. The constraint comes from the
+    Advanced StatefulSet's template, so that is the kind the refusal names."""
+    request = _pod_request("004", nodeSelector={"topology.kubernetes.io/zone": "b"})
+    decision = mutate(request, store=_store(pods=False), defaults=Defaults())
+    assert (decision.allowed, decision.reason) == (False, "ZoneConflict")
+    assert (
+        "remove that constraint from the Advanced StatefulSet's pod template or change its "
+        "stszone.io/zones" in decision.message
+    ), decision.message
+
+
+def test_a_pod_on_a_node_of_another_zone_names_the_advanced_statefulset_controller() -> None:
+    """web-0 (zone a) created with spec.nodeName n-b: the controller that re-creates it is
+    the Advanced StatefulSet's (kruise-manager), not the StatefulSet controller."""
+    decision = mutate(
+        _pod_request("004", nodeName="n-b"), store=_store(pods=False), defaults=Defaults()
+    )
+    assert (decision.allowed, decision.reason) == (False, "NodeNameConflict")
+    assert "the Advanced StatefulSet controller re-create it" in decision.message, decision.message
+
+
+def test_a_template_ruling_out_a_listed_zone_names_the_advanced_statefulset() -> None:
+    """The recorded CREATE of web, listing zones a,b,c, with a template pinned to zone b."""
+    request = _request("001")
+    sts = _annotated(request.object)
+    sts["spec"]["template"]["spec"]["nodeSelector"] = {"topology.kubernetes.io/zone": "b"}
+    decision = validate(request._replace(object=sts), store=_store(pods=False), defaults=Defaults())
+    assert (decision.allowed, decision.reason) == (False, "ZoneConflict")
+    assert decision.message.startswith("Advanced StatefulSet web: its pod template's "), (
+        decision.message
+    )
+
+
 def _fields(info: Any) -> dict[str, Any]:
     return {f: getattr(info, f) for f in info.__struct_fields__}
 

@@ -92,7 +92,8 @@ def _pin(
         runs = f"; it would run on {judged.where(zones=zone)}" if judged.elsewhere else ""
         raise Denied(
             f"pod {_pod_name(view, plan)} has {judged.conflict}, which {verb} {key}={value}, "
-            f"{what}{runs}; remove that constraint from the StatefulSet's pod template or {fix}",
+            f"{what}{runs}; remove that constraint from the {plan.policy.kind}'s pod template or "
+            f"{fix}",
             reason=reason,
         )
     return NodeRequirement(key, value)

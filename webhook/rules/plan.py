@@ -164,7 +164,7 @@ def check_node_name(pod: PodView, plan: PodPlan, *, store: Store) -> None:
         goal = f"zone {wanted}"
     raise Denied(
         f"pod {name} names spec.nodeName {node}, which has {where}; ordinal {plan.ordinal} "
-        f"belongs on {goal}, so the kubelet would refuse it and the StatefulSet controller "
-        "re-create it there in a loop; remove spec.nodeName from the pod template",
+        f"belongs on {goal}, so the kubelet would refuse it and the {plan.policy.kind} "
+        "controller re-create it there in a loop; remove spec.nodeName from the pod template",
         reason="NodeNameConflict",
     )

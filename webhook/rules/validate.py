@@ -224,7 +224,7 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
         why += f" (its pods would run on {first.where(zones=key == declared.topology_key)})"
     if declared.mode == "node-ordinal":
         return (
-            f"StatefulSet {info.name}: its pod template's {why} excludes {key} value(s) "
+            f"{policy.kind} {info.name}: its pod template's {why} excludes {key} value(s) "
             f"{', '.join(excluded)}, so those ordinals could never run on the nodes pinned to "
             "them; remove that constraint from spec.template"
         )
@@ -233,7 +233,7 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
         fix += f', e.g. {ZONES}: "{",".join(allowed)}"'
     listed = f"{zones_origin(declared, store=store)} ({','.join(policy.zones)})"
     return (
-        f"StatefulSet {info.name}: its pod template's {why} excludes zone(s) "
+        f"{policy.kind} {info.name}: its pod template's {why} excludes zone(s) "
         f"{', '.join(excluded)} of {listed}, so the ordinals stszone places there could never "
         f"be scheduled; {fix}"
     )
