@@ -128,8 +128,9 @@ def test_a_broker_refused_its_zone_is_told_the_list_that_chose_it(
     answered = sim.admit(_bare_pool(annotations), pod, endpoint="mutate")
     assert (answered.allowed, answered.reason) == (False, "ZoneConflict")
     assert answered.message.endswith(
-        f"the zone stszone chose for it; remove that constraint from the pool's pod template "
-        f"or {fix}"
+        "the zone stszone chose for it; remove that constraint from spec.template.pod of "
+        "KafkaNodePool pool (or, when the pool has no spec.template, from "
+        f"spec.kafka.template.pod of Kafka my-cluster) or {fix}"
     ), answered.message
 
 
@@ -141,7 +142,7 @@ def test_a_broker_held_by_its_data_is_not_told_to_change_the_zone_list() -> None
     answered = sim.admit(view, pod, endpoint="mutate")
     assert (answered.allowed, answered.reason) == (False, "ZoneConflict")
     assert answered.message.endswith(
-        "remove that constraint from the pool's pod template or give the broker a new claim "
+        "spec.kafka.template.pod of Kafka my-cluster) or give the broker a new claim "
         "(its data decides its zone, whatever the nodes' zones (topology.kubernetes.io/zone) "
         "says; deleting claim data-my-cluster-pool-0 deletes that data)"
     ), answered.message

@@ -102,10 +102,14 @@ def mutate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
                 f"give the broker a new claim (its data decides its zone, whatever "
                 f"{policy.origin} says; deleting claim {choice.claim} deletes that data)"
             )
+        # The operator builds the pod from the pool's spec.template, else the Kafka's
+        # spec.kafka.template (never both: KafkaPool.fromCrd takes one template whole).
+        pool, cluster = policy.pool.name, policy.pool.cluster
         return refuse(
-            f"pod {name} of KafkaNodePool {policy.pool.name} has {judged.conflict}, which {verb} "
-            f"{key}={zone}, the zone stszone chose for it; remove that constraint from the "
-            f"pool's pod template or {fix}",
+            f"pod {name} of KafkaNodePool {pool} has {judged.conflict}, which {verb} {key}={zone}, "
+            f"the zone stszone chose for it; remove that constraint from spec.template.pod of "
+            f"KafkaNodePool {pool} (or, when the pool has no spec.template, from "
+            f"spec.kafka.template.pod of Kafka {cluster}) or {fix}",
             reason="ZoneConflict",
         )
     warnings: tuple[str, ...] = ()
