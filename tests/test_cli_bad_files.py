@@ -112,6 +112,27 @@ def test_a_base_nested_too_deeply_is_refused(
     )
 
 
+@pytest.mark.parametrize("given", ["missing", "overlay dir"])
+def test_a_base_that_does_not_read_names_the_flag_and_how_to_render_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, given: str
+) -> None:
+    """``--base`` of a path that does not exist, or of the overlay's own directory: the one
+    line names --base and says how to render an overlay into what it takes."""
+    assert run(capsys, "certs", "--out", str(tmp_path / "certs"))[0] == 0
+    base = tmp_path / given
+    if given == "overlay dir":
+        base.mkdir()
+    ca = str(tmp_path / "certs" / "ca.crt")
+    status, out, err = run(capsys, "manifests", "--ca", ca, "--base", str(base))
+    assert (status, out) == (2, ""), err
+    assert err.startswith(f"stszone manifests: cannot read the --base file {base}: "), err
+    shown = f"'{base}'" if given == "overlay dir" else "DIR"
+    assert err.endswith(
+        f"; --base takes an overlay rendered to one file: `kubectl kustomize {shown} | "
+        f"stszone manifests --ca {ca} --base -`\n"
+    ), err
+
+
 def test_kubectl_stszone_with_a_kubeconfig_nested_too_deeply_says_so(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -4,12 +4,33 @@ and filled in with the caBundle, instead of the built-in base.
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from webhook.errors import ConfigError, one_line
 from webhook.install.deploybase import NAME, Obj
+from webhook.install.pemcheck import read_named
+
+
+def read_base(base: Path, *, ca: Path) -> tuple[list[Obj], str]:
+    """The objects of ``--base`` (``-``: standard input) and how refusals name it; a
+    ConfigError naming the flag, and the way to render an overlay, when it does not read (a
+    missing file, or the overlay's directory given where its rendering belongs)."""
+    stdin = str(base) == "-"
+    source = f"{base} (standard input)" if stdin else str(base)
+    overlay = shlex.quote(str(base)) if not stdin and base.is_dir() else "DIR"
+    # Standard input holds the rendered overlay in the example: the CA must come from a file.
+    given = "CA" if str(ca) == "-" else shlex.quote(str(ca))
+    way = (
+        f"; --base takes an overlay rendered to one file: `kubectl kustomize {overlay} | "
+        f"stszone manifests --ca {given} --base -`"
+    )
+    objects = load_objects(read_named(base, f"--base file {base}", way=way), source=source)
+    refuse_managed(objects, source=source)
+    return objects, source
 
 
 def load_objects(text: bytes, *, source: str) -> list[Obj]:

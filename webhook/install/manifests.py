@@ -30,7 +30,7 @@ from webhook import __version__
 from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME
 from webhook.errors import ConfigError
 from webhook.install import registration
-from webhook.install.basefile import fill_ca_bundle, load_objects, refuse_managed
+from webhook.install.basefile import fill_ca_bundle, read_base
 from webhook.install.certsrbac import certs_rbac, provided_certs
 from webhook.install.deploybase import (
     IMAGE,
@@ -242,6 +242,7 @@ def _objects(
     namespace: str | None,
     image: str | None,
     base: Path | None,
+    ca: Path,
     ca_pem: bytes,
     match_conditions: bool,
     kinds: Kinds = ALL_KINDS,
@@ -267,9 +268,7 @@ def _objects(
             "--base takes the webhooks from the file; drop --no-match-conditions and add the "
             "component deploy/components/no-match-conditions to the overlay instead"
         )
-    source = f"{base} (standard input)" if str(base) == "-" else str(base)
-    objects = load_objects(read_named(base, f"base {base}"), source=source)
-    refuse_managed(objects, source=source)
+    objects, source = read_base(base, ca=ca)
     return objects, fill_ca_bundle(objects, ca_bundle=ca_bundle, source=source)
 
 
@@ -330,6 +329,7 @@ def run_manifests(
         namespace=namespace,
         image=image,
         base=base,
+        ca=ca,
         ca_pem=ca_pem,
         match_conditions=match_conditions,
         kinds=kinds,
