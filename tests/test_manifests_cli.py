@@ -452,3 +452,32 @@ def test_a_pair_file_from_standard_input_is_named_so(
     )
     assert (status, objects) == (2, [])
     assert err.startswith(f"stszone manifests: {said}"), err
+
+
+@pytest.mark.parametrize(
+    "piped",
+    [("--ca", "--cert"), ("--cert", "--key"), ("--ca", "--base"), ("--ca", "--cert", "--key")],
+    ids=lambda flags: "+".join(flags),
+)
+def test_standard_input_is_given_to_one_file_only(
+    capsys: pytest.CaptureFixture[str],
+    certs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    piped: tuple[str, ...],
+) -> None:
+    """Standard input holds one file: a second reader of `-` gets nothing (the second file
+    read as empty). Two flags given `-` are refused naming both, as kubectl refuses two
+    `-f -`; the others come from files."""
+    pair = certs / "system"
+    files = {"--ca": "ca.crt", "--cert": "tls.crt", "--key": "tls.key"}
+    args = [a for flag, name in files.items() for a in (flag, str(pair / name))]
+    for flag in piped:
+        args += [flag, "-"]  # the last of a repeated flag counts (argparse)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((pair / "ca.crt").read_bytes())))
+    status, objects, err = run(capsys, *args)
+    assert (status, objects) == (2, [])
+    named = f"{', '.join(piped[:-1])} and {piped[-1]}"
+    assert err == (
+        f"stszone manifests: {named} each name - (standard input), which holds only one file; "
+        "give one of them as - and the others as files\n"
+    )

@@ -322,7 +322,7 @@ def run_manifests(
             out=out,
             kinds=kinds,
         )
-    files = pem_files(ca, cert=cert, key=key)
+    files = pem_files(ca, cert=cert, key=key, base=base)
     ca_pem = read_named(ca, files.ca)
     check_ca_bundle(ca_pem, files=files)
     objects, namespace = _objects(

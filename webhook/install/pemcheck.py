@@ -60,9 +60,26 @@ class PemFiles(NamedTuple):
 UNNAMED: Final = PemFiles()
 
 
-def pem_files(ca: Path, *, cert: Path | None, key: Path | None) -> PemFiles:
+def pem_files(
+    ca: Path, *, cert: Path | None, key: Path | None, base: Path | None = None
+) -> PemFiles:
     """The files as ``stszone manifests`` takes them: --ca, and --cert/--key or the pair's
-    files beside --ca, named with their paths (a refusal is acted on in one file)."""
+    files beside --ca, named with their paths (a refusal is acted on in one file).
+
+    A ConfigError when more than one of them (or ``base``, the --base file) is ``-``: standard
+    input holds one file, and a second read of it is empty (kubectl refuses two ``-f -``
+    alike, "standard input cannot be used for multiple arguments").
+    """
+    piped = [
+        f
+        for f, p in (("--ca", ca), ("--cert", cert), ("--key", key), ("--base", base))
+        if str(p) == "-"
+    ]
+    if len(piped) > 1:
+        raise ConfigError(
+            f"{', '.join(piped[:-1])} and {piped[-1]} each name - (standard input), which holds "
+            "only one file; give one of them as - and the others as files"
+        )
 
     def given(path: Path, flag: str) -> str:
         # `-` is read from standard input: no file of that name is involved.
