@@ -4,15 +4,21 @@ user's ``tokenFile`` changes) refuses what loading it refuses and sends what loa
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.fakeapi import FakeApi, Fault
+from tests.fakeapi import FakeApi, Fault, eventually
 from tests.kubeconfig import write_kubeconfig
+from tests.retries import in_background
 from webhook.cluster.api import Api, ApiError, CredentialsError
 from webhook.cluster.credentials import load_credentials
+from webhook.cluster.live import LiveView
+from webhook.cluster.reflector import Tuning
+from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.install.certfiles import ensure_dev_certs
 
@@ -97,3 +103,61 @@ async def test_a_reload_of_a_deleted_kubeconfig_says_it_is_gone(tmp_path: Path) 
     said = str(caught.value)
     assert f"kubeconfig {path}: not found" in said, said
     assert "empty" not in said, said
+
+
+async def test_a_refused_reload_is_logged_once_per_refusal_not_per_retry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The live view runs (a watch per kind, each re-opened often here) when its kubeconfig is
+    edited to insecure-skip-tls-verify beside a CA and the tokenFile rotates: every reflector
+    retries every few seconds, and each retry said the refusal again. It is said once; a
+    different refusal (a CA file that is not there) once more; and once the file is good
+    again, that. Each edit replaces the file whole, as an editor or a Secret volume does."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    tuning = Tuning(watch_timeout=(0.05, 0.05), backoff_initial=0.01, backoff_cap=0.02)
+    async with FakeApi(token=TOKEN) as api:
+        path = write_kubeconfig(tmp_path / "config", server=api.url, token_file="token", ca=api.ca)
+        config = yaml.safe_load(path.read_text())
+        cluster = config["clusters"][0]["cluster"]
+
+        def edit(**fields: object) -> None:
+            edited = tmp_path / "config.new"
+            edited.write_text(
+                yaml.safe_dump(
+                    config | {"clusters": [{"name": "fake", "cluster": cluster | fields}]}
+                )
+            )
+            edited.replace(path)
+
+        view = LiveView(
+            Settings(kafka_node_pools=False, kruise=False),
+            credentials=load_credentials(str(path), environ={}),
+            tuning=tuning,
+        )
+        async with in_background(view.run()):
+            await eventually(lambda: view.ready()[0])
+            caplog.set_level(logging.INFO)
+
+            def retried(times: int) -> Callable[[], bool]:
+                now = [s.restarts for s in view.statuses()]
+                return lambda: all(
+                    s.restarts >= n + times for s, n in zip(view.statuses(), now, strict=True)
+                )
+
+            edit(**{"insecure-skip-tls-verify": True})
+            token_file.write_text(TOKEN + "\n")  # a rotated token: the kubeconfig is read again
+            await eventually(retried(3))
+            edit(**{"certificate-authority": str(tmp_path / "gone.crt")})
+            await eventually(retried(3))
+            said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+            assert len(said) == 2, "\n".join(said)
+            assert "sets both insecure-skip-tls-verify: true and certificate-authority" in said[0]
+            assert "gone.crt" in said[1]
+            edit()
+            await eventually(lambda: "load again" in caplog.text)
+            served = len(api.requests)  # requests reach the server again, and say nothing
+            await eventually(lambda: len(api.requests) >= served + 20)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == said
+    back = [r.getMessage() for r in caplog.records if "load again" in r.getMessage()]
+    assert back == [f"credentials from kubeconfig {path} load again"], caplog.text

@@ -11,6 +11,7 @@ drops the credentials on a 401 so the next request reloads them.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -24,6 +25,8 @@ from webhook.errors import ConfigError
 JSON_MEDIA: Final = "application/json"
 #: Largest watch event we buffer; etcd caps objects at 1.5 MiB, JSON may double that.
 MAX_EVENT: Final = 16 * 1024 * 1024
+
+log = logging.getLogger("stszone.credentials")
 
 
 class ApiError(Exception):
@@ -75,7 +78,14 @@ class CredentialsError(aiohttp.ClientError):
     rewritten, a client pair of which one half is new): that request failed, as on a lost
     connection, and the next one loads them again. A :class:`ConfigError` here would end the
     jobs that retry only API and connection errors (the Lease campaign, the Secret's watch,
-    the Event writer), and with them readiness, for good."""
+    the Event writer), and with them readiness, for good.
+
+    The :class:`Api` logs each refusal once per :class:`Credentials` (the live view and the
+    certificates each load their own), when it is first met or differs from the last, and once
+    when they load again: every client (each reflector, the Lease, the Secret's watch, the
+    Event writer) retries every few seconds, and would say it each time. Kept per loader, not
+    per file: one loader still serving from what it loaded before says nothing of the other.
+    """
 
 
 class ProxyRefused(aiohttp.ClientError):
@@ -240,10 +250,17 @@ class Api:
         body: Mapping[str, Any] | list[Any] | None = None,
         content_type: str = JSON_MEDIA,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
+        credentials = self.credentials
         try:
-            target = await self.credentials.target()
+            target = await credentials.target()
         except ConfigError as err:
+            if err.message != credentials.refused:
+                log.error("%s; requests to the API server fail until it loads", err.message)
+            credentials.refused = err.message
             raise CredentialsError(err.message) from err
+        if credentials.refused:
+            log.info("credentials from %s load again", credentials.source)
+            credentials.refused = ""
         if self._session is None:
             self._session = aiohttp.ClientSession(auto_decompress=True)
         timeout = aiohttp.ClientTimeout(

@@ -103,6 +103,8 @@ class Credentials:
         self._loaded = Loaded(None)
         self._token_stamp: tuple[int, ...] | None = None
         self._tls: tuple[tuple[Any, ...], ssl.SSLContext] | None = None
+        #: The refusal requests last met, logged once (:class:`~webhook.cluster.api.Api`).
+        self.refused = ""
         # Six reflectors ask at once from executor threads; the loaders are not thread-safe
         # (and an exec plugin should run once, not six times).
         self._lock = threading.Lock()

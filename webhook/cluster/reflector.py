@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cluster import pages
-from webhook.cluster.api import Api, ApiError, StreamSilent, api_error
+from webhook.cluster.api import Api, ApiError, CredentialsError, StreamSilent, api_error
 from webhook.cluster.backoff import Backoff, OpenWatch
 from webhook.cluster.resources import Resource, describe, object_key
 from webhook.errors import BadObject
@@ -239,6 +239,8 @@ class Reflector:
                     log.info("%s: %s; re-listing", self.resource.table, err)
                 else:
                     log.warning("%s list/watch failed: %s", self.resource.table, err)
+            except CredentialsError as err:  # logged once for every client, by the Api
+                failure = f"{type(err).__name__}: {err}"
             except Exception as err:  # connection errors, timeouts, garbage: retry, never die
                 failure = f"{type(err).__name__}: {err}".rstrip(": ")
                 log.warning("%s list/watch failed: %s", self.resource.table, failure)
