@@ -23,10 +23,12 @@ from webhook.cli.audit import render_json, render_text
 from webhook.cli.explain import run_explain
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
+from webhook.errors import Denied
 from webhook.model.kruise import Live, parse_reserve
 from webhook.model.records import kruise_set_info, pod_info, statefulset_info
 from webhook.model.state import live_state
 from webhook.model.store import Store
+from webhook.rules import extender
 from webhook.rules.admission import Request, mutate, validate
 from webhook.rules.audit import audit
 from webhook.rules.decision import Decision, StorageClass, ZoneAnnotation, ZonesAnnotation
@@ -229,6 +231,25 @@ def test_a_template_ruling_out_a_listed_zone_names_the_advanced_statefulset() ->
     assert decision.message.startswith("Advanced StatefulSet web: its pod template's "), (
         decision.message
     )
+
+
+def test_a_create_while_the_view_loads_names_the_advanced_statefulset() -> None:
+    """The recorded CREATE of web reaches a live view that has not listed the nodes: it is
+    refused for retry, naming the kind the user created."""
+    decision = mutate(_request("001"), store=Store(live=True), defaults=Defaults())
+    assert (decision.allowed, decision.reason) == (False, "ViewNotSynced")
+    assert "cannot judge the zones of Advanced StatefulSet web;" in decision.message
+
+
+def test_the_extender_names_the_advanced_statefulset_of_a_pod_without_an_ordinal() -> None:
+    """The recorded pod web-0, renamed web-x and without its pod-index label."""
+    (pod,) = [copy.deepcopy(p) for p in _items("pods.json") if p["metadata"]["name"] == "web-0"]
+    pod["metadata"]["name"] = "web-x"
+    del pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"]
+    with pytest.raises(
+        Denied, match=r"^pod shop/web-x of Advanced StatefulSet web has no ordinal$"
+    ):
+        extender.target(pod, store=_store(pods=False))
 
 
 def _fields(info: Any) -> dict[str, Any]:

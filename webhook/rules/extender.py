@@ -150,7 +150,7 @@ def target(pod: JSON, *, store: Store, defaults: Defaults = _DEFAULTS) -> Goal |
         if not zone:
             ordinal = ordinal_of(meta, labels)
             if ordinal is None:
-                raise Denied(f"pod {namespace}/{name} of StatefulSet {owner} has no ordinal")
+                raise Denied(f"pod {namespace}/{name} of {policy.kind} {owner} has no ordinal")
             zone = place(
                 ordinal, namespace=namespace, policy=policy, store=store, claims=claims
             ).zone

@@ -250,8 +250,9 @@ def server_zones_for(
     return key, store.server_zones(key)
 
 
-def mutate_statefulset(sts: JSON, *, store: Store) -> Decision:
-    """On CREATE, fill ``stszone.io/zones`` from the server's zone source when it is missing.
+def mutate_statefulset(sts: JSON, *, store: Store, kind: str = "StatefulSet") -> Decision:
+    """On CREATE, fill ``stszone.io/zones`` from the server's zone source when it is missing
+    (``kind``: how refusals name the set, ``Advanced StatefulSet`` for ``apps.kruise.io``).
 
     ``--zones`` lists values of the default topology key; a set with its own
     ``stszone.io/topology-key`` gets the values nodes carry under that key (sorted), and none
@@ -264,7 +265,7 @@ def mutate_statefulset(sts: JSON, *, store: Store) -> Decision:
     if ZONES in annotations:
         return allow()
     name = objects.string(meta, "name") or "(unnamed)"
-    key, zones = server_zones_for(annotations, store=store, what=f"StatefulSet {name}")
+    key, zones = server_zones_for(annotations, store=store, what=f"{kind} {name}")
     if not zones:
         if key == DEFAULT_TOPOLOGY_KEY:
             text = f"{name}: no zones known (no --zones, no node with {key}); set {ZONES}"
