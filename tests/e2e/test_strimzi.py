@@ -202,12 +202,18 @@ def _remove_broker(kubectl: Kubectl, node_id: int) -> None:
 
 def _view_holds_every(cluster: Cluster, kind: str = "pvc", resource: str = "claims") -> bool:
     """The webhook's view (its table ``resource``) holds as many objects of ``kind`` as the API
-    server lists (every namespace)."""
+    server lists (every namespace).
+
+    Listed first, read from the view after: the object the test just created is then one the
+    view has had the whole list's round trip to receive. Read the other way round, the view
+    was read moments after the create, and an object of someone else's deleted in between
+    (a volume of an earlier test going, another user's claim) made the counts equal while
+    the view still lacked the test's own."""
+    everywhere = Kubectl(cluster.kubectl.binary, cluster.kubectl.kubeconfig)
+    listed = len(everywhere.get(kind, "--all-namespaces")["items"])
     status, text = cluster.webhook.fetch("/metrics")
     assert status == 200, text
-    held = value(parse(text), "stszone_cache_objects", resource=resource)
-    everywhere = Kubectl(cluster.kubectl.binary, cluster.kubectl.kubeconfig)
-    return held == len(everywhere.get(kind, "--all-namespaces")["items"])
+    return value(parse(text), "stszone_cache_objects", resource=resource) == listed
 
 
 def _view_has(log: Path, what: str, *, since: int = 0) -> bool:
