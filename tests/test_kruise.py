@@ -567,6 +567,19 @@ def test_audit_lowest_safe_count_follows_the_live_set() -> None:
     assert web.lowest == 3
 
 
+def test_audit_of_a_stopped_set_offers_zero_as_for_a_statefulset() -> None:
+    """replicas: 0: no member holds a zone, so every count keeps them all and the lowest is 0,
+    as for a stopped StatefulSet; null is what audit says of a set it does not judge."""
+    web = _annotated(_items("statefulsets.v1beta1.json")[0])
+    web["spec"]["replicas"] = 0
+    apps = copy.deepcopy(web)
+    apps.update(apiVersion="apps/v1", metadata={**web["metadata"], "name": "db"})
+    report = audit(store_from_objects([node("n-a", "a"), web, apps]))
+    listed = render_json(report)["statefulsets"]
+    lowest = {s["apiGroup"]: s["lowestSafeReplicas"] for s in listed}
+    assert lowest == {"apps": 0, "apps.kruise.io": 0}
+
+
 # --- explain --------------------------------------------------------------------------------
 
 
