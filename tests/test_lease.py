@@ -1,6 +1,6 @@
 """Leader election on a Lease (webhook/cluster/lease.py) against the fake API server: one
 leader, takeover only after the lease duration of silence, release on a clean stop (also when
-a renewal was still in flight), a leader that cannot renew stops, and RBAC refusals said once."""
+a renewal was still in flight), a leader that cannot renew stops, and refusals said once."""
 
 from __future__ import annotations
 
@@ -305,22 +305,25 @@ async def test_work_that_fails_at_once_is_run_again_only_a_retry_period_later(
     assert _lease(fake)["leaseTransitions"] == 0
 
 
-async def test_rbac_refusing_the_lease_is_said_once_with_the_fix(
+async def test_refusals_of_the_lease_are_said_once_each_with_what_to_do(
     fake: FakeApi, make: Callable[..., Candidate], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """403 on every attempt: one error line naming the Lease and the Role to fix, no leadership."""
-    fake.inject("leases", "create", *[Fault.status(403)] * 1000)
+    """403 five times, then 500: an error naming the Role to fix, then a warning, once each."""
+    fake.inject("leases", "create", *[Fault.status(403)] * 5, *[Fault.status(500)] * 1000)
     caplog.set_level(logging.WARNING, logger="stszone.lease")
     a = make("replica-a")
-    await eventually(lambda: len(fake.seen("leases", "create")) >= 5)
+    await eventually(lambda: len(fake.seen("leases", "create")) >= 10)
     assert a.terms == 0 and not a.elector.leading
-    lines = [r.getMessage() for r in caplog.records if r.name == "stszone.lease"]
-    assert len(lines) == 1 and "403" in lines[0], lines
-    assert lines[0].startswith("cannot read or write Lease certs-ns/stszone-certs: ")
-    assert lines[0].endswith(
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "stszone.lease"]
+    (error, refused), (warning, failed) = said
+    lease = f"cannot read or write Lease {NS}/stszone-certs: HTTP "
+    assert (error, refused[: len(lease) + 3]) == ("ERROR", f"{lease}403"), said
+    assert refused.endswith(
         "get/update on Lease stszone-certs in namespace certs-ns (Role stszone-certs: "
         "deploy/base/certs-rbac.yaml, or the Helm chart's certs-rbac.yaml)"
     )
+    assert (warning, failed[: len(lease) + 3]) == ("WARNING", f"{lease}500"), said
+    assert failed.endswith("; retrying every 0.05s")
 
 
 def _held(fake: FakeApi, holder: str, **spec: object) -> None:
