@@ -217,7 +217,8 @@ def choose(
     """The zone of broker ``node_id``: where any of its claims' data is, else the fewest.
 
     ``claims``: its claims by name (a pod's mounted ones; for a claim being created, every
-    claim of that ID the view holds). ``creating``: (name, uid) of a claim being created.
+    claim of that ID the view holds); one being deleted holds no data for it (the operator
+    makes a new one). ``creating``: (name, uid) of a claim being created.
     """
     if not policy.zones:
         raise Denied(
@@ -228,6 +229,11 @@ def choose(
         )
     for claim in claims:
         uid = creating[1] if creating is not None and creating[0] == claim else None
+        held = store.claims.get((namespace, claim))
+        if uid is None and held is not None and held.going:
+            # The StrimziPodSet controller creates a pod whatever its claims' state: one being
+            # deleted is gone once the old pod is, and the operator makes a new, empty one.
+            continue
         zone = claim_zone(namespace, claim, policy=policy, store=store, uid=uid)
         if zone is not None:
             return Choice(zone, "data", claim)
