@@ -24,7 +24,7 @@ from webhook.model.nodepools import REMOVE_NODE_IDS, KafkaNodePoolInfo, removal_
 from webhook.model.store import Store
 from webhook.rules.audit import Status, audited_pools
 from webhook.rules.poolguard import judge
-from webhook.rules.poolzones import PoolPolicy, claim_zone, going_away, members, pool_policy
+from webhook.rules.poolzones import PoolPolicy, data_zone, going_away, members, pool_policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +73,7 @@ class PoolReport:
 def broker_row(namespace: str, node_id: int, policy: PoolPolicy, store: Store) -> BrokerRow:
     """One broker as the audit sees it: its data's zone, its pod's node and zone, a status."""
     name = policy.broker(node_id)
-    expected = None
-    for stem in policy.pool.claim_stems():
-        expected = expected or claim_zone(
-            namespace, f"{stem}-{node_id}", policy=policy, store=store
-        )
+    expected = data_zone(namespace, node_id, policy=policy, store=store)
     pod = store.poolpods.get((namespace, name))
     if pod is None:
         return BrokerRow(node_id, name, expected, "", None, "no pod")

@@ -163,17 +163,18 @@ def pod_zone(pod: PoolPodInfo, *, store: Store, key: str = DEFAULT_TOPOLOGY_KEY)
     return pod.zone_label(key) or pod.zone or None
 
 
-def claim_zone(
+def _data_zones(
     namespace: str, claim: str, *, policy: PoolPolicy, store: Store, uid: str | None = None
-) -> str | None:
-    """The zone a claim's data is in: its volume's zone, else the zone stszone gave it."""
+) -> frozenset[str]:
+    """The zones a claim's data allows: its volume's (a regional disk allows several), else
+    the one stszone gave it; none when neither says."""
     volume, zones = store.claim_zones(namespace, claim, policy.key, uid=uid)
     if volume and zones:
-        return _first_listed(zones, policy.zones)
+        return zones
     info = store.claims.get((namespace, claim))
     if info is not None and info.zone and (uid is None or not info.uid or info.uid == uid):
-        return info.zone
-    return None
+        return frozenset((info.zone,))
+    return frozenset()
 
 
 def members(namespace: str, policy: PoolPolicy, *, store: Store) -> dict[int, str | None]:
@@ -185,7 +186,7 @@ def members(namespace: str, policy: PoolPolicy, *, store: Store) -> dict[int, st
         for info in store.claims_with_stem(namespace, stem):
             node_id = node_id_of(info.name)
             if node_id is not None and found.get(node_id) is None:
-                found[node_id] = claim_zone(namespace, info.name, policy=policy, store=store)
+                found[node_id] = data_zone(namespace, node_id, policy=policy, store=store)
     for pod in store.pool_pods(namespace, pool.cluster, pool.name):
         if pod.node_id is None or pod.name != policy.broker(pod.node_id):
             continue
@@ -227,22 +228,57 @@ def choose(
             f"nodes with {policy.key}",
             reason="NoZones",
         )
-    for claim in claims:
-        uid = creating[1] if creating is not None and creating[0] == claim else None
-        held = store.claims.get((namespace, claim))
-        if uid is None and held is not None and held.going:
-            # The StrimziPodSet controller creates a pod whatever its claims' state: one being
-            # deleted is gone once the old pod is, and the operator makes a new, empty one.
-            continue
-        zone = claim_zone(namespace, claim, policy=policy, store=store, uid=uid)
-        if zone is not None:
-            return Choice(zone, "data", claim)
+    if (data := _data_choice(namespace, policy, claims, store, creating)) is not None:
+        return data
     added = new_ids(policy.pool, store=store)
     found = members(namespace, policy, store=store)
     stale = _left_behind(namespace, policy, found, added, store=store)
     found = {i: z for i, z in found.items() if i not in stale}
     found[node_id] = None  # its own zone is what is being chosen
     return Choice(zones_together(policy.zones, found, set(found) | set(added))[node_id], "fewest")
+
+
+def data_zone(namespace: str, node_id: int, *, policy: PoolPolicy, store: Store) -> str | None:
+    """The zone the data of broker ``node_id`` decides (its claims the view holds, as its pod
+    mounts them), None when none does. A claim being deleted still counts until it is gone:
+    the scale-down guard and the audit count a broker whose pod is Terminating in its data's
+    zone."""
+    claims = [f"{stem}-{node_id}" for stem in policy.pool.claim_stems()]
+    data = _data_choice(namespace, policy, claims, store, None, placing=False)
+    return data.zone if data is not None else None
+
+
+def _data_choice(
+    namespace: str,
+    policy: PoolPolicy,
+    claims: Iterable[str],
+    store: Store,
+    creating: tuple[str, str] | None,
+    *,
+    placing: bool = True,
+) -> Choice | None:
+    """The zone the data of ``claims`` decides (:func:`choose`), None when none does. The pod
+    must reach every claim (JBOD volumes): only the zones all of them allow can run it. A claim
+    whose zones meet none of the others' is left out (the first ones decide): no zone runs
+    that pod, and kube-scheduler says which volume conflicts. ``placing`` (a pod or claim being
+    placed) leaves out the claims being deleted."""
+    allowed: frozenset[str] | None = None
+    first = ""
+    for claim in claims:
+        uid = creating[1] if creating is not None and creating[0] == claim else None
+        held = store.claims.get((namespace, claim))
+        if placing and uid is None and held is not None and held.going:
+            # The StrimziPodSet controller creates a pod whatever its claims' state: one being
+            # deleted is gone once the old pod is, and the operator makes a new, empty one.
+            continue
+        zones = _data_zones(namespace, claim, policy=policy, store=store, uid=uid)
+        if not zones:
+            continue
+        if allowed is None:
+            allowed, first = zones, claim
+        elif allowed & zones:
+            allowed &= zones
+    return None if allowed is None else Choice(_first_listed(allowed, policy.zones), "data", first)
 
 
 def _left_behind(
