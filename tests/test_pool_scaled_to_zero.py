@@ -14,6 +14,7 @@ import pytest
 from tests import poolsim as sim
 from webhook.model.nodepools import nodepool_info
 from webhook.model.store import Store
+from webhook.rules.decision import CUT
 
 SAID = "pool: 3 -> 0 removes every broker of the pool, in every zone"
 
@@ -47,9 +48,25 @@ def test_a_pool_scaled_to_zero_is_warned_that_every_broker_goes(by: str) -> None
     assert answer.allowed, answer.message
     said = [w for w in answer.warnings if w.startswith(SAID)]
     assert len(said) == 1, answer.warnings
-    warning = said[0]
-    assert "other pools" in warning and "skip-broker-scaledown-check" in warning
-    assert "stops the set" not in warning
+    assert "other pools" in said[0] and "stops the set" not in said[0]
+    told = " ".join(answer.warnings)
+    assert "skip-broker-scaledown-check" in told
+    assert "scaled up again, each broker goes to its data, else where the pool has fewest" in told
+
+
+@pytest.mark.parametrize("by", ["update", "scale"])
+def test_the_warnings_of_a_pool_scaled_to_zero_reach_the_user_whole(by: str) -> None:
+    """Each warning fits in what stszone sends whole: none ends in the mark of a cut. As one
+    warning, the user read "... is set); scaling  [...]" and never where brokers go when the
+    pool is scaled up again."""
+    view, old = _placed()
+    if by == "update":
+        answer = sim.admit(view, _update_to_zero(old), old=old, operation="UPDATE")
+    else:
+        new, before = sim.scale("pool", old=3, new=0)
+        answer = sim.admit(view, new, old=before, operation="UPDATE")
+    assert answer.allowed, answer.message
+    assert answer.warnings and not any(w.endswith(CUT) for w in answer.warnings), answer.warnings
 
 
 def test_a_pool_being_deleted_or_skipped_is_not_warned() -> None:

@@ -310,16 +310,18 @@ def validate_pool_scale(
 
 
 def _emptied(name: str, *, old: int) -> Decision:
-    """Scaling a pool to zero removes all its brokers: allowed with a warning, whatever the
+    """Scaling a pool to zero removes all its brokers: allowed with warnings, whatever the
     zones, as a StatefulSet scaled to zero is. The Kafka cluster runs on in its other pools
     (the operator refuses a cluster whose pools all have zero replicas), and the operator
-    removes no broker that still hosts partition replicas unless its check is skipped."""
+    removes no broker that still hosts partition replicas unless its check is skipped. Two
+    warnings, since one saying all this is longer than WARNING_MAX and would be cut."""
     return allow(
         warnings=(
             f"{name}: {old} -> 0 removes every broker of the pool, in every zone: the Kafka "
-            "cluster keeps only the brokers of its other pools (Strimzi removes no broker that "
-            "still hosts partition replicas unless strimzi.io/skip-broker-scaledown-check is "
-            "set); scaling up puts each broker with its data, else where the pool has fewest",
+            "cluster keeps only the brokers of its other pools; scaled up again, each broker "
+            "goes to its data, else where the pool has fewest",
+            f"{name}: Strimzi removes no broker still hosting partition replicas unless the "
+            "Kafka sets strimzi.io/skip-broker-scaledown-check",
         )
     )
 
