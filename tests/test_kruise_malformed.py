@@ -60,6 +60,6 @@ def test_a_malformed_sets_scale_down_is_guarded_on_the_defaults_on_either_kind(
     assert (apps.allowed, apps.reason) == (False, "ZoneLoss"), apps.message
     kruise = _kruise(zones, annotations)
     assert (kruise.allowed, kruise.reason) == (False, "ZoneLoss"), kruise.message
-    for message in (apps.message, kruise.message):
+    for message, kind in ((apps.message, "StatefulSet"), (kruise.message, "Advanced StatefulSet")):
         assert f"would drop zone {zones[2]} (ordinal 2 is its only pod)" in message, message
-        assert "fix the StatefulSet's malformed annotations (" in message, message
+        assert f"fix the {kind}'s malformed annotations (" in message, message

@@ -177,6 +177,7 @@ def judge_live(
             regarding=regarding,
             malformed=new_policy.malformed,
             origin=zones_origin(new_policy.declared, store=store),
+            group=kruise.GROUP,
         )
     if sts is None or not outcome.allowed:
         return outcome

@@ -9,7 +9,6 @@ Warnings stay short (the API server advises under 120 characters and may cut the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
 from webhook.model import notices
 from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
@@ -21,18 +20,19 @@ from webhook.rules.locate import SCHEDULED, Located
 from webhook.rules.placement import workload_kind
 from webhook.rules.text import SHOWN, joined, some
 
-OVERRIDE: Final = f'set {ALLOW_ZONE_LOSS}: "true" on the StatefulSet to force it'
 
-
-def _override(malformed: Sequence[str]) -> str:
-    """How to force it. While a set's annotations are malformed, an update that changes them
-    (adding allow-zone-loss alone) is refused, and the guard reads none of them: they are
-    fixed in the same update that sets allow-zone-loss."""
+def _override(malformed: Sequence[str], *, group: str = "") -> str:
+    """How to force it, on the set's kind (``group``): an Advanced StatefulSet is named so,
+    since ``kubectl annotate statefulset`` reaches the apps/v1 set of that name. While a set's
+    annotations are malformed, an update that changes them (adding allow-zone-loss alone) is
+    refused, and the guard reads none of them: they are fixed in the same update that sets
+    allow-zone-loss."""
+    kind = workload_kind(group)
     if not malformed:
-        return OVERRIDE
+        return f'set {ALLOW_ZONE_LOSS}: "true" on the {kind} to force it'
     more = f" (+{len(malformed) - 1} more)" if len(malformed) > 1 else ""
     return (
-        f"fix the StatefulSet's malformed annotations ({malformed[0]}{more}) in the same "
+        f"fix the {kind}'s malformed annotations ({malformed[0]}{more}) in the same "
         f'update that sets {ALLOW_ZONE_LOSS}: "true", to force it'
     )
 
@@ -140,8 +140,9 @@ def _lowest(result: ScaleDown) -> str:
     return lowest
 
 
-def _denial(result: ScaleDown, *, malformed: Sequence[str] = ()) -> str:
-    """The message of a refused scale-down (``malformed``: the set's unusable annotations)."""
+def _denial(result: ScaleDown, *, malformed: Sequence[str] = (), group: str = "") -> str:
+    """The message of a refused scale-down (``malformed``: the set's unusable annotations;
+    ``group``: the set's kind, see :func:`_override`)."""
     what = f"scale-down of {result.name} from {result.old} to {result.new}"
     if result.starts[0] != result.starts[1] or result.label:
         what = f"{result.change} of {result.name}"
@@ -157,7 +158,7 @@ def _denial(result: ScaleDown, *, malformed: Sequence[str] = ()) -> str:
             f"may drop {where}, which no kept pod is known to hold: it removes "
             f"{why_unknown(result.unknown_removed)}"
         )
-    override = _override(malformed)
+    override = _override(malformed, group=group)
     fix = override
     if result.depends_on_unknown:
         unknown = [*result.unknown_removed.first, *result.unknown_kept.first]
@@ -182,11 +183,13 @@ def verdict(
     regarding: ObjectRef,
     malformed: Sequence[str] = (),
     origin: str = ZONES,
+    group: str = "",
 ) -> Decision:
     """Deny a scale-down that drops (or may drop) a listed zone, unless the StatefulSet allows
     it (then warn); warn about pods leaving zones outside the list and about unknown zones.
     ``malformed``: why the set's annotations were unusable (the guard ran on the defaults);
-    ``origin``: where its zone list comes from (:func:`webhook.rules.zonelist.zones_origin`).
+    ``origin``: where its zone list comes from (:func:`webhook.rules.zonelist.zones_origin`);
+    ``group``: the set's kind, which the refusal names (:func:`_override`).
     A refusal, a forced zone loss and a zone left to nodes not Ready are also notices about
     ``regarding`` (the set)."""
     name = result.name
@@ -215,7 +218,7 @@ def verdict(
         told += (notices.zone_loss_allowed(regarding, note=forced),)
         return allow(warnings=(*warnings, forced)).with_notices(*told)
     reason = "ZoneUnknown" if result.depends_on_unknown else "ZoneLoss"
-    denial = _denial(result, malformed=malformed)
+    denial = _denial(result, malformed=malformed, group=group)
     refused = refuse(denial, reason=reason, warnings=warnings)
     return refused.with_notices(notices.scale_down_refused(regarding, note=denial))
 
