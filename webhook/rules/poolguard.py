@@ -82,7 +82,8 @@ class Removal(NamedTuple):
 def judge(policy: PoolPolicy, where: Mapping[int, str | None], removed: Sequence[int]) -> Removal:
     """The zones ``removed`` leaves empty among the pool's current IDs."""
     node_ids = policy.pool.node_ids or ()
-    kept = tuple(i for i in node_ids if i not in set(removed))
+    gone = set(removed)
+    kept = tuple(i for i in node_ids if i not in gone)
     held_after = {where.get(i) for i in kept}
     # The listed zones the removed brokers hold (one only kept brokers hold is never lost),
     # each with those brokers in the order removed, as the refusal names them. So a pool with

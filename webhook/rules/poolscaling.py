@@ -242,7 +242,8 @@ def _score(
 ) -> tuple[int, int]:
     """(listed zones lost, imbalance) of the brokers kept: lower is better."""
     node_ids = policy.pool.node_ids or ()
-    kept = [i for i in node_ids if i not in removed]
+    gone = set(removed)
+    kept = [i for i in node_ids if i not in gone]
     lost = len(judge(policy, where, removed).lost)
     return lost, imbalance(policy.zones, where, kept)
 

@@ -1,0 +1,87 @@
+"""What judging a scale-down of a KafkaNodePool of thousands of brokers costs, counted in
+operations on its node IDs (a shared machine makes seconds meaningless): a pool's IDs are
+compared and hashed a number of times that grows with the IDs, never with their square."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from tests import poolsim as sim
+from webhook.model.nodepools import nodepool_info, removal_order
+from webhook.rules.poolguard import judge
+from webhook.rules.poolzones import policy_of
+
+BROKERS = 2_000
+#: Operations per node ID allowed: a sort's log2(2000) comparisons and a few lookups each.
+PER_ID = 40
+
+
+class Counted(int):
+    """A node ID that counts the comparisons and hashes made of every such ID."""
+
+    ops = 0
+
+    def __hash__(self) -> int:
+        Counted.ops += 1
+        return int.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        Counted.ops += 1
+        return int.__eq__(self, other)
+
+    def __lt__(self, other: Any) -> bool:
+        Counted.ops += 1
+        return int.__lt__(self, other)
+
+    def __le__(self, other: Any) -> bool:
+        Counted.ops += 1
+        return int.__le__(self, other)
+
+    def __gt__(self, other: Any) -> bool:
+        Counted.ops += 1
+        return int.__gt__(self, other)
+
+    def __ge__(self, other: Any) -> bool:
+        Counted.ops += 1
+        return int.__ge__(self, other)
+
+
+def _ids() -> list[int]:
+    return [Counted(i) for i in range(BROKERS)]
+
+
+def test_the_removal_order_of_thousands_of_brokers_is_linear_in_their_ids() -> None:
+    """5,000 brokers scaled to 1 took 2 s of ``max`` over the IDs left, one per removed ID."""
+    ids = _ids()
+    Counted.ops = 0
+    removed = removal_order(ids, 1, None)
+    assert removed == tuple(range(BROKERS - 1, 0, -1))
+    assert Counted.ops <= PER_ID * BROKERS
+
+
+def test_many_remove_node_ids_items_do_not_each_scan_the_pool() -> None:
+    """Each item of ``remove-node-ids`` looks up its IDs, not every ID of the pool: thousands
+    of items naming IDs the pool does not hold, then a range of the lowest."""
+    ids = _ids()
+    annotation = "[" + ", ".join(map(str, range(BROKERS, 2 * BROKERS))) + ", 0-9]"
+    Counted.ops = 0
+    removed = removal_order(ids, BROKERS - 12, annotation)
+    assert removed == (*range(10), BROKERS - 1, BROKERS - 2)
+    assert Counted.ops <= PER_ID * BROKERS
+
+
+def test_judging_the_removal_of_thousands_of_brokers_is_linear_in_their_ids() -> None:
+    """The guard's verdict on 5,000 brokers scaled to 1 took seconds (the removed IDs made
+    into a set again for every kept one): 26 s at 20,000, past the webhook's timeout."""
+    ids = _ids()
+    pool = nodepool_info(sim.pool_object("broker", replicas=1, node_ids=list(range(BROKERS))))
+    policy = policy_of(msgspec.structs.replace(pool, node_ids=tuple(ids)), store=sim.store())
+    where = {i: sim.ZONES[i % 3] for i in ids}
+    removed = removal_order(ids, 1, None)
+    Counted.ops = 0
+    result = judge(policy, where, removed)
+    assert result.kept == (0,)
+    assert set(result.lost) == {"zone-b", "zone-c"}
+    assert Counted.ops <= PER_ID * BROKERS
