@@ -16,6 +16,7 @@ data); a broker of unknown zone holds none, and no choice is made while one is u
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from heapq import heapify, heappop, heappush
 from typing import NamedTuple
 
 from webhook.model.annotations import ALLOW_ZONE_LOSS
@@ -48,15 +49,25 @@ def balanced(
 ) -> tuple[int, ...]:
     """``count`` IDs to remove, one at a time from a zone holding the most of those left;
     among those, the highest ID. None of unknown zone is ever chosen while others remain."""
-    left = sorted(node_ids)
+    by_zone: dict[str, list[int]] = {}
+    unknown: list[int] = []
+    for node_id in sorted(node_ids):
+        zone = where.get(node_id)
+        (unknown if zone is None else by_zone.setdefault(zone, [])).append(node_id)
+    # The zones by (most IDs left, highest ID left): only the zone just taken from changes,
+    # so each choice costs a heap step, not a count over every ID left.
+    heap = [(-len(ids), -ids[-1], zone) for zone, ids in by_zone.items()]
+    heapify(heap)
     chosen: list[int] = []
-    for _ in range(min(count, len(left))):
-        held = counts((), where, left)
-        fullest = max(held.values(), default=0)
-        candidates = [i for i in left if (z := where.get(i)) is not None and held[z] == fullest]
-        pick = max(candidates) if candidates else max(left)
-        left.remove(pick)
-        chosen.append(pick)
+    while len(chosen) < count and (heap or unknown):
+        if not heap:
+            chosen.append(unknown.pop())
+            continue
+        _, _, zone = heappop(heap)
+        ids = by_zone[zone]
+        chosen.append(ids.pop())
+        if ids:
+            heappush(heap, (-len(ids), -ids[-1], zone))
     return tuple(chosen)
 
 
