@@ -14,6 +14,7 @@ scale-down guard's own judgement of it.
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -105,15 +106,19 @@ def audit_pool(pool: KafkaNodePoolInfo, *, store: Store) -> PoolReport:
     for zone in located.values():
         if zone in counts:
             counts[zone] += 1
-    lowest = None
     annotation = pool.annotations.get(REMOVE_NODE_IDS)
     # The guard's own judgement of each count, so the audit never names one it refuses.
     judged = policy._replace(pool=msgspec.structs.replace(pool, node_ids=tuple(node_ids)))
-    for replicas in range(1, len(node_ids) + 1):
-        removed = removal_order(node_ids, replicas, annotation)
-        if not judge(judged, where, removed).refused:
-            lowest = replicas
-            break
+
+    def allowed(replicas: int) -> bool:
+        return not judge(judged, where, removal_order(node_ids, replicas, annotation)).refused
+
+    # A higher count removes a prefix of the same removal order, so it loses no zone a lower
+    # one keeps: the counts allowed are those from the lowest up, found by bisection (the
+    # gauges compute this on every scrape, for pools of any size).
+    sizes = range(1, len(node_ids) + 1)
+    found = bisect_left(sizes, True, key=allowed)
+    lowest = sizes[found] if found < len(sizes) else None
     return PoolReport(
         pool.namespace,
         pool.name,
