@@ -231,11 +231,13 @@ class _Ranges:
             self._located[ordinal] = item
         return item
 
-    def _rule_ordinals(self, r: range, zone: str) -> Iterator[int]:
-        """Ordinals of ``r`` that are not known and that the rule puts in ``zone``."""
-        zones, start = self.policy.zones, self.policy.start
-        first = r.start + (zones.index(zone) - (r.start - start)) % len(zones)
-        return (o for o in range(first, r.stop, len(zones)) if o not in self.known)
+    def _rule_ordinals(self, r: range, residue: int) -> Iterator[int]:
+        """Ordinals of ``r`` that are not known and that the rule puts in the zone of
+        ``residue`` (mod k): taken from the cycle, as looking the zone up in a list of
+        thousands, for each of them, costs their square."""
+        k = self.k
+        first = r.start + (residue - r.start) % k
+        return (o for o in range(first, r.stop, k) if o not in self.known)
 
     def holders(self, r: range) -> dict[str, Holders]:
         """Zone -> the ordinals of ``r`` holding it (first few in order, and the count)."""
@@ -262,7 +264,7 @@ class _Ranges:
             known_there = bisect_left(same, r.stop) - bisect_left(same, r.start)
             if in_r - known_there <= 0:
                 continue
-            ruled = islice(self._rule_ordinals(r, zone), NAMED)
+            ruled = islice(self._rule_ordinals(r, residue), NAMED)
             found[zone] = sorted([*found.get(zone, ()), *ruled])
             counts[zone] = counts.get(zone, 0) + in_r - known_there
         kept = self._held[r] = {z: (found[z][:NAMED], counts[z]) for z in sorted(found)}
