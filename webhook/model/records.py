@@ -19,13 +19,7 @@ from msgspec import field
 
 from webhook.errors import BadObject
 from webhook.model import kruise, objects
-from webhook.model.annotations import (
-    SKIP,
-    ZONE,
-    Declared,
-    read_annotations,
-    stszone_annotations,
-)
+from webhook.model.annotations import SKIP, ZONE, Declared, read_annotations, stszone_annotations
 from webhook.model.namespaces import NamespaceInfo
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
 from webhook.model.owners import ordinal_of, pod_owned, workload_owner
