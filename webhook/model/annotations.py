@@ -241,3 +241,10 @@ def storage_class_for(template: str, zone: str) -> str:
 def stszone_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
     """Only the ``stszone.io/`` policy keys of an annotation map (``stszone.io/zone`` excluded)."""
     return {k: v for k, v in annotations.items() if k in STATEFULSET_KEYS}
+
+
+def prefixed_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    """Every ``stszone.io/`` key of an annotation map, a misspelt one too: an update that adds
+    or changes one changes what the object declares (:func:`stszone_annotations` keeps only the
+    known keys)."""
+    return {k: v for k, v in annotations.items() if k.startswith(PREFIX)}

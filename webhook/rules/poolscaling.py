@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from webhook.errors import BadObject
 from webhook.model import notices, objects
-from webhook.model.annotations import ALLOW_ZONE_LOSS, PREFIX
+from webhook.model.annotations import ALLOW_ZONE_LOSS, prefixed_annotations
 from webhook.model.nodepools import (
     REMOVE_NODE_IDS,
     KafkaNodePoolInfo,
@@ -76,7 +76,7 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
         api_version=base.api_version or info.api_version,
         cluster=info.cluster or base.cluster,
         # With any misspelt key, which the record drops but the check of the update reads.
-        annotations={**info.annotations, **_ours(written)},
+        annotations={**info.annotations, **prefixed_annotations(written)},
         replicas=info.replicas,
         node_ids=nodepool_info(old).node_ids,
         claim_prefixes=info.claim_prefixes or base.claim_prefixes,
@@ -133,14 +133,10 @@ def pool_annotation_problems(obj: JSON, *, old: JSON | None, store: Store) -> De
     name = objects.string(meta, "name") or "(unnamed)"
     if old is not None:
         before = objects.str_map(objects.mapping(old, "metadata"), "annotations")
-        if _ours(before) == _ours(annotations):
+        if prefixed_annotations(before) == prefixed_annotations(annotations):
             said = malformed_warning(name, problems, by="update", kind="KafkaNodePool")
             return allow(warnings=(said,))
     return refuse(f"KafkaNodePool {name}: {'; '.join(problems)}", code=422, reason="Invalid")
-
-
-def _ours(annotations: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
 
 
 def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:

@@ -19,13 +19,13 @@ from webhook.model import notices, objects
 from webhook.model.annotations import (
     DEFAULT_SCHEDULER,
     MODE,
-    PREFIX,
     TOPOLOGY_KEY,
     ZONE,
     ZONES,
     Declared,
     InvalidAnnotations,
     parse_annotations,
+    prefixed_annotations,
     template_problems,
     unread_warnings,
 )
@@ -178,7 +178,7 @@ def _unchanged(
         return False
     old_meta = objects.mapping(old, "metadata")
     old_annotations = objects.str_map(old_meta, "annotations", path="oldObject.metadata")
-    if _policy_keys(old_annotations) != _policy_keys(annotations):
+    if prefixed_annotations(old_annotations) != prefixed_annotations(annotations):
         return False
     if template is None:
         return True
@@ -194,10 +194,6 @@ def _template_skipped(sts: JSON) -> bool:
     template = objects.mapping(objects.mapping(sts, "spec"), "template", path="spec")
     meta = objects.mapping(template, "metadata", path="spec.template")
     return skipped(objects.str_map(meta, "labels", path="spec.template.metadata"))
-
-
-def _policy_keys(annotations: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
 
 
 def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) -> str | None:
