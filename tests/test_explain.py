@@ -317,8 +317,9 @@ def test_not_found_and_ambiguous_names_exit_1(
 def test_an_orphaned_pod_is_said_to_have_no_owner_and_be_no_member(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """db-3 left by kubectl delete sts db --cascade=orphan: its labels still name the set, and
-    the reason it was not found named only pods of no StatefulSet at all."""
+    """db-3 left by kubectl delete sts db --cascade=orphan: its labels still name the set, so
+    the reason it is not found says why such a pod is no member, not only that the view holds
+    the pods of StatefulSets."""
     orphan = b.sts_pod("db", 3, node="node-a1")
     orphan["metadata"].pop("ownerReferences", None)
     assert orphan["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"] == "db-3"

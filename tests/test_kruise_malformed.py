@@ -54,8 +54,8 @@ def _apps(zones: tuple[str, ...], annotations: dict[str, str]) -> Answer:
 def test_a_malformed_sets_scale_down_is_guarded_on_the_defaults_on_either_kind(
     zones: tuple[str, ...], annotations: dict[str, str]
 ) -> None:
-    """The apps/v1 set's 3 -> 2 is refused, and so is the Advanced StatefulSet's, which
-    read allow-zone-loss beside the malformed annotations and allowed it."""
+    """The apps/v1 set's 3 -> 2 is refused, and so is the Advanced StatefulSet's: neither
+    reads allow-zone-loss beside the malformed annotations."""
     apps = _apps(zones, annotations)
     assert (apps.allowed, apps.reason) == (False, "ZoneLoss"), apps.message
     kruise = _kruise(zones, annotations)

@@ -110,7 +110,7 @@ async def test_a_refused_reload_is_logged_once_per_refusal_not_per_retry(
 ) -> None:
     """The live view runs (a watch per kind, each re-opened often here) when its kubeconfig is
     edited to insecure-skip-tls-verify beside a CA and the tokenFile rotates: every reflector
-    retries every few seconds, and each retry said the refusal again. It is said once; a
+    retries every few seconds, and would say the refusal each time. It is said once; a
     different refusal (a CA file that is not there) once more; and once the file is good
     again, that. Each edit replaces the file whole, as an editor or a Secret volume does."""
     token_file = tmp_path / "token"

@@ -164,7 +164,7 @@ def test_a_required_affinity_with_no_term_is_refused_as_the_api_server_refuses_i
 ) -> None:
     """Kubernetes' ValidateNodeSelector refuses a NodeSelector with no term ("Required value:
     must have at least one node selector term"); the mutating webhook runs before that check,
-    and its refusal said the pod matches no node and to remove a constraint."""
+    and refuses it in the same words, not as a constraint that matches no node."""
     pod = b.sts_pod(ordinal=0, affinity={"nodeAffinity": {REQUIRED: required}})
     outcome, _ = run(pod, ZONES_ABC)
     assert (outcome.allowed, outcome.code) == (False, 400)

@@ -53,7 +53,7 @@ def _set_update(before: dict[str, str], after: dict[str, str]) -> Answer:
 
 def test_an_update_adding_a_misspelt_key_is_refused_as_for_a_set() -> None:
     """allow-zoneloss for allow-zone-loss: the set's update is refused naming the key, and so
-    is the pool's, which was allowed without a word while the guard stayed armed."""
+    is the pool's (allowed, the user would believe the guard disarmed)."""
     assert not _set_update({}, MISSPELT).allowed
     for replicas in (6, 5):
         answer = _pool_update({}, MISSPELT, replicas=replicas)
@@ -75,7 +75,7 @@ def test_an_update_leaving_malformed_annotations_warns_as_for_a_set(
     kept: dict[str, str], said: str, replicas: int
 ) -> None:
     """A label added (and a scale-up) with the malformed annotations left: the set is told,
-    and the pool, which was told nothing unless the update was a scale-down."""
+    and the pool alike, whether or not the update is a scale-down."""
     tail = " (unchanged by this update; fix it)"
     assert f"StatefulSet db: {said}{tail}" in _set_update(kept, kept).warnings
     answer = _pool_update(kept, kept, replicas=replicas)
@@ -96,7 +96,7 @@ def test_a_scale_down_leaving_them_warns_once() -> None:
 def test_a_scale_down_beside_a_misspelt_key_is_guarded_on_the_defaults_as_for_a_set() -> None:
     """allow-zone-loss beside a misspelt key, both left as they were, and 6 -> 2 (zone-c's
     brokers go): the set's update is guarded on the defaults and refused, and so is the
-    pool's, which read allow-zone-loss and let zone-c go."""
+    pool's: neither reads allow-zone-loss beside the misspelt key."""
     forced = {**MISSPELT, "stszone.io/allow-zone-loss": "true"}
     old = b.statefulset(replicas=3, annotations={"stszone.io/zones": "a,b,c", **forced})
     new = copy.deepcopy(old)
@@ -109,8 +109,9 @@ def test_a_scale_down_beside_a_misspelt_key_is_guarded_on_the_defaults_as_for_a_
 
 
 def test_a_misspelt_key_on_a_pool_is_told_only_the_keys_a_pool_reads() -> None:
-    """The list of known keys that follows a misspelt one named stszone.io/mode, node-label
-    and scheduler-name, each of which the pool then refuses as not applying to it."""
+    """The list of known keys that follows a misspelt one names only the keys a pool reads,
+    not stszone.io/mode, node-label and scheduler-name, which a pool refuses as not applying
+    to it."""
     asked = sim.pool_object("pool", replicas=3, annotations={**ZONES, **MISSPELT})
     refused = sim.admit(sim.store(), asked)
     assert (refused.allowed, refused.code) == (False, 422)

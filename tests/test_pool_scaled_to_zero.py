@@ -38,7 +38,7 @@ def _update_to_zero(old: sim.JSON) -> sim.JSON:
 
 @pytest.mark.parametrize("by", ["update", "scale"])
 def test_a_pool_scaled_to_zero_is_warned_that_every_broker_goes(by: str) -> None:
-    """It was allowed without a word, where the same change of a StatefulSet is warned."""
+    """Allowed with a warning, as the same change of a StatefulSet is."""
     view, old = _placed()
     if by == "update":
         answer = sim.admit(view, _update_to_zero(old), old=old, operation="UPDATE")
@@ -56,9 +56,9 @@ def test_a_pool_scaled_to_zero_is_warned_that_every_broker_goes(by: str) -> None
 
 @pytest.mark.parametrize("by", ["update", "scale"])
 def test_the_warnings_of_a_pool_scaled_to_zero_reach_the_user_whole(by: str) -> None:
-    """Each warning fits in what stszone sends whole: none ends in the mark of a cut. As one
-    warning, the user read "... is set); scaling  [...]" and never where brokers go when the
-    pool is scaled up again."""
+    """Each warning fits in what stszone sends whole: none ends in the mark of a cut (one
+    warning saying it all would be cut to "... is set); scaling  [...]", losing where brokers
+    go when the pool is scaled up again)."""
     view, old = _placed()
     if by == "update":
         answer = sim.admit(view, _update_to_zero(old), old=old, operation="UPDATE")

@@ -60,7 +60,6 @@ def _pool(replicas: int, zones: str, *, operation: str) -> tuple[str, ...]:
 def test_a_pool_is_warned_of_its_shape_as_a_set_is(
     operation: str, replicas: int, zones: str, said: tuple[str, ...]
 ) -> None:
-    """The set's CREATE (and an UPDATE adding a label) is warned; the pool's was allowed
-    without a word."""
+    """The set's CREATE (and an UPDATE adding a label) is warned, and the pool's alike."""
     assert _set(replicas, zones, operation=operation) == tuple(s.format(name="db") for s in said)
     assert _pool(replicas, zones, operation=operation) == tuple(s.format(name="pool") for s in said)

@@ -305,7 +305,8 @@ def test_template_node_selector_that_excludes_the_zone_blocks() -> None:
 
 def test_a_template_node_name_is_named_as_what_rules_the_other_nodes_out() -> None:
     """The pod template binds its pods to a1 (spec.nodeName): db-1 can go to no node of
-    zone-b, and the reason named a nodeSelector/nodeAffinity the template does not have."""
+    zone-b, and the reason names that nodeName, not a nodeSelector/nodeAffinity the template
+    does not have."""
     sts = r.statefulset(2)
     sts["spec"]["template"]["spec"]["nodeName"] = "a1"
     result = only(planned(r.cluster({0: "a1", 1: "a1"}, sts=sts)))

@@ -122,7 +122,7 @@ def test_a_pod_bound_by_its_template_to_a_missing_node_is_not_said_to_be_replace
 ):
     """db's template binds its pods to node ghost (spec.nodeName), which does not exist: db-0,
     bound there, is deleted by PodGC and re-created bound to ghost again, where no kubelet runs
-    it. The audit said its replacement goes to zone a."""
+    it. The audit does not say its replacement goes to zone a."""
     sts = b.statefulset(replicas=1, annotations=ABC)
     sts["spec"]["template"]["spec"]["nodeName"] = "ghost"
     nodes = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]

@@ -89,7 +89,8 @@ def fit(selection: PodSelection, *, key: str, value: str, view: View) -> Fit:
 
     :class:`BadObject` for a pod whose required node affinity has no term: the API server
     refuses it (``ValidateNodeSelector``) after the mutating webhooks, in the words here, so
-    the user fixes the affinity rather than a zone it was said to exclude."""
+    the user fixes the affinity: a pod with no term is malformed, not one that rules a zone
+    out."""
     if selection.required == ():
         raise BadObject(NO_TERM)
     if not selection.constrained:  # nothing of its own rules any zone out: no lookup
