@@ -2,7 +2,8 @@
 
 A rule from the node ID alone cannot spread a pool: node IDs are shared by every pool of a
 cluster, so one pool may hold only IDs equal mod k. A broker therefore goes where its data is
-(a claim bound to a volume of a known zone, or a claim stszone already gave a zone), else to
+(a claim bound to a volume of a known zone, or a claim stszone already gave a zone; with
+several, a zone every one of them allows; a claim being deleted holds none), else to
 the pool's listed zone holding the fewest of its other brokers (ties: the first listed), the
 brokers without a known zone -- the new IDs of a scale-up among them -- worked out together,
 lowest ID first (:mod:`webhook.rules.poolplan`), so claims created together get the zones they
@@ -215,7 +216,8 @@ def choose(
     claims: Iterable[str] = (),
     creating: tuple[str, str] | None = None,
 ) -> Choice:
-    """The zone of broker ``node_id``: where any of its claims' data is, else the fewest.
+    """The zone of broker ``node_id``: where its claims' data is (a zone all of them allow),
+    else the fewest.
 
     ``claims``: its claims by name (a pod's mounted ones; for a claim being created, every
     claim of that ID the view holds); one being deleted holds no data for it (the operator
