@@ -91,8 +91,9 @@ def validate_statefulset(
     """Check a StatefulSet CREATE (``old`` None) or UPDATE; of ``group`` ``apps.kruise.io``,
     an Advanced StatefulSet, whose members are placed by rank over its live ordinals.
 
-    Denied: malformed ``stszone.io/*`` annotations; a pod template whose own nodeSelector or
-    required node affinity excludes listed zones (or, in node-ordinal mode, ordinal labels);
+    Denied: malformed ``stszone.io/*`` annotations; a pod template whose own nodeSelector,
+    required node affinity or ``spec.nodeName`` excludes listed zones (or, in node-ordinal
+    mode, ordinal labels);
     a scale-down that drops a zone. Warned: fewer replicas than zones; a listed zone with no
     node (a node pool at zero, say); a changed zone list.
     """
