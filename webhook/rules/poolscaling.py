@@ -12,10 +12,14 @@
   whose default order drops a zone is refused with the ``kubectl annotate`` that makes it
   balanced; one that keeps every zone is allowed, with a warning when a more balanced choice
   existed.
+- A scale to zero, by either path, removes every broker: allowed with warnings, whatever the
+  zones, as a StatefulSet's is (:func:`_emptied`).
 
 The pool's ``stszone.io/*`` annotations are checked here too, on CREATE and on an UPDATE that
-changes them (:func:`pool_annotation_problems`), read as every path reads them
-(:func:`webhook.rules.poolzones.pool_annotations`).
+changes them, and warned of on one that leaves them malformed (:func:`pool_annotation_problems`),
+read as every path reads them (:func:`webhook.rules.poolzones.pool_annotations`); CREATE and
+UPDATE are warned, as a StatefulSet's are, of fewer replicas than zones and of a listed zone
+with no node (:func:`spread`).
 """
 
 from __future__ import annotations
