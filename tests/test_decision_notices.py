@@ -106,6 +106,19 @@ def test_a_refused_scale_down_is_a_warning_event_on_the_set() -> None:
     assert refused.notices == (notices.scale_down_refused(set_ref(), note=refused.message),)
 
 
+def test_a_refused_scale_down_in_an_update_of_the_set_is_told_on_it_by_uid() -> None:
+    """replicas 4 -> 3 written into the StatefulSet itself (kubectl apply, not /scale): the
+    Event names the set by its uid too, or ``kubectl describe statefulset db`` (which asks
+    for the Events of that uid) would not show why its apply was refused."""
+    store = cluster(placed("na", "nb", "na", "nc"))
+    before, after = (b.statefulset(annotations=ABC, replicas=n) for n in (4, 3))
+    for obj in (before, after):
+        obj["metadata"]["uid"] = SET_UID
+    refused = answer("validate", b.review(after, operation="UPDATE", old=before), store)
+    assert not refused.allowed
+    assert refused.notices == (notices.scale_down_refused(set_ref(), note=refused.message),)
+
+
 def test_a_forced_zone_loss_is_a_warning_event() -> None:
     store = cluster(
         placed("na", "nb", "na", "nc"),
