@@ -208,6 +208,18 @@ def test_the_old_object_of_an_update_is_named_as_such() -> None:
     )
 
 
+def test_a_malformed_uid_of_a_statefulset_update_is_named_in_full() -> None:
+    """A hand-written UPDATE whose metadata.uid is a number: a 400 naming metadata.uid (what
+    the Events about the set would carry), as every other malformed field is named."""
+    old = b.statefulset(annotations={"stszone.io/zones": "a,b,c"})
+    new = broken(old, "metadata.uid", 5)
+    status = answer("validate", b.review(new, operation="UPDATE", old=old), with_set(ZONES))
+    assert (status["status"]["code"], status["status"]["message"]) == (
+        400,
+        "malformed StatefulSet: metadata.uid must be a string, got int",
+    )
+
+
 def renamed(pod: dict[str, Any], name: str | None) -> dict[str, Any]:
     """A pod of ordinal 5 (its pod-index label) named ``name``, or unnamed (generateName)."""
     pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = "5"
