@@ -15,9 +15,9 @@ import pytest
 
 from tests import builders as b
 from tests import poolsim as sim
+from tests.test_pool_annotation_reads import _cluster as stored_pool
 from tests.test_validate import validate
 from webhook.cluster.clusterfile import store_from_objects
-from webhook.model.nodepools import nodepool_info
 from webhook.wire.review import Answer
 
 ZONES = {"stszone.io/zones": "zone-a,zone-b,zone-c"}
@@ -28,15 +28,7 @@ EMPTY_ENTRY = {"stszone.io/zones": "zone-a,,zone-b"}
 def _pool_update(before: dict[str, str], after: dict[str, str], *, replicas: int = 6) -> Answer:
     """/validate of an UPDATE of the pool (stored with ``before``) to ``after`` with a new
     label and ``replicas``."""
-    view = sim.store()
-    cluster = sim.Cluster(view)
-    cluster.create_pool("pool", 6)
-    cluster.reconcile()
-    info = view.nodepool("kafka", "pool")
-    assert info is not None
-    old = sim.pool_object("pool", replicas=6, node_ids=list(info.node_ids or ()))
-    old["metadata"]["annotations"] = {**ZONES, **before}
-    view.put("nodepools", nodepool_info(old))
+    view, old = stored_pool(**before)
     new = copy.deepcopy(old)
     new["metadata"]["annotations"] = {**ZONES, **after}
     new["metadata"].setdefault("labels", {})["team"] = "payments"

@@ -15,6 +15,7 @@ from tests import poolsim as sim
 from webhook.model.nodepools import nodepool_info
 from webhook.model.store import Store
 from webhook.rules.decision import CUT
+from webhook.wire.review import Answer
 
 SAID = "pool: 3 -> 0 removes every broker of the pool, in every zone"
 
@@ -36,15 +37,19 @@ def _update_to_zero(old: sim.JSON) -> sim.JSON:
     return new
 
 
+def _scaled_to_zero(by: str) -> Answer:
+    """/validate of the placed pool scaled from 3 to 0 by an UPDATE of it or by its /scale."""
+    view, old = _placed()
+    if by == "update":
+        return sim.admit(view, _update_to_zero(old), old=old, operation="UPDATE")
+    new, before = sim.scale("pool", old=3, new=0)
+    return sim.admit(view, new, old=before, operation="UPDATE")
+
+
 @pytest.mark.parametrize("by", ["update", "scale"])
 def test_a_pool_scaled_to_zero_is_warned_that_every_broker_goes(by: str) -> None:
     """Allowed with a warning, as the same change of a StatefulSet is."""
-    view, old = _placed()
-    if by == "update":
-        answer = sim.admit(view, _update_to_zero(old), old=old, operation="UPDATE")
-    else:
-        new, before = sim.scale("pool", old=3, new=0)
-        answer = sim.admit(view, new, old=before, operation="UPDATE")
+    answer = _scaled_to_zero(by)
     assert answer.allowed, answer.message
     said = [w for w in answer.warnings if w.startswith(SAID)]
     assert len(said) == 1, answer.warnings
@@ -59,12 +64,7 @@ def test_the_warnings_of_a_pool_scaled_to_zero_reach_the_user_whole(by: str) -> 
     """Each warning fits in what stszone sends whole: none ends in the mark of a cut (one
     warning saying it all would be cut to "... is set); scaling  [...]", losing where brokers
     go when the pool is scaled up again)."""
-    view, old = _placed()
-    if by == "update":
-        answer = sim.admit(view, _update_to_zero(old), old=old, operation="UPDATE")
-    else:
-        new, before = sim.scale("pool", old=3, new=0)
-        answer = sim.admit(view, new, old=before, operation="UPDATE")
+    answer = _scaled_to_zero(by)
     assert answer.allowed, answer.message
     assert answer.warnings and not any(w.endswith(CUT) for w in answer.warnings), answer.warnings
 
