@@ -10,9 +10,12 @@ views (``--zones``, ``--cluster FILE``) are complete by definition.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests import builders as b
 from tests.conftest import ServeFactory
@@ -117,6 +120,30 @@ def test_statefulset_zone_list_waits_for_the_nodes_unless_zones_are_given() -> N
     given = send("mutate", sts, partly_listed([], ("statefulsets",), zones=("a", "b")))
     assert given.edited is not None
     assert given.edited["metadata"]["annotations"]["stszone.io/zones"] == "a,b"
+
+
+OPERATOR_REVIEWS = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize(
+    ("review", "retrier"),
+    [
+        ("kruise/admission/001-all-StatefulSet-CREATE-web.json", "(kruise-manager and the HPA "),
+        ("kruise/admission/004-all-Pod-CREATE-web-0.json", "(kruise-manager and the HPA "),
+        ("strimzi/admission/002-all-KafkaNodePool-CREATE-broker.json", "(the Strimzi operator "),
+        ("strimzi/admission/023-all-Pod-CREATE-my-cluster-broker-0.json", "(the Strimzi operator "),
+        ("strimzi/admission/032-all-Scale-UPDATE-broker.json", "(the Strimzi operator "),
+    ],
+)
+def test_a_refusal_for_retry_names_who_retries_that_kind(review: str, retrier: str) -> None:
+    """Recorded requests of an Advanced StatefulSet and a KafkaNodePool reaching a view that has
+    listed nothing yet: the refusal names kruise-manager, or the Strimzi operator, as the one
+    that retries, not the StatefulSet controller, which never sends them."""
+    body = json.loads((OPERATOR_REVIEWS / review).read_text())
+    endpoint = "validate" if "Scale-UPDATE" in review else "mutate"
+    outcome = send(endpoint, body, Store(live=True))
+    assert retryable(outcome), outcome
+    assert retrier in outcome.message and "StatefulSet controller" not in outcome.message
 
 
 async def test_extender_reports_the_loading_view_as_its_error(serve: ServeFactory) -> None:

@@ -40,6 +40,8 @@ class SetKind(NamedTuple):
     #: Its ``minReadySeconds`` sits in ``spec.updateStrategy.rollingUpdate`` (Kruise's
     #: getMinReadySeconds), not in ``spec``.
     min_ready_in_strategy: bool
+    #: Who sends its creates and scales again after a refusal meant for retry.
+    retried_by: str
 
 
 KINDS: Final[dict[str, SetKind]] = {
@@ -51,6 +53,7 @@ KINDS: Final[dict[str, SetKind]] = {
         live_ordinals=False,
         owner_uid=False,
         min_ready_in_strategy=False,
+        retried_by="the StatefulSet controller and the HPA retry by themselves",
     ),
     kruise.GROUP: SetKind(
         f"{kruise.GROUP}/{kruise.WATCHED_VERSION}",
@@ -60,6 +63,7 @@ KINDS: Final[dict[str, SetKind]] = {
         live_ordinals=True,
         owner_uid=True,
         min_ready_in_strategy=True,
+        retried_by="kruise-manager and the HPA retry by themselves",
     ),
 }
 

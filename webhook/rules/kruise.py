@@ -14,7 +14,7 @@ holds it (read through ``v1beta1``) and its "after" reserves nothing, as the con
 
 from __future__ import annotations
 
-from webhook.model import kruise, notices, objects
+from webhook.model import kruise, notices, objects, setkinds
 from webhook.model.annotations import Declared
 from webhook.model.kruise import Live
 from webhook.model.objects import JSON
@@ -153,7 +153,10 @@ def judge_live(
         outcome = verdict.stopped(name, old=before.replicas)
     else:
         require_synced(
-            store, what=f"a change of Advanced StatefulSet {namespace}/{name}", also=("kruisesets",)
+            store,
+            what=f"a change of Advanced StatefulSet {namespace}/{name}",
+            also=("kruisesets",),
+            retried_by=setkinds.KINDS[kruise.GROUP].retried_by,
         )
         result = kruiseguard.compare(
             name,

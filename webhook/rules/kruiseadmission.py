@@ -15,7 +15,6 @@ from webhook.model.store import Store
 from webhook.rules import kruise
 from webhook.rules import mutate as mutations
 from webhook.rules.decision import Decision, allow
-from webhook.rules.placement import workload_kind
 
 if TYPE_CHECKING:
     from webhook.rules.admission import Request
@@ -34,7 +33,7 @@ def mutate(request: Request, store: Store, defaults: Defaults) -> Decision | Non
         return allow()
     if request.kind != KIND or request.group != GROUP:
         return allow()
-    return mutations.mutate_statefulset(request.object, store=store, kind=workload_kind(GROUP))
+    return mutations.mutate_statefulset(request.object, store=store, group=GROUP)
 
 
 def validate(request: Request, store: Store, defaults: Defaults) -> Decision | None:

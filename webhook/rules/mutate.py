@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from webhook.config import Defaults
 from webhook.errors import Denied
-from webhook.model import notices, objects
+from webhook.model import notices, objects, setkinds
 from webhook.model.annotations import (
     DEFAULT_SCHEDULER,
     DEFAULT_TOPOLOGY_KEY,
@@ -236,23 +236,23 @@ def _node_ordinal_mode(view: PodView, plan: PodPlan, *, namespace: str, store: S
 
 
 def server_zones_for(
-    annotations: dict[str, str], *, store: Store, what: str
+    annotations: dict[str, str], *, store: Store, what: str, retried_by: str
 ) -> tuple[str, tuple[str, ...]]:
     """The topology key a new workload declares (the default when absent or invalid: the
     validating webhook refuses an invalid one) and the server's zones on it. Raises
     :class:`Denied`, for retry, while a live view has not listed the nodes: an empty node view
-    is no zone list."""
+    is no zone list (``retried_by``: who retries the refused request, as the refusal tells it)."""
     key = annotations.get(TOPOLOGY_KEY, DEFAULT_TOPOLOGY_KEY)
     key = key if is_qualified_name(key) else DEFAULT_TOPOLOGY_KEY
     from_nodes = key != DEFAULT_TOPOLOGY_KEY or not store.zones_override
     if from_nodes and "nodes" in store.unsynced():
-        require_synced(store, what=f"the zones of {what}")
+        require_synced(store, what=f"the zones of {what}", retried_by=retried_by)
     return key, store.server_zones(key)
 
 
-def mutate_statefulset(sts: JSON, *, store: Store, kind: str = "StatefulSet") -> Decision:
+def mutate_statefulset(sts: JSON, *, store: Store, group: str = "") -> Decision:
     """On CREATE, fill ``stszone.io/zones`` from the server's zone source when it is missing
-    (``kind``: how refusals name the set, ``Advanced StatefulSet`` for ``apps.kruise.io``).
+    (``group``: the set's group key, ``apps.kruise.io`` for an Advanced StatefulSet).
 
     ``--zones`` lists values of the default topology key; a set with its own
     ``stszone.io/topology-key`` gets the values nodes carry under that key (sorted), and none
@@ -265,7 +265,10 @@ def mutate_statefulset(sts: JSON, *, store: Store, kind: str = "StatefulSet") ->
     if ZONES in annotations:
         return allow()
     name = objects.string(meta, "name") or "(unnamed)"
-    key, zones = server_zones_for(annotations, store=store, what=f"{kind} {name}")
+    kind = setkinds.KINDS[group]
+    key, zones = server_zones_for(
+        annotations, store=store, what=f"{kind.text} {name}", retried_by=kind.retried_by
+    )
     if not zones:
         if key == DEFAULT_TOPOLOGY_KEY:
             text = f"{name}: no zones known (no --zones, no node with {key}); set {ZONES}"

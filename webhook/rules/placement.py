@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from webhook.errors import Denied
 from webhook.model import setkinds
@@ -105,8 +105,20 @@ def policy_zone(ordinal: int, policy: Policy) -> str:
     return rule_zone(ordinal, zones=policy.zones, start=policy.start)
 
 
-def require_synced(store: Store, *, what: str, also: tuple[Table, ...] = ()) -> None:
-    """Refuse, for retry, while a live view has not listed every resource yet.
+#: Who sends a KafkaNodePool's broker pods and claims, and its scales, again after a refusal
+#: meant for retry.
+POOL_RETRIED_BY: Final = "the Strimzi operator and the HPA retry by themselves"
+
+
+def require_synced(
+    store: Store,
+    *,
+    what: str,
+    also: tuple[Table, ...] = (),
+    retried_by: str = setkinds.KINDS[""].retried_by,
+) -> None:
+    """Refuse, for retry, while a live view has not listed every resource yet (``retried_by``:
+    who retries the refused request, as the refusal tells it).
 
     An object missing from a view still loading proves nothing: placing by the rule without
     the volumes would pin a pod where its data can never be, and a guard without the pods
@@ -116,8 +128,7 @@ def require_synced(store: Store, *, what: str, also: tuple[Table, ...] = ()) -> 
     if missing:
         raise Denied(
             f"stszone's view of the cluster is still loading ({', '.join(missing)} not listed "
-            f"yet), so it cannot judge {what}; retry in a moment (the StatefulSet controller "
-            "and the HPA retry by themselves)",
+            f"yet), so it cannot judge {what}; retry in a moment ({retried_by})",
             reason="ViewNotSynced",
         )
 
@@ -142,7 +153,10 @@ def resolve_policy(
     """
     kind = workload_kind(group)
     require_synced(
-        store, what=f"{kind} {namespace}/{statefulset}", also=(setkinds.KINDS[group].table,)
+        store,
+        what=f"{kind} {namespace}/{statefulset}",
+        also=(setkinds.KINDS[group].table,),
+        retried_by=setkinds.KINDS[group].retried_by,
     )
     sts = store.statefulset(namespace, statefulset, group)
     if sts is None and store.lagging():

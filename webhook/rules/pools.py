@@ -36,6 +36,7 @@ from webhook.rules.decision import (
     refuse,
 )
 from webhook.rules.mutate import server_zones_for
+from webhook.rules.placement import POOL_RETRIED_BY
 from webhook.rules.plan import skipped
 from webhook.rules.poolzones import PoolPolicy, choose, id_claims, pool_policy
 from webhook.rules.zonelist import zones_fix
@@ -196,7 +197,9 @@ def mutate_nodepool(pool: JSON, *, store: Store) -> Decision:
     if ZONES in annotations:
         return allow()
     name = objects.string(meta, "name") or "(unnamed)"
-    key, zones = server_zones_for(annotations, store=store, what=f"KafkaNodePool {name}")
+    key, zones = server_zones_for(
+        annotations, store=store, what=f"KafkaNodePool {name}", retried_by=POOL_RETRIED_BY
+    )
     if not zones:
         return allow(
             warnings=(f"KafkaNodePool {name}: no zones known (no --zones, no node with {key})",)

@@ -38,7 +38,7 @@ from webhook.model.objects import JSON
 from webhook.model.store import Store
 from webhook.model.tables import POOL_TABLES
 from webhook.rules.decision import Decision, MetadataAnnotation, allow, edit, refuse
-from webhook.rules.placement import require_synced
+from webhook.rules.placement import POOL_RETRIED_BY, require_synced
 from webhook.rules.poolguard import (
     Removal,
     annotate_command,
@@ -70,7 +70,12 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
     """
     info = nodepool_info(obj)
     written = objects.str_map(objects.mapping(obj, "metadata"), "annotations")
-    require_synced(store, what=f"KafkaNodePool {namespace}/{info.name}", also=POOL_TABLES)
+    require_synced(
+        store,
+        what=f"KafkaNodePool {namespace}/{info.name}",
+        also=POOL_TABLES,
+        retried_by=POOL_RETRIED_BY,
+    )
     base = store.nodepool(namespace, info.name) or info
     pool = KafkaNodePoolInfo(
         namespace=namespace,

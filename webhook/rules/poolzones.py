@@ -35,7 +35,7 @@ from webhook.model.annotations import (
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, node_id_of
 from webhook.model.store import Store
 from webhook.model.tables import POOL_TABLES
-from webhook.rules.placement import require_synced
+from webhook.rules.placement import POOL_RETRIED_BY, require_synced
 from webhook.rules.poolplan import new_ids, zones_together
 from webhook.rules.zonelist import zone_list, zones_origin
 
@@ -69,7 +69,12 @@ def pool_policy(
     -- unless ``tolerate_malformed`` (a Scale, which cannot change them): then the defaults
     stand in and ``malformed`` says why.
     """
-    require_synced(store, what=f"KafkaNodePool {namespace}/{name}", also=POOL_TABLES)
+    require_synced(
+        store,
+        what=f"KafkaNodePool {namespace}/{name}",
+        also=POOL_TABLES,
+        retried_by=POOL_RETRIED_BY,
+    )
     pool = store.nodepool(namespace, name)
     if pool is None:
         return None
