@@ -77,3 +77,17 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[dict
     status = main(["manifests", *args])
     captured = capsys.readouterr()
     return status, [doc for doc in yaml.safe_load_all(captured.out) if doc], captured.err
+
+
+def test_help_says_which_flags_read_standard_input(capsys: pytest.CaptureFixture[str]) -> None:
+    """--ca, --cert and --key read `-` as standard input, as --base does, and only one of the
+    four may be `-` (tests/test_manifests_cli.py): --help said so of --base
+    alone, so a user piping in a certificate could not learn it was possible."""
+    with pytest.raises(SystemExit):
+        main(["manifests", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    entries = re.split(r" (?=--[a-z-]+ [A-Z]+ )", text.partition("options:")[2])
+    for flag in ("--ca", "--cert", "--key", "--base"):
+        (entry,) = [e for e in entries if e.startswith(f"{flag} FILE ")]
+        assert "- for stdin" in entry, entry
+    assert "--ca, --cert, --key and --base" in text and "one of them at a time" in text

@@ -37,6 +37,8 @@ certs/ is what `stszone certs --out certs` writes; a pair given with --cert/--ke
 stszone.NS.svc of --namespace (`stszone certs --namespace webhooks` issues one). --base takes
 an overlay of your own (platform/stszone above) that adds deploy/components/provided-certs;
 one whose webhook makes its own certificates (deploy/base, deploy/overlays/dev) is refused.
+--ca, --cert, --key and --base each read standard input when given -, one of them at a time
+(standard input holds one file).
 exit status: 0 printed, 2 refused (unreadable or mismatched certificates, bad flag)
 """
 
@@ -55,20 +57,20 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--ca",
         type=Path,
         metavar="FILE",
-        help="CA bundle (PEM) the API server trusts: provided certificates (default: none, the "
-        "webhook manages its own)",
+        help="CA bundle (PEM) the API server trusts (- for stdin): provided certificates "
+        "(default: none, the webhook manages its own)",
     )
     parser.add_argument(
         "--cert",
         type=Path,
         metavar="FILE",
-        help="serving certificate (PEM) for the Secret (default: tls.crt beside --ca)",
+        help="serving certificate (PEM) for the Secret, - for stdin (default: tls.crt beside --ca)",
     )
     parser.add_argument(
         "--key",
         type=Path,
         metavar="FILE",
-        help="serving key (PEM) for the Secret (default: tls.key beside --ca)",
+        help="serving key (PEM) for the Secret, - for stdin (default: tls.key beside --ca)",
     )
     parser.add_argument(
         "--no-secret",
