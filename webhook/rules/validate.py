@@ -217,7 +217,8 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
     allowed = [j.value for j in judged if j.allowed]
     first = next(j for j in judged if not j.allowed)
     why = first.conflict
-    if first.elsewhere:
+    # A spec.nodeName conflict already names its node's zone, the only place its pods run.
+    if first.elsewhere and not info.node_name:
         why += f" (its pods would run on {first.where(zones=key == declared.topology_key)})"
     if declared.mode == "node-ordinal":
         return (
