@@ -58,7 +58,12 @@ def pod_text(explained: PodExplanation) -> str:
     rows = [("rule zone", member.rule_zone or "(none: node-ordinal mode or no zones)")]
     rows.append(("stszone's zone", _placed(member)))
     allowed = explained.allowed_zones
-    if allowed is None:
+    if explained.missing_node:
+        constraints = (
+            f"bind its pods to node {explained.missing_node} (spec.nodeName), which does not "
+            "exist, so they run nowhere"
+        )
+    elif allowed is None:
         constraints = "name no zone"
     elif row.expected_zone is not None and row.expected_zone not in allowed:
         constraints = (
@@ -147,6 +152,7 @@ def pod_json(explained: PodExplanation) -> dict[str, Any]:
         "workload": _workload_json(workload) if workload is not None else None,
         "member": _member_json(member) if member is not None else None,
         "allowedZones": list(allowed) if allowed is not None else None,
+        "missingNode": explained.missing_node or None,
     }
 
 

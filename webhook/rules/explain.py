@@ -98,6 +98,9 @@ class PodExplanation:
     #: The listed zones the pod template's own constraints allow (None: it names no zone).
     allowed_zones: tuple[str, ...] | None = None
     left_alone: str = ""
+    #: The pod template's ``spec.nodeName`` when the cluster has no node of that name ("" else):
+    #: the zones it allows are not judged (a node of that name may yet join), but no pod runs.
+    missing_node: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +290,7 @@ def explain_pod(
         member,
         _allowed_zones(sts, policy, store),
         left_alone=refused,
+        missing_node=sts.node_name if store.nodes and sts.node_name not in store.nodes else "",
     )
 
 
