@@ -18,6 +18,7 @@ import pytest
 
 from tests.e2e.kube import Cluster, Kubectl, KubectlError, wait_for
 from tests.e2e.test_strimzi import (
+    KAFKA,
     _claim,
     _claim_name,
     _nodepool,
@@ -31,6 +32,8 @@ from tests.e2e.test_strimzi import (
 __all__ = ["pvs"]  # the fixture, imported for pytest
 
 HOLD = "stszone.io/e2e-hold"
+#: A pool of its own: test_strimzi's pool stays in the namespace until the session ends.
+NAME = "readded"
 
 
 def _release(kubectl: Kubectl, claim: str) -> None:
@@ -48,30 +51,30 @@ def test_a_claim_being_deleted_does_not_place_the_re_added_broker(
     kubectl = cluster.kubectl
     _wait_for_pools_in_view(request)
     a, c = cluster.zones[0], cluster.zones[2]
-    pv = _pv(cluster, 0, c)
+    pv = _pv(cluster, 0, c, NAME)
     pvs.append(pv["metadata"]["name"])
     kubectl.create(pv)
     with ExitStack() as stack:
-        stack.callback(kubectl.delete, "kafkanodepool", "pool")
-        pool = kubectl.create(_nodepool(cluster, 1))
+        stack.callback(kubectl.delete, "kafkanodepool", NAME)
+        pool = kubectl.create(_nodepool(cluster, 1, NAME))
 
         def pool_seen() -> bool:  # a dry-run claim gets a zone once the pool is in the view
-            probe = kubectl.create(_claim(cluster, pool, 0), dry_run=True)
+            probe = kubectl.create(_claim(cluster, pool, 0, NAME), dry_run=True)
             return "stszone.io/zone" in probe["metadata"].get("annotations", {})
 
         wait_for("the pool to reach the webhook's view", pool_seen, timeout=20)
-        claim = _claim_name(0)
+        claim = _claim_name(0, NAME)
         stack.callback(_release, kubectl, claim)
-        made = _claim(cluster, pool, 0)
+        made = _claim(cluster, pool, 0, NAME)
         made["metadata"]["finalizers"] = [HOLD]
         assert kubectl.create(made)["metadata"]["annotations"]["stszone.io/zone"] == c
         kubectl.run("delete", "pvc", claim, "--wait=false")
         assert kubectl.get("pvc", claim)["metadata"].get("deletionTimestamp")
-        stack.callback(kubectl.delete, "strimzipodset", "my-cluster-pool")
-        podset = kubectl.create(_podset(cluster))
+        stack.callback(kubectl.delete, "strimzipodset", f"{KAFKA}-{NAME}")
+        podset = kubectl.create(_podset(cluster, NAME))
 
         def zone() -> str | None:  # the claim's deletion reaches the view a moment later
-            asked = kubectl.create(_pod(cluster, podset, 0), dry_run=True)
+            asked = kubectl.create(_pod(cluster, podset, 0, NAME), dry_run=True)
             got: str = asked["metadata"]["annotations"]["stszone.io/zone"]
             return got if got == a else None
 
