@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from typing import NamedTuple
 
-from webhook.model.annotations import ALLOW_ZONE_LOSS
 from webhook.model.nodepools import REMOVE_NODE_IDS, format_node_ids, removal_order
 from webhook.rules.guard import zone_loss
 from webhook.rules.poolzones import PoolPolicy
 from webhook.rules.text import joined, some
+from webhook.rules.verdict import force_hint
 
 
 def counts(
@@ -138,14 +138,7 @@ def override(policy: PoolPolicy) -> str:
     """How to force it. While the pool's annotations are malformed, an update that changes
     them (adding allow-zone-loss alone) is refused, and the guard reads none of them: they are
     fixed in the same update that sets allow-zone-loss."""
-    name, malformed = policy.pool.name, policy.malformed
-    if not malformed:
-        return f'set {ALLOW_ZONE_LOSS}: "true" on KafkaNodePool {name} to force it'
-    more = f" (+{len(malformed) - 1} more)" if len(malformed) > 1 else ""
-    return (
-        f"fix KafkaNodePool {name}'s malformed annotations ({malformed[0]}{more}) in the same "
-        f'update that sets {ALLOW_ZONE_LOSS}: "true", to force it'
-    )
+    return force_hint(f"KafkaNodePool {policy.pool.name}", policy.malformed)
 
 
 def denial(policy: PoolPolicy, result: Removal, *, change: str) -> str:

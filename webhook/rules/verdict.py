@@ -27,12 +27,18 @@ def _override(malformed: Sequence[str], *, group: str = "") -> str:
     annotations are malformed, an update that changes them (adding allow-zone-loss alone) is
     refused, and the guard reads none of them: they are fixed in the same update that sets
     allow-zone-loss."""
-    kind = workload_kind(group)
+    return force_hint(f"the {workload_kind(group)}", malformed)
+
+
+def force_hint(owner: str, malformed: Sequence[str]) -> str:
+    """How to force a refused scale-down of ``owner`` ("the StatefulSet", "KafkaNodePool
+    pool"), a set or pool alike: set allow-zone-loss, or, while its annotations are
+    ``malformed``, fix them in the same update that sets it."""
     if not malformed:
-        return f'set {ALLOW_ZONE_LOSS}: "true" on the {kind} to force it'
+        return f'set {ALLOW_ZONE_LOSS}: "true" on {owner} to force it'
     more = f" (+{len(malformed) - 1} more)" if len(malformed) > 1 else ""
     return (
-        f"fix the {kind}'s malformed annotations ({malformed[0]}{more}) in the same "
+        f"fix {owner}'s malformed annotations ({malformed[0]}{more}) in the same "
         f'update that sets {ALLOW_ZONE_LOSS}: "true", to force it'
     )
 
