@@ -74,11 +74,18 @@ def _unreadable_warning(name: str, info: StatefulSetInfo) -> tuple[str, ...]:
 def validate_kruise_set(sts: JSON, *, old: JSON | None, namespace: str, store: Store) -> Decision:
     """Check an Advanced StatefulSet CREATE (``old`` None) or UPDATE."""
     base_old = _same_ordinals(old, sts) if old is not None else None
-    base = validations.validate_statefulset(
-        sts, old=base_old, namespace=namespace, store=store, group=kruise.GROUP
-    )
     meta = objects.mapping(sts, "metadata")
     name = objects.string(meta, "name") or "(unnamed)"
+    annotations = objects.str_map(meta, "annotations", path="metadata")
+    # One read for the base check and the guard: while the annotations are malformed (a
+    # misspelt key, a storage class template that fails for the server's zones) and left as
+    # they were, both run on the defaults.
+    read = validations.declared_policy(
+        annotations, name=name, old=base_old, store=store, group=kruise.GROUP
+    )
+    base = validations.validate_statefulset(
+        sts, old=base_old, namespace=namespace, store=store, group=kruise.GROUP, read=read
+    )
     info = kruise_set_info({**sts, "metadata": {**meta, "name": name}})
     base = base.with_warnings(_unreadable_warning(name, info))
     if not base.allowed or old is None:
@@ -95,12 +102,7 @@ def validate_kruise_set(sts: JSON, *, old: JSON | None, namespace: str, store: S
     if deleting:
         told = verdict.deleting(name, group=kruise.GROUP)
         return told.with_warnings(base.warnings).with_notices(*base.notices)
-    # Read as the base check read them: while they are malformed (a misspelt key, a storage
-    # class template that fails for the server's zones), the guard runs on the defaults.
-    annotations = objects.str_map(meta, "annotations", path="metadata")
-    declared, _, malformed = validations.declared_policy(
-        annotations, name=name, old=base_old, store=store, group=kruise.GROUP
-    )
+    declared, _, malformed = read
     assert declared is not None  # the base check refused what is not allowed
     label = "" if same else _label(before, after)
     outcome = judge_live(

@@ -53,8 +53,10 @@ def validate(request: Request, store: Store, defaults: Defaults) -> Decision | N
     if not _is_pool(request):
         return None
     if request.operation == "CREATE" and request.kind == "KafkaNodePool":
-        invalid = poolscaling.pool_annotation_problems(request.object, old=None, store=store)
-        return invalid or allow(warnings=poolscaling.spread(request.object, old=None, store=store))
+        obj = request.object
+        read = poolscaling.written(obj, store=store)
+        invalid = poolscaling.pool_annotation_problems(obj, read=read, old=None)
+        return invalid or allow(warnings=poolscaling.spread(obj, read=read, old=None, store=store))
     if request.operation != "UPDATE":
         return None
     if request.sub_resource == "scale" and request.kind == "Scale":

@@ -19,14 +19,17 @@ The pool's ``stszone.io/*`` annotations are checked here too, on CREATE and on a
 changes them, and warned of on one that leaves them malformed (:func:`pool_annotation_problems`),
 read as every path reads them (:func:`webhook.rules.poolzones.pool_annotations`); CREATE and
 UPDATE are warned, as a StatefulSet's are, of fewer replicas than zones and of a listed zone
-with no node (:func:`spread`).
+with no node (:func:`spread`). A request reads them once (:func:`written`): the check, the
+guard and the warnings then judge one policy.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from webhook.errors import BadObject
 from webhook.model import notices, objects
-from webhook.model.annotations import ALLOW_ZONE_LOSS, prefixed_annotations
+from webhook.model.annotations import ALLOW_ZONE_LOSS, Declared, prefixed_annotations
 from webhook.model.nodepools import (
     REMOVE_NODE_IDS,
     KafkaNodePoolInfo,
@@ -61,15 +64,33 @@ from webhook.rules.scaling import malformed_warning
 from webhook.rules.zonelist import spread_warnings, zone_list
 
 
-def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPolicy:
-    """The pool as the request writes it, with the brokers it has: ``old``'s ``status.nodeIds``.
+class Written(NamedTuple):
+    """A pool's annotations as the request writes them, and the policy they declare, read
+    once (:func:`written`) for every check of the request: the annotations' problems, the
+    guard, the spread warnings."""
+
+    annotations: dict[str, str]
+    #: The policy (the defaults when malformed) and its problems (:func:`pool_annotations`).
+    declared: Declared
+    problems: tuple[str, ...]
+
+
+def written(obj: JSON, *, store: Store) -> Written:
+    """Read the ``stszone.io/*`` annotations of the pool ``obj`` as every path reads them."""
+    annotations = objects.str_map(objects.mapping(obj, "metadata"), "annotations", path="metadata")
+    declared, problems = pool_annotations(annotations, store=store)
+    return Written(annotations, declared, problems)
+
+
+def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store, read: Written) -> PoolPolicy:
+    """The pool as the request writes it (``read``: its annotations), with the brokers it has:
+    ``old``'s ``status.nodeIds``.
 
     The status stored by an UPDATE of the pool itself is always the old one (the CRD has a
     status subresource: the API server copies it in after the mutating webhooks). A PUT need not
     carry it at all, so the object as sent says nothing reliable of the brokers.
     """
     info = nodepool_info(obj)
-    written = objects.str_map(objects.mapping(obj, "metadata"), "annotations")
     require_synced(
         store,
         what=f"KafkaNodePool {namespace}/{info.name}",
@@ -85,14 +106,14 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store) -> PoolPo
         api_version=base.api_version or info.api_version,
         cluster=info.cluster or base.cluster,
         # With any misspelt key, which the record drops but the check of the update reads.
-        annotations={**info.annotations, **prefixed_annotations(written)},
+        annotations={**info.annotations, **prefixed_annotations(read.annotations)},
         replicas=info.replicas,
         node_ids=nodepool_info(old).node_ids,
         claim_prefixes=info.claim_prefixes or base.claim_prefixes,
     )
     # Malformed annotations are refused by /validate unless left as they were: the guard then
     # runs on the defaults.
-    return policy_of(pool, store=store)
+    return policy_of(pool, store=store, read=(read.declared, read.problems))
 
 
 def _replicas(obj: JSON) -> int:
@@ -128,21 +149,19 @@ def _verdict(policy: PoolPolicy, result: Removal, *, change: str, fix: str = "")
     return refuse(message, reason=reason).with_notices(told)
 
 
-def pool_annotation_problems(obj: JSON, *, old: JSON | None, store: Store) -> Decision | None:
-    """Refuse malformed ``stszone.io/*`` annotations on a pool's CREATE, or an UPDATE that
-    changes any ``stszone.io/`` key (a misspelt one too); allow one leaving them as they were
-    with a warning, whatever else it changes, as for StatefulSets (its new brokers are refused
-    until they are fixed); None when they are fine. A storage-class template is filled in for
-    every zone it will get."""
-    meta = objects.mapping(obj, "metadata")
-    annotations = objects.str_map(meta, "annotations", path="metadata")
-    _, problems = pool_annotations(annotations, store=store)
+def pool_annotation_problems(obj: JSON, *, read: Written, old: JSON | None) -> Decision | None:
+    """Refuse malformed ``stszone.io/*`` annotations (``read``, of ``obj``) on a pool's CREATE,
+    or an UPDATE that changes any ``stszone.io/`` key (a misspelt one too); allow one leaving
+    them as they were with a warning, whatever else it changes, as for StatefulSets (its new
+    brokers are refused until they are fixed); None when they are fine. A storage-class
+    template is filled in for every zone it will get."""
+    problems = read.problems
     if not problems:
         return None
-    name = objects.string(meta, "name") or "(unnamed)"
+    name = objects.string(objects.mapping(obj, "metadata"), "name") or "(unnamed)"
     if old is not None:
         before = objects.str_map(objects.mapping(old, "metadata"), "annotations")
-        if prefixed_annotations(before) == prefixed_annotations(annotations):
+        if prefixed_annotations(before) == prefixed_annotations(read.annotations):
             said = malformed_warning(name, problems, by="update", kind="KafkaNodePool")
             return allow(warnings=(said,))
     return refuse(f"KafkaNodePool {name}: {'; '.join(problems)}", code=422, reason="Invalid")
@@ -150,33 +169,29 @@ def pool_annotation_problems(obj: JSON, *, old: JSON | None, store: Store) -> De
 
 def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
     """Judge the IDs the operator will remove with the pool as written."""
-    checked = pool_annotation_problems(obj, old=old, store=store)
+    read = written(obj, store=store)
+    checked = pool_annotation_problems(obj, read=read, old=old)
     if checked is not None and not checked.allowed:
         return checked
-    judged = _judge_update(obj, old=old, namespace=namespace, store=store)
+    judged = _judge_update(obj, old=old, namespace=namespace, store=store, read=read)
     said = checked.warnings if checked is not None else ()
-    return judged.with_warnings(said + spread(obj, old=old, store=store))
+    return judged.with_warnings(said + spread(obj, read=read, old=old, store=store))
 
 
-def spread(obj: JSON, *, old: JSON | None, store: Store) -> tuple[str, ...]:
+def spread(obj: JSON, *, read: Written, old: JSON | None, store: Store) -> tuple[str, ...]:
     """A StatefulSet's warnings of the pool as written (fewer replicas than zones, a listed
-    zone with no node), on its annotations as every path reads them; none while it is deleted,
-    when the operator creates no broker."""
+    zone with no node), on its annotations as every path reads them (``read``); none while it
+    is deleted, when the operator creates no broker."""
     if old is not None and objects.mapping(old, "metadata").get("deletionTimestamp"):
         return ()
-    meta = objects.mapping(obj, "metadata")
-    annotations = objects.str_map(meta, "annotations", path="metadata")
-    declared, _ = pool_annotations(annotations, store=store)
-    name = objects.string(meta, "name") or "(unnamed)"
-    zones = zone_list(declared, store=store)
-    return spread_warnings(name, _replicas(obj), declared, zones, store=store)
+    name = objects.string(objects.mapping(obj, "metadata"), "name") or "(unnamed)"
+    zones = zone_list(read.declared, store=store)
+    return spread_warnings(name, _replicas(obj), read.declared, zones, store=store)
 
 
-def _judge_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Decision:
+def _judge_update(obj: JSON, *, old: JSON, namespace: str, store: Store, read: Written) -> Decision:
     new_replicas, old_replicas = _replicas(obj), _replicas(old)
-    annotation = objects.str_map(objects.mapping(obj, "metadata"), "annotations").get(
-        REMOVE_NODE_IDS
-    )
+    annotation = read.annotations.get(REMOVE_NODE_IDS)
     before = objects.str_map(objects.mapping(old, "metadata"), "annotations").get(REMOVE_NODE_IDS)
     if new_replicas >= old_replicas and annotation == before:
         return allow()
@@ -184,7 +199,7 @@ def _judge_update(obj: JSON, *, old: JSON, namespace: str, store: Store) -> Deci
         if objects.mapping(old, "metadata").get("deletionTimestamp"):
             return allow()  # torn down: the operator creates and removes no broker
         return _emptied(nodepool_info(obj).name, old=old_replicas)
-    policy = _as_written(obj, old=old, namespace=namespace, store=store)
+    policy = _as_written(obj, old=old, namespace=namespace, store=store, read=read)
     if not policy.pool.node_ids:
         return allow()
     removed = order_for(policy, new_replicas, annotation)
@@ -219,7 +234,8 @@ def mutate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) ->
     lowered = new_replicas < _replicas(old) or had
     if REMOVE_NODE_IDS in annotations or not lowered or new_replicas <= 0:
         return allow()
-    policy = _as_written(obj, old=old, namespace=namespace, store=store)
+    read = written(obj, store=store)
+    policy = _as_written(obj, old=old, namespace=namespace, store=store, read=read)
     node_ids = policy.pool.node_ids
     if not node_ids or new_replicas >= len(node_ids):
         return allow()

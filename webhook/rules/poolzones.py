@@ -88,9 +88,17 @@ def pool_policy(
     return policy
 
 
-def policy_of(pool: KafkaNodePoolInfo, *, store: Store) -> PoolPolicy:
-    """The policy ``pool``'s annotations give (the defaults, and why, when malformed)."""
-    declared, malformed = pool_annotations(pool.annotations, store=store)
+def policy_of(
+    pool: KafkaNodePoolInfo,
+    *,
+    store: Store,
+    read: tuple[Declared, tuple[str, ...]] | None = None,
+) -> PoolPolicy:
+    """The policy ``pool``'s annotations give (the defaults, and why, when malformed);
+    ``read``: what :func:`pool_annotations` made of them, when the caller has read them."""
+    declared, malformed = (
+        read if read is not None else pool_annotations(pool.annotations, store=store)
+    )
     origin = zones_origin(declared, store=store)
     return PoolPolicy(pool, declared, zone_list(declared, store=store), malformed, origin)
 

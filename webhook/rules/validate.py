@@ -55,9 +55,13 @@ _WHY_MISSING = (
 )
 
 
+#: What :func:`declared_policy` makes of a set's annotations.
+DeclaredPolicy = tuple[Declared | None, str, tuple[str, ...]]
+
+
 def declared_policy(
     annotations: dict[str, str], *, name: str, old: JSON | None, store: Store, group: str
-) -> tuple[Declared | None, str, tuple[str, ...]]:
+) -> DeclaredPolicy:
     """(policy, a ratchet warning or "", the problems the defaults stand in for) of the
     annotations, or (None, the refusal, the problems).
 
@@ -86,10 +90,17 @@ def declared_policy(
 
 
 def validate_statefulset(
-    sts: JSON, *, old: JSON | None, namespace: str, store: Store, group: str = ""
+    sts: JSON,
+    *,
+    old: JSON | None,
+    namespace: str,
+    store: Store,
+    group: str = "",
+    read: DeclaredPolicy | None = None,
 ) -> Decision:
     """Check a StatefulSet CREATE (``old`` None) or UPDATE; of ``group`` ``apps.kruise.io``,
     an Advanced StatefulSet, whose members are placed by rank over its live ordinals.
+    ``read``: :func:`declared_policy` of its annotations, when the caller has read them.
 
     Denied: malformed ``stszone.io/*`` annotations; a pod template whose own nodeSelector,
     required node affinity or ``spec.nodeName`` excludes listed zones (or, in node-ordinal
@@ -100,8 +111,10 @@ def validate_statefulset(
     meta = objects.mapping(sts, "metadata")
     name = objects.string(meta, "name") or "(unnamed)"
     annotations = objects.str_map(meta, "annotations", path="metadata")
-    declared, said, malformed = declared_policy(
-        annotations, name=name, old=old, store=store, group=group
+    declared, said, malformed = (
+        read
+        if read is not None
+        else declared_policy(annotations, name=name, old=old, store=store, group=group)
     )
     if declared is None:
         return refuse(said, code=422, reason="Invalid")
