@@ -9,6 +9,8 @@ then the same object under another kind, group or operation left alone.
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,12 +20,15 @@ from tests import rebalancing as r
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.cluster.snapshot import from_objects
 from webhook.config import Defaults
+from webhook.model import setkinds
 from webhook.model.store import Store
+from webhook.model.tables import EXTRACTORS, set_info, table_of
 from webhook.rules.audit import audit
 from webhook.rules.rebalance import chosen, plan
 from webhook.wire import review
 
 ZONES = {"stszone.io/zones": "a,b,c"}
+KRUISE = Path(__file__).parent / "fixtures" / "kruise"
 
 
 def view() -> Store:
@@ -166,3 +171,21 @@ def test_rebalance_of_a_saved_cluster_reads_core_objects_alone(kind: str) -> Non
             (1, "movable"),
             (2, "in place"),
         ], db.rows
+
+
+def test_a_set_of_either_kind_is_read_alike_by_a_request_and_by_the_view() -> None:
+    """A set's record from a request (``set_info``, by its group) is the record the watches
+    and a saved cluster store for it (``EXTRACTORS``, by its kind's table): an Advanced
+    StatefulSet read as an ``apps/v1`` one would lose its reserved ordinals and its uid."""
+    kruise_set = json.loads((KRUISE / "objects" / "statefulsets.v1beta1.json").read_text())
+    reserved = copy.deepcopy(kruise_set["items"][0])
+    reserved["spec"]["reserveOrdinals"] = [1]
+    sets = {"": b.statefulset(annotations=ZONES), "apps.kruise.io": reserved}
+    assert set(sets) == set(setkinds.KINDS)
+    for group, obj in sets.items():
+        table = setkinds.KINDS[group].table
+        assert table_of(obj) == table
+        from_request, from_view = set_info(obj, group), EXTRACTORS[table](obj)
+        assert from_request == from_view
+        assert from_request.group == group
+    assert set_info(reserved, "apps.kruise.io").reserved == ((1, 1),)
