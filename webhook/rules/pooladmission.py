@@ -56,7 +56,9 @@ def validate(request: Request, store: Store, defaults: Defaults) -> Decision | N
         obj = request.object
         read = poolscaling.written(obj, store=store)
         invalid = poolscaling.pool_annotation_problems(obj, read=read, old=None)
-        return invalid or allow(warnings=poolscaling.spread(obj, read=read, old=None, store=store))
+        return invalid or allow(
+            warnings=poolscaling.pool_spread_warnings(obj, read=read, old=None, store=store)
+        )
     if request.operation != "UPDATE":
         return None
     if request.sub_resource == "scale" and request.kind == "Scale":

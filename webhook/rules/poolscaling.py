@@ -19,8 +19,8 @@ The pool's ``stszone.io/*`` annotations are checked here too, on CREATE and on a
 changes them, and warned of on one that leaves them malformed (:func:`pool_annotation_problems`),
 read as every path reads them (:func:`webhook.rules.poolzones.pool_annotations`); CREATE and
 UPDATE are warned, as a StatefulSet's are, of fewer replicas than zones and of a listed zone
-with no node (:func:`spread`). A request reads them once (:func:`written`): the check, the
-guard and the warnings then judge one policy.
+with no node (:func:`pool_spread_warnings`). A request reads them once (:func:`written`): the
+check, the guard and the warnings then judge one policy.
 """
 
 from __future__ import annotations
@@ -175,10 +175,12 @@ def validate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) 
         return checked
     judged = _judge_update(obj, old=old, namespace=namespace, store=store, read=read)
     said = checked.warnings if checked is not None else ()
-    return judged.with_warnings(said + spread(obj, read=read, old=old, store=store))
+    return judged.with_warnings(said + pool_spread_warnings(obj, read=read, old=old, store=store))
 
 
-def spread(obj: JSON, *, read: Written, old: JSON | None, store: Store) -> tuple[str, ...]:
+def pool_spread_warnings(
+    obj: JSON, *, read: Written, old: JSON | None, store: Store
+) -> tuple[str, ...]:
     """A StatefulSet's warnings of the pool as written (fewer replicas than zones, a listed
     zone with no node), on its annotations as every path reads them (``read``); none while it
     is deleted, when the operator creates no broker."""
@@ -252,8 +254,8 @@ def mutate_pool_update(obj: JSON, *, old: JSON, namespace: str, store: Store) ->
         warnings=(
             f"{policy.pool.name}: stszone set {REMOVE_NODE_IDS}={format_node_ids(chosen)}: "
             f"removes {brokers(policy, chosen, where)} from the fullest zones, keeping "
-            f"{_spread(policy, where, kept)} (the highest IDs would keep "
-            f"{_spread(policy, where, [i for i in node_ids if i not in default])})",
+            f"{_zone_counts(policy, where, kept)} (the highest IDs would keep "
+            f"{_zone_counts(policy, where, [i for i in node_ids if i not in default])})",
         ),
     )
 
@@ -269,7 +271,8 @@ def _score(
     return lost, imbalance(policy.zones, where, kept)
 
 
-def _spread(policy: PoolPolicy, where: dict[int, str | None], kept: list[int]) -> str:
+def _zone_counts(policy: PoolPolicy, where: dict[int, str | None], kept: list[int]) -> str:
+    """How many of the brokers ``kept`` each listed zone holds, e.g. ``zone-a:2 zone-b:1``."""
     found = dict.fromkeys(policy.zones, 0)
     for i in kept:
         zone = where.get(i)
