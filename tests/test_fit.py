@@ -18,9 +18,10 @@ import yaml
 
 from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
+from webhook.errors import BadObject
 from webhook.model.selection import pod_selection, template_selection
 from webhook.model.store import Store
-from webhook.rules import fit
+from webhook.rules import affinity, fit
 
 JSON = dict[str, Any]
 EXAMPLE = Path(__file__).resolve().parent.parent / "deploy" / "examples" / "guard" / "cluster.yaml"
@@ -140,3 +141,25 @@ def test_constraints_each_met_in_the_zone_but_never_together_are_named_together(
     got = fit.fit(pod_selection(spec), key=ZONE, value="zone-a", view=store)
     assert got.conflict == "nodeSelector disk=ssd together with required nodeAffinity gpu Exists"
     assert got.where() == "node nb1 in zone-b"
+
+
+@pytest.mark.parametrize("without", [(), ("node-a1", "node-a2")], ids=["by-nodes", "by-name"])
+@pytest.mark.parametrize(
+    "spec",
+    [{}, {"nodeSelector": {HOST: "node-b1"}}, {"nodeName": "node-a1"}],
+    ids=["alone", "with-selector", "with-node-name"],
+)
+def test_a_required_affinity_with_no_term_is_malformed_on_every_judgement(
+    spec: JSON, without: tuple[str, ...]
+) -> None:
+    """A pod's required affinity with no term gets the API server's refusal, NO_TERM, before
+    any judgement of the zone, whether it has nodes in the view or not and whatever else the
+    pod says; and a template's or pod's terms, none, read by name alone
+    (:mod:`webhook.rules.affinity`) are no constraint: no judgement meets "no term"."""
+    pod = {**spec, "affinity": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": []}}}}
+    with pytest.raises(BadObject) as raised:
+        fit.fit(pod_selection(pod), key=ZONE, value="zone-a", view=view(without=without))
+    assert raised.value.message == fit.NO_TERM
+    assert template_selection([], dict(spec.get("nodeSelector", {}))).required is None
+    assert affinity.exclusion(spec, ZONE, "zone-b", terms=[]) is None
+    assert affinity.allowed_values([], {}, ZONE, ["zone-a", "zone-b"]) == ["zone-a", "zone-b"]

@@ -182,9 +182,8 @@ def _culprit(selection: PodSelection, zone: Sequence[str], *, view: View, key: s
 
 def _terms_missing(terms: Sequence[Term], labels: Mapping[str, Mapping[str, str]]) -> str:
     """Each term, by what in it no node of ``labels`` meets (all of it when each part alone is
-    met by some node), joined by " / " (the terms are ORed)."""
-    if not terms:
-        return "with no term (it matches no node)"
+    met by some node), joined by " / " (the terms are ORed; there is one at least, as
+    :func:`fit` refuses a pod with none before judging it)."""
     described: list[str] = []
     for term in terms:
         if term.empty or term.invalid or not labels:
@@ -211,7 +210,11 @@ def by_name(
     selection: PodSelection, key: str, value: str, *, nodes: Nodes | None = None
 ) -> str | None:
     """The constraint that rules ``key=value`` out by what it says of ``key`` alone (and of
-    the nodes it names that ``nodes`` holds), or None (the module docstring)."""
+    the nodes it names that ``nodes`` holds), or None (the module docstring).
+
+    A required affinity of ``selection`` has a term at least: :func:`fit` refuses a pod with
+    none (:data:`NO_TERM`) before asking, and a template's or a spec's terms read by name
+    (:mod:`webhook.rules.affinity`) are None when there are none."""
     selector = dict(selection.selector)
     if key in selector and selector[key] != value:
         return f"nodeSelector {key}={selector[key]}"
@@ -223,8 +226,6 @@ def by_name(
     terms = selection.required
     if terms is None:
         return None
-    if not terms:
-        return "required nodeAffinity with no term (it matches no node)"
     if any(_term_allows(t, key, value, nodes=nodes, selector=selector) for t in terms):
         return None
     blocking = [b for t in terms for b in _blocking(t, key, value, nodes=nodes, selector=selector)]
