@@ -121,7 +121,8 @@ def audit(work: Kubectl, zones: tuple[str, ...]) -> dict[str, Figure]:
 def figures(report: dict[str, Any]) -> dict[str, Figure]:
     """Per set of an ``stszone audit -o json`` report, the gauges it implies, None where a set
     exports no sample (docs/metrics.md): a set being deleted or with malformed annotations
-    exports ``replicas`` alone, and a set no count keeps whole no ``lowest_safe_replicas``."""
+    exports ``replicas`` alone, a set whose pod template is skipped no ``zones`` and no
+    ``zones_held``, and a set no count keeps whole no ``lowest_safe_replicas``."""
     found: dict[str, Figure] = {}
     for s in report["statefulsets"]:
         replicas = float(s["replicas"])
@@ -129,10 +130,11 @@ def figures(report: dict[str, Any]) -> dict[str, Figure]:
             found[s["name"]] = (replicas, None, None, None, None, None)
             continue
         unknown = sum(r["status"] == "unknown" for r in s["ordinals"])
-        held = len(set(s["zones"]) & set(s["zonesHeld"]))
+        listed = None if s["skipped"] else float(len(set(s["zones"])))
+        held = None if s["skipped"] else float(len(set(s["zones"]) & set(s["zonesHeld"])))
         lowest = s["lowestSafeReplicas"]
         found[s["name"]] = (
-            replicas, float(len(set(s["zones"]))), float(held), float(s["misplaced"]),
+            replicas, listed, held, float(s["misplaced"]),
             float(unknown), None if lowest is None else float(lowest),
         )  # fmt: skip
     return found

@@ -92,3 +92,15 @@ def test_a_replica_that_says_a_set_being_deleted_is_live_disagrees() -> None:
     _, report = _sides(CLUSTERS["being deleted"]())
     live, _ = _sides(CLUSTERS["whole"]())
     assert gauges(Scraped(live), "ns") != figures(report)
+
+
+def test_the_gauges_of_a_set_whose_pod_template_is_skipped_agree_with_audit() -> None:
+    """shop/db's pod template is labelled stszone.io/skip=true: a replica exports no zones and
+    no zones held for it (stszone places none of its pods), and audit's JSON says the set is
+    skipped, so the check expects neither, though audit lists its zones and those held."""
+    text, report = _sides(store_from_objects(b.skipped_template_cluster()))
+    (db,) = report["statefulsets"]
+    assert db["skipped"] is True
+    assert (db["zones"], db["zonesHeld"]) == (["zone-a", "zone-b", "zone-c"], ["zone-a", "zone-c"])
+    assert figures(report) == {"db": (3.0, None, None, 0.0, 0.0, 3.0)}
+    assert gauges(Scraped(text), "shop") == figures(report)

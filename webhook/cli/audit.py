@@ -230,6 +230,7 @@ def render_json(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> dict[s
                 "zonesHeld": list(s.held),
                 "lowestSafeReplicas": s.lowest,
                 "deleting": s.deleting,
+                "skipped": s.skipped,
                 "missingNodeLabels": list(s.missing_labels),
                 "duplicateNodeLabels": {
                     str(o): list(n) for o, n in (s.duplicate_labels or {}).items()
