@@ -1,0 +1,123 @@
+"""A workload scaled to zero by an UPDATE is told what its ``/scale`` to zero is told, no more:
+a set, an Advanced StatefulSet and a KafkaNodePool alike. At zero every zone is empty on
+purpose, so "fewer replicas than zones leaves a zone empty" and "its pods there wait for a
+node" speak of members it no longer has.
+
+The view: nodes in three zones (none in the fourth, which one zone list names); each workload
+has one member on a node of each of the three.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import pytest
+
+from tests import builders as b
+from tests import poolsim as sim
+from tests.test_kruise import _annotated, _items, kruise_update
+from tests.test_kruise import _store as kruise_store
+from tests.test_validate import validate
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.model.nodepools import nodepool_info
+from webhook.rules import admission
+from webhook.rules.admission import Request
+
+#: The workload's zone list: the three zones of the nodes, or those and one with no node.
+COVERED, UNCOVERED = 3, 4
+
+
+def _set(listed: int, *, by: str) -> tuple[str, ...]:
+    """/validate of set db scaled from 3 to 0, by an UPDATE of it or by its /scale."""
+    old = b.statefulset(replicas=3, annotations={"stszone.io/zones": ",".join("abcd"[:listed])})
+    nodes = [b.node(f"n{z}", z) for z in "abc"]
+    pods = [b.sts_pod(ordinal=o, node=f"n{z}") for o, z in enumerate("abc")]
+    store = store_from_objects([*nodes, old, *pods])
+    if by == "update":
+        new = copy.deepcopy(old)
+        new["spec"]["replicas"] = 0
+        answer = validate(new, store, operation="UPDATE", old=old)
+    else:
+        answer = validate(b.scale(replicas=0), store, operation="UPDATE", old=b.scale(replicas=3))
+    assert answer.allowed, answer.message
+    return answer.warnings
+
+
+def _kruise(listed: int, *, by: str) -> tuple[str, ...]:
+    """/validate of Advanced StatefulSet shop/web (live ordinals 0, 2, 3; ordinal 1 reserved)
+    scaled from 3 to 0, by an UPDATE of it or by its /scale."""
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    zones = {"stszone.io/zones": ",".join("abcd"[:listed])}
+    old = _annotated(_items("statefulsets.v1beta1.json")[0], zones)
+    assert (old["metadata"]["name"], old["spec"]["replicas"]) == ("web", 3)
+    if by == "update":
+        new = copy.deepcopy(old)
+        new["spec"]["replicas"] = 0
+        request = kruise_update(new, old=old)
+    else:
+        request = Request(
+            kind="Scale",
+            group="autoscaling",
+            resource="statefulsets",
+            sub_resource="scale",
+            operation="UPDATE",
+            namespace="shop",
+            name="web",
+            object=b.scale("web", namespace="shop", replicas=0),
+            old_object=b.scale("web", namespace="shop", replicas=3),
+            resource_group="apps.kruise.io",
+        )
+    decided = admission.validate(request, store=store, defaults=Defaults())
+    assert decided.allowed, decided.message
+    return tuple(decided.warnings)
+
+
+def _pool(listed: int, *, by: str) -> tuple[str, ...]:
+    """/validate of KafkaNodePool pool, one broker in each of zone-a, zone-b, zone-c, scaled
+    from 3 to 0, by an UPDATE of it or by its /scale."""
+    view = sim.store()
+    cluster = sim.Cluster(view)
+    cluster.create_pool("pool", 3)
+    cluster.reconcile()
+    assert sorted(cluster.zones("pool").values()) == ["zone-a", "zone-b", "zone-c"]
+    held = view.nodepool("kafka", "pool")
+    assert held is not None
+    zones = ",".join([*sim.ZONES, "zone-d"][:listed])
+    old = sim.pool_object(
+        "pool",
+        replicas=3,
+        node_ids=list(held.node_ids or ()),
+        annotations={"stszone.io/zones": zones},
+    )
+    view.put("nodepools", nodepool_info(old))
+    if by == "update":
+        new = copy.deepcopy(old)
+        new["spec"]["replicas"] = 0
+        answer = sim.admit(view, new, old=old, operation="UPDATE", endpoint="validate")
+    else:
+        new, before = sim.scale("pool", old=3, new=0)
+        answer = sim.admit(view, new, old=before, operation="UPDATE", endpoint="validate")
+    assert answer.allowed, answer.message
+    return answer.warnings
+
+
+@pytest.mark.parametrize("listed", [COVERED, UNCOVERED])
+@pytest.mark.parametrize(
+    ("workload", "says"),
+    [
+        (_set, "db: 3 -> 0 stops the set in every zone"),
+        (_kruise, "web: 3 -> 0 stops the set in every zone"),
+        (_pool, "pool: 3 -> 0 removes every broker of the pool, in every zone"),
+    ],
+)
+def test_an_update_to_zero_is_warned_as_its_scale_to_zero_is(
+    workload: Callable[..., tuple[str, ...]], says: str, listed: int
+) -> None:
+    """The UPDATE's warnings are the /scale's, which say that the workload stops everywhere
+    and nothing of a zone left empty or waiting for a node."""
+    scaled = workload(listed, by="scale")
+    assert any(w.startswith(says) for w in scaled), scaled
+    assert not any("leaves a zone empty" in w or "wait for one" in w for w in scaled), scaled
+    assert workload(listed, by="update") == scaled
