@@ -36,6 +36,7 @@ from webhook.model.setpods import by_residue, by_zone
 from webhook.model.store import Store
 from webhook.rules import motion
 from webhook.rules.locate import Located, Locator
+from webhook.rules.ordinals import past_known
 from webhook.rules.ordinals import removed as removed_ordinals
 from webhook.rules.placement import Policy, rule_zone
 
@@ -140,17 +141,6 @@ class ScaleDown:
     def refused(self) -> bool:
         """Whether the guard refuses it (before ``allow-zone-loss`` is considered)."""
         return bool(self.lost) or self.depends_on_unknown
-
-
-def past_known(stop: int, known: Iterable[int], k: int) -> int:
-    """One past the first ``k`` places at or above ``stop`` and above every ``known`` one.
-
-    Past every known ordinal a member follows the rule alone, and ``k`` in a row hold every
-    zone; with no rule (node-ordinal mode, where the labelled nodes are known ordinals, or no
-    zone list) it holds none. Either way a count that keeps every zone, when one does, is found
-    below this bound.
-    """
-    return max(stop, max(known, default=stop) + 1) + k
 
 
 class _Ranges:

@@ -28,10 +28,10 @@ from webhook.rules.guard import (
     Holders,
     ScaleDown,
     Unknown,
-    past_known,
     zone_loss,
 )
 from webhook.rules.locate import Located, Locator
+from webhook.rules.ordinals import past_known
 from webhook.rules.placement import Policy, policy_zone
 
 #: Members per side the guard walks; above it, it does not judge.

@@ -10,11 +10,13 @@ milliseconds on the admission path.
 The scale-down guard never walks: it answers for any range, ``replicas: 2147483647`` included,
 from the ordinals that have a pod, a claim, a pre-bound volume or a labelled node (bounded by
 the objects in the view) and the placement rule's arithmetic; property tests compare it with a
-brute-force walk.
+brute-force walk (:func:`past_known` bounds how far it looks for a count that keeps every
+zone).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 #: Ordinals per StatefulSet any check visits one by one.
@@ -32,3 +34,14 @@ def removed(old: range, new: range) -> list[range]:
     ``ordinals.start`` moved up, those below the new start (two runs)."""
     runs = [range(old.start, min(old.stop, new.start)), range(max(old.start, new.stop), old.stop)]
     return [r for r in runs if len(r)]
+
+
+def past_known(stop: int, known: Iterable[int], k: int) -> int:
+    """One past the first ``k`` places at or above ``stop`` and above every ``known`` one.
+
+    Past every known ordinal a member follows the rule alone, and ``k`` in a row hold every
+    zone; with no rule (node-ordinal mode, where the labelled nodes are known ordinals, or no
+    zone list) it holds none. Either way a count that keeps every zone, when one does, is found
+    below this bound.
+    """
+    return max(stop, max(known, default=stop) + 1) + k
