@@ -133,6 +133,8 @@ def _set_lines(report: SetReport) -> list[str]:
     for r in report.rows:
         if r.status == "going":
             lines.append(f"  ordinal {r.ordinal}: going away: {r.why}")
+        elif r.status == "no pod" and r.why:  # the pod it gets would never run
+            lines.append(f"  ordinal {r.ordinal}: holds no zone: {r.why}")
         elif r.why:
             lines.append(f"  ordinal {r.ordinal}: zone unknown: {r.why}")
         if not r.node_ready:

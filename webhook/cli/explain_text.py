@@ -122,6 +122,7 @@ def _member_json(member: Member) -> dict[str, Any]:
         "guard": {
             "zone": member.guard.zone,
             "counts": member.guard.counts,
+            "neverRuns": member.guard.never_runs,
             "why": member.guard.why,
         },
     }
@@ -158,6 +159,8 @@ def pod_json(explained: PodExplanation) -> dict[str, Any]:
 
 def _guard_cell(member: Member) -> str:
     zone, row = member.guard.zone, member.row
+    if member.guard.never_runs:
+        return "none (never runs)"
     if row.status == "going":
         return f"none (going; counts {member.guard.counts or '?'})"
     if zone is None:

@@ -65,9 +65,9 @@ class Row:
     node: str
     zone: str | None
     status: Status
-    #: Why the status is ``unknown`` ("node n7 has no label topology.kubernetes.io/zone"), or
+    #: Why the status is ``unknown`` ("node n7 has no label topology.kubernetes.io/zone"),
     #: where a ``going`` pod's replacement goes ("db-0 is Terminating on node n1 in zone-c;
-    #: its replacement goes to zone-a").
+    #: its replacement goes to zone-a"), or why a pod, ``going`` or ``no pod``, never runs.
     why: str = ""
     #: False when its pod runs on a node that is not Ready (NotReady, Unknown, or tainted so).
     node_ready: bool = True
@@ -228,7 +228,9 @@ def member_row(
             expected, by, pinned = None, err.message, ()
     pod = store.pod(namespace, f"{policy.statefulset}-{ordinal}")
     if pod is None or pod.owner != policy.statefulset or pod.group != policy.group:
-        return Row(ordinal, expected, by, "", None, "no pod")
+        # Bound to a missing node by the template, the pod it gets never runs: say so.
+        why = located.detail if located.source == "stranded" else ""
+        return Row(ordinal, expected, by, "", None, "no pod", why)
     if pod.going or store.node_gone(pod.node):  # the guard counts it where its replacement goes
         return Row(ordinal, expected, by, pod.node, where.sits(pod), "going", located.detail)
     if not pod.node:
@@ -317,9 +319,9 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
         where = Locator(namespace=sts.namespace, policy=policy, store=store)
         for o in ordinals[first : first + step]:
             at = where(o)
-            if at.zone is None:
+            if at.source == "unknown":
                 unknown.append(o)
-            else:
+            elif at.zone is not None:  # none when bound to a missing node ("stranded")
                 held.add(at.zone)
             rows.append(member_row(o, policy=policy, store=store, where=where, located=at))
             if node_ordinal:

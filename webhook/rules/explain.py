@@ -5,10 +5,10 @@ For a pod: its workload and ordinal, the zone the rule gives it, the zone of its
 volume pinned to a zone wins over the rule), what its own constraints (the pod template's
 nodeSelector and required node affinity) allow, where it runs (node, zone, readiness), the
 audit's status, and whether it holds its zone for the scale-down guard -- and why not, when it
-is going away or its zone is unknown. For a workload: each member as the audit sees it, and the
-answer the guard would give to a scale-down to each smaller replica count (allowed with its
-warnings, or refused with the denial's message), so a person can see which sizes are safe and
-why before asking for one.
+is going away, its zone is unknown or its pod never runs. For a workload: each member as the
+audit sees it, and the answer the guard would give to a scale-down to each smaller replica
+count (allowed with its warnings, or refused with the denial's message), so a person can see
+which sizes are safe and why before asking for one.
 
 Everything comes from the rules the webhook runs: :mod:`webhook.rules.audit` for the members,
 :mod:`webhook.rules.locate` for the guard's facts, :func:`webhook.rules.scaling.judge` for the
@@ -76,6 +76,8 @@ class Guarded:
     why: str
     #: Where the guard counts a member that holds no zone (a going pod: its replacement's zone).
     counts: str | None = None
+    #: Its pod is bound to a node that does not exist: it holds no zone, nor is it unknown.
+    never_runs: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +188,8 @@ def _guarded(located: Located, *, ready: bool) -> Guarded:
         return Guarded(None, why, counts=zone)
     if located.source == "ending":  # nothing replaces it: no "there" to count it in
         return Guarded(None, f"holds no zone: {located.detail}", counts=zone)
+    if located.source == "stranded":  # its pod never runs: the guard counts it nowhere
+        return Guarded(None, f"holds no zone: {located.detail}", never_runs=True)
     if located.source in SCHEDULED or located.node:
         why = f"holds {zone} for the scale-down guard"
         if located.source == "volume":

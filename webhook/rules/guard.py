@@ -18,7 +18,9 @@ count the guard itself would allow, unknown zones included.
 A pod going away (or on a node that no longer exists) holds no zone (its ordinal is where its
 replacement goes): a lost zone where a kept ordinal's dying pod still sits names that pod. A
 pod on a node that is not Ready still holds its zone, but a listed zone the removed ordinals
-hold that is left only to such pods is reported, so the answer can warn of it.
+hold that is left only to such pods is reported, so the answer can warn of it. While the pod
+template binds its pods to a node that does not exist, an ordinal without a running pod holds
+no zone and is not unknown (:mod:`webhook.rules.locate`): only running pods hold zones.
 
 A move of ``ordinals.start`` is a scale-down like any other: ``old`` and ``new`` are the two
 ranges, and the removed ordinals are those of ``old`` that ``new`` does not keep.
@@ -148,7 +150,8 @@ class _Ranges:
 
     Only ordinals that have a pod, a claim, a pre-bound volume or a labelled node (the
     *known* ones, located one by one) can differ from the rule; all the others follow
-    ``zones[(i - start) mod k]`` (or are unknown when there is no rule), so each question
+    ``zones[(i - start) mod k]`` (or are unknown when there is no rule, or hold no zone when
+    the template binds their pods to a missing node), so each question
     about a range is answered by stepping through one residue class and skipping known
     ordinals: bounded by the objects in the view, not by ``replicas`` (which may be 2**31-1).
 
@@ -168,7 +171,10 @@ class _Ranges:
         self._located: dict[int, Located] = {}
         #: held() of each range asked (a scale-down asks the old range twice).
         self._held: dict[range, dict[str, tuple[list[int], int]]] = {}
-        self.ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal"
+        stranded = bool(self.where.stranded)  # members without a running pod hold no zone
+        self.ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal" and not stranded
+        #: An ordinal the view knows nothing of has a known answer: the rule's zone, or none.
+        self.settled = self.ruled or stranded
         self.k = k = len(policy.zones) or 1
         if past:
             span = range(span.start, past_known(span.stop, known, k))
@@ -263,7 +269,7 @@ class _Ranges:
     def _unknown_ordinals(self, r: range) -> Iterator[int]:
         """The ordinals of ``r`` whose zone is unknown, in order (lazily: r may be huge)."""
         lo, hi = bisect_left(self.unknowns, r.start), bisect_left(self.unknowns, r.stop)
-        if self.ruled:
+        if self.settled:
             return iter(self.unknowns[lo:hi])
         # No rule: every ordinal that is not known to have a zone is unknown.
         return (o for o in r if self.known.get(o) is None)
@@ -272,9 +278,9 @@ class _Ranges:
         """The ordinals of ``r`` whose zone is unknown, with reasons for the first few."""
         lo, hi = bisect_left(self.unknowns, r.start), bisect_left(self.unknowns, r.stop)
         count = hi - lo
-        if self.ruled and not count:
+        if self.settled and not count:
             return NO_UNKNOWN
-        if not self.ruled:
+        if not self.settled:
             located = sum(1 for o, zone in self.known.items() if o in r and zone is not None)
             count = len(r) - located
         first = tuple(self.located(o) for o in islice(self._unknown_ordinals(r), NAMED))
@@ -286,7 +292,7 @@ class _Ranges:
 
     def last_unknown(self, r: range) -> int | None:
         """The highest ordinal of ``r`` whose zone is unknown (None when there is none)."""
-        if self.ruled:
+        if self.settled:
             lo, hi = bisect_left(self.unknowns, r.start), bisect_left(self.unknowns, r.stop)
             return self.unknowns[hi - 1] if hi > lo else None
         backwards = range(r.stop - 1, r.start - 1, -1)

@@ -52,7 +52,9 @@ class _Members:
         self.running = store.pod_zones(
             namespace, policy.statefulset, policy.declared.topology_key, policy.group
         ).zones
-        self.ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal"
+        # Bound to a missing node by the template, a member without a running pod holds none.
+        stranded = bool(self.locator.stranded)
+        self.ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal" and not stranded
         self._located: dict[int, Located] = {}
 
     def located(self, ordinal: int) -> Located:
@@ -69,6 +71,10 @@ class _Members:
             return policy_zone(ordinal, self.policy)
         return self.located(ordinal).zone
 
+    def unknown(self, ordinal: int) -> bool:
+        """Whether the member's zone is unknown (one that holds none, ``stranded``, is not)."""
+        return self.zone(ordinal) is None and self.located(ordinal).source == "unknown"
+
 
 def _holders(ordinals: Iterable[int], members: _Members) -> dict[str, Holders]:
     grouped: dict[str, list[int]] = {}
@@ -83,7 +89,7 @@ def _holders(ordinals: Iterable[int], members: _Members) -> dict[str, Holders]:
 
 
 def _unknown(ordinals: Iterable[int], members: _Members) -> Unknown:
-    found = [o for o in ordinals if members.zone(o) is None]
+    found = [o for o in ordinals if members.unknown(o)]
     if not found:
         return NO_UNKNOWN
     return Unknown(tuple(members.located(o) for o in found[:NAMED]), len(found))
@@ -166,7 +172,7 @@ def _lowest(
         top = min(past_known(top, map(after.rank, members.known), len(zones)), LIMIT)
     widest = list(after.resized(top))
     position = {o: i for i, o in enumerate(widest)}
-    unknown_old = [o for o in old_live if old_members.zone(o) is None]
+    unknown_old = [o for o in old_live if old_members.unknown(o)]
     # The count from which every old member of unknown zone is kept (None: never).
     clear: int | None = 0
     if unknown_old:

@@ -22,11 +22,17 @@ The zone of an ordinal is, in order of trust:
 A pod that is going away (Terminating, Failed, Succeeded, or bound to a node that no longer
 exists, which PodGC deletes) holds no zone: the StatefulSet controller replaces it, and stszone
 places the replacement by 2 and 3, so the ordinal is where its replacement will be, never where
-the dying pod sits. A pod template whose ``spec.nodeName`` names a node that does not exist
-binds the replacement there too: it never runs, and the message says so. A set being deleted
-(``metadata.deletionTimestamp``) gets no replacement: its controller (kube-controller-manager's,
-and kruise-manager's) then creates and deletes no pod at all, so no change of it moves a zone;
-its ordinal is still counted by 2 and 3, and the message says that nothing replaces the pod.
+the dying pod sits. A set being deleted (``metadata.deletionTimestamp``) gets no replacement:
+its controller (kube-controller-manager's, and kruise-manager's) then creates and deletes no
+pod at all, so no change of it moves a zone; its ordinal is still counted by 2 and 3, and the
+message says that nothing replaces the pod.
+
+A pod template whose ``spec.nodeName`` names a node that does not exist (:func:`missing_node`)
+binds every pod the controller makes to it, asking no scheduler: no kubelet runs the pod, and
+PodGC deletes it for the controller to make it there again. So an ordinal without a running pod
+(none, or one going away) holds no zone -- source ``stranded``, zone None -- and its zone is not
+unknown either: no fact is missing, it runs nowhere. Its data and the rule do not count it, as
+its pod never reaches them; a pod already running on a node of the cluster still holds its zone.
 
 Every unknown carries the reason, in words a person can act on ("node n7 has no label
 topology.kubernetes.io/zone"). The scale-down guard, ``stszone audit`` and node removal all use
@@ -50,7 +56,16 @@ from webhook.rules.placement import (
 )
 
 Source = Literal[
-    "pod", "pod-label", "volume", "claim", "node-label", "rule", "replacement", "ending", "unknown"
+    "pod",
+    "pod-label",
+    "volume",
+    "claim",
+    "node-label",
+    "rule",
+    "replacement",
+    "ending",
+    "stranded",
+    "unknown",
 ]
 
 #: Sources that are facts about a pod that exists and is scheduled.
@@ -59,7 +74,8 @@ SCHEDULED: frozenset[Source] = frozenset({"pod", "pod-label"})
 
 class Located(NamedTuple):
     """The zone of one ordinal, what says so, and ``detail``: the node, volume, claim (not bound
-    yet: source ``claim``) or pinned nodes behind it, or for an unknown zone the reason.
+    yet: source ``claim``) or pinned nodes behind it, or for an unknown zone (and for one that
+    holds none, ``stranded``) the reason.
 
     A named tuple rather than a frozen dataclass: a scale-down locates every known ordinal,
     and a tuple is built several times faster.
@@ -72,6 +88,11 @@ class Located(NamedTuple):
     #: The node of a scheduled pod, going away or not ("" when there is none).
     node: str = ""
 
+
+#: What becomes of a pod bound to a node that does not exist, and what to do about it.
+_NEVER: Final = (
+    "never runs, and PodGC deletes it in turn; correct or remove the template's nodeName"
+)
 
 #: How each kind of going away reads in a message.
 _GOING: Final = {
@@ -159,12 +180,21 @@ def volume_zones(
     return Pinned(tuple(names), allowed or frozenset(), claims=tuple(unbound))
 
 
+def missing_node(namespace: str, policy: Policy, *, store: Store) -> str:
+    """The node the set's pod template binds every pod to (``spec.nodeName``) when the view
+    holds the cluster's nodes and not that one, and the set is not being deleted; else "".
+    Every pod its controller makes from that template never runs (the module docstring)."""
+    held = store.statefulset(namespace, policy.statefulset, policy.group)
+    if held is None or held.deleting or not store.node_gone(held.node_name):
+        return ""
+    return held.node_name
+
+
 class Locator:
     """Finds the zone of ordinals of one set (see the module docstring for the order). Built
     once per set, so locating many ordinals shares the lookups."""
 
     __slots__ = (
-        "bound",
         "ending",
         "going",
         "key",
@@ -173,6 +203,7 @@ class Locator:
         "pods",
         "policy",
         "store",
+        "stranded",
     )
 
     def __init__(self, *, namespace: str, policy: Policy, store: Store) -> None:
@@ -181,8 +212,8 @@ class Locator:
         held = store.statefulset(namespace, policy.statefulset, policy.group)
         #: The set is being deleted: its controller replaces no pod.
         self.ending = held is not None and held.deleting
-        #: The node the pod template's spec.nodeName binds every pod to ("" when none).
-        self.bound = held.node_name if held is not None else ""
+        #: :func:`missing_node`: an ordinal without a running pod holds no zone ("": none).
+        self.stranded = missing_node(namespace, policy, store=store)
         pods = store.set_pods(namespace, policy.statefulset, policy.group)
         self.pods, self.going = pods.by_name, pods.going
         self.nodes = store.nodes
@@ -190,14 +221,32 @@ class Locator:
     def zones(
         self, ordinals: Iterable[int], *, running: Mapping[int, str]
     ) -> list[tuple[int, str | None]]:
-        """``(ordinal, self(ordinal).zone)`` for each of ``ordinals``, without building the
-        :class:`Located` in the usual case, a scheduled pod on a node with the label, whose
-        zone ``running`` gives (:meth:`Store.pod_zones`): the scale-down guard asks it of every
-        known ordinal, and only names a few."""
-        return [(o, running.get(o) or self(o).zone) for o in ordinals]
+        """``(ordinal, self(ordinal).zone)`` for each of ``ordinals`` but those that hold no
+        zone (``stranded``: neither held nor unknown), without building the :class:`Located`
+        in the usual case, a scheduled pod on a node with the label, whose zone ``running``
+        gives (:meth:`Store.pod_zones`): the scale-down guard asks it of every known ordinal,
+        and only names a few."""
+        found: list[tuple[int, str | None]] = []
+        for ordinal in ordinals:
+            zone = running.get(ordinal)
+            if zone is None:
+                item = self(ordinal)
+                if item.source == "stranded":
+                    continue
+                zone = item.zone
+            found.append((ordinal, zone))
+        return found
 
     def __call__(self, ordinal: int) -> Located:
         pod = self.pods.get(ordinal)
+        if pod is None and self.stranded:
+            return Located(
+                ordinal,
+                None,
+                "stranded",
+                f"its pod, when made, is bound to the missing node {self.stranded} by the pod "
+                f"template's spec.nodeName: it {_NEVER}",
+            )
         if pod is None:
             return self._unscheduled(ordinal, controller_claims(ordinal, policy=self.policy))
         if pod.going or self.store.node_gone(pod.node):
@@ -259,10 +308,8 @@ class Locator:
         """A pod going away: the ordinal is where its replacement goes (its volumes, else the
         rule), and the detail says so: "db-0 is Terminating on node n1 in zone-c; its
         replacement goes to zone-a", "db-0 is on node n1, which no longer exists (PodGC deletes
-        the pod); its replacement goes to zone-a"."""
-        # A claim that goes with this pod is not its replacement's: the controller makes a new one.
-        kept = [c for c in pod.claims if not self._goes(c)]
-        after = self._unscheduled(ordinal, pod.claims if self.ending else kept)
+        the pod); its replacement goes to zone-a"; or, bound to a missing node by the template,
+        that it holds no zone."""
         where = f" on node {pod.node}" if pod.node else ""
         if (sits := self.sits(pod)) is not None:
             where += f" in {sits}"
@@ -270,6 +317,18 @@ class Locator:
             head = f"{pod.name} {_GOING[pod.going]}{where}"
         else:
             head = f"{pod.name} is{where}, which no longer exists (PodGC deletes the pod)"
+        if self.stranded:  # no scheduler is asked: the replacement is bound to it as well
+            return Located(
+                ordinal,
+                None,
+                "stranded",
+                f"{head}; its replacement is bound to the missing node {self.stranded} by the pod "
+                f"template's spec.nodeName: it {_NEVER}",
+                pod.node,
+            )
+        # A claim that goes with this pod is not its replacement's: the controller makes a new one.
+        kept = [c for c in pod.claims if not self._goes(c)]
+        after = self._unscheduled(ordinal, pod.claims if self.ending else kept)
         if self.ending:
             ends = f"{head}; nothing replaces it: its {self.policy.kind} is being deleted"
             if after.zone is None:
@@ -282,18 +341,6 @@ class Locator:
                 None,
                 "unknown",
                 f"{head}; its replacement's zone is unknown: {after.detail}",
-                pod.node,
-            )
-        if self.store.node_gone(self.bound):
-            # No scheduler is asked: the replacement is bound to the missing node as well, the
-            # kubelet of no node runs it, and PodGC deletes it in turn.
-            return Located(
-                ordinal,
-                after.zone,
-                "replacement",
-                f"{head}; its replacement is bound to the missing node {self.bound} by the pod "
-                "template's spec.nodeName: it never runs, and PodGC deletes it in turn; correct "
-                f"or remove the template's nodeName (stszone's zone for it: {after.zone})",
                 pod.node,
             )
         goes = f"{head}; its replacement goes to {after.zone}"

@@ -13,9 +13,9 @@ Advanced StatefulSet, ``zones[rank mod k]`` among its live ordinals,
   pod gets one) and the webhook places it in its rule zone;
 - **pinned by data**: a volume bound to one of its claims is in another zone; it moves only
   with ``--move-data``, which deletes its claims with the pod (that replica's data is gone);
-- **blocked**: it cannot move now, with the reasons (zone unknown, set not fully Ready,
-  rollout under way, no node that could take it in the rule zone, a claim its pod owns, or the
-  order below).
+- **blocked**: it cannot move now, with the reasons (zone unknown, its pod bound by the
+  template to a node that does not exist, set not fully Ready, rollout under way, no node that
+  could take it in the rule zone, a claim its pod owns, or the order below).
 
 Order. One pod of a set at a time, and never the last pod of a listed zone while the rule puts
 another ordinal there: that ordinal moves in first. Among the moves allowed at each point, one
@@ -209,8 +209,10 @@ def _draft(ordinal: int, ctx: _Set) -> _Draft:
     located = ctx.where(ordinal)
     if node and located.zone is None:
         # A scheduled pod is where its node (or its own label, or its volume) is: the rule never
-        # answers for it, so without those its zone is unknown (the locator says why).
-        why = f"its zone is unknown: {located.detail}"
+        # answers for it, so without those its zone is unknown (the locator says why). Bound by
+        # the template to a missing node, its replacement would never run: the detail says so.
+        said = "" if located.source == "stranded" else "its zone is unknown: "
+        why = f"{said}{located.detail}"
         return _Draft(Row(ordinal, name, node, None, target, "blocked", notes=(why,)), False)
     zone = located.zone if node or located.source in ("volume", "claim") else None
     if zone is None or zone == target:

@@ -229,6 +229,18 @@ def verdict(
     return refused.with_notices(notices.scale_down_refused(regarding, note=denial))
 
 
+def stranded(name: str, node: str) -> tuple[str, ...]:
+    """The warning of a scale-down judged while the pod template binds every pod to ``node``,
+    which does not exist ("": it binds none so): why members without a running pod hold no
+    zone (:mod:`webhook.rules.locate`)."""
+    if not node:
+        return ()
+    return (
+        f"{name}: its pod template's spec.nodeName {node} names no node of the cluster: pods "
+        "made from it never run and hold no zone; correct or remove it",
+    )
+
+
 def stopped(name: str, *, old: int) -> Decision:
     """Scaling to zero stops the set: allowed with a warning, whatever the zones."""
     return allow(

@@ -1,0 +1,161 @@
+"""Members of a set whose pod template binds its pods to a node that does not exist
+(``spec.nodeName: ghost``): the StatefulSet controller creates each pod bound to ghost, no
+kubelet runs it, and PodGC deletes it for the controller to create it there again. Such a
+member is Pending for good: it holds no zone, and its zone is not unknown either (no fact is
+missing: it runs nowhere). A pod still running on a node of the cluster (made from an earlier
+template) holds its zone.
+
+The guard (``/scale``), ``stszone audit`` (its zones held, its unknown members, its lowest safe
+count) and ``stszone explain`` (each member, and each smaller size) say the same.
+
+Nodes na, nb, nc in zones a, b, c; sets list a, b, c.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import builders as b
+from tests.test_kruise import _annotated, _items, kruise_update
+from webhook.cli import main
+from webhook.cluster.clusterfile import store_from_objects
+from webhook.config import Defaults
+from webhook.model.state import live_state
+from webhook.model.store import Store
+from webhook.rules import admission
+from webhook.rules.audit import audit
+from webhook.rules.explain import explain_workload
+from webhook.rules.rebalance import plan_set
+from webhook.wire import review
+
+ABC = {"stszone.io/zones": "a,b,c"}
+NODES = [b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c")]
+NEVER = "never runs"
+
+
+def _bound(sts: dict[str, Any], node: str = "ghost") -> dict[str, Any]:
+    sts["spec"]["template"]["spec"]["nodeName"] = node
+    return sts
+
+
+def _view(replicas: int, pods: dict[int, str]) -> Store:
+    """Set db of ``replicas``, its template bound to ghost; ``pods``: ordinal -> its node."""
+    sts = _bound(b.statefulset(replicas=replicas, annotations=ABC))
+    made = [b.sts_pod(ordinal=o, node=n) for o, n in pods.items()]
+    return store_from_objects([*NODES, sts, *made])
+
+
+def _scale(store: Store, old: int, new: int) -> review.Answer:
+    body = b.review(b.scale(replicas=new), operation="UPDATE", old=b.scale(replicas=old))
+    return review.answer("validate", review.from_dict(body), store=store, defaults=Defaults())
+
+
+def _agree(store: Store, replicas: int) -> tuple[dict[int, bool], Any]:
+    """Whether the guard allows /scale from ``replicas`` to each smaller count, checked against
+    explain's answer for that size and the audit's lowest safe count (every count from it up
+    is allowed, none below it but 0, which stops the set); and the explanation."""
+    answers = {n: _scale(store, replicas, n) for n in range(replicas)}
+    explained = explain_workload(store, "ns", "db")
+    assert explained is not None
+    assert [size.replicas for size in explained.sizes] == list(range(replicas - 1, -1, -1))
+    for size in explained.sizes:
+        said = answers[size.replicas]
+        assert (size.allowed, size.message) == (said.allowed, said.message), size
+        assert size.warnings == said.warnings, size
+    (report,) = audit(store).sets
+    assert report.lowest is not None
+    for n in range(1, replicas):
+        assert answers[n].allowed == (n >= report.lowest), (n, report.lowest)
+    return {n: a.allowed for n, a in answers.items()}, explained
+
+
+def test_a_set_bound_to_a_missing_node_holds_no_zone() -> None:
+    """No pod of db runs (db-0 sits on ghost, db-1 and db-2 are not made yet): no scale-down
+    drops a zone the set holds, and no member's zone is unknown."""
+    store = _view(3, {0: "ghost"})
+    allowed, explained = _agree(store, 3)
+    assert allowed == {0: True, 1: True, 2: True}
+    (report,) = audit(store).sets
+    assert (report.held, report.unknown, report.lowest) == ((), (), 0)
+    for member in explained.members:
+        assert member.guard.zone is None and member.guard.counts is None, member
+        assert member.guard.why.startswith("holds no zone: ") and NEVER in member.guard.why
+    said = _scale(store, 3, 1).warnings
+    assert any("spec.nodeName ghost names no node" in w for w in said), said
+
+
+def test_a_member_bound_to_a_missing_node_keeps_no_zone_for_a_scale_down() -> None:
+    """db-0, db-1, db-3, db-4 and db-5 run in a, b, a, b, c (made from an earlier template);
+    db-2 sits on ghost. 6 -> 3 keeps db-0 to db-2: db-2 never runs in c, so db-5, removed, is
+    c's only pod: refused, as every count down to 1 is."""
+    pods = {0: "na", 1: "nb", 2: "ghost", 3: "na", 4: "nb", 5: "nc"}
+    store = _view(6, pods)
+    allowed, explained = _agree(store, 6)
+    assert allowed == {0: True, 1: False, 2: False, 3: False, 4: False, 5: False}
+    refused = _scale(store, 6, 3)
+    assert (refused.allowed, refused.reason) == (False, "ZoneLoss")
+    assert "would drop zone c (ordinal 5 is its only pod)" in refused.message, refused.message
+    (report,) = audit(store).sets
+    assert (report.held, report.unknown, report.lowest) == (("a", "b", "c"), (), 6)
+    db2 = explained.members[2]
+    assert (db2.row.status, db2.guard.zone, db2.guard.counts) == ("going", None, None)
+    assert NEVER in db2.row.why and NEVER in db2.guard.why, db2
+    # Evicting db-2 brings it back on ghost: rebalance moves it nowhere, saying why.
+    info = store.statefulset("ns", "db")
+    assert info is not None
+    plan = plan_set(info, store=store, state=live_state([]), move_data=False)
+    (row,) = [r for r in plan.rows if r.ordinal == 2]
+    assert row.kind == "blocked" and NEVER in row.notes[0], row
+    assert "unknown" not in row.notes[0], row
+
+
+def test_audit_and_explain_print_that_such_members_hold_no_zone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same set from a saved cluster: the audit says of db-1 (no pod yet) that it holds no
+    zone, not that its zone is unknown; explain's GUARD column says it never runs."""
+    sts = _bound(b.statefulset(replicas=3, annotations=ABC))
+    path = tmp_path / "cluster.json"
+    items = [*NODES, sts, b.sts_pod(ordinal=0, node="ghost")]
+    path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+    assert main(["audit", "--cluster", str(path)]) == 0
+    out = capsys.readouterr().out
+    (line,) = [s for s in out.splitlines() if s.startswith("  ordinal 1:")]
+    assert line.startswith("  ordinal 1: holds no zone: ") and NEVER in line, out
+    assert "zones held now: (none); lowest replica count that keeps every zone: 0" in out, out
+    assert main(["explain", "--cluster", str(path), "sts/db"]) == 0
+    out = capsys.readouterr().out
+    rows = [s.split() for s in out.splitlines() if s.strip().startswith(("0 ", "1 ", "2 "))]
+    assert [r[-3:] for r in rows] == [["none", "(never", "runs)"]] * 3, out
+    assert main(["explain", "--cluster", str(path), "sts/db", "-o", "json"]) == 0
+    members = json.loads(capsys.readouterr().out)["members"]
+    assert [m["guard"]["neverRuns"] for m in members] == [True, True, True]
+
+
+def test_an_advanced_statefulset_bound_to_a_missing_node_holds_no_zone() -> None:
+    """The recorded Advanced StatefulSet shop/web (live ordinals 0, 2, 3), its template bound
+    to ghost, none of its pods made: 3 -> 1 drops no zone it holds."""
+    objects: list[Any] = [b.node(f"n-{z}", z) for z in "abc"]
+    old = _bound(_annotated(_items("statefulsets.v1beta1.json")[0]))
+    store = store_from_objects([*objects, old])
+    new = copy.deepcopy(old)
+    new["spec"]["replicas"] = 1
+    decided = admission.validate(kruise_update(new, old=old), store=store, defaults=Defaults())
+    assert decided.allowed, decided.message
+    (report,) = audit(store).sets
+    assert (report.held, report.unknown, report.lowest) == ((), (), 0)
+
+
+@pytest.mark.parametrize("node", ["na", ""])
+def test_a_template_naming_a_node_that_exists_is_counted_as_before(node: str) -> None:
+    """Bound to na (in a), or to no node: db-1 and db-2, not made yet, are where the rule puts
+    them, so 3 -> 1 drops b and c."""
+    sts = _bound(b.statefulset(replicas=3, annotations=ABC), node)
+    store = store_from_objects([*NODES, sts, b.sts_pod(ordinal=0, node="na")])
+    refused = _scale(store, 3, 1)
+    assert not refused.allowed and "would drop zones b" in refused.message, refused.message
