@@ -44,6 +44,18 @@ def required_terms(pod_spec: Mapping[str, Any], *, path: str = "spec") -> list[d
     )
 
 
+def checked_terms(pod_spec: Mapping[str, Any], *, path: str) -> list[dict[str, Any]]:
+    """:func:`required_terms`, each term's expressions and fields checked to be lists of
+    objects: the rebalance plan reads a StatefulSet template's terms node by node, long after
+    the load."""
+    terms = required_terms(pod_spec, path=path)
+    where = f"{path}.affinity.nodeAffinity.{REQUIRED}"
+    for index, term in enumerate(terms):
+        for key in ("matchExpressions", "matchFields"):
+            objects.dicts(term, key, path=f"{where}.nodeSelectorTerms[{index}]")
+    return terms
+
+
 def going(meta: Mapping[str, Any], status: Mapping[str, Any]) -> Going:
     """ "Terminating" when ``metadata.deletionTimestamp`` is set, "Failed" or "Succeeded" when
     the pod has ended (evicted, OOM-killed, or done), else "".

@@ -31,7 +31,7 @@ from webhook.model.pinning import (
     topology_label,
     volume_pinning,
 )
-from webhook.model.podspec import REQUIRED, Going, going, mounted, required_terms
+from webhook.model.podspec import Going, checked_terms, going, mounted
 from webhook.model.setkinds import KINDS
 
 #: Node label naming the node itself; local PersistentVolumes are pinned to a node with it.
@@ -309,17 +309,6 @@ def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
     )
 
 
-def _node_terms(pod_spec: Mapping[str, Any], *, path: str) -> list[dict[str, Any]]:
-    """The required nodeSelectorTerms of a pod spec, each term's expressions and fields checked
-    to be lists of objects: the rebalance plan reads them node by node, long after the load."""
-    terms = required_terms(pod_spec, path=path)
-    where = f"{path}.affinity.nodeAffinity.{REQUIRED}"
-    for index, term in enumerate(terms):
-        for key in ("matchExpressions", "matchFields"):
-            objects.dicts(term, key, path=f"{where}.nodeSelectorTerms[{index}]")
-    return terms
-
-
 def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
     """Record of a StatefulSet."""
     meta = _meta(obj)
@@ -328,7 +317,7 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
     template_spec = objects.mapping(template, "spec", path="spec.template")
     template_meta = objects.mapping(template, "metadata", path="spec.template")
     template_labels = objects.str_map(template_meta, "labels", path="spec.template.metadata")
-    terms = _node_terms(template_spec, path="spec.template.spec")
+    terms = checked_terms(template_spec, path="spec.template.spec")
     templates = tuple(
         _name(objects.mapping(t, "metadata"))
         for t in objects.dicts(spec, "volumeClaimTemplates", path="spec")
