@@ -14,13 +14,15 @@ def pool_lines(report: PoolReport) -> list[str]:
         f"KafkaNodePool {report.namespace}/{report.name} (cluster {report.cluster}): zones "
         f"{','.join(report.zones) or '(none)'}, replicas {report.replicas}"
     )
+    warned = [f"  warning: {w}" for w in report.warnings]
     if report.problem:
-        return [head, f"  PROBLEM: {report.problem}"]
+        return [head, f"  PROBLEM: {report.problem}", *warned]
     rows = [
         (str(r.node_id), r.pod, r.expected_zone or "-", r.node or "-", r.zone or "-", r.status)
         for r in report.rows
     ]
-    lines = [head, *table_lines(("NODE ID", "POD", "DATA IN", "NODE", "ZONE", "STATUS"), rows)]
+    header = ("NODE ID", "POD", "DATA IN", "NODE", "ZONE", "STATUS")
+    lines = [head, *warned, *table_lines(header, rows)]
     counts = ", ".join(f"{zone} {n}" for zone, n in report.counts) or "(none)"
     lowest = "none keeps them all" if report.lowest is None else str(report.lowest)
     lines.append(
@@ -62,6 +64,7 @@ def pools_json(reports: tuple[PoolReport, ...]) -> list[dict[str, Any]]:
             "imbalance": p.imbalance,
             "lowestSafeReplicas": p.lowest,
             "problem": p.problem or None,
+            "warnings": list(p.warnings),
             "misplaced": p.misplaced,
         }
         for p in reports

@@ -32,6 +32,10 @@ def _head(pool: PoolHead) -> str:
     )
 
 
+def _warned(pool: PoolHead) -> list[str]:
+    return [f"  warning: {w}" for w in pool.warnings]
+
+
 def _head_json(pool: PoolHead) -> dict[str, Any]:
     return {
         "kind": KIND,
@@ -42,6 +46,7 @@ def _head_json(pool: PoolHead) -> dict[str, Any]:
         "replicas": pool.replicas,
         "nodeIds": list(pool.node_ids) if pool.node_ids is not None else None,
         "removeNodeIds": pool.remove_node_ids,
+        "warnings": list(pool.warnings),
     }
 
 
@@ -134,7 +139,7 @@ def _size_lines(size: PoolSize, *, current: int, zones: dict[int, str | None]) -
 def pool_text(explained: PoolExplanation) -> str:
     """Each broker in one line, the brokers per zone and each smaller size's answer."""
     pool = explained.pool
-    lines = [_head(pool)]
+    lines = [_head(pool), *_warned(pool)]
     if explained.problem:
         lines.append(f"  PROBLEM: {explained.problem}")
         if explained.sizes:  # its /scale is judged on the defaults all the same
@@ -213,10 +218,10 @@ def broker_pod_text(explained: BrokerPodExplanation) -> str:
     if pool is None or broker is None:
         lines = [f"{title}: stszone leaves it alone: {explained.left_alone}"]
         if pool is not None:
-            lines.append(f"  {_head(pool)}")
+            lines += [f"  {_head(pool)}", *_warned(pool)]
         return "\n".join(lines)
     row = broker.row
-    lines = [f"{title}: node ID {broker.node_id} of {_head(pool)}"]
+    lines = [f"{title}: node ID {broker.node_id} of {_head(pool)}", *_warned(pool)]
     if explained.left_alone:
         lines.append(f"  NOTE: stszone does not place its pods now: {explained.left_alone}")
     rows = [("stszone's zone", _chosen(explained)), ("recorded", _recorded(explained))]

@@ -10,8 +10,9 @@ newline from a YAML block scalar is refused here rather than by the API server o
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -241,6 +242,31 @@ def storage_class_for(template: str, zone: str) -> str:
 def stszone_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
     """Only the ``stszone.io/`` policy keys of an annotation map (``stszone.io/zone`` excluded)."""
     return {k: v for k, v in annotations.items() if k in STATEFULSET_KEYS}
+
+
+def misspelt_keys(annotations: Mapping[str, str]) -> tuple[str, ...]:
+    """The ``stszone.io/`` keys of an annotation map that are no policy key (a misspelt one,
+    ``stszone.io/allow-zone-los``), sorted: what a record keeps of them, their names alone (a
+    value may be large, and nothing reads it)."""
+    keys = (k for k in annotations if k.startswith(PREFIX) and k not in STATEFULSET_KEYS)
+    return tuple(sorted(map(sys.intern, keys)))
+
+
+def misspelt_warnings(
+    name: str, keys: Sequence[str], *, known: Collection[str] = STATEFULSET_KEYS
+) -> tuple[str, ...]:
+    """The warning ``stszone audit`` and ``stszone explain`` give of a workload whose
+    annotations hold misspelt ``keys`` (:func:`misspelt_keys`; ``known``: the keys its kind
+    reads). Its pods and its ``/scale`` read the other keys as if they were alone, but an
+    update of it reads them as malformed (:func:`parse_annotations` refuses unknown keys): it
+    is guarded on the defaults, and one that changes a ``stszone.io/`` key is refused."""
+    if not keys:
+        return ()
+    return (
+        f"{name}: unknown annotation(s) {', '.join(keys)}: an update keeping them is judged on "
+        "the default policy and one changing stszone.io/ annotations is refused; correct or "
+        f"remove them (known: {', '.join(sorted(known))})",
+    )
 
 
 def prefixed_annotations(annotations: Mapping[str, str]) -> dict[str, str]:

@@ -25,7 +25,7 @@ from msgspec import field
 
 from webhook.errors import BadObject
 from webhook.model import objects
-from webhook.model.annotations import SKIP, ZONE, stszone_annotations
+from webhook.model.annotations import SKIP, ZONE, misspelt_keys, stszone_annotations
 from webhook.model.pinning import ZONE_KEYS, topology_label
 from webhook.model.podspec import Going, going
 
@@ -69,6 +69,9 @@ class KafkaNodePoolInfo(msgspec.Struct, frozen=True, gc=False):
     claim_prefixes: tuple[str, ...] = ()
     #: Labelled ``stszone.io/skip=true``: the webhooks' objectSelector leaves it alone.
     skipped: bool = False
+    #: The names of its misspelt ``stszone.io/`` keys, which ``annotations`` leaves out: no
+    #: path but its UPDATE reads them, and audit and explain name them.
+    misspelt: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -166,6 +169,7 @@ def nodepool_info(obj: Mapping[str, Any]) -> KafkaNodePoolInfo:
         node_ids=_node_ids(objects.mapping(obj, "status")),
         claim_prefixes=claim_prefixes(spec),
         skipped=labels.get(SKIP) == "true",
+        misspelt=misspelt_keys(annotations),
     )
 
 

@@ -19,7 +19,14 @@ from msgspec import field
 
 from webhook.errors import BadObject
 from webhook.model import kruise, objects
-from webhook.model.annotations import SKIP, ZONE, Declared, read_annotations, stszone_annotations
+from webhook.model.annotations import (
+    SKIP,
+    ZONE,
+    Declared,
+    misspelt_keys,
+    read_annotations,
+    stszone_annotations,
+)
 from webhook.model.namespaces import NamespaceInfo
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
 from webhook.model.owners import ordinal_of, pod_owned, workload_owner
@@ -147,6 +154,9 @@ class StatefulSetInfo(msgspec.Struct, frozen=True, gc=False):
     #: ``metadata.deletionTimestamp`` is set (a foreground deletion, a finalizer): its
     #: controller creates no pod for it any more, so a pod going away is not replaced.
     deleting: bool = False
+    #: The names of its misspelt ``stszone.io/`` keys, which ``annotations`` leaves out: no
+    #: path but its UPDATE reads them, and audit and explain name them.
+    misspelt: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         declared, problems = read_annotations(self.annotations)
@@ -323,10 +333,12 @@ def statefulset_info(obj: Mapping[str, Any]) -> StatefulSetInfo:
         for t in objects.dicts(spec, "volumeClaimTemplates", path="spec")
     )
     retention = objects.mapping(spec, "persistentVolumeClaimRetentionPolicy")
+    written = objects.str_map(meta, "annotations")
     return StatefulSetInfo(
         namespace=_intern(objects.string(meta, "namespace")),
         name=_name(meta),
-        annotations=stszone_annotations(objects.str_map(meta, "annotations")),
+        annotations=stszone_annotations(written),
+        misspelt=misspelt_keys(written),
         replicas=objects.int32(spec, "replicas", default=1, path="spec"),
         start=objects.int32(
             objects.mapping(spec, "ordinals", path="spec"), "start", default=0, path="spec.ordinals"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from webhook.errors import Denied
-from webhook.model.annotations import SKIP, unread_warnings
+from webhook.model.annotations import SKIP, misspelt_warnings, unread_warnings
 from webhook.model.kruise import Live
 from webhook.model.nodepools import KafkaNodePoolInfo
 from webhook.model.records import StatefulSetInfo
@@ -99,7 +99,8 @@ class SetReport:
     group: str = ""
     #: Its pod template is labelled ``stszone.io/skip=true``: stszone places none of its pods.
     skipped: bool = False
-    #: What its admission warns of each update: annotations its mode does not read.
+    #: What its admission warns of each update (annotations its mode does not read), and its
+    #: misspelt ``stszone.io/`` keys.
     warnings: tuple[str, ...] = ()
     #: ``metadata.deletionTimestamp`` is set: nobody scales it, so no count is judged.
     deleting: bool = False
@@ -285,6 +286,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
     refresh sees the change whole.
     """
     warnings = unread_warnings(sts.name, sts.annotations)
+    warnings += misspelt_warnings(sts.name, sts.misspelt)
     try:
         policy = resolve_policy(sts.namespace, sts.name, store=store, group=sts.group)
     except Denied as err:

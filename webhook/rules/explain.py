@@ -27,7 +27,7 @@ from itertools import islice
 from typing import Final
 
 from webhook.errors import Denied
-from webhook.model.annotations import SKIP, unread_warnings
+from webhook.model.annotations import SKIP, misspelt_warnings, unread_warnings
 from webhook.model.kruise import GROUP as KRUISE
 from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
@@ -63,7 +63,8 @@ class Workload:
     #: An Advanced StatefulSet's first few live ordinals (reserveOrdinals leaves gaps); None
     #: for a set whose members are ``[start, start + replicas)``.
     live: tuple[int, ...] | None = None
-    #: What its admission warns of each update: annotations its mode does not read.
+    #: What its admission warns of each update (annotations its mode does not read), and its
+    #: misspelt ``stszone.io/`` keys.
     warnings: tuple[str, ...] = ()
 
 
@@ -173,7 +174,7 @@ def _workload(sts: StatefulSetInfo, policy: Policy | None) -> Workload:
         sts.replicas,
         sts.start if live is None else live.start,
         None if live is None else tuple(islice(live, LIVE_SHOWN)),
-        unread_warnings(sts.name, sts.annotations),
+        unread_warnings(sts.name, sts.annotations) + misspelt_warnings(sts.name, sts.misspelt),
     )
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from webhook.errors import Denied
-from webhook.model.annotations import SKIP
+from webhook.model.annotations import SKIP, misspelt_warnings
 from webhook.model.nodepools import (
     CLUSTER_LABEL,
     GROUP,
@@ -45,7 +45,15 @@ from webhook.rules.poolscaling import (
     validate_pool_scale,
     validate_pool_update,
 )
-from webhook.rules.poolzones import Choice, PoolPolicy, choose, id_claims, members, pool_policy
+from webhook.rules.poolzones import (
+    READ_BY_POOLS,
+    Choice,
+    PoolPolicy,
+    choose,
+    id_claims,
+    members,
+    pool_policy,
+)
 
 #: What gave a broker its zone: its data, its pod (where it runs, or was pinned), or the
 #: pool's balance (where stszone would place it now).
@@ -65,6 +73,8 @@ class PoolHead:
     #: ``status.nodeIds`` (None: the operator has not reconciled the pool yet).
     node_ids: tuple[int, ...] | None
     remove_node_ids: str | None
+    #: Its misspelt ``stszone.io/`` keys, named.
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +159,7 @@ def _head(pool: KafkaNodePoolInfo, policy: PoolPolicy | None) -> PoolHead:
         pool.replicas,
         pool.node_ids,
         pool.annotations.get(REMOVE_NODE_IDS),
+        misspelt_warnings(pool.name, pool.misspelt, known=READ_BY_POOLS),
     )
 
 

@@ -21,11 +21,19 @@ from dataclasses import dataclass
 import msgspec
 
 from webhook.errors import Denied
+from webhook.model.annotations import misspelt_warnings
 from webhook.model.nodepools import REMOVE_NODE_IDS, KafkaNodePoolInfo, removal_order
 from webhook.model.store import Store
 from webhook.rules.audit import Status, audited_pools
 from webhook.rules.poolguard import judge
-from webhook.rules.poolzones import PoolPolicy, data_zone, going_away, members, pool_policy
+from webhook.rules.poolzones import (
+    READ_BY_POOLS,
+    PoolPolicy,
+    data_zone,
+    going_away,
+    members,
+    pool_policy,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +64,8 @@ class PoolReport:
     #: None when no replica count keeps every zone held now.
     lowest: int | None = None
     problem: str = ""
+    #: Its misspelt ``stszone.io/`` keys, named.
+    warnings: tuple[str, ...] = ()
 
     @property
     def imbalance(self) -> int:
@@ -91,7 +101,8 @@ def broker_row(namespace: str, node_id: int, policy: PoolPolicy, store: Store) -
 
 def audit_pool(pool: KafkaNodePoolInfo, *, store: Store) -> PoolReport:
     """The audit of one pool."""
-    base = PoolReport(pool.namespace, pool.name, pool.cluster, (), pool.replicas)
+    warned = misspelt_warnings(pool.name, pool.misspelt, known=READ_BY_POOLS)
+    base = PoolReport(pool.namespace, pool.name, pool.cluster, (), pool.replicas, warnings=warned)
     try:
         policy = pool_policy(pool.namespace, pool.name, store=store)
     except Denied as err:
@@ -128,6 +139,7 @@ def audit_pool(pool: KafkaNodePoolInfo, *, store: Store) -> PoolReport:
         rows,
         tuple(counts.items()),
         lowest,
+        warnings=warned,
     )
 
 

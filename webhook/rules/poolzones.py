@@ -106,10 +106,10 @@ def policy_of(
 #: StatefulSet annotations a pool does not read: its brokers are always pinned to a zone by a
 #: required node affinity.
 _NOT_READ = (MODE, NODE_LABEL, SCHEDULER_NAME)
-#: What a pool does read.
-_READ = tuple(key for key in POLICY_KEYS if key not in _NOT_READ)
+#: What a pool does read (its misspelt keys' warning lists them).
+READ_BY_POOLS = tuple(key for key in POLICY_KEYS if key not in _NOT_READ)
 #: The same, for the message that refuses the others.
-_POOL_KEYS = ", ".join(_READ)
+_POOL_KEYS = ", ".join(READ_BY_POOLS)
 
 
 def _not_for_pools(annotations: Mapping[str, str]) -> list[str]:
@@ -143,7 +143,7 @@ def pool_annotations(
     try:
         # Parsed without them: "node-ordinal needs node-label" would ask for one more.
         declared = parse_annotations(
-            {k: v for k, v in annotations.items() if k not in _NOT_READ}, keys=_READ
+            {k: v for k, v in annotations.items() if k not in _NOT_READ}, keys=READ_BY_POOLS
         )
     except InvalidAnnotations as err:
         problems += err.problems
