@@ -671,7 +671,7 @@ def test_pod_of_a_set_the_live_view_has_not_seen_is_refused_for_retry() -> None:
     """Creation races the watch: refusing beats pinning by a possibly wrong policy."""
     outcome, _ = run(b.sts_pod(ordinal=1), live_store_without_sets())
     assert not outcome.allowed and outcome.reason == "StatefulSetNotYetSeen"
-    assert "retries" in outcome.message
+    assert "(the StatefulSet controller and the HPA retry by themselves)" in outcome.message
     offline = store_from_objects([], zones=("zone-a", "zone-b", "zone-c"))
     assert run(b.sts_pod(ordinal=1), offline)[0].allowed, "offline views keep the fallback"
 
@@ -691,7 +691,7 @@ def test_controller_claim_of_an_unseen_set_is_refused_for_retry() -> None:
         assert outcome.message == (
             "claim ns/data-db-0 comes from the StatefulSet controller, but no StatefulSet in "
             "stszone's view produces it yet (its watch event is usually milliseconds behind); "
-            "the controller retries this create"
+            "the StatefulSet controller retries this create"
         )
     outcome, _ = run(claim, store)  # requested by "tester"
     assert outcome.allowed and outcome.patch == []

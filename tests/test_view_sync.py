@@ -24,7 +24,7 @@ from tests.test_live_admission import live_app, mutate, pinned_zone
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
-from webhook.model.tables import Table
+from webhook.model.tables import TABLES, Table
 from webhook.rules.admission import Endpoint
 from webhook.wire import review
 from webhook.wire.review import Answer
@@ -133,6 +133,14 @@ OPERATOR_REVIEWS = Path(__file__).parent / "fixtures"
         ("strimzi/admission/002-all-KafkaNodePool-CREATE-broker.json", "(the Strimzi operator "),
         ("strimzi/admission/023-all-Pod-CREATE-my-cluster-broker-0.json", "(the Strimzi operator "),
         ("strimzi/admission/032-all-Scale-UPDATE-broker.json", "(the Strimzi operator "),
+        (
+            "kruise/admission/003-all-PersistentVolumeClaim-CREATE-data-web-0.json",
+            "(kruise-manager ",
+        ),
+        (
+            "strimzi/admission/006-all-PersistentVolumeClaim-CREATE-data-0-my-cluster-broker-0.json",
+            "(the Strimzi operator ",
+        ),
     ],
 )
 def test_a_refusal_for_retry_names_who_retries_that_kind(review: str, retrier: str) -> None:
@@ -144,6 +152,49 @@ def test_a_refusal_for_retry_names_who_retries_that_kind(review: str, retrier: s
     outcome = send(endpoint, body, Store(live=True))
     assert retryable(outcome), outcome
     assert retrier in outcome.message and "StatefulSet controller" not in outcome.message
+
+
+def listed_without_workloads() -> Store:
+    """A live view whose watches have all listed, but not delivered the new workload yet."""
+    store = Store(zones=("a", "b", "c"), live=True)
+    for table in TABLES:
+        store.replace(table, [])
+    return store
+
+
+@pytest.mark.parametrize(
+    ("review", "endpoint"),
+    [
+        ("kruise/admission/004-all-Pod-CREATE-web-0.json", "mutate"),
+        ("kruise/admission/003-all-PersistentVolumeClaim-CREATE-data-web-0.json", "mutate"),
+        ("kruise/admission/009-all-Scale-UPDATE-web.json", "validate"),
+    ],
+)
+def test_an_advanced_statefulset_not_seen_yet_names_kruise_manager(
+    review: str, endpoint: str
+) -> None:
+    """Recorded requests of an Advanced StatefulSet's pod, claim and scale-down reaching a view
+    that has listed everything but not the set yet: refused for retry, saying kruise-manager
+    (which sends the pod and the claim again), not the StatefulSet controller, which never
+    sends them."""
+    body = json.loads((OPERATOR_REVIEWS / review).read_text())
+    outcome = send(endpoint, body, listed_without_workloads())
+    assert (outcome.allowed, outcome.reason) == (False, "StatefulSetNotYetSeen"), outcome
+    assert "kruise-manager" in outcome.message, outcome.message
+    assert "StatefulSet controller" not in outcome.message, outcome.message
+    assert "Advanced StatefulSet" in outcome.message, outcome.message
+
+
+def test_a_users_claim_refused_while_loading_names_no_controller() -> None:
+    """A claim a user creates while the view has not listed the sets is refused for retry
+    (whose claim it is cannot be told yet): no controller will send it again, so none is
+    named as the one that retries."""
+    claim = b.fixture_review("001-PersistentVolumeClaim-CREATE")
+    claim["request"]["userInfo"]["username"] = "lab-admin"
+    outcome = send("mutate", claim, partly_listed(b.recorded_lists(), ("nodes",)))
+    assert retryable(outcome), outcome
+    assert "controller" not in outcome.message and "HPA" not in outcome.message, outcome.message
+    assert outcome.message.endswith("retry in a moment"), outcome.message
 
 
 async def test_extender_reports_the_loading_view_as_its_error(serve: ServeFactory) -> None:

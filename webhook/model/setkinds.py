@@ -40,8 +40,14 @@ class SetKind(NamedTuple):
     #: Its ``minReadySeconds`` sits in ``spec.updateStrategy.rollingUpdate`` (Kruise's
     #: getMinReadySeconds), not in ``spec``.
     min_ready_in_strategy: bool
-    #: Who sends its creates and scales again after a refusal meant for retry.
-    retried_by: str
+    #: Who creates its pods and claims, and sends a create again after a refusal meant for
+    #: retry.
+    controller: str
+
+    @property
+    def retried_by(self) -> str:
+        """Who sends its creates and scales again after a refusal meant for retry."""
+        return f"{self.controller} and the HPA retry by themselves"
 
 
 KINDS: Final[dict[str, SetKind]] = {
@@ -53,7 +59,7 @@ KINDS: Final[dict[str, SetKind]] = {
         live_ordinals=False,
         owner_uid=False,
         min_ready_in_strategy=False,
-        retried_by="the StatefulSet controller and the HPA retry by themselves",
+        controller="the StatefulSet controller",
     ),
     kruise.GROUP: SetKind(
         f"{kruise.GROUP}/{kruise.WATCHED_VERSION}",
@@ -63,7 +69,7 @@ KINDS: Final[dict[str, SetKind]] = {
         live_ordinals=True,
         owner_uid=True,
         min_ready_in_strategy=True,
-        retried_by="kruise-manager and the HPA retry by themselves",
+        controller="kruise-manager",
     ),
 }
 

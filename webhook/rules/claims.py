@@ -14,8 +14,11 @@ Immediate-binding class provisions its volume there. Two kinds of claim are left
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Final
+
 from webhook.errors import Denied
-from webhook.model import objects
+from webhook.model import kruise, objects, setkinds
 from webhook.model.annotations import STORAGE_CLASS_TEMPLATE, storage_class_for
 from webhook.model.objects import JSON
 from webhook.model.store import Store
@@ -29,17 +32,16 @@ from webhook.rules.placement import (
 )
 from webhook.rules.plan import skipped
 
-#: Who creates StatefulSet pods and claims (``request.userInfo.username``).
+#: Who creates StatefulSet pods and claims (``request.userInfo.username``), and the group key
+#: of the sets each creates them for (:data:`webhook.model.setkinds.KINDS`).
 #: With kube-controller-manager's default ``--use-service-account-credentials=false`` every
 #: controller acts as ``system:kube-controller-manager``; with ``true``, as its own account.
-STATEFULSET_CONTROLLERS = frozenset(
-    {
-        "system:serviceaccount:kube-system:statefulset-controller",
-        "system:kube-controller-manager",
-        # OpenKruise's Advanced StatefulSet controller (kruise-manager's own account).
-        "system:serviceaccount:kruise-system:kruise-manager",
-    }
-)
+STATEFULSET_CONTROLLERS: Final[Mapping[str, str]] = {
+    "system:serviceaccount:kube-system:statefulset-controller": "",
+    "system:kube-controller-manager": "",
+    # OpenKruise's Advanced StatefulSet controller (kruise-manager's own account).
+    "system:serviceaccount:kruise-system:kruise-manager": kruise.GROUP,
+}
 
 
 def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, int, str]]:
@@ -77,18 +79,22 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -
     if skipped(objects.str_map(meta, "labels", path="metadata")):
         return allow()
     name = objects.string(meta, "name")
+    group = STATEFULSET_CONTROLLERS.get(requester)
+    kind = None if group is None else setkinds.KINDS[group]
     if "statefulsets" in store.unsynced():  # whose claim it is cannot be known yet
-        require_synced(store, what=f"claim {namespace}/{name}")
+        # A user's claim is sent again by no controller: the user retries it.
+        retried_by = "" if kind is None else f"{kind.controller} retries its creates by itself"
+        require_synced(store, what=f"claim {namespace}/{name}", retried_by=retried_by)
     owners = claim_owners(name, namespace=namespace, store=store)
     owner = owners[0] if owners else None
     if owner is None:
-        if requester in STATEFULSET_CONTROLLERS and store.lagging() and not _other_controller(meta):
+        if kind is not None and store.lagging() and not _other_controller(meta):
             # The controller creates claims right after the set; an Immediate-binding class
             # would provision this one before we know its zone. Refuse; the controller retries.
             raise Denied(
-                f"claim {namespace}/{name} comes from the StatefulSet controller, but no "
-                "StatefulSet in stszone's view produces it yet (its watch event is usually "
-                "milliseconds behind); the controller retries this create",
+                f"claim {namespace}/{name} comes from {kind.controller}, but no {kind.text} in "
+                "stszone's view produces it yet (its watch event is usually milliseconds "
+                f"behind); {kind.controller} retries this create",
                 reason="StatefulSetNotYetSeen",
             )
         return allow()

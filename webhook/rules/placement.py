@@ -118,7 +118,7 @@ def require_synced(
     retried_by: str = setkinds.KINDS[""].retried_by,
 ) -> None:
     """Refuse, for retry, while a live view has not listed every resource yet (``retried_by``:
-    who retries the refused request, as the refusal tells it).
+    who retries the refused request, as the refusal tells it; "" when no controller does).
 
     An object missing from a view still loading proves nothing: placing by the rule without
     the volumes would pin a pod where its data can never be, and a guard without the pods
@@ -126,9 +126,10 @@ def require_synced(
     """
     missing = store.unsynced(*also)
     if missing:
+        retried = f" ({retried_by})" if retried_by else ""
         raise Denied(
             f"stszone's view of the cluster is still loading ({', '.join(missing)} not listed "
-            f"yet), so it cannot judge {what}; retry in a moment ({retried_by})",
+            f"yet), so it cannot judge {what}; retry in a moment{retried}",
             reason="ViewNotSynced",
         )
 
@@ -152,20 +153,22 @@ def resolve_policy(
     (a Scale, which cannot change them): then the defaults stand in and ``malformed`` says why.
     """
     kind = workload_kind(group)
+    retried_by = setkinds.KINDS[group].retried_by
     require_synced(
         store,
         what=f"{kind} {namespace}/{statefulset}",
         also=(setkinds.KINDS[group].table,),
-        retried_by=setkinds.KINDS[group].retried_by,
+        retried_by=retried_by,
     )
     sts = store.statefulset(namespace, statefulset, group)
     if sts is None and store.lagging():
         # Placing by defaults would pin the pod for good with a possibly wrong zone list,
-        # mode or ordinals.start; the StatefulSet controller retries a refused create.
+        # mode or ordinals.start; the set's controller retries a refused create, the HPA a
+        # refused scale.
         raise Denied(
             f"{kind} {namespace}/{statefulset} has not reached stszone's view yet (its "
-            "watch event is usually milliseconds behind its creation); retry in a moment "
-            "(the StatefulSet controller retries its creates by itself)",
+            f"watch event is usually milliseconds behind its creation); retry in a moment "
+            f"({retried_by})",
             reason="StatefulSetNotYetSeen",
         )
     own = stszone_annotations(pod_annotations or {})
