@@ -469,6 +469,35 @@ def test_a_template_with_spec_node_name_is_refused_naming_that_nodes_zone() -> N
     )
 
 
+#: Only ordinal-labelled nodes, and bound to n1 (example.io/node=1) by spec.nodeName.
+ON_N1 = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "example.io/node", "operator": "Exists"}]}]}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "labelled",
+    [("0", "1", "2"), ("1",)],
+    ids=["nodes-of-each-ordinal", "only-n1-in-the-view"],
+)
+def test_a_node_ordinal_template_with_spec_node_name_says_the_nodes_label(
+    labelled: tuple[str, ...],
+) -> None:
+    """Node-ordinal mode: spec.nodeName n1 in the template, n1 labelled example.io/node=1. The
+    refusal names n1 by that label, which is no zone: "a node in 1" read as if 1 were one.
+    Judged on the nodes of each ordinal, and by name alone where the view holds none."""
+    spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
+    sts = b.statefulset(annotations=spec, affinity=ON_N1, replicas=3)
+    sts["spec"]["template"]["spec"]["nodeName"] = "n1"
+    nodes = [b.node(f"n{v}", "a", labels={"example.io/node": v}) for v in labelled]
+    outcome = validate(sts, store_from_objects(nodes))
+    assert not outcome.allowed
+    assert outcome.message == (
+        "StatefulSet db: its pod template's spec.nodeName n1 (a node with example.io/node=1) "
+        "excludes example.io/node value(s) 0, 2, so those ordinals could never run on the "
+        "nodes pinned to them; remove that constraint from spec.template"
+    )
+
+
 def test_a_node_ordinal_refusal_says_what_to_remove() -> None:
     spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
     sts = b.statefulset(annotations=spec, node_selector={"example.io/node": "1"}, replicas=3)

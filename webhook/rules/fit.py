@@ -84,8 +84,10 @@ class Fit:
         return "; ".join(parts)
 
 
-def fit(selection: PodSelection, *, key: str, value: str, view: View) -> Fit:
-    """How the constraints of ``selection`` meet the zone ``key=value`` of ``view``.
+def fit(selection: PodSelection, *, key: str, value: str, view: View, zones: bool = True) -> Fit:
+    """How the constraints of ``selection`` meet the zone ``key=value`` of ``view``; with
+    ``zones`` False ``key`` names no zone (a node label): a node is said to carry its value,
+    not to be in it.
 
     :class:`BadObject` for a pod whose required node affinity has no term: the API server
     refuses it (``ValidateNodeSelector``) after the mutating webhooks, in the words here, so
@@ -102,9 +104,9 @@ def fit(selection: PodSelection, *, key: str, value: str, view: View) -> Fit:
             return Fit(key, value, by_nodes=True)
         elsewhere = _elsewhere(selection, key=key, view=view)
         if elsewhere:
-            why = _culprit(selection, zone, view=view, key=key)
+            why = _culprit(selection, zone, view=view, key=key, zones=zones)
             return Fit(key, value, by_nodes=True, conflict=why, elsewhere=elsewhere)
-    conflict = by_name(selection, key, value, nodes=labels_of(view)) or ""
+    conflict = by_name(selection, key, value, nodes=labels_of(view), zones=zones) or ""
     return Fit(key, value, by_nodes=False, conflict=conflict)
 
 
@@ -154,17 +156,28 @@ def _elsewhere(selection: PodSelection, *, key: str, view: View) -> dict[str, tu
     return {v: tuple(sorted(found[v])[:NAMED]) for v in sorted(found)}
 
 
-def _culprit(selection: PodSelection, zone: Sequence[str], *, view: View, key: str) -> str:
+def _node_name(name: str, labels: Mapping[str, str] | None, *, key: str, zones: bool) -> str:
+    """``spec.nodeName`` and where its node is: in a zone, or carrying a node label's value
+    (``zones`` False: "in 1" would read the label as a zone)."""
+    if labels is None:
+        where = "not in stszone's view"
+    elif key not in labels:
+        where = f"without {key}"
+    else:
+        where = f"in {labels[key]}" if zones else f"with {key}={labels[key]}"
+    return f"spec.nodeName {name} (a node {where})"
+
+
+def _culprit(
+    selection: PodSelection, zone: Sequence[str], *, view: View, key: str, zones: bool
+) -> str:
     """Which of the pod's constraints admits none of the zone's nodes (the first that does
     not alone; else the ones that do not together)."""
     nodes = view.nodes
     if selection.node_name and selection.node_name not in zone:
         node = nodes.get(selection.node_name)
-        have = node.labels.get(key) if node is not None else None
-        where = f"in {have}" if have is not None else f"without {key}"
-        if node is None:
-            where = "not in stszone's view"
-        return f"spec.nodeName {selection.node_name} (a node {where})"
+        held = node.labels if node is not None else None
+        return _node_name(selection.node_name, held, key=key, zones=zones)
     names = [selection.node_name] if selection.node_name else list(zone)
     labels = {n: nodes[n].labels for n in names}
     pairs = selection.selector
@@ -207,10 +220,16 @@ def _met(requirement: Requirement, labels: Mapping[str, Mapping[str, str]], *, f
 
 
 def by_name(
-    selection: PodSelection, key: str, value: str, *, nodes: Nodes | None = None
+    selection: PodSelection,
+    key: str,
+    value: str,
+    *,
+    nodes: Nodes | None = None,
+    zones: bool = True,
 ) -> str | None:
     """The constraint that rules ``key=value`` out by what it says of ``key`` alone (and of
-    the nodes it names that ``nodes`` holds), or None (the module docstring).
+    the nodes it names that ``nodes`` holds), or None (the module docstring); ``zones`` as
+    in :func:`fit`.
 
     A required affinity of ``selection`` has a term at least: :func:`fit` refuses a pod with
     none (:data:`NO_TERM`) before asking, and a template's or a spec's terms read by name
@@ -221,8 +240,7 @@ def by_name(
     if selection.node_name and nodes is not None:
         have = nodes(selection.node_name)
         if have is not None and have.get(key) != value:
-            where = f"in {have[key]}" if key in have else f"without {key}"
-            return f"spec.nodeName {selection.node_name} (a node {where})"
+            return _node_name(selection.node_name, have, key=key, zones=zones)
     terms = selection.required
     if terms is None:
         return None

@@ -85,7 +85,7 @@ def _pin(
     when ``key`` is a node label, not a topology key (the message then names no zone).
     ``fix``: the other way out, or what says it (asked only for a denial).
     """
-    judged = fit.fit(pod_selection(view.spec), key=key, value=value, view=store)
+    judged = fit.fit(pod_selection(view.spec), key=key, value=value, view=store, zones=zone)
     if not judged.allowed:
         fix = fix if isinstance(fix, str) else fix()
         verb = "admits no node of" if judged.by_nodes else "excludes"

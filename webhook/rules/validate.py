@@ -226,7 +226,8 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
     # Judged on the view's nodes of each value (webhook.rules.fit), by its name alone where
     # the view has none there.
     selection = template_selection(info.node_terms, info.node_selector, info.node_name)
-    judged = [fit.fit(selection, key=key, value=v, view=store) for v in values]
+    zones = key == declared.topology_key  # node-ordinal's key is a node label, no zone
+    judged = [fit.fit(selection, key=key, value=v, view=store, zones=zones) for v in values]
     excluded = [j.value for j in judged if not j.allowed]
     if not excluded:
         return None
@@ -235,7 +236,7 @@ def _template_exclusion(info: StatefulSetInfo, policy: Policy, *, store: Store) 
     why = first.conflict
     # A spec.nodeName conflict already names its node's zone, the only place its pods run.
     if first.elsewhere and not info.node_name:
-        why += f" (its pods would run on {first.where(zones=key == declared.topology_key)})"
+        why += f" (its pods would run on {first.where(zones=zones)})"
     if declared.mode == "node-ordinal":
         return (
             f"{policy.kind} {info.name}: its pod template's {why} excludes {key} value(s) "
