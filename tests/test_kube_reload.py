@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -16,6 +17,7 @@ from tests.kubeconfig import write_kubeconfig
 from tests.retries import in_background
 from webhook.cluster.api import Api, ApiError, CredentialsError
 from webhook.cluster.credentials import load_credentials
+from webhook.cluster.kubeconfigshape import refuse_bad_shape
 from webhook.cluster.live import LiveView
 from webhook.cluster.reflector import Tuning
 from webhook.config import Settings
@@ -103,6 +105,39 @@ async def test_a_reload_of_a_deleted_kubeconfig_says_it_is_gone(tmp_path: Path) 
     said = str(caught.value)
     assert f"kubeconfig {path}: not found" in said, said
     assert "empty" not in said, said
+
+
+async def test_a_kubeconfig_deleted_while_it_is_read_is_said_not_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubeconfig is deleted in the middle of a reload after a 401: after stszone found it
+    there and read it, before the loader reads it again. The refusal is the one a kubeconfig
+    deleted before the reload gets (kubeconfig PATH: not found, and what to do), not the
+    loader's raw "[Errno 2] No such file or directory"."""
+    async with FakeApi(token=TOKEN) as api:
+        path = write_kubeconfig(tmp_path / "config", server=api.url, token=TOKEN, ca=api.ca)
+        written = path.read_text()
+        async with Api(load_credentials(str(path), environ={})) as client:
+
+            def check_then_delete(file: str, loaded: Any) -> None:
+                refuse_bad_shape(file, loaded)
+                path.unlink()  # between stszone's read of the file and the loader's
+
+            monkeypatch.setattr("webhook.cluster.kubeconfig.refuse_bad_shape", check_then_delete)
+            api.inject("pods", "list", Fault.status(401))
+            with pytest.raises(ApiError):
+                await client.call("GET", "/api/v1/pods")
+            with pytest.raises(CredentialsError) as midway:
+                await client.call("GET", "/api/v1/pods")
+            monkeypatch.undo()
+            with pytest.raises(CredentialsError) as before:  # deleted before the reload
+                await client.call("GET", "/api/v1/pods")
+            path.write_text(written)
+            await client.call("GET", "/api/v1/pods")
+    said = str(midway.value)
+    assert "Errno" not in said, said
+    assert f"kubeconfig {path}: not found; put it back" in said, said
+    assert said == str(before.value)
 
 
 async def test_a_refused_reload_is_logged_once_per_refusal_not_per_retry(

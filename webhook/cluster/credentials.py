@@ -41,6 +41,7 @@ from webhook.cluster.kubeconfig import (
     impersonation_headers,
     kubeconfig_files,
     merged_config,
+    not_found,
     over_tls,
     read_as_client_go,
     refuse_insecure_with_ca,
@@ -347,8 +348,9 @@ def load_credentials(
                 # require_kubeconfig refuses a missing file at start only: one removed while
                 # stszone runs is not found, not empty.
                 if not any(os.path.exists(os.path.expanduser(f)) for f in files):
-                    gone = "not found" if len(files) <= 1 else "none of these files is found"
-                    raise ValueError(f"{gone}; put it back, and the next request reads it")
+                    raise ValueError(
+                        f"{not_found(files)}; put it back, and the next request reads it"
+                    )
                 raise ValueError("it holds no configuration (an empty file)")
             cluster = cluster_entry(merged, context=chosen)
             refuse_insecure_with_ca(cluster)

@@ -51,6 +51,11 @@ def shown(files: tuple[str, ...]) -> str:
     return os.pathsep.join(files)
 
 
+def not_found(files: tuple[str, ...]) -> str:
+    """What is said of ``files`` when none of them exists, at start and at a reload alike."""
+    return "not found" if len(files) <= 1 else "none of these files is found"
+
+
 def require_kubeconfig(files: tuple[str, ...], *, named: str) -> None:
     """ConfigError unless one of ``files`` exists; ``named`` says where they came from
     (``--kubeconfig``, ``$KUBECONFIG``).
@@ -61,10 +66,9 @@ def require_kubeconfig(files: tuple[str, ...], *, named: str) -> None:
     """
     if any(Path(f).expanduser().exists() for f in files):
         return
-    missing = "not found" if len(files) <= 1 else "none of these files is found"
     raise ConfigError(
-        f"{named} {shown(files)}: {missing}; give a kubeconfig that exists, or run without a "
-        "cluster (--offline, or --cluster FILE)"
+        f"{named} {shown(files)}: {not_found(files)}; give a kubeconfig that exists, or run "
+        "without a cluster (--offline, or --cluster FILE)"
     )
 
 
@@ -85,6 +89,9 @@ def merged_config(files: tuple[str, ...]) -> Any:
     Relative paths are made absolute against each entry's own file: the loader resolves a
     user's client certificate, key and exec command against its cluster's file instead. An
     empty one names no file, as in client-go.
+
+    Each file is read twice (its YAML here, then the loader's copy): one removed after it was
+    found, before either read, is skipped as one not there is, never a raw FileNotFoundError.
     """
     import yaml
     from kubernetes import config
@@ -93,11 +100,14 @@ def merged_config(files: tuple[str, ...]) -> Any:
     merger = kube_config.kube_config.KubeConfigMerger("")
     for file in files:
         path = os.path.expanduser(file)
-        loaded = yaml.safe_load(Path(path).read_text()) if os.path.exists(path) else None
-        if loaded is not None:
-            refuse_bad_shape(path, loaded)
-            _refuse_duplicates(path, loaded)
-            merger.load_config(path)
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) if os.path.exists(path) else None
+            if loaded is not None:
+                refuse_bad_shape(path, loaded)
+                _refuse_duplicates(path, loaded)
+                merger.load_config(path)
+        except FileNotFoundError:  # only the file itself is opened here
+            continue
     merged = merger.config
     for kind, (key, names) in _FILE_FIELDS.items() if merged is not None else ():
         for entry in merged.value[kind]:
