@@ -63,10 +63,12 @@ def _store(
     pods: bool = True,
     zones_of: dict[str, str] | None = None,
     pins: dict[int, str] | None = None,
+    template: dict[str, Any] | None = None,
 ) -> Store:
     """The recorded set (annotated with zones a,b,c), its claims and, scheduled on nodes of
     the given zones, its pods; with ``pins`` (ordinal -> zone), in node-ordinal mode on nodes
-    ``k<ordinal>`` labelled example.io/node=<ordinal>, each pod on the node of its ordinal."""
+    ``k<ordinal>`` labelled example.io/node=<ordinal>, each pod on the node of its ordinal;
+    ``template``: laid over the set's pod template spec."""
     objects: list[Any] = [node(f"n-{z}", z) for z in ZONES]
     annotations = ANNOTATED
     node_of = {name: f"n-{z}" for name, z in (zones_of or {}).items()}
@@ -74,7 +76,10 @@ def _store(
         annotations = {**ANNOTATED, **NODE_ORDINAL}
         objects = [node(f"k{o}", z, labels={"example.io/node": str(o)}) for o, z in pins.items()]
         node_of = {f"web-{o}": f"k{o}" for o in pins}
-    objects += [_annotated(s, annotations) for s in _items("statefulsets.v1beta1.json")]
+    sets = [_annotated(s, annotations) for s in _items("statefulsets.v1beta1.json")]
+    for made in sets:
+        made["spec"]["template"]["spec"].update(template or {})
+    objects += sets
     objects += _items("pvcs.json")
     if pods:
         for pod in _items("pods.json"):
@@ -202,8 +207,9 @@ def _pod_request(number: str, **spec: Any) -> Request:
 def test_a_pod_ruling_out_its_zone_is_told_to_edit_the_advanced_statefulset() -> None:
     """web-0 belongs in zone a; its nodeSelector asks for b. The constraint comes from the
     Advanced StatefulSet's template, so that is the kind the refusal names."""
-    request = _pod_request("004", nodeSelector={"topology.kubernetes.io/zone": "b"})
-    decision = mutate(request, store=_store(pods=False), defaults=Defaults())
+    selector = {"nodeSelector": {"topology.kubernetes.io/zone": "b"}}
+    request = _pod_request("004", **selector)
+    decision = mutate(request, store=_store(pods=False, template=selector), defaults=Defaults())
     assert (decision.allowed, decision.reason) == (False, "ZoneConflict")
     assert (
         "remove that constraint from the Advanced StatefulSet's pod template or change its "
@@ -211,14 +217,28 @@ def test_a_pod_ruling_out_its_zone_is_told_to_edit_the_advanced_statefulset() ->
     ), decision.message
 
 
-def test_a_pod_on_a_node_of_another_zone_names_the_advanced_statefulset_controller() -> None:
-    """web-0 (zone a) created with spec.nodeName n-b: the controller that re-creates it is
-    the Advanced StatefulSet's (kruise-manager), not the StatefulSet controller."""
+@pytest.mark.parametrize(
+    ("template", "said"),
+    [
+        ({"nodeName": "n-b"}, "the Advanced StatefulSet controller re-create it"),
+        ({}, "let kruise-manager create the pod from its template"),
+    ],
+    ids=["from-the-template", "its-own"],
+)
+def test_a_pod_on_a_node_of_another_zone_names_the_advanced_statefulset_controller(
+    template: dict[str, Any], said: str
+) -> None:
+    """web-0 (zone a) created with spec.nodeName n-b, from the set's template or on its own:
+    the controller that re-creates it, or would create it, is the Advanced StatefulSet's
+    (kruise-manager), not the StatefulSet controller."""
     decision = mutate(
-        _pod_request("004", nodeName="n-b"), store=_store(pods=False), defaults=Defaults()
+        _pod_request("004", nodeName="n-b"),
+        store=_store(pods=False, template=template),
+        defaults=Defaults(),
     )
     assert (decision.allowed, decision.reason) == (False, "NodeNameConflict")
-    assert "the Advanced StatefulSet controller re-create it" in decision.message, decision.message
+    assert said in decision.message, decision.message
+    assert "the StatefulSet controller" not in decision.message, decision.message
 
 
 def test_a_template_ruling_out_a_listed_zone_names_the_advanced_statefulset() -> None:

@@ -19,6 +19,8 @@ from webhook.wire.patch import apply
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+#: A nodeSelector asking for zone-b, in the pod and (where the refusal names it) its template.
+ASKS_B = {ZONE_KEY: "zone-b"}
 DEFAULTS = Defaults()
 
 
@@ -206,9 +208,9 @@ def test_a_pod_held_by_its_data_is_not_told_to_change_the_zone_list(volume_zone:
     zone-b. A zone list that puts ordinal 0 in zone-b changes nothing (the pod follows its
     data), so the refusal says what does: a new claim, which deletes that data."""
     volume = [b.pvc("data-db-0", volume="pv-0"), b.pv("pv-0", volume_zone)]
-    pod = b.sts_pod(ordinal=0, node_selector={ZONE_KEY: "zone-b"})
+    pod = b.sts_pod(ordinal=0, node_selector=ASKS_B)
     for zones in ("zone-a,zone-b,zone-c", "zone-b,zone-a,zone-c"):
-        sts = b.statefulset(annotations={"stszone.io/zones": zones})
+        sts = b.statefulset(annotations={"stszone.io/zones": zones}, node_selector=ASKS_B)
         outcome, _ = run(pod, store_from_objects([sts, *volume]))
         assert not outcome.allowed and outcome.reason == "ZoneConflict"
         assert f"which excludes {ZONE_KEY}={volume_zone}" in outcome.message
@@ -234,9 +236,10 @@ def test_a_refused_pod_is_told_how_to_change_the_list_that_chose_its_zone(
     """db-0 goes to zone-a, the first of the set's list or of --zones; its nodeSelector asks
     for zone-b. A set without stszone.io/zones has none to change: it is given one."""
     store = store_from_objects(
-        [b.statefulset(annotations=annotations)], zones=("zone-a", "zone-b", "zone-c")
+        [b.statefulset(annotations=annotations, node_selector=ASKS_B)],
+        zones=("zone-a", "zone-b", "zone-c"),
     )
-    outcome, _ = run(b.sts_pod(ordinal=0, node_selector={ZONE_KEY: "zone-b"}), store)
+    outcome, _ = run(b.sts_pod(ordinal=0, node_selector=ASKS_B), store)
     assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
     assert outcome.message.endswith(
         f"remove that constraint from the StatefulSet's pod template or {fix}"
@@ -695,3 +698,67 @@ def test_controller_claim_of_an_unseen_set_is_refused_for_retry() -> None:
         )
     outcome, _ = run(claim, store)  # requested by "tester"
     assert outcome.allowed and outcome.patch == []
+
+
+#: db-1's pin as stszone wrote it when db-1 lived in zone-a: the required term and the zone.
+OLD_PIN = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": ZONE_KEY, "operator": "In", "values": ["zone-a"]}]}]}}}  # fmt: skip
+
+
+def test_a_pod_created_from_an_old_manifest_is_told_the_pin_is_its_own() -> None:
+    """db-1 belongs in zone-b; it is created again from a manifest saved when it was pinned to
+    zone-a (kubectl replace --force), so it carries that old pin, which db's template does
+    not. The refusal says the constraint is the pod's own, in the manifest applied, rather
+    than send the user to a template that does not hold it."""
+    store = store_from_objects(
+        [b.statefulset(annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"})]
+    )
+    old = b.sts_pod(ordinal=1, affinity=OLD_PIN, annotations={"stszone.io/zone": "zone-a"})
+    outcome, _ = run(old, store)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
+    assert outcome.message == (
+        f"pod db-1 has required nodeAffinity {ZONE_KEY} In [zone-a], which excludes "
+        f"{ZONE_KEY}=zone-b, the zone stszone chose for ordinal 1; that constraint is in the "
+        "pod's own spec (the manifest applied), not in the StatefulSet's pod template: remove "
+        "it from the manifest, or let the StatefulSet controller create the pod from its "
+        "template, or change its stszone.io/zones"
+    )
+
+
+def test_a_pod_created_from_a_scheduled_pods_manifest_is_told_its_node_is_its_own() -> None:
+    """A manifest saved from a scheduled pod holds its spec.nodeName: db-1, created again from
+    one saved when it ran on na (zone-a), names that node; db's template names none. The
+    refusal says spec.nodeName is the pod's own, and no re-creation loop: the controller
+    creates db-1 from its template, which has no nodeName."""
+    store = store_from_objects(
+        [
+            b.statefulset(annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"}),
+            b.node("na", "zone-a"),
+            b.node("nb", "zone-b"),
+        ]
+    )
+    outcome, _ = run(b.sts_pod(ordinal=1, node="na"), store)
+    assert (outcome.allowed, outcome.reason) == (False, "NodeNameConflict")
+    assert outcome.message == (
+        "pod db-1 names spec.nodeName na, which has zone zone-a; ordinal 1 belongs on zone "
+        "zone-b, so the kubelet would refuse it; spec.nodeName is in the pod's own spec (the "
+        "manifest applied), not in the StatefulSet's pod template: remove it from the "
+        "manifest, or let the StatefulSet controller create the pod from its template"
+    )
+
+
+def test_a_pod_whose_template_holds_the_constraint_is_told_to_edit_the_template() -> None:
+    """The same constraints, held by db's template: the refusal names the template."""
+    sts = b.statefulset(annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"}, affinity=OLD_PIN)
+    outcome, _ = run(b.sts_pod(ordinal=1, affinity=OLD_PIN), store_from_objects([sts]))
+    assert outcome.message.endswith(
+        "remove that constraint from the StatefulSet's pod template or change its stszone.io/zones"
+    ), outcome.message
+    sts = b.statefulset(annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"})
+    sts["spec"]["template"]["spec"]["nodeName"] = "na"
+    store = store_from_objects([sts, b.node("na", "zone-a"), b.node("nb", "zone-b")])
+    outcome, _ = run(b.sts_pod(ordinal=1, node="na"), store)
+    assert outcome.message.endswith(
+        "so the kubelet would refuse it and the StatefulSet controller re-create it there in a "
+        "loop; remove spec.nodeName from the pod template"
+    ), outcome.message

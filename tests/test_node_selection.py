@@ -434,17 +434,18 @@ def test_node_name_in_its_own_zone_passes() -> None:
 
 
 def test_node_name_without_the_ordinal_label_is_denied_in_node_ordinal_mode() -> None:
-    """node-ordinal: db-2 must run on the node labelled example.io/node=2, not on k1."""
+    """node-ordinal: db-2 must run on the node labelled example.io/node=2, not on k1 (named
+    by db's template, so every re-created db-2 names it too)."""
     spec = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
-    store = store_from_objects(
-        [
-            b.statefulset(annotations={**spec, "stszone.io/zones": "zone-a"}),
-            b.node("k1", "zone-a", labels={"example.io/node": "1"}),
-            b.node("k2", "zone-a", labels={"example.io/node": "2"}),
-            b.node("k0", "zone-a"),
-        ]
-    )
+    nodes = [
+        b.node("k1", "zone-a", labels={"example.io/node": "1"}),
+        b.node("k2", "zone-a", labels={"example.io/node": "2"}),
+        b.node("k0", "zone-a"),
+    ]
     for node, has in (("k1", "example.io/node=1"), ("k0", "no label example.io/node")):
+        sts = b.statefulset(annotations={**spec, "stszone.io/zones": "zone-a"})
+        sts["spec"]["template"]["spec"]["nodeName"] = node
+        store = store_from_objects([sts, *nodes])
         outcome = mutate(b.sts_pod(ordinal=2, node=node), store)
         assert (outcome.allowed, outcome.reason) == (False, "NodeNameConflict")
         assert outcome.message == (
@@ -453,6 +454,9 @@ def test_node_name_without_the_ordinal_label_is_denied_in_node_ordinal_mode() ->
             "StatefulSet controller re-create it there in a loop; remove spec.nodeName from the "
             "pod template"
         )
+    store = store_from_objects(
+        [b.statefulset(annotations={**spec, "stszone.io/zones": "zone-a"}), *nodes]
+    )
     assert mutate(b.sts_pod(ordinal=2, node="k2"), store).allowed
 
 

@@ -40,7 +40,14 @@ from webhook.rules.decision import (
     edit,
 )
 from webhook.rules.placement import claim_data, require_synced
-from webhook.rules.plan import PodPlan, PodView, check_node_name, plan_pod, read_pod
+from webhook.rules.plan import (
+    PodPlan,
+    PodView,
+    check_node_name,
+    own_spec_fix,
+    plan_pod,
+    read_pod,
+)
 from webhook.rules.text import some
 from webhook.rules.zonelist import zones_fix, zones_origin
 
@@ -51,7 +58,7 @@ def mutate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -
     if view is None:
         return allow()
     plan = plan_pod(view, namespace=namespace, store=store)
-    check_node_name(view, plan, store=store)
+    check_node_name(view, plan, namespace=namespace, store=store)
     mode = plan.policy.declared.mode
     if mode == "scheduler":
         return _scheduler_mode(view, plan, defaults=defaults, namespace=namespace)
@@ -68,6 +75,7 @@ def _pin(
     view: PodView,
     plan: PodPlan,
     *,
+    namespace: str,
     store: Store,
     key: str,
     value: str,
@@ -83,17 +91,27 @@ def _pin(
     elsewhere, would stay Pending for good once pinned. Where the view has no node there (a
     node pool at zero), only what they say of ``key`` itself can rule it out. ``zone``: False
     when ``key`` is a node label, not a topology key (the message then names no zone).
-    ``fix``: the other way out, or what says it (asked only for a denial).
+    ``fix``: the other way out, or what says it (asked only for a denial). A constraint the
+    set's pod template (as the view holds it) does not hold is the pod's own, and said so.
     """
     judged = fit.fit(pod_selection(view.spec), key=key, value=value, view=store, zones=zone)
     if not judged.allowed:
         fix = fix if isinstance(fix, str) else fix()
         verb = "admits no node of" if judged.by_nodes else "excludes"
         runs = f"; it would run on {judged.where(zones=zone)}" if judged.elsewhere else ""
+        told = f"pod {_pod_name(view, plan)} has {judged.conflict}, which {verb} {key}={value}, "
+        sts = store.statefulset(namespace, view.owner, view.group)
+        template = None if sts is None else (sts.node_terms, sts.node_selector, sts.node_name)
+        if (
+            template is not None
+            and fit.fit(
+                template_selection(*template), key=key, value=value, view=store, zones=zone
+            ).allowed
+        ):
+            raise Denied(f"{told}{what}{runs}; {own_spec_fix(view)}, or {fix}", reason=reason)
         raise Denied(
-            f"pod {_pod_name(view, plan)} has {judged.conflict}, which {verb} {key}={value}, "
-            f"{what}{runs}; remove that constraint from the {plan.policy.kind}'s pod template or "
-            f"{fix}",
+            f"{told}{what}{runs}; remove that constraint from the {plan.policy.kind}'s pod "
+            f"template or {fix}",
             reason=reason,
         )
     return NodeRequirement(key, value)
@@ -144,7 +162,9 @@ def _affinity_mode(view: PodView, plan: PodPlan, *, store: Store, namespace: str
             "that data)"
         )
 
-    required = _pin(view, plan, store=store, key=key, value=zone, what=why, fix=fix)
+    required = _pin(
+        view, plan, namespace=namespace, store=store, key=key, value=zone, what=why, fix=fix
+    )
     decided = edit(ZoneAnnotation(zone), required, warnings=plan.placement.warnings)
     return decided.with_notices(*told)
 
@@ -186,6 +206,7 @@ def _node_ordinal_mode(view: PodView, plan: PodPlan, *, namespace: str, store: S
         _pin(
             view,
             plan,
+            namespace=namespace,
             store=store,
             key=label,
             value=value,

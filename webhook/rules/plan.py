@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from webhook.errors import Denied
-from webhook.model import objects
+from webhook.model import objects, setkinds
 from webhook.model.annotations import SKIP, stszone_annotations
 from webhook.model.objects import JSON
 from webhook.model.owners import ordinal_of, workload_owner
@@ -133,13 +133,28 @@ def plan_pod(pod: PodView, *, namespace: str, store: Store) -> PodPlan:
     return PodPlan(policy, pod.ordinal, placement, pod.claims)
 
 
-def check_node_name(pod: PodView, plan: PodPlan, *, store: Store) -> None:
+def own_spec_fix(pod: PodView, *, what: str = "that constraint") -> str:
+    """Where a constraint is and what to do, when the pod's own spec holds it and its set's
+    pod template (as the view holds it) does not: a pod created from a saved manifest
+    (``kubectl replace --force`` of an old pod keeps the zone stszone pinned it to, and the
+    node it ran on), not by the set's controller, which would make it from the template."""
+    kind = setkinds.KINDS[pod.group]
+    return (
+        f"{what} is in the pod's own spec (the manifest applied), not in the {kind.text}'s pod "
+        f"template: remove it from the manifest, or let {kind.controller} create the pod from "
+        "its template"
+    )
+
+
+def check_node_name(pod: PodView, plan: PodPlan, *, namespace: str, store: Store) -> None:
     """Deny a pod created with ``spec.nodeName`` on a node outside its zone (or, in node-ordinal
     mode, a node without its ordinal label).
 
     ``spec.nodeName`` bypasses the scheduler: the kubelet of that node checks the pod's node
     affinity itself, rejects it, and the StatefulSet controller re-creates it there again, in
-    a loop. A node the view does not hold is left to the kubelet.
+    a loop -- when its template names that node; a pod that names it on its own (a saved
+    manifest of a scheduled pod) is told so. A node the view does not hold is left to the
+    kubelet.
     """
     node = objects.string(pod.spec, "nodeName", path="spec")
     info = store.nodes.get(node)  # none is named "" (a pod without spec.nodeName)
@@ -162,9 +177,16 @@ def check_node_name(pod: PodView, plan: PodPlan, *, store: Store) -> None:
             return
         where = f"zone {have}" if have is not None else f"no label {key}"
         goal = f"zone {wanted}"
+    told = f"pod {name} names spec.nodeName {node}, which has {where}; ordinal {plan.ordinal} "
+    sts = store.statefulset(namespace, pod.owner, pod.group)
+    if sts is not None and sts.node_name != node:
+        raise Denied(
+            f"{told}belongs on {goal}, so the kubelet would refuse it; "
+            + own_spec_fix(pod, what="spec.nodeName"),
+            reason="NodeNameConflict",
+        )
     raise Denied(
-        f"pod {name} names spec.nodeName {node}, which has {where}; ordinal {plan.ordinal} "
-        f"belongs on {goal}, so the kubelet would refuse it and the {plan.policy.kind} "
+        f"{told}belongs on {goal}, so the kubelet would refuse it and the {plan.policy.kind} "
         "controller re-create it there in a loop; remove spec.nodeName from the pod template",
         reason="NodeNameConflict",
     )

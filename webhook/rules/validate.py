@@ -347,7 +347,7 @@ def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults)
     if view is None:
         return allow()
     plan = plan_pod(view, namespace=namespace, store=store)
-    check_node_name(view, plan, store=store)
+    check_node_name(view, plan, namespace=namespace, store=store)
     spec = view.spec
     name = view.name or f"ordinal {plan.ordinal}"
     mode = plan.policy.declared.mode
