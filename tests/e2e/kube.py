@@ -6,6 +6,7 @@ these tests run against someone's real control plane, so nothing may hang or fai
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -75,8 +76,21 @@ def applied_crds(kubectl: Kubectl, path: Path) -> Iterator[list[str]]:
             )
         kubectl.run("apply", "--server-side", "-f", str(path))
         for name in missing:
-            kubectl.run("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+            # Polled, not `kubectl wait`: a CRD whose status has no conditions yet makes
+            # kubectl wait fail (".status.conditions accessor error") instead of waiting.
+            wait_for(
+                f"CRD {name} to be established",
+                functools.partial(established, kubectl, name),
+                timeout=60,
+                interval=0.2,
+            )
         yield missing
+
+
+def established(kubectl: Kubectl, crd: str) -> bool:
+    """Whether CustomResourceDefinition ``crd`` is Established (its kind is served)."""
+    conditions = kubectl.get("crd", crd).get("status", {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 class KubectlError(AssertionError):
