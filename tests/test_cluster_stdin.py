@@ -81,7 +81,7 @@ def test_audit_help_example_reading_standard_input_runs_as_written(tmp_path: Pat
     """The `stszone audit --help` example that pipes kubectl's JSON in, with the saved cluster
     standing for kubectl's output."""
     (example,) = [line for line in help_examples("audit") if "--cluster -" in line]
-    kubectl, _, rest = example.partition(" | ")
+    kubectl, _, rest = example.rpartition(" | ")  # the saved command pipes within itself
     assert kubectl.startswith("kubectl get ") and kubectl.endswith("-o json")
     (tmp_path / "cluster.json").write_bytes(as_json(CLUSTER))
     done = run_example(f"cat cluster.json | {rest}", cwd=tmp_path)

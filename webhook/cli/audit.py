@@ -31,12 +31,12 @@ from webhook.rules.text import some
 from webhook.rules.verdict import being_deleted
 
 HELP = "expected vs actual zone of each ordinal, safe replica counts, removable nodes"
-EXAMPLES = """\
+EXAMPLES = f"""\
 examples:
-  kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml > cluster.yaml
+  {SAVE} -o yaml > cluster.yaml
   stszone audit --cluster cluster.yaml                  offline, from the saved cluster
   stszone audit --cluster cluster.yaml --zones a,b,c    zones for sets without stszone.io/zones
-  kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o json | stszone audit --cluster -    from stdin
+  {SAVE} -o json | stszone audit --cluster -    from stdin
   stszone audit --kubeconfig ~/.kube/config -n prod     live, one namespace
   kubectl stszone audit                                 live, the current context's namespace
   stszone audit --kubeconfig ~/.kube/config -o json     live: one list of the cluster, no watch

@@ -10,17 +10,28 @@ from __future__ import annotations
 
 import argparse
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final
 
-from webhook.cluster.clusterfile import SAVE, SAVE_MORE
+from webhook.cluster.clusterfile import SAVE
 from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.model.annotations import split_zones, zone_list_problems
 
-FORMATTER: Final = argparse.RawDescriptionHelpFormatter
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written; an option's help wrapped at spaces only, never
+    inside a word at its hyphen, so a command it quotes (``kubectl api-resources``) reads as
+    one to type."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+FORMATTER: Final = Formatter
 #: The defaults every command shows and falls back to.
 DEFAULTS: Final = Settings()
 _FIELDS: Final = frozenset(f.name for f in fields(Settings))
@@ -93,8 +104,8 @@ def add_view_flags(parser: argparse.ArgumentParser, *, operands: str = "") -> No
         dest="cluster_file",
         type=Path,
         metavar="FILE",
-        help=f"offline view from a saved `{SAVE} -o yaml` list ({SAVE_MORE}), read once at "
-        f"start; - reads it from stdin (`{SAVE} -o json | {piped}`)",
+        help=f"offline view from a saved `{SAVE} -o yaml` list, read once at start; - reads "
+        f"it from stdin (`{SAVE} -o json | {piped}`)",
     )
     group.add_argument(
         "--kubeconfig",

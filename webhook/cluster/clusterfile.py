@@ -1,4 +1,4 @@
-"""Offline cluster view: a saved ``kubectl get nodes,pv,pvc,sts,pods,namespaces -A -o yaml`` list.
+"""Offline cluster view: a saved ``kubectl get ... -A -o yaml`` list (:data:`SAVE` says what).
 
 The file ``-`` is standard input, as in kubectl's ``-f -``. Accepts a ``List`` (``kind: List``
 or any ``*List``), a multi-document YAML stream, or a JSON file, with items of kinds Node,
@@ -62,14 +62,19 @@ def flatten(
 
 #: The cluster file that is standard input: ``kubectl get ... -o json | stszone audit --cluster -``.
 STDIN: Final = "-"
+#: The kinds a saved cluster lists only where their CRDs are served (KafkaNodePools, Advanced
+#: StatefulSets), as ``kubectl api-resources -o name`` names them.
+SERVED_ONLY: Final = ("kafkanodepools.kafka.strimzi.io", "statefulsets.apps.kruise.io")
 #: The command that saves a cluster file, said alike by every command's help and refusals:
 #: every namespace (``-A``), and the Namespace objects, whose opt-in label the view reads.
-SAVE: Final = "kubectl get nodes,pv,pvc,sts,pods,namespaces -A"
-#: The kinds a saved cluster lists only where their CRDs are served: kubectl refuses the whole
-#: command when one of its resource types is not.
-SAVE_MORE: Final = (
-    "add kafkanodepools and statefulsets.apps.kruise.io to its list where Strimzi's and "
-    "OpenKruise's CRDs are served"
+#: kubectl refuses the whole command when one of its resource types is not served, so the
+#: kinds of SERVED_ONLY are named only when ``kubectl api-resources`` lists them (each with
+#: its comma); ``statefulsets.apps`` is spelled out, as OpenKruise's CRD claims the short name
+#: ``sts`` too.
+SAVE: Final = (
+    'kubectl get "$(kubectl api-resources -o name | grep -xF'
+    + "".join(f" -e {kind}" for kind in SERVED_ONLY)
+    + " | tr '\\n' ,)nodes,pv,pvc,statefulsets.apps,pods,namespaces\" -A"
 )
 
 
