@@ -44,6 +44,39 @@ def refused(port: int, *, host: str = "127.0.0.1", timeout: float = 5.0) -> bool
     return False
 
 
+#: ``st`` of a listening socket in /proc/net/tcp and tcp6 (the kernel's ``TCP_LISTEN``).
+TCP_LISTEN = "0A"
+
+
+def listening(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` itself listens on, IPv4 or IPv6 (Linux /proc).
+
+    A connection to a port says only that *something* accepts there, and on a machine shared
+    with other tests a free port can be taken by another process meanwhile; the sockets the
+    process holds (``/proc/PID/fd``, matched by inode to the rows of its network namespace's
+    ``/proc/PID/net/tcp``) are its own listeners and nothing else's.
+    """
+    inodes: set[str] = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed since the directory was read
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target.removeprefix("socket:[").removesuffix("]"))
+    ports: set[int] = set()
+    for table in ("tcp", "tcp6"):
+        path = Path(f"/proc/{pid}/net/{table}")
+        if not path.exists():  # no IPv6 in the kernel
+            continue
+        for row in path.read_text().splitlines()[1:]:
+            # sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+            fields = row.split()
+            if fields[3] == TCP_LISTEN and fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def clean_environ() -> dict[str, str]:
     """This process's environment without anything that names a cluster."""
     return {

@@ -9,12 +9,12 @@ Which server answered a connection is told by the certificate it presented.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import signal
 import socket
 import ssl
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from cryptography import x509
 
 from tests.hang import HANG_GUARD, until
 from tests.kubeconfig import write_kubeconfig
-from tests.process import clean_environ, free_port, refused, start_serve
+from tests.process import clean_environ, free_port, listening, start_serve
 from tests.served import served
 from webhook.config import Settings
 from webhook.install.certfiles import DevCerts, ensure_dev_certs
@@ -147,10 +147,14 @@ def test_two_processes_on_one_port_and_sigterm_drops_one(
     assert second.proc.returncode == 0, second.log.read_text()
 
 
-def _metrics(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text: str = resp.read().decode()
-    return text
+def _readyz(port: int, ca: Path) -> tuple[int, str]:
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=trusting(ca), timeout=5)
+    try:
+        conn.request("GET", "/readyz")
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize("reuse_port", [True, False])
@@ -160,34 +164,42 @@ def test_a_shared_listener_opens_only_once_ready(
     """A live view that cannot list (its API server refuses connections) is never Ready. On a
     shared address (``--reuse-port``) its listener stays closed, so the kernel sends every
     connection to the listeners of Ready processes, as a Service routes only to ready
-    endpoints; without it the port opens at once (probes and the Service's readiness gate)."""
-    unreachable = write_kubeconfig(
-        tmp_path / "kubeconfig", server=f"https://127.0.0.1:{free_port()}", token="t"
-    )
-    port, metrics = free_port(), free_port()
-    cmd = [
-        sys.executable, "-m", "webhook", "serve", "--kubeconfig", str(unreachable),
-        "--zones", "a,b,c", "--certs-dir", str(tmp_path / "certs"),
-        "--port", str(port), "--metrics-port", str(metrics),
-        *(["--reuse-port"] if reuse_port else []),
-    ]  # fmt: skip
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=clean_environ())
-    stopper.append(proc)
+    endpoints; without it the port opens at once (probes and the Service's readiness gate).
 
-    def unready() -> bool:
-        try:
-            return "stszone_ready 0.0" in _metrics(metrics)
-        except OSError:
-            return False
+    Other tests on the machine may take any port this test does not hold, so what listens is
+    read from the process's own sockets (:func:`~tests.process.listening`), not from whether
+    a connection to some port is accepted, and the server listens on a port the kernel picks.
+    The API server's address is a socket bound and never listening: connections to it are
+    refused, and no other process can take it.
+    """
+    with socket.socket() as api:
+        api.bind(("127.0.0.1", 0))
+        unreachable = write_kubeconfig(
+            tmp_path / "kubeconfig", server=f"https://127.0.0.1:{api.getsockname()[1]}", token="t"
+        )
+        cmd = [
+            sys.executable, "-m", "webhook", "serve", "--kubeconfig", str(unreachable),
+            "--zones", "a,b,c", "--certs-dir", str(tmp_path / "certs"), "--port", "0",
+            *(["--reuse-port"] if reuse_port else []),
+        ]  # fmt: skip
+        log = tmp_path / "serve.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=clean_environ())
+        stopper.append(proc)
 
-    until(unready, what="/metrics to say not ready")
-    if reuse_port:
-        assert refused(port), "an unready process accepted on the shared address"
-    else:
-        until(lambda: not refused(port), what="the listener to open")
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=HANG_GUARD) == 0, log.read_text()
+        if reuse_port:
+            # Logged when the first look at readiness fails, after anything opened before it.
+            until(
+                lambda: "not listening until Ready" in log.read_text(),
+                what="the server to say it waits for Ready",
+            )
+            assert listening(proc.pid) == set(), "an unready process listens on the shared address"
+        else:
+            until(lambda: bool(listening(proc.pid)), what="the listener to open")
+            (port,) = listening(proc.pid)
+            status, text = _readyz(port, tmp_path / "certs" / "ca.crt")
+            assert status == 503, text
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=HANG_GUARD) == 0, log.read_text()
     if reuse_port:
         assert "stopped before Ready" in log.read_text()
