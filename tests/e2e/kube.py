@@ -94,12 +94,20 @@ def established(kubectl: Kubectl, crd: str) -> bool:
 
 
 class KubectlError(AssertionError):
-    """kubectl exited non-zero; ``stderr`` holds its message (e.g. a webhook's denial)."""
+    """kubectl exited non-zero; ``stderr`` holds its message (e.g. a webhook's denial).
 
-    def __init__(self, args: Sequence[str], returncode: int, stderr: str) -> None:
+    ``started`` and ``ended`` (``time.monotonic()``, the end taken as the error is made) say when
+    the call ran, so that a failure can be told by when it happened as well as by what it says.
+    """
+
+    def __init__(
+        self, args: Sequence[str], returncode: int, stderr: str, *, started: float | None = None
+    ) -> None:
         super().__init__(f"kubectl {' '.join(args)} exited {returncode}: {stderr.strip()}")
         self.returncode = returncode
         self.stderr = stderr
+        self.ended = time.monotonic()
+        self.started = self.ended if started is None else started
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +137,7 @@ class Kubectl:
         command = [self.binary, "--kubeconfig", self.kubeconfig, "--request-timeout", "30s"]
         if self.namespace is not None:
             command += ["--namespace", self.namespace]
+        started = time.monotonic()
         done = subprocess.run(
             [*command, *args],
             input=stdin,
@@ -138,7 +147,7 @@ class Kubectl:
             check=False,
         )
         if done.returncode != 0:
-            raise KubectlError(args, done.returncode, done.stderr)
+            raise KubectlError(args, done.returncode, done.stderr, started=started)
         return done
 
     def get(self, *args: str) -> Obj:

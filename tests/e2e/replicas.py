@@ -6,7 +6,8 @@ server counts.
   processes bound with SO_REUSEPORT stand in for the Service's endpoints), with plain-HTTP
   ``/metrics`` on its own port of the same address. :meth:`Process.restart` signals it, waits
   for it to exit and starts it again with the same command.
-- :class:`Load`: pods created in a loop while something else happens.
+- :class:`Load`: pods created in a loop while something else happens; each of its calls that
+  fails is a :class:`Failure`, which says whether it is a call lost with a killed replica.
 - :func:`apiserver_webhook_errors`, :func:`apiserver_webhook_calls`: the API server's own
   counts of stszone's webhook calls; :func:`failed_creates`: the StatefulSet controller's.
 """
@@ -23,7 +24,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from tests.e2e.certslab import ROOT, WEBHOOK_NAMES, Lab
 from tests.e2e.kube import Kubectl, KubectlError, owned_pod, wait_for, workload
@@ -200,6 +201,47 @@ def failed_creates(kubectl: Kubectl) -> list[str]:
     return [f"{e.get('count', 1)}x {e.get('message', '')}" for e in events]
 
 
+#: How the API server says that a webhook replica it was calling went away under the call: the
+#: connection was reset (the process died with the request unread), closed before the answer
+#: (EOF), refused, or closed as the request went on it. That last one is a kept-alive connection
+#: the dying replica's kernel had closed, taken up by the API server before it read the close:
+#: writing on it draws a reset ("broken pipe"), or Go's transport reads the close first and
+#: does not retry a POST ("server closed idle connection").
+GONE: Final = (
+    "connection reset by peer",
+    "EOF",
+    "connection refused",
+    "broken pipe",
+    "server closed idle connection",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A call of the :class:`Load` that failed: when it ran (``time.monotonic()``) and what it
+    said, whole (kubectl puts the reason last)."""
+
+    started: float
+    ended: float
+    message: str
+
+    def cut_by_kill(self, *, signalled: float, replaced: float) -> bool:
+        """Whether this is a webhook call the API server lost with a replica SIGKILLed at
+        ``signalled`` and replaced by a Ready one at ``replaced``.
+
+        The kernel closes the dead process's connections at once and the API server drops each
+        as it reads the close, so the calls the kill may cost are those it made on them before:
+        under way at the kill, not begun once the replacement was Ready. A failure outside that
+        span, or for another reason, is something else's doing.
+        """
+        return (
+            "failed calling webhook" in self.message
+            and any(reason in self.message for reason in GONE)
+            and self.ended >= signalled
+            and self.started <= replaced
+        )
+
+
 class Load:
     """Pods created in a loop: a new StatefulSet scaled from 0 to 6 every cycle (its controller
     creates the pods; it is deleted once they exist), and server-side dry runs of a
@@ -210,8 +252,11 @@ class Load:
     5 minutes), so on one long-lived StatefulSet a FailedCreate could go unrecorded. Each is
     created ``AHEAD`` cycles (seconds) before it is scaled up: the pod of a StatefulSet the
     webhook's view has not seen yet is refused by design (``StatefulSetNotYetSeen``, retried by
-    the controller), which is not what the load is for. A kubectl call that fails is recorded
-    in ``errors`` and the loop goes on (an API server restart makes some fail on purpose).
+    the controller), which is not what the load is for. A set whose creation failed is created
+    again by the next cycle, so that one lost call is one failure, not also a scale of a set
+    that does not exist ``AHEAD`` cycles later. A kubectl call that fails is recorded (in
+    ``errors`` or ``dry_run_errors``, and with its times in ``failures``) and the loop goes on
+    (an API server restart makes some fail on purpose).
     """
 
     AHEAD = 4
@@ -224,7 +269,10 @@ class Load:
         self.dry_runs = 0
         self.dry_run_errors: list[str] = []
         self.errors: list[str] = []
+        self.failures: list[Failure] = []
         self.owner: dict[str, Any] = {}
+        #: The indices of the cycles' StatefulSets created so far.
+        self.prepared: set[int] = set()
         self.threads = [
             threading.Thread(target=self._cycle, daemon=True),
             threading.Thread(target=self._dry_run, daemon=True),
@@ -233,27 +281,46 @@ class Load:
     def _prepare(self, index: int) -> None:
         sts = workload("StatefulSet", f"{self.prefix}-{index}", image=IMAGE, replicas=0, labels={})
         self.kubectl.create(sts)
+        self.prepared.add(index)
 
-    def start(self) -> None:
+    def prepare(self) -> None:
+        """Create the dry runs' owner and the first cycles' StatefulSets."""
         sts = workload("StatefulSet", f"{self.prefix}-owner", image=IMAGE, replicas=0, labels={})
         self.owner = self.kubectl.create(sts)
         for index in range(self.AHEAD):
             self._prepare(index)
+
+    def start(self) -> None:
+        self.prepare()
         for thread in self.threads:
             thread.start()
 
+    def _failed(self, err: KubectlError, into: list[str]) -> None:
+        message = err.stderr.strip()
+        into.append(message)
+        self.failures.append(Failure(err.started, err.ended, message))
+
     def _cycle(self) -> None:
         while not self.stop.is_set():
-            try:
-                self._one_cycle()
-            except KubectlError as err:
-                self.errors.append(err.stderr.strip()[:300])
+            if not self.step():
                 time.sleep(1)
+
+    def step(self) -> bool:
+        """One cycle; False when one of its calls failed (recorded)."""
+        try:
+            self._one_cycle()
+            return True
+        except KubectlError as err:
+            self._failed(err, self.errors)
+            return False
+        finally:
             self.cycles += 1
 
     def _one_cycle(self) -> None:
         name = f"{self.prefix}-{self.cycles}"
-        self._prepare(self.cycles + self.AHEAD)
+        for index in range(self.cycles, self.cycles + self.AHEAD + 1):
+            if index not in self.prepared:
+                self._prepare(index)
         self.kubectl.run("scale", "statefulset", name, "--replicas=6")
         # A cycle ends with its 6 pods even when the load is stopping: a StatefulSet deleted
         # while its controller still creates pods gets those creates refused (the set has left
@@ -268,12 +335,15 @@ class Load:
     def _dry_run(self) -> None:
         pod = owned_pod(self.owner, 9, image=IMAGE, labels={"app": f"{self.prefix}-owner"})
         while not self.stop.wait(0.3):
+            started = time.monotonic()
             try:
                 created = self.kubectl.create(pod, dry_run=True)
                 if "stszone.io/zone" not in created["metadata"].get("annotations", {}):
-                    self.dry_run_errors.append("a dry-run pod came back without its zone")
+                    message = "a dry-run pod came back without its zone"
+                    self.dry_run_errors.append(message)
+                    self.failures.append(Failure(started, time.monotonic(), message))
             except KubectlError as err:
-                self.dry_run_errors.append(err.stderr.strip()[:300])
+                self._failed(err, self.dry_run_errors)
             self.dry_runs += 1
 
     def finish(self) -> None:

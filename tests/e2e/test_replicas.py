@@ -9,8 +9,9 @@ ServiceAccount bound to the rendered RBAC, while :class:`~tests.e2e.replicas.Loa
   admission: no FailedCreate event, no ``calling_webhook_error`` in the API server's metrics, no
   failed dry run.
 - A SIGKILL of one replica: the calls cut with it are counted (they are the API server's to
-  retry, and the StatefulSet controller's), and once it is back every set converges, each pod
-  in its ordinal's rule zone; the seconds from the kill until then are measured.
+  retry, and the StatefulSet controller's), no other call of the load fails, and once it is
+  back every set converges, each pod in its ordinal's rule zone; the seconds from the kill
+  until then are measured.
 
 What happened is printed at the end (``pytest -s``) and written to ``replicas-e2e.json``.
 """
@@ -73,8 +74,11 @@ def pair(kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield found
 
 
-def _under_load(pair: Pair, kubectl: Kubectl, act: Any, *, prefix: str) -> dict[str, Any]:
-    """Run ``act()`` (its figures returned) between two stretches of load; count failures."""
+def _under_load(
+    pair: Pair, kubectl: Kubectl, act: Any, *, prefix: str
+) -> tuple[dict[str, Any], Load]:
+    """Run ``act()`` between two stretches of load; its figures with the failures counted, and
+    the load (its failures, with when they happened)."""
     errors_before = replicas.apiserver_webhook_errors(kubectl)
     load = Load(pair.work, prefix=prefix)
     load.start()
@@ -93,15 +97,7 @@ def _under_load(pair: Pair, kubectl: Kubectl, act: Any, *, prefix: str) -> dict[
         calling_webhook_errors=replicas.apiserver_webhook_errors(kubectl) - errors_before,
         answered={p.name: p.answered() for p in pair.processes},
     )
-    return figures
-
-
-def _lost_with_the_replica(error: str) -> bool:
-    """A load error that is the API server failing to reach a webhook replica (the process
-    is gone: its connection reset, refused, or closed mid-answer)."""
-    return "failed calling webhook" in error and any(
-        why in error for why in ("connection reset by peer", "connection refused", "EOF")
-    )
+    return figures, load
 
 
 def _report(name: str, figures: dict[str, Any]) -> None:
@@ -120,7 +116,7 @@ def test_a_rolling_restart_under_load_fails_no_admission(
             time.sleep(SETTLE / 2)
         return {"signal_to_ready_s": seconds, "answered_before_sigterm": before}
 
-    figures = _under_load(pair, kubectl, roll, prefix="roll")
+    figures, _ = _under_load(pair, kubectl, roll, prefix="roll")
     _report("rolling restart", figures)
     (tmp_path / "replicas-e2e.json").write_text(json.dumps(figures, indent=2))
     assert figures["failed_creates"] == []
@@ -156,6 +152,8 @@ def test_a_killed_replica_costs_only_its_calls_and_every_set_converges(
         pair.work.create(workload("StatefulSet", name, image=IMAGE, replicas=0, labels={}))
     time.sleep(2)  # the sets reach both views before their pods are asked for
 
+    window: dict[str, float] = {}
+
     def kill() -> dict[str, Any]:
         # The replica the API server's connections are on (they stay where they were made).
         busy = max((0, 1), key=lambda i: pair.processes[i].answered())
@@ -163,7 +161,9 @@ def test_a_killed_replica_costs_only_its_calls_and_every_set_converges(
         killed = time.monotonic()
         for name in sets:  # pods being created as the replica dies
             pair.work.run("scale", "statefulset", name, "--replicas=6")
+        window["signalled"] = time.monotonic()
         pair.processes[busy], took = pair.processes[busy].restart(signal.SIGKILL)
+        window["replaced"] = time.monotonic()
 
         def converged() -> bool:
             return not any(_misplaced(pair.work, pair.zones, name, 6) for name in sets)
@@ -176,14 +176,16 @@ def test_a_killed_replica_costs_only_its_calls_and_every_set_converges(
             "kill_to_converged_s": round(time.monotonic() - killed, 1),
         }
 
-    figures = _under_load(pair, kubectl, kill, prefix="sigkill")
+    figures, load = _under_load(pair, kubectl, kill, prefix="sigkill")
     figures["failed_creates"] += [e for e in replicas.failed_creates(pair.work) if "scaled-" in e]
+    figures["cut_by_the_kill"] = sum(f.cut_by_kill(**window) for f in load.failures)
     _report("SIGKILL", figures)
     problems = [p for name in sets for p in _misplaced(pair.work, pair.zones, name, 6)]
     assert problems == []
     assert figures["answered_before_sigkill"] > 0
-    # A call in flight on the killed replica fails (the API server sees its connection reset
-    # or refused); that is the cost a SIGKILL may have. Any other failure of the load is not.
-    assert [e for e in figures["load_errors"] if not _lost_with_the_replica(e)] == []
+    # A call the API server made on the killed replica's connections fails (Failure.cut_by_kill
+    # says which: they are the cost a SIGKILL may have). Any other failure of the load, of its
+    # cycles or its dry runs, is not.
+    assert [f.message for f in load.failures if not f.cut_by_kill(**window)] == []
     # The load's sets converge too: each cycle ended with its 6 pods.
     assert figures["cycles"] >= 3
