@@ -98,16 +98,21 @@ def load_view(settings: Settings) -> Store:
     return offline_store(settings)
 
 
-def _set_lines(report: SetReport) -> list[str]:
-    span = f"ordinals {report.start}-{report.start + report.replicas - 1}"
+def _span(report: SetReport) -> str:
+    """The members the head names: none at 0 replicas, which has none to name."""
+    if not report.replicas:
+        return ""
     # Live ordinals may have gaps (reserveOrdinals): name the first few.
     if KINDS[report.group].live_ordinals:
         members = [row.ordinal for row in report.rows]
-        span = f"live ordinals {some(members[:5], report.replicas, shown=5)}"
+        return f" (live ordinals {some(members[:5], report.replicas, shown=5)})"
+    return f" (ordinals {report.start}-{report.start + report.replicas - 1})"
+
+
+def _set_lines(report: SetReport) -> list[str]:
     head = (
         f"{report.kind} {report.namespace}/{report.name}: mode {report.mode}, zones "
-        f"{','.join(report.zones) or '(none)'}, replicas {report.replicas}"
-        + (f" ({span})" if report.replicas else "")
+        f"{','.join(report.zones) or '(none)'}, replicas {report.replicas}{_span(report)}"
     )
     warned = [f"  warning: {w}" for w in report.warnings]
     # A set being deleted gets no new pod, so no annotation or label of it places one: shown,

