@@ -94,3 +94,26 @@ def test_audit_tells_of_an_advanced_statefulset_at_zero_replicas(
     status, out = run(capsys, "audit", "--cluster", cluster, "-o", "json")
     (web,) = json.loads(out)["statefulsets"]
     assert (web["apiGroup"], web["replicas"], web["ordinals"]) == ("apps.kruise.io", 0, [])
+
+
+# --- stszone explain -------------------------------------------------------------------------
+
+
+KRUISE_HEAD = "Advanced StatefulSet shop/web: mode affinity, zones zone-a,zone-b,zone-c, replicas"
+
+
+@pytest.mark.parametrize("reserve", [(), (0, 1)], ids=["plain", "reserveOrdinals"])
+def test_explain_tells_of_an_advanced_statefulset_at_zero_replicas(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reserve: tuple[int, ...]
+) -> None:
+    """The set and its left-over pod ``web-0`` are explained: no member, no smaller size, and
+    the pod is no member, so the guard does not count it."""
+    cluster = saved(tmp_path, kruise_set(0, reserve), kruise_pod(0, "a1"))
+    status, out = run(capsys, "explain", "--cluster", cluster, "asts/web")
+    assert status == 0
+    assert out.splitlines()[0] == f"{KRUISE_HEAD} 0"
+    assert "scale-down" not in out
+    status, out = run(capsys, "explain", "--cluster", cluster, "pod/web-0")
+    assert status == 0
+    assert out.splitlines()[0] == f"Pod shop/web-0: ordinal 0 of {KRUISE_HEAD} 0"
+    assert "not a member now (no members): the guard does not count it" in out

@@ -17,14 +17,19 @@ from webhook.rules.text import some
 from webhook.rules.verdict import being_deleted
 
 
-def _head(workload: Workload) -> str:
-    span = f" (ordinals {workload.start}-{workload.start + workload.replicas - 1})"
+def _span(workload: Workload) -> str:
+    """The members the head names: none at 0 replicas, which has none to name."""
+    if not workload.replicas:
+        return ""
     if workload.live is not None:  # reserveOrdinals leaves gaps: name the first few
-        span = f" (live ordinals {some(workload.live, workload.replicas, shown=LIVE_SHOWN)})"
+        return f" (live ordinals {some(workload.live, workload.replicas, shown=LIVE_SHOWN)})"
+    return f" (ordinals {workload.start}-{workload.start + workload.replicas - 1})"
+
+
+def _head(workload: Workload) -> str:
     return (
         f"{workload.kind} {workload.namespace}/{workload.name}: mode {workload.mode}, zones "
-        f"{','.join(workload.zones) or '(none)'}, replicas {workload.replicas}"
-        + (span if workload.replicas else "")
+        f"{','.join(workload.zones) or '(none)'}, replicas {workload.replicas}{_span(workload)}"
     )
 
 
