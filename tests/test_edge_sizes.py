@@ -117,3 +117,24 @@ def test_explain_tells_of_an_advanced_statefulset_at_zero_replicas(
     assert status == 0
     assert out.splitlines()[0] == f"Pod shop/web-0: ordinal 0 of {KRUISE_HEAD} 0"
     assert "not a member now (no members): the guard does not count it" in out
+
+
+def malformed(obj: JSON) -> JSON:
+    """``obj`` with a ``stszone.io/mode`` no mode has."""
+    obj["metadata"]["annotations"]["stszone.io/mode"] = "nope"
+    return obj
+
+
+#: replicas 3 with ordinal 1 reserved: the live ordinals are 0, 2 and 3.
+MALFORMED_HEAD = "Advanced StatefulSet shop/web: mode ?, zones (none), replicas 3"
+
+
+def test_audit_names_the_live_ordinals_of_a_malformed_advanced_statefulset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Malformed annotations leave no row to read the members from; its live ordinals are
+    those of its replicas and reserveOrdinals all the same."""
+    cluster = saved(tmp_path, malformed(kruise_set(3, [1])), kruise_pod(0, "a1"))
+    status, out = run(capsys, "audit", "--cluster", cluster)
+    assert status == 1
+    assert f"{MALFORMED_HEAD} (live ordinals 0, 2 and 3)\n  PROBLEM: " in out

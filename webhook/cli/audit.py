@@ -104,8 +104,7 @@ def _span(report: SetReport) -> str:
         return ""
     # Live ordinals may have gaps (reserveOrdinals): name the first few.
     if KINDS[report.group].live_ordinals:
-        members = [row.ordinal for row in report.rows]
-        return f" (live ordinals {some(members[:5], report.replicas, shown=5)})"
+        return f" (live ordinals {some(report.members[:5], report.replicas, shown=5)})"
     return f" (ordinals {report.start}-{report.start + report.replicas - 1})"
 
 

@@ -26,7 +26,7 @@ they go with it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Generator, Iterable, Mapping
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -104,6 +104,8 @@ class SetReport:
     warnings: tuple[str, ...] = ()
     #: ``metadata.deletionTimestamp`` is set: nobody scales it, so no count is judged.
     deleting: bool = False
+    #: The members walked (:func:`walked_members`), its annotations malformed or not.
+    members: Sequence[int] = ()
 
     @property
     def kind(self) -> str:
@@ -287,6 +289,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
     """
     warnings = unread_warnings(sts.name, sts.annotations)
     warnings += misspelt_warnings(sts.name, sts.misspelt)
+    ordinals = walked_members(sts, store=store)
     try:
         policy = resolve_policy(sts.namespace, sts.name, store=store, group=sts.group)
     except Denied as err:
@@ -304,6 +307,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
             problem=err.message,
             warnings=warnings,
             deleting=sts.deleting,
+            members=ordinals,
         )
     # The lowest count is the guard's own answer for a scale-down to zero replicas, so the
     # audit and the guard agree on every cluster; a set being deleted is scaled by nobody.
@@ -314,7 +318,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
     unknown: list[int] = []
     held: set[str] = set()
     pinned: dict[int, tuple[str, ...]] = {}
-    ordinals, step = walked_members(sts, store=store), max(every, 1)
+    step = max(every, 1)
     for first in range(0, len(ordinals), step):
         yield
         # A Locator per slice: it holds the set's pods as the view has them now.
@@ -347,6 +351,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
         skipped=sts.template_skipped,
         warnings=warnings,
         deleting=sts.deleting,
+        members=ordinals,
     )
 
 
