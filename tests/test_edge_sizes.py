@@ -138,3 +138,16 @@ def test_audit_names_the_live_ordinals_of_a_malformed_advanced_statefulset(
     status, out = run(capsys, "audit", "--cluster", cluster)
     assert status == 1
     assert f"{MALFORMED_HEAD} (live ordinals 0, 2 and 3)\n  PROBLEM: " in out
+
+
+def test_explain_names_the_live_ordinals_of_a_malformed_advanced_statefulset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The set and its pod are explained with the set's live ordinals (0, 2 and 3), not the
+    ordinals an ``apps/v1`` set of 3 replicas would have."""
+    cluster = saved(tmp_path, malformed(kruise_set(3, [1])), kruise_pod(0, "a1"))
+    head = f"{MALFORMED_HEAD} (live ordinals 0, 2 and 3)"
+    status, out = run(capsys, "explain", "--cluster", cluster, "asts/web")
+    assert (status, out.splitlines()[0]) == (0, head)
+    status, out = run(capsys, "explain", "--cluster", cluster, "pod/web-0")
+    assert (status, out.splitlines()[1]) == (0, f"  {head}")

@@ -36,6 +36,7 @@ from webhook.rules import audit, fit, kruise, scaling
 from webhook.rules.locate import SCHEDULED, Located, Locator
 from webhook.rules.placement import (
     Policy,
+    kruise_live,
     policy_zone,
     resolve_policy,
     walked_members,
@@ -161,10 +162,11 @@ class StatefulSets:
         return range(sts.start, sts.start + sts.replicas), range(sts.start, sts.start + replicas)
 
 
-def _workload(sts: StatefulSetInfo, policy: Policy | None) -> Workload:
+def _workload(sts: StatefulSetInfo, policy: Policy | None, *, store: Store) -> Workload:
     mode = policy.declared.mode if policy is not None else "?"
     zones = policy.zones if policy is not None else ()
-    live = policy.live if policy is not None else None
+    # Read from replicas and reserveOrdinals, the annotations malformed (no policy) or not.
+    live = kruise_live(sts, store=store) if sts.group == KRUISE else None
     return Workload(
         workload_kind(sts.group),
         sts.namespace,
@@ -275,7 +277,8 @@ def explain_pod(
     try:
         policy = resolve_policy(namespace, set_name, store=store, group=group)
     except Denied as err:
-        return PodExplanation(namespace, name, _workload(sts, None), left_alone=err.message)
+        workload = _workload(sts, None, store=store)
+        return PodExplanation(namespace, name, workload, left_alone=err.message)
     where = Locator(namespace=namespace, policy=policy, store=store)
     member = _member(ordinal, policy=policy, store=store, where=where)
     members = StatefulSets.ranges(sts, sts.replicas)[0]
@@ -291,7 +294,7 @@ def explain_pod(
     return PodExplanation(
         namespace,
         name,
-        _workload(sts, policy),
+        _workload(sts, policy, store=store),
         member,
         _allowed_zones(sts, policy, store),
         left_alone=refused,
@@ -363,14 +366,15 @@ def explain_workload(
         policy = resolve_policy(namespace, name, store=store, group=group)
     except Denied as err:
         if not sts.problems:
-            return WorkloadExplanation(_workload(sts, None), (), (), problem=err.message)
+            workload = _workload(sts, None, store=store)
+            return WorkloadExplanation(workload, (), (), problem=err.message)
         # Malformed annotations refuse its new pods, but a Scale cannot change them, so the
         # guard judges its scale-downs on the defaults: each size gets that answer.
         policy = resolve_policy(namespace, name, store=store, group=group, tolerate_malformed=True)
         sizes = () if sts.deleting else _sizes(sts, policy, store, excluded)
         unjudged = 0 if sts.deleting else max(sts.replicas - SIZES, 0)
         return WorkloadExplanation(
-            _workload(sts, None), (), sizes, unjudged, err.message, sts.deleting
+            _workload(sts, None, store=store), (), sizes, unjudged, err.message, sts.deleting
         )
     where = Locator(namespace=namespace, policy=policy, store=store)
     members = tuple(
@@ -378,10 +382,10 @@ def explain_workload(
         for o in walked_members(sts, store=store)
     )
     if sts.deleting:
-        return WorkloadExplanation(_workload(sts, policy), members, (), deleting=True)
+        return WorkloadExplanation(_workload(sts, policy, store=store), members, (), deleting=True)
     unjudged = max(sts.replicas - SIZES, 0)
     return WorkloadExplanation(
-        _workload(sts, policy), members, _sizes(sts, policy, store, excluded), unjudged
+        _workload(sts, policy, store=store), members, _sizes(sts, policy, store, excluded), unjudged
     )
 
 
