@@ -151,3 +151,23 @@ def test_explain_names_the_live_ordinals_of_a_malformed_advanced_statefulset(
     assert (status, out.splitlines()[0]) == (0, head)
     status, out = run(capsys, "explain", "--cluster", cluster, "pod/web-0")
     assert (status, out.splitlines()[1]) == (0, f"  {head}")
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [r.statefulset(1_500), kruise_set(1_500, [1])],
+    ids=["StatefulSet", "Advanced StatefulSet"],
+)
+def test_audit_says_when_it_shows_the_first_members_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], workload: JSON
+) -> None:
+    """Past the first 1,000 members (``WALK_LIMIT``) the table stops, and says so, as
+    ``stszone explain`` does; below it, nothing is said."""
+    status, out = run(capsys, "audit", "--cluster", saved(tmp_path, copy.deepcopy(workload)))
+    assert status == 0
+    assert "  (the first 1000 of 1500 members)\n" in out
+    small = copy.deepcopy(workload)
+    small["spec"]["replicas"] = 1_000
+    status, out = run(capsys, "audit", "--cluster", saved(tmp_path, small))
+    assert status == 0
+    assert "(the first" not in out

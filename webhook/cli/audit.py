@@ -147,6 +147,8 @@ def _set_lines(report: SetReport) -> list[str]:
                 f"{r.zone or 'its zone'}, but a scale-down that leaves it the zone's last pod "
                 "relies on the node coming back"
             )
+    if report.replicas > len(report.rows):  # the audit walks the first WALK_LIMIT members
+        lines.append(f"  (the first {len(report.rows)} of {report.replicas} members)")
     held = f"  zones held now: {', '.join(report.held) or '(none)'}; "
     if report.deleting:
         lines.append(held + f"no replica count judged: {being_deleted(report.kind)}")
