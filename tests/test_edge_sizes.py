@@ -171,3 +171,20 @@ def test_audit_says_when_it_shows_the_first_members_only(
     status, out = run(capsys, "audit", "--cluster", saved(tmp_path, small))
     assert status == 0
     assert "(the first" not in out
+
+
+# --- stszone rebalance -----------------------------------------------------------------------
+
+
+def test_rebalance_says_when_it_plans_the_first_members_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """db-1200 runs in zone-b, its rule zone is zone-a (1200 mod 3 = 0): past the first 1,000
+    members, the plan does not look at it, and says so rather than only "nothing to do"."""
+    cluster = saved(tmp_path, r.statefulset(1_500), r.pod(1_200, "b1"))
+    status, out = run(capsys, "rebalance", "--cluster", cluster)
+    assert status == 0
+    assert "  (the first 1000 of 1500 members: the others are not planned)\n" in out
+    cluster = saved(tmp_path, r.statefulset(1_000), r.pod(900, "b1"))
+    status, out = run(capsys, "rebalance", "--cluster", cluster)
+    assert "(the first" not in out

@@ -70,6 +70,10 @@ def _set_lines(set_plan: SetPlan, *, timeout: float, commands: bool) -> list[str
     for row in set_plan.rows:
         for note in row.notes:
             lines.append(f"  {row.ordinal}: {note}")
+    if set_plan.replicas > len(rows):  # the plan walks the first WALK_LIMIT members
+        lines.append(
+            f"  (the first {len(rows)} of {set_plan.replicas} members: the others are not planned)"
+        )
     if set_plan.steps and commands:
         lines += [
             "  The same with kubectl, in order (--apply also waits before each step until every",
