@@ -188,3 +188,15 @@ def test_rebalance_says_when_it_plans_the_first_members_only(
     cluster = saved(tmp_path, r.statefulset(1_000), r.pod(900, "b1"))
     status, out = run(capsys, "rebalance", "--cluster", cluster)
     assert "(the first" not in out
+
+
+def test_audit_says_the_lowest_count_of_a_huge_advanced_statefulset_is_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The guard does not judge a change of an Advanced StatefulSet of over 100,000 members
+    (it allows it, with a warning); the audit has no lowest count to show, which is not that
+    no count keeps every zone: 3 members in a row hold zone-a, zone-b and zone-c."""
+    status, out = run(capsys, "audit", "--cluster", saved(tmp_path, kruise_set(100_001, [1])))
+    assert status == 0
+    assert "lowest replica count that keeps every zone: not judged (over 100000 members)" in out
+    assert "none keeps them all" not in out

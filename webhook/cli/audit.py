@@ -25,6 +25,7 @@ from webhook.errors import ConfigError
 from webhook.model.annotations import ENABLED
 from webhook.model.setkinds import KINDS
 from webhook.model.store import Store
+from webhook.rules import kruiseguard
 from webhook.rules.audit import Report, SetReport, audit
 from webhook.rules.poolaudit import PoolReport, audit_pools
 from webhook.rules.text import some
@@ -108,6 +109,17 @@ def _span(report: SetReport) -> str:
     return f" (ordinals {report.start}-{report.start + report.replicas - 1})"
 
 
+def _lowest(report: SetReport) -> str:
+    """The lowest replica count the guard allows, or why there is none."""
+    if report.lowest is not None:
+        return str(report.lowest)
+    # The guard does not judge a change of so large an Advanced StatefulSet (it allows it,
+    # with a warning): no count is judged, which is not that none keeps every zone.
+    if KINDS[report.group].live_ordinals and report.replicas > kruiseguard.LIMIT:
+        return f"not judged (over {kruiseguard.LIMIT} members)"
+    return "none keeps them all"
+
+
 def _set_lines(report: SetReport) -> list[str]:
     head = (
         f"{report.kind} {report.namespace}/{report.name}: mode {report.mode}, zones "
@@ -153,8 +165,7 @@ def _set_lines(report: SetReport) -> list[str]:
     if report.deleting:
         lines.append(held + f"no replica count judged: {being_deleted(report.kind)}")
     else:
-        lowest = "none keeps them all" if report.lowest is None else str(report.lowest)
-        lines.append(held + f"lowest replica count that keeps every zone: {lowest}")
+        lines.append(held + f"lowest replica count that keeps every zone: {_lowest(report)}")
     if report.missing_labels:
         ordinals = ", ".join(map(str, report.missing_labels))
         lines.append(f"  {mark}no node carries the ordinal label of ordinal(s) {ordinals}{aside}")
