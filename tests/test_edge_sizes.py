@@ -19,8 +19,12 @@ from typing import Any
 
 import pytest
 
+from tests import poolsim as sim
 from tests import rebalancing as r
 from webhook.cli import main
+from webhook.cluster.clusterfile import load_store
+from webhook.rules.risk import RiskScan
+from webhook.server.poolrisk import PoolRiskCollector
 
 JSON = dict[str, Any]
 KRUISE = Path(__file__).parent / "fixtures" / "kruise" / "objects"
@@ -200,3 +204,37 @@ def test_audit_says_the_lowest_count_of_a_huge_advanced_statefulset_is_not_judge
     assert status == 0
     assert "lowest replica count that keeps every zone: not judged (over 100000 members)" in out
     assert "none keeps them all" not in out
+
+
+# --- KafkaNodePools ----------------------------------------------------------------------------
+
+
+def pool(replicas: int, node_ids: list[int] | None) -> JSON:
+    """KafkaNodePool ``shop/broker`` of cluster ``my-cluster`` listing zone-a,b,c."""
+    return sim.pool_object("broker", replicas=replicas, node_ids=node_ids, namespace="shop")
+
+
+@pytest.mark.parametrize(
+    ("replicas", "node_ids"),
+    [(0, []), (3, []), (3, None)],
+    ids=["scaled to zero", "no node ID yet", "not reconciled"],
+)
+def test_a_pool_without_brokers_keeps_every_zone_at_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], replicas: int, node_ids: list[int] | None
+) -> None:
+    """A pool none of whose brokers holds a zone loses none at any count: its lowest safe
+    count is 0 in the table, the JSON and the gauge, as for a StatefulSet with no member."""
+    cluster = saved(tmp_path, pool(replicas, node_ids))
+    status, out = run(capsys, "audit", "--cluster", cluster)
+    assert status == 0
+    assert "(imbalance 0); lowest replica count that keeps every zone: 0\n" in out
+    status, out = run(capsys, "audit", "--cluster", cluster, "-o", "json")
+    (broker,) = json.loads(out)["kafkaNodePools"]
+    assert (broker["name"], broker["lowestSafeReplicas"]) == ("broker", 0)
+    lowest = {
+        sample.labels["kafkanodepool"]: sample.value
+        for family in PoolRiskCollector(RiskScan(load_store(Path(cluster)))).collect()
+        if family.name == "stszone_kafkanodepool_lowest_safe_replicas"
+        for sample in family.samples
+    }
+    assert lowest == {"broker": 0}

@@ -126,8 +126,9 @@ def audit_pool(pool: KafkaNodePoolInfo, *, store: Store) -> PoolReport:
 
     # A higher count removes a prefix of the same removal order, so it loses no zone a lower
     # one keeps: the counts allowed are those from the lowest up, found by bisection (the
-    # gauges compute this on every scrape, for pools of any size).
-    sizes = range(1, len(node_ids) + 1)
+    # gauges compute this on every scrape, for pools of any size). 0 is one: a pool whose
+    # brokers hold no zone (none yet, or none left) loses none at any count.
+    sizes = range(len(node_ids) + 1)
     found = bisect_left(sizes, True, key=allowed)
     lowest = sizes[found] if found < len(sizes) else None
     return PoolReport(
