@@ -21,8 +21,10 @@ import pytest
 
 from tests import poolsim as sim
 from tests import rebalancing as r
+from tests.work import line_budget
 from webhook.cli import main
 from webhook.cluster.clusterfile import load_store
+from webhook.model.nodepools import nodepool_info
 from webhook.rules.risk import RiskScan
 from webhook.server.poolrisk import PoolRiskCollector
 
@@ -238,3 +240,56 @@ def test_a_pool_without_brokers_keeps_every_zone_at_zero(
         for sample in family.samples
     }
     assert lowest == {"broker": 0}
+
+
+#: ``spec.replicas`` is an int32: a typo away from this.
+INT32_MAX = 2**31 - 1
+#: Lines of webhook code an answer about a huge pool may run (about 120,000 for the busiest,
+#: `explain knp/`, today): a walk over two billion node IDs fails here at once instead of
+#: filling the memory.
+HUGE_POOL_LINES = 500_000
+
+
+def test_a_pool_of_two_billion_replicas_is_audited_and_explained(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Brokers 0, 1, 2 in zone-a, zone-b, zone-c, the pool asking for 2147483647: every
+    command answers, the brokers it has counted as they are."""
+    pods = []
+    for node_id, node in enumerate(("a1", "b1", "c1")):
+        pod = sim.pod_object("my-cluster", "broker", node_id)
+        pod["metadata"]["namespace"] = "shop"
+        pod["spec"]["nodeName"] = node
+        pods.append(pod)
+    cluster = saved(tmp_path, pool(INT32_MAX, [0, 1, 2]), *pods)
+    with line_budget(HUGE_POOL_LINES):
+        status, out = run(capsys, "audit", "--cluster", cluster)
+    assert status == 0
+    assert f"replicas {INT32_MAX}\n" in out
+    assert "zone-a 1, zone-b 1, zone-c 1 (imbalance 0); lowest replica count that keeps" in out
+    with line_budget(HUGE_POOL_LINES):
+        status, out = run(capsys, "explain", "--cluster", cluster, "knp/broker")
+    assert status == 0
+    assert f"{INT32_MAX} -> {INT32_MAX - 1}: removes none: allowed" in out
+    with line_budget(HUGE_POOL_LINES):
+        status, out = run(capsys, "explain", "--cluster", cluster, "pod/my-cluster-broker-0")
+    assert status == 0
+    assert "holds zone-a for the scale-down guard" in out
+
+
+def test_a_broker_of_a_pool_of_two_billion_replicas_is_placed() -> None:
+    """The next broker (ID 3) of brokers 0, 1, 2 placed in zone-a, zone-b, zone-c goes to the
+    pool's fewest, zone-a (ties: the first listed), however many more the pool asks for."""
+    view = sim.store()
+    cluster = sim.Cluster(view)
+    cluster.create_pool("broker", 3)
+    cluster.reconcile()
+    assert cluster.zones("broker") == {0: "zone-a", 1: "zone-b", 2: "zone-c"}
+    view.put(
+        "nodepools",
+        nodepool_info(sim.pool_object("broker", replicas=INT32_MAX, node_ids=[0, 1, 2])),
+    )
+    with line_budget(HUGE_POOL_LINES):
+        answer = sim.admit(view, sim.pod_object("my-cluster", "broker", 3))
+    assert answer.allowed, answer.message
+    assert answer.edited["metadata"]["annotations"]["stszone.io/zone"] == "zone-a"

@@ -5,7 +5,8 @@ many pods. So every check that visits ordinals one by one -- the audit's rows, n
 zone-risk gauges, and on StatefulSet validation the node-ordinal template check and the
 zone-change warning -- visits the first :data:`WALK_LIMIT` ordinals of the set and says so in
 its output when it stopped short. 1,000 keeps a StatefulSet UPDATE's checks in the
-milliseconds on the admission path.
+milliseconds on the admission path. A KafkaNodePool's ``spec.replicas`` is an int32 too: the
+new node IDs its next pass adds are counted up to the same cap (:mod:`webhook.rules.poolplan`).
 
 The scale-down guard never walks: it answers for any range, ``replicas: 2147483647`` included,
 from the ordinals that have a pod, a claim, a pre-bound volume or a labelled node (bounded by

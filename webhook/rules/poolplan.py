@@ -12,7 +12,10 @@ creates them), get exactly the zones they would get one by one.
 The new IDs are those the operator's node-ID assignor hands out in its next pass: the pools
 of the cluster in name order (the order the API lists them); a pool short of
 ``spec.replicas`` takes the unused IDs of its ``strimzi.io/next-node-ids`` first, then the
-lowest ID no pool uses.
+lowest ID no pool uses. A pool short of more than :data:`~webhook.rules.ordinals.WALK_LIMIT`
+brokers (``spec.replicas`` is an int32 a typo can set to two billion) has its first
+``WALK_LIMIT`` new IDs counted, as every check visits that many members at most: placing one
+broker never walks two billion IDs, and no real pass adds thousands.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Iterator, Mapping
 
 from webhook.model.nodepools import NEXT_NODE_IDS, KafkaNodePoolInfo, parse_node_ids
 from webhook.model.store import Store
+from webhook.rules.ordinals import WALK_LIMIT
 
 
 def _candidates(annotation: str | None) -> Iterator[int]:
@@ -60,7 +64,7 @@ def new_ids(pool: KafkaNodePoolInfo, *, store: Store) -> tuple[int, ...]:
     )
     in_use = {i for p in pools for i in p.node_ids or ()}
     for each in pools:
-        short = each.replicas - len(each.node_ids or ())
+        short = min(each.replicas - len(each.node_ids or ()), WALK_LIMIT)
         added = _take(short, in_use, each.annotations.get(NEXT_NODE_IDS)) if short > 0 else []
         if each.name == pool.name:
             return tuple(added)
