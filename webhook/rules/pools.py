@@ -7,11 +7,15 @@
   pool, that zone's StorageClass.
 - A broker's pod gets the zone annotation and a required node affinity on its zone, so that
   ``broker.rack`` (read by Strimzi from the node's zone label with ``spec.kafka.rack``)
-  matches the zone stszone chose.
+  matches the zone stszone chose. One whose pool a live view has not seen yet, while it holds
+  another pool of the same Kafka cluster, is refused for retry (:func:`_require_seen`).
 """
 
 from __future__ import annotations
 
+from typing import Final
+
+from webhook.errors import Denied
 from webhook.model import objects
 from webhook.model.annotations import (
     STORAGE_CLASS_TEMPLATE,
@@ -40,6 +44,9 @@ from webhook.rules.placement import POOL_RETRIED_BY
 from webhook.rules.plan import skipped
 from webhook.rules.poolzones import PoolPolicy, choose, id_claims, pool_policy
 from webhook.rules.zonelist import zones_fix
+
+#: Who creates a broker's pod, and creates it again after a refusal meant for retry.
+PODSET_CONTROLLER: Final = "the StrimziPodSet controller of the Strimzi cluster operator"
 
 
 def pool_member(obj: JSON) -> tuple[str, str, int] | None:
@@ -78,10 +85,37 @@ def _member_policy(obj: JSON, namespace: str, *, store: Store) -> tuple[PoolPoli
     return None if policy is None else (policy, node_id)
 
 
+def _require_seen(pod: JSON, namespace: str, *, store: Store) -> None:
+    """Refuse, for retry, a broker's pod whose KafkaNodePool a live view has not seen yet,
+    as a StatefulSet's pod is refused (:func:`webhook.rules.placement.resolve_policy`).
+
+    Only when another pool of its Kafka cluster is in the view: that cluster uses
+    KafkaNodePools, so this one exists and lags. A Kafka without node pools keeps its brokers
+    in a virtual pool (``kafka``) that only the operator's memory holds, and a cluster that
+    serves no KafkaNodePool has none in the view: waiting for those would refuse their pods for
+    good, so they are let through, with nothing to place them by.
+    """
+    member = pool_member(pod)
+    if member is None or not store.lagging():
+        return
+    cluster, pool, _ = member
+    if store.nodepool(namespace, pool) is not None:
+        return
+    if any(p.namespace == namespace and p.cluster == cluster for p in store.nodepools.values()):
+        name = objects.string(objects.mapping(pod, "metadata"), "name")
+        raise Denied(
+            f"KafkaNodePool {namespace}/{pool} of Kafka cluster {cluster} has not reached "
+            "stszone's view yet (its watch event is usually milliseconds behind its creation); "
+            f"retry in a moment ({PODSET_CONTROLLER} creates pod {name} again)",
+            reason="StatefulSetNotYetSeen",
+        )
+
+
 def mutate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
     """Pin a broker's pod to its zone: that of its data, else the pool's fewest."""
     found = _member_policy(pod, namespace, store=store)
     if found is None:
+        _require_seen(pod, namespace, store=store)
         return allow()
     policy, node_id = found
     name = policy.broker(node_id)
