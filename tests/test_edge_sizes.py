@@ -11,6 +11,7 @@ worked out by hand from them.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from collections.abc import Sequence
@@ -21,12 +22,15 @@ import pytest
 
 from tests import poolsim as sim
 from tests import rebalancing as r
+from tests.test_metrics import parse
 from tests.work import line_budget
 from webhook.cli import main
 from webhook.cluster.clusterfile import load_store
 from webhook.model.nodepools import nodepool_info
 from webhook.rules.risk import RiskScan
+from webhook.server.metrics import Metrics
 from webhook.server.poolrisk import PoolRiskCollector
+from webhook.server.riskmetrics import ZoneRisk
 
 JSON = dict[str, Any]
 KRUISE = Path(__file__).parent / "fixtures" / "kruise" / "objects"
@@ -206,6 +210,38 @@ def test_audit_says_the_lowest_count_of_a_huge_advanced_statefulset_is_not_judge
     assert status == 0
     assert "lowest replica count that keeps every zone: not judged (over 100000 members)" in out
     assert "none keeps them all" not in out
+
+
+# --- the zone-risk gauges --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("workload", "labels"),
+    [
+        (r.statefulset(0), {"statefulset": "db", "kind": "StatefulSet"}),
+        (kruise_set(0), {"statefulset": "web", "kind": "AdvancedStatefulSet"}),
+        (kruise_set(0, [0, 1]), {"statefulset": "web", "kind": "AdvancedStatefulSet"}),
+    ],
+    ids=["StatefulSet", "Advanced StatefulSet", "reserveOrdinals"],
+)
+def test_the_gauges_of_a_set_at_zero_replicas(
+    tmp_path: Path, workload: JSON, labels: dict[str, str]
+) -> None:
+    """A set of no member: its three listed zones, none held, nothing misplaced or unknown, and
+    0 the lowest safe count (none held, none to lose), as the gauges a refresh writes."""
+    store = load_store(Path(saved(tmp_path, workload)))
+    risk = ZoneRisk(RiskScan(store), ready=lambda: True, interval=30, pause=0)
+    asyncio.run(risk.refresh())
+    samples = parse(Metrics(rendered=[risk.exposition]).exposition().decode())
+    ours = frozenset({("namespace", "shop"), *labels.items()})
+    assert {name: v for (name, seen), v in samples.items() if seen == ours} == {
+        "stszone_statefulset_replicas": 0,
+        "stszone_statefulset_zones": 3,
+        "stszone_statefulset_zones_held": 0,
+        "stszone_statefulset_misplaced_pods": 0,
+        "stszone_statefulset_unknown_zone_ordinals": 0,
+        "stszone_statefulset_lowest_safe_replicas": 0,
+    }
 
 
 # --- KafkaNodePools ----------------------------------------------------------------------------
