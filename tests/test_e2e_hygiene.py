@@ -143,7 +143,12 @@ verb = args[0]
 if verb == "get":
     if args[2] not in crds:
         sys.exit(f'Error from server (NotFound): {KIND} "{args[2]}" not found')
-    print(f"{KIND}/{args[2]}")
+    if "-o" in args and args[args.index("-o") + 1] == "json":  # a CRD the apply made serves
+        established = {"type": "Established", "status": "True"}
+        crd = {"metadata": {"name": args[2]}, "status": {"conditions": [established]}}
+        print(json.dumps(crd))
+    else:
+        print(f"{KIND}/{args[2]}")
 elif verb == "apply":
     with open(args[args.index("-f") + 1]) as f:
         docs = list(yaml.safe_load_all(f))
@@ -155,9 +160,6 @@ elif verb == "apply":
         crds.add(name)
         print(f"{KIND}/{name}")
     save()
-elif verb == "wait":
-    if name_of(args[2]) not in crds:
-        sys.exit(f"error: {args[2]} not found")
 elif verb == "delete":
     crds.discard(name_of(args[1]))
     save()
