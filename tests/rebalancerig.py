@@ -154,6 +154,31 @@ class Rig:
         return [(s.name, s.query.get("dryRun") == "All") for s in self.api.seen("pods", "evict")]
 
 
+def hold_available(
+    rig: Rig, *, table: str, name: str, replicas: int, after: float | None
+) -> list[float]:
+    """Play the set's controller under ``minReadySeconds``: a pod re-created Ready counts as
+    available only ``after`` seconds later (None: never), and ``status.availableReplicas``
+    says so, one short of ``replicas`` meanwhile. The times pods came back, as they do."""
+    came_back: list[float] = []
+    plays = rig.controller
+
+    def status(available: int) -> None:
+        current = json.loads(rig.api.objects.tables[table][(r.NAMESPACE, name)].body)
+        current["status"]["availableReplicas"] = available
+        rig.api.put(table, current)
+
+    def tick() -> None:
+        if plays.pending:  # the controller re-creates it Ready on this tick
+            came_back.append(rig.clock.now)
+            status(replicas - 1)
+        elif came_back and after is not None and rig.clock.now >= came_back[-1] + after:
+            status(replicas)
+
+    rig.clock.ticks.insert(0, tick)
+    return came_back
+
+
 @contextlib.asynccontextmanager
 async def open_rig(
     tmp_path: Path, *, controller: type[Controller] | None = None

@@ -18,7 +18,7 @@ import pytest
 
 from tests import rebalancing as r
 from tests.fakeapi import Fault, Verb
-from tests.rebalancerig import Rig, asked, open_rig
+from tests.rebalancerig import Rig, asked, hold_available, open_rig
 from tests.rendered import granted
 from webhook.cli.rebalance_text import render_outcome
 from webhook.cluster.rebalance import Event, Outcome, Timing, apply
@@ -370,30 +370,68 @@ async def test_a_set_with_min_ready_seconds_waits_for_the_moved_pod_to_be_availa
     sts["status"]["availableReplicas"] = 4
     rig.load(r.cluster(FOUR, sts=sts))
     result = await rig.plan()
-    came_back: list[float] = []
+    came_back = hold_available(rig, table="statefulsets", name="db", replicas=4, after=30)
     evicted_at: list[float] = []
-    plays = rig.controller
-
-    def status(available: int) -> None:
-        current = json.loads(rig.api.objects.tables["statefulsets"][("shop", "db")].body)
-        current["status"]["availableReplicas"] = available
-        rig.api.put("statefulsets", current)
-
-    def tick() -> None:
-        if plays.pending:
-            came_back.append(rig.clock.now)
-            status(3)  # the re-created pod is Ready, not yet available
-        elif came_back and rig.clock.now >= came_back[-1] + 30:
-            status(4)
 
     def evicted(namespace: str, name: str) -> None:
         evicted_at.append(rig.clock.now)
 
-    rig.clock.ticks.insert(0, tick)
     rig.api.on_evict.append(evicted)
     outcome = await rig.rebalancer().run(result)
     assert outcome.converged and outcome.sets[0].moved == (1, 3)
     assert len(evicted_at) == 2 and evicted_at[1] >= came_back[0] + 30
+
+
+async def test_the_last_move_too_is_waited_out_until_available(rig: Rig) -> None:
+    """minReadySeconds 30: the last moved pod, db-3, counts as available 30 s after it turned
+    Ready, as every earlier one did before the next eviction. The run ends, and says db-3
+    moved, only then: a run that ended at Ready would call the set converged while its
+    controller still counts a replica unavailable."""
+    sts = r.statefulset(4)
+    sts["spec"]["minReadySeconds"] = 30
+    sts["status"]["availableReplicas"] = 4
+    rig.load(r.cluster(FOUR, sts=sts))
+    result = await rig.plan()
+    came_back = hold_available(rig, table="statefulsets", name="db", replicas=4, after=30)
+    executor = rig.rebalancer()
+    moved_at: list[float] = []
+
+    def report(event: Event) -> None:
+        rig.events.append(event)
+        if event.kind == "moved":
+            moved_at.append(rig.clock.now)
+
+    executor.report = report
+    outcome = await executor.run(result)
+    assert outcome.converged and outcome.sets[0].moved == (1, 3)
+    assert len(came_back) == 2
+    assert rig.clock.now >= came_back[1] + 30, (rig.clock.now, came_back)
+    assert moved_at[1] >= came_back[1] + 30, (moved_at, came_back)
+    waiting = [e.message for e in rig.events if e.kind == "waiting" and e.ordinal == 3]
+    assert waiting == [
+        "db-3 is Ready on a1 in zone-a; waiting for 3/4 replicas available (minReadySeconds 30)"
+    ]
+
+
+async def test_a_move_never_counted_available_stops_the_run_with_it_moved(rig: Rig) -> None:
+    """db-1 comes back Ready in zone-b, and its controller never counts it available: the run
+    stops after the timeout, saying so, with db-1 listed as moved (it is in its zone), db-3 as
+    not moved, and no Converged verdict."""
+    sts = r.statefulset(4)
+    sts["spec"]["minReadySeconds"] = 30
+    sts["status"]["availableReplicas"] = 4
+    rig.load(r.cluster(FOUR, sts=sts))
+    result = await rig.plan()
+    hold_available(rig, table="statefulsets", name="db", replicas=4, after=None)
+    outcome = await rig.rebalancer(timeout=60).run(result)
+    assert outcome.sets[0].moved == (1,) and not outcome.converged
+    assert outcome.stopped == (
+        "db-1 is Ready on b1 in zone-b, but shop/db did not count every replica available "
+        "within 60s (3/4 replicas available (minReadySeconds 30)); run rebalance again once "
+        "every replica is available"
+    )
+    assert outcome.sets[0].left == (3,)
+    assert "Converged" not in render_outcome(result, outcome)
 
 
 async def test_a_spec_change_its_controller_has_not_observed_is_waited_out(rig: Rig) -> None:

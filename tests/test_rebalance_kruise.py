@@ -20,7 +20,7 @@ import pytest
 
 from tests import rebalancing as r
 from tests.kruise_ref import change, live_ordinals
-from tests.rebalancerig import Controller, Rig, asked, open_rig
+from tests.rebalancerig import Controller, Rig, asked, hold_available, open_rig
 from tests.rendered import granted
 from webhook.cli import main
 from webhook.cli.rebalance_text import render_json, render_outcome, render_plan
@@ -317,6 +317,25 @@ def test_an_advanced_statefulsets_min_ready_seconds_is_its_rolling_updates() -> 
     obj["spec"]["updateStrategy"]["rollingUpdate"]["minReadySeconds"] = 30
     obj["status"]["availableReplicas"] = 2
     assert (set_state(obj).min_ready, set_state(obj).available) == (30, 2)
+
+
+async def test_its_only_move_is_waited_out_until_available(rig: Rig) -> None:
+    """rollingUpdate.minReadySeconds 30 (where kruise-manager reads it): web-2, the set's one
+    and so last move, counts as available 30 s after it turned Ready, and the run ends, and
+    says web-2 moved, only then."""
+    objects = cluster(3, [1], MISPLACED)
+    (obj,) = [o for o in objects if o["kind"] == "StatefulSet"]
+    obj["spec"]["updateStrategy"]["rollingUpdate"]["minReadySeconds"] = 30
+    rig.load(objects)
+    result = await rig.plan()
+    came_back = hold_available(rig, table="kruisesets", name="web", replicas=3, after=30)
+    outcome = await rig.rebalancer().run(result)
+    assert outcome.converged and outcome.sets[0].moved == (2,), outcome
+    assert len(came_back) == 1 and rig.clock.now >= came_back[0] + 30, (rig.clock.now, came_back)
+    assert [e.message for e in rig.events if e.kind in ("waiting", "moved")] == [
+        "web-2 is Ready on b1 in zone-b; waiting for 2/3 replicas available (minReadySeconds 30)",
+        "web-2 is Ready on b1 in zone-b",
+    ]
 
 
 def test_an_advanced_statefulsets_malformed_min_ready_seconds_is_named_by_its_path() -> None:

@@ -50,8 +50,8 @@ and the order of the moves: one pod at a time, never the last pod of a zone whil
 ordinal belongs there. By default a dry run:
 the plan and the equivalent kubectl commands. --apply carries it out through the Eviction API
 (PodDisruptionBudgets respected), waiting before each step until every replica is Ready and
-after it until the re-created pod is Ready in its zone; it stops at the first step that does
-not converge. Ctrl-C stops after the current step."""
+after it until the re-created pod is Ready in its zone (and, with minReadySeconds, available);
+it stops at the first step that does not converge. Ctrl-C stops after the current step."""
 EXAMPLES = """\
 examples:
   stszone rebalance                                   dry run: the plan, from $KUBECONFIG
@@ -101,7 +101,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help="how long one step may take: the set becoming whole, the PodDisruptionBudget "
-        f"allowing the eviction, the new pod becoming Ready (default: {DEFAULT_TIMEOUT:g})",
+        "allowing the eviction, the new pod becoming Ready; and again, with minReadySeconds, "
+        f"for it to become available (default: {DEFAULT_TIMEOUT:g})",
     )
     add_output_flag(parser)
     parser.add_argument(

@@ -71,6 +71,11 @@ class Stop(Exception):
     """A step did not converge: the whole run stops here."""
 
 
+class Unsettled(Stop):
+    """The step's pod moved, but the set never counted it available: the run stops here, the
+    move counted as made."""
+
+
 class SetStop(Exception):
     """This set cannot go on (its budget never allowed the eviction); the next set may."""
 

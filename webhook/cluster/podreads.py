@@ -38,6 +38,16 @@ def set_path(step: Step) -> str:
     return f"/apis/{version}/namespaces/{step.namespace}/statefulsets/{step.statefulset}"
 
 
+def unavailable(state: states.SetState, replicas: int) -> str:
+    """How far the set's status is from counting every replica available ("" when it does, or
+    has no ``minReadySeconds``: available is Ready then). Ready is not yet available: the
+    controller's rollouts wait out minReadySeconds, and a disruption budget counts Ready pods
+    only, so nothing else would wait."""
+    if state.available is None or state.available >= replicas:
+        return ""
+    return f"{state.available}/{replicas} replicas available (minReadySeconds {state.min_ready})"
+
+
 def member(step: Step, pod: dict[str, Any] | None) -> bool:
     """Whether ``pod`` is controlled by the step's set (group, kind, name; uid when known)."""
     owner = workload_owner(meta(pod)) if pod is not None else None
@@ -107,13 +117,8 @@ class Reads:
         ]
         if problems:
             return ", ".join(problems)
-        if state.available is not None and state.available < info.replicas:
-            # Ready is not yet available: the controller's rollouts wait out minReadySeconds,
-            # and a disruption budget counts Ready pods only, so nothing else would wait.
-            return (
-                f"{state.available}/{info.replicas} replicas available "
-                f"(minReadySeconds {state.min_ready})"
-            )
+        if short := unavailable(state, info.replicas):
+            return short
         for ordinal in step.company:  # the plan's promise: someone else keeps the zone held
             holder = await self.get(
                 f"/api/v1/namespaces/{step.namespace}/pods/{step.statefulset}-{ordinal}"
@@ -127,6 +132,14 @@ class Reads:
                 f"{', '.join(map(str, step.company))} are no longer there; run rebalance again"
             )
         return ""
+
+    async def settling(self, step: Step) -> str:
+        """What keeps the set from counting every replica available ("" once it does): a moved
+        pod is Ready before it is available (:func:`unavailable`)."""
+        sts = await self.get(set_path(step))
+        if sts is None:
+            raise Stop(f"{step.kind} {step.namespace}/{step.statefulset} is gone")
+        return unavailable(states.set_state(sts), set_info(sts, step.group).replicas)
 
     async def set_pods(self, step: Step) -> dict[int, states.PodState]:
         """The set's pods by ordinal, from one namespaced list of StatefulSet pods (both

@@ -20,9 +20,12 @@ Each :class:`~webhook.rules.rebalance.Step` of a set, in the plan's order:
 3. **Eviction** through the Eviction API (policy/v1), so PodDisruptionBudgets are respected, with
    the pod's uid as a precondition. A 429 is waited out with capped, jittered backoff until the
    step's deadline; a budget that never allows it stops that set (the others go on).
-4. **Convergence.** Wait until a new pod (another uid) is Ready on a node of the target zone. A
-   new pod scheduled elsewhere, the set deleted or scaled below the ordinal while the pod is
+4. **Convergence.** Wait until a new pod (another uid) is Ready on a node of the target zone.
+   A new pod scheduled elsewhere, the set deleted or scaled below the ordinal while the pod is
    away (nothing re-creates it), or the deadline, stops the whole run, saying what was seen.
+   With ``minReadySeconds``, wait then (up to ``timeout`` again) until the set counts every
+   replica available, as the next step would before it evicts anything: the last step has no
+   next one, and the run says it converged only after it.
 
 ``stop`` (Ctrl-C) ends the run after the step in progress, or drops that step while it is only
 waiting (for the set, or for the budget) before anything was evicted or deleted: a step is
@@ -53,6 +56,7 @@ from webhook.cluster.moves import (
     SetStop,
     Stop,
     Timing,
+    Unsettled,
     left_over,
 )
 from webhook.cluster.podreads import Reads, meta, pod_path, spec
@@ -100,6 +104,10 @@ class Rebalancer:
                 return left_over(set_plan, rest, moved, skipped=skipped), ""
             try:
                 made = await self._step(step, index=index, steps=len(set_plan.steps))
+            except Unsettled as err:  # moved, but not yet available: the run stops here
+                self._say("stopped", step, index, len(set_plan.steps), str(err))
+                moved.append(step.ordinal)
+                return left_over(set_plan, rest[1:], moved, str(err), skipped=skipped), str(err)
             except Halted:
                 self._say("stopped", step, index, len(set_plan.steps), "interrupted before acting")
                 return left_over(set_plan, rest, moved, skipped=skipped), ""
@@ -171,7 +179,9 @@ class Rebalancer:
                 f"back{once}; run rebalance again when every replica is Ready",
             )
             raise
-        self._say("moved", step, index, steps, f"{step.pod} is Ready on {node} in {step.target}")
+        here = f"{step.pod} is Ready on {node} in {step.target}"
+        await self._available(step, here=here, index=index, steps=steps)
+        self._say("moved", step, index, steps, here)
         return True
 
     # --- 1. the set is whole ------------------------------------------------------------------
@@ -276,6 +286,25 @@ class Rebalancer:
                     f"{step.pod} was not Ready in {step.target} within "
                     f"{self.timing.timeout:g}s: {seen}"
                 )
+            await self.sleep(self.timing.poll)
+
+    async def _available(self, step: Step, *, here: str, index: int, steps: int) -> None:
+        """Wait (up to the timeout, counted afresh as for the set to be whole) until the set
+        counts every replica available. With ``minReadySeconds`` the moved pod counts that long
+        after it turned Ready: the next step would wait for it (:meth:`Reads.whole`), and the
+        last has no next step."""
+        deadline = self.clock() + self.timing.timeout
+        said = False
+        while short := await self.reads.settling(step):
+            if self.clock() >= deadline:
+                raise Unsettled(
+                    f"{here}, but {step.namespace}/{step.statefulset} did not count every "
+                    f"replica available within {self.timing.timeout:g}s ({short}); run "
+                    "rebalance again once every replica is available"
+                )
+            if not said:
+                self._say("waiting", step, index, steps, f"{here}; waiting for {short}")
+                said = True
             await self.sleep(self.timing.poll)
 
 
