@@ -317,6 +317,44 @@ def test_a_template_node_name_is_named_as_what_rules_the_other_nodes_out() -> No
     )
 
 
+_NO_EXECUTE = {"key": "dedicated", "value": "db", "effect": "NoExecute"}
+
+
+@pytest.mark.parametrize(
+    ("b1", "tolerations", "blocker"),
+    [
+        (r.node("b1", cordoned=True), [], None),
+        (r.node("b1", taints=[{**_NO_EXECUTE, "effect": "NoSchedule"}]), [], None),
+        (r.node("b1", taints=[_NO_EXECUTE]), [], "b1 tainted dedicated:NoExecute"),
+        (r.node("b1", taints=[_NO_EXECUTE]), [{"key": "dedicated", "operator": "Exists"}], None),
+        (r.node("b1", ready=False), [], "b1 NotReady"),
+    ],
+    ids=["cordoned", "NoSchedule", "NoExecute", "NoExecute-tolerated", "NotReady"],
+)
+def test_a_template_bound_by_node_name_meets_only_what_the_kubelet_checks(
+    b1: JSON, tolerations: list[JSON], blocker: str | None
+) -> None:
+    """The template binds its pods to b1 (spec.nodeName), so they skip the scheduler: b1's
+    kubelet admits them through a cordon (the scheduler's NodeUnschedulable filter) and a
+    NoSchedule taint (its TaintToleration filter), and refuses only a NoExecute taint they do
+    not tolerate (kubelet's admission, pkg/kubelet/lifecycle/predicate.go; the taint manager
+    evicts such a pod too). A NotReady b1 has no kubelet to run it."""
+    sts = r.statefulset(2, tolerations=tolerations)
+    sts["spec"]["template"]["spec"]["nodeName"] = "b1"
+    nodes = [b1 if n == "b1" else r.node(n) for n in r.NODES]
+    result = only(planned(r.cluster({0: "a1", 1: "a2"}, nodes=nodes, sts=sts)))
+    if blocker is None:
+        assert (result.rows[1].kind, result.rows[1].notes) == ("movable", ())
+    else:
+        assert (result.rows[1].kind, result.rows[1].notes) == (
+            "blocked",
+            (
+                f"no node of zone-b can take it ({blocker}, "
+                "b2 not the pod template's spec.nodeName (b1))",
+            ),
+        )
+
+
 def test_a_set_not_fully_ready_blocks_every_move() -> None:
     """db-2 is not Ready: nothing moves, and the reason names it."""
     objects = r.cluster({0: "b1", 1: "a1", 2: "c1"})

@@ -10,7 +10,11 @@ The nodes: a coarse version of what the scheduler's filters check, enough to tel
 (``spec.unschedulable``, the NodeUnschedulable filter), NotReady, tainted NoSchedule/NoExecute
 with no matching toleration (TaintToleration), outside the pod template's ``nodeSelector``
 and required nodeAffinity (NodeAffinity: the terms are ORed, the expressions of a term ANDed),
-or not the node its ``spec.nodeName`` binds every pod to.
+or not the node its ``spec.nodeName`` binds every pod to. A pod bound by ``spec.nodeName``
+skips the scheduler: the kubelet of that node admits it, checking its nodeSelector and node
+affinity and only the NoExecute taints it does not tolerate (its predicate admission; the
+taint manager would evict it too), so a cordon and NoSchedule taints do not keep it off; a
+NotReady node still does, its kubelet being the one that would run it.
 CPU, memory, ports and inter-pod affinity are not checked; the executor's wait for Ready
 catches those.
 """
@@ -71,14 +75,18 @@ def unfit(
         # Bound by name: no other node is ever considered, whatever its state.
         return f"not the pod template's spec.nodeName ({sts.node_name})"
     tolerations = set_state.tolerations if set_state is not None else ()
+    # Bound by name, the pod never meets the scheduler's filters, only the kubelet's admission
+    # (the module docstring): the cordon and NoSchedule taints are the scheduler's alone.
+    scheduled = not sts.node_name
     if state is not None:
         cordon = Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")
-        if state.cordoned and not tolerates(tolerations, cordon):
+        if scheduled and state.cordoned and not tolerates(tolerations, cordon):
             return "cordoned"
         if state.ready is False:
             return "NotReady"
+        effects = ("NoSchedule", "NoExecute") if scheduled else ("NoExecute",)
         for taint in state.taints:
-            if taint.effect in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
+            if taint.effect in effects and not tolerates(tolerations, taint):
                 return f"tainted {taint.key}:{taint.effect}"
     if not selected(
         node, terms=sts.node_terms, selector=sts.node_selector, node_name=sts.node_name
