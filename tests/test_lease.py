@@ -326,6 +326,43 @@ async def test_refusals_of_the_lease_are_said_once_each_with_what_to_do(
     assert failed.endswith("; retrying every 0.05s")
 
 
+async def test_credentials_that_do_not_load_are_said_once_not_again_by_the_lease(
+    fake: FakeApi,
+    make: Callable[..., Candidate],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The leader's credentials stop loading (a 401, said as such, makes it read its kubeconfig
+    again, which is empty): the Api says why, once, for every client. The Lease's lines add
+    which Lease waits and the retry period, and that the release at the stop failed, naming
+    where the credentials come from, not the refusal again."""
+    a = make("replica-a")
+    await eventually(lambda: a.elector.leading)
+    caplog.set_level(logging.INFO)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("")
+    fake.token = "lease-token-2"
+    await eventually(lambda: a.ended == 1)
+    await _stop(a)
+    (refusal,) = [r.getMessage() for r in caplog.records if r.name == "stszone.credentials"]
+    reason = refusal.removesuffix("; requests to the API server fail until it loads")
+    assert reason != refusal and reason.startswith("cannot load credentials from kubeconfig ")
+    said = [r.getMessage() for r in caplog.records if r.name == "stszone.lease"]
+    assert not [line for line in said if reason in line], said
+    waits = f"the credentials from kubeconfig {kubeconfig} do not load"
+    # Whether the leader stops leading before or after the reload is first refused depends on
+    # how the retries fall within the renew deadline; each line is said once either way.
+    assert sorted(said[:-1]) == sorted(
+        [
+            f"cannot read or write Lease {NS}/stszone-certs: HTTP 401 Unauthorized: "
+            "Unauthorized; retrying every 0.05s",
+            f"cannot read or write Lease {NS}/stszone-certs: {waits}; retrying every 0.05s",
+            f"stopped leading: Lease {NS}/stszone-certs not renewed for 1.2s",
+        ]
+    ), said
+    assert said[-1] == f"could not release Lease {NS}/stszone-certs: {waits}", said
+
+
 def _held(fake: FakeApi, holder: str, **spec: object) -> None:
     """Store a Lease ``holder`` wrote (another client or another chart version)."""
     spec = {"holderIdentity": holder, "renewTime": "2026-01-01T00:00:00.000000Z", **spec}

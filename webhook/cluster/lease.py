@@ -41,7 +41,7 @@ from typing import Any, Final
 
 import aiohttp
 
-from webhook.cluster.api import Api, ApiError
+from webhook.cluster.api import Api, ApiError, CredentialsError
 from webhook.cluster.secretwatch import granted_by
 
 log = logging.getLogger("stszone.lease")
@@ -198,7 +198,8 @@ class Elector:
             return await self._attempt()
         except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
             self.failures += 1
-            self._say(f"cannot read or write Lease {self.namespace}/{self.name}: {err}", err=err)
+            where = f"Lease {self.namespace}/{self.name}"
+            self._say(f"cannot read or write {where}: {self._met(err)}", err=err)
             return False
 
     async def _attempt(self) -> bool:
@@ -275,7 +276,7 @@ class Elector:
                 self.timing.renew_deadline,
             )
         except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
-            log.warning("could not release Lease %s: %s", where, err)
+            log.warning("could not release Lease %s: %s", where, self._met(err))
         else:
             if holder == self.identity:
                 log.info("released Lease %s", where)
@@ -307,6 +308,14 @@ class Elector:
         body = self._record(lease, wall=self._wall())
         body["spec"].update(holderIdentity="", leaseDurationSeconds=1)
         return body
+
+    def _met(self, err: Exception) -> str:
+        """What a read or write of the Lease met, for its log line. Credentials that do not load
+        are named by their source only: the Api logs the refusal itself, once for every client
+        (stszone.credentials), and the Lease's line adds which Lease waits, not the reason."""
+        if isinstance(err, CredentialsError):
+            return f"the credentials from {self.api.credentials.source} do not load"
+        return str(err)
 
     def _say(self, message: str, *, err: Exception) -> None:
         if message == self._said:
