@@ -281,7 +281,7 @@ def test_a_pool_without_brokers_keeps_every_zone_at_zero(
 #: ``spec.replicas`` is an int32: a typo away from this.
 INT32_MAX = 2**31 - 1
 #: Lines of webhook code an answer about a huge pool may run (about 120,000 for the busiest,
-#: `explain knp/`, today): a walk over two billion node IDs fails here at once instead of
+#: `explain knp/`): a walk over two billion node IDs fails here at once instead of
 #: filling the memory.
 HUGE_POOL_LINES = 500_000
 

@@ -105,8 +105,8 @@ def test_once_the_pool_is_seen_its_broker_is_placed() -> None:
 def test_a_broker_of_no_pool_the_view_could_see_is_let_through(store: Store, body: JSON) -> None:
     """No pool of its Kafka cluster is in the view -- its brokers are in the operator's
     virtual pool ``kafka``, or the cluster serves no KafkaNodePool at all -- or the view is a
-    saved file, complete by definition: the pod is let through, as before (nothing to place
-    it by), never refused for a pool that will not come."""
+    saved file, complete by definition: the pod is let through (nothing to place it by),
+    never refused for a pool that will not come."""
     answer = mutate(body, store)
     assert answer.allowed, answer.message
     assert answer.patch == []

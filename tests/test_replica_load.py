@@ -20,8 +20,8 @@ _CALLING = f'Internal error occurred: failed calling webhook "validate.stszone.i
 #: ``kubectl scale`` (the ``statefulsets/scale`` webhook) on a kept-alive connection of the
 #: replica, taken up as it died.
 BROKEN_PIPE = f"Error from server (InternalError): {_CALLING}: write tcp 127.0.0.1:46168->127.100.0.181:443: write: broken pipe"
-#: ``kubectl create`` with its request unread by the replica as it died: longer than the 300
-#: characters the load once kept, which cut off the reason.
+#: ``kubectl create`` with its request unread by the replica as it died: over 300 characters,
+#: its reason last, which is why the load keeps every message whole.
 RESET_CREATE = f'Error from server (InternalError): error when creating "STDIN": {_CALLING}: read tcp 127.0.0.1:35122->127.100.0.134:443: read: connection reset by peer'
 CLOSED_BEFORE_ANSWER = f"Error from server (InternalError): {_CALLING}: EOF"
 #: What a replica that is up says when it refuses: not a connection lost.
