@@ -462,7 +462,7 @@ def test_a_slot_without_a_zone_to_re_create_in_records_none(annotations: dict[st
     store = store_from_objects(
         [b.node("n0", None, labels={"example.io/node": "0"}), b.statefulset(annotations=annotations, replicas=1)]
     )  # fmt: skip
-    (slot,), _ = slots(store.statefulsets[("ns", "db")], store=store)
+    (slot,) = slots(store.statefulsets[("ns", "db")], store=store).slots
     assert slot.recreated is None
 
 

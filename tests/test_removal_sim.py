@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from tests import builders as b
 from tests import guardref
-from tests.removalsim import Cluster, Member, clusters, remove
+from tests import poolsim as sim
+from tests.removalsim import HOST, KEY, Cluster, Member, clusters, remove
 from webhook.rules.audit import audit
 
 
@@ -35,9 +36,10 @@ def test_removable_nodes_lose_nothing_when_removed(cluster: Cluster, data: Any) 
     each other node loses something (a pod's node, its data or a zone), or a pod re-created
     from it goes where removal does not foresee (a zone left to the scheduler, the pool's
     fewest as the pool is then). A broker the pool balances is not held to keep a home: its
-    zone moves with the brokers re-created (removal weighs each broker against the pool as
-    it is). Removing every node is left out: a view with no nodes cannot tell a deleted node
-    from one it does not hold, so a pod's zone becomes unknown."""
+    zone moves with the brokers re-created (removal weighs a broker that stays against the
+    pool as it is, and places the brokers drained together in turn). Removing every node is
+    left out: a view with no nodes cannot tell a deleted node from one it does not hold, so a
+    pod's zone becomes unknown."""
     report = audit(guardref.view(cluster.objects))
     event(f"workloads: {sorted({m.workload[0] for m in cluster.members})}")
     alone, together = len(report.removable), len(report.removable_together)
@@ -108,3 +110,67 @@ def test_an_ordinal_label_on_a_node_with_no_zone_holds_no_zone() -> None:
     assert report.removable == ("a1", "bare")
     assert report.removable_together == ("a1",)
     assert remove(cluster, ["a1"], lambda left: left[0])[0] == []
+
+
+def _pool_cluster(
+    nodes: list[str], brokers: dict[int, str | None], *, data_of_11: tuple[str, str]
+) -> Cluster:
+    """KafkaNodePool p1 over zone-a,zone-b,zone-c with brokers 10-12: each on its node of
+    ``brokers`` (None: no pod), broker 11's data a volume pinned by ``data_of_11`` (its key,
+    its value), the others without data. Each node is in the zone its first letter names."""
+    objects = [b.node(n, f"zone-{n[0]}") for n in nodes]
+    objects.append(sim.pool_object("p1", replicas=3, node_ids=sorted(brokers)))
+    found = []
+    for node_id, on in sorted(brokers.items()):
+        pod = copy.deepcopy(sim.pod_object("my-cluster", "p1", node_id))
+        pod["spec"].pop("nodeName", None)
+        pod.pop("status", None)
+        found.append(Member(("pool", "kafka", "p1"), pod, balanced=node_id != 11))
+        if on is not None:
+            placed = copy.deepcopy(pod)
+            placed["spec"]["nodeName"] = on
+            objects.append(placed)
+    key, value = data_of_11
+    objects.append(b.pvc("data-my-cluster-p1-11", namespace="kafka", volume="pv-11"))
+    objects.append(b.pv("pv-11", value, key=key))
+    if key == HOST:
+        found[1].local.append("pv-11")
+    return Cluster(objects, found, nodes)
+
+
+def test_brokers_drained_together_are_placed_in_turn() -> None:
+    """a0 (zone-a), b0 and b1 (zone-b), no node in zone-c; brokers 10 and 12 of p1 run on b1,
+    broker 11's data is in zone-b. Each of 10 and 12, re-created alone, goes to zone-a; draining
+    b1 re-creates both, 10 to zone-a, then 12 to the pool's fewest, zone-c, where no node is:
+    b1 is not removable. b0, on which nothing runs, is."""
+    cluster = _pool_cluster(
+        ["a0", "b0", "b1"], {10: "b1", 11: None, 12: "b1"}, data_of_11=(KEY, "zone-b")
+    )
+    wrong, _ = remove(cluster, ["b1"], lambda left: left[0])
+    assert wrong == ["my-cluster-p1-12: no node"]
+    report = audit(guardref.view(cluster.objects))
+    assert report.removable == ("b0",)
+    assert report.removable_together == ("b0",)
+
+
+def test_a_node_a_drained_broker_goes_to_stays_out_of_the_set_removable_together() -> None:
+    """Brokers 10 on b1 and 12 on b2 (zone-b), broker 11's data local to b0; c0 (zone-c) runs
+    only a Terminating pod of db (listed zone-a, re-created on a0). Each node but a0 and b0 is
+    removable alone. Together, b1 and b2 re-create 10 in zone-a and 12 in zone-c, on c0, which
+    no broker runs on or returns to alone: c0 cannot join them."""
+    cluster = _pool_cluster(
+        ["a0", "b0", "b1", "b2", "c0"], {10: "b1", 11: None, 12: "b2"}, data_of_11=(HOST, "b0")
+    )
+    sts = b.statefulset("db", replicas=1, annotations={"stszone.io/zones": "zone-a"})
+    pod = b.sts_pod("db", 0)
+    going = copy.deepcopy(pod)
+    going["spec"]["nodeName"] = "c0"
+    going["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z"
+    cluster.objects += [sts, going]
+    cluster.members.append(Member(("sts", "ns", "db"), pod))
+    wrong, _ = remove(cluster, ["b1", "b2", "c0"], lambda left: left[0])
+    assert wrong == ["my-cluster-p1-12: no node"]
+    report = audit(guardref.view(cluster.objects))
+    assert report.removable == ("b1", "b2", "c0")
+    assert report.removable_together == ("b1", "b2")
+    assert remove(cluster, report.removable_together, lambda left: left[0])[0] == []

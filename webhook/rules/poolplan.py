@@ -7,7 +7,9 @@ the pool's brokers are worked out together and the same way whatever the order t
 come in: the brokers whose zone is known (their pod, their data) count as they are, and the
 others, the new IDs the operator is adding included, take the zone with the fewest one at a
 time, lowest ID first. Brokers created one after another, lowest first (as the operator
-creates them), get exactly the zones they would get one by one.
+creates them), get exactly the zones they would get one by one. So do brokers whose pods are
+created anew (drained off a node, the StrimziPodSet controller re-creates each missing pod
+in the order of its node IDs): :class:`Balance` places them with the others.
 
 The new IDs are those the operator's node-ID assignor hands out in its next pass: the pools
 of the cluster in name order (the order the API lists them); a pool short of
@@ -20,7 +22,7 @@ broker never walks two billion IDs, and no real pass adds thousands.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from webhook.model.nodepools import NEXT_NODE_IDS, KafkaNodePoolInfo, parse_node_ids
 from webhook.model.store import Store
@@ -71,18 +73,41 @@ def new_ids(pool: KafkaNodePoolInfo, *, store: Store) -> tuple[int, ...]:
     return ()
 
 
-def zones_together(
-    zones: tuple[str, ...], known: Mapping[int, str | None], ids: set[int]
-) -> dict[int, str]:
-    """Every ID's zone: a known zone as it is, the others to the listed zone with the fewest,
-    lowest ID first (ties: the first listed)."""
-    placed = {i: z for i, z in known.items() if z is not None}
-    counts = dict.fromkeys(zones, 0)
-    for zone in placed.values():
-        if zone in counts:
+class Balance:
+    """A pool's brokers as the fewest counts them: each listed zone's brokers of known zone,
+    and the IDs with none (the new IDs the operator is adding among them), worked out once and
+    asked for any brokers whose pods are created anew."""
+
+    __slots__ = ("_counts", "_known", "_unplaced", "zones")
+
+    def __init__(
+        self, zones: tuple[str, ...], known: Mapping[int, str | None], ids: Iterable[int]
+    ) -> None:
+        """``known``: the counted IDs and their zone where known; ``ids``: every ID to place."""
+        self.zones = zones
+        self._known = {i: z for i, z in known.items() if z is not None}
+        self._counts = dict.fromkeys(zones, 0)
+        for zone in self._known.values():
+            if zone in self._counts:
+                self._counts[zone] += 1
+        self._unplaced = {*ids, *known} - self._known.keys()
+
+    def place(self, created: Mapping[int, str | None]) -> dict[int, str]:
+        """The zones of the brokers ``created`` (each with its data's zone, or None for the
+        fewest) once their pods are created anew, and of every ID with no zone: a data's zone
+        as it is, the others to the listed zone with the fewest, lowest ID first, each counted
+        before the next (ties: the first listed). The zone a created broker held before no
+        longer counts: its pod is gone."""
+        counts = dict(self._counts)
+        placed = {i: z for i, z in created.items() if z is not None}
+        for node_id, zone in created.items():
+            old = self._known.get(node_id)
+            if old in counts:
+                counts[old] -= 1
+            if zone in counts:
+                counts[zone] += 1
+        for node_id in sorted((self._unplaced | created.keys()) - placed.keys()):
+            zone = min(self.zones, key=lambda z: counts[z])
+            placed[node_id] = zone
             counts[zone] += 1
-    for node_id in sorted(ids - placed.keys()):
-        zone = min(zones, key=lambda z: counts[z])
-        placed[node_id] = zone
-        counts[zone] += 1
-    return placed
+        return placed

@@ -36,7 +36,7 @@ from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, node_id_of
 from webhook.model.store import Store
 from webhook.model.tables import POOL_TABLES
 from webhook.rules.placement import POOL_RETRIED_BY, require_synced
-from webhook.rules.poolplan import new_ids, zones_together
+from webhook.rules.poolplan import Balance, new_ids
 from webhook.rules.zonelist import zone_list, zones_origin
 
 
@@ -245,12 +245,19 @@ def choose(
         )
     if (data := _data_choice(namespace, policy, claims, store, creating)) is not None:
         return data
+    # Its own zone is what is being chosen: its pod is created anew.
+    placed = pool_balance(namespace, policy, store=store).place({node_id: None})
+    return Choice(placed[node_id], "fewest")
+
+
+def pool_balance(namespace: str, policy: PoolPolicy, *, store: Store) -> Balance:
+    """The pool's brokers as its fewest counts them: its members (those a scale-down left
+    behind left out) and the IDs the operator's next pass adds."""
     added = new_ids(policy.pool, store=store)
     found = members(namespace, policy, store=store)
     stale = _left_behind(namespace, policy, found, added, store=store)
     found = {i: z for i, z in found.items() if i not in stale}
-    found[node_id] = None  # its own zone is what is being chosen
-    return Choice(zones_together(policy.zones, found, set(found) | set(added))[node_id], "fewest")
+    return Balance(policy.zones, found, added)
 
 
 def data_zone(namespace: str, node_id: int, *, policy: PoolPolicy, store: Store) -> str | None:
