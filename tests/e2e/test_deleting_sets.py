@@ -51,9 +51,10 @@ def test_the_update_that_ends_a_deletion_hears_no_warning_of_a_zone_without_node
 ) -> None:
     """A set lists a zone no node is in: an update of it while it lives warns that its pods
     there wait for a node; once it is being deleted, the patch that takes its finalizer off
-    (which ends the deletion) does not, as its controller creates no pod of it again."""
+    (which ends the deletion) does not, as its controller creates no pod of it again. One
+    member: a set at 0 replicas has no pod to wait, and is told only what its scale to 0 is."""
     name, kubectl, nowhere = "nowhere", cluster.kubectl, "e2e-zone-without-nodes"
-    sts = _held(name, image=cluster.image, replicas=0, run=cluster.run)
+    sts = _held(name, image=cluster.image, replicas=1, run=cluster.run)
     sts["metadata"]["annotations"] = {"stszone.io/zones": ",".join((*cluster.zones, nowhere))}
     said = f"{name}: no node in zone(s) {nowhere} "
     with ExitStack() as stack:
