@@ -18,7 +18,7 @@ from webhook.model.kruise import GROUP as KRUISE
 from webhook.model.kruise import KIND as KRUISE_KIND
 from webhook.model.nodepools import GROUP as STRIMZI
 from webhook.model.store import Store
-from webhook.rules import claims, kruiseadmission, pooladmission, scaling
+from webhook.rules import claims, kruiseadmission, podcheck, pooladmission, scaling
 from webhook.rules import mutate as mutations
 from webhook.rules import validate as validations
 from webhook.rules.decision import Decision, allow, refuse
@@ -137,7 +137,7 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
             if decision is not None:
                 return decision
         if kind == "Pod" and not group and operation == "CREATE":
-            return validations.validate_pod(obj, namespace=ns, store=store, defaults=defaults)
+            return podcheck.validate_pod(obj, namespace=ns, store=store, defaults=defaults)
         if request.resource == "statefulsets" and sub_resource == "scale":
             # kubectl scale and the HPA: kind autoscaling/v1 Scale, no annotations of its own.
             # The resource group tells apps/v1 StatefulSets from look-alikes (OpenKruise's, say).
