@@ -218,21 +218,24 @@ def test_a_pod_ruling_out_its_zone_is_told_to_edit_the_advanced_statefulset() ->
 
 
 @pytest.mark.parametrize(
-    ("template", "said"),
+    ("template", "username", "said"),
     [
-        ({"nodeName": "n-b"}, "the Advanced StatefulSet controller re-create it"),
-        ({}, "let kruise-manager create the pod from its template"),
+        ({"nodeName": "n-b"}, "", "the Advanced StatefulSet controller re-create it"),
+        ({}, "", "yet kruise-manager created the pod: an admission plugin or webhook added it"),
+        ({}, "tester", "let kruise-manager create the pod from its template"),
     ],
-    ids=["from-the-template", "its-own"],
+    ids=["from-the-template", "added-on-the-way", "its-own"],
 )
 def test_a_pod_on_a_node_of_another_zone_names_the_advanced_statefulset_controller(
-    template: dict[str, Any], said: str
+    template: dict[str, Any], username: str, said: str
 ) -> None:
-    """web-0 (zone a) created with spec.nodeName n-b, from the set's template or on its own:
-    the controller that re-creates it, or would create it, is the Advanced StatefulSet's
-    (kruise-manager), not the StatefulSet controller."""
+    """web-0 (zone a) created with spec.nodeName n-b, from the set's template, or by
+    kruise-manager (the recorded request) with a template that has none, or by a user: the
+    controller that re-creates it, created it or would create it is the Advanced
+    StatefulSet's (kruise-manager), not the StatefulSet controller."""
+    request = _pod_request("004", nodeName="n-b")
     decision = mutate(
-        _pod_request("004", nodeName="n-b"),
+        request._replace(username=username or request.username),
         store=_store(pods=False, template=template),
         defaults=Defaults(),
     )

@@ -14,6 +14,7 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
 from webhook.model.tables import TABLES
+from webhook.rules.admission import Endpoint
 from webhook.wire import review
 from webhook.wire.patch import apply
 
@@ -762,3 +763,87 @@ def test_a_pod_whose_template_holds_the_constraint_is_told_to_edit_the_template(
         "so the kubelet would refuse it and the StatefulSet controller re-create it there in a "
         "loop; remove spec.nodeName from the pod template"
     ), outcome.message
+
+
+#: The account the StatefulSet controller sent a recorded pod create with.
+SET_CONTROLLER = b.fixture_review("007-Pod-CREATE")["request"]["userInfo"]["username"]
+
+#: What a refusal says of a constraint db's template lacks on a pod db's controller created.
+ADDED_ON_THE_WAY = (
+    "is not in the StatefulSet's pod template as stszone's view holds it, yet the StatefulSet "
+    "controller created the pod: an admission plugin or webhook added it on the way in "
+    "(PodNodeSelector's namespace annotation, a Kyverno or Gatekeeper mutation): remove it "
+    "there; or the template changed since: remove it from the template"
+)
+
+
+def sent_by(
+    username: str, obj: dict[str, Any], store: Store, endpoint: Endpoint = "mutate"
+) -> review.Answer:
+    """The answer to ``obj``'s CREATE as ``username`` sends it."""
+    body = b.review(obj)
+    body["request"]["userInfo"]["username"] = username
+    return review.answer(endpoint, review.from_dict(body), store=store, defaults=DEFAULTS)
+
+
+@pytest.mark.parametrize("controller", [SET_CONTROLLER, "system:kube-controller-manager"])
+def test_a_constraint_added_to_a_controllers_pod_is_not_blamed_on_a_manifest(
+    controller: str,
+) -> None:
+    """Namespace ns carries PodNodeSelector's annotation for zone-a: the admission plugin, which
+    runs before any webhook, adds that nodeSelector to db-1 as the StatefulSet controller creates
+    it from db's template, which has none. db-1 belongs in zone-b: refused, and the refusal says
+    the constraint came on the pod's way in (or with a template stszone has not seen yet), not
+    from a manifest: no manifest was applied. The controller's account is its own, or
+    kube-controller-manager's when it runs with one identity (its default)."""
+    store = store_from_objects(
+        [b.statefulset(annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"})]
+    )
+    pod = b.sts_pod(ordinal=1, node_selector={ZONE_KEY: "zone-a"})
+    outcome = sent_by(controller, pod, store)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
+    assert outcome.message == (
+        f"pod db-1 has nodeSelector {ZONE_KEY}=zone-a, which excludes {ZONE_KEY}=zone-b, the "
+        f"zone stszone chose for ordinal 1; that constraint {ADDED_ON_THE_WAY}, or change its "
+        "stszone.io/zones"
+    )
+
+
+@pytest.mark.parametrize("endpoint", ["mutate", "validate"])
+def test_a_node_name_set_on_a_controllers_pod_is_not_blamed_on_a_manifest(
+    endpoint: Endpoint,
+) -> None:
+    """db-1, created by the StatefulSet controller, names spec.nodeName na (zone-a), which db's
+    template (as the view holds it) does not: a webhook set it, or the template changed. Both
+    webhooks refuse it saying so, not that a manifest was applied."""
+    store = store_from_objects(
+        [
+            b.statefulset(annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"}),
+            b.node("na", "zone-a"),
+            b.node("nb", "zone-b"),
+        ]
+    )
+    outcome = sent_by(SET_CONTROLLER, b.sts_pod(ordinal=1, node="na"), store, endpoint)
+    assert (outcome.allowed, outcome.reason) == (False, "NodeNameConflict")
+    assert outcome.message == (
+        "pod db-1 names spec.nodeName na, which has zone zone-a; ordinal 1 belongs on zone "
+        f"zone-b, so the kubelet would refuse it; spec.nodeName {ADDED_ON_THE_WAY}"
+    )
+
+
+@pytest.mark.parametrize(
+    "requester",
+    ["tester", "system:serviceaccount:kruise-system:kruise-manager", "system:node:na"],
+)
+def test_a_pod_its_sets_controller_did_not_send_is_told_the_constraint_is_its_own(
+    requester: str,
+) -> None:
+    """A user, another kind's controller (kruise-manager creates Advanced StatefulSet pods, not
+    db's), anyone but db's controller: the constraint db's template lacks is the pod's own."""
+    store = store_from_objects(
+        [b.statefulset(annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"})]
+    )
+    outcome = sent_by(requester, b.sts_pod(ordinal=1, node_selector={ZONE_KEY: "zone-a"}), store)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
+    assert "that constraint is in the pod's own spec (the manifest applied)" in outcome.message
+    assert "created the pod" not in outcome.message

@@ -91,7 +91,9 @@ def mutate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
     obj, ns, group, kind = request.object, request.namespace, request.group, request.kind
     try:
         if kind == "Pod" and not group:
-            return mutations.mutate_pod(obj, namespace=ns, store=store, defaults=defaults)
+            return mutations.mutate_pod(
+                obj, namespace=ns, store=store, defaults=defaults, requester=request.username
+            )
         if kind == "PersistentVolumeClaim" and not group:
             return claims.mutate_claim(obj, namespace=ns, store=store, requester=request.username)
         if kind == "StatefulSet" and group == "apps" and not request.sub_resource:
@@ -137,7 +139,9 @@ def validate(request: Request, *, store: Store, defaults: Defaults) -> Decision:
             if decision is not None:
                 return decision
         if kind == "Pod" and not group and operation == "CREATE":
-            return podcheck.validate_pod(obj, namespace=ns, store=store, defaults=defaults)
+            return podcheck.validate_pod(
+                obj, namespace=ns, store=store, defaults=defaults, requester=request.username
+            )
         if request.resource == "statefulsets" and sub_resource == "scale":
             # kubectl scale and the HPA: kind autoscaling/v1 Scale, no annotations of its own.
             # The resource group tells apps/v1 StatefulSets from look-alikes (OpenKruise's, say).

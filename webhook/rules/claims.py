@@ -14,11 +14,8 @@ Immediate-binding class provisions its volume there. Two kinds of claim are left
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final
-
 from webhook.errors import Denied
-from webhook.model import kruise, objects, setkinds
+from webhook.model import objects, setkinds
 from webhook.model.annotations import STORAGE_CLASS_TEMPLATE, storage_class_for
 from webhook.model.objects import JSON
 from webhook.model.store import Store
@@ -30,18 +27,7 @@ from webhook.rules.placement import (
     resolve_policy,
     zone_among,
 )
-from webhook.rules.plan import skipped
-
-#: Who creates StatefulSet pods and claims (``request.userInfo.username``), and the group key
-#: of the sets each creates them for (:data:`webhook.model.setkinds.KINDS`).
-#: With kube-controller-manager's default ``--use-service-account-credentials=false`` every
-#: controller acts as ``system:kube-controller-manager``; with ``true``, as its own account.
-STATEFULSET_CONTROLLERS: Final[Mapping[str, str]] = {
-    "system:serviceaccount:kube-system:statefulset-controller": "",
-    "system:kube-controller-manager": "",
-    # OpenKruise's Advanced StatefulSet controller (kruise-manager's own account).
-    "system:serviceaccount:kruise-system:kruise-manager": kruise.GROUP,
-}
+from webhook.rules.plan import STATEFULSET_CONTROLLERS, skipped
 
 
 def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, int, str]]:

@@ -44,7 +44,7 @@ from webhook.rules.plan import (
     PodPlan,
     PodView,
     check_node_name,
-    own_spec_fix,
+    not_in_template,
     plan_pod,
     read_pod,
 )
@@ -52,9 +52,12 @@ from webhook.rules.text import some
 from webhook.rules.zonelist import zones_fix, zones_origin
 
 
-def mutate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Decision:
-    """Pin a StatefulSet pod to its ordinal's zone, by its StatefulSet's mode."""
-    view = read_pod(pod)
+def mutate_pod(
+    pod: JSON, *, namespace: str, store: Store, defaults: Defaults, requester: str
+) -> Decision:
+    """Pin a StatefulSet pod to its ordinal's zone, by its StatefulSet's mode (``requester``:
+    who sent its create, ``request.userInfo.username``)."""
+    view = read_pod(pod, requester=requester)
     if view is None:
         return allow()
     plan = plan_pod(view, namespace=namespace, store=store)
@@ -91,8 +94,9 @@ def _pin(
     elsewhere, would stay Pending for good once pinned. Where the view has no node there (a
     node pool at zero), only what they say of ``key`` itself can rule it out. ``zone``: False
     when ``key`` is a node label, not a topology key (the message then names no zone).
-    ``fix``: the other way out, or what says it (asked only for a denial). A constraint the
-    set's pod template (as the view holds it) does not hold is the pod's own, and said so.
+    ``fix``: the other way out, or what says it (asked only for a denial). Of a constraint the
+    set's pod template (as the view holds it) does not hold, the denial says where it came from
+    (:func:`~webhook.rules.plan.not_in_template`).
     """
     judged = fit.fit(pod_selection(view.spec), key=key, value=value, view=store, zones=zone)
     if not judged.allowed:
@@ -108,7 +112,7 @@ def _pin(
                 template_selection(*template), key=key, value=value, view=store, zones=zone
             ).allowed
         ):
-            raise Denied(f"{told}{what}{runs}; {own_spec_fix(view)}, or {fix}", reason=reason)
+            raise Denied(f"{told}{what}{runs}; {not_in_template(view)}, or {fix}", reason=reason)
         raise Denied(
             f"{told}{what}{runs}; remove that constraint from the {plan.policy.kind}'s pod "
             f"template or {fix}",

@@ -8,10 +8,10 @@ the same zone for the same pod. Both read the pod once (:func:`read_pod`, every 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from webhook.errors import Denied
-from webhook.model import objects, setkinds
+from webhook.model import kruise, objects, setkinds
 from webhook.model.annotations import SKIP, stszone_annotations
 from webhook.model.objects import JSON
 from webhook.model.owners import ordinal_of, workload_owner
@@ -23,6 +23,17 @@ from webhook.rules.placement import (
     resolve_policy,
     workload_kind,
 )
+
+#: Who creates StatefulSet pods and claims (``request.userInfo.username``), and the group key
+#: of the sets each creates them for (:data:`webhook.model.setkinds.KINDS`).
+#: With kube-controller-manager's default ``--use-service-account-credentials=false`` every
+#: controller acts as ``system:kube-controller-manager``; with ``true``, as its own account.
+STATEFULSET_CONTROLLERS: Final[Mapping[str, str]] = {
+    "system:serviceaccount:kube-system:statefulset-controller": "",
+    "system:kube-controller-manager": "",
+    # OpenKruise's Advanced StatefulSet controller (kruise-manager's own account).
+    "system:serviceaccount:kruise-system:kruise-manager": kruise.GROUP,
+}
 
 
 def skipped(labels: Mapping[str, str]) -> bool:
@@ -62,12 +73,14 @@ class PodView(NamedTuple):
     owner_uid: str = ""
     #: Its owner's group: "" for ``apps/v1``, ``apps.kruise.io`` for an Advanced StatefulSet.
     group: str = ""
+    #: Its set's own controller sent its create: it made the pod from the set's template.
+    by_controller: bool = False
 
 
-def read_pod(pod: JSON) -> PodView | None:
+def read_pod(pod: JSON, *, requester: str) -> PodView | None:
     """The pod as the rules read it, or None for a pod stszone leaves alone (no StatefulSet
     controls it, or it carries ``stszone.io/skip=true``); :class:`Denied` when it has no
-    ordinal."""
+    ordinal. ``requester``: who sent its create (``request.userInfo.username``)."""
     meta = objects.mapping(pod, "metadata")
     found = workload_owner(meta)
     if found is None:
@@ -96,6 +109,7 @@ def read_pod(pod: JSON) -> PodView | None:
         spec,
         uid,
         group,
+        STATEFULSET_CONTROLLERS.get(requester) == group,
     )
 
 
@@ -133,12 +147,25 @@ def plan_pod(pod: PodView, *, namespace: str, store: Store) -> PodPlan:
     return PodPlan(policy, pod.ordinal, placement, pod.claims)
 
 
-def own_spec_fix(pod: PodView, *, what: str = "that constraint") -> str:
-    """Where a constraint is and what to do, when the pod's own spec holds it and its set's
-    pod template (as the view holds it) does not: a pod created from a saved manifest
-    (``kubectl replace --force`` of an old pod keeps the zone stszone pinned it to, and the
-    node it ran on), not by the set's controller, which would make it from the template."""
+def not_in_template(pod: PodView, *, what: str = "that constraint") -> str:
+    """Where a constraint of the pod that its set's pod template (as the view holds it) lacks
+    comes from, and what to do.
+
+    A pod its set's controller did not create was made from a saved manifest (``kubectl
+    replace --force`` of an old pod keeps the zone stszone pinned it to, and the node it ran
+    on): the constraint is in its own spec. One the controller created was made from the
+    template, so the constraint was added on its way in -- by a mutating admission plugin that
+    runs before every webhook (PodNodeSelector writes its namespace's node selector into the
+    pod) or a webhook called before stszone's -- or the template changed and the view has not
+    seen it yet."""
     kind = setkinds.KINDS[pod.group]
+    if pod.by_controller:
+        return (
+            f"{what} is not in the {kind.text}'s pod template as stszone's view holds it, yet "
+            f"{kind.controller} created the pod: an admission plugin or webhook added it on the "
+            "way in (PodNodeSelector's namespace annotation, a Kyverno or Gatekeeper mutation): "
+            "remove it there; or the template changed since: remove it from the template"
+        )
     return (
         f"{what} is in the pod's own spec (the manifest applied), not in the {kind.text}'s pod "
         f"template: remove it from the manifest, or let {kind.controller} create the pod from "
@@ -152,9 +179,9 @@ def check_node_name(pod: PodView, plan: PodPlan, *, namespace: str, store: Store
 
     ``spec.nodeName`` bypasses the scheduler: the kubelet of that node checks the pod's node
     affinity itself, rejects it, and the StatefulSet controller re-creates it there again, in
-    a loop -- when its template names that node; a pod that names it on its own (a saved
-    manifest of a scheduled pod) is told so. A node the view does not hold is left to the
-    kubelet.
+    a loop -- when its template names that node; a pod whose template does not is told where
+    the node name came from (:func:`not_in_template`). A node the view does not hold is left
+    to the kubelet.
     """
     node = objects.string(pod.spec, "nodeName", path="spec")
     info = store.nodes.get(node)  # none is named "" (a pod without spec.nodeName)
@@ -182,7 +209,7 @@ def check_node_name(pod: PodView, plan: PodPlan, *, namespace: str, store: Store
     if sts is not None and sts.node_name != node:
         raise Denied(
             f"{told}belongs on {goal}, so the kubelet would refuse it; "
-            + own_spec_fix(pod, what="spec.nodeName"),
+            + not_in_template(pod, what="spec.nodeName"),
             reason="NodeNameConflict",
         )
     raise Denied(

@@ -22,9 +22,12 @@ _WHY_MISSING = (
 )
 
 
-def validate_pod(pod: JSON, *, namespace: str, store: Store, defaults: Defaults) -> Decision:
-    """Deny a managed pod that does not carry what its mode requires."""
-    view = read_pod(pod)
+def validate_pod(
+    pod: JSON, *, namespace: str, store: Store, defaults: Defaults, requester: str
+) -> Decision:
+    """Deny a managed pod that does not carry what its mode requires (``requester``: who sent
+    its create, ``request.userInfo.username``)."""
+    view = read_pod(pod, requester=requester)
     if view is None:
         return allow()
     plan = plan_pod(view, namespace=namespace, store=store)
