@@ -482,3 +482,41 @@ async def test_a_spec_change_never_observed_stops_saying_so(rig: Rig) -> None:
         "observed generation 2 of its spec (status.observedGeneration 1))"
     )
     assert rig.evictions() == []
+
+
+@pytest.mark.parametrize("stops", ["deleted", "server error"])
+async def test_a_wait_for_availability_that_fails_still_counts_the_move(
+    rig: Rig, stops: str
+) -> None:
+    """db-1 comes back Ready in zone-b and minReadySeconds keeps it unavailable; while the
+    executor waits for that, the set is deleted, or reading it fails (a 500). db-1 is in its zone all the same: the run stops saying what ended the wait,
+    with db-1 listed as moved and db-3 as not."""
+    sts = r.statefulset(4)
+    sts["spec"]["minReadySeconds"] = 30
+    sts["status"]["availableReplicas"] = 4
+    rig.load(r.cluster(FOUR, sts=sts))
+    result = await rig.plan()
+    came_back = hold_available(rig, table="statefulsets", name="db", replicas=4, after=None)
+    done: list[bool] = []
+
+    def tick() -> None:  # the first sleep after db-1 came back: the executor is waiting
+        if done or not came_back or rig.clock.now <= came_back[0]:
+            return
+        done.append(True)
+        if stops == "deleted":
+            rig.api.delete("statefulsets", "db", namespace=r.NAMESPACE)
+        else:
+            rig.api.inject("statefulsets", "get", Fault.status(500))
+
+    rig.clock.ticks.append(tick)
+    outcome = await rig.rebalancer(timeout=60).run(result)
+    assert done and not outcome.converged
+    assert outcome.sets[0].moved == (1,) and outcome.sets[0].left == (3,)
+    assert outcome.stopped.startswith(
+        "db-1 is Ready on b1 in zone-b, but waiting for shop/db to count every replica "
+        "available stopped: "
+    ), outcome.stopped
+    if stops == "deleted":
+        assert "StatefulSet shop/db is gone" in outcome.stopped, outcome.stopped
+    said = render_outcome(result, outcome)
+    assert "moved ordinal(s) 1" in said, said

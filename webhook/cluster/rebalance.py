@@ -25,7 +25,9 @@ Each :class:`~webhook.rules.rebalance.Step` of a set, in the plan's order:
    away (nothing re-creates it), or the deadline, stops the whole run, saying what was seen.
    With ``minReadySeconds``, wait then (up to ``timeout`` again) until the set counts every
    replica available, as the next step would before it evicts anything: the last step has no
-   next one, and the run says it converged only after it.
+   next one, and the run says it converged only after it. The pod is in its zone by then: a
+   wait that times out or fails (an API error, the set deleted) stops the run with the move
+   counted as made.
 
 ``stop`` (Ctrl-C) ends the run after the step in progress, or drops that step while it is only
 waiting (for the set, or for the budget) before anything was evicted or deleted: a step is
@@ -292,10 +294,11 @@ class Rebalancer:
         """Wait (up to the timeout, counted afresh as for the set to be whole) until the set
         counts every replica available. With ``minReadySeconds`` the moved pod counts that long
         after it turned Ready: the next step would wait for it (:meth:`Reads.whole`), and the
-        last has no next step."""
+        last has no next step. Whatever ends the wait, the pod is in its zone: the move is
+        made (:class:`Unsettled`)."""
         deadline = self.clock() + self.timing.timeout
         said = False
-        while short := await self.reads.settling(step):
+        while short := await self._settling(step, here=here):
             if self.clock() >= deadline:
                 raise Unsettled(
                     f"{here}, but {step.namespace}/{step.statefulset} did not count every "
@@ -306,6 +309,18 @@ class Rebalancer:
                 self._say("waiting", step, index, steps, f"{here}; waiting for {short}")
                 said = True
             await self.sleep(self.timing.poll)
+
+    async def _settling(self, step: Step, *, here: str) -> str:
+        """:meth:`Reads.settling`, a failure to read it (an API error, the set deleted) made
+        :class:`Unsettled`: it ends the wait, not the move."""
+        try:
+            return await self.reads.settling(step)
+        except (Stop, BadObject, aiohttp.ClientError, OSError, TimeoutError) as err:
+            raise Unsettled(
+                f"{here}, but waiting for {step.namespace}/{step.statefulset} to count every "
+                f"replica available stopped: {_why(err)}; run rebalance again once every "
+                "replica is available"
+            ) from err
 
 
 def _half_done(deleted: list[str], step: Step) -> str:
