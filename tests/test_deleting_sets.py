@@ -68,7 +68,8 @@ def test_audit_of_a_set_being_deleted_offers_no_count(kruise: bool) -> None:
     assert "lowest replica count" not in text
     assert "is being deleted" in text and "creates and deletes no pod" in text
     body = render_json(report)["statefulsets"][0]
-    assert (body["lowestSafeReplicas"], body["deleting"]) == (None, True)
+    judged = (body["lowestSafeReplicas"], body["lowestSafeJudged"], body["deleting"])
+    assert judged == (None, False, True)  # no count judged, which is not "none keeps them all"
     assert [r["status"] for r in body["ordinals"]] == ["ok", "ok", "ok"]  # members still shown
 
 

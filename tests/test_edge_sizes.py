@@ -212,6 +212,40 @@ def test_audit_says_the_lowest_count_of_a_huge_advanced_statefulset_is_not_judge
     assert "none keeps them all" not in out
 
 
+@pytest.mark.parametrize(
+    ("workload", "lowest", "judged"),
+    [
+        (kruise_set(100_001, [1]), None, False),
+        (kruise_set(3, [1]), 3, True),
+        (r.statefulset(3), 3, True),
+    ],
+    ids=["over 100,000 members", "Advanced StatefulSet", "StatefulSet"],
+)
+def test_audit_json_tells_a_lowest_count_not_judged_from_none(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    workload: JSON,
+    lowest: int | None,
+    judged: bool,
+) -> None:
+    """``lowestSafeReplicas: null`` alone reads as "no count keeps every zone";
+    ``lowestSafeJudged`` says whether the guard judged the counts at all: not for an Advanced
+    StatefulSet of over 100,000 members (as the table says "not judged"), yes for the others,
+    whose three members in a row hold zone-a, zone-b and zone-c."""
+    cluster = saved(tmp_path, workload)
+    status, out = run(capsys, "audit", "--cluster", cluster, "-o", "json")
+    assert status == 0
+    (listed,) = json.loads(out)["statefulsets"]
+    assert (listed["lowestSafeReplicas"], listed["lowestSafeJudged"]) == (lowest, judged)
+    # The gauge has no sample for a count not judged (docs/metrics.md).
+    store = load_store(Path(cluster))
+    risk = ZoneRisk(RiskScan(store), ready=lambda: True, interval=30, pause=0)
+    asyncio.run(risk.refresh())
+    samples = parse(Metrics(rendered=[risk.exposition]).exposition().decode())
+    gauge = [v for (n, _), v in samples.items() if n == "stszone_statefulset_lowest_safe_replicas"]
+    assert gauge == ([] if lowest is None else [lowest])
+
+
 # --- the zone-risk gauges --------------------------------------------------------------------
 
 

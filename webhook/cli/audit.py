@@ -109,13 +109,24 @@ def _span(report: SetReport) -> str:
     return f" (ordinals {report.start}-{report.start + report.replicas - 1})"
 
 
+def _too_large(report: SetReport) -> bool:
+    """An Advanced StatefulSet the guard does not judge a change of (it allows it, with a
+    warning): no count of it is judged, which is not that none keeps every zone."""
+    return KINDS[report.group].live_ordinals and report.replicas > kruiseguard.LIMIT
+
+
+def _judged(report: SetReport) -> bool:
+    """Whether the guard judged the set's replica counts (found the lowest safe one, or that
+    none keeps every zone): not for a set being deleted (nobody scales it), one with malformed
+    annotations, or one too large (:func:`_too_large`)."""
+    return not (report.deleting or report.problem or _too_large(report))
+
+
 def _lowest(report: SetReport) -> str:
     """The lowest replica count the guard allows, or why there is none."""
     if report.lowest is not None:
         return str(report.lowest)
-    # The guard does not judge a change of so large an Advanced StatefulSet (it allows it,
-    # with a warning): no count is judged, which is not that none keeps every zone.
-    if KINDS[report.group].live_ordinals and report.replicas > kruiseguard.LIMIT:
+    if _too_large(report):
         return f"not judged (over {kruiseguard.LIMIT} members)"
     return "none keeps them all"
 
@@ -248,6 +259,8 @@ def render_json(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> dict[s
                 ],
                 "zonesHeld": list(s.held),
                 "lowestSafeReplicas": s.lowest,
+                # null above reads as "none keeps every zone" only where the counts were judged
+                "lowestSafeJudged": _judged(s),
                 "deleting": s.deleting,
                 "skipped": s.skipped,
                 "missingNodeLabels": list(s.missing_labels),
