@@ -43,3 +43,24 @@ def test_a_template_bound_to_a_node_of_the_cluster_is_judged_on_it(
     assert main(["explain", "--cluster", str(path), "pinned-0"]) == 0
     (line,) = [s for s in capsys.readouterr().out.splitlines() if "own constraints:" in s]
     assert line == "  own constraints: allow a of a, b, c", line
+
+
+def test_a_set_being_deleted_is_not_said_to_strand_its_pods(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same template bound to ghost, the set being deleted: its controller makes no pod
+    any more, so none is stranded on ghost, as the guard and the audit count it (the members
+    hold zones as usual); explain's constraints line says no "run nowhere" either."""
+    sts = b.statefulset("pinned", replicas=2, annotations={"stszone.io/zones": "a,b,c"})
+    sts["spec"]["template"]["spec"]["nodeName"] = "ghost"
+    sts["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z"
+    sts["metadata"]["finalizers"] = ["foregroundDeletion"]
+    nodes = [b.node("n1", "a"), b.node("n2", "b"), b.node("n3", "c")]
+    path = tmp_path / "cluster.json"
+    items = [*nodes, sts, b.sts_pod("pinned", 1)]
+    path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+    assert main(["explain", "--cluster", str(path), "pinned-1"]) == 0
+    out = capsys.readouterr().out
+    assert "run nowhere" not in out and "never runs" not in out, out
+    assert main(["explain", "--cluster", str(path), "pinned-1", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["missingNode"] is None

@@ -33,7 +33,7 @@ from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.store import Store
 from webhook.rules import audit, fit, kruise, scaling
-from webhook.rules.locate import SCHEDULED, Located, Locator
+from webhook.rules.locate import SCHEDULED, Located, Locator, missing_node
 from webhook.rules.placement import (
     Policy,
     kruise_live,
@@ -102,8 +102,9 @@ class PodExplanation:
     #: The listed zones the pod template's own constraints allow (None: it names no zone).
     allowed_zones: tuple[str, ...] | None = None
     left_alone: str = ""
-    #: The pod template's ``spec.nodeName`` when the cluster has no node of that name ("" else):
-    #: the zones it allows are not judged (a node of that name may yet join), but no pod runs.
+    #: The pod template's ``spec.nodeName`` when the cluster has no node of that name
+    #: (:func:`~webhook.rules.locate.missing_node`; "" else): the zones it allows are not
+    #: judged (a node of that name may yet join), but no pod runs.
     missing_node: str = ""
 
 
@@ -298,7 +299,7 @@ def explain_pod(
         member,
         _allowed_zones(sts, policy, store),
         left_alone=refused,
-        missing_node=sts.node_name if store.nodes and sts.node_name not in store.nodes else "",
+        missing_node=missing_node(namespace, policy, store=store),
     )
 
 
