@@ -13,6 +13,7 @@ Nodes na, nb, nc in zones a, b, c; sets list a, b, c.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 
 from tests import builders as b
 from tests.test_kruise import _annotated, _items, kruise_update
+from tests.test_metrics import parse, value
 from webhook.cli import main
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
@@ -31,6 +33,9 @@ from webhook.rules import admission
 from webhook.rules.audit import audit
 from webhook.rules.explain import explain_workload
 from webhook.rules.rebalance import plan_set
+from webhook.rules.risk import RiskScan
+from webhook.server.metrics import Metrics
+from webhook.server.riskmetrics import ZoneRisk
 from webhook.wire import review
 
 ABC = {"stszone.io/zones": "a,b,c"}
@@ -159,3 +164,24 @@ def test_a_template_naming_a_node_that_exists_is_counted_as_before(node: str) ->
     store = store_from_objects([*NODES, sts, b.sts_pod(ordinal=0, node="na")])
     refused = _scale(store, 3, 1)
     assert not refused.allowed and "would drop zones b" in refused.message, refused.message
+
+
+def test_the_zones_held_gauge_and_its_definitions_say_such_members_hold_none() -> None:
+    """db-0 and db-1 run on na and nb (made from an earlier template); db-2, no pod yet, would
+    be bound to ghost: it holds no zone, not the rule's c, so the gauge is 2. The gauge's HELP
+    text and docs/metrics.md define held zones as pod, else volume, else rule: both say too
+    that such a member holds none, and the docs' scraped sample shows the HELP as exported."""
+    store = _view(3, {0: "na", 1: "nb"})
+    risk = ZoneRisk(RiskScan(store), ready=lambda: True, interval=30, pause=0)
+    asyncio.run(risk.refresh())
+    text = Metrics(rendered=[risk.exposition]).exposition().decode()
+    labels = {"namespace": "ns", "statefulset": "db", "kind": "StatefulSet"}
+    assert value(parse(text), "stszone_statefulset_zones_held", **labels) == 2
+    (helped,) = [
+        s for s in text.splitlines() if s.startswith("# HELP stszone_statefulset_zones_held ")
+    ]
+    assert "missing node" in helped, helped
+    docs = (Path(__file__).parent.parent / "docs" / "metrics.md").read_text().splitlines()
+    (row,) = [s for s in docs if s.startswith("| `stszone_statefulset_zones_held` |")]
+    assert "spec.nodeName" in row and "holds none" in row, row
+    assert helped in docs

@@ -5,7 +5,8 @@ Exported (all prefixed ``stszone_``, labels ``namespace``, ``statefulset`` and `
     statefulset_replicas                    gauge  spec.replicas
     statefulset_zones                       gauge  zones the set lists (stszone.io/zones, else
                                                    the server's zone list)
-    statefulset_zones_held                  gauge  listed zones some ordinal holds now
+    statefulset_zones_held                  gauge  listed zones some ordinal holds now (none
+                                                   if its template binds it to a missing node)
     statefulset_misplaced_pods              gauge  pods outside their expected zone (or node)
     statefulset_unknown_zone_ordinals       gauge  ordinals whose zone the guard cannot tell
     statefulset_lowest_safe_replicas        gauge  lowest replica count keeping every zone held
@@ -68,7 +69,8 @@ GAUGES: Final[tuple[tuple[str, str, Callable[[SetRisk], int | None]], ...]] = (
     ),
     (
         "zones_held",
-        "Listed zones some ordinal holds now (its pod, else its volume, else the rule).",
+        "Listed zones some ordinal holds now (its pod, else its volume, else the rule; "
+        "none if bound to a missing node).",
         lambda r: None if r.problem or r.skipped or r.deleting else r.held,
     ),
     (
