@@ -36,7 +36,7 @@ from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.model import kruise
 from webhook.model.store import Store
-from webhook.rules.audit import audited_pools
+from webhook.rules.auditscope import audited_pools
 from webhook.rules.rebalance import Plan, chosen, plan
 
 HELP = "plan (and with --apply make) the moves that bring misplaced ordinals to their zones"

@@ -26,18 +26,18 @@ they go with it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from webhook.errors import Denied
 from webhook.model.annotations import SKIP, misspelt_warnings, unread_warnings
 from webhook.model.kruise import Live
-from webhook.model.nodepools import KafkaNodePoolInfo
 from webhook.model.records import StatefulSetInfo
 from webhook.model.setkinds import KINDS
 from webhook.model.store import Store
 from webhook.rules import guard, kruiseguard, removal
+from webhook.rules.auditscope import audited, audited_pools, audits, scope
 from webhook.rules.locate import Located, Locator
 from webhook.rules.placement import (
     Policy,
@@ -150,48 +150,6 @@ class Report:
     def has_problems(self) -> bool:
         """Whether ``stszone audit`` exits 1."""
         return any(s.has_problems for s in self.sets)
-
-
-def audited(
-    store: Store, *, excluded: Collection[str] = (), namespace: str | None = None
-) -> list[StatefulSetInfo]:
-    """The StatefulSets to audit: in opted-in namespaces (all when opt-in is unknown), or in
-    ``namespace`` only when given.
-
-    Namespaces stszone never intercepts (kube-system, its own) are left out even then.
-    """
-    return sorted(
-        (s for s in _scope(store, namespace) if audits(store, s, excluded=excluded)),
-        key=lambda s: (*s.key, s.group),
-    )
-
-
-def audited_pools(
-    store: Store, *, excluded: Collection[str] = (), namespace: str | None = None
-) -> list[KafkaNodePoolInfo]:
-    """The KafkaNodePools to audit, by namespace and name: as :func:`audited` picks sets."""
-    return sorted(
-        (
-            p
-            for p in store.nodepools.values()
-            if (namespace is None or p.namespace == namespace)
-            and p.namespace not in excluded
-            and store.namespace_enabled(p.namespace) is not False
-        ),
-        key=lambda p: p.key,
-    )
-
-
-def _scope(store: Store, namespace: str | None) -> Iterable[StatefulSetInfo]:
-    """The workloads of ``namespace`` (None: of every namespace), audited or not."""
-    if namespace is None:
-        return [*store.statefulsets.values(), *store.kruisesets.values()]
-    return store.workloads_in(namespace)
-
-
-def audits(store: Store, sts: StatefulSetInfo, *, excluded: Collection[str] = ()) -> bool:
-    """Whether :func:`audited` lists ``sts`` (leaving its ``namespace`` argument aside)."""
-    return sts.namespace not in excluded and store.namespace_enabled(sts.namespace) is not False
 
 
 def _expectation(
@@ -394,5 +352,5 @@ def audit(store: Store, *, excluded: Collection[str] = (), namespace: str | None
         all_namespaces=store.namespace_enabled("") is None,
         removable=alone,
         removable_together=together,
-        left_out=sum(not audits(store, s, excluded=excluded) for s in _scope(store, namespace)),
+        left_out=sum(not audits(store, s, excluded=excluded) for s in scope(store, namespace)),
     )

@@ -24,7 +24,8 @@ from webhook.errors import Denied
 from webhook.model.annotations import misspelt_warnings
 from webhook.model.nodepools import REMOVE_NODE_IDS, KafkaNodePoolInfo, removal_order
 from webhook.model.store import Store
-from webhook.rules.audit import Status, audited_pools
+from webhook.rules.audit import Status
+from webhook.rules.auditscope import audited_pools
 from webhook.rules.poolguard import judge
 from webhook.rules.poolzones import (
     READ_BY_POOLS,

@@ -34,7 +34,7 @@ from webhook.model.kruise import Intervals
 from webhook.model.records import StatefulSetInfo
 from webhook.model.state import LiveState
 from webhook.model.store import Store
-from webhook.rules.audit import audited
+from webhook.rules.auditscope import audited
 from webhook.rules.blockers import owned_claims, set_blockers, some, unplanned, zone_blocker
 from webhook.rules.locate import Locator, volume_zones
 from webhook.rules.placement import (
