@@ -128,7 +128,7 @@ def test_audit_and_explain_print_that_such_members_hold_no_zone(
     path = tmp_path / "cluster.json"
     items = [*NODES, sts, b.sts_pod(ordinal=0, node="ghost")]
     path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
-    assert main(["audit", "--cluster", str(path)]) == 0
+    assert main(["audit", "--cluster", str(path)]) == 1  # a problem: nothing of db ever runs
     out = capsys.readouterr().out
     (line,) = [s for s in out.splitlines() if s.startswith("  ordinal 1:")]
     assert line.startswith("  ordinal 1: holds no zone: ") and NEVER in line, out
@@ -185,3 +185,38 @@ def test_the_zones_held_gauge_and_its_definitions_say_such_members_hold_none() -
     (row,) = [s for s in docs if s.startswith("| `stszone_statefulset_zones_held` |")]
     assert "spec.nodeName" in row and "holds none" in row, row
     assert helped in docs
+
+
+@pytest.mark.parametrize(
+    ("node", "deleting", "status"),
+    [("ghost", False, 1), ("ghost", True, 0), ("na", False, 0)],
+    ids=["missing node", "set being deleted", "node of the cluster"],
+)
+def test_audit_counts_a_template_bound_to_a_missing_node_a_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], node: str, deleting: bool, status: int
+) -> None:
+    """No pod db's controller makes from a template bound to ghost ever runs: a problem the
+    audit exits 1 for, with a PROBLEM line saying what to fix, as it does for an ordinal label
+    no node carries (its pods stay Pending too). Not for a set being deleted (its controller
+    makes no pod any more), nor for a template bound to a node of the cluster."""
+    sts = _bound(b.statefulset(replicas=3, annotations=ABC), node)
+    if deleting:
+        sts["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z"
+    path = tmp_path / "cluster.json"
+    items = [*NODES, sts, b.sts_pod(ordinal=0, node="na")]
+    path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+    assert main(["audit", "--cluster", str(path)]) == status
+    out = capsys.readouterr().out
+    problem = [s for s in out.splitlines() if s.startswith("  PROBLEM")]
+    if status:
+        assert problem == [
+            "  PROBLEM: its pod template binds every pod to node ghost (spec.nodeName), which "
+            "does not exist: they never run; correct or remove spec.nodeName"
+        ], out
+        assert out.rstrip().endswith("1 StatefulSet(s) with problems; 0 pod(s) misplaced."), out
+    else:
+        assert not problem, out
+    assert main(["audit", "--cluster", str(path), "-o", "json"]) == status
+    body = json.loads(capsys.readouterr().out)
+    (listed,) = body["statefulsets"]
+    assert (listed["missingNode"], body["problems"]) == ("ghost" if status else None, bool(status))

@@ -43,8 +43,8 @@ examples:
   stszone audit --kubeconfig ~/.kube/config -o json     live: one list of the cluster, no watch
   stszone audit --cluster cluster.yaml -o json | jq '.statefulsets[] | select(.misplaced > 0)'
 exit status: 0 all placed as expected, 1 a pod misplaced, a node-ordinal label missing or
-duplicated, or malformed annotations (none of them of a set being deleted), 2 the view cannot
-be loaded
+duplicated, malformed annotations, or a pod template bound to a node that does not exist (none
+of them of a set being deleted), 2 the view cannot be loaded
 """
 DESCRIPTION = """\
 For each opted-in StatefulSet (every one when the view holds no Namespace objects): each
@@ -184,6 +184,12 @@ def _set_lines(report: SetReport) -> list[str]:
         lines.append(
             f"  {mark}ordinal {ordinal}'s label is on several nodes: {', '.join(nodes)}{aside}"
         )
+    if report.missing_node:  # never of a set being deleted: its controller makes no pod
+        lines.append(
+            f"  PROBLEM: its pod template binds every pod to node {report.missing_node} "
+            "(spec.nodeName), which does not exist: they never run; correct or remove "
+            "spec.nodeName"
+        )
     return lines
 
 
@@ -268,6 +274,7 @@ def render_json(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> dict[s
                     str(o): list(n) for o, n in (s.duplicate_labels or {}).items()
                 },
                 "problem": s.problem or None,
+                "missingNode": s.missing_node or None,
                 "warnings": list(s.warnings),
                 "misplaced": s.misplaced,
             }

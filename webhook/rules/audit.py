@@ -17,11 +17,13 @@ node-ordinal mode, ordinal label values no node or several nodes carry.
 
 Removable nodes are computed by :mod:`webhook.rules.removal`, weighing the audited
 KafkaNodePools (:mod:`webhook.rules.poolaudit`) too. A report has *problems* -- the CLI
-exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, or a
-StatefulSet's annotations are malformed. The misplaced pods, node-ordinal labels and malformed
-annotations of a set being deleted are shown but are no problem: nothing moves its pods
-(``stszone rebalance`` refuses such a set) nor places new ones (its controller creates none),
-they go with it.
+exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, a
+StatefulSet's annotations are malformed, or its pod template binds its pods to a node that
+does not exist (:func:`~webhook.rules.locate.missing_node`): each leaves pods that never run
+or run in the wrong place. The misplaced pods, node-ordinal labels and malformed annotations
+of a set being deleted are shown but are no problem: nothing moves its pods (``stszone
+rebalance`` refuses such a set) nor places new ones (its controller creates none), they go
+with it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from webhook.model.setkinds import KINDS
 from webhook.model.store import Store
 from webhook.rules import guard, kruiseguard, removal
 from webhook.rules.auditscope import audited, audited_pools, audits, scope
-from webhook.rules.locate import Located, Locator
+from webhook.rules.locate import Located, Locator, missing_node
 from webhook.rules.placement import (
     Policy,
     place_by_mode,
@@ -106,6 +108,8 @@ class SetReport:
     deleting: bool = False
     #: The members walked (:func:`walked_members`), its annotations malformed or not.
     members: Sequence[int] = ()
+    #: The node its pod template binds every pod to when that node does not exist ("" else).
+    missing_node: str = ""
 
     @property
     def kind(self) -> str:
@@ -125,13 +129,14 @@ class SetReport:
 
     @property
     def has_problems(self) -> bool:
-        """Misplaced pods, missing or duplicated node labels, or malformed annotations (none
-        of them of a set being deleted: its pods go with it, nothing moves them or places new
-        ones, so no annotation or label of it is read again)."""
+        """Misplaced pods, missing or duplicated node labels, malformed annotations, or a
+        template bound to a missing node (none of them of a set being deleted: its pods go with
+        it, nothing moves them or places new ones, so no annotation or label of it is read
+        again)."""
         if self.deleting:
             return False
         labels = self.missing_labels or self.duplicate_labels
-        return bool(self.problem or self.misplaced or labels)
+        return bool(self.problem or self.misplaced or labels or self.missing_node)
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +315,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
         warnings=warnings,
         deleting=sts.deleting,
         members=ordinals,
+        missing_node=missing_node(sts.namespace, policy, store=store),
     )
 
 
