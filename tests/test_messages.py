@@ -20,6 +20,7 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.rules.admission import Endpoint
 from webhook.rules.decision import (
+    CUT,
     WARNING_MAX,
     WARNING_TARGET,
     Decision,
@@ -137,6 +138,15 @@ def scenarios(n: Names) -> dict[str, Answer]:
         ]
     )
     out["volume far from its node"] = ask("mutate", b.sts_pod(n.sts, 0), far)
+    bound = b.statefulset(n.sts, annotations=listed, replicas=4)
+    bound["spec"]["template"]["spec"]["nodeName"] = n.node[:-1] + "9"  # no such node
+    out["template bound to a missing node"] = ask(
+        "validate",
+        b.scale(n.sts, replicas=3),
+        store_from_objects([*nodes, bound]),
+        operation="UPDATE",
+        old=b.scale(n.sts, replicas=4),
+    )
     racks = store_from_objects([b.node(n.node, a, labels={n.label: "r1"})], zones=n.zones)
     out["key from nodes"] = ask(
         "mutate", b.statefulset(n.sts, annotations={"stszone.io/topology-key": n.label}), racks
@@ -187,3 +197,17 @@ def test_every_outcome_cuts_a_warning_at_256_characters(make: Callable[[str], De
     (cut,) = make("x" * 300).warnings
     assert len(cut) == WARNING_MAX and cut.endswith(" [...]")
     assert make("y" * WARNING_MAX).warnings == ("y" * WARNING_MAX,)
+
+
+def test_a_missing_node_warning_keeps_its_fix_with_63_character_names() -> None:
+    """A scale-down of a set whose template binds its pods to a node that does not exist
+    warns so; with a 63-character set name and node name the warning still fits the API
+    server's 256 characters whole, so the fix it gives is never what a cut removes."""
+    sts = b.statefulset("s" * 63, annotations={"stszone.io/zones": "a,b,c"}, replicas=3)
+    sts["spec"]["template"]["spec"]["nodeName"] = "n" * 63
+    store = store_from_objects([b.node("na", "a"), b.node("nb", "b"), b.node("nc", "c"), sts])
+    body = b.scale("s" * 63, replicas=2)
+    answer = ask("validate", body, store, operation="UPDATE", old=b.scale("s" * 63, replicas=3))
+    (warned,) = [w for w in answer.warnings if "spec.nodeName" in w]
+    assert len(warned) <= WARNING_MAX and not warned.endswith(CUT), warned
+    assert f"correct or remove spec.nodeName {'n' * 63}" in warned, warned

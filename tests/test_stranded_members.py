@@ -91,7 +91,7 @@ def test_a_set_bound_to_a_missing_node_holds_no_zone() -> None:
         assert member.guard.zone is None and member.guard.counts is None, member
         assert member.guard.why.startswith("holds no zone: ") and NEVER in member.guard.why
     said = _scale(store, 3, 1).warnings
-    assert any("spec.nodeName ghost names no node" in w for w in said), said
+    assert any("correct or remove spec.nodeName ghost of its pod template" in w for w in said), said
 
 
 def test_a_member_bound_to_a_missing_node_keeps_no_zone_for_a_scale_down() -> None:

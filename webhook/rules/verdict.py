@@ -232,12 +232,13 @@ def verdict(
 def stranded(name: str, node: str) -> tuple[str, ...]:
     """The warning of a scale-down judged while the pod template binds every pod to ``node``,
     which does not exist ("": it binds none so): why members without a running pod hold no
-    zone (:mod:`webhook.rules.locate`)."""
+    zone (:mod:`webhook.rules.locate`). The fix comes first: with long set and node names
+    (a node name may have 253 characters) the API server's 256-character cut takes the end."""
     if not node:
         return ()
     return (
-        f"{name}: its pod template's spec.nodeName {node} names no node of the cluster: pods "
-        "made from it never run and hold no zone; correct or remove it",
+        f"{name}: correct or remove spec.nodeName {node} of its pod template: no such node, "
+        "so its pods never run and hold no zone",
     )
 
 
