@@ -54,16 +54,18 @@ def _take(count: int, in_use: set[int], annotation: str | None) -> list[int]:
     return added
 
 
-def new_ids(pool: KafkaNodePoolInfo, *, store: Store) -> tuple[int, ...]:
-    """The IDs the operator's next pass adds to ``pool`` (none when it is not short)."""
-    pools = sorted(
-        (
-            p
-            for p in store.nodepools.values()
-            if p.namespace == pool.namespace and p.cluster == pool.cluster
-        ),
+def cluster_pools(namespace: str, cluster: str, *, store: Store) -> list[KafkaNodePoolInfo]:
+    """The KafkaNodePools of Kafka cluster ``cluster`` in ``namespace``, in name order (the
+    order the API lists them, in which the operator's node-ID assignor takes them)."""
+    return sorted(
+        (p for p in store.nodepools.values() if p.namespace == namespace and p.cluster == cluster),
         key=lambda p: p.name,
     )
+
+
+def new_ids(pool: KafkaNodePoolInfo, *, store: Store) -> tuple[int, ...]:
+    """The IDs the operator's next pass adds to ``pool`` (none when it is not short)."""
+    pools = cluster_pools(pool.namespace, pool.cluster, store=store)
     in_use = {i for p in pools for i in p.node_ids or ()}
     for each in pools:
         short = min(each.replicas - len(each.node_ids or ()), WALK_LIMIT)

@@ -42,6 +42,7 @@ from webhook.rules.decision import (
 from webhook.rules.mutate import server_zones_for
 from webhook.rules.placement import POOL_RETRIED_BY
 from webhook.rules.plan import skipped
+from webhook.rules.poolplan import cluster_pools
 from webhook.rules.poolzones import PoolPolicy, choose, id_claims, pool_policy
 from webhook.rules.zonelist import zones_fix
 
@@ -101,7 +102,7 @@ def _require_seen(pod: JSON, namespace: str, *, store: Store) -> None:
     cluster, pool, _ = member
     if store.nodepool(namespace, pool) is not None:
         return
-    if any(p.namespace == namespace and p.cluster == cluster for p in store.nodepools.values()):
+    if cluster_pools(namespace, cluster, store=store):
         name = objects.string(objects.mapping(pod, "metadata"), "name")
         raise Denied(
             f"KafkaNodePool {namespace}/{pool} of Kafka cluster {cluster} has not reached "

@@ -36,7 +36,7 @@ from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, node_id_of
 from webhook.model.store import Store
 from webhook.model.tables import POOL_TABLES
 from webhook.rules.placement import POOL_RETRIED_BY, require_synced
-from webhook.rules.poolplan import Balance, new_ids
+from webhook.rules.poolplan import Balance, cluster_pools, new_ids
 from webhook.rules.zonelist import zone_list, zones_origin
 
 
@@ -325,8 +325,8 @@ def _left_behind(
     held = set(pool.node_ids or ()) | set(added) | live
     others = {
         i
-        for p in store.nodepools.values()
-        if p.namespace == namespace and p.cluster == pool.cluster and p.name != pool.name
+        for p in cluster_pools(namespace, pool.cluster, store=store)
+        if p.name != pool.name
         for i in p.node_ids or ()
     }
     short = pool.replicas > len(pool.node_ids or ())
