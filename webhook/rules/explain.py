@@ -33,7 +33,7 @@ from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.store import Store
 from webhook.rules import audit, fit, kruise, scaling
-from webhook.rules.locate import SCHEDULED, Located, Locator, missing_node
+from webhook.rules.locate import SCHEDULED, Located, Locator
 from webhook.rules.placement import (
     Policy,
     kruise_live,
@@ -299,7 +299,7 @@ def explain_pod(
         member,
         _allowed_zones(sts, policy, store),
         left_alone=refused,
-        missing_node=missing_node(namespace, policy, store=store),
+        missing_node=where.stranded,
     )
 
 
