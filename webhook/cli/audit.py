@@ -28,7 +28,7 @@ from webhook.model.store import Store
 from webhook.rules import kruiseguard
 from webhook.rules.audit import Report, SetReport, audit
 from webhook.rules.poolaudit import PoolReport, audit_pools
-from webhook.rules.text import some
+from webhook.rules.text import members_span
 from webhook.rules.verdict import being_deleted
 
 HELP = "expected vs actual zone of each ordinal, safe replica counts, removable nodes"
@@ -99,16 +99,6 @@ def load_view(settings: Settings) -> Store:
     return offline_store(settings)
 
 
-def _span(report: SetReport) -> str:
-    """The members the head names: none at 0 replicas, which has none to name."""
-    if not report.replicas:
-        return ""
-    # Live ordinals may have gaps (reserveOrdinals): name the first few.
-    if KINDS[report.group].live_ordinals:
-        return f" (live ordinals {some(report.members[:5], report.replicas, shown=5)})"
-    return f" (ordinals {report.start}-{report.start + report.replicas - 1})"
-
-
 def _too_large(report: SetReport) -> bool:
     """An Advanced StatefulSet the guard does not judge a change of (it allows it, with a
     warning): no count of it is judged, which is not that none keeps every zone."""
@@ -132,9 +122,11 @@ def _lowest(report: SetReport) -> str:
 
 
 def _set_lines(report: SetReport) -> list[str]:
+    live = report.members if KINDS[report.group].live_ordinals else None
+    span = members_span(report.replicas, report.start, live)
     head = (
         f"{report.kind} {report.namespace}/{report.name}: mode {report.mode}, zones "
-        f"{','.join(report.zones) or '(none)'}, replicas {report.replicas}{_span(report)}"
+        f"{','.join(report.zones) or '(none)'}, replicas {report.replicas}{span}"
     )
     warned = [f"  warning: {w}" for w in report.warnings]
     # A set being deleted gets no new pod, so no annotation or label of it places one: shown,

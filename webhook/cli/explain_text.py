@@ -6,30 +6,21 @@ from typing import Any
 
 from webhook.cli.options import table_lines
 from webhook.rules.explain import (
-    LIVE_SHOWN,
     Member,
     PodExplanation,
     SizeAnswer,
     Workload,
     WorkloadExplanation,
 )
-from webhook.rules.text import some
+from webhook.rules.text import members_span
 from webhook.rules.verdict import being_deleted
 
 
-def _span(workload: Workload) -> str:
-    """The members the head names: none at 0 replicas, which has none to name."""
-    if not workload.replicas:
-        return ""
-    if workload.live is not None:  # reserveOrdinals leaves gaps: name the first few
-        return f" (live ordinals {some(workload.live, workload.replicas, shown=LIVE_SHOWN)})"
-    return f" (ordinals {workload.start}-{workload.start + workload.replicas - 1})"
-
-
 def _head(workload: Workload) -> str:
+    span = members_span(workload.replicas, workload.start, workload.live)
     return (
         f"{workload.kind} {workload.namespace}/{workload.name}: mode {workload.mode}, zones "
-        f"{','.join(workload.zones) or '(none)'}, replicas {workload.replicas}{_span(workload)}"
+        f"{','.join(workload.zones) or '(none)'}, replicas {workload.replicas}{span}"
     )
 
 

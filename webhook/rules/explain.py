@@ -42,12 +42,10 @@ from webhook.rules.placement import (
     walked_members,
     workload_kind,
 )
-from webhook.rules.text import some
+from webhook.rules.text import LIVE_SHOWN, some
 
 #: Smaller sizes judged one by one, nearest first (each is one guard answer).
 SIZES: Final = 64
-#: Live ordinals of an Advanced StatefulSet a heading names (the rest are counted).
-LIVE_SHOWN: Final = 5
 
 
 @dataclass(frozen=True, slots=True)

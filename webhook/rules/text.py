@@ -12,6 +12,8 @@ from typing import Final
 
 #: Items a warning names before it counts the rest.
 SHOWN: Final = 3
+#: Live ordinals of an Advanced StatefulSet a heading names (the rest are counted).
+LIVE_SHOWN: Final = 5
 
 
 def joined(items: Sequence[str]) -> str:
@@ -25,3 +27,14 @@ def some(items: Sequence[object], count: int, *, shown: int = SHOWN) -> str:
     if count > len(named):
         named.append(f"{count - len(named)} more")
     return joined(named)
+
+
+def members_span(replicas: int, start: int, live: Sequence[int] | None) -> str:
+    """The members a workload's heading names: `` (ordinals 3-5)``, or where its ordinals are
+    ``live`` (reserveOrdinals leaves gaps) the first few, `` (live ordinals 0, 2 and 4 more)``;
+    "" at 0 replicas, which has none to name."""
+    if not replicas:
+        return ""
+    if live is not None:
+        return f" (live ordinals {some(live, replicas, shown=LIVE_SHOWN)})"
+    return f" (ordinals {start}-{start + replicas - 1})"
