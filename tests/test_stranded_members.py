@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests import builders as b
-from tests.test_kruise import _annotated, _items, kruise_update
+from tests.test_kruise import _annotated, _items, _live_pods, kruise_update
 from tests.test_metrics import parse, value
 from webhook.cli import main
 from webhook.cluster.clusterfile import store_from_objects
@@ -32,6 +32,7 @@ from webhook.model.store import Store
 from webhook.rules import admission
 from webhook.rules.audit import audit
 from webhook.rules.explain import explain_workload
+from webhook.rules.locate import Located, Locator
 from webhook.rules.rebalance import plan_set
 from webhook.rules.risk import RiskScan
 from webhook.server.metrics import Metrics
@@ -220,3 +221,36 @@ def test_audit_counts_a_template_bound_to_a_missing_node_a_problem(
     body = json.loads(capsys.readouterr().out)
     (listed,) = body["statefulsets"]
     assert (listed["missingNode"], body["problems"]) == ("ghost" if status else None, bool(status))
+
+
+@pytest.mark.parametrize(
+    ("replicas", "allowed"), [(2999, True), (1, False)], ids=["keeps both", "drops b"]
+)
+def test_an_advanced_statefulset_bound_to_a_missing_node_locates_only_its_pods(
+    monkeypatch: pytest.MonkeyPatch, replicas: int, allowed: bool
+) -> None:
+    """shop/web at 3,000 replicas (ordinal 1 reserved), its template bound to ghost; web-0
+    and web-2 run in a and b (made from an earlier template). Every other member has no pod, so
+    the template alone says it holds no zone: the guard locates web-0 and web-2 and no other
+    member, and still judges 3,000 -> 2,999 allowed and 3,000 -> 1 (web-2 is b's only pod)
+    refused."""
+    located: list[int] = []
+    real = Locator.__call__
+
+    def spy(self: Locator, ordinal: int) -> Located:
+        located.append(ordinal)
+        return real(self, ordinal)
+
+    old = _bound(_annotated(_items("statefulsets.v1beta1.json")[0]))
+    old["spec"]["replicas"] = 3000
+    running = _live_pods([0, 2], {0: "n-a", 2: "n-b"}.__getitem__)
+    store = store_from_objects([*(b.node(f"n-{z}", z) for z in "abc"), old, *running])
+    new = copy.deepcopy(old)
+    new["spec"]["replicas"] = replicas
+    monkeypatch.setattr(Locator, "__call__", spy)
+    decided = admission.validate(kruise_update(new, old=old), store=store, defaults=Defaults())
+    assert decided.allowed is allowed, decided.message
+    if not allowed:
+        assert "would drop zone b (ordinal 2 is its only pod)" in decided.message, decided.message
+    assert any("correct or remove spec.nodeName ghost" in w for w in decided.warnings)
+    assert set(located) <= {0, 2}, sorted(set(located))[:20]

@@ -120,6 +120,8 @@ class ScaleDown:
     #: What changed, when it is neither the count nor the start alone (an Advanced
     #: StatefulSet's ``reserveOrdinals``): "" lets :attr:`change` say it.
     label: str = ""
+    #: The node the pod template binds every pod to, which does not exist ("": none).
+    stranded: str = ""
 
     @property
     def change(self) -> str:
@@ -360,6 +362,7 @@ def scale_down(
             named=NAMED,
         ),
         starts=(old.start, new.start),
+        stranded=ranges.where.stranded,
     )
 
 

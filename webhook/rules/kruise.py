@@ -23,7 +23,6 @@ from webhook.model.store import Store
 from webhook.rules import kruiseguard, retention, verdict
 from webhook.rules import validate as validations
 from webhook.rules.decision import Decision, allow
-from webhook.rules.locate import missing_node
 from webhook.rules.placement import Policy, kruise_live, require_synced, resolve_policy
 from webhook.rules.scaling import malformed_warning
 from webhook.rules.zonelist import zone_list, zones_origin
@@ -184,7 +183,7 @@ def judge_live(
             malformed=new_policy.malformed,
             origin=zones_origin(new_policy.declared, store=store),
             group=kruise.GROUP,
-        ).with_warnings(verdict.stranded(name, missing_node(namespace, new_policy, store=store)))
+        ).with_warnings(verdict.stranded(name, result.stranded))
     if sts is None or not outcome.allowed:
         return outcome
     deleted = retention.live_warning(sts, before=before, after=after, store=store, label=label)

@@ -17,7 +17,6 @@ answer is None and the caller allows with a warning.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Final
 
 from webhook.model.kruise import Intervals, Live
@@ -30,7 +29,7 @@ from webhook.rules.guard import (
     Unknown,
     zone_loss,
 )
-from webhook.rules.locate import Located, Locator
+from webhook.rules.locate import Located, Locator, missing_node
 from webhook.rules.ordinals import past_known
 from webhook.rules.placement import Policy, policy_zone
 
@@ -46,14 +45,23 @@ def describe_reserve(reserved: Intervals) -> str:
 class _Members:
     """Zones of the members of one live set, under that set's placement."""
 
-    def __init__(self, *, namespace: str, policy: Policy, store: Store, known: frozenset[int]):
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        policy: Policy,
+        store: Store,
+        known: frozenset[int],
+        stranded: str,
+    ):
         self.policy, self.known = policy, known
-        self.locator = Locator(namespace=namespace, policy=policy, store=store)
+        self.locator = Locator(namespace=namespace, policy=policy, store=store, stranded=stranded)
         self.running = store.pod_zones(
             namespace, policy.statefulset, policy.declared.topology_key, policy.group
         ).zones
-        # Bound to a missing node by the template, a member without a running pod holds none.
-        stranded = bool(self.locator.stranded)
+        # Bound to a missing node by the template, a member without a pod holds none (its pod,
+        # when made, never runs: the Locator says so of each): only those with a pod are walked.
+        self.pods = self.locator.pods if stranded else None
         self.ruled = bool(policy.zones) and policy.declared.mode != "node-ordinal" and not stranded
         self._located: dict[int, Located] = {}
 
@@ -67,18 +75,30 @@ class _Members:
         found = self.running.get(ordinal)
         if found is not None:
             return found
+        if self.pods is not None and ordinal not in self.pods:
+            return None  # stranded
         if self.ruled and ordinal not in self.known:  # nothing in the view: the rule's
             return policy_zone(ordinal, self.policy)
         return self.located(ordinal).zone
 
     def unknown(self, ordinal: int) -> bool:
         """Whether the member's zone is unknown (one that holds none, ``stranded``, is not)."""
+        if self.pods is not None and ordinal not in self.pods:
+            return False
         return self.zone(ordinal) is None and self.located(ordinal).source == "unknown"
 
+    def walked(self, ordinals: list[int]) -> list[int]:
+        """The members of ``ordinals`` that may hold a zone or have an unknown one: all of
+        them, or, while the template binds pods to a missing node, those with a pod."""
+        if self.pods is None:
+            return ordinals
+        pods = self.pods
+        return [o for o in ordinals if o in pods]
 
-def _holders(ordinals: Iterable[int], members: _Members) -> dict[str, Holders]:
+
+def _holders(ordinals: list[int], members: _Members) -> dict[str, Holders]:
     grouped: dict[str, list[int]] = {}
-    for ordinal in ordinals:
+    for ordinal in members.walked(ordinals):
         zone = members.zone(ordinal)
         if zone is not None:
             grouped.setdefault(zone, []).append(ordinal)
@@ -88,8 +108,8 @@ def _holders(ordinals: Iterable[int], members: _Members) -> dict[str, Holders]:
     }
 
 
-def _unknown(ordinals: Iterable[int], members: _Members) -> Unknown:
-    found = [o for o in ordinals if members.unknown(o)]
+def _unknown(ordinals: list[int], members: _Members) -> Unknown:
+    found = [o for o in members.walked(ordinals) if members.unknown(o)]
     if not found:
         return NO_UNKNOWN
     return Unknown(tuple(members.located(o) for o in found[:NAMED]), len(found))
@@ -116,8 +136,12 @@ def compare(
     if new_policy.declared.mode == "node-ordinal":
         label_key = new_policy.declared.node_label or ""
         known |= {int(v) for v in store.label_values(label_key) if v.isascii() and v.isdigit()}
-    old_members = _Members(namespace=namespace, policy=old_policy, store=store, known=known)
-    new_members = _Members(namespace=namespace, policy=new_policy, store=store, known=known)
+    # Read once for both placements: the template, and so the node, is the set's in the view.
+    stranded = missing_node(namespace, new_policy, store=store)
+    old_members, new_members = (
+        _Members(namespace=namespace, policy=p, store=store, known=known, stranded=stranded)
+        for p in (old_policy, new_policy)
+    )
     old_live, new_live = list(before), list(after)
     kept_set = set(new_live)
     removed = [o for o in old_live if o not in kept_set]
@@ -149,6 +173,7 @@ def compare(
         ),
         starts=(before.start, after.start),
         label=label,
+        stranded=stranded,
     )
 
 
@@ -172,7 +197,7 @@ def _lowest(
         top = min(past_known(top, map(after.rank, members.known), len(zones)), LIMIT)
     widest = list(after.resized(top))
     position = {o: i for i, o in enumerate(widest)}
-    unknown_old = [o for o in old_live if old_members.unknown(o)]
+    unknown_old = [o for o in old_members.walked(old_live) if old_members.unknown(o)]
     # The count from which every old member of unknown zone is kept (None: never).
     clear: int | None = 0
     if unknown_old:

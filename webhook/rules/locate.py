@@ -206,14 +206,19 @@ class Locator:
         "stranded",
     )
 
-    def __init__(self, *, namespace: str, policy: Policy, store: Store) -> None:
+    def __init__(
+        self, *, namespace: str, policy: Policy, store: Store, stranded: str | None = None
+    ) -> None:
         self.namespace, self.policy, self.store = namespace, policy, store
         self.key = policy.declared.topology_key
         held = store.statefulset(namespace, policy.statefulset, policy.group)
         #: The set is being deleted: its controller replaces no pod.
         self.ending = held is not None and held.deleting
-        #: :func:`missing_node`: an ordinal without a running pod holds no zone ("": none).
-        self.stranded = missing_node(namespace, policy, store=store)
+        #: :func:`missing_node` (``stranded``, when the caller has read it for the set): an
+        #: ordinal without a running pod holds no zone ("": none).
+        self.stranded = (
+            missing_node(namespace, policy, store=store) if stranded is None else stranded
+        )
         pods = store.set_pods(namespace, policy.statefulset, policy.group)
         self.pods, self.going = pods.by_name, pods.going
         self.nodes = store.nodes

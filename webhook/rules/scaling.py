@@ -19,7 +19,6 @@ from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import guard, retention, verdict
 from webhook.rules.decision import CUT, WARNING_MAX, Decision, allow
-from webhook.rules.locate import missing_node
 from webhook.rules.placement import Policy, require_synced, resolve_policy
 from webhook.rules.zonelist import zones_origin
 
@@ -70,7 +69,7 @@ def judge(
             regarding=regarding,
             malformed=policy.malformed,
             origin=zones_origin(policy.declared, store=store),
-        ).with_warnings(verdict.stranded(name, missing_node(namespace, policy, store=store)))
+        ).with_warnings(verdict.stranded(name, result.stranded))
     if sts is None or not outcome.allowed:
         return outcome
     return retention.warning(sts, old=old, new=new, store=store).told(outcome, regarding)
