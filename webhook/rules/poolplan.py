@@ -22,6 +22,7 @@ broker never walks two billion IDs, and no real pass adds thousands.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 
 from webhook.model.nodepools import NEXT_NODE_IDS, KafkaNodePoolInfo, parse_node_ids
@@ -80,7 +81,7 @@ class Balance:
     and the IDs with none (the new IDs the operator is adding among them), worked out once and
     asked for any brokers whose pods are created anew."""
 
-    __slots__ = ("_counts", "_known", "_unplaced", "zones")
+    __slots__ = ("_counts", "_known", "_order", "_unplaced", "zones")
 
     def __init__(
         self, zones: tuple[str, ...], known: Mapping[int, str | None], ids: Iterable[int]
@@ -93,6 +94,40 @@ class Balance:
             if zone in self._counts:
                 self._counts[zone] += 1
         self._unplaced = {*ids, *known} - self._known.keys()
+        self._order = sorted(self._unplaced)
+
+    def fewest(self, node_id: int) -> str:
+        """``place({node_id: None})[node_id]``: the zone of one broker whose pod is created
+        anew with no data to follow, without placing every other ID (the audit asks it of
+        each broker of a pool). ``zones`` must not be empty.
+
+        Placing IDs in turn, each to a zone with the fewest (ties: the first listed), hands
+        out each zone's places at its count, then one above, and so on: all the places in the
+        order (count, the zone's place in the list). The broker gets the place whose rank is
+        the number of IDs with no zone below its own, counted from the pool's counts without
+        the zone it held before."""
+        counts = dict(self._counts)
+        old = self._known.get(node_id)
+        if old in counts:
+            counts[old] -= 1
+        rank = bisect_left(self._order, node_id)
+
+        def below(level: int) -> int:
+            """How many places lie under ``level``."""
+            return sum(max(level - count, 0) for count in counts.values())
+
+        # below(low) <= rank < below(high): the zone with the fewest has rank + 1 places under
+        # its count + rank + 1.
+        low = min(counts.values())
+        high = low + rank + 1
+        while high - low > 1:
+            middle = (low + high) // 2
+            if below(middle) <= rank:
+                low = middle
+            else:
+                high = middle
+        at_low = [zone for zone, count in counts.items() if count <= low]
+        return at_low[rank - below(low)]
 
     def place(self, created: Mapping[int, str | None]) -> dict[int, str]:
         """The zones of the brokers ``created`` (each with its data's zone, or None for the

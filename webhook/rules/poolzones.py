@@ -228,13 +228,15 @@ def choose(
     store: Store,
     claims: Iterable[str] = (),
     creating: tuple[str, str] | None = None,
+    balance: Balance | None = None,
 ) -> Choice:
     """The zone of broker ``node_id``: where its claims' data is (a zone all of them allow),
     else the fewest.
 
     ``claims``: its claims by name (a pod's mounted ones; for a claim being created, every
     claim of that ID the view holds); one being deleted holds no data for it (the operator
-    makes a new one). ``creating``: (name, uid) of a claim being created.
+    makes a new one). ``creating``: (name, uid) of a claim being created. ``balance``: the
+    pool's :func:`pool_balance`, when the caller asks of many brokers of the same view.
     """
     if not policy.zones:
         raise Denied(
@@ -246,8 +248,9 @@ def choose(
     if (data := _data_choice(namespace, policy, claims, store, creating)) is not None:
         return data
     # Its own zone is what is being chosen: its pod is created anew.
-    placed = pool_balance(namespace, policy, store=store).place({node_id: None})
-    return Choice(placed[node_id], "fewest")
+    if balance is None:
+        balance = pool_balance(namespace, policy, store=store)
+    return Choice(balance.fewest(node_id), "fewest")
 
 
 def pool_balance(namespace: str, policy: PoolPolicy, *, store: Store) -> Balance:

@@ -230,6 +230,8 @@ def pool_slots(pool: KafkaNodePoolInfo, *, store: Store) -> Plan:
     key, namespace = policy.key, pool.namespace
     by_zone = _by_zone(store.nodes, key, store)
     where = members(namespace, policy, store=store)
+    # One pool, one view: its counts are worked out once, for every broker's fewest.
+    balance = pool_balance(namespace, policy, store=store) if policy.zones else None
     found: list[Slot] = []
     on: dict[str, list[tuple[int, int, str | None]]] = {}
     for node_id in sorted(pool.node_ids if pool.node_ids is not None else where):
@@ -237,7 +239,9 @@ def pool_slots(pool: KafkaNodePoolInfo, *, store: Store) -> Plan:
         claims = id_claims(namespace, node_id, policy=policy, store=store)
         try:  # the call /mutate makes for its pod: its mounted claims, else the pool's fewest
             mounted = list(pod.claims) if pod is not None else claims
-            choice = choose(namespace, node_id, policy=policy, store=store, claims=mounted)
+            choice = choose(
+                namespace, node_id, policy=policy, store=store, claims=mounted, balance=balance
+            )
             recreated: str | None = choice.zone
             fewest = choice.why == "fewest"
         except Denied:
@@ -248,10 +252,10 @@ def pool_slots(pool: KafkaNodePoolInfo, *, store: Store) -> Plan:
         on.setdefault(node, []).append((len(found), node_id, None if fewest else recreated))
         found.append(Slot(node, where.get(node_id), homes, recreated, False, local, None, fewest))
     refill = None
-    if policy.zones:  # else no broker has a zone to go to
+    if balance is not None:  # no zones: no broker has a zone to go to
         in_zone = {zone: frozenset(nodes) for zone, nodes in by_zone.items()}
         fewest_on = frozenset(s.node for s in found if s.fewest)
-        refill = Refill(pool_balance(namespace, policy, store=store), in_zone, on, fewest_on)
+        refill = Refill(balance, in_zone, on, fewest_on)
     return Plan(found, key, refill)
 
 
