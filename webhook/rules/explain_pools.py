@@ -40,6 +40,7 @@ from webhook.rules.decision import Decision, MetadataAnnotation
 from webhook.rules.explain import SIZES, namespace_refusal
 from webhook.rules.poolaudit import BrokerRow, broker_row
 from webhook.rules.poolguard import counts, order_for
+from webhook.rules.poolplan import Balance
 from webhook.rules.poolscaling import (
     mutate_pool_update,
     validate_pool_scale,
@@ -52,6 +53,7 @@ from webhook.rules.poolzones import (
     choose,
     id_claims,
     members,
+    pool_balance,
     pool_policy,
 )
 
@@ -182,12 +184,17 @@ def _guard_why(row: BrokerRow, zone: str | None, data: Choice) -> str:
 
 
 def _broker(
-    node_id: int, *, policy: PoolPolicy, store: Store, where: dict[int, str | None]
+    node_id: int,
+    *,
+    policy: PoolPolicy,
+    store: Store,
+    where: dict[int, str | None],
+    balance: Balance | None = None,
 ) -> Broker:
     namespace = policy.pool.namespace
     row = broker_row(namespace, node_id, policy, store)
     claims = id_claims(namespace, node_id, policy=policy, store=store)
-    chosen = choose(namespace, node_id, policy=policy, store=store, claims=claims)
+    chosen = choose(namespace, node_id, policy=policy, store=store, claims=claims, balance=balance)
     guarded = where.get(node_id)
     why = _guard_why(row, guarded, chosen)
     if chosen.why == "data":
@@ -274,7 +281,11 @@ def explain_pool(
     try:
         where = members(namespace, policy, store=store)
         node_ids = sorted(pool.node_ids if pool.node_ids is not None else where)
-        brokers = tuple(_broker(i, policy=policy, store=store, where=where) for i in node_ids)
+        # Every broker's fewest is asked of the same view: its counts are worked out once.
+        balance = pool_balance(namespace, policy, store=store) if policy.zones else None
+        brokers = tuple(
+            _broker(i, policy=policy, store=store, where=where, balance=balance) for i in node_ids
+        )
         sizes = _sizes(pool, policy, store, excluded)
     except Denied as err:  # no zones known: nothing can be placed
         return PoolExplanation(_head(pool, policy), problem=err.message)
