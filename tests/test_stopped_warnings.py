@@ -1,7 +1,7 @@
-"""A workload scaled to zero by an UPDATE is told what its ``/scale`` to zero is told, no more:
-a set, an Advanced StatefulSet and a KafkaNodePool alike. At zero every zone is empty on
-purpose, so "fewer replicas than zones leaves a zone empty" and "its pods there wait for a
-node" speak of members it no longer has.
+"""A workload scaled to zero by an UPDATE is told what its ``/scale`` to zero is told, no more,
+and one created at zero is told neither: a set, an Advanced StatefulSet and a KafkaNodePool
+alike. At zero every zone is empty on purpose, so "fewer replicas than zones leaves a zone
+empty" and "its pods there wait for a node" speak of members it does not have.
 
 The view: nodes in three zones (none in the fourth, which one zone list names); each workload
 has one member on a node of each of the three.
@@ -10,7 +10,9 @@ has one member on a node of each of the three.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,7 @@ from webhook.config import Defaults
 from webhook.model.nodepools import nodepool_info
 from webhook.rules import admission
 from webhook.rules.admission import Request
+from webhook.wire import review
 
 #: The workload's zone list: the three zones of the nodes, or those and one with no node.
 COVERED, UNCOVERED = 3, 4
@@ -121,3 +124,54 @@ def test_an_update_to_zero_is_warned_as_its_scale_to_zero_is(
     assert any(w.startswith(says) for w in scaled), scaled
     assert not any("leaves a zone empty" in w or "wait for one" in w for w in scaled), scaled
     assert workload(listed, by="update") == scaled
+
+
+#: Listed zones: a, b and c hold a node each (:func:`_created`), d none.
+FOUR = "zone-a,zone-b,zone-c,zone-d"
+THIN = "replica(s) for 4 zones leaves a zone empty"
+NO_NODE = "no node in zone(s) zone-d"
+#: Read only in node-ordinal mode: a set in affinity mode is warned that it does nothing.
+UNREAD = {"stszone.io/node-label": "example.io/node"}
+
+
+def _recorded(path: str, *, replicas: int, annotations: dict[str, str]) -> dict[str, Any]:
+    """A CREATE a real API server sent (tests/fixtures/), at ``replicas``, with ``annotations``."""
+    body: dict[str, Any] = json.loads((b.FIXTURES / path).read_text())
+    obj = body["request"]["object"]
+    obj["spec"]["replicas"] = replicas
+    obj["metadata"].setdefault("annotations", {}).update(annotations)
+    return body
+
+
+def _created(kind: str, replicas: int) -> tuple[str, ...]:
+    """The warnings of the chain (mutate, then validate) for a CREATE of a ``kind`` listing
+    :data:`FOUR`, in a view with a node in zone-a, zone-b and zone-c."""
+    zones = {"stszone.io/zones": FOUR}
+    if kind == "StatefulSet":
+        body = b.review(b.statefulset(replicas=replicas, annotations={**zones, **UNREAD}))
+    elif kind == "Advanced StatefulSet":
+        path = "kruise/admission/001-all-StatefulSet-CREATE-web.json"
+        body = _recorded(path, replicas=replicas, annotations={**zones, **UNREAD})
+    else:
+        path = "strimzi/admission/002-all-KafkaNodePool-CREATE-broker.json"
+        body = _recorded(path, replicas=replicas, annotations=zones)
+    store = store_from_objects([b.node(f"n{z}", f"zone-{z}") for z in "abc"])
+    answer = review.chain(review.from_dict(body), store=store, defaults=Defaults())
+    assert answer.allowed, answer.message
+    return answer.warnings
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Advanced StatefulSet", "KafkaNodePool"])
+def test_a_workload_created_at_zero_is_not_warned_of_a_zone_left_empty(kind: str) -> None:
+    """Created with two members, each kind hears that a listed zone gets none and that zone-d
+    has no node; created with none, neither: it holds no zone, and no pod of it waits. A set's
+    annotation that its mode does not read is still said at zero."""
+    two = _created(kind, 2)
+    assert any(THIN in w for w in two) and any(NO_NODE in w for w in two), two
+    zero = _created(kind, 0)
+    assert not any(THIN in w or NO_NODE in w for w in zero), zero
+    if kind != "KafkaNodePool":
+        assert any("stszone.io/node-label 'example.io/node' does nothing" in w for w in zero), zero
+        assert len(zero) == 1, zero
+    else:
+        assert zero == (), zero

@@ -19,9 +19,9 @@ The pool's ``stszone.io/*`` annotations are checked here too, on CREATE and on a
 changes them, and warned of on one that leaves them malformed (:func:`pool_annotation_problems`),
 read as every path reads them (:func:`webhook.rules.poolzones.pool_annotations`); CREATE and
 UPDATE are warned, as a StatefulSet's are, of fewer replicas than zones and of a listed zone
-with no node (:func:`pool_spread_warnings`), except an UPDATE to zero, warned as its ``/scale``
-is. A request reads them once (:func:`written`): the check, the guard and the warnings then
-judge one policy.
+with no node (:func:`pool_spread_warnings`), except at zero brokers (an UPDATE to zero is
+warned as its ``/scale`` is). A request reads them once (:func:`written`): the check, the guard
+and the warnings then judge one policy.
 """
 
 from __future__ import annotations
@@ -184,11 +184,10 @@ def pool_spread_warnings(
 ) -> tuple[str, ...]:
     """A StatefulSet's warnings of the pool as written (fewer replicas than zones, a listed
     zone with no node), on its annotations as every path reads them (``read``); none while it
-    is deleted, when the operator creates no broker, nor on an UPDATE to zero brokers, which is
-    warned as its ``/scale`` to zero is (:func:`_emptied`): no broker is left to be in a zone."""
+    is deleted, when the operator creates no broker, nor at zero brokers, created so or scaled
+    there (an UPDATE to zero is warned as its ``/scale`` to zero is, :func:`_emptied`): no
+    broker is in a zone (:func:`~webhook.rules.zonelist.spread_warnings`)."""
     if old is not None and objects.mapping(old, "metadata").get("deletionTimestamp"):
-        return ()
-    if old is not None and _replicas(obj) <= 0:
         return ()
     name = objects.string(objects.mapping(obj, "metadata"), "name") or "(unnamed)"
     zones = zone_list(read.declared, store=store)

@@ -93,8 +93,8 @@ def validate_statefulset(
     required node affinity or ``spec.nodeName`` excludes listed zones (or, in node-ordinal
     mode, ordinal labels);
     a scale-down that drops a zone. Warned: fewer replicas than zones; a listed zone with no
-    node (a node pool at zero, say), neither on an UPDATE to zero replicas, which is warned as
-    its ``/scale`` is; a changed zone list.
+    node (a node pool at zero, say), neither of a set of zero replicas, created so or scaled
+    there (an UPDATE to zero is warned as its ``/scale`` is); a changed zone list.
     """
     meta = objects.mapping(sts, "metadata")
     name = objects.string(meta, "name") or "(unnamed)"
@@ -135,9 +135,7 @@ def validate_statefulset(
         if not _unchanged(old, annotations=annotations, template=info):
             return refuse(excluded, reason="ZoneConflict")
         warnings += (f"{excluded} (unchanged by this update)",)
-    # An update that leaves the set no member is told what its /scale to zero is told: at
-    # zero no zone is held and no pod waits for a node, so neither warning says anything.
-    if declared.mode != "node-ordinal" and not ending and (old is None or info.replicas):
+    if declared.mode != "node-ordinal" and not ending:
         warnings += spread_warnings(name, info.replicas, declared, policy.zones, store=store)
     if old is None or before is None:
         return allow(warnings=warnings)

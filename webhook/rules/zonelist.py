@@ -43,8 +43,9 @@ def spread_warnings(
 ) -> tuple[str, ...]:
     """The warnings of a set or pool of ``replicas`` members over ``zones``: fewer members than
     zones leave one empty; a listed zone no node is in now makes its members wait (never a
-    denial: a node pool at zero)."""
-    if not zones:
+    denial: a node pool at zero). None of a workload of no member, created so or scaled
+    there: it holds no zone, so it empties none, and no pod of it waits for a node."""
+    if not zones or replicas <= 0:
         return ()
     k = len(zones)
     said: tuple[str, ...] = ()
