@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +97,8 @@ def test_audit_tells_of_an_advanced_statefulset_at_zero_replicas(
     cluster = saved(tmp_path, kruise_set(0, reserve), *pods)
     status, out = run(capsys, "audit", "--cluster", cluster)
     assert status == 0
-    head = "Advanced StatefulSet shop/web: mode affinity, zones zone-a,zone-b,zone-c, replicas 0"
-    assert f"{head}\n" in out
+    head = f"{KRUISE_HEAD} 0 (no members)"
+    assert f"{head}\n  zones held now: (none)" in out
     assert "zones held now: (none); lowest replica count that keeps every zone: 0" in out
     assert out.rstrip().endswith("Every audited pod is where stszone expects it.")
     status, out = run(capsys, "audit", "--cluster", cluster, "-o", "json")
@@ -121,11 +121,11 @@ def test_explain_tells_of_an_advanced_statefulset_at_zero_replicas(
     cluster = saved(tmp_path, kruise_set(0, reserve), kruise_pod(0, "a1"))
     status, out = run(capsys, "explain", "--cluster", cluster, "asts/web")
     assert status == 0
-    assert out.splitlines()[0] == f"{KRUISE_HEAD} 0"
+    assert out.splitlines() == [f"{KRUISE_HEAD} 0 (no members)"]
     assert "scale-down" not in out
     status, out = run(capsys, "explain", "--cluster", cluster, "pod/web-0")
     assert status == 0
-    assert out.splitlines()[0] == f"Pod shop/web-0: ordinal 0 of {KRUISE_HEAD} 0"
+    assert out.splitlines()[0] == f"Pod shop/web-0: ordinal 0 of {KRUISE_HEAD} 0 (no members)"
     assert "not a member now (no members): the guard does not count it" in out
 
 
@@ -181,6 +181,68 @@ def test_audit_says_when_it_shows_the_first_members_only(
     status, out = run(capsys, "audit", "--cluster", saved(tmp_path, small))
     assert status == 0
     assert "(the first" not in out
+
+
+# --- one member, none: headings and tables -------------------------------------------------
+
+
+APPS_HEAD = "StatefulSet shop/db: mode affinity, zones zone-a,zone-b,zone-c, replicas"
+
+
+def _apps(replicas: int) -> JSON:
+    return r.statefulset(replicas)
+
+
+def _kruise(replicas: int) -> JSON:
+    return kruise_set(replicas, [0])
+
+
+@pytest.mark.parametrize(
+    ("make", "replicas", "target", "head", "outsider"),
+    [
+        (_apps, 0, "sts/db", f"{APPS_HEAD} 0 (no members)", "pod/db-4"),
+        (_apps, 1, "sts/db", f"{APPS_HEAD} 1 (ordinal 0)", "pod/db-4"),
+        (_kruise, 0, "asts/web", f"{KRUISE_HEAD} 0 (no members)", "pod/web-4"),
+        (_kruise, 1, "asts/web", f"{KRUISE_HEAD} 1 (live ordinal 1)", "pod/web-4"),
+    ],
+    ids=["StatefulSet at 0", "StatefulSet at 1", "Advanced at 0", "Advanced at 1"],
+)
+def test_a_workload_of_one_member_or_none_reads_naturally(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    make: Callable[[int], JSON],
+    replicas: int,
+    target: str,
+    head: str,
+    outsider: str,
+) -> None:
+    """explain and audit head the workload with its one member ("ordinal 0", never "ordinals
+    0-0"; the Advanced StatefulSet reserves 0, so its one member is 1) or "no members", and
+    print no table header over no rows; a pod outside the members is told the same span."""
+    cluster = saved(tmp_path, make(replicas))
+    for command in (["explain", "--cluster", cluster, target], ["audit", "--cluster", cluster]):
+        status, out = run(capsys, *command)
+        assert status == 0, out
+        assert f"{head}\n" in out, out
+        assert ("ORDINAL" in out) == (replicas == 1), out
+    status, out = run(capsys, "explain", "--cluster", cluster, outsider)
+    assert status == 0, out
+    span = head[head.index("(") + 1 : -1]
+    assert f"not a member now ({span}): the guard does not count it" in out, out
+
+
+def test_nothing_prints_a_table_header_over_no_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pool at zero brokers (audit and explain) and a set at zero replicas (rebalance's
+    plan): the heading and the counts, no column header."""
+    cluster = saved(tmp_path, pool(0, []), r.statefulset(0))
+    for command in (["audit"], ["explain", "knp/broker"], ["rebalance"]):
+        status, out = run(capsys, *command, "--cluster", cluster)
+        assert status == 0, out
+        assert "NODE ID" not in out and "ORDINAL" not in out, out
+    status, out = run(capsys, "explain", "--cluster", cluster, "knp/broker")
+    assert out.splitlines()[1] == "  brokers per zone: zone-a 0, zone-b 0, zone-c 0", out
 
 
 # --- stszone rebalance -----------------------------------------------------------------------

@@ -219,7 +219,11 @@ def settings_from(args: argparse.Namespace, *, environ: Mapping[str, str] = os.e
 def table_lines(
     header: Sequence[str], rows: Sequence[Sequence[str]], *, indent: str = "  "
 ) -> list[str]:
-    """Columns padded to their widest cell, as kubectl prints them."""
+    """Columns padded to their widest cell, as kubectl prints them; no lines for no rows (a
+    workload at zero replicas): a header over nothing reads as a table that failed to print,
+    and the line above says there are no members."""
+    if not rows:
+        return []
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     return [
         indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()

@@ -42,7 +42,7 @@ from webhook.rules.placement import (
     walked_members,
     workload_kind,
 )
-from webhook.rules.text import LIVE_SHOWN, some
+from webhook.rules.text import LIVE_SHOWN, live_span, ordinal_span
 
 #: Smaller sizes judged one by one, nearest first (each is one guard answer).
 SIZES: Final = 64
@@ -284,10 +284,9 @@ def explain_pod(
     live = policy.live
     span = ""
     if live is not None and ordinal not in live:
-        shown = list(islice(live, 5))
-        span = f"live ordinals {some(shown, live.replicas, shown=5)}" if shown else "no members"
+        span = live_span(list(islice(live, LIVE_SHOWN)), live.replicas)
     elif live is None and ordinal not in members:  # left over, or asked before a scale-up
-        span = f"ordinals {members.start}-{members.stop - 1}" if members else "no members"
+        span = ordinal_span(members.start, len(members))
     if span:
         member = _outside(member, name, span, kind=policy.kind)
     return PodExplanation(

@@ -29,12 +29,26 @@ def some(items: Sequence[object], count: int, *, shown: int = SHOWN) -> str:
     return joined(named)
 
 
+def ordinal_span(first: int, count: int) -> str:
+    """``count`` ordinals from ``first``: ``"ordinals 3-5"``, ``"ordinal 3"`` (a range of one
+    reads as one ordinal, never ``3-3``), or ``"no members"``."""
+    if count <= 0:
+        return "no members"
+    if count == 1:
+        return f"ordinal {first}"
+    return f"ordinals {first}-{first + count - 1}"
+
+
+def live_span(live: Sequence[int], count: int) -> str:
+    """The first few of ``count`` live ordinals (an Advanced StatefulSet's, with gaps):
+    ``"live ordinals 0, 2 and 4 more"``, ``"live ordinal 2"``, or ``"no members"``."""
+    if count <= 0:
+        return "no members"
+    return f"live ordinal{'s' if count > 1 else ''} {some(live, count, shown=LIVE_SHOWN)}"
+
+
 def members_span(replicas: int, start: int, live: Sequence[int] | None) -> str:
-    """The members a workload's heading names: `` (ordinals 3-5)``, or where its ordinals are
-    ``live`` (reserveOrdinals leaves gaps) the first few, `` (live ordinals 0, 2 and 4 more)``;
-    "" at 0 replicas, which has none to name."""
-    if not replicas:
-        return ""
-    if live is not None:
-        return f" (live ordinals {some(live, replicas, shown=LIVE_SHOWN)})"
-    return f" (ordinals {start}-{start + replicas - 1})"
+    """The members a workload's heading names: `` (ordinals 3-5)``, `` (ordinal 3)``, or where
+    its ordinals are ``live`` (reserveOrdinals leaves gaps) the first few, `` (live ordinals
+    0, 2 and 4 more)``; `` (no members)`` at 0 replicas."""
+    return f" ({ordinal_span(start, replicas) if live is None else live_span(live, replicas)})"
