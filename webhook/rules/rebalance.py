@@ -2,7 +2,7 @@
 
 Pure: it reads the same facts as the scale-down guard and the audit (where each ordinal is, from
 :class:`~webhook.rules.locate.Locator`; what pins it, from
-:func:`~webhook.rules.locate.volume_zones`) plus the health the one-shot command lists
+:func:`~webhook.rules.pinned.volume_zones`) plus the health the one-shot command lists
 (:class:`~webhook.model.state.LiveState`). Each member whose pod runs outside its rule zone
 (``zones[(i - start) mod k]`` for ordinal ``i`` of an ``apps/v1`` StatefulSet; for an OpenKruise
 Advanced StatefulSet, ``zones[rank mod k]`` among its live ordinals,
@@ -36,7 +36,8 @@ from webhook.model.state import LiveState
 from webhook.model.store import Store
 from webhook.rules.auditscope import audited
 from webhook.rules.blockers import owned_claims, set_blockers, some, unplanned, zone_blocker
-from webhook.rules.locate import Locator, volume_zones
+from webhook.rules.locate import Locator
+from webhook.rules.pinned import volume_zones
 from webhook.rules.placement import (
     Policy,
     claim_name,
