@@ -45,22 +45,70 @@ def test_a_template_bound_to_a_node_of_the_cluster_is_judged_on_it(
     assert line == "  own constraints: allow a of a, b, c", line
 
 
-def test_a_set_being_deleted_is_not_said_to_strand_its_pods(
+def _pinned(tmp_path: Path, *, deleting: bool) -> str:
+    """A saved cluster: set pinned (3 replicas, zones a, b, c) whose template is bound to
+    ghost, a node the cluster lacks; pinned-0 has no pod, pinned-1 is Pending with no node,
+    pinned-2 is bound to ghost. ``deleting``: the set has a deletionTimestamp."""
+    sts = b.statefulset("pinned", replicas=3, annotations={"stszone.io/zones": "a,b,c"})
+    sts["spec"]["template"]["spec"]["nodeName"] = "ghost"
+    if deleting:
+        sts["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z"
+        sts["metadata"]["finalizers"] = ["foregroundDeletion"]
+    nodes = [b.node("n1", "a"), b.node("n2", "b"), b.node("n3", "c")]
+    pods = [b.sts_pod("pinned", 1), b.sts_pod("pinned", 2, node="ghost")]
+    path = tmp_path / f"cluster-{deleting}.json"
+    items = [*nodes, sts, *pods]
+    path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+    return str(path)
+
+
+def _explained(path: str, target: str, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    """The lines of `stszone explain TARGET` by their label (``own constraints``, ``guard``)."""
+    assert main(["explain", "--cluster", path, "-n", "ns", target]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    pairs = (line.split(": ", 1) for line in lines if ": " in line)
+    return {label.strip(): said.strip() for label, said in pairs}
+
+
+def test_a_set_being_deleted_strands_its_members_as_a_live_set_does(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The same template bound to ghost, the set being deleted: its controller makes no pod
-    any more, so none is stranded on ghost, as the guard and the audit count it (the members
-    hold zones as usual); explain's constraints line says no "run nowhere" either."""
-    sts = b.statefulset("pinned", replicas=2, annotations={"stszone.io/zones": "a,b,c"})
-    sts["spec"]["template"]["spec"]["nodeName"] = "ghost"
-    sts["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z"
-    sts["metadata"]["finalizers"] = ["foregroundDeletion"]
-    nodes = [b.node("n1", "a"), b.node("n2", "b"), b.node("n3", "c")]
-    path = tmp_path / "cluster.json"
-    items = [*nodes, sts, b.sts_pod("pinned", 1)]
-    path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
-    assert main(["explain", "--cluster", str(path), "pinned-1"]) == 0
-    out = capsys.readouterr().out
-    assert "run nowhere" not in out and "never runs" not in out, out
-    assert main(["explain", "--cluster", str(path), "pinned-1", "-o", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["missingNode"] is None
+    """The same template bound to ghost, with and without a deletionTimestamp: explain says
+    of the set being deleted what it says of the live one -- its template binds pods to a
+    node that does not exist (not that it allows every zone), and a member with no pod, or
+    with a pod on ghost, holds no zone and is counted nowhere -- and adds that the set is
+    being deleted. The pending pod with no node yet is counted by the rule in both."""
+    live, ending = _pinned(tmp_path, deleting=False), _pinned(tmp_path, deleting=True)
+    for target in ("pod/pinned-0", "pod/pinned-1", "pod/pinned-2"):
+        was = _explained(live, target, capsys)
+        now = _explained(ending, target, capsys)
+        said = was["own constraints"]
+        assert said.startswith("bind its pods to node ghost (spec.nodeName), which does not exist")
+        assert now["own constraints"].startswith(f"{said}; the StatefulSet is being deleted")
+        held = now["guard"].startswith("holds no zone: ")
+        assert held == was["guard"].startswith("holds no zone: ") == (target != "pod/pinned-1")
+    for target in ("pod/pinned-0", "pod/pinned-2"):
+        guard = _explained(ending, target, capsys)["guard"]
+        assert guard.startswith("holds no zone: "), guard
+        assert "StatefulSet is being deleted" in guard and "missing node ghost" in guard, guard
+    assert _explained(ending, "pod/pinned-1", capsys)["guard"].startswith("not running: ")
+    for path, deleting in ((live, False), (ending, True)):
+        assert main(["explain", "--cluster", path, "-n", "ns", "pod/pinned-0", "-o", "json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert (data["missingNode"], data["deleting"]) == ("ghost", deleting)
+        assert (data["member"]["guard"]["zone"], data["member"]["guard"]["neverRuns"]) == (
+            None,
+            True,
+        )
+        assert main(["explain", "--cluster", path, "sts/pinned"]) == 0
+        rows = capsys.readouterr().out.splitlines()[2:5]
+        assert [row.split()[0] for row in rows] == ["0", "1", "2"], rows
+        assert [row.endswith("none (never runs)") for row in rows] == [True, False, True], rows
+    # The audit counts the members alike: only pinned-1's rule zone, pending with no node yet.
+    # The live set's template is its problem (exit 1); the one being deleted makes no pod.
+    zones_held: list[list[str]] = []
+    for path, status in ((live, 1), (ending, 0)):
+        assert main(["audit", "--cluster", path, "-o", "json"]) == status
+        (pinned,) = json.loads(capsys.readouterr().out)["statefulsets"]
+        zones_held.append(pinned["zonesHeld"])
+    assert zones_held == [["b"], ["b"]], zones_held

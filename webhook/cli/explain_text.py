@@ -59,6 +59,8 @@ def pod_text(explained: PodExplanation) -> str:
             f"bind its pods to node {explained.missing_node} (spec.nodeName), which does not "
             "exist, so they run nowhere"
         )
+        if explained.deleting:
+            constraints += f"; {being_deleted(workload.kind)}"
     elif allowed is None:
         constraints = "name no zone"
     elif row.expected_zone is not None and row.expected_zone not in allowed:
@@ -150,6 +152,7 @@ def pod_json(explained: PodExplanation) -> dict[str, Any]:
         "member": _member_json(member) if member is not None else None,
         "allowedZones": list(allowed) if allowed is not None else None,
         "missingNode": explained.missing_node or None,
+        "deleting": explained.deleting,
     }
 
 

@@ -100,10 +100,11 @@ class PodExplanation:
     #: The listed zones the pod template's own constraints allow (None: it names no zone).
     allowed_zones: tuple[str, ...] | None = None
     left_alone: str = ""
-    #: The pod template's ``spec.nodeName`` when the cluster has no node of that name
-    #: (:func:`~webhook.rules.locate.missing_node`; "" else): the zones it allows are not
-    #: judged (a node of that name may yet join), but no pod runs.
+    #: The template's ``spec.nodeName`` of a node the cluster lacks, its set being deleted or
+    #: not (:attr:`.Locator.bound_to`; "" else): one of that name may yet join, so the zones it
+    #: allows are not judged, but no pod runs. ``deleting``: its set makes no pod at all.
     missing_node: str = ""
+    deleting: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +297,8 @@ def explain_pod(
         member,
         _allowed_zones(sts, policy, store),
         left_alone=refused,
-        missing_node=where.stranded,
+        missing_node=where.bound_to,
+        deleting=where.ending,
     )
 
 

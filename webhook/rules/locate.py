@@ -33,6 +33,8 @@ PodGC deletes it for the controller to make it there again. So an ordinal withou
 (none, or one going away) holds no zone -- source ``stranded``, zone None -- and its zone is not
 unknown either: no fact is missing, it runs nowhere. Its data and the rule do not count it, as
 its pod never reaches them; a pod already running on a node of the cluster still holds its zone.
+A set being deleted with such a template strands its members alike, the message saying that no
+pod is made for them: 2 and 3 would count them where no pod of theirs can ever run.
 
 Every unknown carries the reason, in words a person can act on ("node n7 has no label
 topology.kubernetes.io/zone"). The scale-down guard, ``stszone audit`` and node removal all use
@@ -117,6 +119,7 @@ class Locator:
     once per set, so locating many ordinals shares the lookups."""
 
     __slots__ = (
+        "bound_to",
         "ending",
         "going",
         "key",
@@ -136,11 +139,12 @@ class Locator:
         held = store.statefulset(namespace, policy.statefulset, policy.group)
         #: The set is being deleted: its controller replaces no pod.
         self.ending = held is not None and held.deleting
+        #: The missing node its template binds pods to, the set being deleted or not ("": none).
+        gone = held is not None and store.node_gone(held.node_name)
+        self.bound_to = held.node_name if held is not None and gone else ""
         #: :func:`missing_node` (``stranded``, when the caller has read it for the set): an
         #: ordinal without a running pod holds no zone ("": none).
-        self.stranded = (
-            missing_node(namespace, policy, store=store) if stranded is None else stranded
-        )
+        self.stranded = ("" if self.ending else self.bound_to) if stranded is None else stranded
         pods = store.set_pods(namespace, policy.statefulset, policy.group)
         self.pods, self.going = pods.by_name, pods.going
         self.nodes = store.nodes
@@ -174,6 +178,9 @@ class Locator:
                 f"its pod, when made, is bound to the missing node {self.stranded} by the pod "
                 f"template's spec.nodeName: it {_NEVER}",
             )
+        if pod is None and self.bound_to:  # being deleted: no pod is made for it at all
+            why = f"no pod is made for it: its {self.policy.kind} is being deleted{self._bound}"
+            return Located(ordinal, None, "stranded", why)
         if pod is None:
             return self._unscheduled(ordinal, controller_claims(ordinal, policy=self.policy))
         if pod.going or self.store.node_gone(pod.node):
@@ -258,6 +265,8 @@ class Locator:
         after = self._unscheduled(ordinal, pod.claims if self.ending else kept)
         if self.ending:
             ends = f"{head}; nothing replaces it: its {self.policy.kind} is being deleted"
+            if self.bound_to:
+                return Located(ordinal, None, "stranded", ends + self._bound, pod.node)
             if after.zone is None:
                 why = f"{ends}; its zone is unknown: {after.detail}"
                 return Located(ordinal, None, "unknown", why, pod.node)
@@ -282,6 +291,14 @@ class Locator:
                 f"deleted with {pod.name}, and a new one made"
             )
         return Located(ordinal, after.zone, "replacement", goes, pod.node)
+
+    @property
+    def _bound(self) -> str:
+        """What the template of a set being deleted would do with a pod (:attr:`bound_to`)."""
+        return (
+            f", and its pod template binds every pod to the missing node {self.bound_to} "
+            "(spec.nodeName), where none runs"
+        )
 
     def _goes(self, claim: str) -> bool:
         """Whether ``claim`` is deleted with the pod mounting it (:attr:`ClaimInfo.going`)."""
