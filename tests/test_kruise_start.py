@@ -23,12 +23,15 @@ from webhook.rules.audit import audit
 OBJECTS = Path(__file__).parent / "fixtures" / "kruise" / "objects"
 
 
-def _store(*, gate: bool) -> Store:
-    """web: replicas 3, ordinal 1 reserved, ``spec.ordinals.start: 3``."""
+def _store(*, gate: bool, start: int = 3, malformed: bool = False) -> Store:
+    """web: replicas 3, ordinal 1 reserved, ``spec.ordinals.start: 3`` (or ``start``);
+    ``malformed``: its ``stszone.io/mode`` names no mode."""
     (sts,) = json.loads((OBJECTS / "statefulsets.v1beta1.json").read_text())["items"]
     sts = copy.deepcopy(sts)
     sts["metadata"].setdefault("annotations", {})["stszone.io/zones"] = "a,b,c"
-    sts["spec"]["ordinals"] = {"start": 3}
+    if malformed:
+        sts["metadata"]["annotations"]["stszone.io/mode"] = "nope"
+    sts["spec"]["ordinals"] = {"start": start}
     namespace = {
         "kind": "Namespace",
         "apiVersion": "v1",
@@ -60,3 +63,20 @@ def test_explain_json_says_the_start_the_members_have(
     store = _store(gate=gate)
     assert run_explain(store, kind="asts", name="web", namespace="shop", output="json") == 0
     assert json.loads(capsys.readouterr().out)["start"] == start
+
+
+@pytest.mark.parametrize(
+    ("gate", "spec_start", "start"), [(False, 3, 0), (False, -3, 0), (True, 3, 3), (True, -3, -3)]
+)
+def test_a_malformed_sets_json_says_the_start_the_members_have(
+    gate: bool, spec_start: int, start: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Malformed annotations leave audit and explain no policy to read the start from: both
+    give the start the members have all the same, the one stszone counts them from (0 without
+    the gate, whatever spec.ordinals.start says), next to the problem, never the raw field."""
+    store = _store(gate=gate, start=spec_start, malformed=True)
+    (data,) = render_json(audit(store))["statefulsets"]
+    assert (data["start"], data["problem"] is not None) == (start, True)
+    assert run_explain(store, kind="asts", name="web", namespace="shop", output="json") == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert (explained["start"], explained["problem"] is not None) == (start, True)

@@ -43,6 +43,7 @@ from webhook.rules.auditscope import audited, audited_pools, audits, scope
 from webhook.rules.locate import Located, Locator, missing_node
 from webhook.rules.placement import (
     Policy,
+    kruise_live,
     place_by_mode,
     resolve_policy,
     walked_members,
@@ -256,6 +257,10 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
     try:
         policy = resolve_policy(sts.namespace, sts.name, store=store, group=sts.group)
     except Denied as err:
+        # No policy gives the start: the members' own, as a well-formed set's report has it
+        # (an Advanced StatefulSet's spec.ordinals.start counts only with the gate).
+        live = KINDS[sts.group].live_ordinals
+        start = kruise_live(sts, store=store).start if live else sts.start
         return SetReport(
             group=sts.group,
             namespace=sts.namespace,
@@ -263,7 +268,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
             mode="?",
             zones=(),
             replicas=sts.replicas,
-            start=sts.start,
+            start=start,
             rows=(),
             held=(),
             lowest=None,
