@@ -5,13 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.cli.options import table_lines
-from webhook.rules.explain import (
-    Member,
-    PodExplanation,
-    SizeAnswer,
-    Workload,
-    WorkloadExplanation,
-)
+from webhook.rules.explain import Member, PodExplanation, Workload, WorkloadExplanation
+from webhook.rules.explain_sizes import SizeAnswer
 from webhook.rules.text import members_span
 from webhook.rules.verdict import being_deleted
 

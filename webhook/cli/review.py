@@ -26,7 +26,7 @@ from webhook.model.objects import JSON
 from webhook.model.store import Store
 from webhook.rules.admission import Endpoint, Request
 from webhook.rules.decision import allow
-from webhook.rules.explain import namespace_refusal
+from webhook.rules.explain_sizes import namespace_refusal
 from webhook.rules.plan import skipped
 from webhook.wire import review
 

@@ -11,12 +11,11 @@ count (allowed with its warnings, or refused with the denial's message), so a pe
 which sizes are safe and why before asking for one.
 
 Everything comes from the rules the webhook runs: :mod:`webhook.rules.audit` for the members,
-:mod:`webhook.rules.locate` for the guard's facts, :func:`webhook.rules.scaling.judge` for the
-answers, so explain and the webhook never disagree.
+:mod:`webhook.rules.locate` for the guard's facts, :mod:`webhook.rules.explain_sizes` for the
+answers (the guard's own), so explain and the webhook never disagree.
 
-The parts that depend on the kind of workload (which object owns a pod, how a size becomes
-the ranges of members kept and removed) are in :class:`StatefulSets`; other ordinal workloads
-(Strimzi node pools, Advanced StatefulSets) plug in beside it.
+The parts that depend on the kind of workload (which object owns a pod) are in
+:class:`StatefulSets`; Strimzi node pools have their own (:mod:`webhook.rules.explain_pools`).
 """
 
 from __future__ import annotations
@@ -32,7 +31,8 @@ from webhook.model.kruise import GROUP as KRUISE
 from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.store import Store
-from webhook.rules import audit, fit, kruise, scaling
+from webhook.rules import audit, fit
+from webhook.rules.explain_sizes import SIZES, SizeAnswer, namespace_refusal, ranges, sizes
 from webhook.rules.locate import SCHEDULED, Located, Locator
 from webhook.rules.placement import (
     Policy,
@@ -43,9 +43,6 @@ from webhook.rules.placement import (
     workload_kind,
 )
 from webhook.rules.text import LIVE_SHOWN, live_span, ordinal_span
-
-#: Smaller sizes judged one by one, nearest first (each is one guard answer).
-SIZES: Final = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,17 +105,6 @@ class PodExplanation:
 
 
 @dataclass(frozen=True, slots=True)
-class SizeAnswer:
-    """The guard's answer to a scale-down to ``replicas``."""
-
-    replicas: int
-    allowed: bool
-    reason: str
-    message: str
-    warnings: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class WorkloadExplanation:
     """Each member, and the answer for each smaller size (``problem``: why there is none)."""
 
@@ -155,11 +141,6 @@ class StatefulSets:
             if found is not None:
                 return head, int(tail)
         return None
-
-    @staticmethod
-    def ranges(sts: StatefulSetInfo, replicas: int) -> tuple[range, range]:
-        """The members before and after a scale to ``replicas`` (the highest go first)."""
-        return range(sts.start, sts.start + sts.replicas), range(sts.start, sts.start + replicas)
 
 
 def _workload(sts: StatefulSetInfo, policy: Policy | None, *, store: Store) -> Workload:
@@ -243,15 +224,6 @@ def _allowed_zones(sts: StatefulSetInfo, policy: Policy, store: Store) -> tuple[
     return tuple(fit.allowed(selection, key, policy.zones, view=store))
 
 
-def namespace_refusal(store: Store, namespace: str, *, excluded: Collection[str]) -> str:
-    """Why stszone places nothing in ``namespace`` ("" when it does)."""
-    if namespace in excluded:
-        return f"namespace {namespace} is never intercepted (kube-system, stszone's own)"
-    if store.namespace_enabled(namespace) is False:
-        return f"namespace {namespace} is not opted in (label stszone.io/enabled=true)"
-    return ""
-
-
 def explain_pod(
     store: Store, namespace: str, name: str, *, excluded: Collection[str] = ()
 ) -> PodExplanation | None:
@@ -281,7 +253,7 @@ def explain_pod(
         return PodExplanation(namespace, name, workload, left_alone=err.message)
     where = Locator(namespace=namespace, policy=policy, store=store)
     member = _member(ordinal, policy=policy, store=store, where=where)
-    members = StatefulSets.ranges(sts, sts.replicas)[0]
+    members = ranges(sts, sts.replicas)[0]
     live = policy.live
     span = ""
     if live is not None and ordinal not in live:
@@ -299,57 +271,6 @@ def explain_pod(
         left_alone=refused,
         missing_node=where.bound_to,
         deleting=where.ending,
-    )
-
-
-def _answer(
-    sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int, *, refused: str = ""
-) -> SizeAnswer:
-    answer = _judged(sts, policy, store, replicas, refused=refused)
-    if not policy.malformed or refused or sts.skipped or not replicas:
-        return answer
-    # As the guard answers a Scale that the defaults judged (a scale to zero is not judged).
-    said = scaling.malformed_warning(sts.name, policy.malformed, by="scale", kind=policy.kind)
-    return replace(answer, warnings=(*answer.warnings, said))
-
-
-def _judged(
-    sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int, *, refused: str = ""
-) -> SizeAnswer:
-    if refused:  # the namespaceSelector never sends its requests to stszone
-        return SizeAnswer(replicas, True, "", "", (f"not judged: {refused}",))
-    if sts.skipped:  # its writes (the objectSelector) and its /scale are never judged
-        unjudged = f"not judged: the {policy.kind} is labelled {SKIP}=true"
-        return SizeAnswer(replicas, True, "", "", (unjudged,))
-    if policy.live is not None:  # an Advanced StatefulSet: its live sets before and after
-        before = policy.live
-        after = before.resized(replicas)
-        decided = kruise.judge_live(
-            sts.name,
-            before=before,
-            after=after,
-            namespace=sts.namespace,
-            old_policy=policy,
-            new_policy=policy._replace(live=after),
-            store=store,
-            sts=sts,
-        )
-        return SizeAnswer(
-            replicas, decided.allowed, decided.reason, decided.message, tuple(decided.warnings)
-        )
-    old, new = StatefulSets.ranges(sts, replicas)
-    outcome = scaling.judge(
-        sts.name,
-        old=old,
-        new=new,
-        namespace=sts.namespace,
-        policy=policy,
-        store=store,
-        allow_zone_loss=policy.declared.allow_zone_loss,
-        sts=sts,
-    )
-    return SizeAnswer(
-        replicas, outcome.allowed, outcome.reason, outcome.message, tuple(outcome.warnings)
     )
 
 
@@ -371,10 +292,10 @@ def explain_workload(
         # Malformed annotations refuse its new pods, but a Scale cannot change them, so the
         # guard judges its scale-downs on the defaults: each size gets that answer.
         policy = resolve_policy(namespace, name, store=store, group=group, tolerate_malformed=True)
-        sizes = () if sts.deleting else _sizes(sts, policy, store, excluded)
+        answers = () if sts.deleting else sizes(sts, policy, store, excluded=excluded)
         unjudged = 0 if sts.deleting else max(sts.replicas - SIZES, 0)
         return WorkloadExplanation(
-            _workload(sts, None, store=store), (), sizes, unjudged, err.message, sts.deleting
+            _workload(sts, None, store=store), (), answers, unjudged, err.message, sts.deleting
         )
     where = Locator(namespace=namespace, policy=policy, store=store)
     members = tuple(
@@ -383,16 +304,6 @@ def explain_workload(
     )
     if sts.deleting:
         return WorkloadExplanation(_workload(sts, policy, store=store), members, (), deleting=True)
+    answers = sizes(sts, policy, store, excluded=excluded)
     unjudged = max(sts.replicas - SIZES, 0)
-    return WorkloadExplanation(
-        _workload(sts, policy, store=store), members, _sizes(sts, policy, store, excluded), unjudged
-    )
-
-
-def _sizes(
-    sts: StatefulSetInfo, policy: Policy, store: Store, excluded: Collection[str]
-) -> tuple[SizeAnswer, ...]:
-    """The answer for each smaller size, nearest first (:data:`SIZES` of them at most)."""
-    smaller = range(sts.replicas - 1, max(sts.replicas - 1 - SIZES, -1), -1)
-    refused = namespace_refusal(store, sts.namespace, excluded=excluded)
-    return tuple(_answer(sts, policy, store, n, refused=refused) for n in smaller)
+    return WorkloadExplanation(_workload(sts, policy, store=store), members, answers, unjudged)

@@ -37,7 +37,7 @@ from webhook.model.nodepools import (
 )
 from webhook.model.store import Store
 from webhook.rules.decision import Decision, MetadataAnnotation
-from webhook.rules.explain import SIZES, namespace_refusal
+from webhook.rules.explain_sizes import SIZES, namespace_refusal
 from webhook.rules.poolaudit import BrokerRow, broker_row
 from webhook.rules.poolguard import counts, order_for
 from webhook.rules.poolplan import Balance
