@@ -26,7 +26,8 @@ from webhook.cluster.credentials import load_credentials
 from webhook.cluster.rebalance import Event, Rebalancer, Timing
 from webhook.cluster.snapshot import from_objects, list_cluster
 from webhook.config import Settings
-from webhook.rules.rebalance import Plan, chosen, plan
+from webhook.rules.rebalance import chosen, plan
+from webhook.rules.rebalance_plan import Plan
 
 TOKEN = "rebalance-token"
 JSON = dict[str, Any]

@@ -14,7 +14,7 @@ from tests import rebalancing as r
 from tests.fakeapi import Fault
 from tests.rebalancerig import Rig, open_rig
 from webhook.cluster.rebalance import Event
-from webhook.rules.rebalance import Plan
+from webhook.rules.rebalance_plan import Plan
 
 #: 4 replicas: db-1 (a->b) and db-3 (c->a) move; 0 and 2 are in place.
 FOUR = {0: "a1", 1: "a2", 2: "c2", 3: "c1"}

@@ -28,7 +28,8 @@ from webhook.cluster.snapshot import from_objects
 from webhook.errors import BadObject
 from webhook.install import deploybase
 from webhook.model.state import set_state
-from webhook.rules.rebalance import Plan, chosen, plan
+from webhook.rules.rebalance import chosen, plan
+from webhook.rules.rebalance_plan import Plan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kruise" / "objects"
 JSON = dict[str, Any]

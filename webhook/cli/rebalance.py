@@ -37,7 +37,8 @@ from webhook.errors import ConfigError
 from webhook.model import kruise
 from webhook.model.store import Store
 from webhook.rules.auditscope import audited_pools
-from webhook.rules.rebalance import Plan, chosen, plan
+from webhook.rules.rebalance import chosen, plan
+from webhook.rules.rebalance_plan import Plan
 
 HELP = "plan (and with --apply make) the moves that bring misplaced ordinals to their zones"
 DESCRIPTION = """\

@@ -11,7 +11,7 @@ from typing import Any, Final, TextIO
 from webhook.cli.options import table_lines
 from webhook.cluster.rebalance import Event, Outcome
 from webhook.rules.placement import workload_kind
-from webhook.rules.rebalance import Plan, Row, SetPlan, Step
+from webhook.rules.rebalance_plan import Plan, Row, SetPlan, Step
 
 
 def kubectl_commands(step: Step, *, timeout: float) -> list[str]:

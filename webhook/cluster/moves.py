@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from webhook.rules.rebalance import SetPlan, Step
+from webhook.rules.rebalance_plan import SetPlan, Step
 
 EventKind = Literal["step", "waiting", "claims", "evicted", "moved", "skipped", "stopped"]
 

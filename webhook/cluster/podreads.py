@@ -23,7 +23,7 @@ from webhook.model.owners import ordinal_of, owned_by, workload_owner
 from webhook.model.records import StatefulSetInfo
 from webhook.model.setkinds import KINDS
 from webhook.model.tables import set_info
-from webhook.rules.rebalance import Step
+from webhook.rules.rebalance_plan import Step
 
 
 def pod_path(step: Step, suffix: str = "") -> str:

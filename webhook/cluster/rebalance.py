@@ -1,6 +1,6 @@
 """Carrying out a rebalance plan against the API server: one pod at a time, each step verified.
 
-Each :class:`~webhook.rules.rebalance.Step` of a set, in the plan's order:
+Each :class:`~webhook.rules.rebalance_plan.Step` of a set, in the plan's order:
 
 1. **Whole set.** Wait (up to ``timeout``) until the set (a StatefulSet, or an Advanced
    StatefulSet, read at its own group's path) has the members the plan saw (replicas, start,
@@ -63,7 +63,7 @@ from webhook.cluster.moves import (
 )
 from webhook.cluster.podreads import Reads, meta, pod_path, spec
 from webhook.errors import BadObject
-from webhook.rules.rebalance import Plan, SetPlan, Step
+from webhook.rules.rebalance_plan import Plan, SetPlan, Step
 
 __all__ = ["Event", "Outcome", "Rebalancer", "Timing", "apply"]
 
