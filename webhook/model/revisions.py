@@ -18,7 +18,7 @@ from webhook.model.records import ClaimInfo, Info, NodeInfo, PodInfo, StatefulSe
 from webhook.model.setkinds import KINDS
 
 if TYPE_CHECKING:
-    from webhook.model.store import Store
+    from webhook.model.indexed import IndexedTables
 
 
 def set_key(namespace: str, name: str, group: str) -> tuple[str, ...]:
@@ -50,14 +50,14 @@ class Revisions:
         self._namespaces.clear()
         self._sets.clear()
 
-    def changed(self, infos: Iterable[Info], *, view: Store) -> None:
+    def changed(self, infos: Iterable[Info], *, view: IndexedTables) -> None:
         """One change touching ``infos``: the revision moves on, and each record's set,
         namespace or the whole view is marked changed at it."""
         self.now += 1
         for info in infos:
             self._mark(info, view=view)
 
-    def _mark(self, info: Info, *, view: Store) -> None:
+    def _mark(self, info: Info, *, view: IndexedTables) -> None:
         now = self.now
         if isinstance(info, StatefulSetInfo):
             key = set_key(info.namespace, info.name, info.group)

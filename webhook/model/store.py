@@ -7,34 +7,23 @@ keep it current by list+watch (live). The admission path only reads it: lookups,
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from webhook.model import pinning
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
-from webhook.model.index import Index, Staging
-from webhook.model.labels import NodeLabels
-from webhook.model.namespaces import NamespaceInfo
+from webhook.model.indexed import IndexedTables
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo
 from webhook.model.pinning import Reach
-from webhook.model.reach import Reaches
-from webhook.model.records import (
-    ClaimInfo,
-    Info,
-    Key,
-    NodeInfo,
-    PodInfo,
-    StatefulSetInfo,
-    VolumeInfo,
-)
-from webhook.model.revisions import Revisions, set_key
+from webhook.model.records import ClaimInfo, PodInfo, StatefulSetInfo, VolumeInfo
+from webhook.model.revisions import set_key
 from webhook.model.setkinds import KINDS
-from webhook.model.setpods import PodZones, SetPods, claim_ordinals, claim_stem
+from webhook.model.setpods import PodZones, SetPods, claim_ordinals
 from webhook.model.tables import CORE_TABLES, TABLES, Table
 
 
-class Store:
-    """In-memory cluster view. Writers: ``put``/``delete``/``replace``. Readers: the queries.
-    All on the event loop thread (no locks); ``replace`` swaps a whole table at once."""
+class Store(IndexedTables):
+    """In-memory cluster view. Writers: ``put``/``delete``/``replace``
+    (:class:`~webhook.model.indexed.IndexedTables`). Readers: the queries. All on the event
+    loop thread (no locks); ``replace`` swaps a whole table at once."""
 
     def __init__(
         self,
@@ -51,150 +40,7 @@ class Store:
         #: Fed by watches: a StatefulSet missing from a synced table is one the watch has not
         #: delivered yet (creation races its first pod), not one that does not exist.
         self.live = live
-        self.nodes: dict[str, NodeInfo] = {}
-        self.volumes: dict[str, VolumeInfo] = {}
-        self.claims: dict[tuple[str, str], ClaimInfo] = {}
-        self.statefulsets: dict[tuple[str, str], StatefulSetInfo] = {}
-        self.pods: dict[tuple[str, str], PodInfo] = {}
-        self.namespaces: dict[str, NamespaceInfo] = {}
-        #: Strimzi KafkaNodePools and their pods (:mod:`webhook.model.nodepools`).
-        self.nodepools: dict[tuple[str, str], KafkaNodePoolInfo] = {}
-        self.poolpods: dict[tuple[str, str], PoolPodInfo] = {}
-        #: OpenKruise Advanced StatefulSets (``apps.kruise.io``), apart from ``apps/v1`` ones.
-        self.kruisesets: dict[tuple[str, str], StatefulSetInfo] = {}
-        #: Kinds that have been filled (a file load, or a watch's first list).
-        self.loaded: set[Table] = set()
-        #: The nodes by label (key -> value -> names), kept as the nodes change.
-        self._labels = NodeLabels()
-        #: Where each distinct volume affinity reaches, kept as the volumes and nodes change.
-        self._reaches = Reaches()
-        #: What each set's audit reads last changed at (:meth:`revision_of`).
-        self._revisions = Revisions()
-        # Indexes, kept in step by put/delete/replace: a request reads one set's records only.
-        #: PVs by their claimRef (namespace, claim): a pre-bound PV pins its claim early.
-        self._volumes_by_claim: Index[VolumeInfo, None] = Index(lambda v: v.claim)
-        #: Claims and pre-bound PVs by (namespace, claim name without its "-<ordinal>"), i.e.
-        #: by "<template>-<set>": the claims of one set are one lookup per template.
-        self._volumes_by_stem: Index[VolumeInfo, None] = Index(
-            lambda v: claim_stem(v.claim[0], v.claim[1]) if v.claim else None
-        )
-        #: Volumes by affinity (those that pin something): what ``_reaches`` keeps.
-        self._volumes_by_pinning: Index[VolumeInfo, None] = Index(
-            lambda v: None if v.pinning.anywhere else v.pinning
-        )
-        self._claims_by_stem: Index[ClaimInfo, None] = Index(
-            lambda c: claim_stem(c.namespace, c.name)
-        )
-        self._sets_by_namespace: Index[StatefulSetInfo, None] = Index(lambda s: s.namespace)
-        self._pods_by_owner: Index[PodInfo, SetPods] = Index(
-            lambda p: p.set_key, summarise=SetPods.of
-        )
-        self._pods_by_pool: Index[PoolPodInfo, None] = Index(lambda p: p.group)
-        self._kruise_by_namespace: Index[StatefulSetInfo, None] = Index(lambda s: s.namespace)
-        self._indexes: dict[Table, tuple[Index[Any, Any], ...]] = {
-            "poolpods": (self._pods_by_pool,),
-            "volumes": (self._volumes_by_claim, self._volumes_by_stem, self._volumes_by_pinning),
-            "claims": (self._claims_by_stem,),
-            "statefulsets": (self._sets_by_namespace,),
-            "pods": (self._pods_by_owner,),
-            "kruisesets": (self._kruise_by_namespace,),
-        }
-
-    # writers
-    def table(self, name: Table) -> dict[Any, Any]:
-        """The dict holding the records of table ``name``."""
-        table: dict[Any, Any] = getattr(self, name)
-        return table
-
-    def put(self, name: Table, info: Info) -> None:
-        """Insert or replace one record."""
-        table, key = self.table(name), info.key
-        old = table.get(key)
-        if old == info:
-            # Most MODIFIED events change nothing a record keeps (pod status, node heartbeats):
-            # leave the indexes as they are.
-            return
-        for index in self._indexes.get(name, ()):
-            gone = index.remove(old, summarise=False) if old is not None else None
-            group = index.add(info, key=key)
-            if gone != group:
-                index.resummarise(gone)
-        table[key] = info
-        if isinstance(info, NodeInfo) and (old is None or old.labels != info.labels):
-            if old is not None:
-                self._labels.remove(old)
-            self._labels.add(info)
-            self._reaches.refresh(self)
-        elif isinstance(info, VolumeInfo):
-            self._reaches.add(info.pinning, view=self)
-            if old is not None and not self._volumes_by_pinning.get(old.pinning):
-                self._reaches.remove(old.pinning)
-        if old is None:
-            self._changed(name, info)
-        else:
-            self._changed(name, old, info)
-
-    def delete(self, name: Table, key: Key) -> None:
-        """Remove one record (missing is fine: a DELETED may follow a re-list)."""
-        old = self.table(name).pop(key, None)
-        if old is not None:
-            for index in self._indexes.get(name, ()):
-                index.remove(old)
-            if isinstance(old, NodeInfo):
-                self._labels.remove(old)
-                self._reaches.refresh(self)
-            elif isinstance(old, VolumeInfo) and not self._volumes_by_pinning.get(old.pinning):
-                self._reaches.remove(old.pinning)
-            self._changed(name, old)
-
-    def _changed(self, name: Table, *infos: Info) -> None:
-        """One change touching ``infos``: the record put, the one it replaced, or the one gone."""
-        self._revisions.changed(infos, view=self)
-
-    def has_sets(self, namespace: str) -> bool:
-        """Whether the view holds a StatefulSet or an Advanced StatefulSet in ``namespace``."""
-        return bool(
-            self._sets_by_namespace.get(namespace) or self._kruise_by_namespace.get(namespace)
-        )
-
-    def revision_of(self, namespace: str, statefulset: str, group: str = "") -> int:
-        """The revision at which anything the audit of one StatefulSet reads last changed.
-
-        Equal at two moments: nothing the set's figures (``stszone audit`` of that set) depend
-        on has changed in between, so they need not be worked out again.
-        """
-        return self._revisions.of(namespace, set_key(namespace, statefulset, group))
-
-    def replace(self, name: Table, infos: Iterable[Info]) -> None:
-        """Swap the whole table ``name`` (a fresh list) and mark it loaded."""
-        staged = self.staging(name)
-        staged.add(infos)
-        self.swap(staged)
-
-    def staging(self, name: Table) -> Staging:
-        """An empty table ``name`` with empty indexes, to fill piece by piece, then :meth:`swap`.
-
-        A list of 100k objects arrives in pages: each is folded into the staging table as it
-        comes, so swapping the full list in is one assignment, never a pass over 100k records
-        that would stop the event loop.
-        """
-        return Staging(name, tuple(index.empty() for index in self._indexes.get(name, ())))
-
-    def swap(self, staged: Staging) -> None:
-        """Make a filled :class:`Staging` the table it stands for, at once, and mark it loaded."""
-        name = staged.name
-        for index, filled in zip(self._indexes.get(name, ()), staged.indexes, strict=True):
-            index.adopt(filled)
-        setattr(self, name, staged.table)
-        self.loaded.add(name)
-        if name == "nodes":
-            self._labels = NodeLabels(self.nodes.values())
-            self._reaches.refresh(self)
-        elif name == "volumes":
-            held = self._volumes_by_pinning.groups()
-            self._reaches = Reaches(p for p in held if isinstance(p, pinning.Pinning))
-            self._reaches.refresh(self)
-        self._revisions.relisted()
+        super().__init__()
 
     # queries
     def server_zones(self, topology_key: str = DEFAULT_TOPOLOGY_KEY) -> tuple[str, ...]:
@@ -216,14 +62,6 @@ class Store:
         label names no zone, as for discovery."""
         info = self.nodes.get(node)
         return (info.labels.get(topology_key) or None) if info is not None else None
-
-    def label_values(self, key: str) -> frozenset[str]:
-        """Distinct values of node label ``key``."""
-        return frozenset(self._labels.values(key))
-
-    def nodes_with_label(self, key: str, value: str) -> tuple[str, ...]:
-        """Names of nodes whose label ``key`` equals ``value`` (sorted)."""
-        return self._labels.nodes(key, value)
 
     def statefulset(self, namespace: str, name: str, group: str = "") -> StatefulSetInfo | None:
         """The set of ``group`` ("": ``apps/v1``; ``apps.kruise.io``) named so, if held."""
@@ -265,6 +103,14 @@ class Store:
         """Every ordinal workload of one namespace: StatefulSets, then Advanced StatefulSets."""
         yield from self.statefulsets_in(namespace)
         yield from self.kruisesets_in(namespace)
+
+    def revision_of(self, namespace: str, statefulset: str, group: str = "") -> int:
+        """The revision at which anything the audit of one StatefulSet reads last changed.
+
+        Equal at two moments: nothing the set's figures (``stszone audit`` of that set) depend
+        on has changed in between, so they need not be worked out again.
+        """
+        return self._revisions.of(namespace, set_key(namespace, statefulset, group))
 
     def known_ordinals(
         self,
