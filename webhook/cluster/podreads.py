@@ -38,7 +38,7 @@ def set_path(step: Step) -> str:
     return f"/apis/{version}/namespaces/{step.namespace}/statefulsets/{step.statefulset}"
 
 
-def unavailable(state: states.SetState, replicas: int) -> str:
+def unavailable(state: states.SetState, *, replicas: int) -> str:
     """How far the set's status is from counting every replica available ("" when it does, or
     has no ``minReadySeconds``: available is Ready then). Ready is not yet available: the
     controller's rollouts wait out minReadySeconds, and a disruption budget counts Ready pods
@@ -117,7 +117,7 @@ class Reads:
         ]
         if problems:
             return ", ".join(problems)
-        if short := unavailable(state, info.replicas):
+        if short := unavailable(state, replicas=info.replicas):
             return short
         for ordinal in step.company:  # the plan's promise: someone else keeps the zone held
             holder = await self.get(
@@ -139,7 +139,7 @@ class Reads:
         sts = await self.get(set_path(step))
         if sts is None:
             raise Stop(f"{step.kind} {step.namespace}/{step.statefulset} is gone")
-        return unavailable(states.set_state(sts), set_info(sts, step.group).replicas)
+        return unavailable(states.set_state(sts), replicas=set_info(sts, step.group).replicas)
 
     async def set_pods(self, step: Step) -> dict[int, states.PodState]:
         """The set's pods by ordinal, from one namespaced list of StatefulSet pods (both

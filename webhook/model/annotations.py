@@ -253,7 +253,7 @@ def misspelt_keys(annotations: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def misspelt_warnings(
-    name: str, keys: Sequence[str], *, known: Collection[str] = STATEFULSET_KEYS
+    name: str, *, keys: Sequence[str], known: Collection[str] = STATEFULSET_KEYS
 ) -> tuple[str, ...]:
     """The warning ``stszone audit`` and ``stszone explain`` give of a workload whose
     annotations hold misspelt ``keys`` (:func:`misspelt_keys`; ``known``: the keys its kind

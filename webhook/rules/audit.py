@@ -252,7 +252,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
     refresh sees the change whole.
     """
     warnings = unread_warnings(sts.name, sts.annotations)
-    warnings += misspelt_warnings(sts.name, sts.misspelt)
+    warnings += misspelt_warnings(sts.name, keys=sts.misspelt)
     ordinals = walked_members(sts, store=store)
     try:
         policy = resolve_policy(sts.namespace, sts.name, store=store, group=sts.group)
@@ -320,7 +320,7 @@ def audit_steps(sts: StatefulSetInfo, *, store: Store, every: int = PAUSE_EVERY)
         warnings=warnings,
         deleting=sts.deleting,
         members=ordinals,
-        missing_node=missing_node(sts.namespace, policy, store=store),
+        missing_node=missing_node(sts.namespace, policy=policy, store=store),
     )
 
 

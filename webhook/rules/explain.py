@@ -157,7 +157,7 @@ def _workload(sts: StatefulSetInfo, policy: Policy | None, *, store: Store) -> W
         sts.replicas,
         sts.start if live is None else live.start,
         None if live is None else tuple(islice(live, LIVE_SHOWN)),
-        unread_warnings(sts.name, sts.annotations) + misspelt_warnings(sts.name, sts.misspelt),
+        unread_warnings(sts.name, sts.annotations) + misspelt_warnings(sts.name, keys=sts.misspelt),
     )
 
 

@@ -161,7 +161,7 @@ def _head(pool: KafkaNodePoolInfo, policy: PoolPolicy | None) -> PoolHead:
         pool.replicas,
         pool.node_ids,
         pool.annotations.get(REMOVE_NODE_IDS),
-        misspelt_warnings(pool.name, pool.misspelt, known=READ_BY_POOLS),
+        misspelt_warnings(pool.name, keys=pool.misspelt, known=READ_BY_POOLS),
     )
 
 

@@ -183,7 +183,7 @@ def judge_live(
             malformed=new_policy.malformed,
             origin=zones_origin(new_policy.declared, store=store),
             group=kruise.GROUP,
-        ).with_warnings(verdict.stranded(name, result.stranded))
+        ).with_warnings(verdict.stranded(name, node=result.stranded))
     if sts is None or not outcome.allowed:
         return outcome
     deleted = retention.live_warning(sts, before=before, after=after, store=store, label=label)

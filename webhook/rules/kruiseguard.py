@@ -137,7 +137,7 @@ def compare(
         label_key = new_policy.declared.node_label or ""
         known |= {int(v) for v in store.label_values(label_key) if v.isascii() and v.isdigit()}
     # Read once for both placements: the template, and so the node, is the set's in the view.
-    stranded = missing_node(namespace, new_policy, store=store)
+    stranded = missing_node(namespace, policy=new_policy, store=store)
     old_members, new_members = (
         _Members(namespace=namespace, policy=p, store=store, known=known, stranded=stranded)
         for p in (old_policy, new_policy)

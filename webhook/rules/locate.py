@@ -104,7 +104,7 @@ _GOING: Final = {
 }
 
 
-def missing_node(namespace: str, policy: Policy, *, store: Store) -> str:
+def missing_node(namespace: str, *, policy: Policy, store: Store) -> str:
     """The node the set's pod template binds every pod to (``spec.nodeName``) when the view
     holds the cluster's nodes and not that one, and the set is not being deleted; else "".
     Every pod its controller makes from that template never runs (the module docstring)."""

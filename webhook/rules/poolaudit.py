@@ -102,7 +102,7 @@ def broker_row(namespace: str, node_id: int, policy: PoolPolicy, store: Store) -
 
 def audit_pool(pool: KafkaNodePoolInfo, *, store: Store) -> PoolReport:
     """The audit of one pool."""
-    warned = misspelt_warnings(pool.name, pool.misspelt, known=READ_BY_POOLS)
+    warned = misspelt_warnings(pool.name, keys=pool.misspelt, known=READ_BY_POOLS)
     base = PoolReport(pool.namespace, pool.name, pool.cluster, (), pool.replicas, warnings=warned)
     try:
         policy = pool_policy(pool.namespace, pool.name, store=store)

@@ -69,7 +69,7 @@ def judge(
             regarding=regarding,
             malformed=policy.malformed,
             origin=zones_origin(policy.declared, store=store),
-        ).with_warnings(verdict.stranded(name, result.stranded))
+        ).with_warnings(verdict.stranded(name, node=result.stranded))
     if sts is None or not outcome.allowed:
         return outcome
     return retention.warning(sts, old=old, new=new, store=store).told(outcome, regarding)

@@ -229,7 +229,7 @@ def verdict(
     return refused.with_notices(notices.scale_down_refused(regarding, note=denial))
 
 
-def stranded(name: str, node: str) -> tuple[str, ...]:
+def stranded(name: str, *, node: str) -> tuple[str, ...]:
     """The warning of a scale-down judged while the pod template binds every pod to ``node``,
     which does not exist ("": it binds none so): why members without a running pod hold no
     zone (:mod:`webhook.rules.locate`). The fix comes first: with long set and node names
