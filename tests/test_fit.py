@@ -162,4 +162,3 @@ def test_a_required_affinity_with_no_term_is_malformed_on_every_judgement(
     assert raised.value.message == fit.NO_TERM
     assert template_selection([], dict(spec.get("nodeSelector", {}))).required is None
     assert affinity.exclusion(spec, ZONE, "zone-b", terms=[]) is None
-    assert affinity.allowed_values([], {}, ZONE, ["zone-a", "zone-b"]) == ["zone-a", "zone-b"]

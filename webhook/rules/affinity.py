@@ -6,13 +6,13 @@ empty term matches no node, and so does a term Kubernetes cannot parse; ``nodeSe
 ANDed with all of it. So a requirement that must always hold is in *every* non-empty term
 (:class:`webhook.rules.decision.NodeRequirement`, which the wire adds to each).
 Terms are read by :mod:`webhook.model.selection`; whether the constraints leave a pod a zone is
-:mod:`webhook.rules.fit`'s question (:func:`exclusion` and :func:`allowed_values` ask it by the
-zone's name alone, as the reading of a pod whose zone has no node in the view).
+:mod:`webhook.rules.fit`'s question (:func:`exclusion` asks it by the zone's name alone, as the
+reading of a pod whose zone has no node in the view).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.model import objects
@@ -21,7 +21,7 @@ from webhook.model.selection import PodSelection, parse_terms
 from webhook.rules import fit
 from webhook.rules.fit import Nodes
 
-__all__ = ["Nodes", "allowed_values", "constrains", "exclusion", "pins"]
+__all__ = ["Nodes", "constrains", "exclusion", "pins"]
 
 
 def _selection(terms: Sequence[Mapping[str, Any]], selector: Mapping[str, str]) -> PodSelection:
@@ -55,20 +55,6 @@ def constrains(terms: Sequence[Mapping[str, Any]], selector: Mapping[str, str], 
         for t in terms
         for e in objects.dicts(t, "matchExpressions", path="nodeSelectorTerms[]")
     )
-
-
-def allowed_values(
-    terms: Sequence[Mapping[str, Any]],
-    selector: Mapping[str, str],
-    key: str,
-    values: Iterable[str],
-    *,
-    nodes: Nodes | None = None,
-) -> list[str]:
-    """The ``values`` that a template's own terms and nodeSelector still allow for ``key``, by
-    their names alone."""
-    selection = _selection(terms, selector)
-    return [v for v in values if fit.by_name(selection, key, v, nodes=nodes) is None]
 
 
 def pins(pod_spec: Mapping[str, Any], key: str, value: str) -> bool:
