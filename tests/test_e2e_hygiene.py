@@ -305,3 +305,15 @@ def test_a_failed_volume_deletion_does_not_keep_the_others() -> None:
         next(volumes)
     deleted = [call[2] for call in kubectl.calls if call[:2] == ("delete", "persistentvolume")]
     assert sorted(deleted) == ["ns-1", "ns-3"], kubectl.calls
+
+
+def test_the_e2e_tests_read_a_crds_established_condition_in_one_place() -> None:
+    """Only ``tests/e2e/kube.py`` reads a CRD's Established condition (``kube.established``),
+    so a fix to that reading (a CRD whose status has no conditions yet, say) reaches every wait
+    for a CRD: the Strimzi CRDs' fixture and ``applied_crds`` alike."""
+    readers = sorted(
+        path.name
+        for path in (ROOT / "tests" / "e2e").glob("*.py")
+        if '"Established"' in path.read_text()
+    )
+    assert readers == ["kube.py"]

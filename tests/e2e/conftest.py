@@ -26,6 +26,7 @@ carries the label ``stszone.io/e2e=<run>``; after a run killed with SIGKILL, cle
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import secrets
 import shutil
@@ -39,7 +40,16 @@ from typing import Any, TypedDict
 
 import pytest
 
-from tests.e2e.kube import RUN_LABEL, ZONE_KEY, Cluster, Kubectl, Obj, crd_file, wait_for
+from tests.e2e.kube import (
+    RUN_LABEL,
+    ZONE_KEY,
+    Cluster,
+    Kubectl,
+    Obj,
+    crd_file,
+    established,
+    wait_for,
+)
 from tests.e2e.server import is_ip, serving
 from tests.process import tail
 from webhook.config import DEFAULT_NAMESPACE
@@ -152,12 +162,9 @@ def strimzi_crds(kubectl: Kubectl) -> None:
             pytest.fail(f"the cluster lacks the Strimzi CRDs and {STRIMZI_CRD_FILE} does not exist")
         kubectl.run("apply", "--server-side", "-f", str(STRIMZI_CRD_FILE))
     for crd in STRIMZI_CRDS:
-
-        def established(name: str = crd) -> bool:
-            conditions = kubectl.get("crd", name).get("status", {}).get("conditions") or []
-            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-        wait_for(f"CRD {crd} to be established", established, timeout=60)
+        wait_for(
+            f"CRD {crd} to be established", functools.partial(established, kubectl, crd), timeout=60
+        )
 
 
 def opted_in_namespace(name: str, run: str) -> Obj:
