@@ -167,9 +167,21 @@ def test_usual_names_give_warnings_under_120_characters() -> None:
     assert not long
 
 
-def test_the_longest_names_never_give_a_warning_over_256_characters() -> None:
-    """With the longest names Kubernetes allows, no warning exceeds 256 characters."""
-    assert all(len(w) <= WARNING_MAX for _, w in warnings_of(LONGEST))
+def _answered(answer: Answer) -> tuple[bool, int, tuple[str, ...], int]:
+    """What an answer decides, apart from the words: allowed, code, kinds of edits, warnings."""
+    kinds = tuple(type(edit).__name__ for edit in answer.decision.edits)
+    return answer.allowed, answer.code, kinds, len(answer.warnings)
+
+
+def test_the_longest_names_change_no_answer_only_the_warnings_length() -> None:
+    """With the longest names Kubernetes allows, every scenario is answered as with the usual
+    names: allowed, with the same kinds of edits and as many warnings, so a long but valid name
+    is never refused, nor a warning lost for it. Only their length differs, and the outcomes
+    cut each at 256 characters (:func:`test_every_outcome_cuts_a_warning_at_256_characters`)."""
+    usual, longest = scenarios(USUAL), scenarios(LONGEST)
+    assert {what: _answered(a) for what, a in longest.items()} == {
+        what: _answered(a) for what, a in usual.items()
+    }
 
 
 def test_long_ordinal_lists_are_summarised_with_a_count() -> None:
