@@ -242,3 +242,20 @@ class Cluster:
             for p in self.view.pool_pods("kafka", self.cluster, pool)
             if p.node_id is not None
         }
+
+
+def stored_pool(**annotations: str) -> tuple[Store, JSON]:
+    """Pool ``pool`` of cluster my-cluster reconciled to six brokers over zone-a, zone-b,
+    zone-c, then stored with ``annotations`` beside its zone list (as if given while stszone
+    did not judge it); and the pool object as stored."""
+    view = store()
+    cluster = Cluster(view)
+    cluster.create_pool("pool", 6)
+    cluster.reconcile()
+    info = view.nodepool("kafka", "pool")
+    assert info is not None
+    made = pool_object(
+        "pool", replicas=6, node_ids=list(info.node_ids or ()), annotations=annotations
+    )
+    view.put("nodepools", nodepool_info(made))
+    return view, made

@@ -16,11 +16,9 @@ import pytest
 
 from tests import poolsim as sim
 from tests.builders import node
-from tests.test_kruise import _annotated, _items, _live_pods, kruise_update
+from tests.kruiseobjects import annotated, kruise_update, live_pods, recorded_items
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.model.nodepools import nodepool_info
-from webhook.model.store import Store
 from webhook.rules import admission
 from webhook.wire.review import from_dict
 
@@ -34,19 +32,6 @@ class Zones(str):
     def split(self, sep: str | None = None, maxsplit: SupportsIndex = -1) -> list[str]:
         Zones.parsed += 1
         return str.split(self, sep, maxsplit)
-
-
-def _pool() -> tuple[Store, sim.JSON]:
-    """A pool reconciled to six brokers over zone-a, zone-b, zone-c, and the pool as stored."""
-    view = sim.store()
-    cluster = sim.Cluster(view)
-    cluster.create_pool("pool", 6)
-    cluster.reconcile()
-    info = view.nodepool("kafka", "pool")
-    assert info is not None
-    stored = sim.pool_object("pool", replicas=6, node_ids=list(info.node_ids or ()))
-    view.put("nodepools", nodepool_info(stored))
-    return view, stored
 
 
 def _counted(obj: sim.JSON) -> sim.JSON:
@@ -66,7 +51,7 @@ def test_a_pool_request_is_judged_on_one_read_of_its_annotations(
 ) -> None:
     """Validated, a pool's CREATE and UPDATE parse its annotations once, whether the update
     lowers replicas (its guard runs, 6 -> 2 refused for zone-c) or not."""
-    view, stored = _pool()
+    view, stored = sim.stored_pool()
     new = copy.deepcopy(stored)
     new["spec"]["replicas"] = replicas
     old = stored if operation == "UPDATE" else None
@@ -82,12 +67,12 @@ def _kruise_parses(replicas: int) -> int:
     """The parses of the zone list that validating a forced 3 -> ``replicas`` of an Advanced
     StatefulSet (one pod in each zone) makes."""
     zones = ("a", "b", "c")
-    base = _annotated(
-        _items("statefulsets.v1beta1.json")[0],
+    base = annotated(
+        recorded_items("statefulsets.v1beta1.json")[0],
         {"stszone.io/zones": "a,b,c", "stszone.io/allow-zone-loss": "true"},
     )
     base["spec"]["replicas"], base["spec"]["reserveOrdinals"] = 3, []
-    objects = [node(f"n-{z}", z) for z in zones] + _live_pods([0, 1, 2], lambda o: f"n-{zones[o]}")
+    objects = [node(f"n-{z}", z) for z in zones] + live_pods([0, 1, 2], lambda o: f"n-{zones[o]}")
     view = store_from_objects([*objects, base])
     new = _counted(base)
     new["spec"]["replicas"] = replicas

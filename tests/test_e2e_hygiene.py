@@ -18,11 +18,11 @@ import yaml
 
 from tests.e2e import (
     replicas,
+    strimzilab,
     test_helm,
     test_kruise,
     test_prometheus_component,
     test_rebalance,
-    test_strimzi,
 )
 from tests.e2e.kube import Kubectl, KubectlError
 from tests.hang import HANG_GUARD
@@ -296,10 +296,11 @@ class _RefusingDelete(Kubectl):
 
 
 def test_a_failed_volume_deletion_does_not_keep_the_others() -> None:
-    """test_strimzi's volumes are each deleted, even when another's deletion fails."""
+    """The Strimzi tests' volumes (``strimzilab.pvs``) are each deleted, even when another's
+    deletion fails."""
     kubectl = _RefusingDelete("kubectl", "kubeconfig")
     kubectl.calls.clear()
-    volumes = unwrap(test_strimzi.pvs)(None, kubectl)
+    volumes = unwrap(strimzilab.pvs)(None, kubectl)
     next(volumes).extend(["ns-1", "ns-3"])
     with pytest.raises(KubectlError, match="i/o timeout"):
         next(volumes)

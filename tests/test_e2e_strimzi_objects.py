@@ -1,5 +1,6 @@
-"""The objects ``tests/e2e/test_strimzi.py`` creates as the Strimzi operator would, checked
-without a cluster: each names its Strimzi kinds at a version Strimzi 1.0 serves.
+"""The objects the Strimzi e2e tests create as the Strimzi operator would
+(``tests/e2e/strimzilab.py``), checked without a cluster: each names its Strimzi kinds at a
+version Strimzi 1.0 serves.
 
 Strimzi 1.0 removed ``v1beta2`` from its CRDs (strimzi-kafka-operator
 ``packaging/install/cluster-operator/042-Crd-strimzipodset.yaml`` and
@@ -13,7 +14,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from tests.e2e import test_strimzi as played
+from tests.e2e import strimzilab as played
 
 #: What Strimzi 1.0's CRDs serve, per group.
 SERVED_BY_1_0 = {"kafka.strimzi.io": {"v1"}, "core.strimzi.io": {"v1"}}
@@ -26,11 +27,11 @@ def _served(api_version: str) -> bool:
 
 def test_the_played_operator_names_strimzi_kinds_at_versions_strimzi_1_0_serves() -> None:
     cluster: Any = SimpleNamespace(run="run", namespace="ns", image="pause")
-    pool = {**played._nodepool(cluster, 3), "metadata": {"uid": "uid-pool"}}
-    podset = {**played._podset(cluster), "metadata": {"uid": "uid-podset"}}
-    made = [played._nodepool(cluster, 3), played._podset(cluster)]
+    pool = {**played.kafka_nodepool(cluster, 3), "metadata": {"uid": "uid-pool"}}
+    podset = {**played.pool_podset(cluster), "metadata": {"uid": "uid-podset"}}
+    made = [played.kafka_nodepool(cluster, 3), played.pool_podset(cluster)]
     named = [o["apiVersion"] for o in made]
-    for child in (played._claim(cluster, pool, 0), played._pod(cluster, podset, 0)):
+    for child in (played.broker_claim(cluster, pool, 0), played.broker_pod(cluster, podset, 0)):
         named += [ref["apiVersion"] for ref in child["metadata"]["ownerReferences"]]
     assert len(named) == 4
     assert [v for v in named if not _served(v)] == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,19 @@ from hypothesis import strategies as st
 
 from tests.builders import node
 from tests.kruise_ref import live_ordinals, reserved
+from tests.kruiseobjects import (
+    ANNOTATED,
+    FIXTURES,
+    NODE_ORDINAL,
+    ZONES,
+    annotated,
+    annotated_update,
+    answer_to_change,
+    kruise_store,
+    live_pods,
+    recorded_items,
+    recorded_request,
+)
 from webhook.cli.audit import render_json, render_text
 from webhook.cli.explain import run_explain
 from webhook.cluster.clusterfile import store_from_objects
@@ -31,116 +44,10 @@ from webhook.model.store import Store
 from webhook.rules import extender
 from webhook.rules.admission import Request, mutate, validate
 from webhook.rules.audit import audit
-from webhook.rules.decision import Decision, StorageClass, ZoneAnnotation, ZonesAnnotation
+from webhook.rules.decision import StorageClass, ZoneAnnotation, ZonesAnnotation
 from webhook.rules.explain import explain_workload
 from webhook.rules.rebalance import chosen, plan_set
 from webhook.wire.review import from_dict
-
-FIXTURES = Path(__file__).parent / "fixtures" / "kruise"
-ZONES = ("a", "b", "c")
-ANNOTATED = {"stszone.io/zones": "a,b,c"}
-NODE_ORDINAL = {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"}
-
-
-def _items(name: str) -> list[Any]:
-    items: list[Any] = json.loads((FIXTURES / "objects" / name).read_text())["items"]
-    return items
-
-
-def _request(number: str) -> Request:
-    (path,) = (FIXTURES / "admission").glob(f"{number}-all-*.json")
-    return from_dict(json.loads(path.read_text())).request
-
-
-def _annotated(obj: dict[str, Any], annotations: dict[str, str] = ANNOTATED) -> dict[str, Any]:
-    made = copy.deepcopy(obj)
-    made["metadata"].setdefault("annotations", {}).update(annotations)
-    return made
-
-
-def _store(
-    *,
-    pods: bool = True,
-    zones_of: dict[str, str] | None = None,
-    pins: dict[int, str] | None = None,
-    template: dict[str, Any] | None = None,
-) -> Store:
-    """The recorded set (annotated with zones a,b,c), its claims and, scheduled on nodes of
-    the given zones, its pods; with ``pins`` (ordinal -> zone), in node-ordinal mode on nodes
-    ``k<ordinal>`` labelled example.io/node=<ordinal>, each pod on the node of its ordinal;
-    ``template``: laid over the set's pod template spec."""
-    objects: list[Any] = [node(f"n-{z}", z) for z in ZONES]
-    annotations = ANNOTATED
-    node_of = {name: f"n-{z}" for name, z in (zones_of or {}).items()}
-    if pins is not None:
-        annotations = {**ANNOTATED, **NODE_ORDINAL}
-        objects = [node(f"k{o}", z, labels={"example.io/node": str(o)}) for o, z in pins.items()]
-        node_of = {f"web-{o}": f"k{o}" for o in pins}
-    sets = [_annotated(s, annotations) for s in _items("statefulsets.v1beta1.json")]
-    for made in sets:
-        made["spec"]["template"]["spec"].update(template or {})
-    objects += sets
-    objects += _items("pvcs.json")
-    if pods:
-        for pod in _items("pods.json"):
-            pod = copy.deepcopy(pod)
-            where = node_of.get(pod["metadata"]["name"])
-            if where:
-                pod["spec"]["nodeName"] = where
-            objects.append(pod)
-    objects.append(
-        {
-            "kind": "Namespace",
-            "apiVersion": "v1",
-            "metadata": {"name": "shop", "labels": {"stszone.io/enabled": "true"}},
-        }
-    )
-    return store_from_objects(objects)
-
-
-def _live_pods(live: Iterable[int], node: Callable[[int], str]) -> list[Any]:
-    """The recorded pod web-0 made the pod of each of the ``live`` ordinals, on ``node(o)``."""
-    (template,) = [p for p in _items("pods.json") if p["metadata"]["name"] == "web-0"]
-    pods = []
-    for o in live:
-        pod = copy.deepcopy(template)
-        pod["metadata"]["name"] = f"web-{o}"
-        pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = str(o)
-        pod["spec"]["nodeName"] = node(o)
-        pod["spec"]["volumes"] = []
-        pods.append(pod)
-    return pods
-
-
-#: (replicas, reserveOrdinals) of an Advanced StatefulSet.
-Spec = tuple[int, list[int | str]]
-
-
-def _changed(base: dict[str, Any], before: Spec, after: Spec, objects: list[Any]) -> Decision:
-    """The answer to ``base`` going from (replicas, reserveOrdinals) ``before`` to ``after``,
-    with ``objects`` (nodes, pods) and ``base`` as it was in the view."""
-    base["spec"]["replicas"], base["spec"]["reserveOrdinals"] = before
-    new = copy.deepcopy(base)
-    new["spec"]["replicas"], new["spec"]["reserveOrdinals"] = after
-    store = store_from_objects([*objects, base])
-    return validate(kruise_update(new, old=base), store=store, defaults=Defaults())
-
-
-def kruise_update(new: Any, *, old: Any) -> Request:
-    """The validating webhook's request for an UPDATE of Advanced StatefulSet shop/web."""
-    return Request(
-        kind="StatefulSet",
-        group="apps.kruise.io",
-        resource="statefulsets",
-        sub_resource="",
-        operation="UPDATE",
-        namespace="shop",
-        name="web",
-        object=new,
-        old_object=old,
-        resource_group="apps.kruise.io",
-    )
-
 
 # --- the model ------------------------------------------------------------------------------
 
@@ -174,10 +81,10 @@ def test_live_ordinals_agree_with_the_controller(
 
 def test_three_replicas_with_one_reserved_cover_every_zone() -> None:
     """Live 0, 2, 3 (ordinal 1 reserved): by rank a, b, c; ``ordinal mod 3`` would say a, c, a."""
-    store = _store(pods=False)
+    store = kruise_store(pods=False)
     got = {}
     for number in ("004", "006", "008"):
-        request = _request(number)
+        request = recorded_request(number)
         decision = mutate(request, store=store, defaults=Defaults())
         (zone,) = [e.zone for e in decision.edits if isinstance(e, ZoneAnnotation)]
         got[request.object["metadata"]["name"]] = zone
@@ -186,19 +93,19 @@ def test_three_replicas_with_one_reserved_cover_every_zone() -> None:
 
 def test_claims_get_the_zone_and_class_of_their_member() -> None:
     """``data-web-3`` is rank 2's claim: zone c, class ``ssd-c`` from the template."""
-    store = _store(pods=False)
+    store = kruise_store(pods=False)
     sts = store.kruisesets[("shop", "web")]
     annotations = {**sts.annotations, "stszone.io/storage-class-template": "ssd-{zone}"}
     store.put("kruisesets", type(sts)(**{**_fields(sts), "annotations": annotations}))
     store.delete("claims", ("shop", "data-web-3"))
-    decision = mutate(_request("007"), store=store, defaults=Defaults())
+    decision = mutate(recorded_request("007"), store=store, defaults=Defaults())
     assert ZoneAnnotation("c") in decision.edits
     assert StorageClass("ssd-c") in decision.edits
 
 
 def _pod_request(number: str, **spec: Any) -> Request:
     """The recorded pod CREATE ``number`` with ``spec`` laid over its pod spec."""
-    request = _request(number)
+    request = recorded_request(number)
     pod = copy.deepcopy(request.object)
     pod["spec"].update(spec)
     return request._replace(object=pod)
@@ -209,7 +116,9 @@ def test_a_pod_ruling_out_its_zone_is_told_to_edit_the_advanced_statefulset() ->
     Advanced StatefulSet's template, so that is the kind the refusal names."""
     selector = {"nodeSelector": {"topology.kubernetes.io/zone": "b"}}
     request = _pod_request("004", **selector)
-    decision = mutate(request, store=_store(pods=False, template=selector), defaults=Defaults())
+    decision = mutate(
+        request, store=kruise_store(pods=False, template=selector), defaults=Defaults()
+    )
     assert (decision.allowed, decision.reason) == (False, "ZoneConflict")
     assert (
         "remove that constraint from the Advanced StatefulSet's pod template or change its "
@@ -236,7 +145,7 @@ def test_a_pod_on_a_node_of_another_zone_names_the_advanced_statefulset_controll
     request = _pod_request("004", nodeName="n-b")
     decision = mutate(
         request._replace(username=username or request.username),
-        store=_store(pods=False, template=template),
+        store=kruise_store(pods=False, template=template),
         defaults=Defaults(),
     )
     assert (decision.allowed, decision.reason) == (False, "NodeNameConflict")
@@ -246,10 +155,12 @@ def test_a_pod_on_a_node_of_another_zone_names_the_advanced_statefulset_controll
 
 def test_a_template_ruling_out_a_listed_zone_names_the_advanced_statefulset() -> None:
     """The recorded CREATE of web, listing zones a,b,c, with a template pinned to zone b."""
-    request = _request("001")
-    sts = _annotated(request.object)
+    request = recorded_request("001")
+    sts = annotated(request.object)
     sts["spec"]["template"]["spec"]["nodeSelector"] = {"topology.kubernetes.io/zone": "b"}
-    decision = validate(request._replace(object=sts), store=_store(pods=False), defaults=Defaults())
+    decision = validate(
+        request._replace(object=sts), store=kruise_store(pods=False), defaults=Defaults()
+    )
     assert (decision.allowed, decision.reason) == (False, "ZoneConflict")
     assert decision.message.startswith("Advanced StatefulSet web: its pod template's "), (
         decision.message
@@ -259,20 +170,22 @@ def test_a_template_ruling_out_a_listed_zone_names_the_advanced_statefulset() ->
 def test_a_create_while_the_view_loads_names_the_advanced_statefulset() -> None:
     """The recorded CREATE of web reaches a live view that has not listed the nodes: it is
     refused for retry, naming the kind the user created."""
-    decision = mutate(_request("001"), store=Store(live=True), defaults=Defaults())
+    decision = mutate(recorded_request("001"), store=Store(live=True), defaults=Defaults())
     assert (decision.allowed, decision.reason) == (False, "ViewNotSynced")
     assert "cannot judge the zones of Advanced StatefulSet web;" in decision.message
 
 
 def test_the_extender_names_the_advanced_statefulset_of_a_pod_without_an_ordinal() -> None:
     """The recorded pod web-0, renamed web-x and without its pod-index label."""
-    (pod,) = [copy.deepcopy(p) for p in _items("pods.json") if p["metadata"]["name"] == "web-0"]
+    (pod,) = [
+        copy.deepcopy(p) for p in recorded_items("pods.json") if p["metadata"]["name"] == "web-0"
+    ]
     pod["metadata"]["name"] = "web-x"
     del pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"]
     with pytest.raises(
         Denied, match=r"^pod shop/web-x of Advanced StatefulSet web has no ordinal$"
     ):
-        extender.target(pod, store=_store(pods=False))
+        extender.target(pod, store=kruise_store(pods=False))
 
 
 def _fields(info: Any) -> dict[str, Any]:
@@ -281,7 +194,7 @@ def _fields(info: Any) -> dict[str, Any]:
 
 def test_kruise_pods_are_not_an_apps_set_of_the_same_name() -> None:
     """An apps/v1 StatefulSet ``web`` beside the Advanced one: neither sees the other's pods."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
     apps = {
         "kind": "StatefulSet",
         "apiVersion": "apps/v1",
@@ -295,8 +208,8 @@ def test_kruise_pods_are_not_an_apps_set_of_the_same_name() -> None:
 
 def test_pods_of_an_earlier_set_are_not_members() -> None:
     """A pod whose owner reference names another uid belongs to a deleted set of that name."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
-    (pod,) = [p for p in _items("pods.json") if p["metadata"]["name"] == "web-3"]
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    (pod,) = [p for p in recorded_items("pods.json") if p["metadata"]["name"] == "web-3"]
     pod = copy.deepcopy(pod)
     pod["metadata"]["ownerReferences"][0]["uid"] = "0000-earlier"
     store.put("pods", pod_info(pod))
@@ -306,17 +219,10 @@ def test_pods_of_an_earlier_set_are_not_members() -> None:
 # --- the guard ------------------------------------------------------------------------------
 
 
-def _update(request: Request, **spec: Any) -> Request:
-    old = _annotated(request.old_object)
-    new = _annotated(request.object)
-    new["spec"].update(spec)
-    return request._replace(object=new, old_object=old)
-
-
 def test_reserving_the_only_member_of_a_zone_is_refused() -> None:
     """Live 0, 2, 3 in a, b, c; reserving 0-1 at replicas 3 makes them 2, 3, 4: zone a lost."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
-    request = _update(_request("011"), replicas=3, reserveOrdinals=["0-1"])
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    request = annotated_update(recorded_request("011"), replicas=3, reserveOrdinals=["0-1"])
     request.old_object["spec"]["replicas"] = 3
     decision = validate(request, store=store, defaults=Defaults())
     assert not decision.allowed
@@ -326,8 +232,8 @@ def test_reserving_the_only_member_of_a_zone_is_refused() -> None:
 
 def test_a_reserve_change_that_keeps_every_zone_is_allowed() -> None:
     """Reserving 3 (zone c) at replicas 3: live 0, 2, 4; the new member 4 is rank 2, zone c."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
-    request = _update(_request("011"), replicas=3, reserveOrdinals=[1, 3])
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    request = annotated_update(recorded_request("011"), replicas=3, reserveOrdinals=[1, 3])
     request.old_object["spec"]["replicas"] = 3
     decision = validate(request, store=store, defaults=Defaults())
     assert decision.allowed, decision.message
@@ -336,8 +242,8 @@ def test_a_reserve_change_that_keeps_every_zone_is_allowed() -> None:
 def test_a_reserve_change_counts_new_members_by_their_new_rank() -> None:
     """Reserving 2 (zone b) at replicas 3: live 0, 3, 4. Ranks shift: 3 keeps its pod (and
     data) in c, and the new member 4 is rank 2, zone c too: b is lost, and refused."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
-    request = _update(_request("011"), replicas=3, reserveOrdinals=[1, 2])
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    request = annotated_update(recorded_request("011"), replicas=3, reserveOrdinals=[1, 2])
     request.old_object["spec"]["replicas"] = 3
     decision = validate(request, store=store, defaults=Defaults())
     assert not decision.allowed
@@ -348,10 +254,12 @@ def test_a_reserve_change_names_a_count_above_the_old_one_that_keeps_every_zone(
     """Reserving 2 (zone b's only member) at replicas 3: live 0, 3, 4 in a, c (its pod), c
     (rank 2). With [1-2] reserved, ranks 3 and 4 are the new ordinals 5 (a) and 6 (b): no count
     up to 3 keeps b, 5 does. The refusal names 5, to set with the new list, and that passes."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
 
     def update(replicas: int) -> Any:
-        request = _update(_request("011"), replicas=replicas, reserveOrdinals=[1, 2])
+        request = annotated_update(
+            recorded_request("011"), replicas=replicas, reserveOrdinals=[1, 2]
+        )
         request.old_object["spec"]["replicas"] = 3
         return validate(request, store=store, defaults=Defaults())
 
@@ -367,11 +275,13 @@ def test_a_reserve_change_names_a_count_above_the_old_one_that_keeps_every_zone(
 def test_a_start_move_names_a_count_above_the_old_one_that_keeps_every_zone() -> None:
     """With the start honoured, 0 -> 1 at replicas 3 (1 reserved): live 2, 3, 4; 0, zone a's
     only member, goes and 4 is rank 2, zone c. Rank 3 is ordinal 5, zone a: 4 replicas."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
     store.kruise_start_ordinal = True
 
     def update(replicas: int) -> Any:
-        request = _update(_request("011"), replicas=replicas, ordinals={"start": 1})
+        request = annotated_update(
+            recorded_request("011"), replicas=replicas, ordinals={"start": 1}
+        )
         request.old_object["spec"].update(replicas=3, reserveOrdinals=[1])
         request.object["spec"]["reserveOrdinals"] = [1]
         return validate(request, store=store, defaults=Defaults())
@@ -389,13 +299,13 @@ def test_a_node_ordinal_reserve_change_names_the_labelled_node_past_the_old_coun
     """node-ordinal mode, nodes labelled 0, 2, 3, 4, 5 in a, b, c, c, b: reserving 2 (zone b's
     only member) at replicas 3 gives live 0, 3, 4 (a, c, c), b lost. With 4 replicas ordinal
     5 joins, on the node labelled 5 in b: the refusal names 4, and that update passes."""
-    store = _store(pins={0: "a", 2: "b", 3: "c", 4: "c", 5: "b"})
+    store = kruise_store(pins={0: "a", 2: "b", 3: "c", 4: "c", 5: "b"})
 
     def update(replicas: int) -> Any:
-        request = _request("011")
-        new = _annotated(request.object, {**ANNOTATED, **NODE_ORDINAL})
+        request = recorded_request("011")
+        new = annotated(request.object, {**ANNOTATED, **NODE_ORDINAL})
         new["spec"].update(replicas=replicas, reserveOrdinals=[1, 2])
-        old = _annotated(request.old_object, {**ANNOTATED, **NODE_ORDINAL})
+        old = annotated(request.old_object, {**ANNOTATED, **NODE_ORDINAL})
         old["spec"]["replicas"] = 3
         return validate(
             request._replace(object=new, old_object=old), store=store, defaults=Defaults()
@@ -415,11 +325,11 @@ def test_a_node_ordinal_reserve_change_with_no_safe_count_is_refused_saying_so()
     """As above without the node labelled 5: no node for an ordinal past 4 and zone b's only
     member reserved, so no count keeps b. The update is refused, saying no count up to 3 is
     safe (looking one count past the widest set must not fail the review instead)."""
-    store = _store(pins={0: "a", 2: "b", 3: "c", 4: "c"})
-    request = _request("011")
-    new = _annotated(request.object, {**ANNOTATED, **NODE_ORDINAL})
+    store = kruise_store(pins={0: "a", 2: "b", 3: "c", 4: "c"})
+    request = recorded_request("011")
+    new = annotated(request.object, {**ANNOTATED, **NODE_ORDINAL})
     new["spec"].update(replicas=3, reserveOrdinals=[1, 2])
-    old = _annotated(request.old_object, {**ANNOTATED, **NODE_ORDINAL})
+    old = annotated(request.old_object, {**ANNOTATED, **NODE_ORDINAL})
     old["spec"]["replicas"] = 3
     refused = validate(
         request._replace(object=new, old_object=old), store=store, defaults=Defaults()
@@ -432,10 +342,10 @@ def test_a_node_ordinal_reserve_change_with_no_safe_count_is_refused_saying_so()
 def test_a_new_zone_list_names_the_members_it_moves_by_rank() -> None:
     """Live 0, 2, 3 are ranks 0, 1, 2: zones a,b,c -> a,c,b moves ranks 1 and 2, ordinals 2
     and 3 (ordinal 1 is reserved), and the Event regards the Advanced StatefulSet."""
-    request = _update(_request("011"), replicas=3, reserveOrdinals=[1])
+    request = annotated_update(recorded_request("011"), replicas=3, reserveOrdinals=[1])
     request.old_object["spec"].update(replicas=3, reserveOrdinals=[1])
     request.object["metadata"]["annotations"]["stszone.io/zones"] = "a,c,b"
-    decision = validate(request, store=_store(), defaults=Defaults())
+    decision = validate(request, store=kruise_store(), defaults=Defaults())
     assert decision.allowed, decision.message
     moved = [w for w in decision.warnings if "when re-created" in w]
     assert moved == [
@@ -448,8 +358,8 @@ def test_a_new_zone_list_names_the_members_it_moves_by_rank() -> None:
 
 def test_scale_subresource_of_kruise_is_guarded_by_live_members() -> None:
     """/scale 3 -> 2 removes web-3, the highest live ordinal: zone c lost, refused."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
-    decision = validate(_request("009"), store=store, defaults=Defaults())
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    decision = validate(recorded_request("009"), store=store, defaults=Defaults())
     assert not decision.allowed
     assert "zone c (ordinal 3 is its only pod)" in decision.message
 
@@ -457,28 +367,28 @@ def test_scale_subresource_of_kruise_is_guarded_by_live_members() -> None:
 def test_a_kruise_set_labelled_skip_is_left_alone_on_its_scale_subresource() -> None:
     """A Scale carries none of the set's labels, so the objectSelector that keeps a set
     labelled stszone.io/skip=true from stszone cannot keep its /scale away: allowed here."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
-    assert not validate(_request("009"), store=store, defaults=Defaults()).allowed
-    labelled = _annotated(_items("statefulsets.v1beta1.json")[0])
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    assert not validate(recorded_request("009"), store=store, defaults=Defaults()).allowed
+    labelled = annotated(recorded_items("statefulsets.v1beta1.json")[0])
     labelled["metadata"].setdefault("labels", {})["stszone.io/skip"] = "true"
     store.put("kruisesets", kruise_set_info(labelled))
-    decision = validate(_request("009"), store=store, defaults=Defaults())
+    decision = validate(recorded_request("009"), store=store, defaults=Defaults())
     assert decision.allowed and not decision.warnings, decision.message
 
 
 def test_the_kind_can_be_turned_off() -> None:
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
-    decision = validate(_request("009"), store=store, defaults=Defaults(kruise=False))
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    decision = validate(recorded_request("009"), store=store, defaults=Defaults(kruise=False))
     assert decision.allowed
 
 
 def test_a_v1alpha1_update_drops_the_reserved_ordinals() -> None:
     """Through v1alpha1 the stored set loses reserveOrdinals: live 0, 2 become 0, 1 -- web-2
     (zone b) goes and the new member 1 goes to rank 1's zone, b: every zone kept."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
-    request = _request("015")
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    request = recorded_request("015")
     request = request._replace(
-        object=_annotated(request.object), old_object=_annotated(request.old_object)
+        object=annotated(request.object), old_object=annotated(request.old_object)
     )
     # The view holds replicas 2, reserveOrdinals [1] (read through v1beta1): live 0, 2.
     sts = store.kruisesets[("shop", "web")]
@@ -508,9 +418,9 @@ def test_guard_agrees_with_the_controller(
     expected_after = {where.get(o) or ZONES[new_live.index(o) % 3] for o in new_live}
     lost = set(where.values()) - expected_after
     nodes = [node(f"n-{z}", z) for z in ZONES]
-    base = _annotated(_items("statefulsets.v1beta1.json")[0])
-    pods = _live_pods(old_live, lambda o: f"n-{where[o]}")
-    decision = _changed(base, before, after, [*nodes, *pods])
+    base = annotated(recorded_items("statefulsets.v1beta1.json")[0])
+    pods = live_pods(old_live, lambda o: f"n-{where[o]}")
+    decision = answer_to_change(base, before, after, [*nodes, *pods])
     assert decision.allowed == (not lost), decision.message
     for zone in lost:
         assert f"zone {zone} (" in decision.message or f" {zone} (" in decision.message
@@ -545,8 +455,10 @@ def test_node_ordinal_guard_offers_the_smallest_count_the_controller_makes_safe(
     objects: list[Any] = [
         node(f"k{o}", z, labels={"example.io/node": str(o)}) for o, z in enumerate(pins)
     ]
-    base = _annotated(_items("statefulsets.v1beta1.json")[0], {**ANNOTATED, **NODE_ORDINAL})
-    decision = _changed(base, before, after, [*objects, *_live_pods(old_live, lambda o: f"k{o}")])
+    base = annotated(recorded_items("statefulsets.v1beta1.json")[0], {**ANNOTATED, **NODE_ORDINAL})
+    decision = answer_to_change(
+        base, before, after, [*objects, *live_pods(old_live, lambda o: f"k{o}")]
+    )
     assert decision.allowed == keeps(new_live), decision.message
     if decision.allowed:
         return
@@ -565,7 +477,7 @@ def test_node_ordinal_guard_offers_the_smallest_count_the_controller_makes_safe(
 def test_audit_reads_members_by_rank() -> None:
     """The audit lists the Advanced StatefulSet by kind, its live ordinals 0, 2, 3 with their
     rank zones a, b, c, and web-2 running in c as misplaced."""
-    store = _store(zones_of={"web-0": "a", "web-2": "c", "web-3": "c"})
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "c", "web-3": "c"})
     report = audit(store)
     (web,) = [s for s in report.sets if s.name == "web"]
     assert web.kind == "Advanced StatefulSet"
@@ -585,7 +497,7 @@ def test_audit_reads_members_by_rank() -> None:
 
 def test_audit_lowest_safe_count_follows_the_live_set() -> None:
     """Members where the rule puts them: the lowest count keeping every zone is 3 (0, 2, 3)."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
     (web,) = audit(store).sets
     assert web.lowest == 3
 
@@ -593,7 +505,7 @@ def test_audit_lowest_safe_count_follows_the_live_set() -> None:
 def test_audit_of_a_stopped_set_offers_zero_as_for_a_statefulset() -> None:
     """replicas: 0: no member holds a zone, so every count keeps them all and the lowest is 0,
     as for a stopped StatefulSet; null is what audit says of a set it does not judge."""
-    web = _annotated(_items("statefulsets.v1beta1.json")[0])
+    web = annotated(recorded_items("statefulsets.v1beta1.json")[0])
     web["spec"]["replicas"] = 0
     apps = copy.deepcopy(web)
     apps.update(apiVersion="apps/v1", metadata={**web["metadata"], "name": "db"})
@@ -609,7 +521,7 @@ def test_audit_of_a_stopped_set_offers_zero_as_for_a_statefulset() -> None:
 def test_explain_names_members_by_rank_and_judges_smaller_sizes() -> None:
     """``explain asts/web``: members 0, 2, 3 with rule zones a, b, c; 2 replicas would drop c
     (web-3 is its only pod), 1 would drop b and c."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
     explained = explain_workload(store, "shop", "web", group="apps.kruise.io")
     assert explained is not None
     assert explained.workload.kind == "Advanced StatefulSet"
@@ -628,7 +540,7 @@ def test_explain_names_members_by_rank_and_judges_smaller_sizes() -> None:
 def test_explain_cli_finds_advanced_statefulsets(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
     assert run_explain(store, kind=None, name="web", namespace="shop", output="text") == 0
     assert "Advanced StatefulSet shop/web" in capsys.readouterr().out
     assert run_explain(store, kind="pod", name="web-2", namespace="shop", output="json") == 0
@@ -639,7 +551,7 @@ def test_explain_cli_finds_advanced_statefulsets(
 def test_explain_text_names_the_live_ordinals(capsys: pytest.CaptureFixture[str]) -> None:
     """Ordinal 1 is reserved: the members of web are 0, 2 and 3, and the heading of the set and
     of its member web-3 says so (not "ordinals 0-2", which leaves web-3 out)."""
-    store = _store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
     assert run_explain(store, kind=None, name="web", namespace="shop", output="text") == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert head == (
@@ -653,9 +565,9 @@ def test_explain_text_names_the_live_ordinals(capsys: pytest.CaptureFixture[str]
 def test_rebalance_moves_a_misplaced_member_to_its_rank_zone() -> None:
     """web-2 (rank 1) runs in c: one step evicts it for b (ordinal 2 mod 3 would say c);
     web-0 and web-3 stay. The recorded pods were Pending: here the kubelet made them Ready."""
-    store = _store(zones_of={"web-0": "a", "web-2": "c", "web-3": "c"})
+    store = kruise_store(zones_of={"web-0": "a", "web-2": "c", "web-3": "c"})
     ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
-    state = live_state([{**p, **ready} for p in _items("pods.json")])
+    state = live_state([{**p, **ready} for p in recorded_items("pods.json")])
     (sts,) = chosen(store)
     planned = plan_set(sts, store=store, state=state, move_data=False)
     assert [(s.pod, s.source, s.target, s.group) for s in planned.steps] == [
@@ -671,7 +583,7 @@ def test_every_recorded_review_is_read(path: Path) -> None:
     """Each review the API server sent (both registrations, both versions) is answered from
     the recorded objects: never a malformed-object answer, and only the shapes the guard
     refuses are refused (no pod is scheduled there, so members are where the rule puts them)."""
-    store = _store(pods=False)
+    store = kruise_store(pods=False)
     request = from_dict(json.loads(path.read_text())).request
     for decide in (mutate, validate):
         decision = decide(request, store=store, defaults=Defaults())
@@ -685,8 +597,8 @@ def test_every_recorded_review_is_read(path: Path) -> None:
 
 def test_create_fills_the_zone_list() -> None:
     """The recorded CREATE (review 001) without stszone.io/zones gets the view's zones."""
-    store = _store(pods=False)
-    decision = mutate(_request("001"), store=store, defaults=Defaults())
+    store = kruise_store(pods=False)
+    decision = mutate(recorded_request("001"), store=store, defaults=Defaults())
     assert ZonesAnnotation(ZONES) in decision.edits
-    off = mutate(_request("001"), store=store, defaults=Defaults(kruise=False))
+    off = mutate(recorded_request("001"), store=store, defaults=Defaults(kruise=False))
     assert not off.edits

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.builders import node, pv
-from tests.test_kruise import kruise_update
+from tests.kruiseobjects import kruise_update
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.model.notices import CLAIMS_DELETED

@@ -18,7 +18,7 @@ import pytest
 
 from tests import builders as b
 from tests.builders import node
-from tests.test_kruise import _annotated, _changed, _items, _live_pods
+from tests.kruiseobjects import annotated, answer_to_change, live_pods, recorded_items
 from tests.test_validate import validate
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.rules.decision import Decision
@@ -33,11 +33,11 @@ CASES = [
 
 def _kruise(zones: tuple[str, ...], annotations: dict[str, str]) -> Decision:
     nodes = [node(f"n-{z}", z) for z in zones]
-    base = _annotated(_items("statefulsets.v1beta1.json")[0], {**annotations, **FORCED})
+    base = annotated(recorded_items("statefulsets.v1beta1.json")[0], {**annotations, **FORCED})
     base["metadata"]["annotations"].pop("stszone.io/zones", None)
     base["metadata"]["annotations"].update(annotations)
-    pods = _live_pods([0, 1, 2], lambda o: f"n-{zones[o]}")
-    return _changed(base, (3, []), (2, []), [*nodes, *pods])
+    pods = live_pods([0, 1, 2], lambda o: f"n-{zones[o]}")
+    return answer_to_change(base, (3, []), (2, []), [*nodes, *pods])
 
 
 def _apps(zones: tuple[str, ...], annotations: dict[str, str]) -> Answer:

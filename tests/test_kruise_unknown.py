@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_kruise import ANNOTATED, NODE_ORDINAL, _annotated, _request, _store
+from tests.kruiseobjects import ANNOTATED, NODE_ORDINAL, annotated, kruise_store, recorded_request
 from tests.work import CountingStore
 from webhook.config import Defaults
 from webhook.model.store import Store
@@ -25,14 +25,14 @@ from webhook.rules.decision import Decision
 def test_a_scale_down_past_a_member_of_unknown_zone_names_the_smallest_safe_count(
     pins: dict[int, str], old: int, lowest: int
 ) -> None:
-    request = _request("011")
-    new = _annotated(request.object, {**ANNOTATED, **NODE_ORDINAL})
+    request = recorded_request("011")
+    new = annotated(request.object, {**ANNOTATED, **NODE_ORDINAL})
     new["spec"].update(replicas=1, reserveOrdinals=[])
-    before = _annotated(request.old_object, {**ANNOTATED, **NODE_ORDINAL})
+    before = annotated(request.old_object, {**ANNOTATED, **NODE_ORDINAL})
     before["spec"].update(replicas=old, reserveOrdinals=[])
     refused = validate(
         request._replace(object=new, old_object=before),
-        store=_store(pins=pins),
+        store=kruise_store(pins=pins),
         defaults=Defaults(),
     )
     assert not refused.allowed
@@ -44,14 +44,14 @@ def _reserve_one(
 ) -> Decision:
     """web (node-ordinal, zones a, b, c) from ``old`` replicas, none reserved, to ``new`` with
     ordinal 1 reserved, on nodes ``k<ordinal>`` labelled with the ``pins`` ordinals."""
-    request = _request("011")
-    after = _annotated(request.object, {**ANNOTATED, **NODE_ORDINAL})
+    request = recorded_request("011")
+    after = annotated(request.object, {**ANNOTATED, **NODE_ORDINAL})
     after["spec"].update(replicas=new, reserveOrdinals=[1])
-    before = _annotated(request.old_object, {**ANNOTATED, **NODE_ORDINAL})
+    before = annotated(request.old_object, {**ANNOTATED, **NODE_ORDINAL})
     before["spec"].update(replicas=old, reserveOrdinals=[])
     return validate(
         request._replace(object=after, old_object=before),
-        store=_store(pins=pins) if store is None else store,
+        store=kruise_store(pins=pins) if store is None else store,
         defaults=Defaults(),
     )
 
@@ -83,7 +83,7 @@ def test_a_count_past_a_far_labelled_node_locates_none_of_the_ordinals_between()
     offered count is 3000, found without looking up the nodes and claims of the ordinals 3-2999,
     which nothing in the view makes known: the lookups are bounded by the objects in the view."""
     pins = {0: "a", 1: "b", 2: "c", 3000: "b"}
-    store = CountingStore(_store(pins=pins))
+    store = CountingStore(kruise_store(pins=pins))
     refused = _reserve_one(pins, old=3, new=2, store=store)
     assert (refused.allowed, refused.reason) == (False, "ZoneLoss"), refused.message
     assert "; the smallest replica count that keeps every zone is 3000: " in refused.message

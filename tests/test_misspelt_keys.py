@@ -18,7 +18,7 @@ import pytest
 
 from tests import builders as b
 from tests import poolsim as sim
-from tests.test_kruise import _annotated, _items
+from tests.kruiseobjects import annotated, recorded_items
 from webhook.cli import main
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
@@ -36,7 +36,7 @@ def _apps() -> list[dict[str, Any]]:
 
 
 def _kruise() -> list[dict[str, Any]]:
-    return [*NODES, _annotated(_items("statefulsets.v1beta1.json")[0], ANNOTATIONS)]
+    return [*NODES, annotated(recorded_items("statefulsets.v1beta1.json")[0], ANNOTATIONS)]
 
 
 def _written(tmp_path: Path, items: list[dict[str, Any]]) -> str:

@@ -18,28 +18,12 @@ from tests import poolsim as sim
 from webhook.model.nodepools import nodepool_info
 from webhook.model.store import Store
 
-ZONES = {"stszone.io/zones": "zone-a,zone-b,zone-c"}
 CASES = [
     {"stszone.io/mode": "scheduler"},
     {"stszone.io/mode": "bogus"},
     {"stszone.io/mode": "node-ordinal", "stszone.io/node-label": "example.io/node"},
     {"stszone.io/scheduler-name": "my-scheduler"},
 ]
-
-
-def _cluster(**annotations: str) -> tuple[Store, sim.JSON]:
-    """The pool, reconciled to six brokers, then stored with ``annotations`` added (as if
-    given while stszone did not judge it); and the pool object as stored."""
-    view = sim.store()
-    cluster = sim.Cluster(view)
-    cluster.create_pool("pool", 6)
-    cluster.reconcile()
-    info = view.nodepool("kafka", "pool")
-    assert info is not None
-    made = sim.pool_object("pool", replicas=6, node_ids=list(info.node_ids or ()))
-    made["metadata"]["annotations"] = {**ZONES, **annotations}
-    view.put("nodepools", nodepool_info(made))
-    return view, made
 
 
 def _malformed_by_path(view: Store, pool: sim.JSON) -> dict[str, bool]:
@@ -59,7 +43,7 @@ def _malformed_by_path(view: Store, pool: sim.JSON) -> dict[str, bool]:
 
 @pytest.mark.parametrize("annotations", [*CASES, {"stszone.io/mode": "affinity"}, {}])
 def test_every_path_reads_a_pools_annotations_alike(annotations: dict[str, str]) -> None:
-    view, pool = _cluster(**annotations)
+    view, pool = sim.stored_pool(**annotations)
     said = _malformed_by_path(view, pool)
     assert set(said.values()) == {bool(annotations) and annotations in CASES}, said
 
@@ -68,7 +52,7 @@ def test_every_path_reads_a_pools_annotations_alike(annotations: dict[str, str])
 def test_the_way_out_of_a_scale_refusal_is_taken(annotations: dict[str, str]) -> None:
     """kubectl scale 6 -> 2 loses zone-c; the refusal says how to force it, and the update
     doing just that is allowed (not refused for a key the scale took as read)."""
-    view, pool = _cluster(**annotations)
+    view, pool = sim.stored_pool(**annotations)
     new, old = sim.scale("pool", old=6, new=2)
     refused = sim.admit(view, new, old=old, operation="UPDATE")
     assert (refused.allowed, refused.reason) == (False, "ZoneLoss"), refused.message

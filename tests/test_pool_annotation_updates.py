@@ -15,7 +15,6 @@ import pytest
 
 from tests import builders as b
 from tests import poolsim as sim
-from tests.test_pool_annotation_reads import _cluster as stored_pool
 from tests.test_validate import validate
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.wire.review import Answer
@@ -28,7 +27,7 @@ EMPTY_ENTRY = {"stszone.io/zones": "zone-a,,zone-b"}
 def _pool_update(before: dict[str, str], after: dict[str, str], *, replicas: int = 6) -> Answer:
     """/validate of an UPDATE of the pool (stored with ``before``) to ``after`` with a new
     label and ``replicas``."""
-    view, old = stored_pool(**before)
+    view, old = sim.stored_pool(**before)
     new = copy.deepcopy(old)
     new["metadata"]["annotations"] = {**ZONES, **after}
     new["metadata"].setdefault("labels", {})["team"] = "payments"

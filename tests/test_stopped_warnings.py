@@ -18,8 +18,7 @@ import pytest
 
 from tests import builders as b
 from tests import poolsim as sim
-from tests.test_kruise import _annotated, _items, kruise_update
-from tests.test_kruise import _store as kruise_store
+from tests.kruiseobjects import annotated, kruise_store, kruise_update, recorded_items
 from tests.test_validate import validate
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
@@ -53,7 +52,7 @@ def _kruise(listed: int, *, by: str) -> tuple[str, ...]:
     scaled from 3 to 0, by an UPDATE of it or by its /scale."""
     store = kruise_store(zones_of={"web-0": "a", "web-2": "b", "web-3": "c"})
     zones = {"stszone.io/zones": ",".join("abcd"[:listed])}
-    old = _annotated(_items("statefulsets.v1beta1.json")[0], zones)
+    old = annotated(recorded_items("statefulsets.v1beta1.json")[0], zones)
     assert (old["metadata"]["name"], old["spec"]["replicas"]) == ("web", 3)
     if by == "update":
         new = copy.deepcopy(old)

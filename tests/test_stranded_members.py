@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests import builders as b
-from tests.test_kruise import _annotated, _items, _live_pods, kruise_update
+from tests.kruiseobjects import annotated, kruise_update, live_pods, recorded_items
 from tests.test_metrics import parse, value
 from webhook.cli import main
 from webhook.cluster.clusterfile import store_from_objects
@@ -147,7 +147,7 @@ def test_an_advanced_statefulset_bound_to_a_missing_node_holds_no_zone() -> None
     """The recorded Advanced StatefulSet shop/web (live ordinals 0, 2, 3), its template bound
     to ghost, none of its pods made: 3 -> 1 drops no zone it holds."""
     objects: list[Any] = [b.node(f"n-{z}", z) for z in "abc"]
-    old = _bound(_annotated(_items("statefulsets.v1beta1.json")[0]))
+    old = _bound(annotated(recorded_items("statefulsets.v1beta1.json")[0]))
     store = store_from_objects([*objects, old])
     new = copy.deepcopy(old)
     new["spec"]["replicas"] = 1
@@ -241,9 +241,9 @@ def test_an_advanced_statefulset_bound_to_a_missing_node_locates_only_its_pods(
         located.append(ordinal)
         return real(self, ordinal)
 
-    old = _bound(_annotated(_items("statefulsets.v1beta1.json")[0]))
+    old = _bound(annotated(recorded_items("statefulsets.v1beta1.json")[0]))
     old["spec"]["replicas"] = 3000
-    running = _live_pods([0, 2], {0: "n-a", 2: "n-b"}.__getitem__)
+    running = live_pods([0, 2], {0: "n-a", 2: "n-b"}.__getitem__)
     store = store_from_objects([*(b.node(f"n-{z}", z) for z in "abc"), old, *running])
     new = copy.deepcopy(old)
     new["spec"]["replicas"] = replicas

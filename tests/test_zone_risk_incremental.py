@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests import builders as b
-from tests.test_kruise import _store as kruise_store
+from tests.kruiseobjects import kruise_store
 from tests.test_zone_risk import namespace, refreshed
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.model.namespaces import namespace_info

@@ -20,8 +20,7 @@ from contextlib import ExitStack
 import pytest
 
 from tests.e2e.kube import RUN_LABEL, Cluster, Kubectl, KubectlError, wait_for, workload
-from tests.e2e.test_guard_motion import _delete_volume, _local_volume, _with_claim
-from tests.e2e.test_unknown_zone import _nodes_by_zone
+from tests.e2e.pinning import delete_volume, local_volume, nodes_by_zone, with_data_claim
 
 HOLD = "stszone.io/e2e-hold"
 
@@ -58,22 +57,22 @@ def test_a_terminating_pod_whose_claim_is_deleted_counts_in_its_rule_zone(
     if not cluster.schedulable or len(cluster.zones) < 3:
         pytest.skip(f"zones {', '.join(cluster.zones)} are not three with schedulable nodes")
     zones = cluster.zones
-    nodes = _nodes_by_zone(cluster.kubectl, zones)
+    nodes = nodes_by_zone(cluster.kubectl, zones)
     homes = [nodes[zones[0]][0], nodes[zones[2]][0], nodes[zones[2]][-1]]
     name, kubectl = "regrown", cluster.kubectl
     with ExitStack() as stack:
         # Deleted in reverse: the pod's hold, the set, its claims, then the volumes.
         for ordinal, node in enumerate(homes):
             volume, claim = f"stszone-e2e-{cluster.run}-{name}-{ordinal}", f"data-{name}-{ordinal}"
-            stack.callback(_delete_volume, everywhere, volume)
-            everywhere.create(_local_volume(cluster, volume, node=node, claim=claim))
+            stack.callback(delete_volume, everywhere, volume)
+            everywhere.create(local_volume(cluster, volume, node=node, claim=claim))
             stack.callback(kubectl.delete, "pvc", claim)
         stack.callback(kubectl.delete, "statefulset", name)
         sts = workload(
             "StatefulSet", name, image=cluster.image, replicas=3, labels={RUN_LABEL: cluster.run}
         )
         sts["metadata"].setdefault("annotations", {})["stszone.io/zones"] = ",".join(zones[:3])
-        kubectl.create(_with_claim(sts))
+        kubectl.create(with_data_claim(sts))
 
         for ordinal, node in enumerate(homes):
             assert _scheduled(kubectl, f"{name}-{ordinal}", timeout=cluster.timeout) == node

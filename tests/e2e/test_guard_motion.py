@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.kube import (
-    HOSTNAME,
     LAB,
     RUN_LABEL,
     ZONE_KEY,
@@ -40,7 +39,7 @@ from tests.e2e.kube import (
     wait_for,
     workload,
 )
-from tests.e2e.test_unknown_zone import _nodes_by_zone
+from tests.e2e.pinning import delete_volume, local_volume, nodes_by_zone, with_data_claim
 
 HANG = "FAKE_KUBELET_FINALIZE_DELETES"
 
@@ -132,7 +131,7 @@ def test_a_scale_down_relying_on_a_terminating_pod_is_refused(
     if not cluster.schedulable or len(cluster.zones) < 2:
         pytest.skip(f"zones {', '.join(cluster.zones)} do not all have schedulable nodes")
     zones, k = cluster.zones, len(cluster.zones)
-    nodes = _nodes_by_zone(cluster.kubectl, zones)
+    nodes = nodes_by_zone(cluster.kubectl, zones)
     last, first = zones[-1], zones[0]
     homes = [nodes[last][0], *[nodes[zones[i]][0] for i in range(1, k - 1)], nodes[first][0]]
     homes.append(nodes[last][-1])
@@ -175,48 +174,6 @@ def _relying_on_a_terminating_pod(
         assert kubectl.get("pod", f"{name}-0")["metadata"].get("deletionTimestamp")
 
 
-def _local_volume(
-    cluster: Cluster,
-    name: str,
-    *,
-    node: str = "",
-    claim: str,
-    expressions: list[Obj] | None = None,
-) -> Obj:
-    """A local PersistentVolume on ``node`` (pinned by hostname), or on the nodes
-    ``expressions`` select, pre-bound to ``claim``."""
-    wanted = expressions or [{"key": HOSTNAME, "operator": "In", "values": [node]}]
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name, "labels": {RUN_LABEL: cluster.run}},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "local": {"path": "/mnt/stszone-e2e"},
-            "claimRef": {"namespace": cluster.namespace, "name": claim},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": wanted}]}},
-        },
-    }
-
-
-def _with_claim(sts: Obj) -> Obj:
-    """``sts`` with a volumeClaimTemplate ``data`` (no class: binds to a pre-bound volume)."""
-    sts["spec"]["volumeClaimTemplates"] = [
-        {
-            "metadata": {"name": "data"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "",
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        }
-    ]
-    return sts
-
-
 def _zone_of(pod: Obj) -> str | None:
     zone: str | None = pod["metadata"].get("annotations", {}).get("stszone.io/zone")
     return zone
@@ -230,16 +187,16 @@ def test_a_local_volume_pinned_by_hostname_pulls_its_pod_to_that_nodes_zone(
     if not cluster.schedulable or len(cluster.zones) < 2:
         pytest.skip(f"zones {', '.join(cluster.zones)} do not all have schedulable nodes")
     zones = cluster.zones
-    node = _nodes_by_zone(cluster.kubectl, zones)[zones[1]][0]
+    node = nodes_by_zone(cluster.kubectl, zones)[zones[1]][0]
     name, kubectl = "local", cluster.kubectl
     volume, claim = f"stszone-e2e-{cluster.run}-local", f"data-{name}-0"
     with ExitStack() as stack:
         # Deleted in reverse: the set, its claim, then the volume (a bound one waits for them).
-        stack.callback(_delete_volume, everywhere, volume)
-        everywhere.create(_local_volume(cluster, volume, node=node, claim=claim))
+        stack.callback(delete_volume, everywhere, volume)
+        everywhere.create(local_volume(cluster, volume, node=node, claim=claim))
         stack.callback(kubectl.delete, "pvc", claim)
         stack.callback(kubectl.delete, "statefulset", name)
-        sts = _with_claim(
+        sts = with_data_claim(
             workload(
                 "StatefulSet",
                 name,
@@ -291,15 +248,15 @@ def test_a_volume_not_in_two_zones_pulls_its_pod_to_the_third_and_is_guarded(
     others = {"key": ZONE_KEY, "operator": "NotIn", "values": [zones[0], zones[1]]}
     with ExitStack() as stack:
         # Deleted in reverse: the set, its claim, then the volume (a bound one waits for them).
-        stack.callback(_delete_volume, everywhere, volume)
-        everywhere.create(_local_volume(cluster, volume, claim=claim, expressions=[others]))
+        stack.callback(delete_volume, everywhere, volume)
+        everywhere.create(local_volume(cluster, volume, claim=claim, expressions=[others]))
         stack.callback(kubectl.delete, "pvc", claim)
         stack.callback(kubectl.delete, "statefulset", name)
         sts = workload(
             "StatefulSet", name, image=cluster.image, replicas=0, labels={RUN_LABEL: cluster.run}
         )
         sts["metadata"].setdefault("annotations", {})["stszone.io/zones"] = ",".join(zones[:3])
-        made = kubectl.create(_with_claim(sts))
+        made = kubectl.create(with_data_claim(sts))
         probe = owned_pod(made, 1, image=cluster.image, labels={"app": f"{name}-dry-run"})
         probe["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
 
@@ -324,12 +281,6 @@ def test_a_volume_not_in_two_zones_pulls_its_pod_to_the_third_and_is_guarded(
         else:
             raise AssertionError(f"the guard allowed scaling {name} to 1, emptying {zones[2]}")
         assert f"would drop zone {zones[2]} (ordinal 1 is " in refusal, refusal
-
-
-def _delete_volume(kubectl: Kubectl, name: str) -> None:
-    """Delete the test's PersistentVolume and wait (bounded) until it is gone."""
-    kubectl.delete("pv", name)
-    wait_for(f"volume {name} to be deleted", lambda: kubectl.gone("pv", name), timeout=180)
 
 
 def test_moving_ordinals_start_that_would_drop_a_zone_is_refused(cluster: Cluster) -> None:

@@ -17,16 +17,16 @@ from contextlib import ExitStack
 import pytest
 
 from tests.e2e.kube import Cluster, Kubectl, KubectlError, wait_for
-from tests.e2e.test_strimzi import (
+from tests.e2e.strimzilab import (
     KAFKA,
-    _claim,
-    _claim_name,
-    _nodepool,
-    _pod,
-    _podset,
-    _pv,
-    _wait_for_pools_in_view,
+    broker_claim,
+    broker_claim_name,
+    broker_pod,
+    kafka_nodepool,
+    pool_podset,
     pvs,
+    restored_volume,
+    wait_for_pools_in_view,
 )
 
 __all__ = ["pvs"]  # the fixture, imported for pytest
@@ -49,32 +49,32 @@ def test_a_claim_being_deleted_does_not_place_the_re_added_broker(
     strimzi_crds: None, cluster: Cluster, pvs: list[str], request: pytest.FixtureRequest
 ) -> None:
     kubectl = cluster.kubectl
-    _wait_for_pools_in_view(request)
+    wait_for_pools_in_view(request)
     a, c = cluster.zones[0], cluster.zones[2]
-    pv = _pv(cluster, 0, c, NAME)
+    pv = restored_volume(cluster, 0, c, NAME)
     pvs.append(pv["metadata"]["name"])
     kubectl.create(pv)
     with ExitStack() as stack:
         stack.callback(kubectl.delete, "kafkanodepool", NAME)
-        pool = kubectl.create(_nodepool(cluster, 1, NAME))
+        pool = kubectl.create(kafka_nodepool(cluster, 1, NAME))
 
         def pool_seen() -> bool:  # a dry-run claim gets a zone once the pool is in the view
-            probe = kubectl.create(_claim(cluster, pool, 0, NAME), dry_run=True)
+            probe = kubectl.create(broker_claim(cluster, pool, 0, NAME), dry_run=True)
             return "stszone.io/zone" in probe["metadata"].get("annotations", {})
 
         wait_for("the pool to reach the webhook's view", pool_seen, timeout=20)
-        claim = _claim_name(0, NAME)
+        claim = broker_claim_name(0, NAME)
         stack.callback(_release, kubectl, claim)
-        made = _claim(cluster, pool, 0, NAME)
+        made = broker_claim(cluster, pool, 0, NAME)
         made["metadata"]["finalizers"] = [HOLD]
         assert kubectl.create(made)["metadata"]["annotations"]["stszone.io/zone"] == c
         kubectl.run("delete", "pvc", claim, "--wait=false")
         assert kubectl.get("pvc", claim)["metadata"].get("deletionTimestamp")
         stack.callback(kubectl.delete, "strimzipodset", f"{KAFKA}-{NAME}")
-        podset = kubectl.create(_podset(cluster, NAME))
+        podset = kubectl.create(pool_podset(cluster, NAME))
 
         def zone() -> str | None:  # the claim's deletion reaches the view a moment later
-            asked = kubectl.create(_pod(cluster, podset, 0, NAME), dry_run=True)
+            asked = kubectl.create(broker_pod(cluster, podset, 0, NAME), dry_run=True)
             got: str = asked["metadata"]["annotations"]["stszone.io/zone"]
             return got if got == a else None
 

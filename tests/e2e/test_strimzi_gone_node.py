@@ -25,16 +25,16 @@ from contextlib import ExitStack
 import pytest
 
 from tests.e2e.kube import HOSTNAME, RUN_LABEL, ZONE_KEY, Cluster, Kubectl, KubectlError, wait_for
-from tests.e2e.test_strimzi import (
+from tests.e2e.strimzilab import (
     KAFKA,
-    _claim,
-    _nodepool,
-    _pod,
-    _podset,
-    _pv,
-    _status,
-    _view_holds_every,
-    _wait_for_pools_in_view,
+    broker_claim,
+    broker_pod,
+    kafka_nodepool,
+    pool_podset,
+    restored_volume,
+    view_holds_every,
+    wait_for_pools_in_view,
+    write_pool_status,
 )
 from tests.rendered import ROOT
 
@@ -77,7 +77,7 @@ def test_a_broker_on_a_deleted_node_holds_no_zone(
 ) -> None:
     kubectl = cluster.kubectl
     everywhere = Kubectl(kubectl.binary, kubectl.kubeconfig)
-    _wait_for_pools_in_view(request)
+    wait_for_pools_in_view(request)
     a, b, c = cluster.zones[:3]
     node, broker = f"stszone-e2e-{cluster.run}-{NAME}", f"{KAFKA}-{NAME}-{IDS[0]}"
     with ExitStack() as stack:
@@ -94,34 +94,34 @@ def test_a_broker_on_a_deleted_node_holds_no_zone(
             }
         )
         stack.callback(_clean, kubectl, broker)
-        pool = _nodepool(cluster, 4, NAME)
+        pool = kafka_nodepool(cluster, 4, NAME)
         pool["metadata"]["annotations"]["strimzi.io/next-node-ids"] = f"[{IDS[0]}-{IDS[-1]}]"
         pool = kubectl.create(pool)
 
         def pool_seen() -> bool:  # a dry-run claim gets a zone once the pool is in the view
-            probe = kubectl.create(_claim(cluster, pool, IDS[0], NAME), dry_run=True)
+            probe = kubectl.create(broker_claim(cluster, pool, IDS[0], NAME), dry_run=True)
             return "stszone.io/zone" in probe["metadata"].get("annotations", {})
 
         wait_for("the pool to reach the webhook's view", pool_seen, timeout=20)
         claims: dict[int, str] = {}
         for node_id in IDS:  # each placed with the ones before it in the view
-            created = kubectl.create(_claim(cluster, pool, node_id, NAME))
+            created = kubectl.create(broker_claim(cluster, pool, node_id, NAME))
             claims[node_id] = created["metadata"]["annotations"]["stszone.io/zone"]
-            wait_for("the view to hold the claim", lambda: _view_holds_every(cluster), timeout=20)
+            wait_for("the view to hold the claim", lambda: view_holds_every(cluster), timeout=20)
         assert claims == dict(zip(IDS, (a, b, c, a), strict=True))
-        _status(kubectl, list(IDS), NAME)
-        podset = kubectl.create(_podset(cluster, NAME))
+        write_pool_status(kubectl, list(IDS), NAME)
+        podset = kubectl.create(pool_podset(cluster, NAME))
         for node_id in IDS:
-            pod = _pod(cluster, podset, node_id, NAME)
+            pod = broker_pod(cluster, podset, node_id, NAME)
             if node_id == IDS[0]:
                 pod["spec"]["nodeName"] = node
             kubectl.create(pod)
-        pv = _pv(cluster, IDS[0], b, NAME)
+        pv = restored_volume(cluster, IDS[0], b, NAME)
         stack.callback(everywhere.delete, "persistentvolume", pv["metadata"]["name"])
         everywhere.create(pv)
         wait_for(
             "the view to hold the volume",
-            lambda: _view_holds_every(cluster, "pv", "volumes"),
+            lambda: view_holds_every(cluster, "pv", "volumes"),
             timeout=20,
         )
         # With the volume in the view, only broker 10's pod on the node keeps zone a held.

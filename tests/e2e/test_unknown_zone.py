@@ -24,7 +24,6 @@ from contextlib import ExitStack, contextmanager
 
 import pytest
 
-from tests.e2e.conftest import schedulable_zones
 from tests.e2e.kube import (
     ZONE_KEY,
     Cluster,
@@ -34,20 +33,9 @@ from tests.e2e.kube import (
     skipped_statefulset,
     wait_for,
 )
+from tests.e2e.pinning import nodes_by_zone
 
 NAME = "before"
-
-
-def _nodes_by_zone(kubectl: Kubectl, zones: tuple[str, ...]) -> dict[str, list[str]]:
-    """Schedulable nodes of each zone, sorted by name."""
-    ready = schedulable_zones(kubectl)
-    found: dict[str, list[str]] = {zone: [] for zone in zones}
-    for node in kubectl.get("nodes")["items"]:
-        meta = node["metadata"]
-        zone = meta.get("labels", {}).get(ZONE_KEY)
-        if zone in found and zone in ready and not node.get("spec", {}).get("unschedulable"):
-            found[zone].append(meta["name"])
-    return {zone: sorted(names) for zone, names in found.items()}
 
 
 @contextmanager
@@ -81,7 +69,7 @@ def test_scale_down_relying_on_a_node_that_lost_its_zone_label_is_refused(
     if not cluster.schedulable:
         pytest.skip(f"zones {', '.join(cluster.zones)} do not all have schedulable nodes")
     zones, k = cluster.zones, len(cluster.zones)
-    nodes = _nodes_by_zone(cluster.kubectl, zones)
+    nodes = nodes_by_zone(cluster.kubectl, zones)
     first = nodes[zones[0]]
     if len(first) < 2:
         pytest.skip(f"zone {zones[0]} needs two schedulable nodes (one keeps its label)")
