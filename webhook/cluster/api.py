@@ -11,7 +11,6 @@ drops the credentials on a 401 so the next request reloads them.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -20,13 +19,12 @@ import aiohttp
 from yarl import URL
 
 from webhook.cluster.credentials import Credentials
+from webhook.cluster.refusals import QUIET
 from webhook.errors import ConfigError
 
 JSON_MEDIA: Final = "application/json"
 #: Largest watch event we buffer; etcd caps objects at 1.5 MiB, JSON may double that.
 MAX_EVENT: Final = 16 * 1024 * 1024
-
-log = logging.getLogger("stszone.credentials")
 
 
 class ApiError(Exception):
@@ -58,6 +56,8 @@ class ApiError(Exception):
         self.kind = kind
         #: ``details.causes[].reason``, e.g. ``NamespaceTerminating``.
         self.cause_reasons = cause_reasons
+        #: On a 401 from :class:`Api`: where the refused credentials come from.
+        self.source = ""
 
     @property
     def namespace_closed(self) -> bool:
@@ -80,18 +80,34 @@ class CredentialsError(aiohttp.ClientError):
     jobs that retry only API and connection errors (the Lease campaign, the Secret's watch,
     the Event writer), and with them readiness, for good.
 
-    The :class:`Api` logs each refusal once per :class:`Credentials` (the live view and the
-    certificates each load their own), when it is first met or differs from the last, and once
-    when they load again: every client (each reflector, the Lease, the Secret's watch, the
-    Event writer) retries every few seconds, and would say it each time. Kept per loader, not
-    per file: one loader still serving from what it loaded before says nothing of the other.
+    The :class:`Api` tells the credentials' :class:`~webhook.cluster.refusals.Refusals` of each
+    load and each answer, which says the cause once per change; kept per loader, not per file
+    (the live view and the certificates each load their own): one loader still serving from
+    what it loaded before says nothing of the other.
     """
+
+    def __init__(self, message: str, *, source: str) -> None:
+        super().__init__(message)
+        #: Where the credentials come from ("kubeconfig PATH", "in-cluster service account").
+        self.source = source
 
 
 class ProxyRefused(aiohttp.ClientError):
     """The kubeconfig's proxy refused to carry a request (407, 403, 502...), as a connection
     error. aiohttp's own error names the proxy by its URL, user and password included, and
     this text reaches the log, stderr and ``/readyz``: this one names it without them."""
+
+
+def credentials_refused(err: BaseException) -> str:
+    """``err`` said short when it is the credentials' (they do not load, or the API server
+    refuses them: 401), naming where they come from; "" for any other error. The cause itself
+    is said once for every client (:mod:`webhook.cluster.refusals`), so a client's line says
+    only what waits on it."""
+    if isinstance(err, CredentialsError):
+        return f"the credentials from {err.source} do not load"
+    if isinstance(err, ApiError) and err.status == 401 and err.source:
+        return f"the API server refuses the credentials from {err.source}"
+    return ""
 
 
 def without_userinfo(url: str) -> str:
@@ -154,8 +170,12 @@ class Api:
         *,
         connect_timeout: float = 10.0,
         user_agent: str | None = None,
+        quiet: bool = False,
     ) -> None:
         self.credentials = credentials
+        #: A one-shot command ends on its first failure and says it: the credentials'
+        #: refusals are not logged besides (the live view's and the certificates' are).
+        self._quiet = quiet
         self._connect_timeout = connect_timeout
         #: Names this process in the API server's audit log (e.g. the Lease holder's identity).
         self._agent = {"User-Agent": user_agent} if user_agent else {}
@@ -251,16 +271,13 @@ class Api:
         content_type: str = JSON_MEDIA,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         credentials = self.credentials
+        refusals = QUIET if self._quiet else credentials.refusals
         try:
             target = await credentials.target()
         except ConfigError as err:
-            if err.message != credentials.refused:
-                log.error("%s; requests to the API server fail until it loads", err.message)
-            credentials.refused = err.message
-            raise CredentialsError(err.message) from err
-        if credentials.refused:
-            log.info("credentials from %s load again", credentials.source)
-            credentials.refused = ""
+            refusals.not_loaded(err.message)
+            raise CredentialsError(err.message, source=credentials.source) from err
+        refusals.loaded()
         if self._session is None:
             self._session = aiohttp.ClientSession(auto_decompress=True)
         timeout = aiohttp.ClientTimeout(
@@ -296,13 +313,20 @@ class Api:
             if resp.status not in (200, 201, 202) or (method == "GET" and resp.status != 200):
                 raw = await _head(resp.content, limit=64 * 1024)
                 if resp.status == 401:
-                    self.credentials.invalidate()  # rotated token or expired exec credential
+                    credentials.invalidate()  # rotated token or expired exec credential
                 try:
                     status: Any = json.loads(raw)
                 except ValueError:
                     status = raw
                 retry_after = resp.headers.get("Retry-After")
-                raise api_error(status, status=resp.status, retry_after=retry_after)
+                error = api_error(status, status=resp.status, retry_after=retry_after)
+                if resp.status == 401:
+                    error.source = credentials.source
+                    refusals.refused(error.message, sent=credentials)
+                else:
+                    refusals.answered()
+                raise error
+            refusals.answered()
             yield resp
 
 

@@ -11,7 +11,9 @@ first sets ``metadata.resourceVersion`` to the version read, so the API server r
 reads again. Nothing is written while the Lease is not held.
 
 What goes wrong is logged once per cause while it lasts, saying what to do: a configuration
-that is missing (404), RBAC refusing a read or a write (403), a Secret stszone will not touch.
+that is missing (404), RBAC refusing a read or a write (403), a Secret stszone will not touch;
+credentials that do not load or are refused (401) by where they come from only, their cause
+being said once for every client (:mod:`webhook.cluster.refusals`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, Final, NoReturn, Protocol
 import aiohttp
 import jsonpatch
 
-from webhook.cluster.api import Api, ApiError
+from webhook.cluster.api import Api, ApiError, credentials_refused
 from webhook.cluster.secretwatch import SecretWatch, granted_by
 
 log = logging.getLogger("stszone.certs")
@@ -171,7 +173,7 @@ class Keeper:
                 return None
             self._refused(topic, verb="read", err=err)
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as err:
-            self._fail(topic, message=f"cannot read {self._what(topic)}: {err}; retrying")
+            self._fail(topic, message=f"cannot read {self._what(topic)}: {_said(err)}; retrying")
             raise _Refused from None
         self._clear(topic)
         return found
@@ -189,9 +191,8 @@ class Keeper:
             verb = "create" if method == "POST" else "update"
             self._refused("secret", verb=verb, err=err, topic="secret write")
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as err:
-            self._fail(
-                "secret write", message=f"cannot write {self._what('secret')}: {err}; retrying"
-            )
+            what = self._what("secret")
+            self._fail("secret write", message=f"cannot write {what}: {_said(err)}; retrying")
             raise _Refused from None
         self._clear("secret write")
 
@@ -216,9 +217,8 @@ class Keeper:
                 raise _Conflict(f"{kind} {self.config_name}") from None
             self._refused(kind, verb="patch", err=err, topic=f"{kind} patch")
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as err:
-            self._fail(
-                f"{kind} patch", message=f"cannot patch {kind} {self.config_name}: {err}; retrying"
-            )
+            what = f"{kind} {self.config_name}"
+            self._fail(f"{kind} patch", message=f"cannot patch {what}: {_said(err)}; retrying")
             raise _Refused from None
         self._clear(f"{kind} patch")
 
@@ -245,7 +245,7 @@ class Keeper:
                 f"get/{verb} on it ({granted_by(kind, self.secrets.role)})"
             )
         else:
-            message = f"cannot {verb} {what}: {err}; retrying"
+            message = f"cannot {verb} {what}: {_said(err)}; retrying"
         self._fail(topic, message=message)
         raise _Refused from None
 
@@ -258,6 +258,12 @@ class Keeper:
     def _clear(self, topic: str) -> None:
         if self._said.pop(topic, None) is not None:
             log.info("%s: resolved", self._what(topic))
+
+
+def _said(err: Exception) -> str:
+    """``err`` for a log line: credentials that do not load or are refused (401) by where they
+    come from only, as their cause is said once for every client (webhook.cluster.refusals)."""
+    return credentials_refused(err) or str(err)
 
 
 class _Refused(Exception):

@@ -52,6 +52,7 @@ from webhook.cluster.kubeconfig import (
     user_entry,
     user_token_file,
 )
+from webhook.cluster.refusals import Refusals
 from webhook.errors import ConfigError, one_line
 
 #: Where the kubelet mounts the service account (token, ca.crt, namespace).
@@ -104,8 +105,8 @@ class Credentials:
         self._loaded = Loaded(None)
         self._token_stamp: tuple[int, ...] | None = None
         self._tls: tuple[tuple[Any, ...], ssl.SSLContext] | None = None
-        #: The refusal requests last met, logged once (:class:`~webhook.cluster.api.Api`).
-        self.refused = ""
+        #: What requests with these credentials meet, said once per change (by the Api).
+        self.refusals = Refusals(source)
         # Six reflectors ask at once from executor threads; the loaders are not thread-safe
         # (and an exec plugin should run once, not six times).
         self._lock = threading.Lock()

@@ -30,7 +30,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 import aiohttp
 
-from webhook.cluster.api import Api, ApiError
+from webhook.cluster.api import Api, ApiError, credentials_refused
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.correlator import Correlator, Create, Patch, Write
 from webhook.model.outbox import Outbox
@@ -213,13 +213,16 @@ class EventWriter:
                 log.debug("Event in namespace %s not written: %s", write.namespace, err)
                 return
             if err.status != 429 and err.status < 500:
-                self._fail(write, f"refused: {err}", now=now)
+                self._fail(write, credentials_refused(err) or f"refused: {err}", now=now)
                 return
             self._later(write, tries=tries, now=now, why=str(err), at_least=err.retry_after)
         except (aiohttp.ClientError, OSError, TimeoutError) as err:
             # ClientError includes credentials that could not be loaded for this attempt (a
             # kubeconfig being rewritten, an exec plugin failing once): the next loads them.
-            self._later(write, tries=tries, now=now, why=str(err) or type(err).__name__)
+            # Those are named by where they come from: their cause is said once for every
+            # client (webhook.cluster.refusals).
+            why = credentials_refused(err) or str(err) or type(err).__name__
+            self._later(write, tries=tries, now=now, why=why)
         else:
             self._backoff.reset()
 

@@ -41,7 +41,7 @@ from typing import Any, Final
 
 import aiohttp
 
-from webhook.cluster.api import Api, ApiError, CredentialsError
+from webhook.cluster.api import Api, ApiError, credentials_refused
 from webhook.cluster.secretwatch import granted_by
 
 log = logging.getLogger("stszone.lease")
@@ -311,11 +311,10 @@ class Elector:
 
     def _met(self, err: Exception) -> str:
         """What a read or write of the Lease met, for its log line. Credentials that do not load
-        are named by their source only: the Api logs the refusal itself, once for every client
-        (stszone.credentials), and the Lease's line adds which Lease waits, not the reason."""
-        if isinstance(err, CredentialsError):
-            return f"the credentials from {self.api.credentials.source} do not load"
-        return str(err)
+        or that the API server refuses (401) are named by their source only: their cause is said
+        once for every client (stszone.credentials), and the Lease's line adds which Lease
+        waits, not the cause again."""
+        return credentials_refused(err) or str(err)
 
     def _say(self, message: str, *, err: Exception) -> None:
         if message == self._said:

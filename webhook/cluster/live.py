@@ -22,6 +22,7 @@ import aiohttp
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.credentials import Credentials, load_credentials
 from webhook.cluster.reflector import CacheStatus, Reflector, Tuning
+from webhook.cluster.refusals import unauthorized_way
 from webhook.cluster.resources import Resource, resources, turned_off
 from webhook.cluster.served import ServedReflector
 from webhook.cluster.view import zone_source
@@ -140,7 +141,7 @@ async def live_store(
     store = Store(zones=settings.zones, kruise_start_ordinal=settings.kruise_start_ordinal)
     for table in turned_off(settings):
         store.replace(table, [])
-    async with Api(credentials) as api:
+    async with Api(credentials, quiet=True) as api:
         reflectors: Sequence[Reflector] = [
             reflector_for(resource, api=api, store=store, tuning=tuning)
             for resource in resources(settings)
@@ -157,28 +158,8 @@ async def live_store(
 
 def _way_on(err: Exception, credentials: Credentials) -> str:
     """What to do about a list that failed with ``err``."""
-    if isinstance(err, ApiError) and err.status == 401 and credentials.unsent:
-        return (
-            f"no credentials were sent (the user's {', '.join(credentials.unsent)}): the "
-            "server is not https, and kubectl sends a user's credentials only over https; "
-            "give the kubeconfig's cluster its https address"
-        )
-    if isinstance(err, ApiError) and err.status == 401 and credentials.anonymous:
-        https = (
-            " and give the kubeconfig's cluster its https address, as kubectl sends a user's "
-            "credentials only over https"
-            if credentials.plaintext
-            else ""
-        )
-        return (
-            "no credentials were sent: the kubeconfig's user has none (a token, a client "
-            "certificate, an exec plugin...); give it credentials the cluster accepts "
-            f"(`kubectl config set-credentials`){https}"
-        )
     if isinstance(err, ApiError) and err.status == 401:
-        return (
-            "the cluster refused these credentials: renew them (`kubectl auth whoami` tests them)"
-        )
+        return unauthorized_way(credentials)
     if isinstance(err, ApiError) and err.status == 403:
         return (
             "grant these credentials the read the error names (`kubectl auth can-i --list` "

@@ -366,7 +366,7 @@ async def apply(
     except (ValueError, RuntimeError, NotImplementedError):
         handled = False  # not the main thread (or no signals here): Ctrl-C aborts as usual
     try:
-        async with Api(credentials) as api:
+        async with Api(credentials, quiet=True) as api:
             return await Rebalancer(api, timing=timing, report=report, stop=stop).run(plan)
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None

@@ -40,6 +40,9 @@ modified into a readable shape, stops counting, and a re-list counts what it ski
 object deleted while no watch was open is never seen deleted). Other oddities of a stream (an
 event without an object, an unknown event type) are logged once each and not counted: they are
 no object of the collection. Nothing an API server sends makes :meth:`Reflector.run` return.
+A failed list or watch is logged at each retry, except credentials that do not load or that
+the API server refuses (401): every cache would say the same at each retry, so
+:mod:`webhook.cluster.refusals` says it once for all of them; ``last_error`` still names it.
 """
 
 from __future__ import annotations
@@ -53,7 +56,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cluster import pages
-from webhook.cluster.api import Api, ApiError, CredentialsError, StreamSilent, api_error
+from webhook.cluster.api import (
+    Api,
+    ApiError,
+    CredentialsError,
+    StreamSilent,
+    api_error,
+    credentials_refused,
+)
 from webhook.cluster.backoff import Backoff, OpenWatch
 from webhook.cluster.resources import Resource, describe, object_key
 from webhook.errors import BadObject
@@ -237,9 +247,9 @@ class Reflector:
                 if err.expired:
                     self._rv = None  # compacted: events were lost, only a fresh list is safe
                     log.info("%s: %s; re-listing", self.resource.table, err)
-                else:
+                elif not credentials_refused(err):  # a 401 is said for every client, once
                     log.warning("%s list/watch failed: %s", self.resource.table, err)
-            except CredentialsError as err:  # logged once for every client, by the Api
+            except CredentialsError as err:  # said for every client, once (Refusals)
                 failure = f"{type(err).__name__}: {err}"
             except Exception as err:  # connection errors, timeouts, garbage: retry, never die
                 failure = f"{type(err).__name__}: {err}".rstrip(": ")

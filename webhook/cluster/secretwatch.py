@@ -12,7 +12,8 @@ version when it ends, is silent for ``idle_timeout`` (a quiet Secret gets no BOO
 fails, and re-listed on ``410 Gone``. A watch proves itself by an event or by staying open for
 ``healthy_after``: only that resets the capped, jittered backoff and ends the time counted as
 failing (what readiness reads). A watch the API server answers and that then fails, or ends,
-before proving itself is retried after the backoff, and the time failing counts on.
+before proving itself is retried after the backoff, and the time failing counts on. A failure
+is logged once, and again only when it changes, until the watch works again, which is said too.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 import aiohttp
 
-from webhook.cluster.api import Api, ApiError, StreamSilent, api_error
+from webhook.cluster.api import Api, ApiError, StreamSilent, api_error, credentials_refused
 from webhook.cluster.backoff import Backoff, OpenWatch
 from webhook.config import CERTS_LEASE
 
@@ -91,6 +92,8 @@ class SecretWatch:
         #: The first list has completed.
         self.synced = False
         self.last_error = ""
+        #: The failure last logged, until the watch works again ("" then).
+        self._said = ""
         #: ``clock()`` since the watch has been failing (None while it works).
         self._failing_since: float | None = None
         self._open = OpenWatch(self.timing.healthy_after, clock)
@@ -147,19 +150,24 @@ class SecretWatch:
     def _ok(self) -> None:
         self._failing_since = None
         self.last_error = ""
+        if self._said:
+            log.info("watch of Secret %s/%s works again", self.namespace, self.name)
+            self._said = ""
 
     def _failed(self, err: Exception, *, backoff: Backoff) -> float:
         message = str(err) or type(err).__name__
-        if message != self.last_error:
+        # Credentials that do not load or are refused (401) are said once for every client
+        # (webhook.cluster.refusals): this line names only them, not the refusal again.
+        said = credentials_refused(err) or message
+        if said != self._said:
             hint = ""
             if isinstance(err, ApiError) and err.status == 403:
                 hint = (
                     f"; grant the ServiceAccount get/list/watch on Secret {self.name} in "
                     f"namespace {self.namespace} ({granted_by('Role', self.role)})"
                 )
-            log.warning(
-                "watch of Secret %s/%s failed: %s%s", self.namespace, self.name, message, hint
-            )
+            log.warning("watch of Secret %s/%s failed: %s%s", self.namespace, self.name, said, hint)
+            self._said = said
         self.last_error = message
         if self._failing_since is None:
             self._failing_since = self._clock()

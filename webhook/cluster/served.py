@@ -20,7 +20,7 @@ import logging
 import time
 from typing import Final
 
-from webhook.cluster.api import Api, ApiError, CredentialsError
+from webhook.cluster.api import Api, ApiError, credentials_refused
 from webhook.cluster.reflector import CacheStatus, Reflector, Tuning
 from webhook.cluster.resources import Resource
 from webhook.model.store import Store
@@ -134,7 +134,7 @@ class ServedReflector(Reflector):
                 except asyncio.CancelledError:
                     raise
                 except Exception as err:  # unknown: keep what runs, ask again later
-                    if not isinstance(err, CredentialsError):  # the Api logs those once
+                    if not credentials_refused(err):  # said for every client, once
                         log.warning("discovery of %s failed: %s", self.resource.path, err)
                     if task is None and not self._empty.is_set():
                         self._absent()  # an optional kind never holds readiness back

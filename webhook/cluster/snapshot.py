@@ -141,7 +141,7 @@ async def live_snapshot(
         credentials = await asyncio.to_thread(
             load_credentials, settings.kubeconfig, context=settings.context
         )
-    async with Api(credentials) as api:
+    async with Api(credentials, quiet=True) as api:
         try:
             items = await list_cluster(settings, api=api, namespace=namespace)
         except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
