@@ -675,7 +675,9 @@ def test_pod_of_a_set_the_live_view_has_not_seen_is_refused_for_retry() -> None:
     """Creation races the watch: refusing beats pinning by a possibly wrong policy."""
     outcome, _ = run(b.sts_pod(ordinal=1), live_store_without_sets())
     assert not outcome.allowed and outcome.reason == "StatefulSetNotYetSeen"
-    assert "(the StatefulSet controller and the HPA retry by themselves)" in outcome.message
+    assert outcome.message.endswith(
+        "retry in a moment (the StatefulSet controller retries its creates by itself)"
+    ), outcome.message
     offline = store_from_objects([], zones=("zone-a", "zone-b", "zone-c"))
     assert run(b.sts_pod(ordinal=1), offline)[0].allowed, "offline views keep the fallback"
 

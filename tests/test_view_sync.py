@@ -2,9 +2,9 @@
 
 Until every watch has listed its resource, an object missing from the view proves nothing: pods,
 claims and scale-downs are refused with a retryable ``ViewNotSynced`` (the StatefulSet controller
-and the HPA retry), the way a set not seen yet is. ``/readyz`` keeps Service traffic away, but
-URL-registered webhooks and requests racing a restart reach the server before it. Offline
-views (``--zones``, ``--cluster FILE``) are complete by definition.
+sends its pods and claims again, an HPA its scale), the way a set not seen yet is. ``/readyz``
+keeps Service traffic away, but URL-registered webhooks and requests racing a restart reach the
+server before it. Offline views (``--zones``, ``--cluster FILE``) are complete by definition.
 """
 
 from __future__ import annotations
@@ -123,35 +123,67 @@ def test_statefulset_zone_list_waits_for_the_nodes_unless_zones_are_given() -> N
 
 
 OPERATOR_REVIEWS = Path(__file__).parent / "fixtures"
+CONTROLLER = "(the StatefulSet controller retries its creates by itself)"
+KRUISE = "(kruise-manager retries its creates by itself)"
+STRIMZI = "(the Strimzi operator retries its creates by itself)"
+HPA = "(an HPA retries its scale by itself)"
+
+
+def test_a_refusal_for_retry_names_who_sends_that_request_again() -> None:
+    """Each request refused while the view loads names the one that sends it again: a pod's and
+    a claim's create, the StatefulSet controller (which creates them); a scale-down, whether
+    by /scale or an UPDATE, an HPA (which scales the set, and never sends a pod); a new set,
+    nobody (a person or a tool created it)."""
+    pods = partly_listed(b.recorded_lists(), ("nodes", "statefulsets", "pods", "namespaces"))
+    claims = partly_listed(b.recorded_lists(), ("nodes",))
+    sts = b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, replicas=4)
+    scales = partly_listed([sts], ("nodes", "statefulsets", "volumes", "claims", "namespaces"))
+    smaller = b.statefulset(annotations={"stszone.io/zones": "a,b,c"}, replicas=3)
+    endings = {
+        "pod, mutating": send("mutate", b.fixture_review("003-Pod-CREATE"), pods),
+        "pod, validating": send("validate", b.fixture_review("004-Pod-CREATE"), pods),
+        "claim": send("mutate", b.fixture_review("001-PersistentVolumeClaim-CREATE"), claims),
+        "scale": send("validate", b.recorded_scale("db", namespace="ns", old=4, new=3), scales),
+        "update": send("validate", b.review(smaller, operation="UPDATE", old=sts), scales),
+        "new set": send("mutate", b.review(b.statefulset(annotations={})), partly_listed([], ())),
+    }
+    assert all(retryable(outcome) for outcome in endings.values()), endings
+    assert {what: o.message.rsplit("retry in a moment", 1)[1] for what, o in endings.items()} == {
+        "pod, mutating": f" {CONTROLLER}",
+        "pod, validating": f" {CONTROLLER}",
+        "claim": f" {CONTROLLER}",
+        "scale": f" {HPA}",
+        "update": f" {HPA}",
+        "new set": "",
+    }
 
 
 @pytest.mark.parametrize(
     ("review", "retrier"),
     [
-        ("kruise/admission/001-all-StatefulSet-CREATE-web.json", "(kruise-manager and the HPA "),
-        ("kruise/admission/004-all-Pod-CREATE-web-0.json", "(kruise-manager and the HPA "),
-        ("strimzi/admission/002-all-KafkaNodePool-CREATE-broker.json", "(the Strimzi operator "),
-        ("strimzi/admission/023-all-Pod-CREATE-my-cluster-broker-0.json", "(the Strimzi operator "),
-        ("strimzi/admission/032-all-Scale-UPDATE-broker.json", "(the Strimzi operator "),
-        (
-            "kruise/admission/003-all-PersistentVolumeClaim-CREATE-data-web-0.json",
-            "(kruise-manager ",
-        ),
+        ("kruise/admission/001-all-StatefulSet-CREATE-web.json", ""),
+        ("kruise/admission/004-all-Pod-CREATE-web-0.json", f" {KRUISE}"),
+        ("kruise/admission/003-all-PersistentVolumeClaim-CREATE-data-web-0.json", f" {KRUISE}"),
+        ("kruise/admission/009-all-Scale-UPDATE-web.json", f" {HPA}"),
+        ("strimzi/admission/002-all-KafkaNodePool-CREATE-broker.json", ""),
+        ("strimzi/admission/023-all-Pod-CREATE-my-cluster-broker-0.json", f" {STRIMZI}"),
         (
             "strimzi/admission/006-all-PersistentVolumeClaim-CREATE-data-0-my-cluster-broker-0.json",
-            "(the Strimzi operator ",
+            f" {STRIMZI}",
         ),
+        ("strimzi/admission/032-all-Scale-UPDATE-broker.json", f" {HPA}"),
     ],
 )
 def test_a_refusal_for_retry_names_who_retries_that_kind(review: str, retrier: str) -> None:
     """Recorded requests of an Advanced StatefulSet and a KafkaNodePool reaching a view that has
-    listed nothing yet: the refusal names kruise-manager, or the Strimzi operator, as the one
-    that retries, not the StatefulSet controller, which never sends them."""
+    listed nothing yet: a pod's or a claim's create names kruise-manager, or the Strimzi
+    operator, as the one that retries, not the StatefulSet controller, which never sends them;
+    a /scale names an HPA; a new workload, nobody."""
     body = json.loads((OPERATOR_REVIEWS / review).read_text())
     endpoint = "validate" if "Scale-UPDATE" in review else "mutate"
     outcome = send(endpoint, body, Store(live=True))
     assert retryable(outcome), outcome
-    assert retrier in outcome.message and "StatefulSet controller" not in outcome.message
+    assert outcome.message.rsplit("retry in a moment", 1)[1] == retrier, outcome.message
 
 
 def listed_without_workloads() -> Store:
@@ -163,26 +195,31 @@ def listed_without_workloads() -> Store:
 
 
 @pytest.mark.parametrize(
-    ("review", "endpoint"),
+    ("review", "endpoint", "retrier"),
     [
-        ("kruise/admission/004-all-Pod-CREATE-web-0.json", "mutate"),
-        ("kruise/admission/003-all-PersistentVolumeClaim-CREATE-data-web-0.json", "mutate"),
-        ("kruise/admission/009-all-Scale-UPDATE-web.json", "validate"),
+        ("kruise/admission/004-all-Pod-CREATE-web-0.json", "mutate", "kruise-manager"),
+        (
+            "kruise/admission/003-all-PersistentVolumeClaim-CREATE-data-web-0.json",
+            "mutate",
+            "kruise-manager",
+        ),
+        ("kruise/admission/009-all-Scale-UPDATE-web.json", "validate", "an HPA"),
     ],
 )
-def test_an_advanced_statefulset_not_seen_yet_names_kruise_manager(
-    review: str, endpoint: str
+def test_an_advanced_statefulset_not_seen_yet_names_who_retries(
+    review: str, endpoint: str, retrier: str
 ) -> None:
     """Recorded requests of an Advanced StatefulSet's pod, claim and scale-down reaching a view
     that has listed everything but not the set yet: refused for retry, saying kruise-manager
-    (which sends the pod and the claim again), not the StatefulSet controller, which never
-    sends them."""
+    for the pod and the claim (which it sends again), an HPA for the scale, never the
+    StatefulSet controller, which sends none of them."""
     body = json.loads((OPERATOR_REVIEWS / review).read_text())
     outcome = send(endpoint, body, listed_without_workloads())
     assert (outcome.allowed, outcome.reason) == (False, "StatefulSetNotYetSeen"), outcome
-    assert "kruise-manager" in outcome.message, outcome.message
-    assert "StatefulSet controller" not in outcome.message, outcome.message
-    assert "Advanced StatefulSet" in outcome.message, outcome.message
+    message = outcome.message
+    assert retrier in message and "StatefulSet controller" not in message, message
+    assert ("HPA" in message) == (retrier == "an HPA"), message
+    assert "Advanced StatefulSet" in message, message
 
 
 def test_a_users_claim_refused_while_loading_names_no_controller() -> None:

@@ -45,9 +45,10 @@ class SetKind(NamedTuple):
     controller: str
 
     @property
-    def retried_by(self) -> str:
-        """Who sends its creates and scales again after a refusal meant for retry."""
-        return f"{self.controller} and the HPA retry by themselves"
+    def creates_retried_by(self) -> str:
+        """Who sends a create of its pods or claims again after a refusal meant for retry: its
+        controller. (An HPA scales the set; it never sends a pod or a claim.)"""
+        return f"{self.controller} retries its creates by itself"
 
 
 KINDS: Final[dict[str, SetKind]] = {

@@ -69,7 +69,7 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -
     kind = None if group is None else setkinds.KINDS[group]
     if "statefulsets" in store.unsynced():  # whose claim it is cannot be known yet
         # A user's claim is sent again by no controller: the user retries it.
-        retried_by = "" if kind is None else f"{kind.controller} retries its creates by itself"
+        retried_by = "" if kind is None else kind.creates_retried_by
         require_synced(store, what=f"claim {namespace}/{name}", retried_by=retried_by)
     owners = claim_owners(name, namespace=namespace, store=store)
     owner = owners[0] if owners else None

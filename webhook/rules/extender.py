@@ -142,7 +142,12 @@ def target(pod: JSON, *, store: Store, defaults: Defaults = _DEFAULTS) -> Goal |
         # No pod_claims: the templates they would stand in for are read only when no claims
         # are given, and place() below is given the pod's.
         policy = resolve_policy(
-            namespace, owner, store=store, pod_annotations=annotations, group=group
+            namespace,
+            owner,
+            store=store,
+            pod_annotations=annotations,
+            group=group,
+            retried_by="kube-scheduler retries the pod by itself",
         )
         declared = policy.declared
         if not zone and declared.mode == "node-ordinal":

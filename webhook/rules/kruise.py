@@ -14,7 +14,7 @@ holds it (read through ``v1beta1``) and its "after" reserves nothing, as the con
 
 from __future__ import annotations
 
-from webhook.model import kruise, notices, objects, setkinds
+from webhook.model import kruise, notices, objects
 from webhook.model.annotations import Declared
 from webhook.model.kruise import Live
 from webhook.model.objects import JSON
@@ -23,7 +23,13 @@ from webhook.model.store import Store
 from webhook.rules import kruiseguard, retention, verdict
 from webhook.rules import validate as validations
 from webhook.rules.decision import Decision, allow
-from webhook.rules.placement import Policy, kruise_live, require_synced, resolve_policy
+from webhook.rules.placement import (
+    SCALES_RETRIED_BY,
+    Policy,
+    kruise_live,
+    require_synced,
+    resolve_policy,
+)
 from webhook.rules.scaling import malformed_warning
 from webhook.rules.zonelist import zone_list, zones_origin
 
@@ -158,7 +164,7 @@ def judge_live(
             store,
             what=f"a change of Advanced StatefulSet {namespace}/{name}",
             also=("kruisesets",),
-            retried_by=setkinds.KINDS[kruise.GROUP].retried_by,
+            retried_by=SCALES_RETRIED_BY,
         )
         result = kruiseguard.compare(
             name,
@@ -218,7 +224,12 @@ def validate_kruise_scale(
             stopped, regarding
         )
     policy = resolve_policy(
-        namespace, name, store=store, tolerate_malformed=True, group=kruise.GROUP
+        namespace,
+        name,
+        store=store,
+        tolerate_malformed=True,
+        group=kruise.GROUP,
+        retried_by=SCALES_RETRIED_BY,
     )
     warnings: tuple[str, ...] = ()
     if policy.malformed:

@@ -291,8 +291,9 @@ def mutate_statefulset(sts: JSON, *, store: Store, group: str = "") -> Decision:
         return allow()
     name = objects.string(meta, "name") or "(unnamed)"
     kind = setkinds.KINDS[group]
+    # A set's creation is sent by a person or a tool, not by its controller: none is named.
     key, zones = server_zones_for(
-        annotations, store=store, what=f"{kind.text} {name}", retried_by=kind.retried_by
+        annotations, store=store, what=f"{kind.text} {name}", retried_by=""
     )
     if not zones:
         if key == DEFAULT_TOPOLOGY_KEY:

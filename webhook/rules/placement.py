@@ -105,20 +105,23 @@ def policy_zone(ordinal: int, policy: Policy) -> str:
     return rule_zone(ordinal, zones=policy.zones, start=policy.start)
 
 
-#: Who sends a KafkaNodePool's broker pods and claims, and its scales, again after a refusal
-#: meant for retry.
-POOL_RETRIED_BY: Final = "the Strimzi operator and the HPA retry by themselves"
+#: Who sends a KafkaNodePool's broker pods and claims again after a refusal meant for retry.
+POOL_CREATES_RETRIED_BY: Final = "the Strimzi operator retries its creates by itself"
+#: Who sends a scale (``/scale``, or an UPDATE of replicas) again after such a refusal: an HPA
+#: (KEDA's too) on its next sync. A person who ran ``kubectl scale`` runs it again.
+SCALES_RETRIED_BY: Final = "an HPA retries its scale by itself"
 
 
 def require_synced(
     store: Store,
     *,
     what: str,
+    retried_by: str,
     also: tuple[Table, ...] = (),
-    retried_by: str = setkinds.KINDS[""].retried_by,
 ) -> None:
     """Refuse, for retry, while a live view has not listed every resource yet (``retried_by``:
-    who retries the refused request, as the refusal tells it; "" when no controller does).
+    who retries the refused request, as the refusal tells it; "" when no controller does: a
+    workload's creation is sent by a person or a tool, which retries as it does any refusal).
 
     An object missing from a view still loading proves nothing: placing by the rule without
     the volumes would pin a pod where its data can never be, and a guard without the pods
@@ -143,6 +146,7 @@ def resolve_policy(
     pod_claims: tuple[str, ...] = (),
     tolerate_malformed: bool = False,
     group: str = "",
+    retried_by: str | None = None,
 ) -> Policy:
     """Resolve the policy of a StatefulSet from its annotations, else the pod's, else the server.
 
@@ -151,9 +155,12 @@ def resolve_policy(
     the cache yet), else the server's zone source. Raises :class:`Denied` while a live view
     is still loading, and when the annotations are malformed -- unless ``tolerate_malformed``
     (a Scale, which cannot change them): then the defaults stand in and ``malformed`` says why.
+    ``retried_by``: who sends the refused request again (default: the set's controller, which
+    sends its pods' and claims' creates; :data:`SCALES_RETRIED_BY` for a scale).
     """
     kind = workload_kind(group)
-    retried_by = setkinds.KINDS[group].retried_by
+    if retried_by is None:
+        retried_by = setkinds.KINDS[group].creates_retried_by
     require_synced(
         store,
         what=f"{kind} {namespace}/{statefulset}",

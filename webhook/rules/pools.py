@@ -40,7 +40,6 @@ from webhook.rules.decision import (
     refuse,
 )
 from webhook.rules.mutate import server_zones_for
-from webhook.rules.placement import POOL_RETRIED_BY
 from webhook.rules.plan import skipped
 from webhook.rules.poolplan import cluster_pools
 from webhook.rules.poolzones import PoolPolicy, choose, id_claims, pool_policy
@@ -232,8 +231,9 @@ def mutate_nodepool(pool: JSON, *, store: Store) -> Decision:
     if ZONES in annotations:
         return allow()
     name = objects.string(meta, "name") or "(unnamed)"
+    # A pool's creation is sent by a person or a tool, not by the operator: none is named.
     key, zones = server_zones_for(
-        annotations, store=store, what=f"KafkaNodePool {name}", retried_by=POOL_RETRIED_BY
+        annotations, store=store, what=f"KafkaNodePool {name}", retried_by=""
     )
     if not zones:
         return allow(

@@ -42,7 +42,7 @@ from webhook.model.objects import JSON
 from webhook.model.store import Store
 from webhook.model.tables import POOL_TABLES
 from webhook.rules.decision import Decision, MetadataAnnotation, allow, edit, refuse
-from webhook.rules.placement import POOL_RETRIED_BY, require_synced
+from webhook.rules.placement import SCALES_RETRIED_BY, require_synced
 from webhook.rules.poolguard import (
     Removal,
     annotate_command,
@@ -96,7 +96,7 @@ def _as_written(obj: JSON, *, old: JSON, namespace: str, store: Store, read: Wri
         store,
         what=f"KafkaNodePool {namespace}/{info.name}",
         also=POOL_TABLES,
-        retried_by=POOL_RETRIED_BY,
+        retried_by="",  # an UPDATE of the pool is sent by a person or a tool, not the operator
     )
     base = store.nodepool(namespace, info.name) or info
     pool = KafkaNodePoolInfo(
@@ -302,7 +302,9 @@ def validate_pool_scale(
         return allow() if held is not None and held.skipped else _emptied(name, old=old_replicas)
     # A Scale cannot change the pool's annotations: malformed ones give a warning, and the
     # guard runs on the defaults, as for a StatefulSet's /scale.
-    policy = pool_policy(namespace, name, store=store, tolerate_malformed=True)
+    policy = pool_policy(
+        namespace, name, store=store, tolerate_malformed=True, retried_by=SCALES_RETRIED_BY
+    )
     node_ids = policy.pool.node_ids if policy is not None else None
     # A Scale carries none of the pool's labels: the objectSelector cannot skip its /scale.
     if policy is None or not node_ids or policy.pool.skipped:

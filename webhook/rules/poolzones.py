@@ -35,7 +35,7 @@ from webhook.model.annotations import (
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, node_id_of
 from webhook.model.store import Store
 from webhook.model.tables import POOL_TABLES
-from webhook.rules.placement import POOL_RETRIED_BY, require_synced
+from webhook.rules.placement import POOL_CREATES_RETRIED_BY, require_synced
 from webhook.rules.poolplan import Balance, cluster_pools, new_ids
 from webhook.rules.zonelist import zone_list, zones_origin
 
@@ -61,19 +61,25 @@ class PoolPolicy(NamedTuple):
 
 
 def pool_policy(
-    namespace: str, name: str, *, store: Store, tolerate_malformed: bool = False
+    namespace: str,
+    name: str,
+    *,
+    store: Store,
+    tolerate_malformed: bool = False,
+    retried_by: str = POOL_CREATES_RETRIED_BY,
 ) -> PoolPolicy | None:
     """The policy of KafkaNodePool ``namespace/name``; None when the view does not hold it.
 
     Raises :class:`Denied` while a live view is still loading, and for malformed annotations
     -- unless ``tolerate_malformed`` (a Scale, which cannot change them): then the defaults
-    stand in and ``malformed`` says why.
+    stand in and ``malformed`` says why. ``retried_by``: who sends the refused request again
+    (default: the Strimzi operator, which creates the brokers' pods and claims).
     """
     require_synced(
         store,
         what=f"KafkaNodePool {namespace}/{name}",
         also=POOL_TABLES,
-        retried_by=POOL_RETRIED_BY,
+        retried_by=retried_by,
     )
     pool = store.nodepool(namespace, name)
     if pool is None:

@@ -19,7 +19,7 @@ from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import guard, retention, verdict
 from webhook.rules.decision import CUT, WARNING_MAX, Decision, allow
-from webhook.rules.placement import Policy, require_synced, resolve_policy
+from webhook.rules.placement import SCALES_RETRIED_BY, Policy, require_synced, resolve_policy
 from webhook.rules.zonelist import zones_origin
 
 
@@ -59,7 +59,11 @@ def judge(
     if not new:
         outcome = verdict.stopped(name, old=len(old))
     else:
-        require_synced(store, what=f"a scale-down of StatefulSet {namespace}/{name}")
+        require_synced(
+            store,
+            what=f"a scale-down of StatefulSet {namespace}/{name}",
+            retried_by=SCALES_RETRIED_BY,
+        )
         result = guard.scale_down(
             name, old=old, new=new, namespace=namespace, policy=policy, store=store
         )
@@ -104,7 +108,9 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         return deleted.told(stopped, regarding)
     # Live: a set missing from the view is refused for retry by resolve_policy. Offline (a saved
     # cluster file without it): guarded on its pods and the server's zones, with a warning.
-    policy = resolve_policy(namespace, name, store=store, tolerate_malformed=True)
+    policy = resolve_policy(
+        namespace, name, store=store, tolerate_malformed=True, retried_by=SCALES_RETRIED_BY
+    )
     warnings: tuple[str, ...] = ()
     if policy.malformed:
         warnings = (malformed_warning(name, policy.malformed, by="scale"),)
