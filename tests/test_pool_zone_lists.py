@@ -110,6 +110,9 @@ def test_a_broker_following_its_claim_out_of_the_servers_list_names_that_list() 
     )
 
 
+WAY_IN = "PodNodeSelector's namespace annotation, a Kyverno or Gatekeeper mutation"
+
+
 @pytest.mark.parametrize(
     ("annotations", "fix"),
     [
@@ -122,15 +125,41 @@ def test_a_broker_refused_its_zone_is_told_the_list_that_chose_it(
     annotations: dict[str, str], fix: str
 ) -> None:
     """Broker 0 goes to zone-a (the first listed); its pod's nodeSelector asks for zone-b. A
-    pool without a list of its own changes its brokers' zones by being given one."""
+    pool without a list of its own changes its brokers' zones by being given one. Strimzi's
+    pod template has no nodeSelector: the refusal says the pod got it on its way in, and sends
+    nobody to a template."""
     pod = sim.pod_object("my-cluster", "pool", 0)
     pod["spec"]["nodeSelector"] = {ZONE_KEY: "zone-b"}
     answered = sim.admit(_bare_pool(annotations), pod, endpoint="mutate")
     assert (answered.allowed, answered.reason) == (False, "ZoneConflict")
+    assert answered.message == (
+        f"pod my-cluster-pool-0 of KafkaNodePool pool has nodeSelector {ZONE_KEY}=zone-b, which "
+        f"admits no node of {ZONE_KEY}=zone-a, the zone stszone chose for it; Strimzi never writes a "
+        "broker's nodeSelector, so an admission plugin or webhook added it on the pod's way in "
+        f"({WAY_IN}): remove it there, or {fix}"
+    ), answered.message
+
+
+def test_a_brokers_affinity_is_said_to_come_from_a_template_or_on_its_way_in() -> None:
+    """Broker 0 goes to zone-a; its pod's required node affinity asks for zone-b. Strimzi
+    writes it from the pool's spec.template.pod.affinity, else the Kafka's
+    spec.kafka.template.pod.affinity; stszone reads neither, so the refusal names both, and
+    the way in, without claiming which holds it."""
+    pod = sim.pod_object("my-cluster", "pool", 0)
+    term = {"matchExpressions": [{"key": ZONE_KEY, "operator": "In", "values": ["zone-b"]}]}
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [term]}}
+    }  # fmt: skip
+    answered = sim.admit(_bare_pool({}), pod, endpoint="mutate")
+    assert (answered.allowed, answered.reason) == (False, "ZoneConflict")
     assert answered.message.endswith(
-        "the zone stszone chose for it; remove that constraint from spec.template.pod of "
-        "KafkaNodePool pool (or, when the pool has no spec.template, from "
-        f"spec.kafka.template.pod of Kafka my-cluster) or {fix}"
+        "the zone stszone chose for it; Strimzi writes a broker's node affinity from "
+        "spec.template.pod.affinity of KafkaNodePool pool (or, when the pool has no "
+        "spec.template, from spec.kafka.template.pod.affinity of Kafka my-cluster); stszone "
+        "does not read those, so if neither holds it, an admission plugin or webhook added it "
+        f"on the pod's way in ({WAY_IN}): remove it where it is, or give the pool "
+        "stszone.io/zones"
     ), answered.message
 
 
@@ -142,7 +171,7 @@ def test_a_broker_held_by_its_data_is_not_told_to_change_the_zone_list() -> None
     answered = sim.admit(view, pod, endpoint="mutate")
     assert (answered.allowed, answered.reason) == (False, "ZoneConflict")
     assert answered.message.endswith(
-        "spec.kafka.template.pod of Kafka my-cluster) or give the broker a new claim "
+        f"({WAY_IN}): remove it there, or give the broker a new claim "
         "(its data decides its zone, whatever the nodes' zones (topology.kubernetes.io/zone) "
         "says; deleting claim data-my-cluster-pool-0 deletes that data)"
     ), answered.message

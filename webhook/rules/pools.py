@@ -25,7 +25,7 @@ from webhook.model.annotations import (
 )
 from webhook.model.nodepools import node_id_of, pool_of
 from webhook.model.objects import JSON
-from webhook.model.selection import pod_selection
+from webhook.model.selection import PodSelection, pod_selection
 from webhook.model.store import Store
 from webhook.rules import affinity, fit
 from webhook.rules.decision import (
@@ -45,6 +45,8 @@ from webhook.rules.poolplan import cluster_pools
 from webhook.rules.poolzones import PoolPolicy, choose, id_claims, pool_policy
 from webhook.rules.zonelist import zones_fix
 
+#: What adds node constraints to a pod on its way in, before stszone's webhook sees it.
+WAY_IN: Final = "PodNodeSelector's namespace annotation, a Kyverno or Gatekeeper mutation"
 #: Who creates a broker's pod, and creates it again after a refusal meant for retry.
 PODSET_CONTROLLER: Final = "the StrimziPodSet controller of the Strimzi cluster operator"
 
@@ -127,7 +129,8 @@ def mutate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
     ]
     choice = choose(namespace, node_id, policy=policy, store=store, claims=claims)
     key, zone = policy.key, choice.zone
-    judged = fit.fit(pod_selection(spec), key=key, value=zone, view=store)
+    selection = pod_selection(spec)
+    judged = fit.fit(selection, key=key, value=zone, view=store)
     if not judged.allowed:
         verb = "admits no node of" if judged.by_nodes else "excludes"
         # A broker follows its data whatever the list says: only a new claim moves it.
@@ -137,20 +140,50 @@ def mutate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
                 f"give the broker a new claim (its data decides its zone, whatever "
                 f"{policy.origin} says; deleting claim {choice.claim} deletes that data)"
             )
-        # The operator builds the pod from the pool's spec.template, else the Kafka's
-        # spec.kafka.template (never both: KafkaPool.fromCrd takes one template whole).
-        pool, cluster = policy.pool.name, policy.pool.cluster
         return refuse(
-            f"pod {name} of KafkaNodePool {pool} has {judged.conflict}, which {verb} {key}={zone}, "
-            f"the zone stszone chose for it; remove that constraint from spec.template.pod of "
-            f"KafkaNodePool {pool} (or, when the pool has no spec.template, from "
-            f"spec.kafka.template.pod of Kafka {cluster}) or {fix}",
+            f"pod {name} of KafkaNodePool {policy.pool.name} has {judged.conflict}, which "
+            f"{verb} {key}={zone}, the zone stszone chose for it; "
+            f"{_origin(selection, key=key, zone=zone, store=store, policy=policy)}, or {fix}",
             reason="ZoneConflict",
         )
     warnings: tuple[str, ...] = ()
     if choice.why == "data" and zone not in policy.zones:
         warnings = (f"{name} follows its claim {choice.claim} to {zone}, not in {policy.origin}",)
     return edit(ZoneAnnotation(zone), NodeRequirement(key, zone), warnings=warnings)
+
+
+def _origin(
+    selection: PodSelection, *, key: str, zone: str, store: Store, policy: PoolPolicy
+) -> str:
+    """Where the constraints refusing a broker its zone can come from, and what to do.
+
+    The operator writes a broker's node affinity from ``spec.template.pod.affinity`` of its
+    KafkaNodePool, else from ``spec.kafka.template.pod.affinity`` of its Kafka (never both:
+    KafkaPool.fromCrd takes one template whole), and never a nodeSelector or a nodeName: its
+    PodTemplate has no such fields. stszone's view keeps neither template, so it cannot tell
+    whether the affinity is in one: it names both places, and the way in."""
+    affinity = PodSelection(required=selection.required)
+    others = selection._replace(required=None)
+    by_affinity = not fit.fit(affinity, key=key, value=zone, view=store).allowed
+    by_others = not fit.fit(others, key=key, value=zone, view=store).allowed
+    said = []
+    if by_affinity:
+        pool, cluster = policy.pool.name, policy.pool.cluster
+        said.append(
+            "Strimzi writes a broker's node affinity from spec.template.pod.affinity of "
+            f"KafkaNodePool {pool} (or, when the pool has no spec.template, from "
+            f"spec.kafka.template.pod.affinity of Kafka {cluster}); stszone does not read those, "
+            "so if neither holds it, an admission plugin or webhook added it on the pod's way "
+            f"in ({WAY_IN}): remove it where it is"
+        )
+    if by_others or not by_affinity:  # alone, or together with the affinity
+        fields = [f for f, v in (("nodeSelector", selection.selector),
+                                 ("spec.nodeName", selection.node_name)) if v]  # fmt: skip
+        said.append(
+            f"Strimzi never writes a broker's {' or '.join(fields)}, so an admission plugin or "
+            f"webhook added it on the pod's way in ({WAY_IN}): remove it there"
+        )
+    return "; ".join(said)
 
 
 def validate_pool_pod(pod: JSON, *, namespace: str, store: Store) -> Decision:
