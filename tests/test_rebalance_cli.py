@@ -48,7 +48,7 @@ def test_dry_run_table_from_a_saved_cluster(
     """The table, the notes, the kubectl commands in order, and exit 1 (db-2 stays)."""
     assert main(["rebalance", "--cluster", str(seed_file), "--timeout", "120"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:16] == [
+    assert lines[:17] == [
         "StatefulSet shop/db: zones zone-a,zone-b,zone-c, replicas 6",
         "  ORDINAL  POD   NODE  NOW     TARGET  CLASS           ACTION",
         "  0        db-0  a1    zone-a  zone-a  in place        -",
@@ -59,8 +59,8 @@ def test_dry_run_table_from_a_saved_cluster(
         "  5        db-5  b2    zone-b  zone-c  movable         step 3: evict",
         "  2: its volume pv-2 is in zone-b",
         "  2: it moves only with --move-data, which deletes its data",
-        "  The same with kubectl, in order (--apply also waits before each step until every",
-        "  replica is Ready, and after it until the pod is Ready in its zone):",
+        "  The same with kubectl, in order (--apply also checks, before each step, that the",
+        "  set is whole and the pod unchanged, and after it, that the new pod is in its zone):",
         "    # step 1: db-1 zone-a -> zone-b",
         "    kubectl create --raw /api/v1/namespaces/shop/pods/db-1/eviction -f - <<< "
         """'{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"db-1","namespace":"shop"},"""
@@ -68,6 +68,8 @@ def test_dry_run_table_from_a_saved_cluster(
         "    until kubectl -n shop get pod db-1 -o jsonpath='{.metadata.uid}' | grep -qv "
         "'^uid-db-1$'; do sleep 1; done",
         "    kubectl -n shop wait pod/db-1 --for=condition=Ready --timeout=120s",
+        "    kubectl -n shop wait statefulset/db --for=jsonpath='{.status.availableReplicas}'=6 "
+        "--timeout=120s",
     ]
     assert [line for line in lines if line.startswith("    # step")] == [
         "    # step 1: db-1 zone-a -> zone-b",

@@ -171,7 +171,8 @@ def test_the_command_plans_an_advanced_statefulset_of_a_saved_cluster(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``stszone rebalance --cluster FILE --statefulset shop/web``: the dry run finds the
-    Advanced StatefulSet by that name and plans web-2's move; nothing is left (exit 0)."""
+    Advanced StatefulSet by that name and plans web-2's move, its kubectl commands waiting on
+    that kind; nothing is left (exit 0)."""
     saved = tmp_path / "cluster.json"
     saved.write_text(json.dumps({"kind": "List", "items": cluster(3, [1], MISPLACED)}))
     argv = ["rebalance", "--cluster", str(saved), "--statefulset", "shop/web", "-o", "json"]
@@ -181,6 +182,11 @@ def test_the_command_plans_an_advanced_statefulset_of_a_saved_cluster(
     assert [(s["pod"], s["from"], s["to"]) for s in data["steps"]] == [
         ("web-2", "zone-c", "zone-b")
     ]
+    # Its availability is read at its own group's path, as --apply reads it.
+    assert data["steps"][0]["commands"][-1] == (
+        "kubectl -n shop wait statefulsets.apps.kruise.io/web "
+        "--for=jsonpath='{.status.availableReplicas}'=3 --timeout=300s"
+    )
 
 
 # --- the moves, against the fake API server -------------------------------------------------

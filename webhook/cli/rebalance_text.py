@@ -21,6 +21,12 @@ def kubectl_commands(step: Step, *, timeout: float) -> list[str]:
     Eviction is created with ``create --raw``, with the pod's uid as a precondition as stszone
     sends it. ``kubectl wait --for=delete`` cannot follow a pod that comes back under the same
     name (it waits for the successor), so the loop waits for another uid, then for Ready.
+    Then, as ``--apply`` does before the next step, until the set counts every replica
+    available: with ``minReadySeconds`` a Ready pod is available only that long after, and a
+    PodDisruptionBudget counts Ready pods, so nothing else holds the next eviction back.
+    ``kubectl rollout status`` would not do: it follows a rollout of the template, and returns
+    at once when none is under way. ``kubectl wait --for=jsonpath=...=N`` on
+    ``status.availableReplicas`` does, on either kind (kubectl 1.32 takes the form below).
     """
     ns, pod = step.namespace, step.pod
     eviction: dict[str, Any] = {
@@ -41,6 +47,11 @@ def kubectl_commands(step: Step, *, timeout: float) -> list[str]:
             f"'^{step.uid}$'; do sleep 1; done"
         )
     commands.append(f"kubectl -n {ns} wait pod/{pod} --for=condition=Ready --timeout={timeout:g}s")
+    kind = f"statefulsets.{step.group}" if step.group else "statefulset"
+    commands.append(
+        f"kubectl -n {ns} wait {kind}/{step.statefulset} "
+        f"--for=jsonpath='{{.status.availableReplicas}}'={step.replicas} --timeout={timeout:g}s"
+    )
     return commands
 
 
@@ -76,8 +87,8 @@ def _set_lines(set_plan: SetPlan, *, timeout: float, commands: bool) -> list[str
         )
     if set_plan.steps and commands:
         lines += [
-            "  The same with kubectl, in order (--apply also waits before each step until every",
-            "  replica is Ready, and after it until the pod is Ready in its zone):",
+            "  The same with kubectl, in order (--apply also checks, before each step, that the",
+            "  set is whole and the pod unchanged, and after it, that the new pod is in its zone):",
         ]
         for number, step in enumerate(set_plan.steps, start=1):
             lines.append(f"    # step {number}: {step.pod} {step.source} -> {step.target}")

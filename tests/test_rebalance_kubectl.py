@@ -1,0 +1,83 @@
+"""The kubectl commands a `stszone rebalance` dry run prints, run as printed (through bash, its
+quoting and all) by the kubectl on PATH against the fake API server: the last one of a step
+waits, as --apply does before its next step, until the set counts every replica available."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import rebalancing as r
+from tests.fakeapi import FakeApi
+from tests.kubeconfig import write_kubeconfig
+from tests.tools import require
+from webhook.cli import main
+
+#: db-1 in zone-a and db-3 in zone-b, each where the other belongs: two steps, db-1's first.
+MISPLACED = {0: "a1", 1: "a2", 2: "c1", 3: "b1"}
+
+
+def _step_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """The commands of the dry run's first step (``--timeout 4``), as -o json gives them."""
+    saved = tmp_path / "cluster.json"
+    saved.write_text(json.dumps({"kind": "List", "items": r.cluster(MISPLACED)}))
+    assert main(["rebalance", "--cluster", str(saved), "--timeout", "4", "-o", "json"]) == 0
+    (db,) = json.loads(capsys.readouterr().out)["statefulsets"]
+    commands: list[str] = db["steps"][0]["commands"]
+    return commands
+
+
+def test_a_step_ends_waiting_for_every_replica_to_be_available(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After the wait for the new pod to be Ready, the step waits for status.availableReplicas
+    to count all four replicas (minReadySeconds: a Ready pod is available only later)."""
+    *_, ready, available = _step_commands(tmp_path, capsys)
+    assert ready == "kubectl -n shop wait pod/db-1 --for=condition=Ready --timeout=4s"
+    assert available == (
+        "kubectl -n shop wait statefulset/db "
+        "--for=jsonpath='{.status.availableReplicas}'=4 --timeout=4s"
+    )
+
+
+@pytest.mark.parametrize("counted", [True, False], ids=["counted later", "never counted"])
+async def test_the_printed_wait_returns_once_every_replica_is_available(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], counted: bool
+) -> None:
+    """The printed command, through bash, against a set whose status counts 3 of 4 replicas
+    available: it is still waiting a second later; once the status counts 4 it ends with
+    exit 0, and if it never does, it fails when its --timeout (4 s) runs out."""
+    kubectl = require("kubectl", why="running the printed kubectl commands")
+    command = _step_commands(tmp_path, capsys)[-1]
+    async with FakeApi(fixtures=False) as fake:
+        fake.discovery = True
+        sts: dict[str, Any] = r.statefulset(4)
+        sts["status"]["availableReplicas"] = 3
+        fake.put("statefulsets", sts)
+        config = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url)
+        env = {
+            **os.environ,
+            "PATH": f"{Path(kubectl).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "KUBECONFIG": str(config),
+            "KUBECACHEDIR": str(tmp_path / "kube-cache"),
+        }
+        run = await asyncio.create_subprocess_exec(
+            "bash", "-c", command, env=env, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        await asyncio.sleep(1.0)
+        assert run.returncode is None, await run.communicate()  # still waiting
+        if counted:
+            sts["status"]["availableReplicas"] = 4
+            fake.put("statefulsets", sts)
+        out, err = await asyncio.wait_for(run.communicate(), timeout=30)
+        code = await run.wait()
+    if counted:
+        assert (code, out.decode().strip()) == (0, "statefulset.apps/db condition met")
+    else:
+        assert code != 0 and "timed out waiting for the condition" in err.decode()
