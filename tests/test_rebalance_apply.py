@@ -427,11 +427,36 @@ async def test_a_move_never_counted_available_stops_the_run_with_it_moved(rig: R
     assert outcome.sets[0].moved == (1,) and not outcome.converged
     assert outcome.stopped == (
         "db-1 is Ready on b1 in zone-b, but shop/db did not count every replica available "
-        "within 60s (3/4 replicas available (minReadySeconds 30)); run rebalance again once "
-        "every replica is available"
+        "before the step's --timeout of 60s ran out (3/4 replicas available (minReadySeconds "
+        "30)); run rebalance again once every replica is available"
     )
     assert outcome.sets[0].left == (3,)
     assert "Converged" not in render_outcome(result, outcome)
+
+
+async def test_the_timeout_bounds_the_whole_step_waits_for_availability_included(
+    rig: Rig,
+) -> None:
+    """--timeout 60: db-1 comes back Ready 50 s into its step, and minReadySeconds keeps it
+    unavailable for good. The step gives up 60 s after it started, not 60 s after db-1 turned
+    Ready: the wait for availability has what is left of the step's time, no fresh timeout."""
+    sts = r.statefulset(4)
+    sts["spec"]["minReadySeconds"] = 30
+    sts["status"]["availableReplicas"] = 4
+    rig.load(r.cluster(FOUR, sts=sts))
+    result = await rig.plan()
+    came_back = hold_available(rig, table="statefulsets", name="db", replicas=4, after=None)
+    back_in = rig.controller.zone
+    rig.controller.zone = lambda ordinal: back_in(ordinal) if rig.clock.now >= 50 else None
+    outcome = await rig.rebalancer(timeout=60).run(result)
+    assert came_back and 50 <= came_back[-1] <= 51, came_back
+    assert outcome.sets[0].moved == (1,) and outcome.sets[0].left == (3,)
+    assert 60 <= rig.clock.now <= 61, rig.clock.now  # one poll past the step's 60 s at most
+    assert outcome.stopped == (
+        "db-1 is Ready on b1 in zone-b, but shop/db did not count every replica available "
+        "before the step's --timeout of 60s ran out (3/4 replicas available (minReadySeconds "
+        "30)); run rebalance again once every replica is available"
+    )
 
 
 async def test_a_spec_change_its_controller_has_not_observed_is_waited_out(rig: Rig) -> None:

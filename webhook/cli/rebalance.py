@@ -101,9 +101,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         type=seconds,
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
-        help="how long one step may take: the set becoming whole, the PodDisruptionBudget "
-        "allowing the eviction, the new pod becoming Ready; and again, with minReadySeconds, "
-        f"for it to become available (default: {DEFAULT_TIMEOUT:g})",
+        help="how long one step of --apply may take in all: the set becoming whole, the "
+        "PodDisruptionBudget allowing the eviction, the new pod becoming Ready and, with "
+        "minReadySeconds, available share it; also each kubectl wait's --timeout in a dry run "
+        f"(default: {DEFAULT_TIMEOUT:g})",
     )
     add_output_flag(parser)
     parser.add_argument(

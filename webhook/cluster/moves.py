@@ -60,7 +60,8 @@ class Outcome:
 class Timing:
     """How long a step may take, and how often to look."""
 
-    #: Seconds one step may take: waiting for the set to be whole, for the budget, for Ready.
+    #: Seconds one step may take in all: waiting for the set to be whole, for the budget, for
+    #: Ready and for available share one deadline.
     timeout: float = 300.0
     poll: float = 1.0
     backoff_initial: float = 1.0

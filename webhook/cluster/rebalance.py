@@ -23,11 +23,15 @@ Each :class:`~webhook.rules.rebalance_plan.Step` of a set, in the plan's order:
 4. **Convergence.** Wait until a new pod (another uid) is Ready on a node of the target zone.
    A new pod scheduled elsewhere, the set deleted or scaled below the ordinal while the pod is
    away (nothing re-creates it), or the deadline, stops the whole run, saying what was seen.
-   With ``minReadySeconds``, wait then (up to ``timeout`` again) until the set counts every
-   replica available, as the next step would before it evicts anything: the last step has no
-   next one, and the run says it converged only after it. The pod is in its zone by then: a
+   With ``minReadySeconds``, wait then until the set counts every replica available, as the
+   next step would before it evicts anything: the last step has no next one, and the run says
+   it converged only after it. The pod is in its zone by then: a
    wait that times out or fails (an API error, the set deleted) stops the run with the move
    counted as made.
+
+One deadline, ``timeout`` after the step starts, bounds all four waits together (the set, the
+budget, Ready, available): ``--timeout`` is how long a step may take, so a run of n steps ends
+within about n times it.
 
 ``stop`` (Ctrl-C) ends the run after the step in progress, or drops that step while it is only
 waiting (for the set, or for the budget) before anything was evicted or deleted: a step is
@@ -182,7 +186,7 @@ class Rebalancer:
             )
             raise
         here = f"{step.pod} is Ready on {node} in {step.target}"
-        await self._available(step, here=here, index=index, steps=steps)
+        await self._available(step, here=here, deadline=deadline, index=index, steps=steps)
         self._say("moved", step, index, steps, here)
         return True
 
@@ -290,20 +294,21 @@ class Rebalancer:
                 )
             await self.sleep(self.timing.poll)
 
-    async def _available(self, step: Step, *, here: str, index: int, steps: int) -> None:
-        """Wait (up to the timeout, counted afresh as for the set to be whole) until the set
-        counts every replica available. With ``minReadySeconds`` the moved pod counts that long
-        after it turned Ready: the next step would wait for it (:meth:`Reads.whole`), and the
-        last has no next step. Whatever ends the wait, the pod is in its zone: the move is
-        made (:class:`Unsettled`)."""
-        deadline = self.clock() + self.timing.timeout
+    async def _available(
+        self, step: Step, *, here: str, deadline: float, index: int, steps: int
+    ) -> None:
+        """Wait, until the step's ``deadline`` (``--timeout`` bounds the whole step, this wait
+        included), until the set counts every replica available. With ``minReadySeconds`` the
+        moved pod counts that long after it turned Ready: the next step would wait for it
+        (:meth:`Reads.whole`), and the last has no next step. Whatever ends the wait, the pod
+        is in its zone: the move is made (:class:`Unsettled`)."""
         said = False
         while short := await self._settling(step, here=here):
             if self.clock() >= deadline:
                 raise Unsettled(
                     f"{here}, but {step.namespace}/{step.statefulset} did not count every "
-                    f"replica available within {self.timing.timeout:g}s ({short}); run "
-                    "rebalance again once every replica is available"
+                    f"replica available before the step's --timeout of {self.timing.timeout:g}s "
+                    f"ran out ({short}); run rebalance again once every replica is available"
                 )
             if not said:
                 self._say("waiting", step, index, steps, f"{here}; waiting for {short}")
