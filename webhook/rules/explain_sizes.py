@@ -18,7 +18,7 @@ from webhook.model.annotations import SKIP
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import kruise, scaling
-from webhook.rules.placement import Policy
+from webhook.rules.placement import SCALES_RETRIED_BY, Policy
 
 #: Smaller sizes judged one by one, nearest first (each is one guard answer).
 SIZES: Final = 64
@@ -89,6 +89,7 @@ def _judged(
             old_policy=policy,
             new_policy=policy._replace(live=after),
             store=store,
+            retried_by=SCALES_RETRIED_BY,
             sts=sts,
         )
         return SizeAnswer(
@@ -103,6 +104,7 @@ def _judged(
         policy=policy,
         store=store,
         allow_zone_loss=policy.declared.allow_zone_loss,
+        retried_by=SCALES_RETRIED_BY,
         sts=sts,
     )
     return SizeAnswer(

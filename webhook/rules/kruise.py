@@ -119,6 +119,7 @@ def validate_kruise_set(sts: JSON, *, old: JSON | None, namespace: str, store: S
         old_policy=_policy(before_info, declared, before, store=store, malformed=malformed),
         new_policy=_policy(info, declared, after, store=store, malformed=malformed),
         store=store,
+        retried_by="",  # an UPDATE of the set is a person's or a tool's: the HPA writes /scale
         label=label,
         uid=objects.string(meta, "uid", path="metadata"),
         sts=info,
@@ -150,12 +151,15 @@ def judge_live(
     old_policy: Policy,
     new_policy: Policy,
     store: Store,
+    retried_by: str,
     label: str = "",
     uid: str = "",
     sts: StatefulSetInfo | None = None,
 ) -> Decision:
-    """The verdict on going from the live set ``before`` to ``after``; ``sts``: the set as it
-    will be, whose claims an allowed answer says go with the removed members."""
+    """The verdict on going from the live set ``before`` to ``after``; ``retried_by``: who
+    sends the request again after a refusal for retry (an HPA for a ``/scale``, nobody for an
+    UPDATE of the set); ``sts``: the set as it will be, whose claims an allowed answer says go
+    with the removed members."""
     regarding = notices.workload(namespace, name, group=kruise.GROUP, uid=uid)
     if not after.replicas:
         outcome = verdict.stopped(name, old=before.replicas)
@@ -164,7 +168,7 @@ def judge_live(
             store,
             what=f"a change of Advanced StatefulSet {namespace}/{name}",
             also=("kruisesets",),
-            retried_by=SCALES_RETRIED_BY,
+            retried_by=retried_by,
         )
         result = kruiseguard.compare(
             name,
@@ -250,6 +254,7 @@ def validate_kruise_scale(
         old_policy=policy._replace(live=before),
         new_policy=policy._replace(live=after),
         store=store,
+        retried_by=SCALES_RETRIED_BY,
         label="",
         uid=uid,
         sts=held,

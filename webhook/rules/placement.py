@@ -107,8 +107,8 @@ def policy_zone(ordinal: int, policy: Policy) -> str:
 
 #: Who sends a KafkaNodePool's broker pods and claims again after a refusal meant for retry.
 POOL_CREATES_RETRIED_BY: Final = "the Strimzi operator retries its creates by itself"
-#: Who sends a scale (``/scale``, or an UPDATE of replicas) again after such a refusal: an HPA
-#: (KEDA's too) on its next sync. A person who ran ``kubectl scale`` runs it again.
+#: Who sends a ``/scale`` again after such a refusal: an HPA (KEDA's too) on its next sync. An
+#: UPDATE of the workload names nobody: the HPA writes only ``/scale``, so a person or tool sent it.
 SCALES_RETRIED_BY: Final = "an HPA retries its scale by itself"
 
 
@@ -156,7 +156,7 @@ def resolve_policy(
     is still loading, and when the annotations are malformed -- unless ``tolerate_malformed``
     (a Scale, which cannot change them): then the defaults stand in and ``malformed`` says why.
     ``retried_by``: who sends the refused request again (default: the set's controller, which
-    sends its pods' and claims' creates; :data:`SCALES_RETRIED_BY` for a scale).
+    sends its pods' and claims' creates; :data:`SCALES_RETRIED_BY` for a ``/scale``).
     """
     kind = workload_kind(group)
     if retried_by is None:

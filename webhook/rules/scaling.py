@@ -48,13 +48,16 @@ def judge(
     policy: Policy,
     store: Store,
     allow_zone_loss: bool,
+    retried_by: str,
     sts: StatefulSetInfo | None = None,
     uid: str = "",
 ) -> Decision:
     """The answer to a change of the set's ordinals from ``old`` to ``new``: a decrease of
-    replicas, a move of ``ordinals.start``, or both. ``sts``: the set as it will be, whose
-    claims an allowed answer says go with the pods (``whenScaled: Delete``); ``uid``: the
-    set's, for the notices about it."""
+    replicas, a move of ``ordinals.start``, or both. ``retried_by``: who sends the request
+    again after a refusal for retry (:func:`~webhook.rules.placement.require_synced`): an HPA
+    for a ``/scale``, nobody for an UPDATE of the set, which a person or a tool sends.
+    ``sts``: the set as it will be, whose claims an allowed answer says go with the pods
+    (``whenScaled: Delete``); ``uid``: the set's, for the notices about it."""
     regarding = notices.statefulset(namespace, name, uid=uid)
     if not new:
         outcome = verdict.stopped(name, old=len(old))
@@ -62,7 +65,7 @@ def judge(
         require_synced(
             store,
             what=f"a scale-down of StatefulSet {namespace}/{name}",
-            retried_by=SCALES_RETRIED_BY,
+            retried_by=retried_by,
         )
         result = guard.scale_down(
             name, old=old, new=new, namespace=namespace, policy=policy, store=store
@@ -127,6 +130,7 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         policy=policy,
         store=store,
         allow_zone_loss=policy.declared.allow_zone_loss,
+        retried_by=SCALES_RETRIED_BY,
         sts=sts,
         # A Scale's metadata is its StatefulSet's: its uid is the set's.
         uid=objects.string(objects.mapping(scale, "metadata"), "uid", path="metadata"),

@@ -166,6 +166,7 @@ def validate_statefulset(
         policy=policy,
         store=store,
         allow_zone_loss=declared.allow_zone_loss,
+        retried_by="",  # an UPDATE of the set is a person's or a tool's: the HPA writes /scale
         sts=info,
         uid=uid,
     )
