@@ -237,6 +237,26 @@ def test_a_users_claim_refused_while_loading_names_no_controller() -> None:
     assert outcome.message.endswith("retry in a moment"), outcome.message
 
 
+def test_a_users_claim_of_a_set_refused_while_loading_names_no_controller() -> None:
+    """A user pre-creating a set's claim (data-db-0 of cap/db, to restore data into it) once the
+    sets are listed but not the volumes: refused for retry (its zone is not known yet), naming no
+    controller, as nobody but the user sends it again; the controller's own claim, the same
+    request from its account, names the StatefulSet controller."""
+    sets_only = partly_listed(b.recorded_lists(), ("nodes", "statefulsets", "pods", "namespaces"))
+    controllers = b.fixture_review("001-PersistentVolumeClaim-CREATE")
+    users = copy.deepcopy(controllers)
+    users["request"]["userInfo"]["username"] = "lab-admin"
+    endings = {
+        "controller": send("mutate", controllers, sets_only),
+        "user": send("mutate", users, sets_only),
+    }
+    assert all(retryable(outcome) for outcome in endings.values()), endings
+    assert {who: o.message.rsplit("retry in a moment", 1)[1] for who, o in endings.items()} == {
+        "controller": f" {CONTROLLER}",
+        "user": "",
+    }
+
+
 async def test_extender_reports_the_loading_view_as_its_error(serve: ServeFactory) -> None:
     """kube-scheduler shows the filter's Error on the pod and retries it."""
     pods = [b.sts_pod(ordinal=0, node="na")]

@@ -100,6 +100,8 @@ def mutate_claim(claim: JSON, *, namespace: str, store: Store, requester: str) -
         namespace=namespace,
         store=store,
         group=group,
+        # A user's claim (one pre-created to restore data, say) is sent again by the user alone.
+        retried_by="" if kind is None else None,
     ).with_warnings(shared)
 
 
@@ -112,10 +114,12 @@ def _owned_claim(
     namespace: str,
     store: Store,
     group: str = "",
+    retried_by: str | None = None,
 ) -> Decision:
-    """The zone (and class) of the claim of ``ordinal`` of ``statefulset`` (of ``group``)."""
+    """The zone (and class) of the claim of ``ordinal`` of ``statefulset`` (of ``group``);
+    ``retried_by``: who sends it again after a refusal for retry (None: the set's controller)."""
     meta = objects.mapping(claim, "metadata")
-    policy = resolve_policy(namespace, statefulset, store=store, group=group)
+    policy = resolve_policy(namespace, statefulset, store=store, group=group, retried_by=retried_by)
     spec = objects.mapping(claim, "spec")
     uid = objects.string(meta, "uid", path="metadata")
     volume = objects.string(spec, "volumeName", path="spec") or store.prebound(
