@@ -111,6 +111,9 @@ def test_a_broker_following_its_claim_out_of_the_servers_list_names_that_list() 
 
 
 WAY_IN = "PodNodeSelector's namespace annotation, a Kyverno or Gatekeeper mutation"
+#: What can add a node affinity or a nodeName on a pod's way in: PodNodeSelector writes only the
+#: nodeSelector (its namespace annotation scheduler.alpha.kubernetes.io/node-selector).
+WEBHOOK_WAY_IN = "a Kyverno or Gatekeeper mutation"
 
 
 @pytest.mark.parametrize(
@@ -157,9 +160,23 @@ def test_a_brokers_affinity_is_said_to_come_from_a_template_or_on_its_way_in() -
         "the zone stszone chose for it; Strimzi writes a broker's node affinity from "
         "spec.template.pod.affinity of KafkaNodePool pool (or, when the pool has no "
         "spec.template, from spec.kafka.template.pod.affinity of Kafka my-cluster); stszone "
-        "does not read those, so if neither holds it, an admission plugin or webhook added it "
-        f"on the pod's way in ({WAY_IN}): remove it where it is, or give the pool "
-        "stszone.io/zones"
+        "does not read those, so if neither holds it, a mutating webhook added it on the pod's "
+        f"way in ({WEBHOOK_WAY_IN}): remove it where it is, or give the pool stszone.io/zones"
+    ), answered.message
+
+
+def test_a_brokers_node_name_is_said_to_come_from_a_webhook() -> None:
+    """Broker 0 goes to zone-a; its pod is created with spec.nodeName n-zone-b-0. Strimzi never
+    writes a nodeName, and PodNodeSelector writes only a nodeSelector: the refusal names a
+    webhook as the way in, not the namespace's node-selector annotation."""
+    pod = sim.pod_object("my-cluster", "pool", 0)
+    pod["spec"]["nodeName"] = "n-zone-b-0"
+    answered = sim.admit(_bare_pool({}), pod, endpoint="mutate")
+    assert (answered.allowed, answered.reason) == (False, "ZoneConflict")
+    assert answered.message.endswith(
+        "the zone stszone chose for it; Strimzi never writes a broker's spec.nodeName, so a "
+        f"mutating webhook added it on the pod's way in ({WEBHOOK_WAY_IN}): remove it there, "
+        "or give the pool stszone.io/zones"
     ), answered.message
 
 

@@ -45,8 +45,10 @@ from webhook.rules.poolplan import cluster_pools
 from webhook.rules.poolzones import PoolPolicy, choose, id_claims, pool_policy
 from webhook.rules.zonelist import zones_fix
 
-#: What adds node constraints to a pod on its way in, before stszone's webhook sees it.
-WAY_IN: Final = "PodNodeSelector's namespace annotation, a Kyverno or Gatekeeper mutation"
+#: What adds node constraints to a pod on its way in, before stszone's webhook sees it: a
+#: mutating webhook, any of them; the PodNodeSelector admission plugin, a nodeSelector only.
+WEBHOOK_WAY_IN: Final = "a Kyverno or Gatekeeper mutation"
+WAY_IN: Final = f"PodNodeSelector's namespace annotation, {WEBHOOK_WAY_IN}"
 #: Who creates a broker's pod, and creates it again after a refusal meant for retry.
 PODSET_CONTROLLER: Final = "the StrimziPodSet controller of the Strimzi cluster operator"
 
@@ -173,15 +175,17 @@ def _origin(
             "Strimzi writes a broker's node affinity from spec.template.pod.affinity of "
             f"KafkaNodePool {pool} (or, when the pool has no spec.template, from "
             f"spec.kafka.template.pod.affinity of Kafka {cluster}); stszone does not read those, "
-            "so if neither holds it, an admission plugin or webhook added it on the pod's way "
-            f"in ({WAY_IN}): remove it where it is"
+            "so if neither holds it, a mutating webhook added it on the pod's way in "
+            f"({WEBHOOK_WAY_IN}): remove it where it is"
         )
     if by_others or not by_affinity:  # alone, or together with the affinity
         fields = [f for f, v in (("nodeSelector", selection.selector),
                                  ("spec.nodeName", selection.node_name)) if v]  # fmt: skip
+        # PodNodeSelector writes the nodeSelector alone: a nodeName came from a webhook.
+        way = "an admission plugin or webhook" if selection.selector else "a mutating webhook"
         said.append(
-            f"Strimzi never writes a broker's {' or '.join(fields)}, so an admission plugin or "
-            f"webhook added it on the pod's way in ({WAY_IN}): remove it there"
+            f"Strimzi never writes a broker's {' or '.join(fields)}, so {way} added it on the "
+            f"pod's way in ({WAY_IN if selection.selector else WEBHOOK_WAY_IN}): remove it there"
         )
     return "; ".join(said)
 
