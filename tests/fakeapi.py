@@ -13,6 +13,7 @@ resource and verb::
     api.inject("pods", "list", Fault.status(410))     HTTP 410 (the recorded Status body)
     api.inject("pods", "list", Fault.status(500))     HTTP 500 with a Status body
     api.inject("pods", "list", Fault.drop())          connection cut half-way through the body
+    api.inject("statefulsets", "get", Fault.drop())   the same, for one object read by name
     api.inject("pods", "watch", Fault.slow(0.5))      answer delayed
     api.inject("pods", "watch", Fault.stall())        half an event, then silence
     api.inject("pods", "watch", Fault.lines(b"..."))  HTTP 200, these raw lines, then the end
@@ -292,7 +293,11 @@ class FakeApi:
             fault = self.record("get", where, request)
             if fault is not None and fault.what == "status":
                 return _failure(fault, "list")
-            return fakeobjects.get_object(self.objects, where)
+            found = fakeobjects.get_object(self.objects, where)
+            dropped = fault is not None and fault.what == "drop" and found.status == 200
+            if dropped and isinstance(found.body, bytes):
+                return await _cut_short(request, found.body)
+            return found
         resource = where.resource
         query = dict(request.query)
         if where.namespace:
@@ -367,11 +372,7 @@ class FakeApi:
         items = b",".join(s.metadata_only() if metadata else s.body for s in page)
         body = json.dumps(head)[:-1].encode() + b',"items":[' + items + b"]}"
         if fault is not None and fault.what == "drop":
-            response = web.StreamResponse(headers={"Content-Type": "application/json"})
-            response.content_length = len(body)
-            await response.prepare(request)
-            await response.write(body[: len(body) // 2])
-            return _abort(request, response)
+            return await _cut_short(request, body)
         return web.Response(body=body, content_type="application/json")
 
     async def _watch(
@@ -469,6 +470,16 @@ def _failure(fault: Fault, verb: Verb) -> web.Response:
     return fakeobjects.status(
         fault.code, reason.get(fault.code, "Failure"), message, retry_after=fault.retry_after
     )
+
+
+async def _cut_short(request: web.Request, body: bytes) -> web.StreamResponse:
+    """A 200 announcing all of ``body`` whose connection is cut half-way through it: the
+    client has its answer begun, so it cannot retry the request as one never sent."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.content_length = len(body)
+    await response.prepare(request)
+    await response.write(body[: len(body) // 2])
+    return _abort(request, response)
 
 
 def _abort(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:

@@ -509,13 +509,14 @@ async def test_a_spec_change_never_observed_stops_saying_so(rig: Rig) -> None:
     assert rig.evictions() == []
 
 
-@pytest.mark.parametrize("stops", ["deleted", "server error"])
+@pytest.mark.parametrize("stops", ["deleted", "server error", "connection dropped"])
 async def test_a_wait_for_availability_that_fails_still_counts_the_move(
     rig: Rig, stops: str
 ) -> None:
     """db-1 comes back Ready in zone-b and minReadySeconds keeps it unavailable; while the
-    executor waits for that, the set is deleted, or reading it fails (a 500). db-1 is in its zone all the same: the run stops saying what ended the wait,
-    with db-1 listed as moved and db-3 as not."""
+    executor waits for that, the set is deleted, or reading it fails (a 500, or the connection
+    cut half-way through the answer, which aiohttp does not retry). db-1 is in its zone all the
+    same: the run stops saying what ended the wait, with db-1 listed as moved and db-3 as not."""
     sts = r.statefulset(4)
     sts["spec"]["minReadySeconds"] = 30
     sts["status"]["availableReplicas"] = 4
@@ -530,8 +531,10 @@ async def test_a_wait_for_availability_that_fails_still_counts_the_move(
         done.append(True)
         if stops == "deleted":
             rig.api.delete("statefulsets", "db", namespace=r.NAMESPACE)
-        else:
+        elif stops == "server error":
             rig.api.inject("statefulsets", "get", Fault.status(500))
+        else:
+            rig.api.inject("statefulsets", "get", Fault.drop())
 
     rig.clock.ticks.append(tick)
     outcome = await rig.rebalancer(timeout=60).run(result)
@@ -543,5 +546,7 @@ async def test_a_wait_for_availability_that_fails_still_counts_the_move(
     ), outcome.stopped
     if stops == "deleted":
         assert "StatefulSet shop/db is gone" in outcome.stopped, outcome.stopped
+    if stops == "connection dropped":
+        assert "ClientPayloadError" in outcome.stopped, outcome.stopped
     said = render_outcome(result, outcome)
     assert "moved ordinal(s) 1" in said, said
