@@ -222,5 +222,14 @@ def test_scale_down_that_drops_a_zone_is_refused_until_allowed(
         assert "stszone.io/allow-zone-loss" in refused.value.stderr, path
         assert _replicas(cluster, "guard") == k, path
     cluster.kubectl.run("annotate", "statefulset", "guard", "stszone.io/allow-zone-loss=true")
-    cluster.kubectl.run("scale", "statefulset", "guard", "--replicas=1")
+    to_one = ("scale", "statefulset", "guard", "--replicas=1")
+    # A Scale carries no annotations: the webhook reads the override from its view's set,
+    # which follows the watch; a server-side dry run shows when it has it (a refusal is
+    # retried by wait_for).
+    wait_for(
+        "the guard to read stszone.io/allow-zone-loss",
+        lambda: cluster.kubectl.run(*to_one, "--dry-run=server"),
+        timeout=30,
+    )
+    cluster.kubectl.run(*to_one)
     assert _replicas(cluster, "guard") == 1
