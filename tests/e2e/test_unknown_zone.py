@@ -51,8 +51,9 @@ def _unlabelled(kubectl: Kubectl, node: str, zone: str) -> Iterator[None]:
 def _refusal(kubectl: Kubectl, replicas: int) -> str:
     """The webhook's refusal of a server-side dry-run scale to ``replicas``.
 
-    Every such scale-down empties a zone: the guard must refuse it at every moment, whatever
-    its view has caught up with, so an allowed one fails the test at once.
+    Once the guard has seen the set as placed, every such scale-down empties a zone whatever
+    its view holds of the label changes: it must refuse it at every moment, so an allowed one
+    fails the test at once.
     """
     try:
         kubectl.run("scale", "statefulset", NAME, f"--replicas={replicas}", "--dry-run=server")
@@ -81,8 +82,19 @@ def test_scale_down_relying_on_a_node_that_lost_its_zone_label_is_refused(
         place_on(cluster, NAME, ordinal, node)
     lost, moved, node = zones[-1], f"{NAME}-{k - 1}", homes[k - 1]
     wanted = f"would drop zone {lost} (ordinal {k} is its only pod)"
-    # With every label in place the guard refuses already: the setup is what it should be.
-    assert wanted in _refusal(kubectl, k)
+
+    def set_up() -> bool:
+        """Whether the guard refuses already, with every label in place."""
+        try:
+            kubectl.run("scale", "statefulset", NAME, f"--replicas={k}", "--dry-run=server")
+        except KubectlError as err:
+            return wanted in err.stderr
+        return False
+
+    # Ordinal k holds Zk-1 once the view has its pod's binding; until then the rule puts it
+    # in Z0 and the scale-down keeps every zone held, so an allowed answer is waited out here
+    # (from here on the guard must refuse at every moment).
+    wait_for(f"the guard to see {NAME}-{k} in {lost}", set_up, timeout=cluster.timeout)
 
     with _unlabelled(kubectl, node, zones[0]):
         # A cluster before 1.33: the pod has no topology label of its own either.
