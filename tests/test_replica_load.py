@@ -1,5 +1,6 @@
 """The end-to-end load's accounting of a killed replica (``tests/e2e/replicas.py``), checked
-without a cluster: which failed calls a SIGKILL may cost, and one lost call counted once.
+without a cluster: which failed calls a SIGKILL may cost, of the load and of the StatefulSet
+controller, and one lost call counted once.
 
 The messages are kubectl's in the lab (kube-apiserver v1.36) when a replica behind the Service
 address was SIGKILLed under load; each connection named was one the killed process held.
@@ -13,7 +14,7 @@ from typing import ClassVar
 import pytest
 
 from tests.e2e.kube import Kubectl, KubectlError
-from tests.e2e.replicas import Failure, Load
+from tests.e2e.replicas import FailedCreate, Failure, Load
 
 _POST = 'failed to call webhook: Post "https://stszone.stszone-replicas-b9e61b.svc:443/validate?timeout=5s"'
 _CALLING = f'Internal error occurred: failed calling webhook "validate.stszone.io": {_POST}'
@@ -59,6 +60,77 @@ def test_a_lost_connection_outside_the_kill_is_not_its_cost(
 @pytest.mark.parametrize("message", [DENIED, TIMED_OUT, "a dry-run pod came back without its zone"])
 def test_a_failure_of_another_kind_at_the_kill_is_not_its_cost(message: str) -> None:
     assert not Failure(100.1, 100.2, message).cut_by_kill(**SPAN)
+
+
+#: A FailedCreate the StatefulSet controller recorded in the lab (kube-controller-manager
+#: v1.36) for a pod whose webhook call a SIGKILL cut, as ``kubectl get events -o json`` has it
+#: (its metadata left out; its times and count made those of the tests below).
+CUT_CREATE = {
+    "apiVersion": "v1",
+    "count": 2,
+    "eventTime": None,
+    "firstTimestamp": "2026-12-08T01:00:10Z",
+    "involvedObject": {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": "scaled-1",
+        "namespace": "replicas-work-39b078",
+    },
+    "kind": "Event",
+    "lastTimestamp": "2026-12-08T01:00:11Z",
+    "message": (
+        "Create Pod scaled-1-0 in StatefulSet scaled-1 failed error: Internal error occurred: "
+        'failed calling webhook "mutate.stszone.io": failed to call webhook: Post '
+        '"https://stszone.stszone-replicas-39b078.svc:443/mutate?timeout=5s": read tcp '
+        "127.0.0.1:42776->127.100.0.106:443: read: connection reset by peer"
+    ),
+    "reason": "FailedCreate",
+    "reportingComponent": "statefulset-controller",
+    "source": {"component": "statefulset-controller"},
+    "type": "Warning",
+}
+#: 2026-12-08T01:00:10.4Z and 01:00:13Z: signalled, and the replacement Ready (Unix time).
+WALL = {"signalled": 1796691610.4, "replaced": 1796691613.0}
+
+
+def test_a_failed_create_is_read_with_what_it_stands_for() -> None:
+    """Its set, its whole message, the creates it counts, its first and last (Unix seconds)."""
+    create = FailedCreate.of(CUT_CREATE)
+    assert (create.statefulset, create.count) == ("scaled-1", 2)
+    assert create.message == CUT_CREATE["message"]
+    assert (create.first, create.last) == (1796691610.0, 1796691611.0)
+
+
+@pytest.mark.parametrize(
+    ("first", "last"),
+    [("01:00:10", "01:00:10"), ("01:00:10", "01:00:13")],
+    ids=["in the second of the signal", "up to the replacement"],
+)
+def test_a_create_cut_by_the_kill_is_its_cost(first: str, last: str) -> None:
+    event = {**CUT_CREATE, "firstTimestamp": f"2026-12-08T{first}Z"}
+    event["lastTimestamp"] = f"2026-12-08T{last}Z"
+    assert FailedCreate.of(event).cut_by_kill(**WALL)
+
+
+@pytest.mark.parametrize(
+    ("first", "last"),
+    [("01:00:09", "01:00:10"), ("01:00:11", "01:00:14")],
+    ids=["failed before the signal", "failed again once the replacement was Ready"],
+)
+def test_a_create_failed_outside_the_kill_is_not_its_cost(first: str, last: str) -> None:
+    event = {**CUT_CREATE, "firstTimestamp": f"2026-12-08T{first}Z"}
+    event["lastTimestamp"] = f"2026-12-08T{last}Z"
+    assert not FailedCreate.of(event).cut_by_kill(**WALL)
+
+
+def test_a_create_refused_at_the_kill_is_not_its_cost() -> None:
+    """A replica that is up refusing the pod (its set not yet in its view) is no lost call."""
+    refused = (
+        "Create Pod scaled-1-0 in StatefulSet scaled-1 failed error: admission webhook "
+        '"mutate.stszone.io" denied the request: StatefulSet stszone-replicas/scaled-1 has not '
+        "reached stszone's view yet"
+    )
+    assert not FailedCreate.of({**CUT_CREATE, "message": refused}).cut_by_kill(**WALL)
 
 
 class _Cluster(Kubectl):

@@ -9,11 +9,13 @@ server counts.
 - :class:`Load`: pods created in a loop while something else happens; each of its calls that
   fails is a :class:`Failure`, which says whether it is a call lost with a killed replica.
 - :func:`apiserver_webhook_errors`, :func:`apiserver_webhook_calls`: the API server's own
-  counts of stszone's webhook calls; :func:`failed_creates`: the StatefulSet controller's.
+  counts of stszone's webhook calls; :func:`failed_creates`, :func:`failed_create_events`: the
+  StatefulSet controller's, each a :class:`FailedCreate` that says whether the kill cost it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import subprocess
@@ -23,6 +25,7 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -195,10 +198,15 @@ def apiserver_webhook_calls(kubectl: Kubectl) -> dict[str, float]:
     return {"admitted": counts["admitted"], "rejected": counts["rejected"]}
 
 
-def failed_creates(kubectl: Kubectl) -> list[str]:
-    """The StatefulSet controller's FailedCreate events in the namespace (their messages)."""
+def failed_create_events(kubectl: Kubectl) -> list[FailedCreate]:
+    """The StatefulSet controller's FailedCreate events in the namespace."""
     events = kubectl.get("events", "--field-selector", "reason=FailedCreate")["items"]
-    return [f"{e.get('count', 1)}x {e.get('message', '')}" for e in events]
+    return [FailedCreate.of(event) for event in events]
+
+
+def failed_creates(kubectl: Kubectl) -> list[str]:
+    """The same, as their counts and messages."""
+    return [f"{e.count}x {e.message}" for e in failed_create_events(kubectl)]
 
 
 #: How the API server says that a webhook replica it was calling went away under the call: the
@@ -239,6 +247,45 @@ class Failure:
             and any(reason in self.message for reason in GONE)
             and self.ended >= signalled
             and self.started <= replaced
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FailedCreate:
+    """A FailedCreate event of the StatefulSet controller: its set, what it said (the latest,
+    when it counts several), the failed creates it counts, and when the first and the last
+    failed (Unix seconds, whole: an Event's timestamps are kept to the second)."""
+
+    statefulset: str
+    message: str
+    count: int
+    first: float
+    last: float
+
+    @classmethod
+    def of(cls, event: dict[str, Any]) -> FailedCreate:
+        series = event.get("series") or {}
+        first = event.get("firstTimestamp") or event["eventTime"]
+        last = event.get("lastTimestamp") or series.get("lastObservedTime") or first
+        return cls(
+            statefulset=event["involvedObject"]["name"],
+            message=event.get("message", ""),
+            count=int(event.get("count") or series.get("count") or 1),
+            first=datetime.fromisoformat(first).timestamp(),
+            last=datetime.fromisoformat(last).timestamp(),
+        )
+
+    def cut_by_kill(self, *, signalled: float, replaced: float) -> bool:
+        """Whether its creates are ones the API server lost with a replica SIGKILLed at
+        ``signalled`` and replaced by a Ready one at ``replaced`` (Unix time), as
+        :meth:`Failure.cut_by_kill` judges the load's calls. The API server answers a call cut
+        by the kill at once and the controller records the failure as it is answered: between
+        the two (to the second: from the signal's own)."""
+        return (
+            "failed calling webhook" in self.message
+            and any(reason in self.message for reason in GONE)
+            and self.first >= math.floor(signalled)
+            and self.last <= replaced
         )
 
 

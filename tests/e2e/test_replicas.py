@@ -8,10 +8,14 @@ ServiceAccount bound to the rendered RBAC, while :class:`~tests.e2e.replicas.Loa
 - A rolling restart (SIGTERM each replica in turn, each Ready again before the next) costs no
   admission: no FailedCreate event, no ``calling_webhook_error`` in the API server's metrics, no
   failed dry run.
-- A SIGKILL of one replica: the calls cut with it are counted (they are the API server's to
-  retry, and the StatefulSet controller's), no other call of the load fails, and once it is
-  back every set converges, each pod in its ordinal's rule zone; the seconds from the kill
-  until then are measured.
+- A SIGKILL of one replica costs only the calls it cut: every call of the load that failed,
+  and every pod create the StatefulSet controller recorded as failed (FailedCreate), is a
+  webhook call whose connection went with the killed replica, made between the signal and the
+  replacement's readiness; together they are every call the API server counted as failed
+  (``calling_webhook_error``: it retries no webhook call, so each is one request failed, which
+  the load records and the controller records and makes again).
+  Once it is back every set converges, each pod in its ordinal's rule zone; the seconds from
+  the kill until then are measured.
 
 What happened is printed at the end (``pytest -s``) and written to ``replicas-e2e.json``.
 """
@@ -33,6 +37,7 @@ import pytest
 from tests.e2e import certslab, replicas
 from tests.e2e.kube import ZONE_KEY, Kubectl, wait_for, workload
 from tests.e2e.replicas import IMAGE, Load, Process
+from tests.e2e.server import ZONE_RISK_INTERVAL
 
 #: Seconds of load before, between and after the restarts.
 SETTLE = 8.0
@@ -62,8 +67,12 @@ def pair(kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     with ExitStack() as cleanup:
         lab = certslab.install(kubectl, run=run, cleanup=cleanup, prefix="replicas")
         kubeconfig = certslab.token_kubeconfig(kubectl, lab, tmp / "stszone.kubeconfig")
+        # Zone-risk gauges refreshed often: they show when a replica's view has a new set.
+        risk = ("--zone-risk-interval", str(ZONE_RISK_INTERVAL))
         processes = [
-            replicas.launch(name, lab, kubeconfig=kubeconfig, zones=",".join(zones), work=tmp)
+            replicas.launch(
+                name, lab, kubeconfig=kubeconfig, zones=",".join(zones), work=tmp, extra=risk
+            )
             for name in (f"replica-a-{run}", f"replica-b-{run}")
         ]
         found = Pair(lab, kubectl.within(lab.workload), zones, processes)
@@ -150,15 +159,33 @@ def _misplaced(work: Kubectl, zones: tuple[str, ...], name: str, replicas_: int)
     return problems
 
 
+def _in_view(process: Process, namespace: str, names: list[str]) -> bool:
+    """Whether ``process`` reports the zone risk of every set of ``names``: its view has them."""
+    held = process.labelled("stszone_statefulset_replicas")
+    return all(
+        any(f'namespace="{namespace}"' in key and f'statefulset="{name}"' in key for key in held)
+        for name in names
+    )
+
+
 def test_a_killed_replica_costs_only_its_calls_and_every_set_converges(
     pair: Pair, kubectl: Kubectl
 ) -> None:
     sets = [f"scaled-{i}" for i in range(3)]
     for name in sets:
         pair.work.create(workload("StatefulSet", name, image=IMAGE, replicas=0, labels={}))
-    time.sleep(2)  # the sets reach both views before their pods are asked for
+    # The sets reach both views before their pods are asked for: a pod of a set a replica has
+    # not seen is refused (StatefulSetNotYetSeen), a FailedCreate the kill did not cause.
+    wait_for(
+        "both replicas' views to hold the sets",
+        lambda: all(_in_view(p, pair.lab.workload, sets) for p in pair.processes),
+        timeout=60,
+        interval=0.5,
+    )
 
     window: dict[str, float] = {}
+    #: The same moments as Unix time, for the controller's Events.
+    wall: dict[str, float] = {}
 
     def kill() -> dict[str, Any]:
         # The replica the API server's connections are on (they stay where they were made).
@@ -167,9 +194,9 @@ def test_a_killed_replica_costs_only_its_calls_and_every_set_converges(
         killed = time.monotonic()
         for name in sets:  # pods being created as the replica dies
             pair.work.run("scale", "statefulset", name, "--replicas=6")
-        window["signalled"] = time.monotonic()
+        window["signalled"], wall["signalled"] = time.monotonic(), time.time()
         pair.processes[busy], took = pair.processes[busy].restart(signal.SIGKILL)
-        window["replaced"] = time.monotonic()
+        window["replaced"], wall["replaced"] = time.monotonic(), time.time()
 
         def converged() -> bool:
             return not any(_misplaced(pair.work, pair.zones, name, 6) for name in sets)
@@ -195,3 +222,31 @@ def test_a_killed_replica_costs_only_its_calls_and_every_set_converges(
     assert [f.message for f in load.failures if not f.cut_by_kill(**window)] == []
     # The load's sets converge too: each cycle ended with its 6 pods.
     assert figures["cycles"] >= 3
+
+    failed: float = figures["calling_webhook_errors"]
+    calls = len(load.failures)  # each a webhook call cut by the kill, as just checked
+
+    def accounted() -> bool:
+        """Whether the controller's failed creates recorded so far, each cut by the kill, and
+        the load's failed calls are every call the API server failed (more would be a call
+        counted twice)."""
+        found = replicas.failed_create_events(pair.work)
+        creates = [c for c in found if c.statefulset.startswith(("sigkill-", "scaled-"))]
+        assert [c.message for c in creates if not c.cut_by_kill(**wall)] == [], wall
+        counted = sum(c.count for c in creates) + calls
+        assert counted <= failed, (
+            f"{counted} failed calls seen, {failed:g} counted by the API server"
+        )
+        return counted == failed
+
+    # The controller records its Events in the background: waited for, not read once.
+    try:
+        wait_for(
+            f"the failed pod creates and the load's {calls} failed calls to add up to the "
+            f"{failed:g} the API server counted",
+            accounted,
+            timeout=60,
+        )
+    except AssertionError as err:
+        events = replicas.failed_creates(pair.work)
+        raise AssertionError(f"{err}; FailedCreate events: {events}") from None
