@@ -130,7 +130,7 @@ def test_a_pod_ruling_out_its_zone_is_told_to_edit_the_advanced_statefulset() ->
     ("template", "username", "said"),
     [
         ({"nodeName": "n-b"}, "", "the Advanced StatefulSet controller re-create it"),
-        ({}, "", "yet kruise-manager created the pod: an admission plugin or webhook added it"),
+        ({}, "", "yet kruise-manager created the pod: a mutating webhook added it on the way in"),
         ({}, "tester", "let kruise-manager create the pod from its template"),
     ],
     ids=["from-the-template", "added-on-the-way", "its-own"],

@@ -777,6 +777,15 @@ ADDED_ON_THE_WAY = (
     "(PodNodeSelector's namespace annotation, a Kyverno or Gatekeeper mutation): remove it "
     "there; or the template changed since: remove it from the template"
 )
+#: The same, of an affinity or a nodeName: the PodNodeSelector admission plugin writes only
+#: spec.nodeSelector (from its namespace's scheduler.alpha.kubernetes.io/node-selector), so
+#: only a mutating webhook can have added those.
+ADDED_BY_A_WEBHOOK = (
+    "is not in the StatefulSet's pod template as stszone's view holds it, yet the StatefulSet "
+    "controller created the pod: a mutating webhook added it on the way in (a Kyverno or "
+    "Gatekeeper mutation): remove it there; or the template changed since: remove it from the "
+    "template"
+)
 
 
 def sent_by(
@@ -829,8 +838,36 @@ def test_a_node_name_set_on_a_controllers_pod_is_not_blamed_on_a_manifest(
     assert (outcome.allowed, outcome.reason) == (False, "NodeNameConflict")
     assert outcome.message == (
         "pod db-1 names spec.nodeName na, which has zone zone-a; ordinal 1 belongs on zone "
-        f"zone-b, so the kubelet would refuse it; spec.nodeName {ADDED_ON_THE_WAY}"
+        f"zone-b, so the kubelet would refuse it; spec.nodeName {ADDED_BY_A_WEBHOOK}"
     )
+
+
+@pytest.mark.parametrize(
+    ("selector", "said"),
+    [
+        ({}, ADDED_BY_A_WEBHOOK),
+        ({"env": "prod"}, ADDED_BY_A_WEBHOOK),
+        ({ZONE_KEY: "zone-a"}, ADDED_ON_THE_WAY),
+    ],
+    ids=["affinity", "beside-a-selector-that-rules-out-nothing", "with-a-selector-that-does"],
+)
+def test_an_affinity_added_to_a_controllers_pod_is_blamed_on_a_webhook(
+    selector: dict[str, str], said: str
+) -> None:
+    """db-1 (zone-b), created by the StatefulSet controller, carries a required affinity for
+    zone-a that db's template lacks. PodNodeSelector writes only spec.nodeSelector, so the
+    refusal names a mutating webhook alone, also beside a nodeSelector env=prod that rules
+    no zone out; a nodeSelector for zone-a rules zone-b out too, and may be PodNodeSelector's."""
+    store = store_from_objects(
+        [b.statefulset(annotations={"stszone.io/zones": "zone-a,zone-b,zone-c"})]
+    )
+    pod = b.sts_pod(ordinal=1, affinity=OLD_PIN, node_selector=selector or None)
+    outcome = sent_by(SET_CONTROLLER, pod, store)
+    assert (outcome.allowed, outcome.reason) == (False, "ZoneConflict")
+    assert outcome.message.endswith(
+        f"the zone stszone chose for ordinal 1; that constraint {said}, or change its "
+        "stszone.io/zones"
+    ), outcome.message
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from webhook.model.notices import Notice
 from webhook.model.objects import JSON
 from webhook.model.podspec import required_terms
 from webhook.model.records import statefulset_info
-from webhook.model.selection import pod_selection, template_selection
+from webhook.model.selection import PodSelection, pod_selection, template_selection
 from webhook.model.store import Store
 from webhook.rules import affinity, fit
 from webhook.rules.decision import (
@@ -98,7 +98,8 @@ def _pin(
     set's pod template (as the view holds it) does not hold, the denial says where it came from
     (:func:`~webhook.rules.plan.not_in_template`).
     """
-    judged = fit.fit(pod_selection(view.spec), key=key, value=value, view=store, zones=zone)
+    selection = pod_selection(view.spec)
+    judged = fit.fit(selection, key=key, value=value, view=store, zones=zone)
     if not judged.allowed:
         fix = fix if isinstance(fix, str) else fix()
         verb = "admits no node of" if judged.by_nodes else "excludes"
@@ -112,13 +113,31 @@ def _pin(
                 template_selection(*template), key=key, value=value, view=store, zones=zone
             ).allowed
         ):
-            raise Denied(f"{told}{what}{runs}; {not_in_template(view)}, or {fix}", reason=reason)
+            ruled = _selector_rules_out(selection, key=key, value=value, store=store, zone=zone)
+            origin = not_in_template(view, selector=ruled)
+            raise Denied(f"{told}{what}{runs}; {origin}, or {fix}", reason=reason)
         raise Denied(
             f"{told}{what}{runs}; remove that constraint from the {plan.policy.kind}'s pod "
             f"template or {fix}",
             reason=reason,
         )
     return NodeRequirement(key, value)
+
+
+def _selector_rules_out(
+    selection: PodSelection, *, key: str, value: str, store: Store, zone: bool
+) -> bool:
+    """Whether the pod's nodeSelector takes part in ruling ``key=value`` out: it does alone,
+    or the rest of its constraints (affinity, nodeName) do not without it. Only then can the
+    PodNodeSelector admission plugin, which writes the nodeSelector and nothing else, have
+    added what refuses the pod."""
+    if not selection.selector:
+        return False
+    alone = PodSelection(selector=selection.selector)
+    if not fit.fit(alone, key=key, value=value, view=store, zones=zone).allowed:
+        return True
+    rest = selection._replace(selector=())
+    return fit.fit(rest, key=key, value=value, view=store, zones=zone).allowed
 
 
 def _placement_notices(view: PodView, plan: PodPlan, *, namespace: str) -> tuple[Notice, ...]:

@@ -35,6 +35,12 @@ STATEFULSET_CONTROLLERS: Final[Mapping[str, str]] = {
     "system:serviceaccount:kruise-system:kruise-manager": kruise.GROUP,
 }
 
+#: What adds node constraints to a pod on its way in, before stszone's webhook sees it: a
+#: mutating webhook, any of them; the PodNodeSelector admission plugin, a nodeSelector only (it
+#: merges its namespace's ``scheduler.alpha.kubernetes.io/node-selector`` into it).
+WEBHOOK_WAY_IN: Final = "a Kyverno or Gatekeeper mutation"
+WAY_IN: Final = f"PodNodeSelector's namespace annotation, {WEBHOOK_WAY_IN}"
+
 
 def skipped(labels: Mapping[str, str]) -> bool:
     """Whether an object's labels hold ``stszone.io/skip=true`` (it is left alone)."""
@@ -147,24 +153,28 @@ def plan_pod(pod: PodView, *, namespace: str, store: Store) -> PodPlan:
     return PodPlan(policy, pod.ordinal, placement, pod.claims)
 
 
-def not_in_template(pod: PodView, *, what: str = "that constraint") -> str:
+def not_in_template(pod: PodView, *, what: str = "that constraint", selector: bool = False) -> str:
     """Where a constraint of the pod that its set's pod template (as the view holds it) lacks
-    comes from, and what to do.
+    comes from, and what to do; ``selector``: the pod's nodeSelector is part of it.
 
     A pod its set's controller did not create was made from a saved manifest (``kubectl
     replace --force`` of an old pod keeps the zone stszone pinned it to, and the node it ran
     on): the constraint is in its own spec. One the controller created was made from the
-    template, so the constraint was added on its way in -- by a mutating admission plugin that
-    runs before every webhook (PodNodeSelector writes its namespace's node selector into the
-    pod) or a webhook called before stszone's -- or the template changed and the view has not
-    seen it yet."""
+    template, so the constraint was added on its way in -- by a webhook called before
+    stszone's, or, for a nodeSelector, also by the PodNodeSelector admission plugin, which runs
+    before every webhook and writes nothing else -- or the template changed and the view has
+    not seen it yet."""
     kind = setkinds.KINDS[pod.group]
     if pod.by_controller:
+        way = (
+            f"an admission plugin or webhook added it on the way in ({WAY_IN})"
+            if selector
+            else f"a mutating webhook added it on the way in ({WEBHOOK_WAY_IN})"
+        )
         return (
             f"{what} is not in the {kind.text}'s pod template as stszone's view holds it, yet "
-            f"{kind.controller} created the pod: an admission plugin or webhook added it on the "
-            "way in (PodNodeSelector's namespace annotation, a Kyverno or Gatekeeper mutation): "
-            "remove it there; or the template changed since: remove it from the template"
+            f"{kind.controller} created the pod: {way}: remove it there; or the template "
+            "changed since: remove it from the template"
         )
     return (
         f"{what} is in the pod's own spec (the manifest applied), not in the {kind.text}'s pod "

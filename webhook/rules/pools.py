@@ -40,15 +40,11 @@ from webhook.rules.decision import (
     refuse,
 )
 from webhook.rules.mutate import server_zones_for
-from webhook.rules.plan import skipped
+from webhook.rules.plan import WAY_IN, WEBHOOK_WAY_IN, skipped
 from webhook.rules.poolplan import cluster_pools
 from webhook.rules.poolzones import PoolPolicy, choose, id_claims, pool_policy
 from webhook.rules.zonelist import zones_fix
 
-#: What adds node constraints to a pod on its way in, before stszone's webhook sees it: a
-#: mutating webhook, any of them; the PodNodeSelector admission plugin, a nodeSelector only.
-WEBHOOK_WAY_IN: Final = "a Kyverno or Gatekeeper mutation"
-WAY_IN: Final = f"PodNodeSelector's namespace annotation, {WEBHOOK_WAY_IN}"
 #: Who creates a broker's pod, and creates it again after a refusal meant for retry.
 PODSET_CONTROLLER: Final = "the StrimziPodSet controller of the Strimzi cluster operator"
 
