@@ -167,6 +167,30 @@ def test_a_template_ruling_out_a_listed_zone_names_the_advanced_statefulset() ->
     )
 
 
+@pytest.mark.parametrize(("with_nodes", "waiting"), [("ab", ()), ("ac", ("b",))])
+def test_only_a_zone_a_live_member_goes_to_is_said_to_make_pods_wait(
+    with_nodes: str, waiting: tuple[str, ...]
+) -> None:
+    """The recorded CREATE of web (ordinal 1 reserved) at 2 replicas, over zones a,b,c: live
+    ordinals 0 and 2, ranks 0 and 1, go to zones a and b. With no node in c, no member waits
+    there and c is not named; with no node in b, ordinal 2 waits there (by ordinal mod 3 it
+    would have gone to c)."""
+    request = recorded_request("001")
+    sts = annotated(request.object)
+    sts["spec"]["replicas"] = 2
+    store = store_from_objects([node(f"n-{z}", z) for z in with_nodes])
+    decision = validate(request._replace(object=sts), store=store, defaults=Defaults())
+    assert decision.allowed, decision.message
+    assert decision.warnings == (
+        "web: 2 replica(s) for 3 zones leaves a zone empty; 3 or more survive the loss of any zone",
+        *(
+            f"web: no node in zone(s) {z} (topology.kubernetes.io/zone) yet; its pods there wait "
+            "for one"
+            for z in waiting
+        ),
+    )
+
+
 def test_a_create_while_the_view_loads_names_the_advanced_statefulset() -> None:
     """The recorded CREATE of web reaches a live view that has not listed the nodes: it is
     refused for retry, naming the kind the user created."""

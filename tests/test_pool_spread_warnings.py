@@ -1,6 +1,7 @@
 """A KafkaNodePool is told what a StatefulSet is told of its shape on CREATE and UPDATE: fewer
 replicas than zones leave a zone without a broker, and a listed zone with no node makes its
-brokers wait there (warnings, never refusals: a node pool at zero).
+brokers wait there (warnings, never refusals: a node pool at zero). A set is told only of a
+zone its ordinals go to; a pool, of every listed one (its brokers may be in any).
 
 The cluster: two nodes in each of zone-a, zone-b, zone-c; none in zone-d.
 """
@@ -63,3 +64,13 @@ def test_a_pool_is_warned_of_its_shape_as_a_set_is(
     """The set's CREATE (and an UPDATE adding a label) is warned, and the pool's alike."""
     assert _set(replicas, zones, operation=operation) == tuple(s.format(name="db") for s in said)
     assert _pool(replicas, zones, operation=operation) == tuple(s.format(name="pool") for s in said)
+
+
+def test_a_pool_is_warned_of_every_listed_zone_without_a_node() -> None:
+    """A set of 2 over zone-a,zone-b,zone-d fills zone-a and zone-b by ordinal, so zone-d is not
+    named. A pool's brokers stay where they are: after a scale-down by remove-node-ids its two
+    brokers may be in zone-b and zone-d, so a pool of 2 is still told of zone-d."""
+    zones = "zone-a,zone-b,zone-d"
+    thin = THIN.format(name="pool")
+    assert _set(2, zones, operation="CREATE") == (THIN.format(name="db"),)
+    assert _pool(2, zones, operation="CREATE") == (thin, NO_NODE.format(name="pool"))

@@ -125,8 +125,9 @@ def test_an_update_to_zero_is_warned_as_its_scale_to_zero_is(
     assert workload(listed, by="update") == scaled
 
 
-#: Listed zones: a, b and c hold a node each (:func:`_created`), d none.
-FOUR = "zone-a,zone-b,zone-c,zone-d"
+#: Listed zones: a, b and c hold a node each (:func:`_created`), d none; d is listed second, so
+#: a set's ordinal 1 goes there and two members are told it has no node.
+FOUR = "zone-a,zone-d,zone-b,zone-c"
 THIN = "replica(s) for 4 zones leaves a zone empty"
 NO_NODE = "no node in zone(s) zone-d"
 #: Read only in node-ordinal mode: a set in affinity mode is warned that it does nothing.

@@ -111,6 +111,38 @@ def test_many_listed_zones_without_nodes_are_summarised() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("replicas", "start", "with_nodes", "waiting"),
+    [
+        (1, None, "ab", ""),
+        (2, 4, "ab", ""),
+        (2, None, "ac", "zone-b"),
+        (1, 7, "bc", "zone-a"),
+    ],
+    ids=["one-replica", "two-from-start-4", "second-zone-empty", "first-zone-empty-from-7"],
+)
+def test_only_a_zone_a_member_goes_to_is_said_to_make_pods_wait(
+    replicas: int, start: int | None, with_nodes: str, waiting: str
+) -> None:
+    """db over zone-a,zone-b,zone-c, nodes in only two of them. Ordinal i of start s goes to
+    zones[(i - s) mod 3], so fewer than 3 replicas fill the first zones of the list, whatever
+    the start: a zone without nodes that no member goes to keeps no pod waiting and is not
+    named; one a member goes to is. The warning of a zone left empty stays."""
+    nodes = [b.node(f"n-{z}", f"zone-{z}") for z in with_nodes]
+    annotations = {"stszone.io/zones": "zone-a,zone-b,zone-c"}
+    sts = b.statefulset(replicas=replicas, start=start, annotations=annotations)
+    outcome = chain(sts, store_from_objects(nodes))
+    thin = (
+        f"db: {replicas} replica(s) for 3 zones leaves a zone empty; 3 or more survive the loss "
+        "of any zone"
+    )
+    wait = (
+        f"db: no node in zone(s) {waiting} (topology.kubernetes.io/zone) yet; its pods there "
+        "wait for one"
+    )
+    assert outcome.warnings == ((thin, wait) if waiting else (thin,))
+
+
 # --- annotation values, whole-string ---------------------------------------------------------
 
 

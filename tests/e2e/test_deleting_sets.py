@@ -52,10 +52,11 @@ def test_the_update_that_ends_a_deletion_hears_no_warning_of_a_zone_without_node
     """A set lists a zone no node is in: an update of it while it lives warns that its pods
     there wait for a node; once it is being deleted, the patch that takes its finalizer off
     (which ends the deletion) does not, as its controller creates no pod of it again. One
-    member: a set at 0 replicas has no pod to wait, and is told only what its scale to 0 is."""
+    member: a set at 0 replicas has no pod to wait, and is told only what its scale to 0 is;
+    the zone is listed first, where ordinal 0 goes, as only a zone a member goes to is named."""
     name, kubectl, nowhere = "nowhere", cluster.kubectl, "e2e-zone-without-nodes"
     sts = _held(name, image=cluster.image, replicas=1, run=cluster.run)
-    sts["metadata"]["annotations"] = {"stszone.io/zones": ",".join((*cluster.zones, nowhere))}
+    sts["metadata"]["annotations"] = {"stszone.io/zones": ",".join((nowhere, *cluster.zones))}
     said = f"{name}: no node in zone(s) {nowhere} "
     with ExitStack() as stack:
         stack.callback(release, kubectl, name)

@@ -183,15 +183,16 @@ def pool_spread_warnings(
     obj: JSON, *, read: Written, old: JSON | None, store: Store
 ) -> tuple[str, ...]:
     """A StatefulSet's warnings of the pool as written (fewer replicas than zones, a listed
-    zone with no node), on its annotations as every path reads them (``read``); none while it
-    is deleted, when the operator creates no broker, nor at zero brokers, created so or scaled
-    there (an UPDATE to zero is warned as its ``/scale`` to zero is, :func:`_emptied`): no
-    broker is in a zone (:func:`~webhook.rules.zonelist.spread_warnings`)."""
+    zone with no node: any, as where its brokers are does not follow from its count), on its
+    annotations as every path reads them (``read``); none while it is deleted, when the
+    operator creates no broker, nor at zero brokers, created so or scaled there (an UPDATE to
+    zero is warned as its ``/scale`` to zero is, :func:`_emptied`): no broker is in a zone
+    (:func:`~webhook.rules.zonelist.spread_warnings`)."""
     if old is not None and objects.mapping(old, "metadata").get("deletionTimestamp"):
         return ()
     name = objects.string(objects.mapping(obj, "metadata"), "name") or "(unnamed)"
     zones = zone_list(read.declared, store=store)
-    return spread_warnings(name, _replicas(obj), read.declared, zones, store=store)
+    return spread_warnings(name, _replicas(obj), read.declared, zones, store=store, ranked=False)
 
 
 def _judge_update(obj: JSON, *, old: JSON, namespace: str, store: Store, read: Written) -> Decision:

@@ -93,8 +93,9 @@ def validate_statefulset(
     required node affinity or ``spec.nodeName`` excludes listed zones (or, in node-ordinal
     mode, ordinal labels);
     a scale-down that drops a zone. Warned: fewer replicas than zones; a listed zone with no
-    node (a node pool at zero, say), neither of a set of zero replicas, created so or scaled
-    there (an UPDATE to zero is warned as its ``/scale`` is); a changed zone list.
+    node (a node pool at zero, say) that a member goes to, neither of a set of zero replicas,
+    created so or scaled there (an UPDATE to zero is warned as its ``/scale`` is); a changed
+    zone list.
     """
     meta = objects.mapping(sts, "metadata")
     name = objects.string(meta, "name") or "(unnamed)"
@@ -136,7 +137,9 @@ def validate_statefulset(
             return refuse(excluded, reason="ZoneConflict")
         warnings += (f"{excluded} (unchanged by this update)",)
     if declared.mode != "node-ordinal" and not ending:
-        warnings += spread_warnings(name, info.replicas, declared, policy.zones, store=store)
+        warnings += spread_warnings(
+            name, info.replicas, declared, policy.zones, store=store, ranked=True
+        )
     if old is None or before is None:
         return allow(warnings=warnings)
     uid = objects.string(meta, "uid", path="metadata")

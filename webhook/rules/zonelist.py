@@ -39,12 +39,24 @@ def zones_fix(declared: Declared, *, owner: str) -> str:
 
 
 def spread_warnings(
-    name: str, replicas: int, declared: Declared, zones: tuple[str, ...], *, store: Store
+    name: str,
+    replicas: int,
+    declared: Declared,
+    zones: tuple[str, ...],
+    *,
+    store: Store,
+    ranked: bool,
 ) -> tuple[str, ...]:
     """The warnings of a set or pool of ``replicas`` members over ``zones``: fewer members than
-    zones leave one empty; a listed zone no node is in now makes its members wait (never a
-    denial: a node pool at zero). None of a workload of no member, created so or scaled
-    there: it holds no zone, so it empties none, and no pod of it waits for a node."""
+    zones leave one empty; a listed zone no node is in now makes its members there wait (never
+    a denial: a node pool at zero). None of a workload of no member, created so or scaled
+    there: it holds no zone, so it empties none, and no pod of it waits for a node.
+
+    ``ranked``: the rule places member ``r`` (counted from the start; an Advanced StatefulSet
+    counts its live ordinals only) in ``zones[r mod k]``, so only the first ``min(replicas,
+    k)`` zones get a member and only those are named. A pool's brokers go where its pool has
+    fewest and stay with their data: which zones its brokers are in depends on the brokers it
+    has, so every listed zone without a node is named."""
     if not zones or replicas <= 0:
         return ()
     k = len(zones)
@@ -58,7 +70,8 @@ def spread_warnings(
         return said  # --zones alone, or a saved cluster without Node objects: nothing to judge by
     key = declared.topology_key
     present = set(store.discovered_zones(key))
-    empty = [z for z in zones if z not in present]
+    placed = zones[:replicas] if ranked else zones
+    empty = [z for z in placed if z not in present]
     if not empty:
         return said
     shown = some(empty, len(empty), shown=2)
