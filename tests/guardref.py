@@ -70,7 +70,7 @@ def put_volume(store: Store, pv: JSON) -> None:
 
 
 class Policy(Protocol):
-    """What the reference reads of a set's policy (``webhook.rules.placement.Policy`` has it)."""
+    """What the reference reads of a set's policy (``webhook.rules.policy.Policy`` has it)."""
 
     @property
     def statefulset(self) -> str: ...

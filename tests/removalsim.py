@@ -33,7 +33,7 @@ from webhook.model.nodepools import poolpod_info
 from webhook.model.records import pod_info
 from webhook.model.store import Store
 from webhook.rules.locate import Locator
-from webhook.rules.placement import resolve_policy
+from webhook.rules.policy import resolve_policy
 from webhook.rules.poolzones import members, pool_policy
 from webhook.wire import review
 

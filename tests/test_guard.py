@@ -22,7 +22,8 @@ from webhook.model.store import Store
 from webhook.rules import guard
 from webhook.rules.audit import audit
 from webhook.rules.explain import explain_workload
-from webhook.rules.placement import Policy, place, resolve_policy
+from webhook.rules.placement import place
+from webhook.rules.policy import Policy, resolve_policy
 from webhook.wire import review
 
 ZONE_KEY = "topology.kubernetes.io/zone"

@@ -16,7 +16,8 @@ from webhook.model import objects
 from webhook.model.owners import ordinal_of
 from webhook.model.records import node_info, volume_info
 from webhook.model.store import Store
-from webhook.rules.placement import Placement, place, resolve_policy, rule_zone
+from webhook.rules.placement import Placement, place, rule_zone
+from webhook.rules.policy import resolve_policy
 from webhook.wire import review
 from webhook.wire.patch import apply
 

@@ -20,7 +20,8 @@ from webhook.errors import BadObject, ConfigError
 from webhook.model.records import NodeInfo
 from webhook.model.state import live_state, set_state
 from webhook.rules.blockers import selected, some
-from webhook.rules.placement import place, resolve_policy
+from webhook.rules.placement import place
+from webhook.rules.policy import resolve_policy
 from webhook.rules.rebalance import chosen, plan
 from webhook.rules.rebalance_plan import Plan, SetPlan
 

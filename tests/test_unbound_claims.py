@@ -19,7 +19,8 @@ from webhook.config import Defaults
 from webhook.model.store import Store
 from webhook.rules.audit import audit_set
 from webhook.rules.explain import explain_workload
-from webhook.rules.placement import place, resolve_policy
+from webhook.rules.placement import place
+from webhook.rules.policy import resolve_policy
 from webhook.rules.rebalance import chosen, plan
 from webhook.wire import review
 

@@ -25,7 +25,7 @@ from webhook.config import Defaults
 from webhook.model.store import Store
 from webhook.rules.audit import audit
 from webhook.rules.explain import explain_workload
-from webhook.rules.placement import resolve_policy
+from webhook.rules.policy import resolve_policy
 from webhook.rules.risk import SetRisk
 from webhook.rules.scaling import malformed_warning
 from webhook.wire import review

@@ -8,7 +8,7 @@ from webhook.model.annotations import Declared
 from webhook.model.store import Store
 from webhook.model.tables import TABLES
 from webhook.rules.guard import scale_down
-from webhook.rules.placement import Policy
+from webhook.rules.policy import Policy
 
 ZONES = 5_000
 MAX_REPLICAS = 2**31 - 1

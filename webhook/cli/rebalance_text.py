@@ -10,7 +10,7 @@ from typing import Any, Final, TextIO
 
 from webhook.cli.options import table_lines
 from webhook.cluster.rebalance import Event, Outcome
-from webhook.rules.placement import workload_kind
+from webhook.rules.policy import workload_kind
 from webhook.rules.rebalance_plan import Plan, Row, SetPlan, Step
 
 

@@ -41,14 +41,8 @@ from webhook.model.store import Store
 from webhook.rules import guard, kruiseguard, removal
 from webhook.rules.auditscope import audited, audited_pools, audits, scope
 from webhook.rules.locate import Located, Locator, missing_node
-from webhook.rules.placement import (
-    Policy,
-    kruise_live,
-    place_by_mode,
-    resolve_policy,
-    walked_members,
-    workload_kind,
-)
+from webhook.rules.placement import place_by_mode
+from webhook.rules.policy import Policy, kruise_live, resolve_policy, walked_members, workload_kind
 
 Status = Literal["ok", "MISPLACED", "pending", "no pod", "going", "unknown", "skipped"]
 

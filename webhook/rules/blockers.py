@@ -30,7 +30,8 @@ from webhook.model.records import NodeInfo, StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.state import LiveState, NodeState, SetState, Taint
 from webhook.model.store import Store
-from webhook.rules.placement import Policy, claim_name, workload_kind
+from webhook.rules.placement import claim_name
+from webhook.rules.policy import Policy, workload_kind
 
 #: How many names a reason lists before counting the rest.
 NAMED: Final = 5

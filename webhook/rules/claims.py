@@ -20,14 +20,9 @@ from webhook.model.annotations import STORAGE_CLASS_TEMPLATE, storage_class_for
 from webhook.model.objects import JSON
 from webhook.model.store import Store
 from webhook.rules.decision import Decision, Edit, StorageClass, ZoneAnnotation, allow, edit
-from webhook.rules.placement import (
-    Policy,
-    place_by_mode,
-    require_synced,
-    resolve_policy,
-    zone_among,
-)
+from webhook.rules.placement import place_by_mode, zone_among
 from webhook.rules.plan import STATEFULSET_CONTROLLERS, skipped
+from webhook.rules.policy import Policy, require_synced, resolve_policy
 
 
 def claim_owners(name: str, *, namespace: str, store: Store) -> list[tuple[str, int, str]]:

@@ -34,14 +34,8 @@ from webhook.model.store import Store
 from webhook.rules import audit, fit
 from webhook.rules.explain_sizes import SIZES, SizeAnswer, namespace_refusal, ranges, sizes
 from webhook.rules.locate import SCHEDULED, Located, Locator
-from webhook.rules.placement import (
-    Policy,
-    kruise_live,
-    policy_zone,
-    resolve_policy,
-    walked_members,
-    workload_kind,
-)
+from webhook.rules.placement import policy_zone
+from webhook.rules.policy import Policy, kruise_live, resolve_policy, walked_members, workload_kind
 from webhook.rules.text import LIVE_SHOWN, live_span, ordinal_span
 
 

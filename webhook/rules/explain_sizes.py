@@ -18,7 +18,7 @@ from webhook.model.annotations import SKIP
 from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import kruise, scaling
-from webhook.rules.placement import SCALES_RETRIED_BY, Policy
+from webhook.rules.policy import SCALES_RETRIED_BY, Policy
 
 #: Smaller sizes judged one by one, nearest first (each is one guard answer).
 SIZES: Final = 64

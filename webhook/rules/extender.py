@@ -42,8 +42,9 @@ from webhook.model.annotations import (
 from webhook.model.objects import JSON
 from webhook.model.owners import ordinal_of, workload_owner
 from webhook.model.store import Store
-from webhook.rules.placement import place, resolve_policy
+from webhook.rules.placement import place
 from webhook.rules.plan import pod_claims, skipped
+from webhook.rules.policy import resolve_policy
 
 #: ``MaxExtenderPriority`` of kube-scheduler's extender API (``MinExtenderPriority`` is 0).
 MAX_SCORE: Final = 10

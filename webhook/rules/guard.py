@@ -40,7 +40,8 @@ from webhook.rules import motion
 from webhook.rules.locate import Located, Locator
 from webhook.rules.ordinals import past_known
 from webhook.rules.ordinals import removed as removed_ordinals
-from webhook.rules.placement import Policy, rule_zone
+from webhook.rules.placement import rule_zone
+from webhook.rules.policy import Policy
 
 #: How many ordinals a message names per zone (and unknown ordinals); the rest are counted.
 NAMED: Final = 10

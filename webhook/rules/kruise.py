@@ -23,7 +23,7 @@ from webhook.model.store import Store
 from webhook.rules import kruiseguard, retention, verdict
 from webhook.rules import validate as validations
 from webhook.rules.decision import Decision, allow
-from webhook.rules.placement import (
+from webhook.rules.policy import (
     SCALES_RETRIED_BY,
     Policy,
     kruise_live,

@@ -31,7 +31,8 @@ from webhook.rules.guard import (
 )
 from webhook.rules.locate import Located, Locator, missing_node
 from webhook.rules.ordinals import past_known
-from webhook.rules.placement import Policy, policy_zone
+from webhook.rules.placement import policy_zone
+from webhook.rules.policy import Policy
 
 #: Members per side the guard walks; above it, it does not judge.
 LIMIT: Final = 100_000

@@ -49,13 +49,8 @@ from typing import Final, Literal, NamedTuple
 from webhook.model.records import PodInfo
 from webhook.model.store import Store
 from webhook.rules.pinned import volume_zones
-from webhook.rules.placement import (
-    Policy,
-    controller_claims,
-    policy_zone,
-    shared_zone,
-    zone_among,
-)
+from webhook.rules.placement import controller_claims, policy_zone, shared_zone, zone_among
+from webhook.rules.policy import Policy
 
 Source = Literal[
     "pod",

@@ -39,7 +39,7 @@ from webhook.rules.decision import (
     allow,
     edit,
 )
-from webhook.rules.placement import claim_data, require_synced
+from webhook.rules.placement import claim_data
 from webhook.rules.plan import (
     PodPlan,
     PodView,
@@ -48,6 +48,7 @@ from webhook.rules.plan import (
     plan_pod,
     read_pod,
 )
+from webhook.rules.policy import require_synced
 from webhook.rules.text import some
 from webhook.rules.zonelist import zones_fix, zones_origin
 

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from webhook.model.store import Store
-from webhook.rules.placement import Policy, claim_data
+from webhook.rules.placement import claim_data
+from webhook.rules.policy import Policy
 
 
 class Pinned(NamedTuple):

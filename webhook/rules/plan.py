@@ -16,13 +16,8 @@ from webhook.model.annotations import SKIP, stszone_annotations
 from webhook.model.objects import JSON
 from webhook.model.owners import ordinal_of, workload_owner
 from webhook.model.store import Store
-from webhook.rules.placement import (
-    Placement,
-    Policy,
-    place_by_mode,
-    resolve_policy,
-    workload_kind,
-)
+from webhook.rules.placement import Placement, place_by_mode
+from webhook.rules.policy import Policy, resolve_policy, workload_kind
 
 #: Who creates StatefulSet pods and claims (``request.userInfo.username``), and the group key
 #: of the sets each creates them for (:data:`webhook.model.setkinds.KINDS`).

@@ -87,7 +87,7 @@ def _member_policy(obj: JSON, namespace: str, *, store: Store) -> tuple[PoolPoli
 
 def _require_seen(pod: JSON, namespace: str, *, store: Store) -> None:
     """Refuse, for retry, a broker's pod whose KafkaNodePool a live view has not seen yet,
-    as a StatefulSet's pod is refused (:func:`webhook.rules.placement.resolve_policy`).
+    as a StatefulSet's pod is refused (:func:`webhook.rules.policy.resolve_policy`).
 
     Only when another pool of its Kafka cluster is in the view: that cluster uses
     KafkaNodePools, so this one exists and lags. A Kafka without node pools keeps its brokers

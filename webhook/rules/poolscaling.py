@@ -42,7 +42,7 @@ from webhook.model.objects import JSON
 from webhook.model.store import Store
 from webhook.model.tables import POOL_TABLES
 from webhook.rules.decision import Decision, MetadataAnnotation, allow, edit, refuse
-from webhook.rules.placement import SCALES_RETRIED_BY, require_synced
+from webhook.rules.policy import SCALES_RETRIED_BY, require_synced
 from webhook.rules.poolguard import (
     Removal,
     annotate_command,

@@ -35,7 +35,7 @@ from webhook.model.annotations import (
 from webhook.model.nodepools import KafkaNodePoolInfo, PoolPodInfo, node_id_of
 from webhook.model.store import Store
 from webhook.model.tables import POOL_TABLES
-from webhook.rules.placement import POOL_CREATES_RETRIED_BY, require_synced
+from webhook.rules.policy import POOL_CREATES_RETRIED_BY, require_synced
 from webhook.rules.poolplan import Balance, cluster_pools, new_ids
 from webhook.rules.zonelist import zone_list, zones_origin
 

@@ -36,7 +36,8 @@ from webhook.rules.auditscope import audited
 from webhook.rules.blockers import owned_claims, set_blockers, some, unplanned, zone_blocker
 from webhook.rules.locate import Locator
 from webhook.rules.pinned import volume_zones
-from webhook.rules.placement import Policy, claim_name, policy_zone, resolve_policy, walked_members
+from webhook.rules.placement import claim_name, policy_zone
+from webhook.rules.policy import Policy, resolve_policy, walked_members
 from webhook.rules.rebalance_plan import Claim, Kind, Plan, Row, SetPlan, Step
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from webhook.model.kruise import Intervals
-from webhook.rules.placement import workload_kind
+from webhook.rules.policy import workload_kind
 
 #: How a member stands: in its rule zone, free to move, held elsewhere by its data, or stuck.
 Kind = Literal["in place", "movable", "pinned by data", "blocked"]

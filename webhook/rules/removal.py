@@ -47,7 +47,8 @@ from webhook.model.selection import template_selection
 from webhook.model.store import Store
 from webhook.rules.locate import Locator
 from webhook.rules.pinned import volume_zones
-from webhook.rules.placement import place, resolve_policy, shared_zone, walked_members
+from webhook.rules.placement import place, shared_zone
+from webhook.rules.policy import resolve_policy, walked_members
 from webhook.rules.poolplan import Balance
 from webhook.rules.poolzones import choose, id_claims, members, pool_balance, pool_policy
 

@@ -36,7 +36,7 @@ from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules.audit import SetReport, audit_steps
 from webhook.rules.auditscope import audits
-from webhook.rules.placement import walked_members
+from webhook.rules.policy import walked_members
 
 #: Ordinals one refresh cycle visits (plus at most one set's worth beyond it).
 BUDGET: Final = 20_000

@@ -19,7 +19,7 @@ from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import guard, retention, verdict
 from webhook.rules.decision import CUT, WARNING_MAX, Decision, allow
-from webhook.rules.placement import SCALES_RETRIED_BY, Policy, require_synced, resolve_policy
+from webhook.rules.policy import SCALES_RETRIED_BY, Policy, require_synced, resolve_policy
 from webhook.rules.zonelist import zones_origin
 
 

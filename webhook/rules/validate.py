@@ -31,14 +31,9 @@ from webhook.model.tables import set_info
 from webhook.rules import affinity, fit, scaling, verdict
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.ordinals import removed
-from webhook.rules.placement import (
-    Policy,
-    kruise_live,
-    place_by_mode,
-    walked_members,
-    workload_kind,
-)
+from webhook.rules.placement import place_by_mode
 from webhook.rules.plan import skipped
+from webhook.rules.policy import Policy, kruise_live, walked_members, workload_kind
 from webhook.rules.text import some
 from webhook.rules.zonelist import spread_warnings, zone_list, zones_origin
 

@@ -17,7 +17,7 @@ from webhook.model.pinning import ABSENT
 from webhook.rules.decision import Decision, allow, refuse
 from webhook.rules.guard import Holders, ScaleDown, Unknown
 from webhook.rules.locate import SCHEDULED, Located
-from webhook.rules.placement import workload_kind
+from webhook.rules.policy import workload_kind
 from webhook.rules.text import SHOWN, joined, some
 
 
