@@ -19,7 +19,7 @@ from webhook.config import Defaults
 from webhook.errors import Denied
 from webhook.model.records import claim_info, node_info, pod_info, statefulset_info
 from webhook.model.store import Store
-from webhook.rules import guard
+from webhook.rules import guard, ranges
 from webhook.rules.audit import audit
 from webhook.rules.explain import explain_workload
 from webhook.rules.placement import place
@@ -473,13 +473,13 @@ def agrees_with_a_walk(store: Store, old: range, new: range) -> guard.ScaleDown:
     for unknown, ordinals in ((got.unknown_removed, want.unknown_removed),
                               (got.unknown_kept, want.unknown_kept)):  # fmt: skip
         assert unknown.count == len(ordinals)
-        assert [i.ordinal for i in unknown.first] == ordinals[: guard.NAMED]
+        assert [i.ordinal for i in unknown.first] == ordinals[: ranges.NAMED]
     assert got.lowest == lowest
     assert {z: [i.ordinal for i in got.leaving[z]] for z in got.leaving} == {
-        z: o[: guard.NAMED] for z, o in want.leaving.items()
+        z: o[: ranges.NAMED] for z, o in want.leaving.items()
     }
     assert {z: [i.ordinal for i in got.unready[z]] for z in got.unready} == {
-        z: o[: guard.NAMED] for z, o in want.unready.items()
+        z: o[: ranges.NAMED] for z, o in want.unready.items()
     }
     counted_where_placed(store, policy, range(min(old.start, new.start), old.stop))
     return got
@@ -502,7 +502,7 @@ def counted_where_placed(store: Store, policy: Policy, span: range) -> None:
         assert guardref.locate(store, policy, o) == (zone or None), o
 
 
-def held(zones: Mapping[str, guard.Holders]) -> dict[str, tuple[int, list[int]]]:
+def held(zones: Mapping[str, ranges.Holders]) -> dict[str, tuple[int, list[int]]]:
     """Zone -> (how many ordinals hold it, the first few of them) as the guard says; each one
     named is located in that zone (the guard counts by zone, and locates only those it names)."""
     for zone, h in zones.items():
@@ -525,7 +525,7 @@ def test_a_scale_down_is_a_value_two_runs_over_one_view_are_equal() -> None:
 
 def named(zones: dict[str, list[int]]) -> dict[str, tuple[int, list[int]]]:
     """The same from the walk's full lists: the guard names the first ``NAMED``."""
-    return {z: (len(o), o[: guard.NAMED]) for z, o in zones.items()}
+    return {z: (len(o), o[: ranges.NAMED]) for z, o in zones.items()}
 
 
 #: Pods in every state a pod can be in: (zone of its node or None, status.phase, Terminating);
@@ -680,7 +680,7 @@ def test_property_matches_a_brute_force_walk(
     new = data.draw(st.integers(0, old - 1), label="new")
     store = moving_cluster(pods, readiness, volumes, start=start, replicas=old, recorded=recorded)
     got = agrees_with_a_walk(store, range(start, start + old), range(start, start + new))
-    assert all(len(h.first) == min(h.count, guard.NAMED) for h in got.lost.values())
+    assert all(len(h.first) == min(h.count, ranges.NAMED) for h in got.lost.values())
 
 
 @given(
@@ -986,7 +986,7 @@ def test_property_node_ordinal_matches_a_brute_force_walk(
     store = guardref.view([*NODES, *pinned, sts, *objs])
     got = agrees_with_a_walk(store, range(old), range(new))
     for unknown in (got.unknown_removed, got.unknown_kept):
-        assert len(unknown.first) == min(unknown.count, guard.NAMED)
+        assert len(unknown.first) == min(unknown.count, ranges.NAMED)
 
 
 def test_set_pods_are_found_by_the_names_the_controller_gives() -> None:

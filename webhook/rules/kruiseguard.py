@@ -21,18 +21,12 @@ from typing import Final
 
 from webhook.model.kruise import Intervals, Live
 from webhook.model.store import Store
-from webhook.rules.guard import (
-    NAMED,
-    NO_UNKNOWN,
-    Holders,
-    ScaleDown,
-    Unknown,
-    zone_loss,
-)
+from webhook.rules.guard import ScaleDown, zone_loss
 from webhook.rules.locate import Located, Locator, missing_node
 from webhook.rules.ordinals import past_known
 from webhook.rules.placement import policy_zone
 from webhook.rules.policy import Policy
+from webhook.rules.ranges import NAMED, NO_UNKNOWN, Holders, Unknown
 
 #: Members per side the guard walks; above it, it does not judge.
 LIMIT: Final = 100_000

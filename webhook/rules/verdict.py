@@ -15,9 +15,10 @@ from webhook.model.annotations import ALLOW_ZONE_LOSS, ZONES
 from webhook.model.notices import Notice, ObjectRef
 from webhook.model.pinning import ABSENT
 from webhook.rules.decision import Decision, allow, refuse
-from webhook.rules.guard import Holders, ScaleDown, Unknown
+from webhook.rules.guard import ScaleDown
 from webhook.rules.locate import SCHEDULED, Located
 from webhook.rules.policy import workload_kind
+from webhook.rules.ranges import Holders, Unknown
 from webhook.rules.text import SHOWN, joined, some
 
 
