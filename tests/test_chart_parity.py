@@ -23,7 +23,7 @@ import yaml
 from tests.helm import CHART, Helm, Obj, helm_for_tests, release
 from tests.rendered import DEPLOY, base_with, kustomize
 from webhook.config import DEFAULT_NAMESPACE
-from webhook.install import manifests
+from webhook.install import deployfiles, manifests
 from webhook.install.certfiles import issue
 from webhook.install.pemcheck import check_serving_pair
 from webhook.install.registration import Kinds
@@ -169,7 +169,7 @@ def _with_components(pair: Path, tmp: Path, *components: str) -> list[Obj]:
     certificate is mounted, as `--ca` provides it), filled in by `stszone manifests --ca ...
     --base -`, as docs/install.md renders a kustomization with provided certificates."""
     rendered = tmp / "rendered.yaml"
-    rendered.write_text(manifests.dump(base_with(tmp, "provided-certs", *components)))
+    rendered.write_text(deployfiles.dump(base_with(tmp, "provided-certs", *components)))
     return _printed(pair, base=rendered)
 
 

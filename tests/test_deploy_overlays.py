@@ -9,9 +9,9 @@ import yaml
 
 from tests.rendered import DEPLOY, Obj, base_with, kustomize, only, validate, webhooks
 from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME
-from webhook.install import deploybase, manifests
+from webhook.install import deploybase, deployfiles
 from webhook.install.certs import service_dns_names
-from webhook.install.manifests import base_objects
+from webhook.install.deployfiles import base_objects
 
 #: Fields of the cert-manager v1 kinds the overlay uses (no schema ships for CRDs offline).
 CERT_MANAGER_FIELDS = {
@@ -65,7 +65,7 @@ def test_cert_manager_overlay_leaves_the_base_alone() -> None:
 def test_the_provided_certs_component_is_the_generator_output(tmp_path: Path) -> None:
     """deploy/components/provided-certs holds what `stszone manifests --component
     provided-certs --kustomize-dir` writes, and turns the base into exactly the provided form."""
-    expected = manifests.component_files("provided-certs", deploybase.Install())
+    expected = deployfiles.component_files("provided-certs", deploybase.Install())
     directory = DEPLOY / "components" / "provided-certs"
     actual = {path.name: path.read_text() for path in directory.iterdir()}
     assert actual == expected, (

@@ -28,7 +28,7 @@ from tests.rendered import (
 from webhook.cli import build_parser, settings_from
 from webhook.cluster.resources import resources
 from webhook.config import DEFAULT_NAMESPACE, SECRET_NAME, Settings
-from webhook.install import deploybase, manifests, registration
+from webhook.install import deploybase, deployfiles, manifests, registration
 from webhook.install.certfiles import issue
 
 SOURCES = ["python", "deploy/", "deploy/overlays/cert-manager", "stszone manifests"]
@@ -55,7 +55,7 @@ def source(request: pytest.FixtureRequest) -> str:
 def objects(source: str, pair: Path) -> list[Obj]:
     """The rendered installation, from each source in turn."""
     if source == "python":
-        return manifests.base_objects(deploybase.Install())
+        return deployfiles.base_objects(deploybase.Install())
     if source == "stszone manifests":
         out = io.StringIO()
         assert manifests.run_manifests(ca=pair / "ca.crt", out=out) == 0
@@ -345,7 +345,7 @@ def test_termination_grace_covers_the_graceful_shutdown(objects: list[Obj]) -> N
 
 def test_deploy_base_is_the_generator_output() -> None:
     """deploy/base holds exactly what `stszone manifests --kustomize-dir` writes: one source."""
-    expected = manifests.kustomize_files(deploybase.Install())
+    expected = deployfiles.kustomize_files(deploybase.Install())
     actual = {path.name: path.read_text() for path in (DEPLOY / "base").iterdir()}
     assert actual == expected, (
         "deploy/base differs from webhook/install/deploybase.py; regenerate it with "
@@ -356,7 +356,7 @@ def test_deploy_base_is_the_generator_output() -> None:
 def test_kustomize_renders_every_generated_object() -> None:
     """`kubectl kustomize deploy/` yields the renderer's objects, no more, no fewer."""
     rendered = kustomize(DEPLOY)
-    expected = manifests.base_objects(deploybase.Install())
+    expected = deployfiles.base_objects(deploybase.Install())
 
     def key(obj: Obj) -> tuple[str, str]:
         return obj["kind"], obj["metadata"]["name"]
@@ -366,8 +366,8 @@ def test_kustomize_renders_every_generated_object() -> None:
 
 def test_changing_the_namespace_changes_every_reference() -> None:
     """Metadata, binding subject, clientConfig Service and the selector exclusion all move."""
-    objects = manifests.base_objects(deploybase.Install(namespace="webhooks-prod"))
-    assert DEFAULT_NAMESPACE not in manifests.dump(objects)
+    objects = deployfiles.base_objects(deploybase.Install(namespace="webhooks-prod"))
+    assert DEFAULT_NAMESPACE not in deployfiles.dump(objects)
     validate(objects)
     assert only(objects, "Namespace")["metadata"]["name"] == "webhooks-prod"
     for obj in objects:
@@ -399,9 +399,9 @@ def test_older_clusters_get_the_same_install_without_match_conditions(
     tmp_path: Path, pair: Path
 ) -> None:
     """The flag, the Install field and the kustomize component drop matchConditions, nothing else."""
-    default = manifests.base_objects(deploybase.Install())
+    default = deployfiles.base_objects(deploybase.Install())
     expected = _without_match_conditions(default)
-    python = manifests.base_objects(deploybase.Install(match_conditions=False))
+    python = deployfiles.base_objects(deploybase.Install(match_conditions=False))
     component = base_with(tmp_path, "no-match-conditions")
     out = io.StringIO()
     assert manifests.run_manifests(ca=None, match_conditions=False, out=out) == 0
@@ -418,7 +418,7 @@ def test_older_clusters_get_the_same_install_without_match_conditions(
     for _, webhook in webhooks(provided):
         del webhook["clientConfig"]["caBundle"]
     without = _without_match_conditions(
-        manifests.base_objects(deploybase.Install(certs="provided"))
+        deployfiles.base_objects(deploybase.Install(certs="provided"))
     )
     assert _by_key(provided) == _by_key(without)
 

@@ -23,7 +23,7 @@ from tests.tools import require
 from webhook.cli import main
 from webhook.config import SECRET_NAME
 from webhook.errors import ConfigError
-from webhook.install import deploybase, manifests
+from webhook.install import deploybase, deployfiles
 from webhook.install.certfiles import issue
 from webhook.install.pemcheck import check_serving_pair
 
@@ -83,7 +83,7 @@ def test_namespace_flag_moves_every_reference(
     pair = certs / "prod"
     status, objects, _ = run(capsys, "--ca", str(pair / "ca.crt"), "--namespace", "webhooks-prod")
     assert status == 0
-    assert "stszone-system" not in manifests.dump(objects)
+    assert "stszone-system" not in deployfiles.dump(objects)
     assert only(objects, "Secret")["metadata"]["namespace"] == "webhooks-prod"
     for _, hook in webhooks(objects):
         assert hook["clientConfig"]["service"]["namespace"] == "webhooks-prod"
@@ -190,11 +190,11 @@ def test_base_file_gets_the_bundle_and_keeps_its_patches(
     capsys: pytest.CaptureFixture[str], certs: Path, tmp_path: Path
 ) -> None:
     """--base fills a rendered overlay (here: failurePolicy Ignore) instead of the built-in base."""
-    objects = manifests.base_objects(deploybase.Install(certs="provided"))
+    objects = deployfiles.base_objects(deploybase.Install(certs="provided"))
     for _, hook in webhooks(objects):
         hook["failurePolicy"] = "Ignore"
     base = tmp_path / "dev.yaml"
-    base.write_text(manifests.dump(objects))
+    base.write_text(deployfiles.dump(objects))
     status, printed, _ = run(capsys, "--ca", str(certs / "system" / "ca.crt"), "--base", str(base))
     assert status == 0
     assert [hook["failurePolicy"] for _, hook in webhooks(printed)] == ["Ignore", "Ignore"]
@@ -207,7 +207,7 @@ def test_a_base_file_running_manage_certs_is_refused_with_ca(
 ) -> None:
     """The default base makes its own certificates: filling in a CA for it would do nothing."""
     base = tmp_path / "managed.yaml"
-    base.write_text(manifests.dump(manifests.base_objects(deploybase.Install())))
+    base.write_text(deployfiles.dump(deployfiles.base_objects(deploybase.Install())))
     status = main(["manifests", "--ca", str(certs / "system" / "ca.crt"), "--base", str(base)])
     captured = capsys.readouterr()
     assert status == 2 and captured.out == ""
@@ -249,7 +249,7 @@ def test_without_ca_it_prints_the_self_managed_base(capsys: pytest.CaptureFixtur
     """No --ca: the base as it is (its webhook makes its own certificates), no Secret."""
     status, printed, _ = run(capsys, "--namespace", "webhooks-prod")
     assert status == 0
-    assert printed == manifests.base_objects(deploybase.Install(namespace="webhooks-prod"))
+    assert printed == deployfiles.base_objects(deploybase.Install(namespace="webhooks-prod"))
     assert "Secret" not in {obj["kind"] for obj in printed}
     assert (
         "--manage-certs"
@@ -292,7 +292,7 @@ def test_kustomize_dir_writes_the_base_and_protects_foreign_files(
     """The directory gets the generated files; a file it did not write is never overwritten."""
     out = tmp_path / "base"
     assert main(["manifests", "--kustomize-dir", str(out)]) == 0
-    expected = manifests.kustomize_files(deploybase.Install())
+    expected = deployfiles.kustomize_files(deploybase.Install())
     assert {path.name: path.read_text() for path in out.iterdir()} == expected
     assert main(["manifests", "--kustomize-dir", str(out)]) == 0  # regenerating is fine
     (out / "rbac.yaml").write_text("# mine\n")

@@ -15,7 +15,7 @@ import yaml
 
 from tests.rendered import DEPLOY, Obj, granted, kustomize, validate
 from webhook.cli import main
-from webhook.install import deploybase, manifests
+from webhook.install import deploybase, deployfiles, manifests
 
 COMPONENT = DEPLOY / "components" / "rebalance"
 #: (apiGroup, resource, verb) the executor and its one list need; what the fake API records
@@ -30,7 +30,7 @@ def by_kind(objects: list[Obj], name: str) -> dict[str, Obj]:
 def test_component_is_the_generator_output() -> None:
     """deploy/components/rebalance holds what `stszone manifests --component rebalance
     --kustomize-dir` writes."""
-    expected = manifests.component_files("rebalance", deploybase.Install())
+    expected = deployfiles.component_files("rebalance", deploybase.Install())
     actual = {path.name: path.read_text() for path in COMPONENT.iterdir()}
     assert actual == expected, (
         "deploy/components/rebalance differs from webhook/install/deploybase.py; regenerate it "
@@ -51,7 +51,7 @@ def test_component_renders_on_the_base_and_only_adds_the_rebalance_identity(
     )
     objects = kustomize(overlay)
     validate(objects)
-    base = manifests.base_objects(deploybase.Install())
+    base = deployfiles.base_objects(deploybase.Install())
     added = [o for o in objects if o not in base]
     assert len(objects) == len(base) + 3
     ours = by_kind(added, deploybase.REBALANCE)

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from webhook.cli.options import DEFAULTS, command_parser
-from webhook.install.manifests import COMPONENTS, PATCH_COMPONENTS, run_manifests
+from webhook.install.deployfiles import COMPONENTS, PATCH_COMPONENTS
+from webhook.install.manifests import run_manifests
 from webhook.install.registration import Kinds
 
 HELP = "print the installation YAML (self-managed certificates, or the caBundle and Secret)"
