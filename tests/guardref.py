@@ -46,7 +46,8 @@ from weakref import WeakKeyDictionary
 from tests import selectionref as ref
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.model.annotations import Declared
-from webhook.model.records import PodInfo, VolumeInfo, volume_info
+from webhook.model.extract import volume_info
+from webhook.model.records import PodInfo, VolumeInfo
 from webhook.model.store import Store
 
 JSON = dict[str, Any]

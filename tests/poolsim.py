@@ -15,8 +15,8 @@ from typing import Any
 from tests import builders as b
 from tests import strimzi_ref as ref
 from webhook.config import Defaults
+from webhook.model.extract import claim_info, node_info
 from webhook.model.nodepools import nodepool_info, poolpod_info
-from webhook.model.records import claim_info, node_info
 from webhook.model.store import Store
 from webhook.wire import review
 

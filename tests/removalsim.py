@@ -29,8 +29,8 @@ from tests import poolsim as sim
 from tests import selectionref as ref
 from tests.kruise_ref import live_ordinals
 from webhook.config import Defaults
+from webhook.model.extract import pod_info
 from webhook.model.nodepools import poolpod_info
-from webhook.model.records import pod_info
 from webhook.model.store import Store
 from webhook.rules.locate import Locator
 from webhook.rules.policy import resolve_policy

@@ -23,7 +23,7 @@ import pytest
 from tests import builders as b
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.model.records import claim_info
+from webhook.model.extract import claim_info
 from webhook.model.store import Store
 from webhook.rules.explain import explain_workload
 from webhook.wire import review

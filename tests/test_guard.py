@@ -17,7 +17,7 @@ from tests.work import CountingStore, line_budget
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.errors import Denied
-from webhook.model.records import claim_info, node_info, pod_info, statefulset_info
+from webhook.model.extract import claim_info, node_info, pod_info, statefulset_info
 from webhook.model.store import Store
 from webhook.rules import guard, ranges
 from webhook.rules.audit import audit

@@ -19,7 +19,7 @@ from webhook.cli import main
 from webhook.cli.audit import render_json, render_text
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
-from webhook.model.records import node_info, pod_info
+from webhook.model.extract import node_info, pod_info
 from webhook.model.store import Store
 from webhook.rules.audit import audit, audit_set
 from webhook.rules.risk import RiskScan

@@ -37,8 +37,8 @@ from webhook.cli.explain import run_explain
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.errors import Denied
+from webhook.model.extract import kruise_set_info, pod_info, statefulset_info
 from webhook.model.kruise import Live, parse_reserve
-from webhook.model.records import kruise_set_info, pod_info, statefulset_info
 from webhook.model.state import live_state
 from webhook.model.store import Store
 from webhook.rules import extender

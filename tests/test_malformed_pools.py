@@ -13,8 +13,8 @@ import copy
 from tests import builders as b
 from tests import poolsim as sim
 from webhook.cli.explain_pools_text import pool_json, pool_text
+from webhook.model.extract import volume_info
 from webhook.model.nodepools import nodepool_info
-from webhook.model.records import volume_info
 from webhook.model.store import Store
 from webhook.rules.explain_pools import Verdict, explain_pool
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from tests import builders as b
 from tests import poolsim as sim
 from tests import strimzi_ref as ref
+from webhook.model.extract import claim_info, volume_info
 from webhook.model.nodepools import nodepool_info, poolpod_info
-from webhook.model.records import claim_info, volume_info
 from webhook.model.store import Store
 
 REMOVE = "strimzi.io/remove-node-ids"

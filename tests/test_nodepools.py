@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from tests import builders as b
 from tests import poolsim as sim
 from tests import strimzi_ref as ref
+from webhook.model.extract import claim_info, volume_info
 from webhook.model.nodepools import (
     nodepool_info,
     parse_node_ids,
     poolpod_info,
     removal_order,
 )
-from webhook.model.records import claim_info, volume_info
 
 
 def balanced(zones: dict[int, str]) -> bool:

@@ -15,7 +15,7 @@ import pytest
 from tests import builders as b
 from webhook.errors import BadObject
 from webhook.model import objects
-from webhook.model.records import pod_info
+from webhook.model.extract import pod_info
 
 READERS: list[tuple[Callable[..., Any], Any, str]] = [
     (objects.mapping, "x", "spec must be an object, got str"),

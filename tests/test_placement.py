@@ -13,8 +13,8 @@ from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Defaults
 from webhook.errors import Denied
 from webhook.model import objects
+from webhook.model.extract import node_info, volume_info
 from webhook.model.owners import ordinal_of
-from webhook.model.records import node_info, volume_info
 from webhook.model.store import Store
 from webhook.rules.placement import Placement, place, rule_zone
 from webhook.rules.policy import resolve_policy

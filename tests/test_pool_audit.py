@@ -12,8 +12,8 @@ from tests import builders as b
 from tests import poolsim as sim
 from webhook.cli import main
 from webhook.cluster.clusterfile import load_store
+from webhook.model.extract import claim_info, node_info, volume_info
 from webhook.model.nodepools import nodepool_info, poolpod_info
-from webhook.model.records import claim_info, node_info, volume_info
 from webhook.model.store import Store
 from webhook.rules.audit import audit
 from webhook.rules.poolaudit import audit_pool

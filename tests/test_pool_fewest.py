@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import poolsim as sim
+from webhook.model.extract import claim_info
 from webhook.model.nodepools import nodepool_info, poolpod_info
-from webhook.model.records import claim_info
 from webhook.rules.poolplan import Balance
 from webhook.rules.poolzones import choose, id_claims, pool_balance, pool_policy
 from webhook.rules.removal import pool_slots

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from tests import builders as b
 from tests import poolsim as sim
+from webhook.model.extract import claim_info, volume_info
 from webhook.model.nodepools import nodepool_info, poolpod_info
-from webhook.model.records import claim_info, volume_info
 from webhook.model.store import Store
 from webhook.rules.poolaudit import audit_pool
 

@@ -22,8 +22,8 @@ import pytest
 
 from tests import builders as b
 from tests import poolsim as sim
+from webhook.model.extract import node_info
 from webhook.model.nodepools import nodepool_info
-from webhook.model.records import node_info
 from webhook.model.store import Store
 from webhook.model.tables import TABLES
 from webhook.wire import review

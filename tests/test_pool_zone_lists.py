@@ -12,8 +12,8 @@ import pytest
 
 from tests import builders as b
 from tests import poolsim as sim
+from webhook.model.extract import claim_info, volume_info
 from webhook.model.nodepools import nodepool_info
-from webhook.model.records import claim_info, volume_info
 from webhook.model.store import Store
 
 

@@ -23,7 +23,7 @@ from tests import builders as b
 from tests import guardref
 from tests import selectionref as ref
 from webhook.errors import BadObject
-from webhook.model.records import volume_info
+from webhook.model.extract import volume_info
 from webhook.model.selection import go_int, parse_term, pod_selection
 from webhook.rules import fit
 

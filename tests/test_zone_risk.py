@@ -14,7 +14,7 @@ from tests.conftest import ServeFactory
 from tests.test_metrics import Samples, parse, scrape, value
 from webhook.cluster.clusterfile import store_from_objects
 from webhook.config import Settings
-from webhook.model.records import pod_info, statefulset_info
+from webhook.model.extract import pod_info, statefulset_info
 from webhook.model.store import Store
 from webhook.rules.audit import PAUSE_EVERY, audit_set, audit_steps, finish
 from webhook.rules.ordinals import WALK_LIMIT

@@ -19,14 +19,8 @@ from tests import builders as b
 from tests.kruiseobjects import kruise_store
 from tests.test_zone_risk import namespace, refreshed
 from webhook.cluster.clusterfile import store_from_objects
+from webhook.model.extract import claim_info, node_info, pod_info, statefulset_info, volume_info
 from webhook.model.namespaces import namespace_info
-from webhook.model.records import (
-    claim_info,
-    node_info,
-    pod_info,
-    statefulset_info,
-    volume_info,
-)
 from webhook.model.store import Store
 from webhook.model.tables import Table
 from webhook.rules.risk import RiskScan

@@ -10,11 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, get_args
 
 from webhook.model import setkinds
-from webhook.model.namespaces import namespace_info
-from webhook.model.nodepools import VERSIONS, nodepool_info, poolpod_info
-from webhook.model.records import (
-    Info,
-    StatefulSetInfo,
+from webhook.model.extract import (
     claim_info,
     kruise_set_info,
     node_info,
@@ -22,6 +18,9 @@ from webhook.model.records import (
     statefulset_info,
     volume_info,
 )
+from webhook.model.namespaces import namespace_info
+from webhook.model.nodepools import VERSIONS, nodepool_info, poolpod_info
+from webhook.model.records import Info, StatefulSetInfo
 from webhook.model.state import set_group
 
 Table = Literal[

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from webhook.model import kruise, notices, objects
 from webhook.model.annotations import Declared
+from webhook.model.extract import kruise_set_info
 from webhook.model.kruise import Live
 from webhook.model.objects import JSON
-from webhook.model.records import StatefulSetInfo, kruise_set_info
+from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import kruiseguard, retention, verdict
 from webhook.rules import validate as validations

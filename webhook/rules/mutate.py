@@ -21,11 +21,11 @@ from webhook.model.annotations import (
     ZONE,
     ZONES,
 )
+from webhook.model.extract import statefulset_info
 from webhook.model.names import is_qualified_name
 from webhook.model.notices import Notice
 from webhook.model.objects import JSON
 from webhook.model.podspec import required_terms
-from webhook.model.records import statefulset_info
 from webhook.model.selection import PodSelection, pod_selection, template_selection
 from webhook.model.store import Store
 from webhook.rules import affinity, fit

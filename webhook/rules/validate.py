@@ -22,8 +22,9 @@ from webhook.model.annotations import (
     template_problems,
     unread_warnings,
 )
+from webhook.model.extract import statefulset_info
 from webhook.model.objects import JSON
-from webhook.model.records import StatefulSetInfo, statefulset_info
+from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
 from webhook.model.setkinds import KINDS
 from webhook.model.store import Store
