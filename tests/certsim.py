@@ -1,6 +1,6 @@
 """A cluster on paper for the certificate planner: a Secret, two webhook configurations, a clock.
 
-:class:`Paper` applies each :class:`~webhook.install.rotation.Decision` as the API server
+:class:`Paper` applies each :class:`~webhook.install.rotationstep.Decision` as the API server
 would (a version per write) and checks, at every write, the two rules a rotation must keep
 (:func:`check_write`): a Secret write never serves a pair from a CA the configurations have not
 trusted for the settling time (unless they trusted nothing yet: a fresh install), and a
@@ -22,7 +22,8 @@ from cryptography.hazmat.primitives import serialization
 
 from webhook.install import cabundle, tlssecret
 from webhook.install.issuing import Policy
-from webhook.install.rotation import Decision, Rotation
+from webhook.install.rotation import Rotation
+from webhook.install.rotationstep import Decision
 
 JSON = dict[str, Any]
 START = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)

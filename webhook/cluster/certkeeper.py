@@ -43,7 +43,7 @@ _JSON_PATCH: Final = "application/json-patch+json"
 
 
 class Step(Protocol):
-    """One step of the planner (``webhook.install.rotation.Decision`` fits)."""
+    """One step of the planner (``webhook.install.rotationstep.Decision`` fits)."""
 
     @property
     def secret(self) -> JSON | None: ...

@@ -19,6 +19,9 @@ from webhook.install.tlssecret import Keyed
 #: lifetime left for staging, switching and retiring before the old one would expire.
 CA_LIFETIMES: Final = 3
 
+#: Why a serving pair that is otherwise fine is re-issued.
+DUE: Final = "two thirds of its life were over"
+
 
 @dataclass(frozen=True, slots=True)
 class Policy:
@@ -99,3 +102,28 @@ def serving_pair(policy: Policy, ca: Keyed, *, now: dt.datetime) -> Keyed:
         now=now,
     )
     return Keyed(cert_pem, key_pem, x509.load_pem_x509_certificate(cert_pem))
+
+
+def renewal_reason(
+    ca: Keyed, *, serving: Keyed | None, policy: Policy, now: dt.datetime, waits: list[float]
+) -> str:
+    """Why the serving pair must be re-issued from ``ca`` now, or "" when it need not be (then
+    ``waits`` gets the seconds until it is :data:`DUE`)."""
+    if serving is None:
+        return "the Secret held no usable serving pair"
+    start = serving.cert.not_valid_before_utc
+    if start > now:
+        # Written by a leader whose clock ran ahead of this one by more than the backdating
+        # (certs.py): API servers refuse it until then. The new pair starts in the past
+        # for every clock ahead of this one, so its writer does not re-issue it in turn.
+        return f"the pair was not valid until {start:%Y-%m-%d %H:%M:%S} (a clock ahead)"
+    if not issued_by(serving.cert, ca=ca.cert):
+        return "the pair was not signed by the Secret's CA"
+    missing = sorted(set(policy.dns_names) - dns_names(serving.cert))
+    if missing:
+        return f"the pair did not name {', '.join(missing)}"
+    due = serving.renew_at()
+    if now >= due:
+        return DUE
+    waits.append((due - now).total_seconds())
+    return ""

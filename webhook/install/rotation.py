@@ -13,7 +13,7 @@ seconds; the margin is for a slow watch re-opening). So a rotation goes:
 3. a CA two thirds into its life gets a successor staged beside it (bundle: old + new);
 4. a serving pair two thirds into its life (or missing, not valid yet, for other names, from
    another CA) is re-issued from the CA; one that is missing or does not read comes before the
-   Secret writes of steps 1 and 3 (see ``_Writer.paired``);
+   Secret writes of steps 1 and 3 (see ``rotationstep.Writer.paired``);
 5. a CA that no longer signs the served pair leaves the bundle ``settle`` after the switch was
    seen, and step 1 then takes it out of the configurations.
 
@@ -42,43 +42,25 @@ from cryptography import x509
 
 from webhook.install import cabundle
 from webhook.install.issuing import (
+    DUE,
     Policy,
     authority,
-    dns_names,
     issued_by,
+    renewal_reason,
     serials,
     serving_pair,
     usable_ca,
 )
+from webhook.install.rotationstep import Decision, Writer
 from webhook.install.tlssecret import (
     MANAGED_BY,
     MANAGER,
     Contents,
     Keyed,
-    build,
     fingerprint,
     is_managed,
     read,
 )
-
-JSON = dict[str, Any]
-_DUE = "two thirds of its life were over"
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """One step: write the Secret, or patch configurations to these objects, or wait."""
-
-    #: The Secret to write: created when it carries no resourceVersion, else updated.
-    secret: JSON | None = None
-    #: Configurations to patch, each the whole object as it should become.
-    configs: tuple[JSON, ...] = ()
-    #: What the write does, for the log.
-    done: str = ""
-    #: Why nothing can be done (logged once while it lasts).
-    problem: str = ""
-    #: Seconds after which the plan changes even if nothing else does (inf: never).
-    wait: float = math.inf
 
 
 @dataclass(slots=True)
@@ -152,8 +134,9 @@ class Rotation:
         for needed in (ca, contents.next_ca):
             if needed is not None and needed.fingerprint not in {fingerprint(c) for c in bundle}:
                 bundle.append(needed.cert)
-        write = _Writer(
-            self,
+        write = Writer(
+            name=self.name,
+            namespace=self.namespace,
             contents=replace(contents, ca=ca, bundle=tuple(bundle)),
             version=version,
             metadata=metadata,
@@ -213,7 +196,13 @@ class Rotation:
         serving = serving_pair(self.policy, new, now=now)
         contents = Contents(ca=new, serving=serving, bundle=tuple(bundle))
         what = "created" if version is None else "replaced (its CA was unusable)"
-        write = _Writer(self, contents=contents, version=version, metadata=metadata)
+        write = Writer(
+            name=self.name,
+            namespace=self.namespace,
+            contents=contents,
+            version=version,
+            metadata=metadata,
+        )
         return write.secret(
             f"{what}: CA {new.serial:x} until {new.cert.not_valid_after_utc:%Y-%m-%d %H:%M:%S}, "
             f"serving pair {serving.serial:x} until "
@@ -222,7 +211,7 @@ class Rotation:
 
     def _switch(
         self,
-        write: _Writer,
+        write: Writer,
         *,
         staged: Keyed | None,
         now: dt.datetime,
@@ -247,7 +236,7 @@ class Rotation:
 
     def _stage(
         self,
-        write: _Writer,
+        write: Writer,
         *,
         ca: Keyed,
         staged: Keyed | None,
@@ -270,7 +259,7 @@ class Rotation:
 
     def _renew(
         self,
-        write: _Writer,
+        write: Writer,
         *,
         ca: Keyed,
         contents: Contents,
@@ -279,11 +268,11 @@ class Rotation:
         waits: list[float],
     ) -> Decision | None:
         serving = contents.serving
-        reason = self._renewal_reason(ca, serving=serving, now=now, waits=waits)
+        reason = renewal_reason(ca, serving=serving, policy=self.policy, now=now, waits=waits)
         if not reason:
             return None
         staged = usable_ca(contents.next_ca, now=now)
-        if staged is not None and serving is not None and reason == _DUE:
+        if staged is not None and serving is not None and reason == DUE:
             # The switch to the staged CA re-issues the pair within ``settle``: renewing it
             # from the old CA meanwhile would be a write for nothing, while it has life left.
             left = (serving.cert.not_valid_after_utc - now - 2 * self.policy.settle).total_seconds()
@@ -302,31 +291,9 @@ class Rotation:
             serving=new,
         )
 
-    def _renewal_reason(
-        self, ca: Keyed, *, serving: Keyed | None, now: dt.datetime, waits: list[float]
-    ) -> str:
-        if serving is None:
-            return "the Secret held no usable serving pair"
-        start = serving.cert.not_valid_before_utc
-        if start > now:
-            # Written by a leader whose clock ran ahead of this one by more than the backdating
-            # (certs.py): API servers refuse it until then. The new pair starts in the past
-            # for every clock ahead of this one, so its writer does not re-issue it in turn.
-            return f"the pair was not valid until {start:%Y-%m-%d %H:%M:%S} (a clock ahead)"
-        if not issued_by(serving.cert, ca=ca.cert):
-            return "the pair was not signed by the Secret's CA"
-        missing = sorted(set(self.policy.dns_names) - dns_names(serving.cert))
-        if missing:
-            return f"the pair did not name {', '.join(missing)}"
-        due = serving.renew_at()
-        if now >= due:
-            return _DUE
-        waits.append((due - now).total_seconds())
-        return ""
-
     def _retire(
         self,
-        write: _Writer,
+        write: Writer,
         *,
         ca: Keyed,
         bundle: Sequence[x509.Certificate],
@@ -352,38 +319,3 @@ class Rotation:
         settle = self.policy.settle.total_seconds()
         since = self._trusted_since.get(fp)
         return settle if since is None else since + settle - self._elapsed
-
-
-@dataclass(frozen=True, slots=True)
-class _Writer:
-    """A Secret write planned from one version of it."""
-
-    rotation: Rotation
-    contents: Contents
-    version: str | None
-    #: The Secret's metadata as read, written back with it (see ``tlssecret.build``).
-    metadata: Mapping[str, Any]
-
-    @property
-    def paired(self) -> bool:
-        """Whether the Secret holds a usable pair, so a write may keep it as it is.
-
-        A ``kubernetes.io/tls`` Secret must hold ``tls.crt`` and ``tls.key`` (the API server
-        answers 422 to a write without them), so while the pair is unusable the only writes
-        are those that issue one (the renewal, the switch to a staged CA), and they carry the
-        bundle's repair too: the bundle's write and the staging wait for the pair. (Retiring
-        waits for it anyway: it needs a pair from the CA.)"""
-        return self.contents.serving is not None
-
-    def secret(self, done: str, **changes: Any) -> Decision:
-        contents = replace(self.contents, problems=(), **changes)
-        secret = build(
-            contents,
-            name=self.rotation.name,
-            namespace=self.rotation.namespace,
-            resource_version=self.version,
-            metadata=self.metadata,
-        )
-        return Decision(
-            secret=secret, done=f"Secret {self.rotation.namespace}/{self.rotation.name} {done}"
-        )
