@@ -23,7 +23,8 @@ from tests.fakeapi import FakeApi, eventually
 from tests.kubeconfig import write_kubeconfig, write_service_account
 from webhook.cluster.api import Api
 from webhook.cluster.credentials import load_credentials
-from webhook.cluster.kubeconfig import kubeconfig_context, kubeconfig_files
+from webhook.cluster.kubeconfig import kubeconfig_files
+from webhook.cluster.kubecontext import kubeconfig_context
 from webhook.cluster.live import LiveView, live_store
 from webhook.cluster.reflector import Tuning
 from webhook.config import Settings

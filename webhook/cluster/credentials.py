@@ -36,7 +36,6 @@ from typing import Any, Final
 
 from webhook.cluster.kubeconfig import (
     KUBECONFIG_ENV,
-    chosen_context,
     cluster_entry,
     impersonation_headers,
     kubeconfig_files,
@@ -52,6 +51,7 @@ from webhook.cluster.kubeconfig import (
     user_entry,
     user_token_file,
 )
+from webhook.cluster.kubecontext import chosen_context
 from webhook.cluster.refusals import Refusals
 from webhook.errors import ConfigError, one_line
 

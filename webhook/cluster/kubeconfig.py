@@ -6,8 +6,8 @@ at all, read from the files themselves (``$KUBECONFIG``'s files merged as kubect
   and :func:`merged_config` merges them without splitting a path again.
 
 - The context: the loader keeps the last file's ``current-context`` where kubectl takes the
-  first file's, and calls a missing context an "Invalid kube-config file"; :func:`pick_context`
-  names the one kubectl would use, or says what is wrong as kubectl does.
+  first file's, and calls a missing context an "Invalid kube-config file":
+  :mod:`webhook.cluster.kubecontext` names the one kubectl would use.
 - The user's ``tokenFile``: the loader reads it once; ``Credentials`` reloads when it changes.
 - The user's impersonation (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``), which the
   loader drops: :func:`impersonation_headers` gives the Impersonate-* headers client-go sends.
@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import os
 import string
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from webhook.cluster.kubeconfigshape import refuse_bad_shape
-from webhook.errors import ConfigError, one_line
+from webhook.errors import ConfigError
 
 KUBECONFIG_ENV: Final = "KUBECONFIG"
 
@@ -126,14 +125,6 @@ def merged_config(files: tuple[str, ...]) -> Any:
     return merged
 
 
-@dataclass(frozen=True, slots=True)
-class KubeContext:
-    """A kubeconfig context as kubectl resolves it: its name and its namespace (if it sets one)."""
-
-    name: str
-    namespace: str | None
-
-
 def _refuse_duplicates(path: str, loaded: Any) -> None:
     """client-go refuses a file naming two clusters, contexts or users alike ("duplicate
     name in list"); the loader would take the first and talk to a cluster kubectl never
@@ -146,79 +137,6 @@ def _refuse_duplicates(path: str, loaded: Any) -> None:
                 f"{path} has two {kind} named {twice[0]!r}, which kubectl refuses (duplicate "
                 "name in list); rename or remove one"
             )
-
-
-def kubeconfig_context(files: tuple[str, ...], context: str | None = None) -> KubeContext:
-    """The context kubectl would use from the kubeconfig ``files`` (merged, first file wins):
-    ``context`` when given, else the current-context."""
-    try:
-        contexts, current = read_contexts(files)
-    except Exception as err:  # ConfigException, OSError, YAML errors
-        raise ConfigError(f"cannot read the kubeconfig {shown(files)}: {one_line(err)}") from err
-    return pick_context(shown(files), context, contexts=contexts, current=current)
-
-
-def read_contexts(files: tuple[str, ...]) -> tuple[list[Any], str | None]:
-    """The contexts of the kubeconfig ``files`` (merged as the loader merges them, the first
-    file winning per name) and its current-context as kubectl reads it, read without the
-    loader: it refuses a current-context that names no context as an "Invalid kube-config
-    file", even when another context is asked for."""
-    merged = merged_config(files)
-    raw = getattr(merged, "value", merged)
-    if not isinstance(raw, dict):
-        raise ValueError("it holds no kubeconfig")
-    entries = raw.get("contexts") or []
-    contexts = [getattr(entry, "value", entry) for entry in entries]
-    return [c for c in contexts if isinstance(c, dict)], current_context(files)
-
-
-def current_context(files: tuple[str, ...]) -> str | None:
-    """The current-context of the first of the kubeconfig ``files`` that sets one, as
-    client-go merges them (plain values merged last file first, each non-empty one
-    overriding); the ``kubernetes`` loader keeps the last file's instead."""
-    import yaml
-
-    for name in files:
-        file = Path(name).expanduser()
-        if not file.exists():
-            continue
-        loaded = yaml.safe_load(file.read_text())
-        current = loaded.get("current-context") if isinstance(loaded, dict) else None
-        if current:
-            return str(current)
-    return None
-
-
-def pick_context(
-    kubeconfig: str, context: str | None, *, contexts: list[Any], current: str | None
-) -> KubeContext:
-    wanted = context or current
-    if not wanted:
-        raise ConfigError(
-            f"the kubeconfig {kubeconfig} sets no current-context; pass --context NAME or run "
-            "`kubectl config use-context NAME`"
-        )
-    for entry in contexts or ():
-        if entry.get("name") == wanted:
-            namespace = (entry.get("context") or {}).get("namespace") or None
-            return KubeContext(name=wanted, namespace=namespace)
-    raise ConfigError(
-        f"context {wanted!r} is not in the kubeconfig {kubeconfig}; "
-        "`kubectl config get-contexts` lists the contexts it has"
-    )
-
-
-def chosen_context(files: tuple[str, ...], context: str | None) -> str | None:
-    """The context to load: ``context``, else the current-context kubectl would use; a
-    :class:`ConfigError` as kubectl words it when that context is not there. None when the
-    files hold no context that reads (the loader then says what is wrong with them)."""
-    try:
-        found, current = read_contexts(files)
-    except Exception:  # ConfigException, OSError, YAML errors
-        return context
-    if not found:
-        return context
-    return pick_context(shown(files), context, contexts=found, current=current).name
 
 
 def _named_context(merged: Any, context: str | None) -> Any:
