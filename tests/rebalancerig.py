@@ -22,7 +22,7 @@ from tests.fakeapi import FakeApi
 from tests.fakestate import RESOURCES
 from tests.kubeconfig import write_kubeconfig
 from webhook.cluster.api import Api
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.rebalance import Event, Rebalancer, Timing
 from webhook.cluster.snapshot import from_objects, list_cluster
 from webhook.config import Settings

@@ -23,7 +23,7 @@ from webhook.cli.recorder import attach_recorder, instance
 from webhook.cluster.api import Api
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.correlator import Correlator
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.events import ApiSink, EventWriter
 from webhook.config import Settings
 from webhook.model import notices

@@ -22,7 +22,7 @@ from aiohttp import web
 from tests.fakeapi import FakeApi, eventually
 from tests.kubeconfig import write_kubeconfig, write_service_account
 from webhook.cluster.api import Api
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.kubeconfig import kubeconfig_files
 from webhook.cluster.kubecontext import kubeconfig_context
 from webhook.cluster.live import LiveView, live_store

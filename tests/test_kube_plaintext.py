@@ -17,7 +17,7 @@ from tests.conftest import FAKE_TOKEN
 from tests.fakeapi import FakeApi, Fault
 from tests.kubeconfig import write_kubeconfig
 from webhook.cluster.api import Api
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.live import live_store
 from webhook.config import Settings
 from webhook.errors import ConfigError

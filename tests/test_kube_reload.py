@@ -17,7 +17,7 @@ from tests.fakeapi import FakeApi, Fault, eventually
 from tests.kubeconfig import write_kubeconfig
 from tests.retries import in_background
 from webhook.cluster.api import Api, ApiError, CredentialsError
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.kubeconfigshape import refuse_bad_shape
 from webhook.cluster.live import LiveView
 from webhook.cluster.reflector import Tuning

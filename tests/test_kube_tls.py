@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.kubeconfig import write_kubeconfig
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.errors import ConfigError
 from webhook.install.certfiles import DevCerts
 

@@ -14,7 +14,7 @@ import yaml
 
 from tests.kubeconfig import write_kubeconfig
 from webhook.cli import build_parser, plugin
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.errors import ConfigError
 from webhook.install.certfiles import DevCerts
 

@@ -19,7 +19,7 @@ import pytest
 from tests.fakeapi import FakeApi, Fault, eventually
 from tests.kubeconfig import write_kubeconfig
 from webhook.cluster.api import Api
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.lease import Elector, Timing
 
 TOKEN = "lease-token"

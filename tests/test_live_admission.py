@@ -22,7 +22,7 @@ from tests.fakeapi import FakeApi, Fault, eventually
 from tests.hang import HANG_GUARD
 from tests.process import start_serve
 from tests.served import Served
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.live import LiveView
 from webhook.cluster.reflector import Tuning
 from webhook.config import Settings

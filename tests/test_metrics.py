@@ -19,7 +19,7 @@ from tests.rawhttp import FIXTURE, connected, request, response
 from tests.served import Served
 from tests.test_extender import SETTINGS, BrokenStore, args
 from tests.test_nodepool_scaling import REMOVE, pool, skewed
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.live import LiveView
 from webhook.cluster.reflector import Tuning
 from webhook.config import Settings

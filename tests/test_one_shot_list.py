@@ -11,7 +11,7 @@ import pytest
 from tests.fakeapi import FakeApi, Fault
 from tests.kubeconfig import write_kubeconfig
 from webhook.cluster.api import Api, ApiError
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.snapshot import list_collection
 
 

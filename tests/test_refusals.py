@@ -19,7 +19,7 @@ from tests.retries import in_background
 from webhook.cluster.api import Api, ApiError, CredentialsError
 from webhook.cluster.certkeeper import Keeper
 from webhook.cluster.correlator import Correlator
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.events import ApiSink, EventWriter
 from webhook.cluster.live import LiveView, live_store
 from webhook.cluster.reflector import Tuning

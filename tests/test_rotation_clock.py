@@ -15,7 +15,7 @@ from tests.kubeconfig import write_kubeconfig
 from tests.wallclock import SteppedWall
 from webhook.cluster.api import Api
 from webhook.cluster.certkeeper import Keeper
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.secretwatch import SecretWatch
 from webhook.install import tlssecret
 from webhook.install.rotation import Rotation

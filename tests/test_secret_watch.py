@@ -17,7 +17,7 @@ import pytest
 from tests.fakeapi import FakeApi, Fault, eventually
 from tests.retries import assert_doubling, in_background, parked
 from webhook.cluster.api import Api
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.secretwatch import SecretWatch, WatchTiming
 
 SECRET = {

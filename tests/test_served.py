@@ -19,7 +19,7 @@ from tests import poolsim as sim
 from tests.fakeapi import eventually
 from tests.kubeconfig import write_kubeconfig
 from webhook.cluster.api import Api
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.resources import Resource, optional_resources
 from webhook.cluster.served import ServedReflector
 from webhook.cluster.snapshot import list_cluster

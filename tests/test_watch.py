@@ -27,7 +27,7 @@ from tests.hang import HANG_GUARD
 from tests.retries import assert_doubling, in_background, parked
 from webhook.cluster.api import Api
 from webhook.cluster.backoff import Backoff
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.live import LiveView, live_store
 from webhook.cluster.reflector import CacheStatus, Reflector, Tuning
 from webhook.cluster.resources import METADATA_LIST, STATEFULSET_POD_LABEL, resources

@@ -28,7 +28,7 @@ import sysconfig
 from pathlib import Path
 
 #: What ``stszone serve`` imports: the command line (every command), the event loop it
-#: installs, and what the live view imports on first use (webhook.cluster.credentials).
+#: installs, and what the live view imports on first use (webhook.cluster.credsource).
 SERVING_IMPORTS = (
     "webhook.cli",
     "uvloop",

@@ -10,7 +10,7 @@ import time
 from tests.e2e.kube import RUN_LABEL, Cluster, workload
 from webhook.cluster.api import Api
 from webhook.cluster.correlator import Correlator
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.events import ApiSink, EventWriter
 from webhook.model import notices
 from webhook.model.outbox import Outbox

@@ -26,7 +26,7 @@ from webhook import __version__
 from webhook.cli.options import DEFAULTS
 from webhook.cluster.api import Api
 from webhook.cluster.certkeeper import Decide, Keeper
-from webhook.cluster.credentials import load_credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.lease import Elector, Timing
 from webhook.cluster.secretwatch import SecretWatch
 from webhook.config import Settings

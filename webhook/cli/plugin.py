@@ -38,7 +38,7 @@ from typing import Final
 import yaml
 
 from webhook.cli import build_parser, dispatch
-from webhook.cluster.credentials import SERVICE_ACCOUNT, in_cluster_possible
+from webhook.cluster.credsource import SERVICE_ACCOUNT, in_cluster_possible
 from webhook.cluster.kubeconfig import KUBECONFIG_ENV, kubeconfig_files, require_kubeconfig
 from webhook.cluster.kubecontext import kubeconfig_context
 from webhook.errors import ConfigError

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 import aiohttp
 
 from webhook.cluster.api import Api, ApiError
-from webhook.cluster.credentials import Credentials, load_credentials
+from webhook.cluster.credentials import Credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.reflector import CacheStatus, Reflector, Tuning
 from webhook.cluster.refusals import unauthorized_way
 from webhook.cluster.resources import Resource, resources, turned_off

@@ -52,7 +52,8 @@ import aiohttp
 
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.backoff import Backoff
-from webhook.cluster.credentials import Credentials, load_credentials
+from webhook.cluster.credentials import Credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.moves import (
     Event,
     EventKind,

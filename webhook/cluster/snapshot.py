@@ -21,7 +21,8 @@ import aiohttp
 
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.clusterfile import flatten, read_documents, store_from_objects
-from webhook.cluster.credentials import Credentials, load_credentials
+from webhook.cluster.credentials import Credentials
+from webhook.cluster.credsource import load_credentials
 from webhook.cluster.resources import CLUSTER_SCOPED, Resource, resources
 from webhook.config import Settings
 from webhook.errors import BadObject, ConfigError

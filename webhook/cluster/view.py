@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from webhook.cluster.clusterfile import load_store
-from webhook.cluster.credentials import IN_CLUSTER_ENV, SERVICE_ACCOUNT, uses_service_account
+from webhook.cluster.credsource import IN_CLUSTER_ENV, SERVICE_ACCOUNT, uses_service_account
 from webhook.cluster.kubeconfig import KUBECONFIG_ENV
 from webhook.config import Settings
 from webhook.model.store import Store
@@ -35,7 +35,7 @@ def choose_view(
     """Live when a cluster is named (--kubeconfig, --context, a pod's service account,
     $KUBECONFIG) and
     neither --offline nor --cluster says otherwise; the credentials are tried in that order too
-    (:func:`~webhook.cluster.credentials.load_credentials`)."""
+    (:func:`~webhook.cluster.credsource.load_credentials`)."""
     go_offline = "to serve offline instead, add --offline (or --cluster FILE)"
     go_live = (
         "to go live instead, drop it and give --kubeconfig PATH (or set $KUBECONFIG, or run in "
