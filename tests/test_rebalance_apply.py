@@ -21,7 +21,8 @@ from tests.fakeapi import Fault, Verb
 from tests.rebalancerig import Rig, asked, hold_available, open_rig
 from tests.rendered import granted
 from webhook.cli.rebalance_text import render_outcome
-from webhook.cluster.rebalance import Event, Outcome, Timing, apply
+from webhook.cluster.rebalance import Event, Outcome, Timing
+from webhook.cluster.rebalancerun import apply
 from webhook.install import deploybase
 
 

@@ -30,6 +30,7 @@ from webhook.cli.rebalance_text import (
 )
 from webhook.cluster import rebalance as executor
 from webhook.cluster.clusterfile import SAVE
+from webhook.cluster.rebalancerun import apply
 from webhook.cluster.snapshot import Snapshot, from_file, live_snapshot
 from webhook.cluster.view import choose_view
 from webhook.config import Settings
@@ -232,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     timing = executor.Timing(timeout=args.timeout)
     report = progress_printer(sys.stderr)
     outcome = asyncio.run(
-        executor.apply(
+        apply(
             result,
             kubeconfig=settings.kubeconfig,
             context=settings.context,

@@ -1,5 +1,6 @@
 """The words of a rebalance run: progress events, outcomes, timings, and the ways a step ends
-early (:class:`Stop` the run, :class:`SetStop` one set, :class:`Halted` by Ctrl-C)."""
+early (:class:`Stop` the run, :class:`SetStop` one set, :class:`Halted` by Ctrl-C) with what
+is said of them."""
 
 from __future__ import annotations
 
@@ -103,3 +104,16 @@ def left_over(
         stopped=why,
         group=set_plan.group,
     )
+
+
+def half_done(deleted: list[str], step: Step) -> str:
+    """What a step stopped between deleting its claims and evicting its pod leaves."""
+    return (
+        f"claim(s) {', '.join(deleted)} are marked for deletion and go when the pod next stops "
+        f"(evict it with `kubectl drain` or delete pod {step.pod} to finish)"
+    )
+
+
+def stop_reason(err: Exception) -> str:
+    """A stop's reason: our own words, or what the API client raised."""
+    return str(err) if isinstance(err, Stop | SetStop) else f"the API server failed us: {err!r}"

@@ -33,16 +33,16 @@ One deadline, ``timeout`` after the step starts, bounds all four waits together 
 budget, Ready, available): ``--timeout`` is how long a step may take, so a run of n steps ends
 within about n times it.
 
-``stop`` (Ctrl-C) ends the run after the step in progress, or drops that step while it is only
-waiting (for the set, or for the budget) before anything was evicted or deleted: a step is
-never left half done. The clock and the sleep are injectable: tests wait without waiting.
+``stop`` (Ctrl-C: :mod:`webhook.cluster.rebalancerun`) ends the run after the step in
+progress, or drops that step while it is only waiting (for the set, or for the budget) before
+anything was evicted or deleted: a step is never left half done. The clock and the sleep are
+injectable: tests wait without waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -52,8 +52,6 @@ import aiohttp
 
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.backoff import Backoff
-from webhook.cluster.credentials import Credentials
-from webhook.cluster.credsource import load_credentials
 from webhook.cluster.moves import (
     Event,
     EventKind,
@@ -64,13 +62,15 @@ from webhook.cluster.moves import (
     Stop,
     Timing,
     Unsettled,
+    half_done,
     left_over,
+    stop_reason,
 )
 from webhook.cluster.podreads import Reads, meta, pod_path, spec
 from webhook.errors import BadObject
 from webhook.rules.rebalance_plan import Plan, SetPlan, Step
 
-__all__ = ["Event", "Outcome", "Rebalancer", "Timing", "apply"]
+__all__ = ["Event", "Outcome", "Rebalancer", "Timing"]
 
 
 @dataclass(slots=True)
@@ -122,7 +122,7 @@ class Rebalancer:
                 self._say("stopped", step, index, len(set_plan.steps), str(err))
                 return left_over(set_plan, rest, moved, str(err), skipped=skipped), ""
             except (Stop, BadObject, aiohttp.ClientError, OSError, TimeoutError) as err:
-                why = _why(err)
+                why = stop_reason(err)
                 self._say("stopped", step, index, len(set_plan.steps), why)
                 return left_over(set_plan, rest, moved, why, skipped=skipped), why
             (moved if made else skipped).append(step.ordinal)
@@ -165,10 +165,10 @@ class Rebalancer:
             if not deleted:
                 raise
             # Claims are going: whatever failed, say exactly what is left half done.
-            raise Stop(f"{_why(err)}; {_half_done(deleted, step)}") from err
+            raise Stop(f"{stop_reason(err)}; {half_done(deleted, step)}") from err
         except asyncio.CancelledError:
             if deleted:  # aborted (a second Ctrl-C): the last word is what is left half done
-                self._say("stopped", step, index, steps, f"aborted; {_half_done(deleted, step)}")
+                self._say("stopped", step, index, steps, f"aborted; {half_done(deleted, step)}")
             raise
         self._say("evicted", step, index, steps, f"{move}: evicted, waiting for it to be Ready")
         try:
@@ -324,58 +324,6 @@ class Rebalancer:
         except (Stop, BadObject, aiohttp.ClientError, OSError, TimeoutError) as err:
             raise Unsettled(
                 f"{here}, but waiting for {step.namespace}/{step.statefulset} to count every "
-                f"replica available stopped: {_why(err)}; run rebalance again once every "
+                f"replica available stopped: {stop_reason(err)}; run rebalance again once every "
                 "replica is available"
             ) from err
-
-
-def _half_done(deleted: list[str], step: Step) -> str:
-    """What a step stopped between deleting its claims and evicting its pod leaves."""
-    return (
-        f"claim(s) {', '.join(deleted)} are marked for deletion and go when the pod next stops "
-        f"(evict it with `kubectl drain` or delete pod {step.pod} to finish)"
-    )
-
-
-def _why(err: Exception) -> str:
-    """A stop's reason: our own words, or what the API client raised."""
-    return str(err) if isinstance(err, Stop | SetStop) else f"the API server failed us: {err!r}"
-
-
-async def apply(
-    plan: Plan,
-    *,
-    kubeconfig: str | None,
-    context: str | None = None,
-    timing: Timing,
-    report: Callable[[Event], None],
-    credentials: Credentials | None = None,
-) -> Outcome:
-    """Run ``plan`` against the cluster; the first Ctrl-C stops after the current step, a second
-    one aborts it (KeyboardInterrupt)."""
-    if credentials is None:
-        credentials = await asyncio.to_thread(load_credentials, kubeconfig, context=context)
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    stop = asyncio.Event()
-
-    def interrupted() -> None:
-        if stop.is_set() and task is not None:
-            task.cancel()
-            return
-        stop.set()
-        report(Event("stopped", "", "", "Ctrl-C: stopping after the current step (again: now)"))
-
-    try:
-        loop.add_signal_handler(signal.SIGINT, interrupted)
-        handled = True
-    except (ValueError, RuntimeError, NotImplementedError):
-        handled = False  # not the main thread (or no signals here): Ctrl-C aborts as usual
-    try:
-        async with Api(credentials, quiet=True) as api:
-            return await Rebalancer(api, timing=timing, report=report, stop=stop).run(plan)
-    except asyncio.CancelledError:
-        raise KeyboardInterrupt from None
-    finally:
-        if handled:
-            loop.remove_signal_handler(signal.SIGINT)
