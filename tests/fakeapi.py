@@ -19,6 +19,8 @@ resource and verb::
     api.inject("pods", "watch", Fault.lines(b"..."))  HTTP 200, these raw lines, then the end
     api.cut("pods")                                   open pods watches cut mid-event
     api.bookmark("pods")                              BOOKMARK on open pods watches
+    api.failing["pods"] = Fault.status(503)           every pods list and watch, until removed
+    await api.stop() ... await api.start()            down (connections refused), then back
 
 It also serves one object by name, namespaced lists, Evictions and claim deletions
 (:mod:`tests.fakeobjects`), for ``stszone rebalance``; ``api.on_evict`` holds the hooks a test
@@ -173,6 +175,9 @@ class FakeApi:
         self.on_write: list[WriteHook] = []
         #: Serve API discovery, as kubectl needs it (:mod:`tests.fakediscovery`).
         self.discovery = False
+        #: The fault of every list and watch of a resource while it is here (after the queued).
+        self.failing: dict[str, Fault] = {}
+        self._site: web.TCPSite | None = None
 
     async def __aenter__(self) -> FakeApi:
         app = web.Application()
@@ -183,11 +188,25 @@ class FakeApi:
         app.router.add_patch("/{tail:.*}", self._write)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._ssl)
-        await site.start()
+        await self.start()
+        return self
+
+    async def start(self) -> None:
+        """Listen (again: on the port of the first start)."""
+        assert self._runner is not None
+        port = int(self.url.rpartition(":")[2]) if self.url else 0
+        self._site = web.TCPSite(self._runner, "127.0.0.1", port, ssl_context=self._ssl)
+        await self._site.start()
         scheme = "https" if self._ssl else "http"
         self.url = f"{scheme}://127.0.0.1:{self._runner.addresses[0][1]}"
-        return self
+
+    async def stop(self) -> None:
+        """The API server goes down: open connections are closed, new ones refused."""
+        assert self._runner is not None and self._site is not None
+        await self._site.stop()
+        self._site = None
+        assert self._runner.server is not None
+        await self._runner.server.shutdown(0.1)  # watches and idle keep-alive connections
 
     async def __aexit__(self, *exc: object) -> None:
         if self._runner is not None:
@@ -292,7 +311,7 @@ class FakeApi:
         if where.name:
             fault = self.record("get", where, request)
             if fault is not None and fault.what == "status":
-                return _failure(fault, "list")
+                return _failure(fault, "get", resource=where.resource)
             found = fakeobjects.get_object(self.objects, where)
             dropped = fault is not None and fault.what == "drop" and found.status == 200
             if dropped and isinstance(found.body, bytes):
@@ -313,11 +332,11 @@ class FakeApi:
         seen = Seen(verb, resource, query, accept, form, now, where.namespace, agent=agent)
         self.requests.append(seen)
         queued = self._faults[(resource, verb)]
-        fault = queued.pop(0) if queued else None
+        fault = queued.pop(0) if queued else self.failing.get(resource)
         if fault is not None and fault.what == "slow":
             await asyncio.sleep(fault.seconds)
         if fault is not None and fault.what == "status":
-            return _failure(fault, verb)
+            return _failure(fault, verb, resource=resource)
         if verb == "watch":
             return await self._watch(request, resource, query, metadata=form, fault=fault)
         return await self._list(request, resource, query, metadata=form, fault=fault)
@@ -461,12 +480,23 @@ def _namespace_of(change: Change) -> str:
     return stored.key[0] if stored is not None else ""
 
 
-def _failure(fault: Fault, verb: Verb) -> web.Response:
-    if fault.code == 410 and verb == "list":
+def _failure(fault: Fault, verb: Verb, *, resource: str) -> web.Response:
+    if fault.code == 410 and verb != "watch":
         _, body = http_fixture("sts-pods-list-expired")
         return web.Response(status=410, body=body, content_type="application/json")
-    reason = {500: "InternalError", 429: "TooManyRequests", 503: "ServiceUnavailable"}
+    reason = {
+        403: "Forbidden",
+        500: "InternalError",
+        429: "TooManyRequests",
+        503: "ServiceUnavailable",
+    }
     message = f"injected failure {fault.code}"
+    if fault.code == 403:  # as RBAC words it
+        group = RESOURCES[resource][2].rpartition("/")[0]
+        message = (
+            f'{resource} is forbidden: User "system:serviceaccount:stszone-system:stszone" '
+            f'cannot {verb} resource "{resource}" in API group "{group}" at the cluster scope'
+        )
     return fakeobjects.status(
         fault.code, reason.get(fault.code, "Failure"), message, retry_after=fault.retry_after
     )

@@ -121,7 +121,7 @@ async def test_a_cluster_that_cannot_be_listed_is_said_with_the_way_on(tmp_path:
         await listed(path)
     message = caught.value.message
     assert f"127.0.0.1:{port}" in message and "\n" not in message
-    assert "check that the cluster is up and the kubeconfig's server address" in message
+    assert "check that the API server is up and its address right" in message
 
 
 async def test_a_kubeconfig_user_that_impersonates_acts_as_that_identity(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import aiohttp
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.credentials import Credentials
 from webhook.cluster.credsource import load_credentials
+from webhook.cluster.outages import UNREACHABLE_WAY, Outages, way_on
 from webhook.cluster.reflector import CacheStatus, Reflector, Tuning
 from webhook.cluster.refusals import unauthorized_way
 from webhook.cluster.resources import Resource, resources, turned_off
@@ -47,8 +48,17 @@ class LiveView:
         )
         self.api = Api(credentials)
         folding = asyncio.Lock()  # the pages of all lists fold one at a time
+        #: What the caches' lists and watches fail for, said once for all of them.
+        self.outages = Outages(credentials.source)
         self.reflectors = tuple(
-            reflector_for(resource, api=self.api, store=self.store, tuning=tuning, folding=folding)
+            reflector_for(
+                resource,
+                api=self.api,
+                store=self.store,
+                tuning=tuning,
+                folding=folding,
+                outages=self.outages,
+            )
             for resource in resources(settings)
         )
         self._stopped: str | None = None
@@ -110,10 +120,11 @@ def reflector_for(
     store: Store,
     tuning: Tuning | None = None,
     folding: asyncio.Lock | None = None,
+    outages: Outages | None = None,
 ) -> Reflector:
     """The reflector of one collection: a :class:`ServedReflector` for a CRD's."""
     kind = ServedReflector if resource.optional else Reflector
-    return kind(resource, api=api, store=store, tuning=tuning, folding=folding)
+    return kind(resource, api=api, store=store, tuning=tuning, folding=folding, outages=outages)
 
 
 async def start_live(settings: Settings, *, tuning: Tuning | None = None) -> LiveView:
@@ -161,16 +172,7 @@ def _way_on(err: Exception, credentials: Credentials) -> str:
     """What to do about a list that failed with ``err``."""
     if isinstance(err, ApiError) and err.status == 401:
         return unauthorized_way(credentials)
-    if isinstance(err, ApiError) and err.status == 403:
-        return (
-            "grant these credentials the read the error names (`kubectl auth can-i --list` "
-            "shows what they have)"
-        )
-    if isinstance(err, aiohttp.ClientConnectorCertificateError):
-        return "check the kubeconfig's server address and certificate-authority"
-    if isinstance(err, aiohttp.ClientConnectionError | OSError):
-        return (
-            "check that the cluster is up and the kubeconfig's server address is right "
-            "(`kubectl cluster-info`), or run without a cluster (--cluster FILE)"
-        )
-    return "retry; `kubectl get --raw /readyz` tells whether the API server is well"
+    way = way_on(err)
+    if way == UNREACHABLE_WAY:
+        return f"{way}, or run without a cluster (--cluster FILE)"
+    return way

@@ -40,9 +40,11 @@ modified into a readable shape, stops counting, and a re-list counts what it ski
 object deleted while no watch was open is never seen deleted). Other oddities of a stream (an
 event without an object, an unknown event type) are logged once each and not counted: they are
 no object of the collection. Nothing an API server sends makes :meth:`Reflector.run` return.
-A failed list or watch is logged at each retry, except credentials that do not load or that
-the API server refuses (401): every cache would say the same at each retry, so
-:mod:`webhook.cluster.refusals` says it once for all of them; ``last_error`` still names it.
+A failed list or watch is a DEBUG line at each retry, and ``last_error``: every cache would say
+the same at each retry, so the reflectors of a view tell one
+:class:`~webhook.cluster.outages.Outages` of each failure and of each return to sync, and it
+says each cause once per change (credentials that do not load or that the API server refuses,
+401, are said by :mod:`webhook.cluster.refusals`).
 """
 
 from __future__ import annotations
@@ -56,15 +58,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cluster import pages
-from webhook.cluster.api import (
-    Api,
-    ApiError,
-    CredentialsError,
-    StreamSilent,
-    api_error,
-    credentials_refused,
-)
+from webhook.cluster.api import Api, ApiError, StreamSilent, api_error
 from webhook.cluster.backoff import Backoff, OpenWatch
+from webhook.cluster.outages import Outages, described
 from webhook.cluster.resources import Resource, describe, object_key
 from webhook.errors import BadObject
 from webhook.model.records import Info, PodInfo
@@ -132,9 +128,14 @@ class Reflector:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         folding: asyncio.Lock | None = None,
+        outages: Outages | None = None,
     ) -> None:
         self.resource = resource
         self._api = api
+        #: Shared by the reflectors of one view: says what their lists and watches fail for.
+        self._outages = outages if outages is not None else Outages(api.credentials.source)
+        #: What this cache is to :class:`Outages` and in its lines.
+        self._what = f"{resource.table} list/watch"
         self._store = store
         #: Shared by the reflectors of one view: their pages fold one at a time.
         self._folding = folding or asyncio.Lock()
@@ -243,17 +244,15 @@ class Reflector:
             except asyncio.CancelledError:
                 raise
             except ApiError as err:
-                retry_after, failure = err.retry_after, str(err)
+                retry_after, failure = err.retry_after, described(err)
                 if err.expired:
                     self._rv = None  # compacted: events were lost, only a fresh list is safe
                     log.info("%s: %s; re-listing", self.resource.table, err)
-                elif not credentials_refused(err):  # a 401 is said for every client, once
-                    log.warning("%s list/watch failed: %s", self.resource.table, err)
-            except CredentialsError as err:  # said for every client, once (Refusals)
-                failure = f"{type(err).__name__}: {err}"
+                else:
+                    self._failed(err, failure)
             except Exception as err:  # connection errors, timeouts, garbage: retry, never die
-                failure = f"{type(err).__name__}: {err}".rstrip(": ")
-                log.warning("%s list/watch failed: %s", self.resource.table, failure)
+                failure = described(err)
+                self._failed(err, failure)
             self._lost_sync(failure)
             if failure is not None:
                 self._restarts += 1
@@ -353,9 +352,14 @@ class Reflector:
         self._noted.add(ident)
         log.warning("skipping %s %s: %s", self.resource.table, ident, problem)
 
+    def _failed(self, err: Exception, failure: str) -> None:
+        log.debug("%s failed: %s", self._what, failure)
+        self._outages.failed(self._what, err, said=failure, resource=self.resource)
+
     def _in_sync(self) -> None:
         self._unsynced_since = None
         self._last_sync = time.time()
+        self._outages.worked(self._what)
 
     def _lost_sync(self, error: str | None) -> None:
         if self._unsynced_since is None:

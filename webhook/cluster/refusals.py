@@ -9,7 +9,9 @@ to do; while it lasts, a count at most every :data:`STILL_EVERY` seconds; and wh
 through again, how many failed. The clients say only what waits on it, naming where the
 credentials come from (:func:`~webhook.cluster.api.credentials_refused`), not the cause again.
 A 403 is not such a cause: the server accepted the credentials and refuses one request, which
-its client names with the permission to grant.
+its client names with the permission to grant. How a cause is counted while it lasts
+(:class:`Streak`) and how often the count is said (:class:`Causes`) are shared with what the
+caches' lists and watches meet (:mod:`webhook.cluster.outages`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,34 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 log = logging.getLogger("stszone.credentials")
 
 #: Seconds between two "still" lines about one cause.
 STILL_EVERY: Final = 600.0
+
+
+@dataclass(slots=True)
+class Streak:
+    """Failures of one cause, from the first until requests go through again: how many, since
+    when, and when a line last said so (another is due :data:`STILL_EVERY` seconds later)."""
+
+    since: float
+    said_at: float
+    failed: int = 0
+
+    def still_due(self, now: float, *, every: float) -> bool:
+        """Whether a "still" line is due at ``now``; if so, it counts as said."""
+        if now - self.said_at < every:
+            return False
+        self.said_at = now
+        return True
+
+    def counted(self, now: float) -> str:
+        """The count, for the "still" line and the last one."""
+        return f"{self.failed} requests failed in {now - self.since:.0f}s"
 
 
 class Sent(Protocol):
@@ -59,24 +83,29 @@ def unauthorized_way(sent: Sent) -> str:
     return "the cluster refused these credentials: renew them (`kubectl auth whoami` tests them)"
 
 
-class Refusals:
+@dataclass(eq=False)
+class Causes:
+    """What says causes once per change: where the credentials come from (which names the API
+    server), its clock, and the pace of the "still" lines."""
+
+    source: str
+    clock: Callable[[], float] = field(default=time.monotonic, kw_only=True)
+    still_every: float = field(default=STILL_EVERY, kw_only=True)
+
+    def _still_count(self, streak: Streak) -> str:
+        """The count of ``streak`` when a "still" line is due now, else ""."""
+        now = self.clock()
+        return streak.counted(now) if streak.still_due(now, every=self.still_every) else ""
+
+
+@dataclass(eq=False)
+class Refusals(Causes):
     """The cause requests with one set of credentials fail for, logged on each change."""
 
-    def __init__(
-        self,
-        source: str,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        still_every: float = STILL_EVERY,
-    ) -> None:
-        self.source = source
-        self.still_every = still_every
-        self._clock = clock
-        #: ("load" or "401", what was met); None while requests go through.
-        self._cause: tuple[str, str] | None = None
-        self._since = 0.0
-        self._said_at = 0.0
-        self._failed = 0
+    #: ("load" or "401", what was met); None while requests go through.
+    _cause: tuple[str, str] | None = field(default=None, init=False)
+    #: Counted from the first failure until requests go through, whatever the causes between.
+    _streak: Streak | None = field(default=None, init=False)
 
     @property
     def _not_loading(self) -> str:
@@ -118,27 +147,26 @@ class Refusals:
             )
 
     def _meet(self, cause: tuple[str, str]) -> bool:
-        """Count one failure; True when its cause is new (to be said). The count and the time
-        run from the first failure until requests go through, whatever the causes between."""
-        now = self._clock()
-        if self._cause is None:
-            self._since, self._failed = now, 0
-        self._failed += 1
+        """Count one failure; True when its cause is new (to be said)."""
+        now = self.clock()
+        streak = self._streak
+        if streak is None:
+            streak = self._streak = Streak(since=now, said_at=now)
+        streak.failed += 1
         if cause == self._cause:
             return False
-        self._cause, self._said_at = cause, now
+        self._cause, streak.said_at = cause, now
         return True
 
     def _still(self, what: str) -> None:
-        now = self._clock()
-        if now - self._said_at >= self.still_every:
-            self._said_at = now
-            log.warning("%s: %d requests failed in %.0fs", what, self._failed, now - self._since)
+        streak = self._streak
+        count = "" if streak is None else self._still_count(streak)
+        if count:
+            log.warning("%s: %s", what, count)
 
     def _end(self) -> str:
-        failed, lasted = self._failed, self._clock() - self._since
-        self._cause = None
-        return f" ({failed} requests failed in {lasted:.0f}s)"
+        streak, self._cause, self._streak = self._streak, None, None
+        return f" ({streak.counted(self.clock())})" if streak is not None else ""
 
 
 class _Quiet(Refusals):

@@ -8,6 +8,8 @@ counts as listed; once it is, an ordinary :class:`Reflector` lists and watches i
 goes away again, that reflector is stopped and the table emptied. A collection served at several
 versions over a CRD's releases (:attr:`Resource.paths`) is read at the first one discovery
 lists, and at another once that one is no longer served (an upgrade that removes a version).
+A failed discovery is told to the view's :class:`~webhook.cluster.outages.Outages`, like the
+caches' failures: an API server down is said once for all of them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import logging
 import time
 from typing import Final
 
-from webhook.cluster.api import Api, ApiError, credentials_refused
+from webhook.cluster.api import Api, ApiError
+from webhook.cluster.outages import Outages, described
 from webhook.cluster.reflector import CacheStatus, Reflector, Tuning
 from webhook.cluster.resources import Resource
 from webhook.model.store import Store
@@ -67,9 +70,12 @@ class ServedReflector(Reflector):
         store: Store,
         tuning: Tuning | None = None,
         folding: asyncio.Lock | None = None,
+        outages: Outages | None = None,
         poll: float = POLL,
     ) -> None:
-        super().__init__(resource, api=api, store=store, tuning=tuning, folding=folding)
+        super().__init__(
+            resource, api=api, store=store, tuning=tuning, folding=folding, outages=outages
+        )
         self._args = (api, store, tuning, folding)
         self._poll = poll
         self._inner: Reflector | None = None
@@ -106,7 +112,9 @@ class ServedReflector(Reflector):
 
     def _fresh(self, resource: Resource) -> Reflector:
         api, store, tuning, folding = self._args
-        fresh = Reflector(resource, api=api, store=store, tuning=tuning, folding=folding)
+        fresh = Reflector(
+            resource, api=api, store=store, tuning=tuning, folding=folding, outages=self._outages
+        )
         self._decided.set()
         return fresh
 
@@ -123,6 +131,7 @@ class ServedReflector(Reflector):
         """Check discovery every ``poll`` seconds; run a reflector while the API is served."""
         task: asyncio.Task[None] | None = None
         running: Resource | None = None
+        discovery = f"discovery of {self.resource.path}"
         try:
             while True:
                 try:
@@ -131,11 +140,13 @@ class ServedReflector(Reflector):
                         now: Resource | None = running
                     else:
                         now = await serving(self._api, self.resource)
+                    self._outages.worked(discovery)
                 except asyncio.CancelledError:
                     raise
                 except Exception as err:  # unknown: keep what runs, ask again later
-                    if not credentials_refused(err):  # said for every client, once
-                        log.warning("discovery of %s failed: %s", self.resource.path, err)
+                    failure = described(err)
+                    log.debug("%s failed: %s", discovery, failure)
+                    self._outages.failed(discovery, err, said=failure)
                     if task is None and not self._empty.is_set():
                         self._absent()  # an optional kind never holds readiness back
                     await asyncio.sleep(self._poll)
@@ -146,6 +157,7 @@ class ServedReflector(Reflector):
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+                    self._outages.stopped(self._what)
                     task, running, self._inner = None, None, None
                     if now is None:
                         self._absent()
