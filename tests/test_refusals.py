@@ -23,7 +23,7 @@ from webhook.cluster.credsource import load_credentials
 from webhook.cluster.events import ApiSink, EventWriter
 from webhook.cluster.live import LiveView, live_store
 from webhook.cluster.reflector import Tuning
-from webhook.cluster.refusals import Refusals
+from webhook.cluster.refusals import Refusals, Streak
 from webhook.cluster.secretwatch import SecretWatch, WatchTiming
 from webhook.config import Settings
 from webhook.errors import ConfigError
@@ -258,3 +258,12 @@ async def test_the_certificate_writer_names_refused_credentials_by_their_source_
         f"{what}: resolved",
     ]
     assert keeper.outcome.failures == 6
+
+
+def test_one_failed_request_is_counted_in_the_singular() -> None:
+    """A cause that ended after one failed request says so in words a person writes."""
+    streak = Streak(since=10.0, said_at=10.0)
+    streak.failed = 1
+    assert streak.counted(12.0) == "1 request failed in 2s"
+    streak.failed = 2
+    assert streak.counted(12.0) == "2 requests failed in 2s"

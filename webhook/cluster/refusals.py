@@ -46,7 +46,8 @@ class Streak:
 
     def counted(self, now: float) -> str:
         """The count, for the "still" line and the last one."""
-        return f"{self.failed} requests failed in {now - self.since:.0f}s"
+        plural = "" if self.failed == 1 else "s"
+        return f"{self.failed} request{plural} failed in {now - self.since:.0f}s"
 
 
 class Sent(Protocol):
