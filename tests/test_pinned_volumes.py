@@ -18,8 +18,9 @@ from webhook.cluster.snapshot import from_objects
 from webhook.config import Defaults
 from webhook.model.store import Store
 from webhook.rules.audit import audit
+from webhook.rules.homes import slots
 from webhook.rules.rebalance import chosen, plan
-from webhook.rules.removal import removable_nodes, slots
+from webhook.rules.removal import removable_nodes
 from webhook.wire import review
 
 JSON = dict[str, Any]

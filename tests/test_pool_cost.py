@@ -18,10 +18,10 @@ from webhook.model.nodepools import (
 )
 from webhook.model.store import Store
 from webhook.rules.explain_pools import explain_pool
+from webhook.rules.homes import pool_slots
 from webhook.rules.poolaudit import audit_pool
 from webhook.rules.poolguard import balanced, judge
 from webhook.rules.poolzones import policy_of
-from webhook.rules.removal import pool_slots
 
 BROKERS = 2_000
 #: Operations per node ID allowed: a sort's log2(2000) comparisons and a few lookups each.

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from tests import poolsim as sim
 from webhook.model.extract import claim_info
 from webhook.model.nodepools import nodepool_info, poolpod_info
+from webhook.rules.homes import pool_slots
 from webhook.rules.poolplan import Balance
 from webhook.rules.poolzones import choose, id_claims, pool_balance, pool_policy
-from webhook.rules.removal import pool_slots
 
 ZONES = st.lists(st.sampled_from("abcde"), min_size=1, max_size=5)
 IDS = st.lists(st.integers(0, 40), max_size=25)
