@@ -162,6 +162,21 @@ def row(
     }
 
 
+def why(
+    name: str, *, nowhere: list[str] | None = None, zones: dict[str, list[str]]
+) -> dict[str, Any]:
+    """What removing a node costs shop/NAME: members left nowhere, zones left empty."""
+    return {
+        "apiGroup": "apps",
+        "kind": "StatefulSet",
+        "namespace": "shop",
+        "name": name,
+        "noNodeLeft": nowhere or [],
+        "noNodeForVolumes": [],
+        "zonesLeftEmpty": zones,
+    }
+
+
 EXPECTED = {
     "allNamespaces": False,
     "statefulsets": [
@@ -221,6 +236,12 @@ EXPECTED = {
     ],
     "removableNodes": ["a1", "a2", "b1", "c2", "k3"],
     "removableTogether": ["a2", "b1", "c2", "k3"],
+    # The NOT rows of the table above, each with what removing the node alone costs.
+    "unremovableNodes": {
+        "c1": [why("db", zones={"zone-c": ["db-1"]})],
+        "k1": [why("kafka", nowhere=["kafka-0"], zones={"zone-c": ["kafka-0"]})],
+        "k2": [why("kafka", zones={"zone-b": ["kafka-1"]})],
+    },
     "problems": True,
     "kafkaNodePools": [],
 }
@@ -254,6 +275,13 @@ def test_audit_table_for_people(cluster_file: Path, capsys: pytest.CaptureFixtur
     assert "  PROBLEM: ordinal 1's label is on several nodes: k2, k3" in lines
     assert "Nodes that can be removed one at a time: a1, a2, b1, c2, k3" in lines
     assert "Nodes that can be removed together: a2, b1, c2, k3" in lines
+    start = lines.index("Nodes that cannot be removed, and why:")
+    assert lines[start + 1 : start + 4] == [
+        "  c1: StatefulSet shop/db: zone zone-c left empty (db-1 is its only member there)",
+        "  k1: StatefulSet shop/kafka: kafka-0 has no node left to go to; zone zone-c left empty "
+        "(kafka-0 is its only member there)",
+        "  k2: StatefulSet shop/kafka: zone zone-b left empty (kafka-1 is its only member there)",
+    ]
     assert "cache" not in out and "Audited every StatefulSet" not in out
 
 

@@ -363,7 +363,7 @@ def test_a_node_pinned_pod_may_leave_its_node_for_another_labelled_node_of_its_z
     ]
     pods = [b.sts_pod(ordinal=o, node=n) for o, n in enumerate(["n0", "n1", "n2"])]
     store = kafka(*nodes, extra=pods)
-    alone, _ = removable_nodes(store, [store.statefulsets[("ns", "db")]])
+    alone = removable_nodes(store, [store.statefulsets[("ns", "db")]]).alone
     assert alone == ("n0", "n0x", "n1bare", "n2a", "n2b")
 
 

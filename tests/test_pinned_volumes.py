@@ -246,7 +246,7 @@ def test_a_node_holding_a_topolvm_volume_is_not_removable() -> None:
          *[b.sts_pod(ordinal=o, node=n) for o, n in enumerate(["na", "nb", "nc"])],
          *bound(2, "disk-c", key=TOPOLVM)]
     )  # fmt: skip
-    alone, _ = removable_nodes(store, [store.statefulsets[("ns", "db")]])
+    alone = removable_nodes(store, [store.statefulsets[("ns", "db")]]).alone
     assert "nc" not in alone and "nc2" in alone
 
 
@@ -372,8 +372,7 @@ def _removable_with(pv: JSON) -> tuple[str, ...]:
             pv,
         ]
     )
-    alone, _ = removable_nodes(store, [store.statefulsets[("ns", "db")]])
-    return alone
+    return removable_nodes(store, [store.statefulsets[("ns", "db")]]).alone
 
 
 def test_a_local_volume_reaches_only_the_nodes_every_expression_of_a_term_admits() -> None:
@@ -402,8 +401,7 @@ def test_a_volume_pinned_to_no_node_leaves_its_pod_every_node_of_its_zone() -> N
 
 def _alone(objects: list[JSON]) -> tuple[str, ...]:
     store = store_from_objects(objects)
-    alone, _ = removable_nodes(store, list(store.statefulsets.values()))
-    return alone
+    return removable_nodes(store, list(store.statefulsets.values())).alone
 
 
 def test_a_pod_with_two_local_volumes_needs_a_node_that_reaches_both() -> None:

@@ -4,7 +4,7 @@ On random clusters of StatefulSets, Advanced StatefulSets and KafkaNodePools
 (:mod:`tests.removalsim`): removing any node the audit lists as removable alone, or the set it
 lists as removable together, and re-creating the pods that ran there through stszone's own
 admission, loses no pod's node, no local data and no zone a workload held; removing a node it
-does not list loses something.
+does not list loses something, of the workloads the audit says it would cost.
 """
 
 from __future__ import annotations
@@ -48,12 +48,18 @@ def test_removable_nodes_lose_nothing_when_removed(cluster: Cluster, data: Any) 
     )
     event(f"removable together: {min(together, 3)}{'+' if together >= 3 else ''}")
     pick = _picker(data)
+    # What the audit says each other node would cost: every workload that loses something
+    # when it goes is named (what goes wrong starts with a pod's name, or its workload's).
+    costs = {node: {c.workload.name for c in each} for node, each in report.unremovable}
+    owner = {m.key[1]: m.workload[2] for m in cluster.members}
     for node in cluster.nodes if len(cluster.nodes) > 1 else ():
         wrong, loose = remove(cluster, [node], pick)
         if node in report.removable:
             assert not wrong, (node, wrong)
         else:
             assert wrong or loose, node
+            hurt = {owner.get(w.split(":")[0], w.split(":")[0]) for w in wrong}
+            assert hurt <= costs[node], (node, wrong, costs[node])
     if len(report.removable_together) < len(cluster.nodes):
         wrong, _ = remove(cluster, report.removable_together, pick)
         assert not wrong, (report.removable_together, wrong)

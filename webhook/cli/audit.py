@@ -7,6 +7,7 @@ import asyncio
 import json
 from typing import Any
 
+from webhook.cli.audit_nodes import nodes_json, nodes_text
 from webhook.cli.audit_pools import pools_json, pools_text
 from webhook.cli.options import (
     add_output_flag,
@@ -52,7 +53,8 @@ ordinal's expected zone, its pod's node and zone, and a mark where they differ; 
 replica count that keeps every zone (what the scale-down guard allows); node-ordinal labels
 missing or on several nodes; and the nodes that can be removed without losing a zone or a
 pod of any audited StatefulSet, Advanced StatefulSet or KafkaNodePool (the exact rule is
-printed under the node lists)."""
+printed under the node lists), and for each other node the workloads it holds back: their
+members left no node to go to or to mount their volumes, and the zones left empty."""
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -76,15 +78,6 @@ def run(args: argparse.Namespace) -> int:
     """``stszone audit``."""
     namespace = None if args.all_namespaces else args.target_namespace
     return run_audit(settings_from(args), output=args.output, namespace=namespace)
-
-
-REMOVAL_NOTE = (
-    "(removable: every audited pod on the node can be re-created on another node of its zone,\n"
-    " or carrying its ordinal label, and no audited workload (StatefulSet, Advanced StatefulSet,\n"
-    " KafkaNodePool) loses a zone or a place to run a pod; CPU, memory, taints and other\n"
-    " workloads are not checked. Nodes removable one at a time may not be removable together:\n"
-    " drain from the second list, or re-run the audit.)"
-)
 
 
 def load_view(settings: Settings) -> Store:
@@ -204,13 +197,7 @@ def render_text(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> str:
         lines += ["No StatefulSet to audit.", ""]
     for sts in report.sets:
         lines += [*_set_lines(sts), ""]
-    lines.append(
-        f"Nodes that can be removed one at a time: {', '.join(report.removable) or '(none)'}"
-    )
-    lines.append(
-        f"Nodes that can be removed together: {', '.join(report.removable_together) or '(none)'}"
-    )
-    lines += [REMOVAL_NOTE, ""]
+    lines += [*nodes_text(report), ""]
     misplaced = sum(s.misplaced_problems for s in report.sets)
     misplaced += sum(p.misplaced for p in pools)
     broken = f"{sum(s.has_problems for s in report.sets)} StatefulSet(s)"
@@ -272,8 +259,7 @@ def render_json(report: Report, *, pools: tuple[PoolReport, ...] = ()) -> dict[s
             }
             for s in report.sets
         ],
-        "removableNodes": list(report.removable),
-        "removableTogether": list(report.removable_together),
+        **nodes_json(report),
         "problems": report.has_problems or any(p.has_problems for p in pools),
     }
 

@@ -15,15 +15,15 @@ the zones the set holds now and the lowest replica count the scale-down guard wo
 (unknown zones included; none for a set being deleted, which nobody scales), and, in
 node-ordinal mode, ordinal label values no node or several nodes carry.
 
-Removable nodes are computed by :mod:`webhook.rules.removal`, weighing the audited
-KafkaNodePools (:mod:`webhook.rules.poolaudit`) too. A report has *problems* -- the CLI
-exits 1 -- when a pod is misplaced, a node-ordinal label is missing or duplicated, a
-StatefulSet's annotations are malformed, or its pod template binds its pods to a node that
-does not exist (:func:`~webhook.rules.locate.missing_node`): each leaves pods that never run
-or run in the wrong place. The misplaced pods, node-ordinal labels and malformed annotations
-of a set being deleted are shown but are no problem: nothing moves its pods (``stszone
-rebalance`` refuses such a set) nor places new ones (its controller creates none), they go
-with it.
+Removable nodes, and why each other node is not, are computed by :mod:`webhook.rules.removal`,
+weighing the audited KafkaNodePools (:mod:`webhook.rules.poolaudit`) too. A report has
+*problems* -- the CLI exits 1 -- when a pod is misplaced, a node-ordinal label is missing or
+duplicated, a StatefulSet's annotations are malformed, or its pod template binds its pods to a
+node that does not exist (:func:`~webhook.rules.locate.missing_node`): each leaves pods that
+never run or run in the wrong place. The misplaced pods, node-ordinal labels and malformed
+annotations of a set being deleted are shown but are no problem: nothing moves its pods
+(``stszone rebalance`` refuses such a set) nor places new ones (its controller creates none),
+they go with it.
 """
 
 from __future__ import annotations
@@ -145,6 +145,8 @@ class Report:
     removable_together: tuple[str, ...]
     #: StatefulSets of the audit's scope in namespaces stszone never intercepts.
     left_out: int = 0
+    #: Each node not removable alone, with what removing it would cost each workload.
+    unremovable: tuple[tuple[str, tuple[removal.Blocked, ...]], ...] = ()
 
     @property
     def has_problems(self) -> bool:
@@ -351,11 +353,12 @@ def audit(store: Store, *, excluded: Collection[str] = (), namespace: str | None
     sets = audited(store, excluded=excluded, namespace=namespace)
     everywhere = sets if namespace is None else audited(store, excluded=excluded)
     pools = audited_pools(store, excluded=excluded)
-    alone, together = removal.removable_nodes(store, everywhere, pools)
+    nodes = removal.removable_nodes(store, everywhere, pools)
     return Report(
         sets=tuple(audit_set(s, store=store) for s in sets),
         all_namespaces=store.namespace_enabled("") is None,
-        removable=alone,
-        removable_together=together,
+        removable=nodes.alone,
+        removable_together=nodes.together,
+        unremovable=nodes.blocked,
         left_out=sum(not audits(store, s, excluded=excluded) for s in scope(store, namespace)),
     )

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from webhook.errors import Denied
 from webhook.model.annotations import DEFAULT_TOPOLOGY_KEY
+from webhook.model.nodepools import GROUP as STRIMZI
 from webhook.model.nodepools import KafkaNodePoolInfo
 from webhook.model.records import StatefulSetInfo
 from webhook.model.selection import template_selection
@@ -21,7 +22,7 @@ from webhook.model.store import Store
 from webhook.rules.locate import Locator
 from webhook.rules.pinned import volume_zones
 from webhook.rules.placement import place
-from webhook.rules.policy import resolve_policy, walked_members
+from webhook.rules.policy import resolve_policy, walked_members, workload_kind
 from webhook.rules.poolplan import Balance
 from webhook.rules.poolzones import choose, id_claims, members, pool_balance, pool_policy
 
@@ -34,6 +35,8 @@ _FROM_LABEL = frozenset({"node-label", "replacement", "ending"})
 class Slot:
     """One ordinal, as node removal sees it."""
 
+    #: The name of its pod (whether the pod exists or not): how the audit names the member.
+    pod: str
     node: str
     zone: str | None
     homes: frozenset[str]
@@ -51,12 +54,24 @@ class Slot:
     fewest: bool = False
 
 
+class Workload(NamedTuple):
+    """A workload as the audit names it: ``StatefulSet``, ``Advanced StatefulSet`` or
+    ``KafkaNodePool`` (``title``), its API group and kind, namespace and name."""
+
+    title: str
+    group: str
+    kind: str
+    namespace: str
+    name: str
+
+
 class Plan(NamedTuple):
-    """One workload's members as node removal sees them, its topology key, and for a pool
-    how the brokers drained together are re-created."""
+    """One workload's members as node removal sees them, its topology key, the workload, and
+    for a pool how the brokers drained together are re-created."""
 
     slots: list[Slot]
     key: str
+    workload: Workload
     refill: Refill | None = None
 
 
@@ -110,11 +125,12 @@ def _local_nodes(
     return allowed
 
 
-def _stuck(nodes: Iterable[str]) -> list[Slot]:
-    """A malformed workload's members on ``nodes``: nowhere to go, so no node of theirs can go."""
+def _stuck(pods: Iterable[tuple[str, str]]) -> list[Slot]:
+    """A malformed workload's members, (pod, node) of each: those with a node have nowhere to
+    go, so no node of theirs can go."""
     return [
-        Slot(node, None, frozenset(), None, False)  # pragma: no mutate (by_label unread)
-        for node in nodes
+        Slot(pod, node, None, frozenset(), None, False)  # pragma: no mutate (by_label unread)
+        for pod, node in pods
         if node
     ]
 
@@ -140,11 +156,13 @@ def _by_zone(names: Iterable[str], key: str, store: Store) -> dict[str, set[str]
 def slots(sts: StatefulSetInfo, *, store: Store) -> Plan:
     """The ordinals of ``sts`` and its topology key; a malformed set's pods get no homes."""
     ordinals = walked_members(sts, store=store)
+    group = sts.group or "apps"
+    workload = Workload(workload_kind(sts.group), group, "StatefulSet", sts.namespace, sts.name)
     try:
         policy = resolve_policy(sts.namespace, sts.name, store=store, group=sts.group)
     except Denied:
         pods = (store.pod(sts.namespace, f"{sts.name}-{o}") for o in ordinals)
-        return Plan(_stuck(p.node for p in pods if p), DEFAULT_TOPOLOGY_KEY)
+        return Plan(_stuck((p.name, p.node) for p in pods if p), DEFAULT_TOPOLOGY_KEY, workload)
     key = policy.declared.topology_key
     # The template's own constraints leave the re-created pod only some nodes of its zone.
     fits = template_selection(sts.node_terms, sts.node_selector, sts.node_name)
@@ -186,8 +204,9 @@ def slots(sts: StatefulSetInfo, *, store: Store) -> Plan:
         local = _local_nodes(where.claims(ordinal), key, store, sts.namespace)
         if local is not None:
             homes &= local
-        found.append(Slot(node, located.zone, homes, expected, by_label, local, labelled))
-    return Plan(found, key)
+        pod = f"{sts.name}-{ordinal}"
+        found.append(Slot(pod, node, located.zone, homes, expected, by_label, local, labelled))
+    return Plan(found, key, workload)
 
 
 def pool_slots(pool: KafkaNodePoolInfo, *, store: Store) -> Plan:
@@ -195,13 +214,14 @@ def pool_slots(pool: KafkaNodePoolInfo, *, store: Store) -> Plan:
     count it in (its pod's, else its data's), re-created in the zone ``/mutate`` gives its pod
     (its data's, else the pool's fewest: brokers drained together in turn, :class:`Refill`); a
     malformed pool's pods get no homes."""
+    workload = Workload("KafkaNodePool", STRIMZI, "KafkaNodePool", pool.namespace, pool.name)
     try:
         policy = pool_policy(pool.namespace, pool.name, store=store)
     except Denied:
         policy = None
     if policy is None:
         pods = store.pool_pods(pool.namespace, pool.cluster, pool.name)
-        return Plan(_stuck(p.node for p in pods), DEFAULT_TOPOLOGY_KEY)
+        return Plan(_stuck((p.name, p.node) for p in pods), DEFAULT_TOPOLOGY_KEY, workload)
     key, namespace = policy.key, pool.namespace
     by_zone = _by_zone(store.nodes, key, store)
     where = members(namespace, policy, store=store)
@@ -225,10 +245,11 @@ def pool_slots(pool: KafkaNodePoolInfo, *, store: Store) -> Plan:
         homes = _homes(recreated, by_zone, local)
         node = pod.node if pod is not None else ""
         on.setdefault(node, []).append((len(found), node_id, None if fewest else recreated))
-        found.append(Slot(node, where.get(node_id), homes, recreated, False, local, None, fewest))
+        name, held = policy.broker(node_id), where.get(node_id)
+        found.append(Slot(name, node, held, homes, recreated, False, local, None, fewest))
     refill = None
     if balance is not None:  # no zones: no broker has a zone to go to
         in_zone = {zone: frozenset(nodes) for zone, nodes in by_zone.items()}
         fewest_on = frozenset(s.node for s in found if s.fewest)
         refill = Refill(balance, in_zone, on, fewest_on)
-    return Plan(found, key, refill)
+    return Plan(found, key, workload, refill)
