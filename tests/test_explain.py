@@ -293,7 +293,12 @@ def test_statefulset_text_on_the_guard_example(capsys: pytest.CaptureFixture[str
     ]
     assert lines[5] == "  a scale-down to each smaller size would be:"
     assert lines[6].startswith("    3 -> 2: refused (ZoneLoss): scale-down of cache from 3 to 2 ")
-    assert lines[8] == "    3 -> 0: allowed"
+    # What kubectl scale to 2 is told of the count, as kubectl patch of spec.replicas is.
+    assert lines[7] == (
+        "      warning: cache: 2 replica(s) for 3 zones leaves a zone empty; 3 or more survive "
+        "the loss of any zone"
+    )
+    assert lines[10] == "    3 -> 0: allowed"
 
 
 def test_not_found_and_ambiguous_names_exit_1(

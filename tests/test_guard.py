@@ -21,6 +21,7 @@ from webhook.model.extract import claim_info, node_info, pod_info, statefulset_i
 from webhook.model.store import Store
 from webhook.rules import guard, ranges
 from webhook.rules.audit import audit
+from webhook.rules.decision import Decision
 from webhook.rules.explain import explain_workload
 from webhook.rules.placement import place
 from webhook.rules.policy import Policy, resolve_policy
@@ -241,11 +242,38 @@ class NoLookups(Store):
     server_zones = discovered_zones = namespace_enabled = _fail
 
 
+class SetOnly(Store):
+    """A view that fails the test on any query but the set's record: an increase through a
+    Scale, which carries no annotations, reads the set (what the new count is told comes from
+    it) and nothing else."""
+
+    pod = node_zone = claim_zones = volume = nodes_with_label = NoLookups._fail
+    server_zones = discovered_zones = namespace_enabled = NoLookups._fail
+
+
+class NoGuardLookups(Store):
+    """A copy of a view that fails the test on any query about members (their pods, claims,
+    volumes, labelled nodes, a node's zone): what the guard of a scale-down asks."""
+
+    pod = node_zone = claim_zones = volume = nodes_with_label = NoLookups._fail
+
+    def __init__(self, source: Store) -> None:
+        super().__init__(zones=source.zones_override, live=source.live)
+        for table in source.loaded:
+            self.replace(table, source.table(table).values())
+
+
 @pytest.mark.parametrize(("old", "new"), [(3, 5), (3, 3), (0, 1)])
 def test_increases_and_unchanged_counts_need_no_lookups(old: int, new: int) -> None:
-    """Scale and StatefulSet UPDATE that do not lower replicas touch nothing in the view."""
-    assert scale(NoLookups(), old, new).allowed
+    """A StatefulSet UPDATE that does not lower replicas touches nothing in the view; a Scale
+    reads the set alone (none here: allowed without a word), and never what the guard asks
+    about members, even where the set is known and warned of its count."""
+    assert scale(SetOnly(), old, new).decision == Decision()
     assert update(NoLookups(), old, new).allowed
+    told = scale(NoGuardLookups(cluster(["a", "b", "c"])), old, new)
+    assert told.allowed
+    thin = f"db: {new} replica(s) for 3 zones leaves a zone empty; 3 or more survive the loss"
+    assert [w.startswith(thin) for w in told.warnings] == ([True] if new < 3 else [])
 
 
 def test_status_subresource_is_not_checked() -> None:

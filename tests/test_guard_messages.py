@@ -199,10 +199,14 @@ def test_an_unknown_zone_removed_while_every_zone_is_kept_is_a_second_warning() 
 
 
 def test_a_refusal_keeps_the_warnings_of_the_scale_down() -> None:
-    """4 -> 2 drops c (refused) and also removes db-3 from the unlisted zone x."""
+    """4 -> 2 drops c (refused) and also removes db-3 from the unlisted zone x; 2 replicas for
+    three zones leave one empty, as an UPDATE to 2 is told too."""
     outcome = scale(cluster({0: "na", 1: "nb", 2: "nc", 3: "nx"}), 4, 2)
     assert (outcome.allowed, outcome.reason) == (False, "ZoneLoss")
-    assert outcome.warnings == ("db: 4 -> 2 removes zone x (ordinal 3), not in stszone.io/zones",)
+    assert outcome.warnings == (
+        "db: 4 -> 2 removes zone x (ordinal 3), not in stszone.io/zones",
+        "db: 2 replica(s) for 3 zones leaves a zone empty; 3 or more survive the loss of any zone",
+    )
 
 
 NO_LIST: dict[str, str] = {}

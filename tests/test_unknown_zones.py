@@ -160,6 +160,8 @@ def test_allow_zone_loss_forces_a_scale_down_that_depends_on_an_unknown_zone() -
     assert outcome.warnings == (
         'web: 3 -> 2 may drop zone-b; allowed by stszone.io/allow-zone-loss="true" (remove it to '
         "re-arm the guard)",
+        # What an UPDATE of spec.replicas to 2 is told too.
+        "web: 2 replica(s) for 3 zones leaves a zone empty; 3 or more survive the loss of any zone",
     )
 
 
@@ -277,7 +279,10 @@ def test_scale_of_a_set_with_already_malformed_annotations_warns_and_is_guarded(
     )
     dropped = scale(store, 6, 2, name="db", ns="ns")
     assert (dropped.allowed, dropped.reason) == (False, "ZoneLoss")
-    assert dropped.warnings == kept.warnings
+    thin = (
+        "db: 2 replica(s) for 3 zones leaves a zone empty; 3 or more survive the loss of any zone"
+    )
+    assert dropped.warnings == (*kept.warnings, thin)  # as an UPDATE to 2 is told
 
 
 @pytest.mark.parametrize(

@@ -63,11 +63,15 @@ def _answer(
     sts: StatefulSetInfo, policy: Policy, store: Store, replicas: int, *, refused: str = ""
 ) -> SizeAnswer:
     answer = _judged(sts, policy, store, replicas, refused=refused)
-    if not policy.malformed or refused or sts.skipped or not replicas:
+    if refused or sts.skipped or not replicas:
         return answer
-    # As the guard answers a Scale that the defaults judged (a scale to zero is not judged).
-    said = scaling.malformed_warning(sts.name, policy.malformed, by="scale", kind=policy.kind)
-    return replace(answer, warnings=(*answer.warnings, said))
+    said: tuple[str, ...] = ()
+    if policy.malformed:  # as the guard answers a Scale the defaults judged (not one to zero)
+        kind = policy.kind
+        said = (scaling.malformed_warning(sts.name, policy.malformed, by="scale", kind=kind),)
+    # And what a Scale (or an UPDATE) to that count is told of it.
+    said += scaling.count_warnings(sts, replicas, store=store)
+    return replace(answer, warnings=(*answer.warnings, *said))
 
 
 def _judged(

@@ -31,7 +31,7 @@ from webhook.rules.policy import (
     require_synced,
     resolve_policy,
 )
-from webhook.rules.scaling import malformed_warning
+from webhook.rules.scaling import count_warnings, malformed_warning, scale_up
 from webhook.rules.zonelist import zone_list, zones_origin
 
 
@@ -204,17 +204,17 @@ def judge_live(
 def validate_kruise_scale(
     scale: JSON, *, old: JSON, name: str, namespace: str, store: Store
 ) -> Decision:
-    """Guard ``statefulsets/scale`` of ``apps.kruise.io`` (``kubectl scale``, the HPA)."""
+    """Guard ``statefulsets/scale`` of ``apps.kruise.io`` (``kubectl scale``, the HPA); any
+    change of count is told what an UPDATE to it is told of the count, as a set's ``/scale``
+    is (:func:`~webhook.rules.scaling.count_warnings`)."""
     new_count = _replicas(scale)
-    if old and new_count >= _replicas(old):
-        return allow()  # not a scale-down: no lookups
     held = store.statefulset(namespace, name, kruise.GROUP)
     if held is not None and held.skipped:
         return allow()  # a Scale lacks the set's labels: the objectSelector cannot skip it
     # An UPDATE always carries oldObject; a hand-written review may not.
     old_count = _replicas(old) if old else held.replicas if held is not None else new_count
     if new_count >= old_count:
-        return allow()
+        return scale_up(held, new_count, store=store)  # not a scale-down: no guard
     if held is not None and held.deleting:  # a Scale's metadata has no deletionTimestamp
         return verdict.deleting(name, group=kruise.GROUP)
     uid = objects.string(objects.mapping(scale, "metadata"), "uid", path="metadata")
@@ -260,7 +260,7 @@ def validate_kruise_scale(
         uid=uid,
         sts=held,
     )
-    return outcome.with_warnings(warnings)
+    return outcome.with_warnings(warnings + count_warnings(held, new_count, store=store))
 
 
 def _replicas(scale: JSON) -> int:

@@ -14,6 +14,8 @@
   existed.
 - A scale to zero, by either path, removes every broker: allowed with warnings, whatever the
   zones, as a StatefulSet's is (:func:`_emptied`).
+- Any other ``/scale``, up or down, is told what an UPDATE setting the same ``spec.replicas``
+  is told of the count (:func:`_scale_spread`), as a StatefulSet's ``/scale`` is.
 
 The pool's ``stszone.io/*`` annotations are checked here too, on CREATE and on an UPDATE that
 changes them, and warned of on one that leaves them malformed (:func:`pool_annotation_problems`),
@@ -296,7 +298,7 @@ def validate_pool_scale(
         held = store.nodepool(namespace, name)
         old_replicas = held.replicas if held is not None else new_replicas
     if new_replicas >= old_replicas:
-        return allow()
+        return _scale_spread(store.nodepool(namespace, name), new_replicas, store=store)
     if new_replicas <= 0:
         held = store.nodepool(namespace, name)
         # A Scale carries none of the pool's labels: the objectSelector cannot skip its /scale.
@@ -306,14 +308,16 @@ def validate_pool_scale(
     policy = pool_policy(
         namespace, name, store=store, tolerate_malformed=True, retried_by=SCALES_RETRIED_BY
     )
-    node_ids = policy.pool.node_ids if policy is not None else None
     # A Scale carries none of the pool's labels: the objectSelector cannot skip its /scale.
-    if policy is None or not node_ids or policy.pool.skipped:
+    if policy is None or policy.pool.skipped:
         return allow()
+    node_ids = policy.pool.node_ids
+    if not node_ids:  # not reconciled yet: the operator removes no broker
+        return _scale_spread(policy.pool, new_replicas, store=store)
     annotation = policy.pool.annotations.get(REMOVE_NODE_IDS)
     removed = order_for(policy, new_replicas, annotation)
     if not removed:
-        return allow()
+        return _scale_spread(policy.pool, new_replicas, store=store)
     where = members(namespace, policy, store=store)
     change = f"scale-down from {len(node_ids)} to {new_replicas}"
     result = judge(policy, where, removed)
@@ -329,6 +333,9 @@ def validate_pool_scale(
             f"(then scale again), or {override(policy)}"
         )
     decided = _verdict(policy, result, change=change, fix=fix)
+    said = spread_warnings(
+        name, new_replicas, policy.declared, policy.zones, store=store, ranked=False
+    )
     if better and not result.refused:
         decided = decided.with_warnings(
             (
@@ -337,7 +344,23 @@ def validate_pool_scale(
                 f"{annotate_command(policy, chosen)}",
             )
         )
-    return decided.with_warnings(_malformed(policy, by="scale"))
+    return decided.with_warnings(_malformed(policy, by="scale") + said)
+
+
+def _scale_spread(pool: KafkaNodePoolInfo | None, replicas: int, *, store: Store) -> Decision:
+    """A ``/scale`` that removes no broker: no guard, so nothing about its brokers is looked up;
+    its malformed annotations said (its new brokers are refused until they are fixed) and the
+    count's warnings, as an UPDATE of the pool to ``replicas`` gets them
+    (:func:`pool_spread_warnings`). Nothing of a pool the view lacks, nor of one labelled skip."""
+    if pool is None or pool.skipped:
+        return allow()
+    declared, problems = pool_annotations(pool.annotations, store=store)
+    said: tuple[str, ...] = ()
+    if problems:
+        said = (malformed_warning(pool.name, problems, by="scale", kind="KafkaNodePool"),)
+    zones = zone_list(declared, store=store)
+    spread = spread_warnings(pool.name, replicas, declared, zones, store=store, ranked=False)
+    return allow(warnings=said + spread)
 
 
 def _emptied(name: str, *, old: int) -> Decision:

@@ -7,6 +7,12 @@ any other decrease goes to the guard, once the live view has listed every resour
 the StatefulSet in the view; annotations already malformed there cannot be changed by a Scale,
 so, as on an UPDATE that leaves them as they were, they give a warning and the guard runs on
 the defaults -- an HPA scale-down that keeps every zone is never blocked by them.
+
+Whatever the direction, a Scale is told what an UPDATE setting the same ``spec.replicas`` is
+told of that count (:func:`count_warnings`: fewer replicas than zones, a listed zone with no
+node), read from the set in the view: an operator gets the same answer for the same change,
+whichever path it takes. An increase goes to no guard and waits for no sync: a set the view
+does not hold yet is allowed without a word.
 """
 
 from __future__ import annotations
@@ -19,8 +25,14 @@ from webhook.model.records import StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules import guard, retention, verdict
 from webhook.rules.decision import CUT, WARNING_MAX, Decision, allow
-from webhook.rules.policy import SCALES_RETRIED_BY, Policy, require_synced, resolve_policy
-from webhook.rules.zonelist import zones_origin
+from webhook.rules.policy import (
+    SCALES_RETRIED_BY,
+    Policy,
+    require_synced,
+    resolve_policy,
+    workload_kind,
+)
+from webhook.rules.zonelist import spread_warnings, zone_list, zones_origin
 
 
 def malformed_warning(
@@ -37,6 +49,32 @@ def malformed_warning(
     if len(first) > room:
         first = first[: max(room - len(CUT), 0)] + CUT
     return head + first + tail
+
+
+def count_warnings(sts: StatefulSetInfo | None, replicas: int, *, store: Store) -> tuple[str, ...]:
+    """What an UPDATE setting ``sts``'s ``spec.replicas`` to ``replicas`` is warned of that count
+    (:func:`~webhook.rules.zonelist.spread_warnings`), for its ``/scale``, read from the set as
+    the view holds it (the defaults while its annotations are malformed, as that UPDATE reads
+    them). None of a set the view lacks (no zone list to count), one being deleted (it gets no
+    new pod) or in node-ordinal mode (its labelled nodes place it, whatever the zones)."""
+    if sts is None or sts.deleting or sts.declared.mode == "node-ordinal":
+        return ()
+    zones = zone_list(sts.declared, store=store)
+    # Members fill the listed zones in order (ranked), as the UPDATE's warning counts them.
+    return spread_warnings(sts.name, replicas, sts.declared, zones, store=store, ranked=True)
+
+
+def scale_up(sts: StatefulSetInfo | None, replicas: int, *, store: Store) -> Decision:
+    """An increase (or no change) through ``/scale``: no guard, so nothing about its members is
+    looked up; its malformed annotations said (its new pods are refused until they are fixed)
+    and the count's warnings, as an UPDATE to ``replicas`` gets them."""
+    if sts is None:
+        return allow()
+    said: tuple[str, ...] = ()
+    if sts.problems:
+        kind = workload_kind(sts.group)
+        said = (malformed_warning(sts.name, sts.problems, by="scale", kind=kind),)
+    return allow(warnings=said + count_warnings(sts, replicas, store=store))
 
 
 def judge(
@@ -85,18 +123,16 @@ def judge(
 def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: Store) -> Decision:
     """Guard the ``statefulsets/scale`` subresource (``kubectl scale``, the HPA)."""
     new_count = _scale_replicas(scale)
-    if old:
-        old_count = _scale_replicas(old)
-    else:  # an UPDATE always carries oldObject; a hand-written review may not
-        known = store.statefulset(namespace, name)
-        old_count = known.replicas if known is not None else new_count
-    if new_count >= old_count:
-        return allow()  # not a scale-down: no lookups
     sts = store.statefulset(namespace, name)
+    # An UPDATE always carries oldObject; a hand-written review may not.
+    known = sts.replicas if sts is not None else new_count
+    old_count = _scale_replicas(old) if old else known
     if sts is not None and sts.skipped:
         # The objectSelector keeps the set's own writes from stszone; a Scale carries none of
         # its labels, so the API server sends its /scale all the same: left alone alike.
         return allow()
+    if new_count >= old_count:
+        return scale_up(sts, new_count, store=store)
     if sts is not None and sts.deleting:  # a Scale's metadata has no deletionTimestamp
         return verdict.deleting(name)
     if new_count == 0:
@@ -135,7 +171,7 @@ def validate_scale(scale: JSON, *, old: JSON, name: str, namespace: str, store: 
         # A Scale's metadata is its StatefulSet's: its uid is the set's.
         uid=objects.string(objects.mapping(scale, "metadata"), "uid", path="metadata"),
     )
-    return outcome.with_warnings(warnings)
+    return outcome.with_warnings(warnings + count_warnings(sts, new_count, store=store))
 
 
 def _scale_replicas(scale: JSON) -> int:
