@@ -22,11 +22,14 @@ from webhook.cli import main
 MISPLACED = {0: "a1", 1: "a2", 2: "c1", 3: "b1"}
 
 
-def _step_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """The commands of the dry run's first step (``--timeout 4``), as -o json gives them."""
+def _step_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], *, timeout: int = 4
+) -> list[str]:
+    """The commands of the dry run's first step (``--timeout``), as -o json gives them."""
     saved = tmp_path / "cluster.json"
     saved.write_text(json.dumps({"kind": "List", "items": r.cluster(MISPLACED)}))
-    assert main(["rebalance", "--cluster", str(saved), "--timeout", "4", "-o", "json"]) == 0
+    argv = ["rebalance", "--cluster", str(saved), "--timeout", str(timeout), "-o", "json"]
+    assert main(argv) == 0
     (db,) = json.loads(capsys.readouterr().out)["statefulsets"]
     commands: list[str] = db["steps"][0]["commands"]
     return commands
@@ -51,9 +54,13 @@ async def test_the_printed_wait_returns_once_every_replica_is_available(
 ) -> None:
     """The printed command, through bash, against a set whose status counts 3 of 4 replicas
     available: it is still waiting a second later; once the status counts 4 it ends with
-    exit 0, and if it never does, it fails when its --timeout (4 s) runs out."""
+    exit 0, and if it never does, it fails when its --timeout (4 s) runs out.
+
+    Counted later, the wait is given 30 s (kubectl's start on a busy machine is not what is
+    tested), and the set is written again every half second until kubectl ends, so that a
+    write between its read and its watch cannot be the one it misses."""
     kubectl = require("kubectl", why="running the printed kubectl commands")
-    command = _step_commands(tmp_path, capsys)[-1]
+    command = _step_commands(tmp_path, capsys, timeout=30 if counted else 4)[-1]
     async with FakeApi(fixtures=False) as fake:
         fake.discovery = True
         sts: dict[str, Any] = r.statefulset(4)
@@ -70,14 +77,19 @@ async def test_the_printed_wait_returns_once_every_replica_is_available(
             "bash", "-c", command, env=env, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
+        ended = asyncio.ensure_future(run.communicate())
         await asyncio.sleep(1.0)
-        assert run.returncode is None, await run.communicate()  # still waiting
+        assert not ended.done(), await ended  # still waiting
         if counted:
             sts["status"]["availableReplicas"] = 4
-            fake.put("statefulsets", sts)
-        out, err = await asyncio.wait_for(run.communicate(), timeout=30)
+            for _ in range(80):  # 40 s, past the wait's own 30 s
+                fake.put("statefulsets", sts)
+                if (await asyncio.wait({ended}, timeout=0.5))[0]:
+                    break
+        out, err = await asyncio.wait_for(ended, timeout=40)
         code = await run.wait()
+    said = (code, out.decode().strip(), err.decode().strip())
     if counted:
-        assert (code, out.decode().strip()) == (0, "statefulset.apps/db condition met")
+        assert said[:2] == (0, "statefulset.apps/db condition met"), said
     else:
-        assert code != 0 and "timed out waiting for the condition" in err.decode()
+        assert code != 0 and "timed out waiting for the condition" in said[2], said
