@@ -18,7 +18,7 @@ import pytest
 from tests.fakeapi import FakeApi, Fault, eventually
 from tests.kubeconfig import write_kubeconfig
 from tests.retries import in_background
-from webhook.cluster.api import JSON_MEDIA, Api, ApiError, ProxyRefused
+from webhook.cluster.api import JSON_MEDIA, Api, ApiError, CredentialsError, ProxyRefused
 from webhook.cluster.credsource import load_credentials
 from webhook.cluster.live import LiveView
 from webhook.cluster.outages import Outages
@@ -418,3 +418,40 @@ def test_each_cause_is_said_when_it_starts_and_when_no_cache_meets_it(
     for (level, message), want in zip(said, expected, strict=True):
         want_level, word = want.split(" ")
         assert level == want_level and words[word] in message, (said, want)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "claim"),
+    [
+        pytest.param("503", "down", "answers lists and watches again", id="503-then-down"),
+        pytest.param("403", "down", "allows the nodes list/watch again", id="403-then-down"),
+        pytest.param("garbage", "503", "nodes list/watch works again", id="garbage-then-503"),
+        pytest.param("down", "unloaded", "reach the API server", id="down-then-no-credentials"),
+        pytest.param("tls", "down", "passes TLS verification again", id="tls-then-down"),
+    ],
+)
+def test_a_cause_given_way_to_another_is_not_said_to_be_well_again(
+    before: str, after: str, claim: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cache that meets one cause, then another that does not prove the first one over (an
+    API server answering 503, then unreachable, as one does while it restarts), is not told the
+    first one is well again: the line that ends the first says the caches fail otherwise, and
+    counts what failed."""
+    outages = Outages("kubeconfig K")
+    unloaded = CredentialsError("the exec plugin failed", source="kubeconfig K")
+    errors: dict[str, BaseException] = {
+        "down": _refused(),
+        "503": ApiError(503, reason="ServiceUnavailable", message="overloaded"),
+        "403": _forbidden("nodes"),
+        "garbage": ValueError("not JSON"),
+        "tls": ssl.SSLCertVerificationError(1, "certificate verify failed"),
+        "unloaded": unloaded,
+    }
+    caplog.set_level(logging.INFO, logger="stszone.watch")
+    for what in (before, before, after):
+        err = errors[what]
+        outages.failed("nodes list/watch", err, said=str(err), resource=NODES)
+    said = [r.getMessage() for r in caplog.records]
+    assert not [line for line in said if claim in line], said
+    ended = [line for line in said if "fail for another cause now" in line]
+    assert len(ended) == 1 and "(2 requests failed in " in ended[0], said

@@ -6,7 +6,11 @@ forbids a resource, each retry of each cache meets the same cause. :class:`Outag
 every failure and of every cache back in sync, and says a cause when it starts, once, with what
 to do; while it lasts, a count at most every :data:`~webhook.cluster.refusals.STILL_EVERY`
 seconds with the last error; and when every cache that met it is in sync again, how many
-failed (counted as :mod:`webhook.cluster.refusals` counts the credentials' causes).
+failed (counted as :mod:`webhook.cluster.refusals` counts the credentials' causes). A cache
+that meets another cause has left the one before, which is said well again only when an
+answer of the API server proves it (a connection, TLS or a proxy failing, then any status);
+else its last line says the caches fail for another cause now, as an API server answering
+503, then unreachable while it restarts, is not well between the two.
 
 A cause is what its cure is the same for:
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 import logging
 import ssl
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 import aiohttp
 
@@ -103,15 +108,22 @@ def _grant(resource: Resource) -> str:
     )
 
 
+#: The causes an answer of the API server (any status, a 401 too) proves over: it was reached.
+_ANSWERED_ENDS: Final = frozenset({("proxy",), ("unverified",), ("unreachable",)})
+
+
 @dataclass(frozen=True, slots=True)
 class Cause:
-    """One cause and its lines: the first, the prefix of the count, and the last."""
+    """One cause and its lines: the first, the prefix of the count, and the last; ``name``
+    names it in the last line when another cause takes its place, which proves it over for
+    none of its lines but that (an API server answering 503, then unreachable)."""
 
     key: tuple[str, ...]
     level: int
     first: str
     still: str
     over: str
+    name: str
 
 
 def cause_of(
@@ -130,6 +142,7 @@ def cause_of(
             f"{said}; {serving}",
             "the proxy still refuses the caches' requests",
             "the proxy carries the caches' requests again",
+            "the proxy's refusals",
         )
     if unverified(err):
         return Cause(
@@ -138,6 +151,7 @@ def cause_of(
             f"{server} fails TLS verification: {said}; {serving}: {UNVERIFIED_WAY}",
             f"{server} still fails TLS verification",
             f"{server} passes TLS verification again",
+            f"the TLS failures of {server}",
         )
     if unreachable(err):
         return Cause(
@@ -147,6 +161,7 @@ def cause_of(
             f"has been out of sync for --max-unsynced; if it lasts, {UNREACHABLE_WAY}",
             f"{server} is still unreachable",
             f"the caches reach {server} again",
+            f"the failed connections to {server}",
         )
     status = err.status if isinstance(err, ApiError) else 0
     if status == 429 or status >= 500:
@@ -157,6 +172,7 @@ def cause_of(
             f"{server} answers lists and watches with {said}; {serving}: {way}",
             f"{server} still answers HTTP {status}",
             f"{server} answers lists and watches again",
+            f"HTTP {status} from {server}",
         )
     if status == 403 and resource is not None:
         return Cause(
@@ -166,6 +182,7 @@ def cause_of(
             f"allowed: {_grant(resource)}",
             f"{server} still forbids the {what}",
             f"{server} allows the {what} again",
+            f"{server} forbidding the {what}",
         )
     kind = str(status) if status else type(err).__name__
     return Cause(
@@ -174,6 +191,7 @@ def cause_of(
         f"{what} failed: {said}; retrying: {way_on(err, resource=resource)}",
         f"{what} still fails",
         f"{what} works again",
+        f"the {what}'s failures ({kind})",
     )
 
 
@@ -202,7 +220,9 @@ class Outages(Causes):
         cause = cause_of(err, what=what, said=said, source=self.source, resource=resource)
         held = self._held.get(what)
         if held is not None and (cause is None or held != cause.key):
-            self._leave(what, held, over=True)  # another cause: the one before is over for it
+            # Another cause: the one before is past for it; over only if an answer proves it.
+            answered = isinstance(err, ApiError) and held in _ANSWERED_ENDS
+            self._leave(what, held, end="over" if answered else "other")
         if cause is None:
             return
         key, now = cause.key, self.clock()
@@ -223,20 +243,29 @@ class Outages(Causes):
         if self._held:
             held = self._held.get(what)
             if held is not None:
-                self._leave(what, held, over=True)
+                self._leave(what, held, end="over")
 
     def stopped(self, what: str) -> None:
         """``what`` stopped (its resource is no longer served): it meets nothing now, and a
         cause it alone met ends unsaid, as nothing proved it over."""
         held = self._held.get(what)
         if held is not None:
-            self._leave(what, held, over=False)
+            self._leave(what, held, end="unsaid")
 
-    def _leave(self, what: str, key: tuple[str, ...], *, over: bool) -> None:
+    def _leave(
+        self, what: str, key: tuple[str, ...], *, end: Literal["over", "other", "unsaid"]
+    ) -> None:
         del self._held[what]
         found = self._open[key]
         found.members.discard(what)
         if not found.members:
             del self._open[key]
-            if over:
-                log.info("%s (%s)", found.cause.over, found.streak.counted(self.clock()))
+            counted = found.streak.counted(self.clock())
+            if end == "over":
+                log.info("%s (%s)", found.cause.over, counted)
+            elif end == "other":
+                log.info(
+                    "%s: over, but the caches fail for another cause now (%s)",
+                    found.cause.name,
+                    counted,
+                )
