@@ -455,3 +455,27 @@ def test_a_cause_given_way_to_another_is_not_said_to_be_well_again(
     assert not [line for line in said if claim in line], said
     ended = [line for line in said if "fail for another cause now" in line]
     assert len(ended) == 1 and "(2 requests failed in " in ended[0], said
+
+
+def test_a_403_is_said_once_for_the_caches_of_one_resource(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The caches of StatefulSet pods and of Kafka brokers' pods both list and watch pods: a
+    403 on pods wants one permission granted, said once, and said allowed once both caches
+    are back; a 403 on nodes is another permission, said on its own."""
+    outages = Outages("kubeconfig K")
+    poolpods = Resource(table="poolpods", path="/api/v1/pods", label_selector="strimzi.io/kind")
+    caplog.set_level(logging.INFO, logger="stszone.watch")
+    for _ in range(3):
+        for member, resource in (("pods list/watch", PODS), ("poolpods list/watch", poolpods)):
+            err = _forbidden("pods")
+            outages.failed(member, err, said=str(err), resource=resource)
+    outages.failed("nodes list/watch", _forbidden("nodes"), said="nodes", resource=NODES)
+    outages.worked("pods list/watch")
+    outages.worked("nodes list/watch")
+    outages.worked("poolpods list/watch")
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    grants = [m for level, m in said if level == "ERROR" and "grant get, list and watch on" in m]
+    assert [m.rsplit(" on ", 1)[1].split(" ")[0] for m in grants] == ["pods", "nodes"], said
+    allowed = [m for level, m in said if level == "INFO" and "list/watch again" in m]
+    assert len(allowed) == 2 and "(6 requests failed in " in allowed[1], said

@@ -18,7 +18,8 @@ A cause is what its cure is the same for:
   cache; a certificate that does not verify, another; a proxy refusing, another;
 * an answer of 5xx or 429, one per status, for every cache: an API server restarting or
   overloaded answers every resource alike;
-* a 403, one per resource, naming the permission to grant;
+* a 403, one per resource, naming the permission to grant (the caches of StatefulSet pods and
+  of Kafka brokers' pods read one resource, pods);
 * anything else, one per cache and kind of error.
 
 Credentials that do not load or that the API server refuses (401) are said by
@@ -176,7 +177,7 @@ def cause_of(
         )
     if status == 403 and resource is not None:
         return Cause(
-            ("forbidden", what),
+            ("forbidden", resource.path),  # one permission, whichever caches read the resource
             logging.ERROR,
             f"{server} forbids the {what}: {said}; its cache serves what it holds until "
             f"allowed: {_grant(resource)}",
