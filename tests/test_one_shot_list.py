@@ -3,6 +3,7 @@ against the fake API server: paged, and whole again when a page's continue token
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -12,7 +13,10 @@ from tests.fakeapi import FakeApi, Fault
 from tests.kubeconfig import write_kubeconfig
 from webhook.cluster.api import Api, ApiError
 from webhook.cluster.credsource import load_credentials
+from webhook.cluster.live import live_store
 from webhook.cluster.snapshot import list_collection
+from webhook.config import Settings
+from webhook.errors import ConfigError
 
 
 async def test_a_list_whose_continue_token_expires_midway_is_listed_again_whole(
@@ -56,3 +60,22 @@ async def test_any_other_failure_of_a_page_is_the_commands_error(tmp_path: Path)
             with pytest.raises(ApiError) as raised:
                 await list_collection(api, "/api/v1/pods", page=5)
     assert raised.value.status == 503
+
+
+async def test_a_refused_list_leaves_no_other_list_running(tmp_path: Path) -> None:
+    """``audit``'s lists run side by side: when one is refused, the command's error is raised
+    only once the others have stopped, so none goes on against the closed client (opening a
+    session that nothing closes) after the command has failed."""
+    async with FakeApi(token="t") as fake:
+        fake.inject("pods", "list", Fault.status(403))
+        fake.inject("nodes", "list", Fault.slow(2.0))  # still on its way when pods is refused
+        config = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url, token="t", ca=fake.ca)
+        with pytest.raises(ConfigError, match="HTTP 403"):
+            await live_store(Settings(), credentials=load_credentials(str(config), environ={}))
+        running = [
+            task
+            for task in asyncio.all_tasks()
+            if not task.done()
+            and getattr(task.get_coro(), "__qualname__", "").endswith("Reflector.list")
+        ]
+    assert running == []

@@ -158,13 +158,20 @@ async def live_store(
             reflector_for(resource, api=api, store=store, tuning=tuning)
             for resource in resources(settings)
         ]
+        lists = [asyncio.ensure_future(reflector.list()) for reflector in reflectors]
         try:
-            await asyncio.gather(*(reflector.list() for reflector in reflectors))
+            await asyncio.gather(*lists)
         except (ApiError, aiohttp.ClientError, OSError, ValueError) as err:
             way = _way_on(err, credentials)
             raise ConfigError(
                 f"cannot list the cluster via {credentials.source}: {err}; {way}"
             ) from err
+        finally:
+            # gather leaves the other lists running when one fails: stopped here, none goes on
+            # paging against the client closed below (it would open a session nothing closes).
+            for listing in lists:
+                listing.cancel()
+            await asyncio.gather(*lists, return_exceptions=True)
     return store
 
 
