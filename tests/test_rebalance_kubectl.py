@@ -22,14 +22,11 @@ from webhook.cli import main
 MISPLACED = {0: "a1", 1: "a2", 2: "c1", 3: "b1"}
 
 
-def _step_commands(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], *, timeout: int = 4
-) -> list[str]:
-    """The commands of the dry run's first step (``--timeout``), as -o json gives them."""
+def _step_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """The commands of the dry run's first step (``--timeout 4``), as -o json gives them."""
     saved = tmp_path / "cluster.json"
     saved.write_text(json.dumps({"kind": "List", "items": r.cluster(MISPLACED)}))
-    argv = ["rebalance", "--cluster", str(saved), "--timeout", str(timeout), "-o", "json"]
-    assert main(argv) == 0
+    assert main(["rebalance", "--cluster", str(saved), "--timeout", "4", "-o", "json"]) == 0
     (db,) = json.loads(capsys.readouterr().out)["statefulsets"]
     commands: list[str] = db["steps"][0]["commands"]
     return commands
@@ -48,23 +45,21 @@ def test_a_step_ends_waiting_for_every_replica_to_be_available(
     )
 
 
-@pytest.mark.parametrize("counted", [True, False], ids=["counted later", "never counted"])
-async def test_the_printed_wait_returns_once_every_replica_is_available(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], counted: bool
+@pytest.mark.parametrize("available", [4, 3], ids=["every replica", "one short"])
+async def test_the_printed_wait_ends_only_when_every_replica_is_available(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], available: int
 ) -> None:
-    """The printed command, through bash, against a set whose status counts 3 of 4 replicas
-    available: it is still waiting a second later; once the status counts 4 it ends with
-    exit 0, and if it never does, it fails when its --timeout (4 s) runs out.
-
-    Counted later, the wait is given 30 s (kubectl's start on a busy machine is not what is
-    tested), and the set is written again every half second until kubectl ends, so that a
-    write between its read and its watch cannot be the one it misses."""
+    """The printed command, through bash (its quoting and all), against a set of 4 replicas
+    whose status counts ``available``: with all 4 it ends at once, "condition met"; one short,
+    it is still waiting a second later and fails when its --timeout (4 s) runs out. (How
+    kubectl then follows the set's changes is kubectl's; what is ours is a command whose
+    condition reads the field and the count right.)"""
     kubectl = require("kubectl", why="running the printed kubectl commands")
-    command = _step_commands(tmp_path, capsys, timeout=30 if counted else 4)[-1]
+    command = _step_commands(tmp_path, capsys)[-1]
     async with FakeApi(fixtures=False) as fake:
         fake.discovery = True
         sts: dict[str, Any] = r.statefulset(4)
-        sts["status"]["availableReplicas"] = 3
+        sts["status"]["availableReplicas"] = available
         fake.put("statefulsets", sts)
         config = write_kubeconfig(tmp_path / "kubeconfig", server=fake.url)
         env = {
@@ -78,18 +73,13 @@ async def test_the_printed_wait_returns_once_every_replica_is_available(
             stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         ended = asyncio.ensure_future(run.communicate())
-        await asyncio.sleep(1.0)
-        assert not ended.done(), await ended  # still waiting
-        if counted:
-            sts["status"]["availableReplicas"] = 4
-            for _ in range(80):  # 40 s, past the wait's own 30 s
-                fake.put("statefulsets", sts)
-                if (await asyncio.wait({ended}, timeout=0.5))[0]:
-                    break
+        if available < 4:
+            await asyncio.sleep(1.0)
+            assert not ended.done(), await ended  # still waiting
         out, err = await asyncio.wait_for(ended, timeout=40)
         code = await run.wait()
     said = (code, out.decode().strip(), err.decode().strip())
-    if counted:
+    if available == 4:
         assert said[:2] == (0, "statefulset.apps/db condition met"), said
     else:
         assert code != 0 and "timed out waiting for the condition" in said[2], said
