@@ -50,7 +50,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from tests import fakediscovery, fakeevents, fakeobjects, fakewrites
+from tests import fakeevents, fakeobjects, fakewrites
 from tests.fakeobjects import EvictHook
 from tests.fakestate import (
     RESOURCES,
@@ -173,8 +173,6 @@ class FakeApi:
         self.on_evict: list[EvictHook] = []
         #: Called with (resource, verb, object) after a create, update or patch landed.
         self.on_write: list[WriteHook] = []
-        #: Serve API discovery, as kubectl needs it (:mod:`tests.fakediscovery`).
-        self.discovery = False
         #: The fault of every list and watch of a resource while it is here (after the queued).
         self.failing: dict[str, Fault] = {}
         self._site: web.TCPSite | None = None
@@ -297,10 +295,6 @@ class FakeApi:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         where = fakeobjects.route(request.path)
-        if where is None and self.discovery:  # kubectl's discovery (tests.fakediscovery)
-            found = fakediscovery.answer(request.path)
-            if found is not None:
-                return found
         if where is None or where.subresource:
             return fakeobjects.status(
                 404, "NotFound", "the server could not find the requested resource"
