@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal, NamedTuple
 
-from webhook.model.records import PodInfo
+from webhook.model.records import PodInfo, StatefulSetInfo
 from webhook.model.store import Store
 from webhook.rules.pinned import volume_zones
 from webhook.rules.placement import controller_claims, policy_zone, shared_zone, zone_among
@@ -104,9 +104,13 @@ def missing_node(namespace: str, *, policy: Policy, store: Store) -> str:
     holds the cluster's nodes and not that one, and the set is not being deleted; else "".
     Every pod its controller makes from that template never runs (the module docstring)."""
     held = store.statefulset(namespace, policy.statefulset, policy.group)
-    if held is None or held.deleting or not store.node_gone(held.node_name):
-        return ""
-    return held.node_name
+    return "" if held is None or held.deleting else _gone_node(held, store=store)
+
+
+def _gone_node(held: StatefulSetInfo | None, *, store: Store) -> str:
+    """The node ``held``'s pod template binds every pod to, when the view holds the cluster's
+    nodes and not that one, its set being deleted or not; else ""."""
+    return held.node_name if held is not None and store.node_gone(held.node_name) else ""
 
 
 class Locator:
@@ -135,8 +139,7 @@ class Locator:
         #: The set is being deleted: its controller replaces no pod.
         self.ending = held is not None and held.deleting
         #: The missing node its template binds pods to, the set being deleted or not ("": none).
-        gone = held is not None and store.node_gone(held.node_name)
-        self.bound_to = held.node_name if held is not None and gone else ""
+        self.bound_to = _gone_node(held, store=store)
         #: :func:`missing_node` (``stranded``, when the caller has read it for the set): an
         #: ordinal without a running pod holds no zone ("": none).
         self.stranded = ("" if self.ending else self.bound_to) if stranded is None else stranded
